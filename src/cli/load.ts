@@ -1,0 +1,19 @@
+// Loading a file set and translating it: shared by translate, status, serve and run.
+
+import { FileSource, type LoadResult } from "../sources/file-source.js";
+import { makeInput } from "../translate/input.js";
+import { type TranslationResult, translate } from "../translate/translate.js";
+
+export interface Loaded {
+  readonly load: LoadResult;
+  readonly result: TranslationResult;
+}
+
+export function translateLoad(load: LoadResult): TranslationResult {
+  return translate(makeInput(load.resources, load.sources), { impliedGatewayClass: true });
+}
+
+export async function loadAndTranslate(paths: readonly string[]): Promise<Loaded> {
+  const load = await new FileSource(paths).load();
+  return { load, result: translateLoad(load) };
+}

@@ -1,0 +1,48 @@
+// `sluice status -f <file|dir>`: the status Sluice computes for every resource (file mode has no API server to
+// write it to), and the problems found while loading. With `--admin <url>` it also shows what the running Sluice
+// server knows of each connected Envoy (versions ACKed, NACKs with Envoy's message).
+
+import { parseArgs } from "node:util";
+import { stringify } from "yaml";
+import { formatProblem } from "../sources/file-source.js";
+import type { CommandIO } from "./io.js";
+import { loadAndTranslate } from "./load.js";
+
+export async function runStatus(argv: string[], io: CommandIO): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      file: { type: "string", short: "f", multiple: true },
+      admin: { type: "string" },
+      output: { type: "string", short: "o", default: "yaml" },
+    },
+  });
+  const doc: Record<string, unknown> = {};
+  let failed = false;
+  if (values.file?.length) {
+    const { load, result } = await loadAndTranslate(values.file);
+    doc["problems"] = load.problems.map(formatProblem);
+    doc["resources"] = result.statuses.map((s) => ({
+      kind: s.kind,
+      namespace: s.namespace,
+      name: s.name,
+      status: s.status,
+    }));
+    failed = load.problems.some((p) => p.severity === "error");
+  }
+  if (values.admin !== undefined) {
+    try {
+      const res = await fetch(new URL("/status", values.admin));
+      doc["xds"] = await res.json();
+    } catch (e) {
+      io.stderr(`sluice status: cannot reach ${values.admin}: ${(e as Error).message}\n`);
+      return 1;
+    }
+  }
+  if (Object.keys(doc).length === 0) {
+    io.stderr("sluice status: give -f <file|dir> and/or --admin <url of a running sluice>\n");
+    return 2;
+  }
+  io.stdout(values.output === "json" ? `${JSON.stringify(doc, null, 2)}\n` : stringify(doc));
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,179 @@
+// The file source: YAML files or directories, validated, with "last good" semantics, watched for changes.
+//
+// - A file with a YAML syntax error keeps contributing the documents it had when it last parsed.
+// - A resource that fails validation is left out, except that the last valid version of the same resource
+//   (kind/namespace/name) keeps being served while the new one is broken.
+// - Every problem names file, line, resource and field path.
+
+import { type FSWatcher, watch } from "node:fs";
+import { readFile, stat } from "node:fs/promises";
+import { dirname } from "node:path";
+import { type Problem, splitPath } from "../api/problems.js";
+import { describeResource, type Resource, resourceKey, type SourceRef } from "../api/resource.js";
+import { validateResource } from "../api/validate.js";
+import { listYamlFiles } from "./files.js";
+import { type LoadedDocument, parseYamlFile } from "./yaml.js";
+
+export interface SourceProblem {
+  readonly file: string;
+  readonly line: number;
+  /** `Kind ns/name`, when the problem belongs to a resource. */
+  readonly resource?: string;
+  readonly path: string;
+  readonly message: string;
+  readonly severity: "error" | "warning";
+}
+
+export interface LoadResult {
+  readonly resources: readonly Resource[];
+  readonly sources: ReadonlyMap<string, SourceRef>;
+  readonly problems: readonly SourceProblem[];
+}
+
+/** `file:line: Kind ns/name: spec.path: message`, the format every command prints. */
+export function formatProblem(p: SourceProblem): string {
+  const parts = [`${p.file}:${p.line}`];
+  if (p.resource !== undefined) parts.push(p.resource);
+  if (p.path !== "") parts.push(p.path);
+  parts.push(p.severity === "warning" ? `warning: ${p.message}` : p.message);
+  return parts.join(": ");
+}
+
+function guessDescription(doc: unknown): string | undefined {
+  if (typeof doc !== "object" || doc === null) return undefined;
+  const d = doc as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
+  if (typeof d.kind !== "string" || typeof d.metadata?.name !== "string") return undefined;
+  const ns = typeof d.metadata.namespace === "string" ? d.metadata.namespace : "default";
+  return `${d.kind} ${ns}/${d.metadata.name}`;
+}
+
+function toSourceProblem(doc: LoadedDocument, p: Problem): SourceProblem {
+  const line = doc.source.lineOf?.(splitPath(p.path)) ?? doc.source.line;
+  const resource = guessDescription(doc.value);
+  return {
+    file: doc.source.file,
+    line,
+    ...(resource !== undefined ? { resource } : {}),
+    path: p.path,
+    message: p.message,
+    severity: p.severity,
+  };
+}
+
+export class FileSource {
+  readonly #paths: readonly string[];
+  /** Last documents of each file that parsed without syntax errors. */
+  readonly #goodDocs = new Map<string, readonly LoadedDocument[]>();
+  /** Last valid version of each resource, kept while a newer version is invalid. */
+  readonly #goodResources = new Map<string, { resource: Resource; source: SourceRef }>();
+  readonly #watchers: FSWatcher[] = [];
+
+  constructor(paths: readonly string[]) {
+    this.#paths = paths;
+  }
+
+  async load(): Promise<LoadResult> {
+    const problems: SourceProblem[] = [];
+    const files: string[] = [];
+    for (const p of this.#paths) {
+      try {
+        files.push(...(await listYamlFiles(p)));
+      } catch (e) {
+        problems.push({
+          file: p,
+          line: 1,
+          path: "",
+          message: `cannot read: ${(e as Error).message}`,
+          severity: "error",
+        });
+      }
+    }
+    const documents: LoadedDocument[] = [];
+    for (const file of files) {
+      let text: string;
+      try {
+        text = await readFile(file, "utf8");
+      } catch (e) {
+        problems.push({ file, line: 1, path: "", message: `cannot read: ${(e as Error).message}`, severity: "error" });
+        continue;
+      }
+      const parsed = parseYamlFile(file, text);
+      if (parsed.problems.length > 0) {
+        const kept = this.#goodDocs.get(file);
+        for (const p of parsed.problems) {
+          problems.push({
+            file,
+            line: p.line,
+            path: "",
+            message: `YAML syntax error: ${p.message}${kept ? " (this file's last valid contents keep serving)" : ""}`,
+            severity: "error",
+          });
+        }
+        documents.push(...(kept ?? []));
+        continue;
+      }
+      this.#goodDocs.set(file, parsed.documents);
+      documents.push(...parsed.documents);
+    }
+    for (const file of [...this.#goodDocs.keys()]) if (!files.includes(file)) this.#goodDocs.delete(file);
+
+    const resources = new Map<string, { resource: Resource; source: SourceRef }>();
+    for (const doc of documents) {
+      const result = validateResource(doc.value);
+      const docProblems = result.problems.map((p) => toSourceProblem(doc, p));
+      const key = result.resource !== undefined ? resourceKey(result.resource) : undefined;
+      if (result.resource !== undefined && key !== undefined) {
+        problems.push(...docProblems);
+        const dup = resources.get(key);
+        if (dup !== undefined) {
+          problems.push({
+            file: doc.source.file,
+            line: doc.source.line,
+            resource: describeResource(result.resource),
+            path: "",
+            message: `duplicate of the resource defined at ${dup.source.file}:${dup.source.line}; this one is ignored`,
+            severity: "error",
+          });
+          continue;
+        }
+        resources.set(key, { resource: result.resource, source: doc.source });
+        continue;
+      }
+      // Invalid: keep serving the last valid version of the same resource, if there is one.
+      const guess = guessDescription(doc.value);
+      const previous = [...this.#goodResources.entries()].find(([, v]) => describeResource(v.resource) === guess);
+      const note = previous ? " (the last valid version keeps serving)" : " (resource left out)";
+      problems.push(...docProblems.map((p) => (p.severity === "error" ? { ...p, message: p.message + note } : p)));
+      if (previous !== undefined && !resources.has(previous[0])) resources.set(previous[0], previous[1]);
+    }
+    this.#goodResources.clear();
+    for (const [k, v] of resources) this.#goodResources.set(k, v);
+
+    return {
+      resources: [...resources.values()].map((v) => v.resource),
+      sources: new Map([...resources].map(([k, v]) => [k, v.source])),
+      problems,
+    };
+  }
+
+  /** Calls `onChange` (debounced) whenever a file under the paths changes. */
+  async watch(onChange: () => void, debounceMs = 25): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const fire = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = setTimeout(onChange, debounceMs);
+    };
+    for (const p of this.#paths) {
+      const isDir = (await stat(p).catch(() => undefined))?.isDirectory() ?? false;
+      // Watching the parent of a single file survives editors that replace the file on save.
+      const w = watch(isDir ? p : dirname(p), { recursive: isDir }, fire);
+      w.on("error", () => {});
+      this.#watchers.push(w);
+    }
+  }
+
+  close(): void {
+    for (const w of this.#watchers) w.close();
+    this.#watchers.length = 0;
+  }
+}

@@ -1,0 +1,161 @@
+// Resolving backendRefs (Service or GwBackend) to clusters, with ReferenceGrant checks across namespaces.
+
+import { SERVICE_NAME_LABEL } from "../../api/core.js";
+import type { BackendObjectReference } from "../../api/gateway-api.js";
+import { namespaceOf } from "../../api/resource.js";
+import type { TranslationInput } from "../input.js";
+import type { ClusterIR, EndpointIR } from "../ir.js";
+import { backendClusterName, serviceClusterName } from "../names.js";
+import { RouteConditionReason } from "../status/conditions.js";
+
+export type ResolvedBackend =
+  | { readonly ok: true; readonly cluster: ClusterIR }
+  | { readonly ok: false; readonly reason: string; readonly message: string };
+
+const H2_APP_PROTOCOLS = new Set(["kubernetes.io/h2c", "h2c", "grpc", "http2"]);
+const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
+
+export function isIpAddress(host: string): boolean {
+  return IPV4.test(host) || host.includes(":");
+}
+
+/** Whether a ReferenceGrant in `toNamespace` lets `fromKind` objects in `fromNamespace` refer to the target. */
+export function referenceAllowed(
+  input: TranslationInput,
+  from: { group: string; kind: string; namespace: string },
+  to: { group: string; kind: string; namespace: string; name: string },
+): boolean {
+  if (from.namespace === to.namespace) return true;
+  return input.referenceGrants.some(
+    (g) =>
+      namespaceOf(g) === to.namespace &&
+      g.spec.from.some((f) => f.group === from.group && f.kind === from.kind && f.namespace === from.namespace) &&
+      g.spec.to.some((t) => t.group === to.group && t.kind === to.kind && (t.name === undefined || t.name === to.name)),
+  );
+}
+
+export class BackendResolver {
+  readonly #clusters = new Map<string, ClusterIR>();
+
+  constructor(private readonly input: TranslationInput) {}
+
+  /** Every cluster resolved so far, sorted by name. */
+  clusters(): ClusterIR[] {
+    return [...this.#clusters.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  resolve(ref: BackendObjectReference, from: { group: string; kind: string; namespace: string }): ResolvedBackend {
+    const group = ref.group ?? "";
+    const kind = ref.kind ?? "Service";
+    const namespace = ref.namespace ?? from.namespace;
+    if (!referenceAllowed(this.input, from, { group, kind, namespace, name: ref.name })) {
+      return {
+        ok: false,
+        reason: RouteConditionReason.RefNotPermitted,
+        message: `${kind} ${namespace}/${ref.name} is in another namespace and no ReferenceGrant in ${namespace} allows it`,
+      };
+    }
+    let result: ResolvedBackend;
+    if (group === "" && kind === "Service") result = this.#service(namespace, ref);
+    else if ((group === "sluice.dev" && kind === "GwBackend") || (group === "" && kind === "Backend")) {
+      result = this.#gwBackend(namespace, ref.name);
+    } else {
+      result = {
+        ok: false,
+        reason: RouteConditionReason.InvalidKind,
+        message: `backendRef kind ${group === "" ? "" : `${group}/`}${kind} is not supported; use a Service or a sluice.dev GwBackend`,
+      };
+    }
+    if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
+    return result;
+  }
+
+  #service(namespace: string, ref: BackendObjectReference): ResolvedBackend {
+    const svc = this.input.services.find((s) => namespaceOf(s) === namespace && s.metadata.name === ref.name);
+    if (svc === undefined) {
+      return {
+        ok: false,
+        reason: RouteConditionReason.BackendNotFound,
+        message: `Service ${namespace}/${ref.name} not found`,
+      };
+    }
+    if (ref.port === undefined) {
+      return {
+        ok: false,
+        reason: RouteConditionReason.BackendNotFound,
+        message: `backendRef to Service ${namespace}/${ref.name} needs a port`,
+      };
+    }
+    const port = svc.spec.ports?.find((p) => p.port === ref.port);
+    if (port === undefined) {
+      return {
+        ok: false,
+        reason: RouteConditionReason.BackendNotFound,
+        message: `Service ${namespace}/${ref.name} has no port ${ref.port}`,
+      };
+    }
+    const http2 = port.appProtocol !== undefined && H2_APP_PROTOCOLS.has(port.appProtocol);
+    const name = serviceClusterName(namespace, ref.name, ref.port);
+    const endpoints: EndpointIR[] = [];
+    let fqdn: { host: string; port: number } | undefined;
+    for (const slice of this.input.endpointSlices) {
+      if (namespaceOf(slice) !== namespace || slice.metadata.labels?.[SERVICE_NAME_LABEL] !== ref.name) continue;
+      // The slice port carrying this Service port has the same name; an unnamed Service port matches an unnamed one.
+      const slicePort = slice.ports?.find((p) => (p.name ?? "") === (port.name ?? ""));
+      const targetPort =
+        slicePort?.port ??
+        (typeof port.targetPort === "number" ? port.targetPort : slice.ports ? undefined : port.port);
+      if (targetPort === undefined) continue;
+      for (const ep of slice.endpoints ?? []) {
+        const ready = ep.conditions?.ready ?? true;
+        for (const address of ep.addresses) {
+          if (slice.addressType === "FQDN") fqdn ??= { host: address, port: targetPort };
+          else endpoints.push({ address, port: targetPort, ready });
+        }
+      }
+    }
+    if (fqdn !== undefined && endpoints.length === 0) {
+      return { ok: true, cluster: { kind: "dns", name, host: fqdn.host, port: fqdn.port, http2 } };
+    }
+    endpoints.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.port - b.port));
+    return { ok: true, cluster: { kind: "eds", name, endpoints, http2 } };
+  }
+
+  #gwBackend(namespace: string, name: string): ResolvedBackend {
+    const be = this.input.backends.find((b) => namespaceOf(b) === namespace && b.metadata.name === name);
+    if (be === undefined) {
+      return {
+        ok: false,
+        reason: RouteConditionReason.BackendNotFound,
+        message: `GwBackend ${namespace}/${name} not found`,
+      };
+    }
+    const clusterName = backendClusterName(namespace, name);
+    const s = be.spec.static;
+    if (s !== undefined) {
+      if (s.unixPath !== undefined) {
+        return { ok: true, cluster: { kind: "unix", name: clusterName, path: s.unixPath, http2: false } };
+      }
+      if (s.host !== undefined && s.port !== undefined) {
+        if (isIpAddress(s.host)) {
+          return {
+            ok: true,
+            cluster: {
+              kind: "static",
+              name: clusterName,
+              endpoints: [{ address: s.host, port: s.port, ready: true }],
+              http2: false,
+            },
+          };
+        }
+        return { ok: true, cluster: { kind: "dns", name: clusterName, host: s.host, port: s.port, http2: false } };
+      }
+    }
+    const variant = Object.keys(be.spec).find((k) => k !== "policies") ?? "none";
+    return {
+      ok: false,
+      reason: RouteConditionReason.UnsupportedValue,
+      message: `GwBackend ${namespace}/${name}: the ${variant} backend type is not served yet`,
+    };
+  }
+}

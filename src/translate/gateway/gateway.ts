@@ -1,0 +1,342 @@
+// Gateway (+ ListenerSet) and HTTPRoute → IR, with Gateway API status. Pure: never does I/O, never throws on input.
+
+import {
+  GATEWAY_API_GROUP,
+  GATEWAY_API_X_GROUP,
+  type Gateway,
+  type HTTPRoute,
+  type Listener,
+  type ParentReference,
+  SLUICE_CONTROLLER_NAME,
+} from "../../api/gateway-api.js";
+import { describeResource, namespaceOf } from "../../api/resource.js";
+import { BackendResolver } from "../backend/resolve.js";
+import type { TranslationInput } from "../input.js";
+import type { GatewayIR, ListenerIR, RouteIR, VirtualHostIR } from "../ir.js";
+import { gatewayKey, listenerName, routeConfigName, virtualHostName } from "../names.js";
+import { intersectHostnames } from "../route/hostnames.js";
+import { translateHTTPRouteRules } from "../route/httproute.js";
+import { compareMatches, type RankedMatch } from "../route/precedence.js";
+import {
+  type Condition,
+  condition,
+  GatewayConditionReason,
+  ListenerConditionReason,
+  type ResourceStatus,
+  RouteConditionReason,
+} from "../status/conditions.js";
+
+export interface GatewayTranslateOptions {
+  /** File mode: a GatewayClass named `sluice` with Sluice's controller is implied when the input defines none. */
+  readonly impliedGatewayClass: boolean;
+}
+
+export interface GatewaysResult {
+  readonly gateways: readonly GatewayIR[];
+  readonly statuses: readonly ResourceStatus[];
+}
+
+interface AttachedListener {
+  readonly listener: Listener;
+  /** The Gateway listener's name, or `<listenerset>/<name>` for ListenerSet listeners. */
+  readonly sectionName: string;
+  readonly namespace: string;
+  readonly fromListenerSet: boolean;
+}
+
+interface ListenerState {
+  readonly att: AttachedListener;
+  readonly conditions: Condition[];
+  attachedRoutes: number;
+  valid: boolean;
+}
+
+const DEFAULT_ADDRESS = "0.0.0.0";
+
+function controlledClasses(input: TranslationInput, opts: GatewayTranslateOptions): Set<string> {
+  const names = new Set(
+    input.gatewayClasses.filter((c) => c.spec.controllerName === SLUICE_CONTROLLER_NAME).map((c) => c.metadata.name),
+  );
+  if (opts.impliedGatewayClass && input.gatewayClasses.length === 0) names.add("sluice");
+  return names;
+}
+
+function refersToGateway(ref: ParentReference, routeNs: string, gw: Gateway): boolean {
+  return (
+    (ref.group ?? GATEWAY_API_GROUP) === GATEWAY_API_GROUP &&
+    (ref.kind ?? "Gateway") === "Gateway" &&
+    (ref.namespace ?? routeNs) === namespaceOf(gw) &&
+    ref.name === gw.metadata.name
+  );
+}
+
+function namespaceAllowed(input: TranslationInput, l: AttachedListener, routeNs: string): boolean {
+  const from = l.listener.allowedRoutes?.namespaces?.from ?? "Same";
+  if (from === "All") return true;
+  if (from === "Same") return routeNs === l.namespace;
+  const selector = l.listener.allowedRoutes?.namespaces?.selector;
+  const ns = input.namespaces.find((n) => n.metadata.name === routeNs);
+  const labels: Record<string, string> = { "kubernetes.io/metadata.name": routeNs, ...(ns?.metadata.labels ?? {}) };
+  const matchLabels = selector?.matchLabels ?? {};
+  if (!Object.entries(matchLabels).every(([k, v]) => labels[k] === v)) return false;
+  return (selector?.matchExpressions ?? []).every((e) => {
+    const v = labels[e.key];
+    switch (e.operator) {
+      case "In":
+        return v !== undefined && (e.values ?? []).includes(v);
+      case "NotIn":
+        return v === undefined || !(e.values ?? []).includes(v);
+      case "Exists":
+        return v !== undefined;
+      case "DoesNotExist":
+        return v === undefined;
+    }
+    return false;
+  });
+}
+
+function kindAllowed(l: Listener): boolean {
+  const kinds = l.allowedRoutes?.kinds;
+  if (kinds === undefined || kinds.length === 0) return true;
+  return kinds.some((k) => (k.group ?? GATEWAY_API_GROUP) === GATEWAY_API_GROUP && k.kind === "HTTPRoute");
+}
+
+function gatewayListeners(input: TranslationInput, gw: Gateway): AttachedListener[] {
+  const ns = namespaceOf(gw);
+  const out: AttachedListener[] = gw.spec.listeners.map((listener) => ({
+    listener,
+    sectionName: listener.name,
+    namespace: ns,
+    fromListenerSet: false,
+  }));
+  for (const ls of input.listenerSets) {
+    const p = ls.spec.parentRef;
+    const group = p.group ?? GATEWAY_API_GROUP;
+    if (group !== GATEWAY_API_GROUP && group !== GATEWAY_API_X_GROUP) continue;
+    if ((p.kind ?? "Gateway") !== "Gateway" || (p.namespace ?? namespaceOf(ls)) !== ns || p.name !== gw.metadata.name) {
+      continue;
+    }
+    for (const listener of ls.spec.listeners) {
+      out.push({ listener, sectionName: listener.name, namespace: namespaceOf(ls), fromListenerSet: true });
+    }
+  }
+  return out;
+}
+
+/** Translates every Gateway served by Sluice, with the HTTPRoutes attached to it. */
+export function translateGateways(input: TranslationInput, opts: GatewayTranslateOptions): GatewaysResult {
+  const classes = controlledClasses(input, opts);
+  const gateways: GatewayIR[] = [];
+  const statuses: ResourceStatus[] = [];
+  // Route status accumulates a parent entry per (route, parentRef) over all Gateways.
+  const routeParents = new Map<HTTPRoute, unknown[]>();
+
+  const ours = input.gateways
+    .filter((g) => classes.has(g.spec.gatewayClassName))
+    .sort((a, b) => describeResource(a).localeCompare(describeResource(b)));
+
+  for (const gw of ours) {
+    const key = gatewayKey(namespaceOf(gw), gw.metadata.name);
+    const resolver = new BackendResolver(input);
+    const listeners: ListenerState[] = gatewayListeners(input, gw).map((att) => ({
+      att,
+      conditions: [],
+      attachedRoutes: 0,
+      valid: true,
+    }));
+    validateListeners(listeners);
+
+    // host name -> ranked routes, per port
+    const hostsByPort = new Map<number, Map<string, { ranked: RankedMatch; route: RouteIR }[]>>();
+    for (const l of listeners) {
+      if (l.valid && !hostsByPort.has(l.att.listener.port)) hostsByPort.set(l.att.listener.port, new Map());
+    }
+
+    for (const route of input.httpRoutes) {
+      const routeNs = namespaceOf(route);
+      (route.spec.parentRefs ?? []).forEach((ref) => {
+        if (!refersToGateway(ref, routeNs, gw)) return;
+        const parentConditions: Condition[] = [];
+        const candidates = listeners.filter(
+          (l) =>
+            (ref.sectionName === undefined || ref.sectionName === l.att.sectionName) &&
+            (ref.port === undefined || ref.port === l.att.listener.port),
+        );
+        const attachments: { l: ListenerState; hosts: string[] }[] = [];
+        let reason: string = RouteConditionReason.NoMatchingParent;
+        let message = `no listener of Gateway ${key} matches sectionName/port of this parentRef`;
+        for (const l of candidates) {
+          if (!l.valid) continue;
+          if (!namespaceAllowed(input, l.att, routeNs) || !kindAllowed(l.att.listener)) {
+            reason = RouteConditionReason.NotAllowedByListeners;
+            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow HTTPRoutes from namespace ${routeNs}`;
+            continue;
+          }
+          const hosts = intersectHostnames(l.att.listener.hostname, route.spec.hostnames);
+          if (hosts.length === 0) {
+            reason = RouteConditionReason.NoMatchingListenerHostname;
+            message = `no hostname of the route matches listener ${l.att.sectionName} (${l.att.listener.hostname})`;
+            continue;
+          }
+          attachments.push({ l, hosts });
+        }
+        if (attachments.length === 0) {
+          parentConditions.push(condition("Accepted", false, reason, message));
+        } else {
+          parentConditions.push(condition("Accepted", true, RouteConditionReason.Accepted, "attached"));
+          const rules = translateHTTPRouteRules(route, resolver);
+          parentConditions.push(
+            rules.unresolved.length === 0
+              ? condition("ResolvedRefs", true, RouteConditionReason.ResolvedRefs, "all references resolved")
+              : condition(
+                  "ResolvedRefs",
+                  false,
+                  rules.unresolved[0]?.reason ?? RouteConditionReason.BackendNotFound,
+                  rules.unresolved.map((u) => u.message).join("; "),
+                ),
+          );
+          for (const { l, hosts } of attachments) {
+            l.attachedRoutes++;
+            const byHost = hostsByPort.get(l.att.listener.port);
+            if (byHost === undefined) continue;
+            for (const host of hosts) {
+              let list = byHost.get(host);
+              if (list === undefined) byHost.set(host, (list = []));
+              for (const r of rules.routes) list.push(r);
+            }
+          }
+        }
+        const parents = routeParents.get(route) ?? [];
+        parents.push({
+          parentRef: ref,
+          controllerName: SLUICE_CONTROLLER_NAME,
+          conditions: parentConditions,
+        });
+        routeParents.set(route, parents);
+      });
+    }
+
+    const irListeners: ListenerIR[] = [];
+    for (const [port, byHost] of [...hostsByPort.entries()].sort((a, b) => a[0] - b[0])) {
+      const virtualHosts: VirtualHostIR[] = [];
+      for (const host of [...byHost.keys()].sort(hostOrder)) {
+        const entries = byHost.get(host) ?? [];
+        // The same rule reached through two listeners on one port must appear once.
+        const unique = new Map(entries.map((e) => [e.route.name, e]));
+        const routes = [...unique.values()].sort((a, b) => compareMatches(a.ranked, b.ranked)).map((e) => e.route);
+        virtualHosts.push({ name: virtualHostName(key, port, host), domains: [host], routes });
+      }
+      irListeners.push({
+        name: listenerName(key, port),
+        address: gw.spec.addresses?.[0]?.value ?? DEFAULT_ADDRESS,
+        port,
+        protocol: "HTTP",
+        routeConfigName: routeConfigName(key, port),
+        virtualHosts,
+      });
+    }
+
+    gateways.push({ key, listeners: irListeners, clusters: resolver.clusters() });
+    statuses.push(gatewayStatus(gw, listeners));
+  }
+
+  for (const [route, parents] of routeParents) {
+    statuses.push({
+      kind: "HTTPRoute",
+      namespace: namespaceOf(route),
+      name: route.metadata.name,
+      status: { parents },
+    });
+  }
+  return { gateways, statuses };
+}
+
+/** Exact host names first, then wildcards from most to least specific, `*` last. */
+function hostOrder(a: string, b: string): number {
+  const wa = a === "*" ? 2 : a.startsWith("*.") ? 1 : 0;
+  const wb = b === "*" ? 2 : b.startsWith("*.") ? 1 : 0;
+  return wa - wb || b.length - a.length || (a < b ? -1 : a > b ? 1 : 0);
+}
+
+function validateListeners(listeners: ListenerState[]): void {
+  const seenNames = new Set<string>();
+  const hostsPerPort = new Map<number, Set<string>>();
+  for (const l of listeners) {
+    const { listener } = l.att;
+    const id = `${l.att.fromListenerSet ? "ls:" : ""}${l.att.sectionName}`;
+    if (seenNames.has(id)) {
+      l.valid = false;
+      l.conditions.push(
+        condition("Accepted", false, ListenerConditionReason.Invalid, `listener name ${listener.name} is used twice`),
+      );
+      continue;
+    }
+    seenNames.add(id);
+    if (listener.protocol !== "HTTP") {
+      l.valid = false;
+      l.conditions.push(
+        condition(
+          "Accepted",
+          false,
+          ListenerConditionReason.UnsupportedProtocol,
+          `protocol ${listener.protocol} is not served yet; HTTP is`,
+        ),
+      );
+      continue;
+    }
+    const host = listener.hostname ?? "*";
+    const hosts = hostsPerPort.get(listener.port) ?? new Set<string>();
+    if (hosts.has(host)) {
+      l.valid = false;
+      l.conditions.push(
+        condition(
+          "Conflicted",
+          true,
+          ListenerConditionReason.HostnameConflict,
+          `another listener on port ${listener.port} has hostname ${host}`,
+        ),
+      );
+      continue;
+    }
+    hosts.add(host);
+    hostsPerPort.set(listener.port, hosts);
+    l.conditions.push(condition("Accepted", true, ListenerConditionReason.Accepted, "listener accepted"));
+    l.conditions.push(condition("ResolvedRefs", true, ListenerConditionReason.ResolvedRefs, "all references resolved"));
+    l.conditions.push(condition("Programmed", true, ListenerConditionReason.Programmed, "listener programmed"));
+  }
+}
+
+function gatewayStatus(gw: Gateway, listeners: readonly ListenerState[]): ResourceStatus {
+  const anyValid = listeners.some((l) => l.valid);
+  const allValid = listeners.every((l) => l.valid);
+  const conditions = [
+    condition(
+      "Accepted",
+      anyValid || listeners.length === 0,
+      allValid ? GatewayConditionReason.Accepted : GatewayConditionReason.ListenersNotValid,
+      allValid ? "Gateway accepted" : "some listeners are not valid; see status.listeners",
+    ),
+    condition(
+      "Programmed",
+      anyValid,
+      anyValid ? GatewayConditionReason.Programmed : GatewayConditionReason.Invalid,
+      anyValid ? "served over xDS" : "no valid listener",
+    ),
+  ];
+  return {
+    kind: "Gateway",
+    namespace: namespaceOf(gw),
+    name: gw.metadata.name,
+    status: {
+      conditions,
+      listeners: listeners
+        .filter((l) => !l.att.fromListenerSet)
+        .map((l) => ({
+          name: l.att.sectionName,
+          attachedRoutes: l.attachedRoutes,
+          supportedKinds: [{ group: GATEWAY_API_GROUP, kind: "HTTPRoute" }],
+          conditions: l.conditions,
+        })),
+    },
+  };
+}

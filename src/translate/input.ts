@@ -1,0 +1,61 @@
+// What the translator reads: validated resources grouped by kind. Built by the sources; never mutated.
+
+import type { ConfigMap, EndpointSlice, Namespace, Secret, Service } from "../api/core.js";
+import type { Gateway, GatewayClass, HTTPRoute, ListenerSet, ReferenceGrant } from "../api/gateway-api.js";
+import type { Resource, SourceRef } from "../api/resource.js";
+import type { GwBackend, GwModel, GwParameters, GwPolicy } from "../api/sluice.js";
+
+export interface TranslationInput {
+  readonly gatewayClasses: readonly GatewayClass[];
+  readonly gateways: readonly Gateway[];
+  readonly listenerSets: readonly ListenerSet[];
+  readonly httpRoutes: readonly HTTPRoute[];
+  readonly referenceGrants: readonly ReferenceGrant[];
+  readonly services: readonly Service[];
+  readonly endpointSlices: readonly EndpointSlice[];
+  readonly secrets: readonly Secret[];
+  readonly configMaps: readonly ConfigMap[];
+  readonly namespaces: readonly Namespace[];
+  readonly backends: readonly GwBackend[];
+  readonly policies: readonly GwPolicy[];
+  readonly models: readonly GwModel[];
+  readonly parameters: readonly GwParameters[];
+  /** Where each resource came from, keyed by resourceKey(); absent for resources without a file. */
+  readonly sources: ReadonlyMap<string, SourceRef>;
+}
+
+type Bucket = {
+  -readonly [K in keyof TranslationInput]: TranslationInput[K] extends readonly (infer T)[] ? T[] : never;
+};
+
+const BUCKET_OF_KIND: Readonly<Record<string, keyof Bucket>> = {
+  GatewayClass: "gatewayClasses",
+  Gateway: "gateways",
+  ListenerSet: "listenerSets",
+  XListenerSet: "listenerSets",
+  HTTPRoute: "httpRoutes",
+  ReferenceGrant: "referenceGrants",
+  Service: "services",
+  EndpointSlice: "endpointSlices",
+  Secret: "secrets",
+  ConfigMap: "configMaps",
+  Namespace: "namespaces",
+  GwBackend: "backends",
+  GwPolicy: "policies",
+  GwModel: "models",
+  GwParameters: "parameters",
+};
+
+/** Groups validated resources by kind; resources of kinds the translator does not read are ignored. */
+export function makeInput(
+  resources: Iterable<Resource>,
+  sources: ReadonlyMap<string, SourceRef> = new Map(),
+): TranslationInput {
+  const b: Record<string, unknown[]> = {};
+  for (const key of new Set(Object.values(BUCKET_OF_KIND))) b[key] = [];
+  for (const r of resources) {
+    const bucket = BUCKET_OF_KIND[r.kind];
+    if (bucket !== undefined) b[bucket]?.push(r);
+  }
+  return { ...(b as unknown as Bucket), sources };
+}

@@ -1,0 +1,116 @@
+// ClusterIR → Envoy Cluster (+ ClusterLoadAssignment for EDS clusters).
+
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import { type Cluster, Cluster_DiscoveryType, ClusterSchema } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import type { AddressSchema } from "../../gen/envoy/config/core/v3/address_pb.js";
+import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
+import { HealthStatus } from "../../gen/envoy/config/core/v3/health_check_pb.js";
+import {
+  type ClusterLoadAssignment,
+  ClusterLoadAssignmentSchema,
+} from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
+import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+import { durationFromMs } from "../duration.js";
+import type { ClusterIR, EndpointIR } from "../ir.js";
+
+const CONNECT_TIMEOUT_MS = 5000;
+const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+function socketAddress(address: string, port: number): MessageInitShape<typeof AddressSchema> {
+  return { address: { case: "socketAddress", value: { address, portSpecifier: { case: "portValue", value: port } } } };
+}
+
+function loadAssignment(
+  clusterName: string,
+  endpoints: readonly EndpointIR[],
+): MessageInitShape<typeof ClusterLoadAssignmentSchema> {
+  return {
+    clusterName,
+    endpoints: [
+      {
+        lbEndpoints: endpoints.map((e) => ({
+          hostIdentifier: { case: "endpoint", value: { address: socketAddress(e.address, e.port) } },
+          healthStatus: e.ready ? HealthStatus.HEALTHY : HealthStatus.UNHEALTHY,
+        })),
+      },
+    ],
+  };
+}
+
+export function buildCluster(c: ClusterIR): Cluster {
+  const base: MessageInitShape<typeof ClusterSchema> = {
+    name: c.name,
+    connectTimeout: durationFromMs(CONNECT_TIMEOUT_MS),
+    ...(c.http2
+      ? {
+          typedExtensionProtocolOptions: {
+            [HTTP_PROTOCOL_OPTIONS]: anyPack(
+              HttpProtocolOptionsSchema,
+              create(HttpProtocolOptionsSchema, {
+                upstreamProtocolOptions: {
+                  case: "explicitHttpConfig",
+                  value: { protocolConfig: { case: "http2ProtocolOptions", value: {} } },
+                },
+              }),
+            ),
+          },
+        }
+      : {}),
+  };
+  switch (c.kind) {
+    case "eds":
+      return create(ClusterSchema, {
+        ...base,
+        clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.EDS },
+        edsClusterConfig: {
+          serviceName: c.name,
+          edsConfig: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 },
+        },
+      });
+    case "static":
+      return create(ClusterSchema, {
+        ...base,
+        clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STATIC },
+        loadAssignment: loadAssignment(c.name, c.endpoints),
+      });
+    case "dns":
+      return create(ClusterSchema, {
+        ...base,
+        clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STRICT_DNS },
+        loadAssignment: loadAssignment(c.name, [{ address: c.host, port: c.port, ready: true }]),
+      });
+    case "unix":
+      return create(ClusterSchema, {
+        ...base,
+        clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STATIC },
+        loadAssignment: {
+          clusterName: c.name,
+          endpoints: [
+            {
+              lbEndpoints: [
+                {
+                  hostIdentifier: {
+                    case: "endpoint",
+                    value: { address: { address: { case: "pipe", value: { path: c.path } } } },
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      });
+  }
+}
+
+/** The EDS resource of an EDS cluster; undefined for clusters with inline endpoints. */
+export function buildLoadAssignment(c: ClusterIR): ClusterLoadAssignment | undefined {
+  if (c.kind !== "eds") return undefined;
+  return create(
+    ClusterLoadAssignmentSchema,
+    loadAssignment(
+      c.name,
+      c.endpoints.filter((e) => e.ready),
+    ),
+  );
+}

@@ -1,0 +1,36 @@
+// The xDS resources of one Gateway, as protobuf-es messages, and the type registry for printing them.
+
+import { createRegistry } from "@bufbuild/protobuf";
+import type { Cluster } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import { ClusterSchema } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import type { ClusterLoadAssignment } from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
+import { ClusterLoadAssignmentSchema } from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
+import type { Listener } from "../../gen/envoy/config/listener/v3/listener_pb.js";
+import { ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
+import type { RouteConfiguration } from "../../gen/envoy/config/route/v3/route_pb.js";
+import { RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
+import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
+import { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
+import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
+import { SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
+import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+
+export interface XdsResources {
+  readonly clusters: readonly Cluster[];
+  readonly endpoints: readonly ClusterLoadAssignment[];
+  readonly listeners: readonly Listener[];
+  readonly routes: readonly RouteConfiguration[];
+  readonly secrets: readonly Secret[];
+}
+
+/** Every message type Sluice packs into an Any, so JSON/YAML output can print typed_config. */
+export const xdsTypeRegistry = createRegistry(
+  ClusterSchema,
+  ClusterLoadAssignmentSchema,
+  ListenerSchema,
+  RouteConfigurationSchema,
+  SecretSchema,
+  HttpConnectionManagerSchema,
+  RouterSchema,
+  HttpProtocolOptionsSchema,
+);

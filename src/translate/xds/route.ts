@@ -1,0 +1,200 @@
+// ListenerIR → RouteConfiguration: virtual hosts per host name, routes in Gateway API precedence order.
+
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  HeaderValueOption_HeaderAppendAction,
+  type HeaderValueOptionSchema,
+} from "../../gen/envoy/config/core/v3/base_pb.js";
+import {
+  RedirectAction_RedirectResponseCode,
+  type RedirectActionSchema,
+  type RouteActionSchema,
+  type RouteMatchSchema,
+  type RouteSchema,
+} from "../../gen/envoy/config/route/v3/route_components_pb.js";
+import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
+import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
+import { durationFromMs, parseDurationMs } from "../duration.js";
+import type { HeaderMutationIR, ListenerIR, PathRewriteIR, RouteIR, RouteMatchIR } from "../ir.js";
+
+type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
+
+function stringMatch(type: "Exact" | "RegularExpression", value: string) {
+  return type === "Exact"
+    ? { matchPattern: { case: "exact" as const, value } }
+    : { matchPattern: { case: "safeRegex" as const, value: { regex: value } } };
+}
+
+function buildMatch(m: RouteMatchIR): Init<typeof RouteMatchSchema> {
+  let pathSpecifier: Init<typeof RouteMatchSchema>["pathSpecifier"];
+  switch (m.path.type) {
+    case "Exact":
+      pathSpecifier = { case: "path", value: m.path.value };
+      break;
+    case "RegularExpression":
+      pathSpecifier = { case: "safeRegex", value: { regex: m.path.value } };
+      break;
+    case "PathPrefix":
+      pathSpecifier =
+        m.path.value === "/" ? { case: "prefix", value: "/" } : { case: "pathSeparatedPrefix", value: m.path.value };
+      break;
+  }
+  const headers = m.headers.map((h) => ({
+    name: h.name,
+    headerMatchSpecifier: { case: "stringMatch" as const, value: stringMatch(h.type, h.value) },
+  }));
+  if (m.method !== undefined) {
+    headers.push({
+      name: ":method",
+      headerMatchSpecifier: { case: "stringMatch", value: stringMatch("Exact", m.method) },
+    });
+  }
+  return {
+    pathSpecifier,
+    headers,
+    queryParameters: m.queryParams.map((q) => ({
+      name: q.name,
+      queryParameterMatchSpecifier: { case: "stringMatch" as const, value: stringMatch(q.type, q.value) },
+    })),
+  };
+}
+
+function headerOptions(m: HeaderMutationIR | undefined): Init<typeof HeaderValueOptionSchema>[] {
+  if (m === undefined) return [];
+  return [
+    ...m.set.map((h) => ({
+      header: { key: h.name, value: h.value },
+      appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+    })),
+    ...m.add.map((h) => ({
+      header: { key: h.name, value: h.value },
+      appendAction: HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD,
+    })),
+  ];
+}
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** Path rewrites with Gateway API semantics (whole segments, no doubled or lost slashes). */
+function pathRewrite(rw: PathRewriteIR, match: RouteMatchIR): Partial<Init<typeof RouteActionSchema>> {
+  if (rw.type === "ReplaceFullPath") {
+    return { regexRewrite: { pattern: { regex: "^/.*$" }, substitution: rw.value } };
+  }
+  const prefix = match.path.type === "PathPrefix" ? match.path.value : "/";
+  if (prefix === "/") {
+    const to = rw.value.endsWith("/") ? rw.value : `${rw.value}/`;
+    return { regexRewrite: { pattern: { regex: "^/" }, substitution: to } };
+  }
+  if (rw.value === "/") {
+    return { regexRewrite: { pattern: { regex: `^${escapeRegex(prefix)}/*` }, substitution: "/" } };
+  }
+  return { prefixRewrite: rw.value.replace(/\/+$/, "") };
+}
+
+const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCode>> = {
+  301: RedirectAction_RedirectResponseCode.MOVED_PERMANENTLY,
+  302: RedirectAction_RedirectResponseCode.FOUND,
+  303: RedirectAction_RedirectResponseCode.SEE_OTHER,
+  307: RedirectAction_RedirectResponseCode.TEMPORARY_REDIRECT,
+  308: RedirectAction_RedirectResponseCode.PERMANENT_REDIRECT,
+};
+
+function buildRoute(r: RouteIR): Init<typeof RouteSchema> {
+  const base: Init<typeof RouteSchema> = {
+    name: r.name,
+    match: buildMatch(r.match),
+    requestHeadersToAdd: headerOptions(r.requestHeaders),
+    requestHeadersToRemove: [...(r.requestHeaders?.remove ?? [])],
+    responseHeadersToAdd: headerOptions(r.responseHeaders),
+    responseHeadersToRemove: [...(r.responseHeaders?.remove ?? [])],
+  };
+  const a = r.action;
+  switch (a.kind) {
+    case "direct":
+      return {
+        ...base,
+        action: {
+          case: "directResponse",
+          value: {
+            status: a.status,
+            ...(a.body !== undefined ? { body: { specifier: { case: "inlineString", value: a.body } } } : {}),
+          },
+        },
+      };
+    case "redirect": {
+      const redirect: Init<typeof RedirectActionSchema> = {
+        responseCode: REDIRECT_CODES[a.statusCode] ?? RedirectAction_RedirectResponseCode.FOUND,
+        ...(a.scheme !== undefined ? { schemeRewriteSpecifier: { case: "schemeRedirect", value: a.scheme } } : {}),
+        ...(a.hostname !== undefined ? { hostRedirect: a.hostname } : {}),
+        ...(a.port !== undefined ? { portRedirect: a.port } : {}),
+      };
+      if (a.path !== undefined) {
+        if (a.path.type === "ReplaceFullPath") {
+          redirect.pathRewriteSpecifier = { case: "pathRedirect", value: a.path.value };
+        } else {
+          const rw = pathRewrite(a.path, r.match);
+          redirect.pathRewriteSpecifier =
+            rw.regexRewrite !== undefined
+              ? { case: "regexRewrite", value: rw.regexRewrite }
+              : { case: "prefixRewrite", value: rw.prefixRewrite ?? "/" };
+        }
+      }
+      return { ...base, action: { case: "redirect", value: redirect } };
+    }
+    case "forward": {
+      const only = a.backends.length === 1 ? a.backends[0] : undefined;
+      const route: Init<typeof RouteActionSchema> = {
+        clusterSpecifier:
+          only !== undefined && only.requestHeaders === undefined && only.responseHeaders === undefined
+            ? { case: "cluster", value: only.cluster }
+            : {
+                case: "weightedClusters",
+                value: {
+                  clusters: a.backends.map((b) => ({
+                    name: b.cluster,
+                    weight: b.weight,
+                    requestHeadersToAdd: headerOptions(b.requestHeaders),
+                    requestHeadersToRemove: [...(b.requestHeaders?.remove ?? [])],
+                    responseHeadersToAdd: headerOptions(b.responseHeaders),
+                    responseHeadersToRemove: [...(b.responseHeaders?.remove ?? [])],
+                  })),
+                },
+              },
+        requestMirrorPolicies: a.mirrors.map((m) => ({
+          cluster: m.cluster,
+          runtimeFraction: {
+            defaultValue: {
+              numerator: Math.round(m.percent * 10_000),
+              denominator: FractionalPercent_DenominatorType.MILLION,
+            },
+          },
+        })),
+      };
+      if (a.timeout !== undefined) {
+        const ms = parseDurationMs(a.timeout);
+        if (ms !== undefined) route.timeout = durationFromMs(ms);
+      }
+      if (a.rewrite?.hostname !== undefined) {
+        route.hostRewriteSpecifier = { case: "hostRewriteLiteral", value: a.rewrite.hostname };
+      }
+      if (a.rewrite?.path !== undefined) Object.assign(route, pathRewrite(a.rewrite.path, r.match));
+      return { ...base, action: { case: "route", value: route } };
+    }
+  }
+}
+
+export function buildRouteConfiguration(l: ListenerIR): RouteConfiguration {
+  return create(RouteConfigurationSchema, {
+    name: l.routeConfigName,
+    // Virtual hosts match on the host name alone, whatever port the client put in Host; hosts no route claims
+    // get a plain 404 from Envoy.
+    virtualHosts: l.virtualHosts.map((vh) => ({
+      name: vh.name,
+      domains: [...vh.domains],
+      routes: vh.routes.map(buildRoute),
+    })),
+    ignorePortInHostMatching: true,
+  });
+}
