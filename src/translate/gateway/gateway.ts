@@ -200,8 +200,8 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
             const byHost = hostsByPort.get(l.att.listener.port);
             if (byHost === undefined) continue;
             for (const host of hosts) {
-              let list = byHost.get(host);
-              if (list === undefined) byHost.set(host, (list = []));
+              const list = byHost.get(host) ?? [];
+              byHost.set(host, list);
               for (const r of rules.routes) list.push(r);
             }
           }
