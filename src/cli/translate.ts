@@ -27,7 +27,9 @@ export async function runTranslate(argv: string[], io: CommandIO): Promise<numbe
     .map((g) => ({ gateway: g.key, ...xdsToJson(g.xds) }));
   const doc = { gateways };
   io.stdout(
-    values.output === "json" ? `${JSON.stringify(doc, null, 2)}\n` : stringify(doc, { aliasDuplicateObjects: false }),
+    values.output === "json"
+      ? `${JSON.stringify(doc, null, 2)}\n`
+      : stringify(doc, { aliasDuplicateObjects: false, version: "1.1" }),
   );
   return load.problems.some((p) => p.severity === "error") ? 1 : 0;
 }
