@@ -51,7 +51,7 @@ export interface EnvoyProcess {
 
 export function startEnvoy(
   configYaml: string,
-  opts: { logLevel?: string; onOutput?: (line: string) => void } = {},
+  opts: { logLevel?: string; adminAddressPath?: string; onOutput?: (line: string) => void } = {},
 ): EnvoyProcess {
   const child = spawn(
     findEnvoy(),
@@ -64,6 +64,7 @@ export function startEnvoy(
       "--disable-hot-restart",
       "--concurrency",
       "2",
+      ...(opts.adminAddressPath !== undefined ? ["--admin-address-path", opts.adminAddressPath] : []),
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );

@@ -1,12 +1,18 @@
 // The `sluice` command: dispatches to one module per subcommand.
 
+import { runBootstrap } from "./bootstrap.js";
 import { type CommandIO, processIO } from "./io.js";
+import { runRun } from "./run.js";
+import { runServe } from "./serve.js";
 import { runStatus } from "./status.js";
 import { runTranslate } from "./translate.js";
 
 type Command = (argv: string[], io: CommandIO) => Promise<number>;
 
 const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
+  run: { run: runRun, help: "serve -f <dir> and run Envoy for each Gateway in it (the embedded default)" },
+  serve: { run: runServe, help: "serve xDS (ADS) for the Gateways in -f <file|dir>, watching for changes" },
+  bootstrap: { run: runBootstrap, help: "print the Envoy bootstrap for --gateway <ns>/<name> against `sluice serve`" },
   translate: { run: runTranslate, help: "print the xDS that would be served for -f <file|dir>" },
   status: { run: runStatus, help: "print resource status for -f <file|dir> (and --admin <url> xDS status)" },
 };

@@ -1,0 +1,96 @@
+// `sluice run -f <dir>`: the embedded default. `sluice serve` plus one Envoy per Gateway, started with the bootstrap
+// from deploy/envoy/, and started or stopped as Gateways appear in or leave the files.
+
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { type EnvoyProcess, renderBootstrap, startEnvoy } from "./envoy.js";
+import type { CommandIO } from "./io.js";
+import { parsePort, SERVER_OPTIONS, untilSignal } from "./serve.js";
+import { SluiceServer } from "./server.js";
+
+export async function runRun(argv: string[], io: CommandIO): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      ...SERVER_OPTIONS,
+      delta: { type: "boolean", default: false },
+      "envoy-log-level": { type: "string", default: "warn" },
+    },
+  });
+  if (!values.file?.length) {
+    io.stderr("sluice run: -f <dir> is required\n");
+    return 2;
+  }
+  const log = (line: string) => io.stderr(`${line}\n`);
+  const workDir = mkdtempSync(join(tmpdir(), "sluice-run-"));
+  const envoys = new Map<string, EnvoyProcess>();
+  let stopping = false;
+  let server: SluiceServer | undefined;
+
+  const startFor = (gateway: string) => {
+    if (server === undefined) return;
+    const adminPath = join(workDir, `${gateway.replace("/", "_")}.admin`);
+    const bootstrap = renderBootstrap({
+      nodeId: `sluice-run-${process.pid}-${gateway}`,
+      gateway,
+      adminPort: 0,
+      xdsHost: values["xds-host"] === "0.0.0.0" ? "127.0.0.1" : values["xds-host"],
+      xdsPort: server.xdsPort,
+      delta: values.delta,
+    });
+    const envoy = startEnvoy(bootstrap, {
+      logLevel: values["envoy-log-level"],
+      adminAddressPath: adminPath,
+      onOutput: (line) => log(`envoy[${gateway}] ${line}`),
+    });
+    envoys.set(gateway, envoy);
+    log(`sluice: started Envoy (pid ${envoy.child.pid}) for Gateway ${gateway}${values.delta ? " (delta xDS)" : ""}`);
+    setTimeout(() => {
+      try {
+        log(`sluice: Envoy admin for ${gateway} at http://${readFileSync(adminPath, "utf8").trim()}`);
+      } catch {}
+    }, 1000).unref();
+    void envoy.exited.then((code) => {
+      if (!stopping && envoys.get(gateway) === envoy) {
+        envoys.delete(gateway);
+        log(`sluice: Envoy for ${gateway} exited with code ${code}; restarting`);
+        setTimeout(() => syncEnvoys(server?.gateways ?? []), 1000).unref();
+      }
+    });
+  };
+
+  const syncEnvoys = (gateways: readonly string[]) => {
+    if (stopping || server === undefined || server.xdsPort === 0) return;
+    for (const g of gateways) if (!envoys.has(g)) startFor(g);
+    for (const [g, envoy] of envoys) {
+      if (!gateways.includes(g)) {
+        envoys.delete(g);
+        log(`sluice: Gateway ${g} is gone; stopping its Envoy`);
+        void envoy.stop();
+      }
+    }
+  };
+
+  server = new SluiceServer({
+    paths: values.file,
+    xdsHost: values["xds-host"],
+    xdsPort: parsePort("xds-port", values["xds-port"]),
+    adminHost: values["admin-host"],
+    adminPort: parsePort("admin-port", values["admin-port"]),
+    log,
+    onGateways: syncEnvoys,
+  });
+  await server.start();
+  syncEnvoys(server.gateways);
+  if (server.gateways.length === 0) log("sluice: no Gateway in the files yet; Envoy starts when one appears");
+
+  const signal = await untilSignal();
+  stopping = true;
+  log(`sluice: ${signal}, stopping`);
+  await Promise.all([...envoys.values()].map((e) => e.stop()));
+  await server.stop();
+  rmSync(workDir, { recursive: true, force: true });
+  return 0;
+}

@@ -1,0 +1,54 @@
+// `sluice serve -f <file|dir>`: serve xDS for the Gateways in the files, watching them for changes.
+
+import { parseArgs } from "node:util";
+import type { CommandIO } from "./io.js";
+import { SluiceServer } from "./server.js";
+
+export const SERVER_OPTIONS = {
+  file: { type: "string", short: "f", multiple: true },
+  "xds-host": { type: "string", default: "127.0.0.1" },
+  "xds-port": { type: "string", default: "18000" },
+  "admin-host": { type: "string", default: "127.0.0.1" },
+  "admin-port": { type: "string", default: "18001" },
+} as const;
+
+export function parsePort(flag: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new Error(`--${flag} must be a port number (0 picks one), got "${value}"`);
+  return n;
+}
+
+/** Resolves when SIGINT or SIGTERM arrives. */
+export function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (s: NodeJS.Signals) => {
+      process.off("SIGINT", on);
+      process.off("SIGTERM", on);
+      resolve(s);
+    };
+    process.on("SIGINT", on);
+    process.on("SIGTERM", on);
+  });
+}
+
+export async function runServe(argv: string[], io: CommandIO): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: SERVER_OPTIONS });
+  if (!values.file?.length) {
+    io.stderr("sluice serve: -f <file|dir> is required\n");
+    return 2;
+  }
+  const server = new SluiceServer({
+    paths: values.file,
+    xdsHost: values["xds-host"],
+    xdsPort: parsePort("xds-port", values["xds-port"]),
+    adminHost: values["admin-host"],
+    adminPort: parsePort("admin-port", values["admin-port"]),
+    log: (line) => io.stderr(`${line}\n`),
+  });
+  await server.start();
+  const signal = await untilSignal();
+  io.stderr(`sluice: ${signal}, stopping\n`);
+  await server.stop();
+  return 0;
+}

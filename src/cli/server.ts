@@ -1,0 +1,196 @@
+// The long-running part of `sluice serve` and `sluice run`: watch the files, translate, publish snapshots to the
+// ADS server, and answer the admin endpoints (/status, /metrics, /healthz).
+
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { FileSource, formatProblem, type SourceProblem } from "../sources/file-source.js";
+import type { ResourceStatus } from "../translate/status/conditions.js";
+import { buildSnapshot, type XdsLogger, XdsServer } from "../xds-server/index.js";
+import { translateLoad } from "./load.js";
+
+export interface SluiceServerOptions {
+  readonly paths: readonly string[];
+  readonly xdsHost: string;
+  readonly xdsPort: number;
+  readonly adminHost: string;
+  /** 0 picks a free port; undefined starts no admin endpoint. */
+  readonly adminPort?: number;
+  readonly log: (line: string) => void;
+  /** Called after each successful publish with the Gateways now served. */
+  readonly onGateways?: (gateways: readonly string[]) => void;
+}
+
+export interface ReloadStats {
+  readonly at: Date;
+  readonly durationMs: number;
+  readonly resources: number;
+  readonly problems: readonly SourceProblem[];
+  readonly gateways: readonly string[];
+  readonly rejectedSnapshots: readonly string[];
+}
+
+export class SluiceServer {
+  readonly xds: XdsServer;
+  readonly #source: FileSource;
+  readonly #opts: SluiceServerOptions;
+  #admin: Server | undefined;
+  #gateways = new Set<string>();
+  #statuses: readonly ResourceStatus[] = [];
+  #last: ReloadStats | undefined;
+  #reloads = 0;
+  #reloading: Promise<void> | undefined;
+  #again = false;
+  xdsPort = 0;
+  adminPort = 0;
+
+  constructor(opts: SluiceServerOptions) {
+    this.#opts = opts;
+    this.#source = new FileSource(opts.paths);
+    const logger: XdsLogger = {
+      debug() {},
+      info: (m, f) => opts.log(`xds: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
+      warn: (m, f) => opts.log(`xds warning: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
+      error: (m, f) => opts.log(`xds error: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
+    };
+    this.xds = new XdsServer({ logger });
+  }
+
+  get gateways(): readonly string[] {
+    return [...this.#gateways].sort();
+  }
+
+  async start(): Promise<void> {
+    await this.reload();
+    this.xdsPort = (await this.xds.start({ host: this.#opts.xdsHost, port: this.#opts.xdsPort })).port;
+    this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
+    if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);
+    await this.#source.watch(() => void this.reload());
+  }
+
+  /** Reloads the files and publishes; concurrent calls coalesce into one more run. */
+  reload(): Promise<void> {
+    if (this.#reloading !== undefined) {
+      this.#again = true;
+      return this.#reloading;
+    }
+    this.#reloading = (async () => {
+      do {
+        this.#again = false;
+        await this.#reloadOnce();
+      } while (this.#again);
+      this.#reloading = undefined;
+    })();
+    return this.#reloading;
+  }
+
+  async #reloadOnce(): Promise<void> {
+    const started = performance.now();
+    const load = await this.#source.load();
+    const result = translateLoad(load);
+    const rejected: string[] = [];
+    const served = new Set<string>();
+    for (const g of result.gateways) {
+      const r = this.xds.cache.setSnapshot(g.key, buildSnapshot(g.xds));
+      if (!r.ok) {
+        // A bug, not user input: the translator produced dangling references. Keep the previous snapshot.
+        rejected.push(g.key);
+        this.#opts.log(`sluice: snapshot for ${g.key} rejected: ${r.errors.map((e) => e.message).join("; ")}`);
+      }
+      served.add(g.key);
+    }
+    // A Gateway that disappeared gets an empty snapshot: its Envoys drop its listeners and clusters.
+    for (const gone of this.#gateways) if (!served.has(gone)) this.xds.cache.setSnapshot(gone, buildSnapshot({}));
+    this.#gateways = served;
+    this.#statuses = result.statuses;
+    this.#reloads++;
+    const stats: ReloadStats = {
+      at: new Date(),
+      durationMs: performance.now() - started,
+      resources: load.resources.length,
+      problems: load.problems,
+      gateways: [...served].sort(),
+      rejectedSnapshots: rejected,
+    };
+    const previous = this.#last;
+    this.#last = stats;
+    const problemText = load.problems.map(formatProblem);
+    const previousText = previous?.problems.map(formatProblem) ?? [];
+    // Print problems when they change, not on every save.
+    if (problemText.join("\n") !== previousText.join("\n")) for (const p of problemText) this.#opts.log(p);
+    this.#opts.log(
+      `sluice: ${stats.resources} resources, ${load.problems.length} problems, gateways [${stats.gateways.join(", ")}] in ${stats.durationMs.toFixed(1)} ms`,
+    );
+    this.#opts.onGateways?.(stats.gateways);
+  }
+
+  status(): unknown {
+    return {
+      gateways: this.gateways,
+      lastReload: this.#last && { ...this.#last, problems: this.#last.problems.map(formatProblem) },
+      resources: this.#statuses,
+      xds: this.xds.status(),
+    };
+  }
+
+  metrics(): string {
+    const c = this.xds.status().counters;
+    const lines = [
+      "# HELP sluice_xds_pushes_total xDS responses sent.",
+      "# TYPE sluice_xds_pushes_total counter",
+      `sluice_xds_pushes_total ${c.pushes}`,
+      "# HELP sluice_xds_acks_total xDS ACKs received.",
+      "# TYPE sluice_xds_acks_total counter",
+      `sluice_xds_acks_total ${c.acks}`,
+      "# HELP sluice_xds_nacks_total xDS NACKs received (Envoy rejected a config; see /status).",
+      "# TYPE sluice_xds_nacks_total counter",
+      `sluice_xds_nacks_total ${c.nacks}`,
+      "# HELP sluice_xds_connected_streams ADS streams open now.",
+      "# TYPE sluice_xds_connected_streams gauge",
+      `sluice_xds_connected_streams ${c.connectedStreams}`,
+      "# HELP sluice_reloads_total Configuration reloads.",
+      "# TYPE sluice_reloads_total counter",
+      `sluice_reloads_total ${this.#reloads}`,
+      "# HELP sluice_config_problems Problems in the current configuration files.",
+      "# TYPE sluice_config_problems gauge",
+      `sluice_config_problems ${this.#last?.problems.length ?? 0}`,
+      "# HELP sluice_translate_duration_seconds Duration of the last load + translation.",
+      "# TYPE sluice_translate_duration_seconds gauge",
+      `sluice_translate_duration_seconds ${((this.#last?.durationMs ?? 0) / 1000).toFixed(6)}`,
+    ];
+    return `${lines.join("\n")}\n`;
+  }
+
+  async #startAdmin(port: number): Promise<void> {
+    const server = createServer((req, res) => {
+      const path = (req.url ?? "/").split("?")[0];
+      if (path === "/status") {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify(this.status(), null, 2));
+      } else if (path === "/metrics") {
+        res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
+        res.end(this.metrics());
+      } else if (path === "/healthz") {
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end("ok\n");
+      } else {
+        res.writeHead(404, { "content-type": "text/plain" });
+        res.end("not found; try /status, /metrics or /healthz\n");
+      }
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, this.#opts.adminHost, () => resolve());
+    });
+    this.#admin = server;
+    this.adminPort = (server.address() as AddressInfo).port;
+    this.#opts.log(`sluice: admin on http://${this.#opts.adminHost}:${this.adminPort} (/status, /metrics)`);
+  }
+
+  async stop(): Promise<void> {
+    this.#source.close();
+    await this.xds.stop();
+    const admin = this.#admin;
+    this.#admin = undefined;
+    if (admin) await new Promise<void>((resolve) => admin.close(() => resolve()));
+  }
+}

@@ -1,0 +1,3 @@
+import { routingSuite } from "./routing-suite.js";
+
+routingSuite(true);

@@ -1,0 +1,125 @@
+// Loopback helpers for end-to-end tests: free ports, echo upstreams, HTTP requests, waiting.
+
+import { createServer, request as httpRequest, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createServer as createNetServer } from "node:net";
+
+/** A port free right now on 127.0.0.1 (the OS picks it). */
+export async function freePort(): Promise<number> {
+  const srv = createNetServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+export interface EchoBody {
+  readonly upstream: string;
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+}
+
+export interface Upstream {
+  readonly name: string;
+  readonly port: number;
+  readonly requests: EchoBody[];
+  close(): Promise<void>;
+}
+
+/** An HTTP server that answers every request with a JSON echo of it, naming itself. */
+export async function startEchoUpstream(name: string, port = 0): Promise<Upstream> {
+  const requests: EchoBody[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const echo: EchoBody = {
+        upstream: name,
+        method: req.method ?? "",
+        path: req.url ?? "",
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      };
+      requests.push(echo);
+      res.writeHead(200, { "content-type": "application/json", "x-upstream": name });
+      res.end(JSON.stringify(echo));
+    });
+  });
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
+  return {
+    name,
+    port: (server.address() as AddressInfo).port,
+    requests,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+export interface HttpResult {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+}
+
+/** One HTTP/1.1 request on a fresh connection (no pooling, so each request sees the current config). */
+export function request(
+  port: number,
+  path: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
+): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        method: opts.method ?? "GET",
+        headers: { connection: "close", ...(opts.headers ?? {}) },
+        agent: false,
+        timeout: opts.timeoutMs ?? 5000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }),
+        );
+        res.on("error", reject);
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`request to :${port}${path} timed out`)));
+    req.on("error", reject);
+    req.end(opts.body);
+  });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 15_000,
+  everyMs = 20,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (e) {
+      lastError = e;
+    }
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
+}

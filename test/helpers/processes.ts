@@ -1,0 +1,126 @@
+// Running `sluice` and Envoy as real processes in end-to-end tests.
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type EnvoyProcess, renderBootstrap, startEnvoy } from "../../src/cli/envoy.js";
+import { projectRoot } from "../../src/cli/paths.js";
+import { freePort, request, waitFor } from "./net.js";
+
+export interface SluiceProcess {
+  readonly child: ChildProcess;
+  readonly output: string[];
+  readonly xdsPort: number;
+  readonly adminPort: number;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  status(): Promise<Record<string, unknown>>;
+}
+
+/** Starts `sluice <command> -f <dir>` with the given ports and waits until its admin endpoint answers. */
+export async function startSluice(
+  command: "serve" | "run",
+  dir: string,
+  opts: { xdsPort?: number; adminPort?: number; extraArgs?: string[] } = {},
+): Promise<SluiceProcess> {
+  const xdsPort = opts.xdsPort ?? (await freePort());
+  const adminPort = opts.adminPort ?? (await freePort());
+  const output: string[] = [];
+  const child = spawn(
+    process.execPath,
+    [
+      join(projectRoot(), "bin", "sluice.js"),
+      command,
+      "-f",
+      dir,
+      "--xds-port",
+      String(xdsPort),
+      "--admin-port",
+      String(adminPort),
+      ...(opts.extraArgs ?? []),
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  for (const s of [child.stdout, child.stderr]) {
+    s?.setEncoding("utf8");
+    s?.on("data", (c: string) => output.push(...c.split("\n").filter((l) => l !== "")));
+  }
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const proc: SluiceProcess = {
+    child,
+    output,
+    xdsPort,
+    adminPort,
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      const t = setTimeout(() => child.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(t);
+    },
+    async status() {
+      const res = await fetch(`http://127.0.0.1:${adminPort}/status`);
+      return (await res.json()) as Record<string, unknown>;
+    },
+  };
+  try {
+    await waitFor(`sluice ${command} admin endpoint`, async () => {
+      if (child.exitCode !== null) throw new Error(`sluice exited: ${output.join("\n")}`);
+      const r = await fetch(`http://127.0.0.1:${adminPort}/healthz`);
+      return r.ok ? true : undefined;
+    });
+  } catch (e) {
+    await proc.stop("SIGKILL");
+    throw e;
+  }
+  return proc;
+}
+
+export interface TestEnvoy {
+  readonly process: EnvoyProcess;
+  readonly adminPort: number;
+  readonly output: string[];
+  stop(): Promise<void>;
+  /** Envoy's admin /config_dump as JSON. */
+  configDump(): Promise<unknown>;
+}
+
+/** An Envoy booted from deploy/envoy/bootstrap.yaml, fetching its config from the given ADS port. */
+export async function startTestEnvoy(opts: { gateway: string; xdsPort: number; delta: boolean }): Promise<TestEnvoy> {
+  const adminPort = await freePort();
+  const output: string[] = [];
+  const bootstrap = renderBootstrap({
+    nodeId: `test-${process.pid}-${adminPort}`,
+    gateway: opts.gateway,
+    adminPort,
+    xdsHost: "127.0.0.1",
+    xdsPort: opts.xdsPort,
+    delta: opts.delta,
+  });
+  const envoy = startEnvoy(bootstrap, { logLevel: "warn", onOutput: (l) => output.push(l) });
+  await waitFor(
+    "Envoy admin",
+    async () => {
+      if (envoy.child.exitCode !== null) throw new Error(`Envoy exited: ${output.join("\n")}`);
+      return (await request(adminPort, "/ready")).status === 200 ? true : undefined;
+    },
+    20_000,
+  );
+  return {
+    process: envoy,
+    adminPort,
+    output,
+    stop: () => envoy.stop(),
+    configDump: async () => JSON.parse((await request(adminPort, "/config_dump")).body) as unknown,
+  };
+}
+
+/** A temporary directory for a test's YAML files. */
+export function tempConfigDir(): { dir: string; write(name: string, text: string): void; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-e2e-"));
+  return {
+    dir,
+    write: (name, text) => writeFileSync(join(dir, name), text),
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
