@@ -1,4 +1,5 @@
-// `sluice translate -f <file|dir> [--gateway ns/name] [--output yaml|json]`: prints the xDS Sluice would serve.
+// `sluice translate -f <file|dir> [--gateway ns/name] [--output yaml|json] [--show-secrets]`: prints the xDS Sluice
+// would serve. TLS private keys are redacted unless --show-secrets.
 
 import { parseArgs } from "node:util";
 import { stringify } from "yaml";
@@ -14,6 +15,7 @@ export async function runTranslate(argv: string[], io: CommandIO): Promise<numbe
       file: { type: "string", short: "f", multiple: true },
       gateway: { type: "string" },
       output: { type: "string", short: "o", default: "yaml" },
+      "show-secrets": { type: "boolean", default: false },
     },
   });
   if (!values.file?.length) {
@@ -24,7 +26,7 @@ export async function runTranslate(argv: string[], io: CommandIO): Promise<numbe
   for (const p of load.problems) io.stderr(`${formatProblem(p)}\n`);
   const gateways = result.gateways
     .filter((g) => values.gateway === undefined || g.key === values.gateway)
-    .map((g) => ({ gateway: g.key, ...xdsToJson(g.xds) }));
+    .map((g) => ({ gateway: g.key, ...xdsToJson(g.xds, { redactSecrets: !values["show-secrets"] }) }));
   const doc = { gateways };
   io.stdout(
     values.output === "json"

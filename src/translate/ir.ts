@@ -5,7 +5,9 @@ export interface GatewayIR {
   /** `namespace/name` of the Gateway; also the xDS node group its Envoys belong to. */
   readonly key: string;
   readonly listeners: readonly ListenerIR[];
+  readonly routeConfigs: readonly RouteConfigIR[];
   readonly clusters: readonly ClusterIR[];
+  readonly secrets: readonly SecretIR[];
 }
 
 /** One Envoy listener: one bind address and port, shared by every Gateway listener on that port. */
@@ -14,9 +16,30 @@ export interface ListenerIR {
   readonly address: string;
   readonly port: number;
   readonly protocol: "HTTP" | "HTTPS";
-  /** Route configuration name (RDS). */
+  /** HTTP: one chain for the port. HTTPS: one chain per Gateway listener, chosen by SNI. */
+  readonly filterChains: readonly FilterChainIR[];
+}
+
+export interface FilterChainIR {
+  readonly name: string;
+  /** SNI names this chain answers (`*.suffix` allowed); empty = any (the default chain). */
+  readonly serverNames: readonly string[];
+  /** TLS termination with these certificates (SDS secret names), several for RSA + ECDSA. */
+  readonly tls?: { readonly secrets: readonly string[] };
+  /** Route configuration (RDS) of this chain. */
   readonly routeConfigName: string;
+}
+
+export interface RouteConfigIR {
+  readonly name: string;
   readonly virtualHosts: readonly VirtualHostIR[];
+}
+
+/** A TLS certificate and its key, served to Envoy over SDS. */
+export interface SecretIR {
+  readonly name: string;
+  readonly certificateChain: string;
+  readonly privateKey: string;
 }
 
 export interface VirtualHostIR {

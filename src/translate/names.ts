@@ -13,8 +13,17 @@ export function routeConfigName(gateway: string, port: number): string {
   return `gateway/${gateway}/port/${port}`;
 }
 
-export function virtualHostName(gateway: string, port: number, hostname: string): string {
-  return `gateway/${gateway}/port/${port}/host/${hostname}`;
+/** HTTPS listeners get a filter chain and a route configuration each. */
+export function listenerChainName(gateway: string, port: number, listener: string): string {
+  return `gateway/${gateway}/port/${port}/listener/${listener}`;
+}
+
+export function virtualHostName(routeConfig: string, hostname: string): string {
+  return `${routeConfig}/host/${hostname}`;
+}
+
+export function secretName(namespace: string, name: string): string {
+  return `secret/${namespace}/${name}`;
 }
 
 export function routeName(namespace: string, route: string, rule: number, match: number): string {

@@ -12,8 +12,8 @@ import {
 import { describeResource, namespaceOf } from "../../api/resource.js";
 import { BackendResolver } from "../backend/resolve.js";
 import type { TranslationInput } from "../input.js";
-import type { GatewayIR, ListenerIR, RouteIR, VirtualHostIR } from "../ir.js";
-import { gatewayKey, listenerName, routeConfigName, virtualHostName } from "../names.js";
+import type { FilterChainIR, GatewayIR, ListenerIR, RouteConfigIR, RouteIR, SecretIR, VirtualHostIR } from "../ir.js";
+import { gatewayKey, listenerChainName, listenerName, routeConfigName, virtualHostName } from "../names.js";
 import { intersectHostnames } from "../route/hostnames.js";
 import { translateHTTPRouteRules } from "../route/httproute.js";
 import { compareMatches, type RankedMatch } from "../route/precedence.js";
@@ -25,6 +25,7 @@ import {
   type ResourceStatus,
   RouteConditionReason,
 } from "../status/conditions.js";
+import { resolveCertificates } from "./certificates.js";
 
 export interface GatewayTranslateOptions {
   /** File mode: a GatewayClass named `sluice` with Sluice's controller is implied when the input defines none. */
@@ -49,6 +50,10 @@ interface ListenerState {
   readonly conditions: Condition[];
   attachedRoutes: number;
   valid: boolean;
+  /** The route configuration this listener's routes go to: per port for HTTP, per listener for HTTPS. */
+  routeConfigName: string;
+  /** SDS secret names of an HTTPS listener's certificates. */
+  secrets: string[];
 }
 
 const DEFAULT_ADDRESS = "0.0.0.0";
@@ -143,14 +148,25 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
       conditions: [],
       attachedRoutes: 0,
       valid: true,
+      routeConfigName:
+        att.listener.protocol === "HTTPS"
+          ? listenerChainName(key, att.listener.port, att.sectionName)
+          : routeConfigName(key, att.listener.port),
+      secrets: [],
     }));
-    validateListeners(listeners);
+    const secrets = new Map<string, SecretIR>();
+    validateListeners(listeners, (l) => {
+      const certs = resolveCertificates(input, gw, l.att.listener, l.att.namespace);
+      if (!certs.ok) return certs;
+      for (const c of certs.secrets) secrets.set(c.name, c);
+      l.secrets = certs.secrets.map((c) => c.name);
+      return certs;
+    });
 
-    // host name -> ranked routes, per port
-    const hostsByPort = new Map<number, Map<string, { ranked: RankedMatch; route: RouteIR }[]>>();
-    for (const l of listeners) {
-      if (l.valid && !hostsByPort.has(l.att.listener.port)) hostsByPort.set(l.att.listener.port, new Map());
-    }
+    // route configuration -> host name -> ranked routes
+    const hostsByConfig = new Map<string, Map<string, { ranked: RankedMatch; route: RouteIR }[]>>();
+    for (const l of listeners)
+      if (l.valid && !hostsByConfig.has(l.routeConfigName)) hostsByConfig.set(l.routeConfigName, new Map());
 
     for (const route of input.httpRoutes) {
       const routeNs = namespaceOf(route);
@@ -197,7 +213,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
           );
           for (const { l, hosts } of attachments) {
             l.attachedRoutes++;
-            const byHost = hostsByPort.get(l.att.listener.port);
+            const byHost = hostsByConfig.get(l.routeConfigName);
             if (byHost === undefined) continue;
             for (const host of hosts) {
               const list = byHost.get(host) ?? [];
@@ -216,27 +232,50 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
       });
     }
 
-    const irListeners: ListenerIR[] = [];
-    for (const [port, byHost] of [...hostsByPort.entries()].sort((a, b) => a[0] - b[0])) {
+    const routeConfigs: RouteConfigIR[] = [];
+    for (const [name, byHost] of [...hostsByConfig.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
       const virtualHosts: VirtualHostIR[] = [];
       for (const host of [...byHost.keys()].sort(hostOrder)) {
         const entries = byHost.get(host) ?? [];
-        // The same rule reached through two listeners on one port must appear once.
+        // The same rule reached through two listeners of one route configuration must appear once.
         const unique = new Map(entries.map((e) => [e.route.name, e]));
         const routes = [...unique.values()].sort((a, b) => compareMatches(a.ranked, b.ranked)).map((e) => e.route);
-        virtualHosts.push({ name: virtualHostName(key, port, host), domains: [host], routes });
+        virtualHosts.push({ name: virtualHostName(name, host), domains: [host], routes });
       }
+      routeConfigs.push({ name, virtualHosts });
+    }
+    const address = gw.spec.addresses?.[0]?.value ?? DEFAULT_ADDRESS;
+    const irListeners: ListenerIR[] = [];
+    const ports = [...new Set(listeners.filter((l) => l.valid).map((l) => l.att.listener.port))].sort((a, b) => a - b);
+    for (const port of ports) {
+      const onPort = listeners.filter((l) => l.valid && l.att.listener.port === port);
+      const https = onPort[0]?.att.listener.protocol === "HTTPS";
+      const filterChains: FilterChainIR[] = https
+        ? onPort
+            .map((l) => ({
+              name: l.routeConfigName,
+              serverNames: l.att.listener.hostname !== undefined ? [l.att.listener.hostname.toLowerCase()] : [],
+              tls: { secrets: l.secrets },
+              routeConfigName: l.routeConfigName,
+            }))
+            .sort((a, b) => (a.name < b.name ? -1 : 1))
+        : [{ name: routeConfigName(key, port), serverNames: [], routeConfigName: routeConfigName(key, port) }];
       irListeners.push({
         name: listenerName(key, port),
-        address: gw.spec.addresses?.[0]?.value ?? DEFAULT_ADDRESS,
+        address,
         port,
-        protocol: "HTTP",
-        routeConfigName: routeConfigName(key, port),
-        virtualHosts,
+        protocol: https ? "HTTPS" : "HTTP",
+        filterChains,
       });
     }
 
-    gateways.push({ key, listeners: irListeners, clusters: resolver.clusters() });
+    gateways.push({
+      key,
+      listeners: irListeners,
+      routeConfigs,
+      clusters: resolver.clusters(),
+      secrets: [...secrets.values()].sort((a, b) => (a.name < b.name ? -1 : 1)),
+    });
     statuses.push(gatewayStatus(gw, listeners));
   }
 
@@ -258,28 +297,52 @@ function hostOrder(a: string, b: string): number {
   return wa - wb || b.length - a.length || (a < b ? -1 : a > b ? 1 : 0);
 }
 
-function validateListeners(listeners: ListenerState[]): void {
+type CertificateCheck = { ok: true } | { ok: false; reason: string; message: string };
+
+function validateListeners(
+  listeners: ListenerState[],
+  checkCertificates: (l: ListenerState) => CertificateCheck,
+): void {
   const seenNames = new Set<string>();
   const hostsPerPort = new Map<number, Set<string>>();
+  const protocolOfPort = new Map<number, string>();
+  const reject = (l: ListenerState, c: Condition) => {
+    l.valid = false;
+    l.conditions.push(c);
+    l.conditions.push(condition("Programmed", false, ListenerConditionReason.Invalid, c.message));
+  };
   for (const l of listeners) {
     const { listener } = l.att;
-    const id = `${l.att.fromListenerSet ? "ls:" : ""}${l.att.sectionName}`;
+    const id = `${l.att.fromListenerSet ? `ls:${l.att.namespace}:` : ""}${l.att.sectionName}`;
     if (seenNames.has(id)) {
-      l.valid = false;
-      l.conditions.push(
+      reject(
+        l,
         condition("Accepted", false, ListenerConditionReason.Invalid, `listener name ${listener.name} is used twice`),
       );
       continue;
     }
     seenNames.add(id);
-    if (listener.protocol !== "HTTP") {
-      l.valid = false;
-      l.conditions.push(
+    if (listener.protocol !== "HTTP" && listener.protocol !== "HTTPS") {
+      reject(
+        l,
         condition(
           "Accepted",
           false,
           ListenerConditionReason.UnsupportedProtocol,
-          `protocol ${listener.protocol} is not served yet; HTTP is`,
+          `protocol ${listener.protocol} is not served; use HTTP or HTTPS`,
+        ),
+      );
+      continue;
+    }
+    const portProtocol = protocolOfPort.get(listener.port);
+    if (portProtocol !== undefined && portProtocol !== listener.protocol) {
+      reject(
+        l,
+        condition(
+          "Conflicted",
+          true,
+          ListenerConditionReason.ProtocolConflict,
+          `port ${listener.port} already serves ${portProtocol}; one port cannot serve HTTP and HTTPS`,
         ),
       );
       continue;
@@ -287,8 +350,8 @@ function validateListeners(listeners: ListenerState[]): void {
     const host = listener.hostname ?? "*";
     const hosts = hostsPerPort.get(listener.port) ?? new Set<string>();
     if (hosts.has(host)) {
-      l.valid = false;
-      l.conditions.push(
+      reject(
+        l,
         condition(
           "Conflicted",
           true,
@@ -298,6 +361,29 @@ function validateListeners(listeners: ListenerState[]): void {
       );
       continue;
     }
+    if (listener.protocol === "HTTPS") {
+      if ((listener.tls?.mode ?? "Terminate") !== "Terminate") {
+        reject(
+          l,
+          condition(
+            "Accepted",
+            false,
+            ListenerConditionReason.UnsupportedProtocol,
+            "HTTPS listeners terminate TLS; tls.mode Passthrough needs a TLS listener and TLSRoute",
+          ),
+        );
+        continue;
+      }
+      const certs = checkCertificates(l);
+      if (!certs.ok) {
+        l.valid = false;
+        l.conditions.push(condition("Accepted", true, ListenerConditionReason.Accepted, "listener accepted"));
+        l.conditions.push(condition("ResolvedRefs", false, certs.reason, certs.message));
+        l.conditions.push(condition("Programmed", false, ListenerConditionReason.Invalid, certs.message));
+        continue;
+      }
+    }
+    protocolOfPort.set(listener.port, listener.protocol);
     hosts.add(host);
     hostsPerPort.set(listener.port, hosts);
     l.conditions.push(condition("Accepted", true, ListenerConditionReason.Accepted, "listener accepted"));

@@ -5,6 +5,7 @@ import { buildCluster, buildLoadAssignment } from "./cluster.js";
 import { buildListener } from "./listener.js";
 import type { XdsResources } from "./resources.js";
 import { buildRouteConfiguration } from "./route.js";
+import { buildSecret } from "./secret.js";
 
 export function buildXds(gw: GatewayIR): XdsResources {
   return {
@@ -14,7 +15,7 @@ export function buildXds(gw: GatewayIR): XdsResources {
       return la === undefined ? [] : [la];
     }),
     listeners: gw.listeners.map(buildListener),
-    routes: gw.listeners.map(buildRouteConfiguration),
-    secrets: [],
+    routes: gw.routeConfigs.map(buildRouteConfiguration),
+    secrets: gw.secrets.map(buildSecret),
   };
 }

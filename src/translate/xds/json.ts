@@ -21,12 +21,20 @@ export interface XdsJson {
   readonly secrets: JsonValue[];
 }
 
-export function xdsToJson(x: XdsResources): XdsJson {
+/** With `redactSecrets`, private keys print as `[redacted]` (for output a person may paste somewhere). */
+export function xdsToJson(x: XdsResources, opts: { redactSecrets?: boolean } = {}): XdsJson {
+  const secrets = x.secrets.map((m) => json(SecretSchema, m));
+  if (opts.redactSecrets) {
+    for (const s of secrets) {
+      const key = (s as { tls_certificate?: { private_key?: unknown } }).tls_certificate;
+      if (key?.private_key !== undefined) key.private_key = "[redacted]";
+    }
+  }
   return {
     clusters: x.clusters.map((m) => json(ClusterSchema, m)),
     endpoints: x.endpoints.map((m) => json(ClusterLoadAssignmentSchema, m)),
     listeners: x.listeners.map((m) => json(ListenerSchema, m)),
     routes: x.routes.map((m) => json(RouteConfigurationSchema, m)),
-    secrets: x.secrets.map((m) => json(SecretSchema, m)),
+    secrets,
   };
 }

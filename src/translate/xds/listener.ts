@@ -5,20 +5,22 @@ import { anyPack } from "@bufbuild/protobuf/wkt";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { type Listener, ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
 import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
+import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
 import {
   HttpConnectionManager_CodecType,
   HttpConnectionManagerSchema,
 } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
-import type { ListenerIR } from "../ir.js";
+import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
+import type { FilterChainIR, ListenerIR } from "../ir.js";
 
-export function buildListener(l: ListenerIR): Listener {
-  const hcm = create(HttpConnectionManagerSchema, {
-    statPrefix: l.name,
+function buildHcm(chain: FilterChainIR) {
+  return create(HttpConnectionManagerSchema, {
+    statPrefix: chain.name,
     codecType: HttpConnectionManager_CodecType.AUTO,
     routeSpecifier: {
       case: "rds",
       value: {
-        routeConfigName: l.routeConfigName,
+        routeConfigName: chain.routeConfigName,
         configSource: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 },
       },
     },
@@ -32,6 +34,26 @@ export function buildListener(l: ListenerIR): Listener {
       },
     ],
   });
+}
+
+function buildTransportSocket(chain: FilterChainIR) {
+  if (chain.tls === undefined) return undefined;
+  const tls = create(DownstreamTlsContextSchema, {
+    commonTlsContext: {
+      tlsCertificateSdsSecretConfigs: chain.tls.secrets.map((name) => ({
+        name,
+        sdsConfig: { configSourceSpecifier: { case: "ads" as const, value: {} }, resourceApiVersion: ApiVersion.V3 },
+      })),
+      alpnProtocols: ["h2", "http/1.1"],
+    },
+  });
+  return {
+    name: "envoy.transport_sockets.tls",
+    configType: { case: "typedConfig" as const, value: anyPack(DownstreamTlsContextSchema, tls) },
+  };
+}
+
+export function buildListener(l: ListenerIR): Listener {
   return create(ListenerSchema, {
     name: l.name,
     address: {
@@ -40,15 +62,29 @@ export function buildListener(l: ListenerIR): Listener {
         value: { address: l.address, portSpecifier: { case: "portValue", value: l.port } },
       },
     },
-    filterChains: [
-      {
+    // SNI is read before a chain is chosen.
+    listenerFilters:
+      l.protocol === "HTTPS"
+        ? [
+            {
+              name: "envoy.filters.listener.tls_inspector",
+              configType: { case: "typedConfig", value: anyPack(TlsInspectorSchema, create(TlsInspectorSchema)) },
+            },
+          ]
+        : [],
+    filterChains: l.filterChains.map((chain) => {
+      const transportSocket = buildTransportSocket(chain);
+      return {
+        name: chain.name,
+        ...(chain.serverNames.length > 0 ? { filterChainMatch: { serverNames: [...chain.serverNames] } } : {}),
+        ...(transportSocket !== undefined ? { transportSocket } : {}),
         filters: [
           {
             name: "envoy.filters.network.http_connection_manager",
-            configType: { case: "typedConfig", value: anyPack(HttpConnectionManagerSchema, hcm) },
+            configType: { case: "typedConfig" as const, value: anyPack(HttpConnectionManagerSchema, buildHcm(chain)) },
           },
         ],
-      },
-    ],
+      };
+    }),
   });
 }

@@ -10,9 +10,11 @@ import { ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.j
 import type { RouteConfiguration } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
+import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
 import { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import { SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
+import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 
 export interface XdsResources {
@@ -33,4 +35,6 @@ export const xdsTypeRegistry = createRegistry(
   HttpConnectionManagerSchema,
   RouterSchema,
   HttpProtocolOptionsSchema,
+  TlsInspectorSchema,
+  DownstreamTlsContextSchema,
 );

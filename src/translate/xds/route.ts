@@ -15,7 +15,7 @@ import {
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
-import type { HeaderMutationIR, ListenerIR, PathRewriteIR, RouteIR, RouteMatchIR } from "../ir.js";
+import type { HeaderMutationIR, PathRewriteIR, RouteConfigIR, RouteIR, RouteMatchIR } from "../ir.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 
@@ -185,9 +185,9 @@ function buildRoute(r: RouteIR): Init<typeof RouteSchema> {
   }
 }
 
-export function buildRouteConfiguration(l: ListenerIR): RouteConfiguration {
+export function buildRouteConfiguration(l: RouteConfigIR): RouteConfiguration {
   return create(RouteConfigurationSchema, {
-    name: l.routeConfigName,
+    name: l.name,
     // Virtual hosts match on the host name alone, whatever port the client put in Host; hosts no route claims
     // get a plain 404 from Envoy.
     virtualHosts: l.virtualHosts.map((vh) => ({
