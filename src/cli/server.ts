@@ -156,6 +156,9 @@ export class SluiceServer {
       "# HELP sluice_translate_duration_seconds Duration of the last load + translation.",
       "# TYPE sluice_translate_duration_seconds gauge",
       `sluice_translate_duration_seconds ${((this.#last?.durationMs ?? 0) / 1000).toFixed(6)}`,
+      "# HELP sluice_process_resident_memory_bytes Resident memory of the Sluice process.",
+      "# TYPE sluice_process_resident_memory_bytes gauge",
+      `sluice_process_resident_memory_bytes ${process.memoryUsage.rss()}`,
     ];
     return `${lines.join("\n")}\n`;
   }

@@ -10,7 +10,7 @@ import { readFile, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { type Problem, splitPath } from "../api/problems.js";
 import { describeResource, type Resource, resourceKey, type SourceRef } from "../api/resource.js";
-import { validateResource } from "../api/validate.js";
+import { type ValidationResult, validateResource } from "../api/validate.js";
 import { listYamlFiles } from "./files.js";
 import { type LoadedDocument, parseYamlFile } from "./yaml.js";
 
@@ -67,6 +67,10 @@ export class FileSource {
   /** Last valid version of each resource, kept while a newer version is invalid. */
   readonly #goodResources = new Map<string, { resource: Resource; source: SourceRef }>();
   readonly #watchers: FSWatcher[] = [];
+  /** Last text and parse of each file: an unchanged file is not parsed again. */
+  readonly #parsed = new Map<string, { text: string; parsed: ReturnType<typeof parseYamlFile> }>();
+  /** Validation of each parsed document, so unchanged documents are validated once and keep their identity. */
+  readonly #validated = new WeakMap<LoadedDocument, ValidationResult>();
 
   constructor(paths: readonly string[]) {
     this.#paths = paths;
@@ -97,7 +101,9 @@ export class FileSource {
         problems.push({ file, line: 1, path: "", message: `cannot read: ${(e as Error).message}`, severity: "error" });
         continue;
       }
-      const parsed = parseYamlFile(file, text);
+      const cached = this.#parsed.get(file);
+      const parsed = cached?.text === text ? cached.parsed : parseYamlFile(file, text);
+      this.#parsed.set(file, { text, parsed });
       if (parsed.problems.length > 0) {
         const kept = this.#goodDocs.get(file);
         for (const p of parsed.problems) {
@@ -115,11 +121,17 @@ export class FileSource {
       this.#goodDocs.set(file, parsed.documents);
       documents.push(...parsed.documents);
     }
-    for (const file of [...this.#goodDocs.keys()]) if (!files.includes(file)) this.#goodDocs.delete(file);
+    const present = new Set(files);
+    for (const file of [...this.#goodDocs.keys()]) if (!present.has(file)) this.#goodDocs.delete(file);
+    for (const file of [...this.#parsed.keys()]) if (!present.has(file)) this.#parsed.delete(file);
 
     const resources = new Map<string, { resource: Resource; source: SourceRef }>();
     for (const doc of documents) {
-      const result = validateResource(doc.value);
+      let result = this.#validated.get(doc);
+      if (result === undefined) {
+        result = validateResource(doc.value);
+        this.#validated.set(doc, result);
+      }
       const docProblems = result.problems.map((p) => toSourceProblem(doc, p));
       const key = result.resource !== undefined ? resourceKey(result.resource) : undefined;
       if (result.resource !== undefined && key !== undefined) {

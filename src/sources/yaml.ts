@@ -1,7 +1,12 @@
 // Multi-document YAML with positions: every document keeps a way to find the line of any field path,
 // so messages can say `file:line: Kind ns/name: spec.path: message`.
+//
+// Values come from js-yaml (an order of magnitude faster than a full syntax tree); the `yaml` library's syntax tree,
+// which knows where every node is, is built only when a line is asked for — that is, when there is something to
+// report — or when the fast parser finds a syntax error, so that every error is reported with its line.
 
-import { isNode, LineCounter, parseAllDocuments } from "yaml";
+import { CORE_SCHEMA, loadAll } from "js-yaml";
+import { type Document, isNode, isScalar, LineCounter, parseAllDocuments } from "yaml";
 import type { SourceRef } from "../api/resource.js";
 
 export interface LoadedDocument {
@@ -22,39 +27,76 @@ export interface ParsedFile {
   readonly problems: readonly YamlProblem[];
 }
 
-export function parseYamlFile(file: string, text: string): ParsedFile {
+interface Positions {
+  readonly lineCounter: LineCounter;
+  /** The non-empty documents, in the same order as the values. */
+  readonly docs: readonly Document.Parsed[];
+}
+
+function isEmptyDocument(doc: Document.Parsed): boolean {
+  return doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null);
+}
+
+function parsePositions(text: string): Positions {
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const problems: YamlProblem[] = [];
-  const documents: LoadedDocument[] = [];
-  const list = Array.isArray(docs) ? docs : [];
-  if (!Array.isArray(docs)) {
-    // parseAllDocuments returns an EmptyStream for empty input.
-    return { file, documents, problems };
+  const all = parseAllDocuments(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  return { lineCounter, docs: Array.isArray(all) ? all.filter((d) => !isEmptyDocument(d)) : [] };
+}
+
+function lineOfPath(p: Positions, index: number, path: readonly (string | number)[]): number {
+  const doc = p.docs[index];
+  if (doc === undefined) return 1;
+  // Walk down the path, keeping the deepest node that exists.
+  for (let n = path.length; n >= 0; n--) {
+    const node = doc.getIn(path.slice(0, n), true);
+    if (isNode(node) && node.range) return p.lineCounter.linePos(node.range[0]).line;
   }
-  for (const doc of list) {
-    for (const e of doc.errors) {
+  return 1;
+}
+
+export function parseYamlFile(file: string, text: string): ParsedFile {
+  let values: unknown[];
+  try {
+    values = loadAll(text, undefined, { schema: CORE_SCHEMA, filename: file }).filter((v) => v !== null && v !== undefined);
+  } catch {
+    return slowParse(file, text);
+  }
+  let positions: Positions | undefined;
+  const at = () => {
+    positions ??= parsePositions(text);
+    return positions;
+  };
+  const documents = values.map((value, index): LoadedDocument => {
+    const source: SourceRef = {
+      file,
+      get line() {
+        return lineOfPath(at(), index, []);
+      },
+      lineOf: (path) => lineOfPath(at(), index, path),
+    };
+    return { value, source };
+  });
+  return { file, documents, problems: [] };
+}
+
+/** The `yaml` library's full parse: every syntax error with its line. */
+function slowParse(file: string, text: string): ParsedFile {
+  const lineCounter = new LineCounter();
+  const all = parseAllDocuments(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const problems: YamlProblem[] = [];
+  for (const doc of Array.isArray(all) ? all : []) {
+    for (const e of [...doc.errors]) {
       problems.push({ file, line: e.linePos?.[0]?.line ?? 1, message: e.message.split("\n")[0] ?? e.message });
     }
-    if (doc.contents === null) continue; // an empty document between `---` separators
-    const startOffset = doc.contents.range?.[0] ?? 0;
-    const docLine = lineCounter.linePos(startOffset).line;
-    const lineOf = (path: readonly (string | number)[]): number => {
-      // Walk down the path, keeping the deepest node that exists.
-      for (let n = path.length; n >= 0; n--) {
-        const node = doc.getIn(path.slice(0, n), true);
-        if (isNode(node) && node.range) return lineCounter.linePos(node.range[0]).line;
-      }
-      return docLine;
-    };
-    let value: unknown;
-    try {
-      value = doc.toJS({ maxAliasCount: 100 });
-    } catch (e) {
-      problems.push({ file, line: docLine, message: e instanceof Error ? e.message : String(e) });
-      continue;
-    }
-    documents.push({ value, source: { file, line: docLine, lineOf } });
   }
-  return { file, documents, problems };
+  if (problems.length === 0) {
+    // js-yaml refused something the yaml library accepts (for instance a YAML 1.1 construct): say so plainly.
+    try {
+      loadAll(text, undefined, { schema: CORE_SCHEMA, filename: file });
+    } catch (e) {
+      const mark = (e as { mark?: { line?: number } }).mark;
+      problems.push({ file, line: (mark?.line ?? 0) + 1, message: (e as Error).message.split("\n")[0] ?? String(e) });
+    }
+  }
+  return { file, documents: [], problems };
 }

@@ -1,0 +1,254 @@
+// Control plane at scale: generated configurations of 100, 1,000 and 5,000 HTTPRoutes with policies at every level.
+//
+// Measures, per size: load + validation, full translation, incremental translation after a one-route change,
+// snapshot size, process memory, and — with a real Envoy over SotW and delta ADS — the time from a file change to
+// Envoy's ACK and to the new route answering, while a client keeps sending requests (failures counted).
+//
+//   node dist/bench/control-plane.js [--sizes 100,1000,5000] [--changes 20]
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { FileSource } from "../src/sources/file-source.js";
+import { makeInput } from "../src/translate/input.js";
+import { translate } from "../src/translate/translate.js";
+import { buildSnapshot } from "../src/xds-server/index.js";
+import { type EchoBody, freePort, request, sleep, startEchoUpstream, waitFor } from "../test/helpers/net.js";
+import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
+
+const { values } = parseArgs({
+  options: { sizes: { type: "string", default: "100,1000,5000" }, changes: { type: "string", default: "20" } },
+});
+const sizes = values.sizes.split(",").map(Number);
+const changes = Number(values.changes);
+
+function gatewayYaml(port: number): string {
+  return `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: bench }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: gateway-wide, namespace: bench }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  traffic:
+    timeouts: { request: 30s }
+    headerModifiers: { response: { set: [{ name: x-level, value: gateway }] } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: listener-wide, namespace: bench }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http }]
+  traffic:
+    headerModifiers: { request: { set: [{ name: x-level, value: listener }] } }
+`;
+}
+
+function backendsYaml(a: number, b: number): string {
+  return [
+    ["a", a],
+    ["b", b],
+  ]
+    .map(
+      ([n, p]) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: ${n}, namespace: bench }
+spec: { static: { host: 127.0.0.1, port: ${p} } }
+`,
+    )
+    .join("");
+}
+
+function routeYaml(i: number, backend: "a" | "b"): string {
+  const policies =
+    i % 10 === 0
+      ? `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: route-${i}, namespace: bench }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: route-${i} }]
+  traffic: { timeouts: { request: 10s } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: rule-${i}, namespace: bench }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: route-${i}, sectionName: main }]
+  traffic: { headerModifiers: { request: { set: [{ name: x-level, value: rule }] } } }
+`
+      : "";
+  return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: route-${i}, namespace: bench }
+spec:
+  parentRefs: [{ name: gw }]
+  hostnames: [host-${i % 50}.example.com]
+  rules:
+    - name: main
+      matches: [{ path: { type: PathPrefix, value: /r/${i} } }, { path: { type: Exact, value: /exact/${i} }, method: GET }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${backend} }]
+${policies}`;
+}
+
+/** Routes in files of 100, as a team would keep them. */
+function writeRoutes(write: (name: string, text: string) => void, n: number, changed?: { i: number; backend: "a" | "b" }) {
+  for (let f = 0; f * 100 < n; f++) {
+    let text = "";
+    for (let i = f * 100; i < Math.min(n, (f + 1) * 100); i++) {
+      text += routeYaml(i, changed?.i === i ? changed.backend : "a");
+    }
+    write(`routes-${String(f).padStart(3, "0")}.yaml`, text);
+  }
+}
+
+function mb(bytes: number): string {
+  return (bytes / 1024 / 1024).toFixed(1);
+}
+
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
+}
+
+async function inProcess(n: number): Promise<Record<string, string>> {
+  const cfg = tempConfigDir();
+  cfg.write("gateway.yaml", gatewayYaml(8080) + backendsYaml(9001, 9002));
+  writeRoutes(cfg.write, n);
+  const source = new FileSource([cfg.dir]);
+  let t = performance.now();
+  const load = await source.load();
+  const loadMs = performance.now() - t;
+  t = performance.now();
+  const result = translate(makeInput(load.resources, load.sources), { impliedGatewayClass: true });
+  const translateMs = performance.now() - t;
+  t = performance.now();
+  const snapshot = buildSnapshot(result.gateways[0]!.xds);
+  const snapshotMs = performance.now() - t;
+  let bytes = 0;
+  for (const byType of snapshot.resources.values()) for (const r of byType.values()) bytes += r.value.length;
+  // One route changes: reload (changed file only is re-read) and translate again.
+  const incremental: number[] = [];
+  for (let k = 0; k < 5; k++) {
+    writeRoutes(cfg.write, n, { i: (k * 37) % n, backend: k % 2 === 0 ? "b" : "a" });
+    t = performance.now();
+    const l2 = await source.load();
+    const r2 = translate(makeInput(l2.resources, l2.sources), { impliedGatewayClass: true });
+    buildSnapshot(r2.gateways[0]!.xds);
+    incremental.push(performance.now() - t);
+  }
+  cfg.cleanup();
+  return {
+    routes: String(n),
+    "load+validate ms": loadMs.toFixed(1),
+    "translate ms": translateMs.toFixed(1),
+    "snapshot ms": snapshotMs.toFixed(1),
+    "1-change reload+translate+snapshot ms (median)": quantile(incremental, 0.5).toFixed(1),
+    "snapshot KB": (bytes / 1024).toFixed(0),
+    "heap MB": mb(process.memoryUsage().heapUsed),
+  };
+}
+
+async function withEnvoy(n: number, delta: boolean): Promise<Record<string, string>> {
+  const cfg = tempConfigDir();
+  const a = await startEchoUpstream("a");
+  const b = await startEchoUpstream("b");
+  const port = await freePort();
+  cfg.write("gateway.yaml", gatewayYaml(port) + backendsYaml(a.port, b.port));
+  writeRoutes(cfg.write, n);
+  const sluice = await startSluice("serve", cfg.dir);
+  const envoy = await startTestEnvoy({ gateway: "bench/gw", xdsPort: sluice.xdsPort, delta });
+  const host = (i: number) => ({ host: `host-${i % 50}.example.com` });
+  await waitFor("routes", async () => ((await request(port, "/r/1", { headers: host(1) })).status === 200 ? true : undefined), 60_000);
+
+  // A client keeps sending requests to routes that do not change while others churn.
+  let failures = 0;
+  let sent = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const i = 1 + (sent % 7);
+      try {
+        const r = await request(port, `/r/${i}`, { headers: host(i) });
+        if (r.status !== 200) failures++;
+      } catch {
+        failures++;
+      }
+      sent++;
+    }
+  })();
+
+  const toServe: number[] = [];
+  const toAck: number[] = [];
+  for (let k = 0; k < changes; k++) {
+    const i = 10 + ((k * 97) % (n - 10));
+    const backend = k % 2 === 0 ? "b" : "a";
+    const fileIndex = Math.floor(i / 100);
+    let text = "";
+    for (let j = fileIndex * 100; j < Math.min(n, (fileIndex + 1) * 100); j++) text += routeYaml(j, j === i ? backend : "a");
+    const before = JSON.stringify(await routeAcks(sluice.adminPort));
+    const t = performance.now();
+    writeFileSync(join(cfg.dir, `routes-${String(fileIndex).padStart(3, "0")}.yaml`), text);
+    const ackP = waitFor("ACK", async () => (JSON.stringify(await routeAcks(sluice.adminPort)) !== before ? performance.now() - t : undefined), 10_000, 2);
+    const serveP = waitFor(
+      "new route",
+      async () => {
+        const r = await request(port, `/r/${i}`, { headers: host(i) });
+        return r.status === 200 && (JSON.parse(r.body) as EchoBody).upstream === backend ? performance.now() - t : undefined;
+      },
+      10_000,
+      2,
+    );
+    toAck.push(await ackP);
+    toServe.push(await serveP);
+    // Put it back so the next change is a change again.
+    let back = "";
+    for (let j = fileIndex * 100; j < Math.min(n, (fileIndex + 1) * 100); j++) back += routeYaml(j, "a");
+    writeFileSync(join(cfg.dir, `routes-${String(fileIndex).padStart(3, "0")}.yaml`), back);
+    await sleep(150);
+  }
+  running = false;
+  await loop;
+  const rss = await fetch(`http://127.0.0.1:${sluice.adminPort}/metrics`).then((r) => r.text());
+  await envoy.stop();
+  await sluice.stop();
+  await a.close();
+  await b.close();
+  cfg.cleanup();
+  return {
+    routes: String(n),
+    xds: delta ? "delta" : "sotw",
+    "change→ACK p50 ms": quantile(toAck, 0.5).toFixed(1),
+    "change→ACK p90 ms": quantile(toAck, 0.9).toFixed(1),
+    "change→serving p50 ms": quantile(toServe, 0.5).toFixed(1),
+    "change→serving p90 ms": quantile(toServe, 0.9).toFixed(1),
+    "sluice RSS MB": /sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1] ? mb(Number(/sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1])) : "?",
+    "requests during churn": String(sent),
+    failed: String(failures),
+  };
+}
+
+async function routeAcks(adminPort: number): Promise<unknown> {
+  const s = (await (await fetch(`http://127.0.0.1:${adminPort}/status`)).json()) as {
+    xds: { streams: { types: { typeUrl: string; ackedVersion?: string }[] }[] };
+  };
+  return s.xds.streams.map((st) => st.types.find((t) => t.typeUrl.endsWith("RouteConfiguration"))?.ackedVersion);
+}
+
+console.log(`machine: ${(await import("node:os")).cpus().length} cores, ${(await import("node:os")).cpus()[0]?.model}; node ${process.version}`);
+console.log("\n== in process: load, translate, snapshot ==");
+const inProcessRows: Record<string, string>[] = [];
+for (const n of sizes) inProcessRows.push(await inProcess(n));
+console.table(inProcessRows);
+console.log("\n== through Envoy: file change to ACK and to serving, with a client running ==");
+const rows: Record<string, string>[] = [];
+for (const n of sizes) for (const delta of [false, true]) rows.push(await withEnvoy(n, delta));
+console.table(rows);
