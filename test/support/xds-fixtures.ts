@@ -77,20 +77,24 @@ export function apiListener(name: string, routeName: string): Listener {
   });
 }
 
-/** A route configuration sending everything to `cluster`. */
-export function routeTo(name: string, cluster: string, domains: readonly string[] = ["*"]): RouteConfiguration {
+/** A route configuration sending everything to `cluster`, or, with `extra`, some path prefixes elsewhere first. */
+export function routeTo(
+  name: string,
+  cluster: string,
+  domains: readonly string[] = ["*"],
+  extra: readonly { readonly prefix: string; readonly cluster: string }[] = [],
+): RouteConfiguration {
+  const route = (prefix: string, to: string) => ({
+    match: { pathSpecifier: { case: "prefix" as const, value: prefix } },
+    action: { case: "route" as const, value: { clusterSpecifier: { case: "cluster" as const, value: to } } },
+  });
   return create(RouteConfigurationSchema, {
     name,
     virtualHosts: [
       {
         name: "all",
         domains: [...domains],
-        routes: [
-          {
-            match: { pathSpecifier: { case: "prefix", value: "" } },
-            action: { case: "route", value: { clusterSpecifier: { case: "cluster", value: cluster } } },
-          },
-        ],
+        routes: [...extra.map((e) => route(e.prefix, e.cluster)), route("", cluster)],
       },
     ],
   });
