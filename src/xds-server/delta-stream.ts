@@ -99,6 +99,11 @@ export class DeltaStream extends StreamBase {
       for (const [name, version] of Object.entries(request.initialResourceVersions)) {
         if (state.wildcard || state.names.has(name)) state.known.set(name, version);
       }
+      // A reconnecting client holds these: status shows them as acknowledged (equal to ours when nothing changed).
+      if (state.known.size > 0) {
+        const held = [...state.known].map(([name, version]) => ({ name, version }));
+        this.progressOf(typeUrl).ackedVersion = setVersion(held);
+      }
     }
 
     const snapshot = this.snapshot();

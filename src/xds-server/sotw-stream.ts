@@ -58,6 +58,8 @@ export class SotwStream extends StreamBase {
     sub.wildcard = names.includes("*") || (!sub.everNamed && isWildcardType(typeUrl));
     sub.names = new Set(names.filter((n) => n !== "*"));
     sub.clientVersion = request.versionInfo;
+    // A client resuming on a new stream says what it holds; status shows it as acknowledged.
+    if (reply === "initial" && request.versionInfo !== "") this.progressOf(typeUrl).ackedVersion = request.versionInfo;
 
     const snapshot = this.snapshot();
     if (snapshot) this.respond(typeUrl, snapshot);

@@ -267,6 +267,7 @@ describe("state-of-the-world ADS", () => {
     const s2 = h.client.sotw();
     s2.write(sotwRequest({ typeUrl: CLUSTER_TYPE, node: NODE, versionInfo: first.versionInfo }));
     await s2.expectNothing();
+    assert.equal(typeStatus(h, CLUSTER_TYPE)?.ackedVersion, first.versionInfo);
     // ...until the snapshot changes, on the new stream.
     h.server.cache.setSnapshot(GROUP, buildSnapshot(input({ extraCluster: true })));
     assert.equal((await s2.next()).resources.length, 3);
@@ -404,6 +405,7 @@ describe("incremental (delta) ADS", () => {
       }),
     );
     await s2.expectNothing();
+    assert.equal(typeStatus(h, CLUSTER_TYPE)?.ackedVersion, snapshot.typeVersions.get(CLUSTER_TYPE));
     s2.close();
   });
 
