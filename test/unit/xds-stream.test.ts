@@ -1,6 +1,7 @@
 // The ADS stream logic, driven through a real grpc-js client on loopback: nonces, stale nonces, ACK, NACK, pushes.
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
 import { Cluster_LbPolicy } from "../../src/gen/envoy/config/cluster/v3/cluster_pb.js";
 import type {
   DeltaDiscoveryResponse,
@@ -12,6 +13,26 @@ import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from "../../sr
 import { deltaRequest, sotwRequest } from "../support/ads-probe.js";
 import { apiListener, edsCluster, endpoints, routeTo } from "../support/xds-fixtures.js";
 import { startXds, type XdsHarness } from "../support/xds-harness.js";
+
+// Writes raw bytes on the ADS SotW method, to send what no well-behaved client would.
+const identity = (b: Buffer) => b;
+const RawAdsClient = grpc.makeGenericClientConstructor(
+  {
+    sotw: {
+      path: "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
+      requestStream: true,
+      responseStream: true,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
+    },
+  },
+  "RawAds",
+) as unknown as new (
+  address: string,
+  credentials: grpc.ChannelCredentials,
+) => grpc.Client & { sotw(): grpc.ClientDuplexStream<Buffer, Buffer> };
 
 const GROUP = "gw-1";
 const NODE = { id: "envoy-1", cluster: GROUP };
@@ -278,6 +299,22 @@ describe("state-of-the-world ADS", () => {
     s3.write(sotwRequest({ typeUrl: CLUSTER_TYPE, node: NODE, versionInfo: first.versionInfo }));
     assert.equal((await s3.next()).resources.length, 3);
     s3.close();
+  });
+
+  it("fails only the stream whose bytes do not decode", async () => {
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(input()));
+    const raw = new RawAdsClient(`127.0.0.1:${h.port}`, grpc.credentials.createInsecure());
+    const call = raw.sotw();
+    const failed = new Promise<grpc.ServiceError>((resolve) => call.on("error", resolve));
+    call.write(Buffer.from([0xff, 0xff, 0xff, 0x01]));
+    assert.equal((await failed).code, grpc.status.INTERNAL);
+    raw.close();
+
+    const s = h.client.sotw();
+    s.write(sotwRequest({ typeUrl: CLUSTER_TYPE, node: NODE }));
+    assert.equal((await s.next()).resources.length, 2);
+    assert.equal(h.server.status().counters.connectedStreams, 1);
+    s.close();
   });
 
   it("serves each node its group's snapshot and ignores a first request without a node", async () => {
