@@ -1,0 +1,135 @@
+// The ADS gRPC server: wires grpc-js bidi streams to SotwStream/DeltaStream and exposes status and counters.
+import * as grpc from "@grpc/grpc-js";
+import { AggregatedDiscoveryService } from "../gen/envoy/service/discovery/v3/ads_pb.js";
+import { addGrpcService } from "../grpc/service.js";
+import { DeltaStream } from "./delta-stream.js";
+import { stderrLogger, type XdsLogger } from "./logger.js";
+import { SnapshotCache } from "./snapshot-cache.js";
+import { SotwStream } from "./sotw-stream.js";
+import type { StreamDeps } from "./stream-base.js";
+import { type XdsServerStatus, XdsTracker } from "./tracker.js";
+
+export interface XdsServerOptions {
+  /** The cache to serve; a new one when omitted (reach it as `server.cache`). */
+  readonly cache?: SnapshotCache;
+  readonly logger?: XdsLogger;
+}
+
+export interface ListenOptions {
+  readonly host: string;
+  /** 0 picks a free port. */
+  readonly port: number;
+}
+
+interface OpenCall {
+  end(): void;
+}
+
+export class XdsServer {
+  readonly cache: SnapshotCache;
+  readonly #deps: StreamDeps;
+  readonly #tracker = new XdsTracker();
+  readonly #calls = new Set<OpenCall>();
+  #server: grpc.Server | undefined;
+  #nextStreamId = 0;
+
+  constructor(options: XdsServerOptions = {}) {
+    this.cache = options.cache ?? new SnapshotCache();
+    this.#deps = { cache: this.cache, tracker: this.#tracker, logger: options.logger ?? stderrLogger };
+  }
+
+  /** Adds the ADS service to a grpc-js server (to share one port with other Sluice services). */
+  addTo(server: grpc.Server): void {
+    addGrpcService(server, AggregatedDiscoveryService, {
+      streamAggregatedResources: (call) => {
+        const stream = new SotwStream(this.#deps, ++this.#nextStreamId, (response) => {
+          if (!call.cancelled) call.write(response);
+        });
+        this.#serve(call, stream);
+      },
+      deltaAggregatedResources: (call) => {
+        const stream = new DeltaStream(this.#deps, ++this.#nextStreamId, (response) => {
+          if (!call.cancelled) call.write(response);
+        });
+        this.#serve(call, stream);
+      },
+    });
+  }
+
+  #serve<Req, Res>(
+    call: grpc.ServerDuplexStream<Req, Res>,
+    stream: { onRequest(request: Req): void; close(): void },
+  ): void {
+    const open: OpenCall = {
+      end: () => {
+        stream.close();
+        if (!call.cancelled && call.writable) call.end();
+      },
+    };
+    this.#calls.add(open);
+    const finish = () => {
+      this.#calls.delete(open);
+      stream.close();
+    };
+    call.on("data", (request: Req) => stream.onRequest(request));
+    // The client half-closed: end our half too, which completes the call with OK.
+    call.on("end", () => {
+      finish();
+      if (call.writable) call.end();
+    });
+    call.on("cancelled", finish);
+    call.on("error", (e: Error) => {
+      this.#deps.logger.debug("stream error", { error: e.message });
+      finish();
+    });
+    call.on("close", finish);
+  }
+
+  /** Listens on host:port and resolves with the bound port. */
+  async start(options: ListenOptions): Promise<{ port: number }> {
+    if (this.#server) throw new Error("XdsServer already started");
+    const server = new grpc.Server({
+      // Envoy keeps one long-lived ADS stream: keepalives notice dead peers; allow Envoy's own pings.
+      "grpc.keepalive_time_ms": 30_000,
+      "grpc.keepalive_timeout_ms": 10_000,
+      "grpc.keepalive_permit_without_calls": 1,
+      "grpc.http2.min_ping_interval_without_data_ms": 5_000,
+    });
+    this.addTo(server);
+    const address = options.host.includes(":")
+      ? `[${options.host}]:${options.port}`
+      : `${options.host}:${options.port}`;
+    const port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, bound) =>
+        error ? reject(error) : resolve(bound),
+      );
+    });
+    this.#server = server;
+    return { port };
+  }
+
+  /** Ends every stream (clients reconnect elsewhere or later) and stops listening. */
+  async stop(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    for (const call of [...this.#calls]) call.end();
+    this.#calls.clear();
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      // Streams were ended above; force after a grace period in case a client does not finish its half.
+      const timer = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, 1_000);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Connected nodes with what was sent, ACKed and NACKed per type, and counters for metrics. */
+  status(): XdsServerStatus {
+    return this.#tracker.status();
+  }
+}

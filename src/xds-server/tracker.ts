@@ -1,0 +1,95 @@
+// What the server knows about its clients beyond one stream: counters for metrics, the last NACK per node and type
+// (kept across reconnects, so a version a node rejected is not pushed to it again), and the live streams for status.
+
+export type StreamKind = "sotw" | "delta";
+
+export interface NackRecord {
+  /** The version the node rejected. */
+  readonly version: string;
+  readonly nonce: string;
+  /** The client's `error_detail.message`. */
+  readonly message: string;
+  readonly at: Date;
+}
+
+export interface TypeStatus {
+  readonly typeUrl: string;
+  readonly sentVersion: string | undefined;
+  readonly sentNonce: string | undefined;
+  readonly ackedVersion: string | undefined;
+  /** Last NACK of this type by this node, on this stream or an earlier one. */
+  readonly lastNack: NackRecord | undefined;
+}
+
+export interface StreamStatus {
+  readonly streamId: number;
+  readonly nodeId: string;
+  readonly group: string;
+  readonly kind: StreamKind;
+  readonly connectedAt: Date;
+  readonly types: readonly TypeStatus[];
+}
+
+export interface XdsCounters {
+  /** Responses sent. */
+  pushes: number;
+  acks: number;
+  nacks: number;
+  /** Streams open now. */
+  connectedStreams: number;
+  /** Streams opened since start. */
+  streamsTotal: number;
+}
+
+export interface XdsServerStatus {
+  /** Streams whose node is known (it sent its first request), by stream id. */
+  readonly streams: readonly StreamStatus[];
+  readonly counters: Readonly<XdsCounters>;
+}
+
+export interface StatusSource {
+  status(): StreamStatus | undefined;
+}
+
+export class XdsTracker {
+  readonly counters: XdsCounters = { pushes: 0, acks: 0, nacks: 0, connectedStreams: 0, streamsTotal: 0 };
+  readonly #nacks = new Map<string, Map<string, NackRecord>>();
+  readonly #streams = new Set<StatusSource>();
+
+  recordNack(nodeId: string, typeUrl: string, record: NackRecord): void {
+    let byType = this.#nacks.get(nodeId);
+    if (!byType) {
+      byType = new Map();
+      this.#nacks.set(nodeId, byType);
+    }
+    byType.set(typeUrl, record);
+    this.counters.nacks++;
+  }
+
+  lastNack(nodeId: string, typeUrl: string): NackRecord | undefined {
+    return this.#nacks.get(nodeId)?.get(typeUrl);
+  }
+
+  /** True when `nodeId` rejected exactly this version of `typeUrl` last time: sending it again would be rejected again. */
+  isNacked(nodeId: string, typeUrl: string, version: string): boolean {
+    return this.lastNack(nodeId, typeUrl)?.version === version;
+  }
+
+  streamOpened(stream: StatusSource): void {
+    this.#streams.add(stream);
+    this.counters.connectedStreams++;
+    this.counters.streamsTotal++;
+  }
+
+  streamClosed(stream: StatusSource): void {
+    if (this.#streams.delete(stream)) this.counters.connectedStreams--;
+  }
+
+  status(): XdsServerStatus {
+    const streams = [...this.#streams]
+      .map((s) => s.status())
+      .filter((s): s is StreamStatus => s !== undefined)
+      .sort((a, b) => a.streamId - b.streamId);
+    return { streams, counters: { ...this.counters } };
+  }
+}
