@@ -11,6 +11,7 @@
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { type CelActivation, ipValue, parsePeerIp } from "../cel/index.js";
+import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../cel/rbac.js";
 import type { HeaderValueOption } from "../gen/envoy/config/core/v3/base_pb.js";
 import { HeaderValueOption_HeaderAppendAction, HeaderValueOptionSchema } from "../gen/envoy/config/core/v3/base_pb.js";
 import type { AttributeContext_HttpRequest } from "../gen/envoy/service/auth/v3/attribute_context_pb.js";
@@ -29,9 +30,8 @@ import { grpcServiceDefinition } from "./grpc.js";
 
 /** The context extension carrying the policy id. */
 export const POLICY_CONTEXT_KEY = "sluice.policy";
-/** Where Envoy's jwt_authn filter puts the verified payload (`payload_in_metadata` in the translator). */
-export const JWT_METADATA_NAMESPACE = "envoy.filters.http.jwt_authn";
-export const JWT_PAYLOAD_KEY = "jwt_payload";
+// Where Envoy's jwt_authn filter puts the verified payload; shared with the native RBAC translation.
+export { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY };
 
 const GRPC_OK = 0;
 const GRPC_PERMISSION_DENIED = 7;
