@@ -1,0 +1,21 @@
+// The spec's CEL environment: compile once at translation time, evaluate per request.
+export {
+  type CelActivation,
+  type CelEnvironment,
+  type CelEnvironmentOptions,
+  type CelPosition,
+  type CelProblem,
+  type CompiledExpr,
+  type CompileResult,
+  compileExpression,
+  createCelEnvironment,
+  type EvalResult,
+  evaluate,
+  MAX_EXPRESSION_LENGTH,
+  matches,
+  referencedVariables,
+  SPEC_VARIABLES,
+  type SpecVariable,
+  specEnvironment,
+} from "./env.js";
+export { formatIp, ipValue, netFunctions, netRegistry, parseCidr, parseIp, parsePeerIp } from "./net.js";

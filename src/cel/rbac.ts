@@ -1,0 +1,296 @@
+// "Native when possible": authorization rules whose expressions all map to Envoy RBAC principals are emitted as
+// envoy.config.rbac.v3 instead of a call to Sluice.
+//
+// Supported leaves: header equality / prefix / presence (`request.headers['h'] == 'v'`, `.startsWith('p')`,
+// `has(request.headers.h)`, `'h' in request.headers`), path equality and prefix, method and host equality, source CIDR
+// (`cidr('...').containsIP(source.address)`), JWT claim string equality and inequality (`jwt.c == 'v'`, from the jwt_authn payload in
+// dynamic metadata), boolean literals, and `&&`, `||`, `!` over them. Anything else returns undefined.
+//
+// CEL has three outcomes (true, false, error) and the spec says an erroring expression does not match; RBAC is
+// two-valued. Each expression is therefore translated twice: T(e) "e evaluates to true" and F(e) "e evaluates to
+// false", with CEL's error-absorbing logic:
+//   leaf:   T = match              F = defined && !match   (a missing header or claim is an error: neither T nor F)
+//   !a:     T = F(a)               F = T(a)
+//   a && b: T = T(a) && T(b)       F = F(a) || F(b)        (false && error == false)
+//   a || b: T = T(a) || T(b)       F = F(a) && F(b)        (true || error == true)
+// and an expression matches exactly when T holds. So `!(request.headers['x'] == 'v')` becomes "x present and not v",
+// never "x absent", matching the CEL path.
+
+import type { Constant, Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { create } from "@bufbuild/protobuf";
+import {
+  type Principal,
+  PrincipalSchema,
+  type RBAC,
+  RBAC_Action,
+  RBACSchema,
+} from "../gen/envoy/config/rbac/v3/rbac_pb.js";
+import type { CompiledExpr } from "./env.js";
+import { parseCidr } from "./net.js";
+
+/** Where the translator's jwt_authn filter writes the verified payload (`payload_in_metadata`). */
+export const JWT_METADATA_NAMESPACE = "envoy.filters.http.jwt_authn";
+export const JWT_PAYLOAD_KEY = "jwt_payload";
+
+type P = Principal;
+
+interface TF {
+  readonly t: P;
+  readonly f: P;
+}
+
+const any = (): P => create(PrincipalSchema, { identifier: { case: "any", value: true } });
+const not = (p: P): P => create(PrincipalSchema, { identifier: { case: "notId", value: p } });
+const and = (...ids: P[]): P => create(PrincipalSchema, { identifier: { case: "andIds", value: { ids } } });
+const or = (...ids: P[]): P => create(PrincipalSchema, { identifier: { case: "orIds", value: { ids } } });
+const never = (): P => not(any());
+
+function stringPattern(match: { exact: string } | { prefix: string }) {
+  return "exact" in match
+    ? { case: "exact" as const, value: match.exact }
+    : { case: "prefix" as const, value: match.prefix };
+}
+
+function header(name: string, match: { exact: string } | { prefix: string } | { present: true }): P {
+  const specifier =
+    "present" in match
+      ? { case: "presentMatch" as const, value: true }
+      : { case: "stringMatch" as const, value: { matchPattern: stringPattern(match) } };
+  return create(PrincipalSchema, { identifier: { case: "header", value: { name, headerMatchSpecifier: specifier } } });
+}
+
+function urlPath(match: { exact: string } | { prefix: string }): P {
+  return create(PrincipalSchema, {
+    identifier: { case: "urlPath", value: { rule: { case: "path", value: { matchPattern: stringPattern(match) } } } },
+  });
+}
+
+function claim(name: string, value: { exact: string } | { present: true }): P {
+  return create(PrincipalSchema, {
+    identifier: {
+      case: "metadata",
+      value: {
+        filter: JWT_METADATA_NAMESPACE,
+        path: [{ segment: { case: "key", value: JWT_PAYLOAD_KEY } }, { segment: { case: "key", value: name } }],
+        value: {
+          matchPattern:
+            "present" in value
+              ? { case: "presentMatch", value: true }
+              : { case: "stringMatch", value: { matchPattern: { case: "exact", value: value.exact } } },
+        },
+      },
+    },
+  });
+}
+
+/** A leaf that is always defined (never errors). */
+const total = (t: P): TF => ({ t, f: not(t) });
+/** A leaf that errors when `defined` does not hold. */
+const partial = (t: P, defined: P): TF => ({ t, f: and(defined, not(t)) });
+
+/** The RBAC principal that matches exactly when the expression evaluates to true; undefined when not expressible. */
+export function toRbacPrincipal(expr: CompiledExpr): Principal | undefined {
+  return translate(expr.ast.expr)?.t;
+}
+
+function translate(e: Expr): TF | undefined {
+  const k = e.exprKind;
+  if (k.case === "constExpr" && k.value.constantKind.case === "boolValue") {
+    return k.value.constantKind.value ? { t: any(), f: never() } : { t: never(), f: any() };
+  }
+  if (k.case === "selectExpr" && k.value.testOnly) {
+    // has(request.headers.h)
+    if (k.value.operand && isHeaders(k.value.operand))
+      return total(header(k.value.field.toLowerCase(), { present: true }));
+    // has(jwt.c): defined whenever jwt exists, which the jwt_authn payload metadata stands for.
+    if (k.value.operand && isIdent(k.value.operand, "jwt")) return total(claim(k.value.field, { present: true }));
+    return undefined;
+  }
+  if (k.case !== "callExpr") return undefined;
+  const { function: fn, args, target } = k.value;
+  switch (fn) {
+    case "!_": {
+      const a = args[0] && translate(args[0]);
+      return a && { t: a.f, f: a.t };
+    }
+    case "_&&_":
+    case "_||_": {
+      const parts = args.map(translate);
+      if (parts.some((p) => p === undefined) || parts.length !== 2) return undefined;
+      const [a, b] = parts as [TF, TF];
+      return fn === "_&&_" ? { t: and(a.t, b.t), f: or(a.f, b.f) } : { t: or(a.t, b.t), f: and(a.f, b.f) };
+    }
+    case "_==_":
+    case "_!=_": {
+      const [l, r] = args;
+      if (!l || !r) return undefined;
+      const lit = stringConst(r) ?? stringConst(l);
+      const subject = stringConst(r) !== undefined ? l : r;
+      const eq = lit === undefined ? undefined : equality(subject, lit);
+      // a != b is !(a == b), errors included.
+      return fn === "_==_" || eq === undefined ? eq : { t: eq.f, f: eq.t };
+    }
+    case "startsWith": {
+      const prefix = args[0] && stringConst(args[0]);
+      if (!target || prefix === undefined) return undefined;
+      const h = headerName(target);
+      if (h !== undefined) return partial(header(h, { prefix }), header(h, { present: true }));
+      if (isRequestField(target, "path")) return total(urlPath({ prefix }));
+      return undefined;
+    }
+    case "@in": {
+      const [l, r] = args;
+      const name = l && stringConst(l);
+      if (name === undefined || !r || !isHeaders(r)) return undefined;
+      return total(header(name.toLowerCase(), { present: true }));
+    }
+    case "containsIP": {
+      const text = target && cidrLiteral(target);
+      const arg = args[0];
+      if (text === undefined || !arg || !isSourceAddress(arg)) return undefined;
+      const c = parseCidr(text);
+      if (c === undefined) return undefined;
+      const ip = create(PrincipalSchema, {
+        // direct_remote_ip is the downstream peer, which is what ext_authz reports as the source address.
+        identifier: {
+          case: "directRemoteIp",
+          value: { addressPrefix: text.slice(0, text.indexOf("/")), prefixLen: c.prefix },
+        },
+      });
+      return total(ip);
+    }
+    default:
+      return undefined;
+  }
+}
+
+function equality(subject: Expr, value: string): TF | undefined {
+  const h = headerName(subject);
+  if (h !== undefined) return partial(header(h, { exact: value }), header(h, { present: true }));
+  if (isRequestField(subject, "path")) return total(urlPath({ exact: value }));
+  if (isRequestField(subject, "method")) return total(header(":method", { exact: value }));
+  if (isRequestField(subject, "host")) return total(header(":authority", { exact: value }));
+  const c = claimName(subject);
+  if (c !== undefined) return partial(claim(c, { exact: value }), claim(c, { present: true }));
+  return undefined;
+}
+
+function stringConst(e: Expr): string | undefined {
+  if (e.exprKind.case !== "constExpr") return undefined;
+  const c: Constant = e.exprKind.value;
+  return c.constantKind.case === "stringValue" ? c.constantKind.value : undefined;
+}
+
+function isIdent(e: Expr, name: string): boolean {
+  return e.exprKind.case === "identExpr" && e.exprKind.value.name === name;
+}
+
+function isRequestField(e: Expr, field: string): boolean {
+  const k = e.exprKind;
+  return (
+    k.case === "selectExpr" &&
+    !k.value.testOnly &&
+    k.value.field === field &&
+    !!k.value.operand &&
+    isIdent(k.value.operand, "request")
+  );
+}
+
+function isHeaders(e: Expr): boolean {
+  return isRequestField(e, "headers");
+}
+
+/** `request.headers['h']` or `request.headers.h`, lowercased as the activation keys them. */
+function headerName(e: Expr): string | undefined {
+  const k = e.exprKind;
+  if (k.case === "selectExpr" && !k.value.testOnly && k.value.operand && isHeaders(k.value.operand)) {
+    return k.value.field.toLowerCase();
+  }
+  if (
+    k.case === "callExpr" &&
+    k.value.function === "_[_]" &&
+    k.value.args.length === 2 &&
+    isHeaders(k.value.args[0]!)
+  ) {
+    return stringConst(k.value.args[1]!)?.toLowerCase();
+  }
+  return undefined;
+}
+
+/** `jwt.c` or `jwt['c']`. */
+function claimName(e: Expr): string | undefined {
+  const k = e.exprKind;
+  if (k.case === "selectExpr" && !k.value.testOnly && k.value.operand && isIdent(k.value.operand, "jwt"))
+    return k.value.field;
+  if (
+    k.case === "callExpr" &&
+    k.value.function === "_[_]" &&
+    k.value.args.length === 2 &&
+    isIdent(k.value.args[0]!, "jwt")
+  ) {
+    return stringConst(k.value.args[1]!);
+  }
+  return undefined;
+}
+
+function cidrLiteral(e: Expr): string | undefined {
+  const k = e.exprKind;
+  if (k.case !== "callExpr" || k.value.function !== "cidr" || k.value.target || k.value.args.length !== 1)
+    return undefined;
+  return stringConst(k.value.args[0]!);
+}
+
+function isSourceAddress(e: Expr): boolean {
+  const k = e.exprKind;
+  return (
+    k.case === "selectExpr" &&
+    !k.value.testOnly &&
+    k.value.field === "address" &&
+    !!k.value.operand &&
+    isIdent(k.value.operand, "source")
+  );
+}
+
+/** A compiled rule as the authorization module holds it. */
+export interface RbacRuleInput {
+  readonly path: string;
+  readonly action: "Allow" | "Deny" | "Require";
+  readonly expressions: readonly CompiledExpr[];
+}
+
+/**
+ * The RBAC filters, in filter-chain order, equivalent to the rules; undefined when any expression is not expressible
+ * (then the whole set goes to Sluice's ext_authz, so the two paths never split one decision).
+ *
+ * Mapping: Deny rules → one DENY filter, one policy per rule matching when any of its expressions is true. Require
+ * rules → one ALLOW filter with one policy matching when every expression is true. Allow rules (if any) → one ALLOW
+ * filter, one policy per rule matching when any expression is true. A request passes only if it passes every filter;
+ * the filters are side-effect free and all deny with 403, so the outcome is their conjunction, which is the spec's
+ * Deny → Require → Allow order (the order only decides which filter reports the denial; we keep the spec's).
+ */
+export function buildRbacFilters(rules: readonly RbacRuleInput[]): RBAC[] | undefined {
+  const principalsOf = (r: RbacRuleInput) => r.expressions.map(toRbacPrincipal);
+  const deny: Record<string, ReturnType<typeof policy>> = {};
+  const allow: Record<string, ReturnType<typeof policy>> = {};
+  const require: P[] = [];
+  for (const r of rules) {
+    const ps = principalsOf(r);
+    if (ps.length === 0 || ps.some((p) => p === undefined)) return undefined;
+    const defined = ps as P[];
+    if (r.action === "Deny") deny[r.path] = policy(defined.length === 1 ? defined[0]! : or(...defined));
+    else if (r.action === "Allow") allow[r.path] = policy(defined.length === 1 ? defined[0]! : or(...defined));
+    else require.push(...defined);
+  }
+  const out: RBAC[] = [];
+  if (Object.keys(deny).length > 0) out.push(create(RBACSchema, { action: RBAC_Action.DENY, policies: deny }));
+  if (require.length > 0) {
+    const p = require.length === 1 ? require[0]! : and(...require);
+    out.push(create(RBACSchema, { action: RBAC_Action.ALLOW, policies: { require: policy(p) } }));
+  }
+  if (Object.keys(allow).length > 0) out.push(create(RBACSchema, { action: RBAC_Action.ALLOW, policies: allow }));
+  return out;
+}
+
+function policy(principal: P) {
+  return { permissions: [{ rule: { case: "any" as const, value: true } }], principals: [principal] };
+}

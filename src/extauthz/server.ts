@@ -1,0 +1,192 @@
+// Envoy's envoy.service.auth.v3.Authorization/Check, served by Sluice for what Envoy cannot do natively:
+// API keys, basic auth with non-SHA-1 hashes, and CEL authorization.
+//
+// Envoy names the policy to apply with the context extension `sluice.policy` (a content-hash id from the policy
+// table). Tables are immutable and swapped whole, so a request is decided entirely by one table version. An unknown
+// id fails closed (403) with a log line: it means Envoy and Sluice disagree, which must never open the gate.
+//
+// Order per request: authentication (basic auth, then API key) → 401; authorization → 403; else OK with the identity
+// as dynamic metadata (namespace of the ext_authz filter) and, where configured, as headers to the upstream.
+
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import type * as grpc from "@grpc/grpc-js";
+import { type CelActivation, ipValue, parsePeerIp } from "../cel/index.js";
+import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../cel/rbac.js";
+import type { HeaderValueOption } from "../gen/envoy/config/core/v3/base_pb.js";
+import { HeaderValueOption_HeaderAppendAction, HeaderValueOptionSchema } from "../gen/envoy/config/core/v3/base_pb.js";
+import type { AttributeContext_HttpRequest } from "../gen/envoy/service/auth/v3/attribute_context_pb.js";
+import {
+  Authorization,
+  type CheckRequest,
+  type CheckResponse,
+  CheckResponseSchema,
+} from "../gen/envoy/service/auth/v3/external_auth_pb.js";
+import { StatusCode } from "../gen/envoy/type/v3/http_status_pb.js";
+import { type ApiKeyAuth, checkApiKey } from "./api-keys.js";
+import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./authorization.js";
+import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
+import { parseQuery } from "./credentials.js";
+import { grpcServiceDefinition } from "./grpc.js";
+
+/** The context extension carrying the policy id. */
+export const POLICY_CONTEXT_KEY = "sluice.policy";
+// Where Envoy's jwt_authn filter puts the verified payload; shared with the native RBAC translation.
+export { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY };
+
+const GRPC_OK = 0;
+const GRPC_PERMISSION_DENIED = 7;
+const GRPC_UNAUTHENTICATED = 16;
+
+/** One compiled policy of the table: everything Sluice decides for a route. */
+export interface ExtAuthzPolicy {
+  readonly basicAuth?: BasicAuth;
+  readonly apiKey?: ApiKeyAuth;
+  readonly authorization: CompiledAuthorization;
+  /** JWT authentication applies to the route, so `jwt` exists (empty when no token was presented under Optional). */
+  readonly jwt: boolean;
+  /** Optional headers to the upstream carrying the identity. */
+  readonly upstreamHeaders?: {
+    /** header receiving the basic-auth username */
+    readonly basicAuthUsername?: string;
+    /** header receiving the API key metadata as JSON */
+    readonly apiKeyMetadata?: string;
+  };
+}
+
+/** Immutable policies keyed by content-hash id. */
+export type PolicyTable = ReadonlyMap<string, ExtAuthzPolicy>;
+
+export interface ExtAuthzLogger {
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface ExtAuthzOptions {
+  /** Called per request, so a new table published by the translator is picked up at once. */
+  readonly policies: () => PolicyTable;
+  readonly logger?: ExtAuthzLogger;
+}
+
+export const EMPTY_POLICY: ExtAuthzPolicy = { authorization: EMPTY_AUTHORIZATION, jwt: false };
+
+/** Decides one CheckRequest. Never throws; an internal failure denies. */
+export async function check(request: CheckRequest, options: ExtAuthzOptions): Promise<CheckResponse> {
+  const attrs = request.attributes;
+  const id = attrs?.contextExtensions[POLICY_CONTEXT_KEY];
+  const policy = id === undefined ? undefined : options.policies().get(id);
+  if (policy === undefined) {
+    options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: id ?? null });
+    return denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "unknown policy", []);
+  }
+  const activation = buildActivation(request, policy.jwt);
+  const metadata: JsonObject = {};
+  const upstream: HeaderValueOption[] = [];
+  let identity: CelActivation = activation;
+
+  if (policy.basicAuth !== undefined) {
+    const r = await checkBasicAuth(policy.basicAuth, activation);
+    if (r.outcome === "denied") {
+      return denied(GRPC_UNAUTHENTICATED, StatusCode.Unauthorized, "unauthorized", [
+        header("www-authenticate", r.wwwAuthenticate),
+      ]);
+    }
+    if (r.outcome === "authenticated") {
+      identity = { ...identity, basicAuth: { username: r.username } };
+      metadata["basicAuth"] = { username: r.username };
+      const h = policy.upstreamHeaders?.basicAuthUsername;
+      if (h !== undefined) upstream.push(header(h, r.username));
+    }
+  }
+  if (policy.apiKey !== undefined) {
+    const r = checkApiKey(policy.apiKey, activation);
+    if (r.outcome === "denied") return denied(GRPC_UNAUTHENTICATED, StatusCode.Unauthorized, "unauthorized", []);
+    if (r.outcome === "authenticated") {
+      identity = { ...identity, apiKey: r.entry.metadata as never };
+      metadata["apiKey"] = r.entry.metadata as JsonObject;
+      const h = policy.upstreamHeaders?.apiKeyMetadata;
+      if (h !== undefined) upstream.push(header(h, JSON.stringify(r.entry.metadata)));
+    }
+  }
+  const decision = authorize(policy.authorization, identity);
+  if (!decision.allowed) return denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "forbidden", []);
+  return create(CheckResponseSchema, {
+    status: { code: GRPC_OK },
+    httpResponse: { case: "okResponse", value: { headers: upstream } },
+    ...(Object.keys(metadata).length > 0 ? { dynamicMetadata: metadata } : {}),
+  });
+}
+
+/** The CEL activation for a CheckRequest. */
+export function buildActivation(request: CheckRequest, jwt: boolean): CelActivation {
+  const attrs = request.attributes;
+  const http = attrs?.request?.http;
+  const out: { -readonly [K in "request" | "source" | "jwt"]?: NonNullable<CelActivation[K]> } = {};
+  if (http !== undefined) {
+    const full = http.path;
+    const q = full.indexOf("?");
+    out.request = {
+      method: http.method,
+      path: q < 0 ? full : full.slice(0, q),
+      host: http.host,
+      scheme: http.scheme,
+      headers: headerMap(http),
+      query: parseQuery(full),
+    };
+  }
+  const addr = attrs?.source?.address?.address;
+  if (addr?.case === "socketAddress") {
+    const ip = parsePeerIp(addr.value.address);
+    const port = addr.value.portSpecifier.case === "portValue" ? addr.value.portSpecifier.value : 0;
+    if (ip !== undefined) out.source = { address: ipValue(ip), port: BigInt(port) };
+  }
+  if (jwt) {
+    const payload = attrs?.metadataContext?.filterMetadata[JWT_METADATA_NAMESPACE]?.[JWT_PAYLOAD_KEY];
+    out.jwt = (payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {}) as never;
+  }
+  return out;
+}
+
+function headerMap(http: AttributeContext_HttpRequest): Map<string, string> {
+  const out = new Map<string, string>();
+  // Envoy sends `header_map` instead of `headers` when encode_raw_headers is set; repeated headers join with ",".
+  if (http.headerMap !== undefined && http.headerMap.headers.length > 0) {
+    for (const h of http.headerMap.headers) {
+      const name = h.key.toLowerCase();
+      const value = h.rawValue.length > 0 ? Buffer.from(h.rawValue).toString("utf8") : h.value;
+      const prev = out.get(name);
+      out.set(name, prev === undefined ? value : `${prev},${value}`);
+    }
+    return out;
+  }
+  for (const [k, v] of Object.entries(http.headers)) out.set(k.toLowerCase(), v);
+  return out;
+}
+
+function header(key: string, value: string): HeaderValueOption {
+  return create(HeaderValueOptionSchema, {
+    header: { key, value },
+    appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+  });
+}
+
+function denied(grpcCode: number, http: StatusCode, body: string, headers: HeaderValueOption[]): CheckResponse {
+  return create(CheckResponseSchema, {
+    status: { code: grpcCode, message: body },
+    httpResponse: { case: "deniedResponse", value: { status: { code: http }, headers, body } },
+  });
+}
+
+/** Adds the Authorization service to a grpc-js server. */
+export function addExtAuthzService(server: grpc.Server, options: ExtAuthzOptions): void {
+  server.addService(grpcServiceDefinition(Authorization), {
+    check: (call: grpc.ServerUnaryCall<CheckRequest, CheckResponse>, callback: grpc.sendUnaryData<CheckResponse>) => {
+      check(call.request, options).then(
+        (r) => callback(null, r),
+        (e: unknown) => {
+          // A bug, not user input: deny rather than let Envoy apply its failure mode to an error status.
+          options.logger?.warn("ext_authz: internal error, denying", { error: String(e) });
+          callback(null, denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "internal error", []));
+        },
+      );
+    },
+  });
+}
