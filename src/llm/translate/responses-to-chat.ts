@@ -352,7 +352,9 @@ export class ChatToResponsesStream
       const f = isObject(tc.function) ? tc.function : {};
       let call = this.calls.get(ti);
       if (call === undefined) {
+        // chat-completions streams tool calls one after the other: a new one means the previous ones are complete
         this.closeMessage(emit);
+        this.closeCalls(emit);
         const item: ResponsesOutputItem & { type: "function_call" } = {
           type: "function_call",
           id: this.ctx.id("fc_"),
