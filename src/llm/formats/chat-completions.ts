@@ -1,0 +1,102 @@
+// OpenAI Chat Completions (POST /v1/chat/completions), the shapes Sluice reads and writes.
+
+export interface ChatTextPart {
+  type: "text";
+  text: string;
+}
+export interface ChatImagePart {
+  type: "image_url";
+  image_url: { url: string; detail?: "auto" | "low" | "high" };
+}
+export type ChatContentPart = ChatTextPart | ChatImagePart | { type: string; [k: string]: unknown };
+
+export interface ChatToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+export interface ChatMessage {
+  role: "system" | "developer" | "user" | "assistant" | "tool";
+  content?: string | ChatContentPart[] | null;
+  name?: string;
+  tool_calls?: ChatToolCall[];
+  tool_call_id?: string;
+  refusal?: string | null;
+}
+
+export interface ChatTool {
+  type: "function";
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+
+export type ChatToolChoice = "none" | "auto" | "required" | { type: "function"; function: { name: string } };
+
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  n?: number;
+  stop?: string | string[];
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  tools?: ChatTool[];
+  tool_choice?: ChatToolChoice;
+  parallel_tool_calls?: boolean;
+  user?: string;
+  response_format?: { type: "text" | "json_object" | "json_schema"; json_schema?: Record<string, unknown> };
+  [k: string]: unknown;
+}
+
+export type ChatFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "function_call";
+
+export interface ChatUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number; cache_creation_tokens?: number };
+  completion_tokens_details?: { reasoning_tokens?: number };
+}
+
+export interface ChatResponse {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    message: { role: "assistant"; content: string | null; refusal: string | null; tool_calls?: ChatToolCall[] };
+    logprobs: null;
+    finish_reason: ChatFinishReason | null;
+  }[];
+  usage?: ChatUsage;
+}
+
+export interface ChatChunkToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function?: { name?: string; arguments?: string };
+}
+
+export interface ChatChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: {
+      role?: "assistant";
+      content?: string | null;
+      refusal?: string | null;
+      tool_calls?: ChatChunkToolCallDelta[];
+    };
+    logprobs?: null;
+    finish_reason: ChatFinishReason | null;
+  }[];
+  usage?: ChatUsage | null;
+}

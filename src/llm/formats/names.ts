@@ -1,0 +1,23 @@
+// Wire formats by the name of the protocol they speak (spec/README.md: code is named after wire formats, the API
+// keeps the neutral provider identifiers).
+
+/** What a client may speak to Sluice. */
+export type ClientFormat = "chat-completions" | "messages" | "responses" | "embeddings" | "count-tokens" | "rerank";
+
+/** What Sluice may speak to a provider. */
+export type ProviderFormat =
+  | "chat-completions"
+  | "messages"
+  | "responses"
+  | "converse"
+  | "generate-content"
+  | "embeddings"
+  | "gemini-embed"
+  | "titan-embed"
+  | "count-tokens"
+  | "converse-count-tokens"
+  | "gemini-count-tokens"
+  | "rerank";
+
+/** How a provider frames a streamed response. */
+export type StreamFraming = "sse" | "aws-eventstream";

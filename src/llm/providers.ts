@@ -1,0 +1,139 @@
+// Where and how to reach each provider: host, path (per wire format), query, and credential headers. SigV4 for
+// Bedrock is separate (codec/sigv4.ts) because it must be computed on the final body.
+import type { ProviderFormat } from "./formats/names.js";
+
+export type ProviderSettings =
+  | { kind: "openai"; host?: string; pathPrefix?: string; apiKey?: string }
+  | { kind: "azure-openai"; endpoint: string; deploymentName?: string; apiVersion?: string; apiKey?: string }
+  | { kind: "azure-foundry"; resourceName: string; projectName: string; apiVersion?: string; apiKey?: string }
+  | { kind: "anthropic"; host?: string; pathPrefix?: string; apiKey?: string; version?: string }
+  | { kind: "gemini"; host?: string; apiKey?: string }
+  | { kind: "bedrock"; region?: string; host?: string };
+
+export interface UpstreamTarget {
+  host: string;
+  /** Path with the query string, as sent (`:path`). */
+  path: string;
+  headers: Record<string, string>;
+}
+
+const openaiOps: Partial<Record<ProviderFormat, string>> = {
+  "chat-completions": "/chat/completions",
+  responses: "/responses",
+  embeddings: "/embeddings",
+};
+
+/** Strips a scheme and trailing slashes: the spec lets users write the Azure endpoint either way. */
+function bareHost(h: string): string {
+  return h.replace(/^[a-z]+:\/\//i, "").replace(/\/+$/, "");
+}
+
+/** The anthropic-version the Messages API is pinned to unless the client sends its own. */
+export const ANTHROPIC_VERSION = "2023-06-01";
+
+/**
+ * The target for a request in `format` to a provider, for `model` (after override/alias) and streaming or not.
+ * Undefined when the provider does not speak that format.
+ */
+export function upstreamTarget(
+  p: ProviderSettings,
+  format: ProviderFormat,
+  model: string,
+  stream: boolean,
+): UpstreamTarget | undefined {
+  switch (p.kind) {
+    case "openai": {
+      const op = openaiOps[format];
+      if (op === undefined) return undefined;
+      const headers: Record<string, string> = {};
+      if (p.apiKey !== undefined) headers.authorization = `Bearer ${p.apiKey}`;
+      return { host: p.host ?? "api.openai.com", path: `${p.pathPrefix ?? "/v1"}${op}`, headers };
+    }
+    case "azure-openai": {
+      const op = openaiOps[format];
+      if (op === undefined) return undefined;
+      const headers: Record<string, string> = {};
+      if (p.apiKey !== undefined) headers["api-key"] = p.apiKey;
+      const host = bareHost(p.endpoint);
+      const version = p.apiVersion ?? "v1";
+      // The v1 API has no deployment in the path: the model field of the body picks the deployment.
+      if (version === "v1") return { host, path: `/openai/v1${op}`, headers };
+      const q = `?api-version=${encodeURIComponent(version)}`;
+      if (format === "responses") return { host, path: `/openai/responses${q}`, headers };
+      if (p.deploymentName === undefined) return undefined;
+      return { host, path: `/openai/deployments/${encodeURIComponent(p.deploymentName)}${op}${q}`, headers };
+    }
+    case "azure-foundry": {
+      const op = openaiOps[format];
+      if (op === undefined) return undefined;
+      const headers: Record<string, string> = {};
+      if (p.apiKey !== undefined) headers["api-key"] = p.apiKey;
+      const base = `/api/projects/${encodeURIComponent(p.projectName)}/openai`;
+      const version = p.apiVersion ?? "v1";
+      const path = version === "v1" ? `${base}/v1${op}` : `${base}${op}?api-version=${encodeURIComponent(version)}`;
+      return { host: `${p.resourceName}.services.ai.azure.com`, path, headers };
+    }
+    case "anthropic": {
+      const prefix = p.pathPrefix ?? "/v1";
+      const path =
+        format === "messages"
+          ? `${prefix}/messages`
+          : format === "count-tokens"
+            ? `${prefix}/messages/count_tokens`
+            : undefined;
+      if (path === undefined) return undefined;
+      const headers: Record<string, string> = { "anthropic-version": p.version ?? ANTHROPIC_VERSION };
+      if (p.apiKey !== undefined) headers["x-api-key"] = p.apiKey;
+      return { host: p.host ?? "api.anthropic.com", path, headers };
+    }
+    case "gemini": {
+      const m = encodeURIComponent(model.replace(/^models\//, ""));
+      const ops: Partial<Record<ProviderFormat, string>> = {
+        "generate-content": stream ? `:streamGenerateContent?alt=sse` : `:generateContent`,
+        "gemini-embed": ":batchEmbedContents",
+        "gemini-count-tokens": ":countTokens",
+      };
+      const op = ops[format];
+      if (op === undefined) return undefined;
+      const headers: Record<string, string> = {};
+      if (p.apiKey !== undefined) headers["x-goog-api-key"] = p.apiKey;
+      return { host: p.host ?? "generativelanguage.googleapis.com", path: `/v1beta/models/${m}${op}`, headers };
+    }
+    case "bedrock": {
+      const ops: Partial<Record<ProviderFormat, string>> = {
+        converse: stream ? "/converse-stream" : "/converse",
+        "titan-embed": "/invoke",
+        "converse-count-tokens": "/count-tokens",
+      };
+      const op = ops[format];
+      if (op === undefined) return undefined;
+      const region = p.region ?? "us-east-1";
+      // Model ids hold ':' (`anthropic.claude-3-haiku-20240307-v1:0`) and ARNs hold '/': both are encoded once here
+      // and SigV4 encodes the path again, as AWS SDKs do.
+      const headers: Record<string, string> = {
+        "content-type": "application/json",
+        accept: stream ? "application/vnd.amazon.eventstream" : "application/json",
+      };
+      return {
+        host: p.host ?? `bedrock-runtime.${region}.amazonaws.com`,
+        path: `/model/${encodeURIComponent(model)}${op}`,
+        headers,
+      };
+    }
+  }
+}
+
+/** The SigV4 scope of a Bedrock provider. */
+export function bedrockSigningScope(p: ProviderSettings & { kind: "bedrock" }): { region: string; service: "bedrock" } {
+  return { region: p.region ?? "us-east-1", service: "bedrock" };
+}
+
+/** Model for the upstream: a provider-level override wins, then the route's alias table, then the client's name. */
+export function resolveModel(
+  requested: string | undefined,
+  opts: { override?: string; aliases?: Readonly<Record<string, string>> },
+): string | undefined {
+  if (opts.override !== undefined) return opts.override;
+  if (requested === undefined) return undefined;
+  return opts.aliases?.[requested] ?? requested;
+}

@@ -1,0 +1,308 @@
+// The registry of supported translation directions, keyed `client→provider`. Each direction names its request and
+// response translators and how to build its stream translator. Adding a format is adding entries here, not branches.
+import { errorBody, type LlmError, parseProviderError } from "./errors.js";
+import type { ClientFormat, ProviderFormat, StreamFraming } from "./formats/names.js";
+import { isObject, type JsonObject, str } from "./json.js";
+import {
+  awsEventStreamDecoder,
+  chain,
+  passthroughStream,
+  pipeline,
+  type StreamTranslator,
+  sseDecoder,
+  streamError,
+} from "./stream.js";
+import { ConverseToChatStream, chatToConverseRequest, converseToChatResponse } from "./translate/chat-to-converse.js";
+import { chatToGeminiRequest, GeminiToChatStream, geminiToChatResponse } from "./translate/chat-to-generate-content.js";
+import { chatToMessagesRequest, MessagesToChatStream, messagesToChatResponse } from "./translate/chat-to-messages.js";
+import { chatEncoder, messagesEncoder } from "./translate/common.js";
+import type {
+  RequestMeta,
+  RequestResult,
+  RequestTranslator,
+  ResponseResult,
+  ResponseTranslator,
+  TranslateContext,
+} from "./translate/context.js";
+import {
+  converseToCountTokensResponse,
+  countTokensToConverseRequest,
+  countTokensToGeminiRequest,
+  geminiToCountTokensResponse,
+} from "./translate/count-tokens.js";
+import {
+  embeddingsToGeminiRequest,
+  embeddingsToTitanRequest,
+  geminiToEmbeddingsResponse,
+  titanToEmbeddingsResponse,
+} from "./translate/embeddings.js";
+import { ChatToMessagesStream, chatToMessagesResponse, messagesToChatRequest } from "./translate/messages-to-chat.js";
+import {
+  ConverseToMessagesStream,
+  converseToMessagesResponse,
+  messagesToConverseRequest,
+} from "./translate/messages-to-converse.js";
+import {
+  ChatToResponsesStream,
+  chatToResponsesResponse,
+  responsesEncoder,
+  responsesToChatRequest,
+} from "./translate/responses-to-chat.js";
+import { extractUsage, type TokenUsage, usageFromChat, usageFromMessages, usageFromResponses } from "./usage.js";
+
+export type StreamFactory = (
+  meta: RequestMeta,
+  ctx: TranslateContext,
+  onUsage?: (u: TokenUsage | undefined) => void,
+) => StreamTranslator;
+
+export interface Direction {
+  readonly client: ClientFormat;
+  readonly provider: ProviderFormat;
+  readonly request: RequestTranslator;
+  readonly response: ResponseTranslator;
+  /** Absent for formats that never stream (embeddings, token counting). */
+  readonly stream?: StreamFactory;
+  readonly framing?: StreamFraming;
+}
+
+// ---- upstream event readers ----
+
+/** Chat-completions, Gemini and Responses report stream errors as `{"error": {...}}` events. */
+const jsonOrError = (_ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
+  if (!isObject(json)) return undefined;
+  return streamError(json) ?? json;
+};
+const anthropicEvent = (_ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
+  if (!isObject(json)) return undefined;
+  return json.type === "error"
+    ? (streamError(json) ?? { status: 500, kind: "server", message: "upstream error" })
+    : json;
+};
+
+// ---- passthrough (same format both sides; only the model may change) ----
+
+function passthroughRequest(client: ClientFormat): RequestTranslator {
+  return (body, providerModel) => {
+    if (!isObject(body))
+      return {
+        ok: false,
+        error: { status: 400, kind: "invalid_request", message: "request body must be a JSON object" },
+      };
+    const model = providerModel ?? str(body.model);
+    if (model === undefined)
+      return { ok: false, error: { status: 400, kind: "invalid_request", message: "model is required" } };
+    const out = { ...(body as JsonObject) };
+    if (providerModel !== undefined) out.model = providerModel;
+    const stream = out.stream === true;
+    const so = isObject(out.stream_options) ? out.stream_options : {};
+    return {
+      ok: true,
+      body: out,
+      meta: { model, stream, includeUsage: client === "chat-completions" ? so.include_usage === true : stream },
+    };
+  };
+}
+
+function passthroughResponse(provider: ProviderFormat): ResponseTranslator {
+  return (body) => {
+    if (!isObject(body))
+      return { ok: false, error: { status: 502, kind: "server", message: "malformed response from upstream" } };
+    const usage = extractUsage(provider, body);
+    return usage === undefined ? { ok: true, body: body as JsonObject } : { ok: true, body: body as JsonObject, usage };
+  };
+}
+
+const chatStreamUsage = (_ev: unknown, json: unknown): TokenUsage | undefined =>
+  isObject(json) ? usageFromChat(json.usage) : undefined;
+/** Anthropic puts input tokens in message_start and the final counts in message_delta; merging both gives the total. */
+function messagesStreamUsage(): (ev: unknown, json: unknown) => TokenUsage | undefined {
+  const raw: Record<string, unknown> = {};
+  return (_ev, json) => {
+    if (!isObject(json)) return undefined;
+    const u = json.type === "message_start" && isObject(json.message) ? json.message.usage : json.usage;
+    if (!isObject(u)) return undefined;
+    for (const [k, v] of Object.entries(u)) if (v !== null && v !== undefined) raw[k] = v;
+    return usageFromMessages(raw);
+  };
+}
+const responsesStreamUsage = (_ev: unknown, json: unknown): TokenUsage | undefined =>
+  isObject(json) && isObject(json.response) ? usageFromResponses(json.response.usage) : undefined;
+
+// ---- the directions ----
+
+const list: Direction[] = [
+  {
+    client: "chat-completions",
+    provider: "chat-completions",
+    request: passthroughRequest("chat-completions"),
+    response: passthroughResponse("chat-completions"),
+    stream: (_m, _c, onUsage) => passthroughStream(chatStreamUsage, onUsage),
+    framing: "sse",
+  },
+  {
+    client: "chat-completions",
+    provider: "messages",
+    request: (b, m) => chatToMessagesRequest(b, m),
+    response: messagesToChatResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(sseDecoder(anthropicEvent), new MessagesToChatStream(meta, ctx), chatEncoder, onUsage),
+    framing: "sse",
+  },
+  {
+    client: "chat-completions",
+    provider: "converse",
+    request: (b, m) => chatToConverseRequest(b, m),
+    response: converseToChatResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(awsEventStreamDecoder(), new ConverseToChatStream(meta, ctx), chatEncoder, onUsage),
+    framing: "aws-eventstream",
+  },
+  {
+    client: "chat-completions",
+    provider: "generate-content",
+    request: (b, m) => chatToGeminiRequest(b, m),
+    response: geminiToChatResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(sseDecoder(jsonOrError), new GeminiToChatStream(meta, ctx), chatEncoder, onUsage),
+    framing: "sse",
+  },
+  {
+    client: "messages",
+    provider: "messages",
+    request: passthroughRequest("messages"),
+    response: passthroughResponse("messages"),
+    stream: (_m, _c, onUsage) => passthroughStream(messagesStreamUsage(), onUsage),
+    framing: "sse",
+  },
+  {
+    client: "messages",
+    provider: "chat-completions",
+    request: (b, m) => messagesToChatRequest(b, m),
+    response: chatToMessagesResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(sseDecoder(jsonOrError), new ChatToMessagesStream(meta, ctx), messagesEncoder, onUsage),
+    framing: "sse",
+  },
+  {
+    client: "messages",
+    provider: "converse",
+    request: (b, m) => messagesToConverseRequest(b, m),
+    response: converseToMessagesResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(awsEventStreamDecoder(), new ConverseToMessagesStream(meta, ctx), messagesEncoder, onUsage),
+    framing: "aws-eventstream",
+  },
+  {
+    client: "responses",
+    provider: "responses",
+    request: passthroughRequest("responses"),
+    response: passthroughResponse("responses"),
+    stream: (_m, _c, onUsage) => passthroughStream(responsesStreamUsage, onUsage),
+    framing: "sse",
+  },
+  {
+    client: "responses",
+    provider: "chat-completions",
+    request: (b, m) => responsesToChatRequest(b, m),
+    response: chatToResponsesResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(sseDecoder(jsonOrError), new ChatToResponsesStream(meta, ctx), responsesEncoder, onUsage),
+    framing: "sse",
+  },
+  {
+    // Responses → Bedrock goes through chat-completions: Converse has no notion the detour loses for this client.
+    client: "responses",
+    provider: "converse",
+    request: (b, m) => {
+      const chat = responsesToChatRequest(b, m);
+      return chat.ok ? withMeta(chatToConverseRequest(chat.body, chat.meta.model), chat.meta) : chat;
+    },
+    response: (b, meta, ctx) => {
+      const chat = converseToChatResponse(b, meta, ctx);
+      return chat.ok ? chatToResponsesResponse(chat.body, meta, ctx) : chat;
+    },
+    stream: (meta, ctx, onUsage) =>
+      pipeline(
+        awsEventStreamDecoder(),
+        chain(new ConverseToChatStream({ ...meta, includeUsage: true }, ctx), new ChatToResponsesStream(meta, ctx)),
+        responsesEncoder,
+        onUsage,
+      ),
+    framing: "aws-eventstream",
+  },
+  {
+    client: "embeddings",
+    provider: "embeddings",
+    request: passthroughRequest("embeddings"),
+    response: passthroughResponse("embeddings"),
+  },
+  {
+    client: "embeddings",
+    provider: "gemini-embed",
+    request: (b, m) => embeddingsToGeminiRequest(b, m),
+    response: geminiToEmbeddingsResponse,
+  },
+  {
+    client: "embeddings",
+    provider: "titan-embed",
+    request: (b, m) => embeddingsToTitanRequest(b, m),
+    response: titanToEmbeddingsResponse,
+  },
+  {
+    client: "count-tokens",
+    provider: "count-tokens",
+    request: passthroughRequest("count-tokens"),
+    response: passthroughResponse("count-tokens"),
+  },
+  {
+    client: "count-tokens",
+    provider: "converse-count-tokens",
+    request: (b, m) => countTokensToConverseRequest(b, m),
+    response: converseToCountTokensResponse,
+  },
+  {
+    client: "count-tokens",
+    provider: "gemini-count-tokens",
+    request: (b, m) => countTokensToGeminiRequest(b, m),
+    response: geminiToCountTokensResponse,
+  },
+  {
+    client: "rerank",
+    provider: "rerank",
+    request: passthroughRequest("rerank"),
+    response: passthroughResponse("rerank"),
+  },
+];
+
+function withMeta(r: RequestResult, meta: RequestMeta): RequestResult {
+  return r.ok ? { ...r, meta } : r;
+}
+
+const directions = new Map<string, Direction>(list.map((d) => [`${d.client}→${d.provider}`, d]));
+
+export function findDirection(client: ClientFormat, provider: ProviderFormat): Direction | undefined {
+  return directions.get(`${client}→${provider}`);
+}
+
+export function allDirections(): readonly Direction[] {
+  return list;
+}
+
+/** A provider's error (any status ≥ 400, any format) in the client's format, with the provider's status kept. */
+export function translateError(
+  client: ClientFormat,
+  status: number,
+  body: string,
+  headers?: Readonly<Record<string, string>>,
+): { status: number; body: JsonObject; error: LlmError } {
+  const error = parseProviderError(status, body, headers);
+  return { status: error.status, body: errorBody(client, error), error };
+}
+
+/** An error Sluice itself produces (a rejected client request) in the client's format. */
+export function clientError(client: ClientFormat, error: LlmError): { status: number; body: JsonObject } {
+  return { status: error.status, body: errorBody(client, error) };
+}
+
+export type { RequestResult, ResponseResult };

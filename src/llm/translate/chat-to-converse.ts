@@ -1,0 +1,314 @@
+// chat-completions client → Bedrock Converse / ConverseStream provider.
+import { invalidRequest, type LlmError } from "../errors.js";
+import type { ChatChunk, ChatResponse, ChatToolCall, ChatUsage } from "../formats/chat-completions.js";
+import type {
+  ConverseBlock,
+  ConverseImageFormat,
+  ConverseMessage,
+  ConverseRequest,
+  ConverseToolChoice,
+} from "../formats/converse.js";
+import { arr, isObject, type JsonObject, num, parseObject, str } from "../json.js";
+import type { AwsEvent, StreamMapper } from "../stream.js";
+import { type TokenUsage, usageFromConverse } from "../usage.js";
+import { chatMaxTokens, chatStops, isSystem, readChatRequest } from "./chat-request.js";
+import { type ChatStreamItem, chatFinish, parseDataUrl, textOf } from "./common.js";
+import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+
+const imageFormats: Record<string, ConverseImageFormat> = {
+  "image/png": "png",
+  "image/jpeg": "jpeg",
+  "image/jpg": "jpeg",
+  "image/gif": "gif",
+  "image/webp": "webp",
+};
+
+/** Converse takes image bytes only (or S3): a data URL converts, an http(s) URL cannot be fetched here. */
+export function converseImage(mediaType: string, data: string): ConverseBlock | LlmError {
+  const format = imageFormats[mediaType.toLowerCase()];
+  if (format === undefined)
+    return invalidRequest(`image type ${mediaType} is not supported by this provider (png, jpeg, gif, webp)`);
+  return { image: { format, source: { bytes: data } } };
+}
+
+export function pushConverse(messages: ConverseMessage[], role: "user" | "assistant", blocks: ConverseBlock[]): void {
+  if (blocks.length === 0) return;
+  const last = messages[messages.length - 1];
+  // Converse, like Messages, needs alternating roles with tool results inside the user turn.
+  if (last !== undefined && last.role === role) last.content.push(...blocks);
+  else messages.push({ role, content: blocks });
+}
+
+function hasToolBlocks(messages: ConverseMessage[]): boolean {
+  return messages.some((m) => m.content.some((b) => "toolUse" in b || "toolResult" in b));
+}
+
+export function chatToConverseRequest(body: unknown, providerModel: string | undefined): RequestResult {
+  const r = readChatRequest(body, providerModel);
+  if ("kind" in r) return { ok: false, error: r };
+  const { req, meta } = r;
+  const system: { text: string }[] = [];
+  const messages: ConverseMessage[] = [];
+  for (let i = 0; i < req.messages.length; i++) {
+    const m = req.messages[i]!;
+    if (isSystem(m)) {
+      const t = textOf(m.content);
+      if (t !== "") system.push({ text: t });
+      continue;
+    }
+    if (m.role === "tool") {
+      pushConverse(messages, "user", [
+        { toolResult: { toolUseId: str(m.tool_call_id) ?? "", content: [{ text: textOf(m.content) }] } },
+      ]);
+      continue;
+    }
+    const blocks: ConverseBlock[] = [];
+    if (typeof m.content === "string") {
+      if (m.content !== "") blocks.push({ text: m.content });
+    } else {
+      for (const p of arr(m.content)) {
+        if (!isObject(p)) continue;
+        if (p.type === "text" && typeof p.text === "string") {
+          if (p.text !== "") blocks.push({ text: p.text });
+        } else if (p.type === "image_url") {
+          const url = isObject(p.image_url) ? str(p.image_url.url) : undefined;
+          const d = url === undefined ? undefined : parseDataUrl(url);
+          if (d === undefined) {
+            return {
+              ok: false,
+              error: invalidRequest(`messages[${i}]: this provider takes images as base64 data URLs only`),
+            };
+          }
+          const img = converseImage(d.mediaType, d.data);
+          if ("kind" in img) return { ok: false, error: img };
+          blocks.push(img);
+        } else {
+          return {
+            ok: false,
+            error: invalidRequest(
+              `messages[${i}]: content part type ${String(p.type)} is not supported by this provider`,
+            ),
+          };
+        }
+      }
+    }
+    if (m.role === "assistant") {
+      for (const tc of arr(m.tool_calls)) {
+        if (!isObject(tc) || !isObject(tc.function)) continue;
+        blocks.push({
+          toolUse: {
+            toolUseId: str(tc.id) ?? "",
+            name: str(tc.function.name) ?? "",
+            input: parseObject(str(tc.function.arguments)),
+          },
+        });
+      }
+      pushConverse(messages, "assistant", blocks);
+    } else {
+      pushConverse(messages, "user", blocks);
+    }
+  }
+  const out: ConverseRequest = { messages };
+  if (system.length > 0) out.system = system;
+  const inf: NonNullable<ConverseRequest["inferenceConfig"]> = {};
+  const max = chatMaxTokens(req);
+  if (max !== undefined) inf.maxTokens = max;
+  const t = num(req.temperature);
+  if (t !== undefined) inf.temperature = t;
+  const tp = num(req.top_p);
+  if (tp !== undefined) inf.topP = tp;
+  const stops = chatStops(req);
+  if (stops !== undefined && stops.length > 0) inf.stopSequences = stops;
+  if (Object.keys(inf).length > 0) out.inferenceConfig = inf;
+  const tools = arr(req.tools).filter(isObject);
+  // Converse has no "none" tool choice; tools are dropped instead, unless the history holds tool blocks (Bedrock then
+  // requires toolConfig), where "auto" is the closest.
+  const dropTools = req.tool_choice === "none" && !hasToolBlocks(messages);
+  if (tools.length > 0 && !dropTools) {
+    const specs = tools.map((tool) => {
+      const f = isObject(tool.function) ? tool.function : {};
+      const spec: { name: string; description?: string; inputSchema: { json: unknown } } = {
+        name: str(f.name) ?? "",
+        inputSchema: { json: isObject(f.parameters) ? f.parameters : { type: "object", properties: {} } },
+      };
+      const d = str(f.description);
+      if (d !== undefined) spec.description = d;
+      return { toolSpec: spec };
+    });
+    let choice: ConverseToolChoice | undefined;
+    const tc = req.tool_choice;
+    if (tc === "auto") choice = { auto: {} };
+    else if (tc === "required") choice = { any: {} };
+    else if (isObject(tc) && isObject(tc.function)) choice = { tool: { name: str(tc.function.name) ?? "" } };
+    out.toolConfig = choice === undefined ? { tools: specs } : { tools: specs, toolChoice: choice };
+  }
+  return { ok: true, body: out as unknown as JsonObject, meta };
+}
+
+export function chatUsageFromConverse(u: unknown): ChatUsage {
+  const x = isObject(u) ? u : {};
+  const read = num(x.cacheReadInputTokens) ?? 0;
+  const write = num(x.cacheWriteInputTokens) ?? 0;
+  const prompt = (num(x.inputTokens) ?? 0) + read + write;
+  const completion = num(x.outputTokens) ?? 0;
+  const usage: ChatUsage = {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: num(x.totalTokens) ?? prompt + completion,
+  };
+  if (read > 0 || write > 0) {
+    usage.prompt_tokens_details = { cached_tokens: read };
+    if (write > 0) usage.prompt_tokens_details.cache_creation_tokens = write;
+  }
+  return usage;
+}
+
+export function converseToChatResponse(body: unknown, meta: RequestMeta, ctx: TranslateContext): ResponseResult {
+  const msg =
+    isObject(body) && isObject(body.output) && isObject(body.output.message) ? body.output.message : undefined;
+  if (msg === undefined || !isObject(body) || !Array.isArray(msg.content)) {
+    return { ok: false, error: { status: 502, kind: "server", message: "malformed converse response from upstream" } };
+  }
+  let text = "";
+  const calls: ChatToolCall[] = [];
+  for (const b of msg.content) {
+    if (!isObject(b)) continue;
+    if (typeof b.text === "string") text += b.text;
+    else if (isObject(b.toolUse)) {
+      calls.push({
+        id: str(b.toolUse.toolUseId) ?? ctx.id("call_"),
+        type: "function",
+        function: { name: str(b.toolUse.name) ?? "", arguments: JSON.stringify(b.toolUse.input ?? {}) },
+      });
+    }
+  }
+  const message: ChatResponse["choices"][number]["message"] = {
+    role: "assistant",
+    content: text === "" && calls.length > 0 ? null : text,
+    refusal: null,
+  };
+  if (calls.length > 0) message.tool_calls = calls;
+  const out: ChatResponse = {
+    id: ctx.id("chatcmpl-"),
+    object: "chat.completion",
+    created: ctx.now(),
+    model: meta.model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: chatFinish(body.stopReason) }],
+    usage: chatUsageFromConverse(body.usage),
+  };
+  const usage = usageFromConverse(body.usage);
+  return usage === undefined
+    ? { ok: true, body: out as unknown as JsonObject }
+    : { ok: true, body: out as unknown as JsonObject, usage };
+}
+
+/** ConverseStream events → chat.completion.chunk objects. Bedrock sends `metadata` (usage) after `messageStop`,
+ * which is where OpenAI puts its usage chunk too. */
+export class ConverseToChatStream implements StreamMapper<AwsEvent, ChatStreamItem> {
+  private readonly id: string;
+  private readonly created: number;
+  private readonly toolIndex = new Map<number, number>();
+  private tools = 0;
+  private started = false;
+  private finished = false;
+  private rawUsage: unknown;
+
+  constructor(
+    private readonly meta: RequestMeta,
+    ctx: TranslateContext,
+  ) {
+    this.id = ctx.id("chatcmpl-");
+    this.created = ctx.now();
+  }
+
+  private chunk(
+    delta: ChatChunk["choices"][number]["delta"],
+    finish: ChatChunk["choices"][number]["finish_reason"] = null,
+  ): ChatChunk {
+    return {
+      id: this.id,
+      object: "chat.completion.chunk",
+      created: this.created,
+      model: this.meta.model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    };
+  }
+
+  private start(emit: (o: ChatStreamItem) => void): void {
+    if (this.started) return;
+    this.started = true;
+    emit(this.chunk({ role: "assistant", content: "" }));
+  }
+
+  event(ev: AwsEvent, emit: (o: ChatStreamItem) => void): void {
+    const b = ev.body;
+    switch (ev.type) {
+      case "messageStart":
+        this.start(emit);
+        return;
+      case "contentBlockStart": {
+        this.start(emit);
+        const tu = isObject(b.start) && isObject(b.start.toolUse) ? b.start.toolUse : undefined;
+        if (tu === undefined) return;
+        const ti = this.tools++;
+        this.toolIndex.set(num(b.contentBlockIndex) ?? 0, ti);
+        emit(
+          this.chunk({
+            tool_calls: [
+              {
+                index: ti,
+                id: str(tu.toolUseId) ?? "",
+                type: "function",
+                function: { name: str(tu.name) ?? "", arguments: "" },
+              },
+            ],
+          }),
+        );
+        return;
+      }
+      case "contentBlockDelta": {
+        this.start(emit);
+        const d = isObject(b.delta) ? b.delta : {};
+        if (typeof d.text === "string") emit(this.chunk({ content: d.text }));
+        else if (isObject(d.toolUse)) {
+          const ti = this.toolIndex.get(num(b.contentBlockIndex) ?? -1);
+          const input = str(d.toolUse.input) ?? "";
+          if (ti !== undefined && input !== "")
+            emit(this.chunk({ tool_calls: [{ index: ti, function: { arguments: input } }] }));
+        }
+        return;
+      }
+      case "messageStop":
+        this.start(emit);
+        this.finished = true;
+        emit(this.chunk({}, chatFinish(b.stopReason)));
+        return;
+      case "metadata":
+        this.rawUsage = b.usage;
+        if (this.meta.includeUsage) {
+          emit({
+            id: this.id,
+            object: "chat.completion.chunk",
+            created: this.created,
+            model: this.meta.model,
+            choices: [],
+            usage: chatUsageFromConverse(b.usage),
+          });
+        }
+        return;
+      default: // contentBlockStop needs nothing
+    }
+  }
+
+  error(err: LlmError, emit: (o: ChatStreamItem) => void): void {
+    emit({ error: err });
+  }
+
+  end(emit: (o: ChatStreamItem) => void): void {
+    if (!this.finished) emit({ error: { status: 502, kind: "server", message: "upstream stream ended early" } });
+  }
+
+  usage(): TokenUsage | undefined {
+    return usageFromConverse(this.rawUsage);
+  }
+}

@@ -1,0 +1,336 @@
+// chat-completions client → Gemini generateContent / streamGenerateContent provider.
+import { invalidRequest, type LlmError } from "../errors.js";
+import type {
+  ChatChunk,
+  ChatFinishReason,
+  ChatResponse,
+  ChatToolCall,
+  ChatUsage,
+} from "../formats/chat-completions.js";
+import type { GeminiContent, GeminiPart, GeminiRequest } from "../formats/generate-content.js";
+import { arr, isObject, type JsonObject, num, parseJson, parseObject, str } from "../json.js";
+import type { StreamMapper } from "../stream.js";
+import { type TokenUsage, usageFromGemini } from "../usage.js";
+import { chatMaxTokens, chatStops, isSystem, readChatRequest, toolNamesById } from "./chat-request.js";
+import { type ChatStreamItem, mimeFromUrl, parseDataUrl, textOf } from "./common.js";
+import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+
+const filtered = new Set(["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"]);
+
+export function geminiFinish(reason: unknown, hasCalls: boolean): ChatFinishReason {
+  if (hasCalls) return "tool_calls";
+  const r = str(reason) ?? "";
+  if (r === "MAX_TOKENS") return "length";
+  if (filtered.has(r)) return "content_filter";
+  return "stop";
+}
+
+function push(contents: GeminiContent[], role: "user" | "model", parts: GeminiPart[]): void {
+  if (parts.length === 0) return;
+  const last = contents[contents.length - 1];
+  if (last !== undefined && last.role === role) last.parts.push(...parts);
+  else contents.push({ role, parts });
+}
+
+export function chatToGeminiRequest(body: unknown, providerModel: string | undefined): RequestResult {
+  const r = readChatRequest(body, providerModel);
+  if ("kind" in r) return { ok: false, error: r };
+  const { req, meta } = r;
+  const system: { text: string }[] = [];
+  const contents: GeminiContent[] = [];
+  // Gemini's function responses name the function, not the call: the name comes from the assistant turn that called it.
+  const names = toolNamesById(req.messages);
+  for (let i = 0; i < req.messages.length; i++) {
+    const m = req.messages[i]!;
+    if (isSystem(m)) {
+      const t = textOf(m.content);
+      if (t !== "") system.push({ text: t });
+      continue;
+    }
+    if (m.role === "tool") {
+      const id = str(m.tool_call_id) ?? "";
+      const text = textOf(m.content);
+      const parsed = parseJson(text);
+      // response must be an object: a JSON object result goes as is, anything else is wrapped
+      const response = parsed.ok && isObject(parsed.value) ? parsed.value : { content: text };
+      const fr: { name: string; response: Record<string, unknown>; id?: string } = {
+        name: names.get(id) ?? str(m.name) ?? "",
+        response,
+      };
+      if (id !== "") fr.id = id;
+      push(contents, "user", [{ functionResponse: fr }]);
+      continue;
+    }
+    const parts: GeminiPart[] = [];
+    if (typeof m.content === "string") {
+      if (m.content !== "") parts.push({ text: m.content });
+    } else {
+      for (const p of arr(m.content)) {
+        if (!isObject(p)) continue;
+        if (p.type === "text" && typeof p.text === "string") {
+          if (p.text !== "") parts.push({ text: p.text });
+        } else if (p.type === "image_url") {
+          const url = isObject(p.image_url) ? str(p.image_url.url) : undefined;
+          if (url === undefined)
+            return { ok: false, error: invalidRequest(`messages[${i}]: image_url.url is required`) };
+          const d = parseDataUrl(url);
+          if (d !== undefined) parts.push({ inlineData: { mimeType: d.mediaType, data: d.data } });
+          else {
+            const mime = mimeFromUrl(url);
+            parts.push({ fileData: mime === undefined ? { fileUri: url } : { mimeType: mime, fileUri: url } });
+          }
+        } else {
+          return {
+            ok: false,
+            error: invalidRequest(
+              `messages[${i}]: content part type ${String(p.type)} is not supported by this provider`,
+            ),
+          };
+        }
+      }
+    }
+    if (m.role === "assistant") {
+      for (const tc of arr(m.tool_calls)) {
+        if (!isObject(tc) || !isObject(tc.function)) continue;
+        const fc: { name: string; args: Record<string, unknown>; id?: string } = {
+          name: str(tc.function.name) ?? "",
+          args: parseObject(str(tc.function.arguments)),
+        };
+        const id = str(tc.id);
+        if (id !== undefined) fc.id = id;
+        parts.push({ functionCall: fc });
+      }
+      push(contents, "model", parts);
+    } else {
+      push(contents, "user", parts);
+    }
+  }
+  const out: GeminiRequest = { contents };
+  if (system.length > 0) out.systemInstruction = { parts: system };
+  const gc: NonNullable<GeminiRequest["generationConfig"]> = {};
+  const t = num(req.temperature);
+  if (t !== undefined) gc.temperature = t;
+  const tp = num(req.top_p);
+  if (tp !== undefined) gc.topP = tp;
+  const max = chatMaxTokens(req);
+  if (max !== undefined) gc.maxOutputTokens = max;
+  const stops = chatStops(req);
+  if (stops !== undefined && stops.length > 0) gc.stopSequences = stops;
+  const rf = isObject(req.response_format) ? req.response_format : undefined;
+  if (rf?.type === "json_object") gc.responseMimeType = "application/json";
+  else if (rf?.type === "json_schema") {
+    gc.responseMimeType = "application/json";
+    const js = isObject(rf.json_schema) ? rf.json_schema : {};
+    if (isObject(js.schema)) gc.responseJsonSchema = js.schema;
+  }
+  if (Object.keys(gc).length > 0) out.generationConfig = gc;
+  const tools = arr(req.tools).filter(isObject);
+  if (tools.length > 0) {
+    // parametersJsonSchema takes full JSON Schema; `parameters` only an OpenAPI subset that rejects common keywords.
+    out.tools = [
+      {
+        functionDeclarations: tools.map((tool) => {
+          const f = isObject(tool.function) ? tool.function : {};
+          const decl: { name: string; description?: string; parametersJsonSchema?: Record<string, unknown> } = {
+            name: str(f.name) ?? "",
+          };
+          const d = str(f.description);
+          if (d !== undefined) decl.description = d;
+          if (isObject(f.parameters)) decl.parametersJsonSchema = f.parameters;
+          return decl;
+        }),
+      },
+    ];
+    const tc = req.tool_choice;
+    if (tc === "auto") out.toolConfig = { functionCallingConfig: { mode: "AUTO" } };
+    else if (tc === "required") out.toolConfig = { functionCallingConfig: { mode: "ANY" } };
+    else if (tc === "none") out.toolConfig = { functionCallingConfig: { mode: "NONE" } };
+    else if (isObject(tc) && isObject(tc.function)) {
+      out.toolConfig = { functionCallingConfig: { mode: "ANY", allowedFunctionNames: [str(tc.function.name) ?? ""] } };
+    }
+  }
+  return { ok: true, body: out as unknown as JsonObject, meta };
+}
+
+export function chatUsageFromGemini(u: unknown): ChatUsage {
+  const x = isObject(u) ? u : {};
+  const prompt = num(x.promptTokenCount) ?? 0;
+  const reasoning = num(x.thoughtsTokenCount) ?? 0;
+  const completion = (num(x.candidatesTokenCount) ?? 0) + reasoning;
+  const usage: ChatUsage = {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: num(x.totalTokenCount) ?? prompt + completion,
+  };
+  const cached = num(x.cachedContentTokenCount);
+  if (cached !== undefined && cached > 0) usage.prompt_tokens_details = { cached_tokens: cached };
+  if (reasoning > 0) usage.completion_tokens_details = { reasoning_tokens: reasoning };
+  return usage;
+}
+
+/** Text and calls of one candidate's parts; thought parts are the model's reasoning and not part of the answer. */
+function readParts(
+  content: unknown,
+  ctx: TranslateContext,
+): { text: string; calls: { id: string; name: string; args: string }[] } {
+  let text = "";
+  const calls: { id: string; name: string; args: string }[] = [];
+  const parts = isObject(content) ? arr(content.parts) : [];
+  for (const p of parts) {
+    if (!isObject(p)) continue;
+    if (typeof p.text === "string" && p.thought !== true) text += p.text;
+    else if (isObject(p.functionCall)) {
+      calls.push({
+        id: str(p.functionCall.id) ?? ctx.id("call_"),
+        name: str(p.functionCall.name) ?? "",
+        args: JSON.stringify(isObject(p.functionCall.args) ? p.functionCall.args : {}),
+      });
+    }
+  }
+  return { text, calls };
+}
+
+function blocked(body: Record<string, unknown>): LlmError | undefined {
+  const pf = isObject(body.promptFeedback) ? body.promptFeedback : undefined;
+  const reason = pf === undefined ? undefined : str(pf.blockReason);
+  if (reason === undefined || arr(body.candidates).length > 0) return undefined;
+  return {
+    status: 400,
+    kind: "invalid_request",
+    message: `the prompt was blocked by the provider (${reason})`,
+    code: "content_filter",
+  };
+}
+
+export function geminiToChatResponse(body: unknown, meta: RequestMeta, ctx: TranslateContext): ResponseResult {
+  if (!isObject(body))
+    return { ok: false, error: { status: 502, kind: "server", message: "malformed generateContent response" } };
+  const b = blocked(body);
+  if (b !== undefined) return { ok: false, error: b };
+  const choices: ChatResponse["choices"] = [];
+  for (const [i, c] of arr(body.candidates).entries()) {
+    if (!isObject(c)) continue;
+    const { text, calls } = readParts(c.content, ctx);
+    const message: ChatResponse["choices"][number]["message"] = {
+      role: "assistant",
+      content: text === "" && calls.length > 0 ? null : text,
+      refusal: null,
+    };
+    if (calls.length > 0) {
+      message.tool_calls = calls.map(
+        (k): ChatToolCall => ({ id: k.id, type: "function", function: { name: k.name, arguments: k.args } }),
+      );
+    }
+    choices.push({
+      index: num(c.index) ?? i,
+      message,
+      logprobs: null,
+      finish_reason: geminiFinish(c.finishReason, calls.length > 0),
+    });
+  }
+  const out: ChatResponse = {
+    id: str(body.responseId) ?? ctx.id("chatcmpl-"),
+    object: "chat.completion",
+    created: ctx.now(),
+    model: str(body.modelVersion) ?? meta.model,
+    choices,
+    usage: chatUsageFromGemini(body.usageMetadata),
+  };
+  const usage = usageFromGemini(body.usageMetadata);
+  return usage === undefined
+    ? { ok: true, body: out as unknown as JsonObject }
+    : { ok: true, body: out as unknown as JsonObject, usage };
+}
+
+/** Gemini SSE events (each a partial GenerateContentResponse) → chat.completion.chunk objects. Function calls arrive
+ * whole in one event, so each becomes one tool_calls delta with its full arguments. */
+export class GeminiToChatStream implements StreamMapper<Record<string, unknown>, ChatStreamItem> {
+  private id: string;
+  private model: string;
+  private readonly created: number;
+  private started = false;
+  private finished = false;
+  private tools = 0;
+  private rawUsage: unknown;
+
+  constructor(
+    private readonly meta: RequestMeta,
+    private readonly ctx: TranslateContext,
+  ) {
+    this.id = ctx.id("chatcmpl-");
+    this.model = meta.model;
+    this.created = ctx.now();
+  }
+
+  private chunk(
+    delta: ChatChunk["choices"][number]["delta"],
+    finish: ChatChunk["choices"][number]["finish_reason"] = null,
+  ): ChatChunk {
+    return {
+      id: this.id,
+      object: "chat.completion.chunk",
+      created: this.created,
+      model: this.model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    };
+  }
+
+  event(ev: Record<string, unknown>, emit: (o: ChatStreamItem) => void): void {
+    if (!this.started) {
+      const b = blocked(ev);
+      if (b !== undefined) {
+        emit({ error: b });
+        this.finished = true;
+        return;
+      }
+      this.id = str(ev.responseId) ?? this.id;
+      this.model = str(ev.modelVersion) ?? this.model;
+      this.started = true;
+      emit(this.chunk({ role: "assistant", content: "" }));
+    }
+    if (ev.usageMetadata !== undefined) this.rawUsage = ev.usageMetadata;
+    const c = arr(ev.candidates)[0];
+    if (!isObject(c)) return;
+    const { text, calls } = readParts(c.content, this.ctx);
+    if (text !== "") emit(this.chunk({ content: text }));
+    for (const k of calls) {
+      emit(
+        this.chunk({
+          tool_calls: [
+            { index: this.tools++, id: k.id, type: "function", function: { name: k.name, arguments: k.args } },
+          ],
+        }),
+      );
+    }
+    if (c.finishReason !== undefined && !this.finished) {
+      this.finished = true;
+      emit(this.chunk({}, geminiFinish(c.finishReason, this.tools > 0)));
+    }
+  }
+
+  error(err: LlmError, emit: (o: ChatStreamItem) => void): void {
+    emit({ error: err });
+  }
+
+  end(emit: (o: ChatStreamItem) => void): void {
+    if (!this.finished) {
+      emit({ error: { status: 502, kind: "server", message: "upstream stream ended early" } });
+      return;
+    }
+    // Gemini repeats usageMetadata in every event; the last one is final, so the usage chunk waits for the end.
+    if (this.meta.includeUsage && this.started) {
+      emit({
+        id: this.id,
+        object: "chat.completion.chunk",
+        created: this.created,
+        model: this.model,
+        choices: [],
+        usage: chatUsageFromGemini(this.rawUsage),
+      });
+    }
+  }
+
+  usage(): TokenUsage | undefined {
+    return usageFromGemini(this.rawUsage);
+  }
+}

@@ -1,0 +1,113 @@
+// Token accounting: one neutral usage shape read from any response or stream, for rate limits and access logs.
+import type { ProviderFormat } from "./formats/names.js";
+import { isObject, num } from "./json.js";
+
+export interface TokenUsage {
+  /** All prompt tokens, cached ones included (what a token limit should count). */
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+  /** Prompt tokens read from the provider's prompt cache. */
+  cacheReadTokens?: number;
+  /** Prompt tokens written to the provider's prompt cache. */
+  cacheWriteTokens?: number;
+}
+
+export function makeUsage(
+  input: number,
+  output: number,
+  total?: number,
+  cacheRead?: number,
+  cacheWrite?: number,
+): TokenUsage {
+  const u: TokenUsage = { inputTokens: input, outputTokens: output, totalTokens: total ?? input + output };
+  if (cacheRead !== undefined && cacheRead > 0) u.cacheReadTokens = cacheRead;
+  if (cacheWrite !== undefined && cacheWrite > 0) u.cacheWriteTokens = cacheWrite;
+  return u;
+}
+
+/** Usage of a chat-completions `usage` object (also the shape of embeddings usage). */
+export function usageFromChat(u: unknown): TokenUsage | undefined {
+  if (!isObject(u)) return undefined;
+  const input = num(u.prompt_tokens) ?? 0;
+  const output = num(u.completion_tokens) ?? 0;
+  const d = isObject(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
+  return makeUsage(input, output, num(u.total_tokens), num(d.cached_tokens), num(d.cache_creation_tokens));
+}
+
+/** Anthropic counts cached prompt tokens apart from `input_tokens`; they are added back so limits see the whole prompt. */
+export function usageFromMessages(u: unknown): TokenUsage | undefined {
+  if (!isObject(u)) return undefined;
+  const read = num(u.cache_read_input_tokens) ?? 0;
+  const write = num(u.cache_creation_input_tokens) ?? 0;
+  const input = (num(u.input_tokens) ?? 0) + read + write;
+  return makeUsage(input, num(u.output_tokens) ?? 0, undefined, read, write);
+}
+
+export function usageFromResponses(u: unknown): TokenUsage | undefined {
+  if (!isObject(u)) return undefined;
+  const d = isObject(u.input_tokens_details) ? u.input_tokens_details : {};
+  const input = num(u.input_tokens) ?? 0;
+  const output = num(u.output_tokens) ?? 0;
+  return makeUsage(input, output, num(u.total_tokens), num(d.cached_tokens));
+}
+
+/** Bedrock, like Anthropic, leaves cache reads and writes out of `inputTokens`; `totalTokens` has them all. */
+export function usageFromConverse(u: unknown): TokenUsage | undefined {
+  if (!isObject(u)) return undefined;
+  const read = num(u.cacheReadInputTokens) ?? 0;
+  const write = num(u.cacheWriteInputTokens) ?? 0;
+  const input = (num(u.inputTokens) ?? 0) + read + write;
+  const output = num(u.outputTokens) ?? 0;
+  return makeUsage(input, output, num(u.totalTokens), read, write);
+}
+
+/** Gemini's candidate count leaves out thinking tokens, which are billed as output. */
+export function usageFromGemini(u: unknown): TokenUsage | undefined {
+  if (!isObject(u)) return undefined;
+  const input = num(u.promptTokenCount) ?? 0;
+  const output = (num(u.candidatesTokenCount) ?? 0) + (num(u.thoughtsTokenCount) ?? 0);
+  return makeUsage(input, output, num(u.totalTokenCount), num(u.cachedContentTokenCount));
+}
+
+/** Usage of a whole (non-streamed) response body in a provider's format. */
+export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage | undefined {
+  if (!isObject(body)) return undefined;
+  switch (format) {
+    case "chat-completions":
+    case "embeddings":
+      return usageFromChat(body.usage);
+    case "messages":
+      return usageFromMessages(body.usage);
+    case "responses":
+      return usageFromResponses(body.usage);
+    case "converse":
+      return usageFromConverse(body.usage);
+    case "generate-content":
+      return usageFromGemini(body.usageMetadata);
+    case "count-tokens": {
+      const n = num(body.input_tokens);
+      return n === undefined ? undefined : makeUsage(n, 0);
+    }
+    case "converse-count-tokens": {
+      const n = num(body.inputTokens);
+      return n === undefined ? undefined : makeUsage(n, 0);
+    }
+    case "gemini-count-tokens": {
+      const n = num(body.totalTokens);
+      return n === undefined ? undefined : makeUsage(n, 0);
+    }
+    case "titan-embed": {
+      const n = num(body.inputTextTokenCount);
+      return n === undefined ? undefined : makeUsage(n, 0);
+    }
+    case "gemini-embed":
+      return undefined; // batchEmbedContents reports no usage
+    case "rerank": {
+      const meta = isObject(body.meta) ? body.meta : {};
+      const t = isObject(meta.tokens) ? meta.tokens : isObject(meta.billed_units) ? meta.billed_units : {};
+      const input = num(t.input_tokens);
+      return input === undefined ? undefined : makeUsage(input, num(t.output_tokens) ?? 0);
+    }
+  }
+}

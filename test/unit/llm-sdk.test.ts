@@ -1,0 +1,222 @@
+// The official SDKs parse Sluice's translated output: streams are accumulated by the SDKs' own stream helpers, which
+// fail on a malformed event order, a bad tool-call delta or a missing terminal event.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { test } from "node:test";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { encodeJsonEvent } from "../../src/llm/codec/eventstream.js";
+import { findDirection, translateError } from "../../src/llm/registry.js";
+import type { RequestMeta, TranslateContext } from "../../src/llm/translate/context.js";
+
+const golden = resolve(import.meta.dirname, "../../../test/golden/llm");
+let n = 0;
+const ctx: TranslateContext = { id: (p) => `${p}${++n}`, now: () => 1700000000 };
+
+/** Runs a provider stream through a direction's translator, in 5-byte pieces, and returns the client bytes. */
+function translateStream(
+  client: Parameters<typeof findDirection>[0],
+  provider: Parameters<typeof findDirection>[1],
+  meta: RequestMeta,
+  input: Uint8Array,
+): Uint8Array {
+  const t = findDirection(client, provider)!.stream!(meta, ctx);
+  const parts: Uint8Array[] = [];
+  for (let i = 0; i < input.length; i += 5) parts.push(t.push(input.subarray(i, i + 5)));
+  parts.push(t.end());
+  return Buffer.concat(parts);
+}
+
+function sseFile(path: string): { meta: RequestMeta; bytes: Uint8Array } {
+  const text = readFileSync(resolve(golden, path), "utf8");
+  const nl = text.indexOf("\n");
+  return { meta: JSON.parse(text.slice(6, nl)) as RequestMeta, bytes: Buffer.from(text.slice(nl + 1)) };
+}
+
+function fakeFetch(body: Uint8Array | string, status = 200, contentType = "text/event-stream"): typeof fetch {
+  return (async () => new Response(body, { status, headers: { "content-type": contentType } })) as typeof fetch;
+}
+
+test("openai SDK accumulates a chat-completions stream translated from Anthropic events (text, tool call, usage)", async () => {
+  const { meta, bytes } = sseFile("chat-completions--messages/stream-text-tool-use.in.txt");
+  const client = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    fetch: fakeFetch(translateStream("chat-completions", "messages", meta, bytes)),
+  });
+  const stream = client.chat.completions.stream({
+    model: "claude-sonnet-4-5",
+    messages: [{ role: "user", content: "hi" }],
+    stream_options: { include_usage: true },
+  });
+  const final = await stream.finalChatCompletion();
+  const choice = final.choices[0]!;
+  assert.equal(choice.finish_reason, "tool_calls");
+  assert.equal(choice.message.content, "Okay, let's check the weather — ☀️ for San Francisco:");
+  assert.equal(choice.message.tool_calls?.[0]?.type, "function");
+  const call = choice.message.tool_calls![0]! as { function: { name: string; arguments: string } };
+  assert.equal(call.function.name, "get_weather");
+  assert.deepEqual(JSON.parse(call.function.arguments), { location: "San Francisco, CA" });
+  assert.equal(final.usage?.prompt_tokens, 572);
+});
+
+test("openai SDK accumulates a chat-completions stream translated from ConverseStream (binary frames)", async () => {
+  const frames = Buffer.concat([
+    encodeJsonEvent("messageStart", { role: "assistant" }),
+    encodeJsonEvent("contentBlockStart", { contentBlockIndex: 0, start: { toolUse: { toolUseId: "t1", name: "f" } } }),
+    encodeJsonEvent("contentBlockDelta", { contentBlockIndex: 0, delta: { toolUse: { input: '{"a":' } } }),
+    encodeJsonEvent("contentBlockDelta", { contentBlockIndex: 0, delta: { toolUse: { input: "1}" } } }),
+    encodeJsonEvent("contentBlockStop", { contentBlockIndex: 0 }),
+    encodeJsonEvent("messageStop", { stopReason: "tool_use" }),
+    encodeJsonEvent("metadata", { usage: { inputTokens: 5, outputTokens: 7, totalTokens: 12 } }),
+  ]);
+  const meta = { model: "m", stream: true, includeUsage: true };
+  const client = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    fetch: fakeFetch(translateStream("chat-completions", "converse", meta, frames)),
+  });
+  const final = await client.chat.completions
+    .stream({ model: "m", messages: [{ role: "user", content: "hi" }] })
+    .finalChatCompletion();
+  const call = final.choices[0]!.message.tool_calls![0]! as { id: string; function: { arguments: string } };
+  assert.equal(call.id, "t1");
+  assert.deepEqual(JSON.parse(call.function.arguments), { a: 1 });
+  assert.equal(final.usage?.total_tokens, 12);
+});
+
+test("anthropic SDK accumulates a Messages stream translated from chat-completions chunks", async () => {
+  const { bytes } = sseFile("messages--chat-completions/stream-text-tool-calls.in.txt");
+  const meta = { model: "gpt-4o", stream: true, includeUsage: true };
+  const client = new Anthropic({
+    apiKey: "k",
+    baseURL: "http://sluice.test",
+    fetch: fakeFetch(translateStream("messages", "chat-completions", meta, bytes)),
+  });
+  const msg = await client.messages
+    .stream({ model: "gpt-4o", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
+    .finalMessage();
+  assert.equal(msg.stop_reason, "tool_use");
+  assert.deepEqual(
+    msg.content.map((b) => (b.type === "text" ? b.text : b.type === "tool_use" ? b.input : b.type)),
+    ["Checking both cities.", { location: "Paris" }, { location: "Tokyo" }],
+  );
+  assert.equal(msg.usage.output_tokens, 40);
+});
+
+test("anthropic SDK accumulates a Messages stream translated from ConverseStream (thinking, text, tool use)", async () => {
+  const input = JSON.parse(
+    readFileSync(resolve(golden, "messages--converse/stream-reasoning-text-tool.in.json"), "utf8"),
+  ) as {
+    meta: RequestMeta;
+    events: { type: string; body: unknown }[];
+  };
+  const frames = Buffer.concat(input.events.map((e) => encodeJsonEvent(e.type, e.body)));
+  const client = new Anthropic({
+    apiKey: "k",
+    baseURL: "http://sluice.test",
+    fetch: fakeFetch(translateStream("messages", "converse", input.meta, frames)),
+  });
+  const msg = await client.messages
+    .stream({ model: "m", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
+    .finalMessage();
+  assert.equal(msg.stop_reason, "tool_use");
+  assert.deepEqual(
+    msg.content.map((b) => b.type),
+    ["thinking", "text", "tool_use"],
+  );
+  const thinking = msg.content[0]! as { thinking: string; signature: string };
+  assert.equal(thinking.thinking, "User wants weather.");
+  assert.equal(thinking.signature, "EqoBCkgIARAB");
+  assert.equal(msg.usage.cache_read_input_tokens, 1200);
+});
+
+test("openai SDK accumulates a Responses stream translated from chat-completions chunks", async () => {
+  const { meta, bytes } = sseFile("responses--chat-completions/stream-text-tool-calls.in.txt");
+  const client = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    fetch: fakeFetch(translateStream("responses", "chat-completions", meta, bytes)),
+  });
+  const stream = client.responses.stream({ model: "gpt-4.1", input: "hi" });
+  const r = await stream.finalResponse();
+  assert.equal(r.status, "completed");
+  assert.equal(r.output_text, "Checking both cities.");
+  const calls = r.output.filter((o) => o.type === "function_call");
+  assert.deepEqual(
+    calls.map((c) => JSON.parse(c.arguments) as unknown),
+    [{ location: "Paris" }, { location: "Tokyo" }],
+  );
+  assert.equal(r.usage?.input_tokens, 82);
+});
+
+test("SDK error classes: a Bedrock throttle becomes openai RateLimitError, an OpenAI 401 becomes anthropic AuthenticationError", async () => {
+  const e1 = translateError("chat-completions", 429, '{"message":"Too many requests"}', {
+    "x-amzn-errortype": "ThrottlingException",
+  });
+  const openai = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    maxRetries: 0,
+    fetch: fakeFetch(JSON.stringify(e1.body), e1.status, "application/json"),
+  });
+  await assert.rejects(
+    openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] }),
+    (err: unknown) => {
+      assert.ok(err instanceof OpenAI.RateLimitError);
+      assert.match(err.message, /Too many requests/);
+      return true;
+    },
+  );
+  const e2 = translateError(
+    "messages",
+    401,
+    '{"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}}',
+  );
+  const anthropic = new Anthropic({
+    apiKey: "k",
+    baseURL: "http://sluice.test",
+    maxRetries: 0,
+    fetch: fakeFetch(JSON.stringify(e2.body), e2.status, "application/json"),
+  });
+  await assert.rejects(
+    anthropic.messages.create({ model: "m", max_tokens: 1, messages: [{ role: "user", content: "x" }] }),
+    (err: unknown) => {
+      assert.ok(err instanceof Anthropic.AuthenticationError);
+      assert.equal((err.error as { error: { type: string } }).error.type, "authentication_error");
+      return true;
+    },
+  );
+});
+
+test("openai SDK decodes embeddings translated from Gemini with its default base64 encoding", async () => {
+  const d = findDirection("embeddings", "gemini-embed")!;
+  let sent: unknown;
+  const client = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    fetch: (async (_url: string, init: RequestInit) => {
+      const req = d.request(JSON.parse(String(init.body)), undefined, ctx);
+      assert.ok(req.ok);
+      sent = req.body;
+      const res = d.response({ embeddings: [{ values: [0.5, -1, 0.25] }, { values: [1, 2, 3] }] }, req.meta, ctx);
+      assert.ok(res.ok);
+      return new Response(JSON.stringify(res.body), { headers: { "content-type": "application/json" } });
+    }) as typeof fetch,
+  });
+  const r = await client.embeddings.create({ model: "gemini-embedding-001", input: ["a", "b"] });
+  assert.deepEqual(sent, {
+    requests: [
+      { model: "models/gemini-embedding-001", content: { parts: [{ text: "a" }] } },
+      { model: "models/gemini-embedding-001", content: { parts: [{ text: "b" }] } },
+    ],
+  });
+  assert.deepEqual(
+    r.data.map((x) => x.embedding),
+    [
+      [0.5, -1, 0.25],
+      [1, 2, 3],
+    ],
+  );
+});
