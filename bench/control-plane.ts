@@ -100,7 +100,11 @@ ${policies}`;
 }
 
 /** Routes in files of 100, as a team would keep them. */
-function writeRoutes(write: (name: string, text: string) => void, n: number, changed?: { i: number; backend: "a" | "b" }) {
+function writeRoutes(
+  write: (name: string, text: string) => void,
+  n: number,
+  changed?: { i: number; backend: "a" | "b" },
+) {
   for (let f = 0; f * 100 < n; f++) {
     let text = "";
     for (let i = f * 100; i < Math.min(n, (f + 1) * 100); i++) {
@@ -167,7 +171,11 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
   const sluice = await startSluice("serve", cfg.dir);
   const envoy = await startTestEnvoy({ gateway: "bench/gw", xdsPort: sluice.xdsPort, delta });
   const host = (i: number) => ({ host: `host-${i % 50}.example.com` });
-  await waitFor("routes", async () => ((await request(port, "/r/1", { headers: host(1) })).status === 200 ? true : undefined), 60_000);
+  await waitFor(
+    "routes",
+    async () => ((await request(port, "/r/1", { headers: host(1) })).status === 200 ? true : undefined),
+    60_000,
+  );
 
   // A client keeps sending requests to routes that do not change while others churn.
   let failures = 0;
@@ -193,16 +201,24 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
     const backend = k % 2 === 0 ? "b" : "a";
     const fileIndex = Math.floor(i / 100);
     let text = "";
-    for (let j = fileIndex * 100; j < Math.min(n, (fileIndex + 1) * 100); j++) text += routeYaml(j, j === i ? backend : "a");
+    for (let j = fileIndex * 100; j < Math.min(n, (fileIndex + 1) * 100); j++)
+      text += routeYaml(j, j === i ? backend : "a");
     const before = JSON.stringify(await routeAcks(sluice.adminPort));
     const t = performance.now();
     writeFileSync(join(cfg.dir, `routes-${String(fileIndex).padStart(3, "0")}.yaml`), text);
-    const ackP = waitFor("ACK", async () => (JSON.stringify(await routeAcks(sluice.adminPort)) !== before ? performance.now() - t : undefined), 10_000, 2);
+    const ackP = waitFor(
+      "ACK",
+      async () => (JSON.stringify(await routeAcks(sluice.adminPort)) !== before ? performance.now() - t : undefined),
+      10_000,
+      2,
+    );
     const serveP = waitFor(
       "new route",
       async () => {
         const r = await request(port, `/r/${i}`, { headers: host(i) });
-        return r.status === 200 && (JSON.parse(r.body) as EchoBody).upstream === backend ? performance.now() - t : undefined;
+        return r.status === 200 && (JSON.parse(r.body) as EchoBody).upstream === backend
+          ? performance.now() - t
+          : undefined;
       },
       10_000,
       2,
@@ -230,7 +246,9 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
     "change→ACK p90 ms": quantile(toAck, 0.9).toFixed(1),
     "change→serving p50 ms": quantile(toServe, 0.5).toFixed(1),
     "change→serving p90 ms": quantile(toServe, 0.9).toFixed(1),
-    "sluice RSS MB": /sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1] ? mb(Number(/sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1])) : "?",
+    "sluice RSS MB": /sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1]
+      ? mb(Number(/sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1]))
+      : "?",
     "requests during churn": String(sent),
     failed: String(failures),
   };
@@ -243,7 +261,9 @@ async function routeAcks(adminPort: number): Promise<unknown> {
   return s.xds.streams.map((st) => st.types.find((t) => t.typeUrl.endsWith("RouteConfiguration"))?.ackedVersion);
 }
 
-console.log(`machine: ${(await import("node:os")).cpus().length} cores, ${(await import("node:os")).cpus()[0]?.model}; node ${process.version}`);
+console.log(
+  `machine: ${(await import("node:os")).cpus().length} cores, ${(await import("node:os")).cpus()[0]?.model}; node ${process.version}`,
+);
 console.log("\n== in process: load, translate, snapshot ==");
 const inProcessRows: Record<string, string>[] = [];
 for (const n of sizes) inProcessRows.push(await inProcess(n));

@@ -8,7 +8,7 @@ bash scripts/setup.sh
 source scripts/env.sh
 export PATH="$root/node_modules/.bin:$PATH"
 tsc -p tsconfig.json
-biome ci --error-on-warnings .
+biome ci --error-on-warnings --colors=off .
 if [ "$#" -gt 0 ]; then files=("$@"); else mapfile -t files < <(find dist/test -name '*.test.js' | sort); fi
 # E2E files each start their own Envoy on ports picked at run time, so files run in parallel.
 exec node --test --test-concurrency="${SLUICE_TEST_CONCURRENCY:-4}" --test-timeout=300000 "${files[@]}"

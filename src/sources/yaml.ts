@@ -57,7 +57,9 @@ function lineOfPath(p: Positions, index: number, path: readonly (string | number
 export function parseYamlFile(file: string, text: string): ParsedFile {
   let values: unknown[];
   try {
-    values = loadAll(text, undefined, { schema: CORE_SCHEMA, filename: file }).filter((v) => v !== null && v !== undefined);
+    values = loadAll(text, undefined, { schema: CORE_SCHEMA, filename: file }).filter(
+      (v) => v !== null && v !== undefined,
+    );
   } catch {
     return slowParse(file, text);
   }
