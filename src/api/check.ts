@@ -255,6 +255,13 @@ function runRules(schema: Schema, value: unknown, path: string, problems: Proble
     } catch {
       ok = true; // malformed data a structural error already covers
     }
-    if (!ok) problems.push(error(r.fieldPath === undefined ? path : `${path}${r.fieldPath}`, r.message));
+    if (ok) continue;
+    let where = r.fieldPath;
+    try {
+      where = r.locate?.(value) ?? where;
+    } catch {
+      // keep fieldPath
+    }
+    problems.push(error(where === undefined ? path : `${path}${where}`, r.message));
   }
 }

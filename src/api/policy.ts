@@ -451,7 +451,14 @@ function celList(xs: readonly string[]): string {
 
 /** A rule that every targetRef and targetSelector must satisfy when `when` holds for the spec. */
 function everyTarget(
-  o: { whenCel: string; when: (s: unknown) => boolean; predCel: string; pred: (t: unknown, s: unknown) => boolean },
+  o: {
+    whenCel: string;
+    when: (s: unknown) => boolean;
+    predCel: string;
+    pred: (t: unknown, s: unknown) => boolean;
+    /** The field of the offending entry to point at. */
+    at?: string;
+  },
   message: string,
 ): Rule[] {
   return (["targetRefs", "targetSelectors"] as const).map((list) =>
@@ -463,6 +470,11 @@ function everyTarget(
         if (!o.when(s)) return true;
         const ts = s?.[list];
         return !Array.isArray(ts) || ts.every((t) => o.pred(t, s));
+      },
+      locate: (s) => {
+        const ts = s?.[list];
+        const i = Array.isArray(ts) ? ts.findIndex((t) => !o.pred(t, s)) : -1;
+        return i < 0 ? undefined : `.${list}[${i}]${o.at ?? ""}`;
       },
     }),
   );
@@ -501,6 +513,7 @@ export const GwPolicySpec = Obj(
           when: () => true,
           predCel: "!has(t.port) || (has(self.frontend) && t.kind == 'Gateway')",
           pred: (t, s) => !has(t, "port") || (has(s, "frontend") && (t as { kind?: unknown })?.kind === "Gateway"),
+          at: ".port",
         },
         "port is only valid on frontend policies that target a Gateway",
       ),
@@ -519,6 +532,7 @@ export const GwPolicySpec = Obj(
           when: (s) => has(s, "traffic"),
           predCel: `t.kind in ${celList(TRAFFIC_KINDS)}`,
           pred: kindIn(TRAFFIC_KINDS),
+          at: ".kind",
         },
         `traffic policies may target ${TRAFFIC_KINDS.join(", ")}`,
       ),
@@ -528,6 +542,7 @@ export const GwPolicySpec = Obj(
           when: (s) => has(s, "backend"),
           predCel: `t.kind in ${celList(BACKEND_KINDS)}`,
           pred: kindIn(BACKEND_KINDS),
+          at: ".kind",
         },
         `backend policies may target ${BACKEND_KINDS.join(", ")}`,
       ),
@@ -537,6 +552,7 @@ export const GwPolicySpec = Obj(
           when: (s) => (s as { traffic?: { phase?: unknown } })?.traffic?.phase === "PreRouting",
           predCel: `t.kind in ${celList(PRE_ROUTING_KINDS)}`,
           pred: kindIn(PRE_ROUTING_KINDS),
+          at: ".kind",
         },
         "phase PreRouting requires Gateway or Listener targets",
       ),

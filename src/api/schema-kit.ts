@@ -18,6 +18,8 @@ export interface Rule {
   readonly fieldPath?: string;
   /** True when the object satisfies the rule. Gets defaulted data that may still be malformed: never assume types. */
   readonly check: (self: Obj) => boolean;
+  /** Where exactly the rule fails, relative like fieldPath (e.g. `.targetRefs[2]`); for the TypeScript side only. */
+  readonly locate?: (self: Obj) => string | undefined;
 }
 
 /** What a rule's predicate sees: any value, read defensively. */

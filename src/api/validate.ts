@@ -45,11 +45,18 @@ export function validateResource(doc: unknown): ValidationResult {
   if (kind !== "GwModelList" && (!isRecord(meta) || typeof meta["name"] !== "string" || meta["name"] === "")) {
     problems.push(error("metadata.name", "metadata.name is required"));
   }
-  if (problems.length > 0) return { problems };
+  // Keep going after envelope errors so that one run reports every problem of the document.
+  let result: ValidationResult;
   try {
-    return def.validate(doc);
+    result = def.validate(doc);
   } catch (e) {
     // A bug of ours, never the user's: report it on the document instead of taking the caller down.
-    return { problems: [error("", `internal error while validating: ${e instanceof Error ? e.message : String(e)}`)] };
+    result = {
+      problems: [error("", `internal error while validating: ${e instanceof Error ? e.message : String(e)}`)],
+    };
   }
+  if (problems.length === 0) return result;
+  const seen = new Set(problems.map((p) => `${p.path}\n${p.message}`));
+  for (const p of result.problems) if (!seen.has(`${p.path}\n${p.message}`)) problems.push(p);
+  return { problems };
 }

@@ -1,7 +1,7 @@
 // Multi-document YAML with positions: every document keeps a way to find the line of any field path,
 // so messages can say `file:line: Kind ns/name: spec.path: message`.
 
-import { isNode, LineCounter, parseAllDocuments } from "yaml";
+import { isMap, isNode, isScalar, isSeq, LineCounter, parseAllDocuments } from "yaml";
 import type { SourceRef } from "../api/resource.js";
 
 export interface LoadedDocument {
@@ -40,10 +40,18 @@ export function parseYamlFile(file: string, text: string): ParsedFile {
     const startOffset = doc.contents.range?.[0] ?? 0;
     const docLine = lineCounter.linePos(startOffset).line;
     const lineOf = (path: readonly (string | number)[]): number => {
-      // Walk down the path, keeping the deepest node that exists.
-      for (let n = path.length; n >= 0; n--) {
-        const node = doc.getIn(path.slice(0, n), true);
-        if (isNode(node) && node.range) return lineCounter.linePos(node.range[0]).line;
+      // Walk down the path, keeping the deepest node that exists; a mapping entry is found at the line of its key.
+      for (let n = path.length; n > 0; n--) {
+        const parent = doc.getIn(path.slice(0, n - 1), true);
+        const last = path[n - 1];
+        if (isMap(parent)) {
+          const pair = parent.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === last);
+          const key = pair?.key;
+          if (isNode(key) && key.range) return lineCounter.linePos(key.range[0]).line;
+        } else if (isSeq(parent) && typeof last === "number") {
+          const item = parent.items[last];
+          if (isNode(item) && item.range) return lineCounter.linePos(item.range[0]).line;
+        }
       }
       return docLine;
     };
