@@ -77,7 +77,8 @@ function suggestion(key: string, known: readonly string[]): string {
 }
 
 function plural(n: number, one: string): string {
-  return n === 1 ? `1 ${one}` : `${n} ${one}s`;
+  if (n === 1) return `1 ${one}`;
+  return one.endsWith("y") ? `${n} ${one.slice(0, -1)}ies` : `${n} ${one}s`;
 }
 
 /**
@@ -193,7 +194,7 @@ function checkArray(schema: Schema, value: unknown, path: string, problems: Prob
   if (typeof min === "number" && value.length < min)
     problems.push(error(path, min === 1 ? "must not be empty" : `must have at least ${plural(min, "entry")}`));
   if (typeof max === "number" && value.length > max)
-    problems.push(error(path, `must have at most ${max === 1 ? "1 entry" : `${max} entries`} (got ${value.length})`));
+    problems.push(error(path, `must have at most ${plural(max, "entry")} (got ${value.length})`));
   const items = schema["items"] as Schema | undefined;
   const out = items === undefined ? clone(value) : value.map((v, i) => checkValue(items, v, `${path}[${i}]`, problems));
   runRules(schema, out, path, problems);
@@ -238,7 +239,7 @@ function checkObject(schema: Schema, value: unknown, path: string, problems: Pro
   const minP = schema["minProperties"];
   const maxP = schema["maxProperties"];
   if (typeof minP === "number" && count < minP)
-    problems.push(error(path, `must have at least ${plural(minP, "entry")}`));
+    problems.push(error(path, minP === 1 ? "must not be empty" : `must have at least ${plural(minP, "entry")}`));
   if (typeof maxP === "number" && count > maxP)
     problems.push(error(path, `must have at most ${plural(maxP, "entry")} (got ${count})`));
   runRules(schema, out, path, problems);

@@ -253,9 +253,16 @@ function orConditional<P extends Record<string, TSchema>>(
       }),
     );
   }
+  // Defaults belong to the entries: a defaulted top-level field would count as "set" next to conditional.
+  const topLevel: Record<string, TSchema> = {};
+  for (const [k, v] of Object.entries(props)) {
+    const copy: Record<string | symbol, unknown> = { ...v };
+    delete copy["default"];
+    topLevel[k] = copy as unknown as TSchema;
+  }
   return Obj(
     {
-      ...props,
+      ...(topLevel as P),
       conditional: Opt(
         Arr(Obj({ condition: Opt(withDoc(CELExpression, "The first entry whose condition is true runs.")), policy }), {
           min: 1,
