@@ -18,10 +18,15 @@ function docs(unique: boolean): unknown[] {
     return JSON.parse(unique ? text.replaceAll("jwt.sub", `jwt.sub${i}`) : text);
   });
 }
-for (const [label, set] of [["repeated expressions", docs(false)], ["unique expressions", docs(true)]] as const) {
+for (const [label, set] of [
+  ["repeated expressions", docs(false)],
+  ["unique expressions", docs(true)],
+] as const) {
   const t0 = performance.now();
   let valid = 0;
   for (const d of set) if (validateResource(d).resource !== undefined) valid++;
   const ms = performance.now() - t0;
-  console.log(`${label}: ${n} documents (${valid} valid) in ${ms.toFixed(1)} ms = ${((n / ms) * 1000).toFixed(0)} docs/s`);
+  console.log(
+    `${label}: ${n} documents (${valid} valid) in ${ms.toFixed(1)} ms = ${((n / ms) * 1000).toFixed(0)} docs/s`,
+  );
 }
