@@ -23,10 +23,17 @@ export function validateResource(doc: unknown): ValidationResult {
   if (typeof kind !== "string" || kind === "") return { problems: [error("kind", "kind is required")] };
   const def = KINDS.get(kind);
   if (def === undefined) {
-    return { problems: [error("kind", `unknown kind "${kind}"; known kinds: ${[...KINDS.keys()].sort().join(", ")}`)] };
+    const near = [...KINDS.keys()].find((k) => k.toLowerCase() === kind.toLowerCase());
+    const hint =
+      near !== undefined
+        ? `did you mean ${near}? (kinds are CamelCase)`
+        : `known kinds: ${[...KINDS.keys()].sort().join(", ")}`;
+    return { problems: [error("kind", `unknown kind "${kind}"; ${hint}`)] };
   }
   const problems: Problem[] = [];
-  if (typeof apiVersion !== "string" || !def.apiVersions.includes(apiVersion)) {
+  if (apiVersion === undefined || apiVersion === null) {
+    problems.push(error("apiVersion", `apiVersion is required; use ${def.apiVersions.join(" or ")}`));
+  } else if (typeof apiVersion !== "string" || !def.apiVersions.includes(apiVersion)) {
     problems.push(
       error(
         "apiVersion",
@@ -35,10 +42,21 @@ export function validateResource(doc: unknown): ValidationResult {
     );
   }
   const meta = doc["metadata"];
-  if (!isRecord(meta) || typeof meta["name"] !== "string" || meta["name"] === "") {
+  if (kind !== "GwModelList" && (!isRecord(meta) || typeof meta["name"] !== "string" || meta["name"] === "")) {
     problems.push(error("metadata.name", "metadata.name is required"));
   }
-  if (problems.length > 0) return { problems };
-  const result = def.validate(doc);
-  return result;
+  // Keep going after envelope errors so that one run reports every problem of the document.
+  let result: ValidationResult;
+  try {
+    result = def.validate(doc);
+  } catch (e) {
+    // A bug of ours, never the user's: report it on the document instead of taking the caller down.
+    result = {
+      problems: [error("", `internal error while validating: ${e instanceof Error ? e.message : String(e)}`)],
+    };
+  }
+  if (problems.length === 0) return result;
+  const seen = new Set(problems.map((p) => `${p.path}\n${p.message}`));
+  for (const p of result.problems) if (!seen.has(`${p.path}\n${p.message}`)) problems.push(p);
+  return { problems };
 }

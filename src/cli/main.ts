@@ -6,6 +6,7 @@ import { runRun } from "./run.js";
 import { runServe } from "./serve.js";
 import { runStatus } from "./status.js";
 import { runTranslate } from "./translate.js";
+import { runValidate } from "./validate.js";
 
 type Command = (argv: string[], io: CommandIO) => Promise<number>;
 
@@ -14,6 +15,7 @@ const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
   serve: { run: runServe, help: "serve xDS (ADS) for the Gateways in -f <file|dir>, watching for changes" },
   bootstrap: { run: runBootstrap, help: "print the Envoy bootstrap for --gateway <ns>/<name> against `sluice serve`" },
   translate: { run: runTranslate, help: "print the xDS that would be served for -f <file|dir>" },
+  validate: { run: runValidate, help: "check -f <file|dir> against the schemas; every problem as file:line: ..." },
   status: { run: runStatus, help: "print resource status for -f <file|dir> (and --admin <url> xDS status)" },
 };
 

@@ -6,7 +6,7 @@
 // report — or when the fast parser finds a syntax error, so that every error is reported with its line.
 
 import { CORE_SCHEMA, loadAll } from "js-yaml";
-import { type Document, isNode, isScalar, LineCounter, parseAllDocuments } from "yaml";
+import { type Document, isMap, isNode, isScalar, isSeq, LineCounter, parseAllDocuments } from "yaml";
 import type { SourceRef } from "../api/resource.js";
 
 export interface LoadedDocument {
@@ -46,12 +46,21 @@ function parsePositions(text: string): Positions {
 function lineOfPath(p: Positions, index: number, path: readonly (string | number)[]): number {
   const doc = p.docs[index];
   if (doc === undefined) return 1;
-  // Walk down the path, keeping the deepest node that exists.
-  for (let n = path.length; n >= 0; n--) {
-    const node = doc.getIn(path.slice(0, n), true);
-    if (isNode(node) && node.range) return p.lineCounter.linePos(node.range[0]).line;
+  // Walk down the path, keeping the deepest node that exists; a mapping entry is found at the line of its key.
+  for (let n = path.length; n > 0; n--) {
+    const parent = doc.getIn(path.slice(0, n - 1), true);
+    const last = path[n - 1];
+    if (isMap(parent)) {
+      const pair = parent.items.find((it) => (isScalar(it.key) ? it.key.value : it.key) === last);
+      const key = pair?.key;
+      if (isNode(key) && key.range) return p.lineCounter.linePos(key.range[0]).line;
+    } else if (isSeq(parent) && typeof last === "number") {
+      const item = parent.items[last];
+      if (isNode(item) && item.range) return p.lineCounter.linePos(item.range[0]).line;
+    }
   }
-  return 1;
+  const start = doc.contents?.range?.[0];
+  return start === undefined ? 1 : p.lineCounter.linePos(start).line;
 }
 
 export function parseYamlFile(file: string, text: string): ParsedFile {

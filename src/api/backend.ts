@@ -1,0 +1,346 @@
+// GwBackend (Document 2): static, dynamic forward proxy, LLM providers, MCP targets, A2A, cloud agent runtime.
+
+import { BackendFull, BackendSimple, BackendWithAI } from "./backend-policy.js";
+import {
+  LabelSelector,
+  LocalBackendObjectReference,
+  LocalObjectReference,
+  LongString,
+  PortNumber,
+  SectionName,
+  ShortString,
+  TinyString,
+} from "./common.js";
+import {
+  Arr,
+  Empty,
+  Enum,
+  exactlyOne,
+  has,
+  Obj,
+  Opt,
+  type Rule,
+  rule,
+  type Static,
+  Str,
+  withDoc,
+} from "./schema-kit.js";
+
+export const PROVIDER_FORMATS = [
+  "Completions",
+  "Messages",
+  "Responses",
+  "Embeddings",
+  "MessagesTokenCount",
+  "Realtime",
+  "Rerank",
+] as const;
+
+const modelOverride = Opt(withDoc(ShortString, "Overrides the model name; unset uses the name from the request."));
+
+export const ProviderB = Obj(
+  {
+    endpoint: withDoc(ShortString, "Host such as <name>.<domain>; a scheme is stripped."),
+    deploymentName: Opt(withDoc(ShortString, "Required unless apiVersion is v1.")),
+    apiVersion: Opt(withDoc(Str({ min: 1, max: 64, default: "v1" }), "API version; v1 needs no deployment.")),
+  },
+  {
+    rules: [
+      rule({
+        rule: "has(self.deploymentName) || !has(self.apiVersion) || self.apiVersion == 'v1'",
+        message: "deploymentName is required unless apiVersion is v1",
+        fieldPath: ".deploymentName",
+        check: (s) => has(s, "deploymentName") || !has(s, "apiVersion") || s.apiVersion === "v1",
+      }),
+    ],
+  },
+);
+
+const foundryNeedsProject: Rule = rule({
+  rule: "!has(self.resourceType) || self.resourceType != 'Foundry' || has(self.projectName)",
+  message: "projectName is required when resourceType is Foundry",
+  fieldPath: ".projectName",
+  check: (s) => s?.resourceType !== "Foundry" || has(s, "projectName"),
+});
+
+export const CloudCProvider = Obj(
+  {
+    resourceName: withDoc(ShortString, "Forms the host with the suffix of resourceType."),
+    resourceType: Enum(["OpenAI", "Foundry"]),
+    apiVersion: Opt(Str({ min: 1, max: 64, default: "v1" })),
+    projectName: Opt(withDoc(ShortString, "Required for Foundry: /api/projects/{projectName}/...")),
+    model: modelOverride,
+  },
+  { rules: [foundryNeedsProject] },
+);
+
+export const CloudCModelSettings = Obj(
+  {
+    resourceName: ShortString,
+    resourceType: Enum(["OpenAI", "Foundry"]),
+    apiVersion: Opt(Str({ min: 1, max: 64, default: "v1" })),
+    projectName: Opt(ShortString),
+  },
+  { rules: [foundryNeedsProject] },
+);
+
+export const ProviderFSettings = Obj(
+  { projectId: Opt(ShortString), region: Opt(ShortString), model: modelOverride },
+  "providerF settings.",
+);
+
+const REGION = Str({
+  min: 1,
+  max: 63,
+  pattern: "^[a-z0-9-]+$",
+  patternMessage: "must be lowercase letters, digits and '-'",
+  default: "us-east-1",
+});
+const Guardrail = Obj({ identifier: ShortString, version: ShortString }, "Unset means no guardrail.");
+
+export const ProviderG = Obj({ region: Opt(REGION), guardrail: Opt(Guardrail), model: modelOverride });
+export const ProviderGModelSettings = Obj({ region: Opt(REGION), guardrail: Opt(Guardrail) });
+
+export const CustomFormats = Arr(
+  Obj({
+    type: Enum(PROVIDER_FORMATS),
+    path: Opt(withDoc(LongString, "Default: the default path of the format.")),
+  }),
+  { min: 1, max: 6 },
+);
+
+const customBackendKind: Rule = rule({
+  rule: "!has(self.backendRef) || !has(self.backendRef.kind) || self.backendRef.kind in ['Service', 'InferencePool']",
+  message: "backendRef must be a Service or an InferencePool",
+  fieldPath: ".backendRef",
+  check: (s) => !has(s?.backendRef, "kind") || ["Service", "InferencePool"].includes(s.backendRef.kind),
+});
+
+export const CustomProvider = Obj(
+  {
+    backendRef: Opt(
+      withDoc(LocalBackendObjectReference, "A Service or InferencePool; when unset host and port are required."),
+    ),
+    formats: CustomFormats,
+    model: modelOverride,
+  },
+  { rules: [customBackendKind] },
+);
+export const CustomModelSettings = Obj(
+  { backendRef: Opt(LocalBackendObjectReference), formats: CustomFormats },
+  { rules: [customBackendKind] },
+);
+
+const PROVIDER_VARIANTS = [
+  "providerA",
+  "providerB",
+  "cloudC",
+  "providerD",
+  "providerE",
+  "providerF",
+  "providerG",
+  "custom",
+];
+
+const llmProviderProps = {
+  providerA: Opt(Obj({ model: modelOverride }, "The chat-completions family.")),
+  providerB: Opt(ProviderB),
+  cloudC: Opt(CloudCProvider),
+  providerD: Opt(Obj({ model: modelOverride }, "The messages family.")),
+  providerE: Opt(Obj({ model: modelOverride })),
+  providerF: Opt(ProviderFSettings),
+  providerG: Opt(ProviderG),
+  custom: Opt(CustomProvider),
+  host: Opt(withDoc(ShortString, "Target host; overrides the default of managed variants.")),
+  port: Opt(PortNumber),
+  path: Opt(withDoc(LongString, "Overrides the upstream API path.")),
+  pathPrefix: Opt(withDoc(LongString, "Overrides the base path prefix (such as /v1); providerA and providerD only.")),
+};
+
+const llmProviderRules: Rule[] = [
+  exactlyOne(PROVIDER_VARIANTS),
+  rule({
+    rule: "!has(self.pathPrefix) || has(self.providerA) || has(self.providerD)",
+    message: "pathPrefix is only supported for providerA and providerD",
+    fieldPath: ".pathPrefix",
+    check: (s) => !has(s, "pathPrefix") || has(s, "providerA") || has(s, "providerD"),
+  }),
+  rule({
+    rule: "!has(self.custom) || has(self.custom.backendRef) || (has(self.host) && has(self.port))",
+    message: "custom without backendRef requires host and port",
+    fieldPath: ".custom",
+    check: (s) => !has(s, "custom") || has(s.custom, "backendRef") || (has(s, "host") && has(s, "port")),
+  }),
+];
+
+export const LLMProvider = Obj(llmProviderProps, { description: "An LLM provider.", rules: llmProviderRules });
+
+export const NamedProvider = Obj(
+  {
+    name: withDoc(SectionName, "Unique across all groups; policies target it by sectionName."),
+    ...llmProviderProps,
+    policies: Opt(withDoc(BackendWithAI, "Win over GwPolicy and GwBackend policies for this provider.")),
+  },
+  { description: "An LLM provider with a name.", rules: llmProviderRules },
+);
+
+export const AIBackend = Obj(
+  {
+    provider: Opt(LLMProvider),
+    groups: Opt(
+      Arr(Obj({ providers: Arr(NamedProvider, { min: 1, max: 16 }) }, "Providers of equal priority."), {
+        min: 1,
+        max: 8,
+        description: "Priority groups, in priority order.",
+      }),
+    ),
+  },
+  {
+    description: "LLM providers.",
+    rules: [
+      exactlyOne(["provider", "groups"]),
+      rule({
+        rule:
+          "!has(self.groups) || self.groups.all(g, g.providers.all(p, " +
+          "g.providers.exists_one(q, q.name == p.name) && self.groups.exists_one(h, h.providers.exists(q, q.name == p.name))))",
+        message: "provider names must be unique across all groups",
+        fieldPath: ".groups",
+        check: (s) => {
+          if (!Array.isArray(s?.groups)) return true;
+          const seen = new Set<unknown>();
+          for (const g of s.groups) {
+            if (!Array.isArray(g?.providers)) continue;
+            for (const p of g.providers) {
+              if (seen.has(p?.name)) return false;
+              seen.add(p?.name);
+            }
+          }
+          return true;
+        },
+      }),
+    ],
+  },
+);
+
+const StaticMCPTarget = Obj(
+  {
+    host: Opt(ShortString),
+    backendRef: Opt(withDoc(LocalObjectReference, "A Service in the same namespace; replaces host only.")),
+    port: PortNumber,
+    path: Opt(withDoc(LongString, "Default /sse for SSE, /mcp for StreamableHTTP.")),
+    protocol: Opt(Enum(["StreamableHTTP", "SSE"])),
+    policies: Opt(withDoc(BackendSimple, "Only for host-based targets.")),
+  },
+  {
+    rules: [
+      exactlyOne(["host", "backendRef"]),
+      rule({
+        rule: "!has(self.policies) || has(self.host)",
+        message: "policies are only valid on host-based targets",
+        fieldPath: ".policies",
+        check: (s) => !has(s, "policies") || has(s, "host"),
+      }),
+    ],
+  },
+);
+
+export const MCPBackend = Obj(
+  {
+    targets: Arr(
+      Obj(
+        {
+          name: withDoc(SectionName, "Policies target it by sectionName."),
+          selector: Opt(
+            Obj({
+              namespaces: Opt(withDoc(LabelSelector, "Unset searches only the backend's namespace.")),
+              services: Opt(LabelSelector),
+            }),
+          ),
+          static: Opt(StaticMCPTarget),
+        },
+        { rules: [exactlyOne(["selector", "static"])] },
+      ),
+      {
+        min: 1,
+        max: 32,
+        rules: [
+          rule({
+            rule: "self.all(t, self.exists_one(u, u.name == t.name))",
+            message: "target names must be unique",
+            check: (s) => !Array.isArray(s) || new Set(s.map((t) => t?.name)).size === s.length,
+          }),
+        ],
+      },
+    ),
+    sessionRouting: Opt(Enum(["Stateful", "Stateless"], { default: "Stateful" })),
+    failureMode: Opt(Enum(["FailClosed", "FailOpen"], { default: "FailClosed" })),
+    prefixMode: Opt(Enum(["Conditional", "Always", "Never"], { default: "Conditional" })),
+  },
+  "MCP targets multiplexed behind one endpoint.",
+);
+
+const VARIANTS = ["ai", "static", "dynamicForwardProxy", "mcp", "cloudA", "a2a"];
+
+export const GwBackendSpec = Obj(
+  {
+    static: Opt(
+      Obj(
+        {
+          host: Opt(ShortString),
+          port: Opt(PortNumber),
+          unixPath: Opt(Str({ min: 1, max: 4096, description: "Unix socket; exclusive with host and port." })),
+        },
+        {
+          rules: [
+            rule({
+              rule: "!has(self.unixPath) || (!has(self.host) && !has(self.port))",
+              message: "unixPath is exclusive with host and port",
+              fieldPath: ".unixPath",
+              check: (s) => !has(s, "unixPath") || (!has(s, "host") && !has(s, "port")),
+            }),
+            rule({
+              rule: "has(self.unixPath) || (has(self.host) && has(self.port))",
+              message: "static needs host and port, or unixPath",
+              check: (s) => has(s, "unixPath") || (has(s, "host") && has(s, "port")),
+            }),
+          ],
+        },
+      ),
+    ),
+    a2a: Opt(Obj({ host: Str({ min: 1, max: 256 }), port: PortNumber }, "An agent-to-agent endpoint.")),
+    dynamicForwardProxy: Opt(Empty("Send each request to the destination named by its Host header (or SNI).")),
+    cloudA: Opt(
+      Obj(
+        {
+          agentCore: Obj({
+            agentRuntimeArn: Str({ min: 1, max: 2048 }),
+            qualifier: Opt(withDoc(TinyString, "Alias or version.")),
+          }),
+        },
+        "A cloud agent runtime.",
+      ),
+    ),
+    mcp: Opt(MCPBackend),
+    ai: Opt(AIBackend),
+    policies: Opt(withDoc(BackendFull, "Win over GwPolicy resources for the same field.")),
+  },
+  {
+    description: "Where traffic is sent.",
+    rules: [
+      exactlyOne(VARIANTS),
+      rule({
+        rule: "!has(self.policies) || !has(self.policies.ai) || has(self.ai)",
+        message: "policies.ai is only valid on ai backends",
+        fieldPath: ".policies.ai",
+        check: (s) => !has(s?.policies, "ai") || has(s, "ai"),
+      }),
+      rule({
+        rule: "!has(self.policies) || !has(self.policies.mcp) || has(self.mcp)",
+        message: "policies.mcp is only valid on mcp backends",
+        fieldPath: ".policies.mcp",
+        check: (s) => !has(s?.policies, "mcp") || has(s, "mcp"),
+      }),
+    ],
+  },
+);
+export type GwBackendSpec = Static<typeof GwBackendSpec>;

@@ -1,0 +1,313 @@
+// The shared value types and reference types of the spec (Document 1, "Common value types"), defined once.
+
+import { Type } from "@sinclair/typebox";
+import {
+  Arr,
+  Bool,
+  Enum,
+  exactlyOne,
+  has,
+  Int,
+  Json,
+  MapOf,
+  Obj,
+  Opt,
+  rule,
+  type Static,
+  Str,
+  withDoc,
+} from "./schema-kit.js";
+
+// ---- strings ----
+
+export const ShortString = Str({ min: 1, max: 256 });
+export const TinyString = Str({ min: 1, max: 64 });
+export const LongString = Str({ min: 1, max: 1024 });
+
+export const CELExpression = Str({ min: 1, max: 16384, format: "cel" });
+
+const GO_DURATION = "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$";
+export const Duration = Str({
+  max: 32,
+  pattern: GO_DURATION,
+  patternMessage: "must be a duration: a number with a unit (ns, us, ms, s, m, h), e.g. 500ms, 3s, 5m or 1h30m",
+});
+
+/** Duration with a default, e.g. `durationDefault("5m")`. */
+export function DurationDefault(def: string, description?: string) {
+  return Str({
+    max: 32,
+    pattern: GO_DURATION,
+    patternMessage: "must be a duration: a number with a unit (ns, us, ms, s, m, h), e.g. 500ms, 3s, 5m or 1h30m",
+    default: def,
+    ...(description !== undefined ? { description } : {}),
+  });
+}
+
+/** The Kubernetes quantity grammar without a sign: binary Ki..Ei, decimal n u m k M G T P E, or an exponent. */
+export const BYTE_SIZE_PATTERN =
+  "^(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$";
+const BYTE_SIZE_MESSAGE =
+  "must be a byte quantity: an integer or a decimal number with an optional suffix Ki, Mi, Gi, Ti, Pi, Ei " +
+  "(binary), n, u, m, k, M, G, T, P, E (decimal) or an exponent such as 1e6; for example 512Ki, 2Mi or 1000000";
+
+export function ByteSize(o: { readonly default?: string; readonly description?: string } = {}) {
+  return Type.Unsafe<string | number>({
+    "x-kubernetes-int-or-string": true,
+    anyOf: [{ type: "integer" }, { type: "string" }],
+    maxLength: 32,
+    minimum: 0,
+    pattern: BYTE_SIZE_PATTERN,
+    "x-sluice-pattern-message": BYTE_SIZE_MESSAGE,
+    ...(o.default !== undefined ? { default: o.default } : {}),
+    ...(o.description !== undefined ? { description: o.description } : {}),
+  });
+}
+export type ByteSizeValue = string | number;
+
+const TOKEN = "-!#$%&'*+.^_`|~0-9A-Za-z";
+export const HTTPHeaderName = Str({
+  min: 1,
+  max: 256,
+  pattern: `^[${TOKEN}]+$`,
+  patternMessage: "must be an HTTP header name: token characters only (letters, digits, !#$%&'*+-.^_`|~), no ':'",
+});
+export const HeaderName = Str({
+  min: 1,
+  max: 256,
+  pattern: `^:?[${TOKEN}]+$`,
+  patternMessage:
+    "must be a header name: token characters (letters, digits, !#$%&'*+-.^_`|~), optionally after one ':'",
+});
+
+const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+const DNS_MESSAGE =
+  "must be a lowercase DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit";
+export const SectionName = Str({ min: 1, max: 253, pattern: DNS_SUBDOMAIN, patternMessage: DNS_MESSAGE });
+export const ObjectName = Str({ min: 1, max: 253, pattern: DNS_SUBDOMAIN, patternMessage: DNS_MESSAGE });
+export const Namespace = Str({
+  min: 1,
+  max: 63,
+  pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+  patternMessage: "must be a namespace name: lowercase letters, digits and '-', at most 63 characters",
+});
+export const Group = Str({
+  max: 253,
+  pattern: "^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+  patternMessage:
+    "must be an API group: empty for the core group, else a DNS subdomain such as gateway.networking.k8s.io",
+});
+export const Kind = Str({
+  min: 1,
+  max: 63,
+  pattern: "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+  patternMessage: "must be a kind name such as Gateway or HTTPRoute",
+});
+export const PortNumber = Int({ min: 1, max: 65535 });
+
+// ---- references ----
+
+const portForService = rule({
+  rule: "(has(self.kind) && self.kind != 'Service') || has(self.port)",
+  message: "port is required when the reference is to a Service",
+  fieldPath: ".port",
+  check: (s) => (has(s, "kind") && s.kind !== "Service") || has(s, "port"),
+});
+
+export const LocalObjectReference = Obj({ name: ObjectName }, "A same-namespace object, by name.");
+
+export const LocalBackendObjectReference = Obj(
+  {
+    group: Opt(Group),
+    kind: Opt(withDoc(Str({ min: 1, max: 63, default: "Service" }), "Kind of the referent; default Service.")),
+    name: withDoc(ObjectName, "Name of the referent."),
+    port: Opt(withDoc(PortNumber, "Port of the referent; required for a Service.")),
+  },
+  { description: "A backend in the same namespace.", rules: [portForService] },
+);
+
+export const BackendObjectReference = Obj(
+  {
+    group: Opt(withDoc(Group, "API group of the referent; empty (the default) for Service, sluice.dev for GwBackend.")),
+    kind: Opt(withDoc(Str({ min: 1, max: 63, default: "Service" }), "Service (default) or GwBackend.")),
+    name: withDoc(ObjectName, "Name of the referent."),
+    namespace: Opt(withDoc(Namespace, "Namespace of the referent; default the policy's namespace.")),
+    port: Opt(withDoc(PortNumber, "Port of the referent; required for a Service.")),
+  },
+  { description: "A Service or a GwBackend.", rules: [portForService] },
+);
+
+export const LocalSecretObjectRef = Obj(
+  {
+    name: ObjectName,
+    group: Opt(withDoc(Group, "Empty means the core group.")),
+    kind: Opt(Str({ min: 1, max: 63, default: "Secret" })),
+  },
+  "A Secret (by default) in the same namespace.",
+);
+
+/** A secret key reference whose `key` defaults to what this location uses. */
+export function LocalSecretKeyRef(defaultKey?: string, description?: string) {
+  return Obj(
+    {
+      name: ObjectName,
+      group: Opt(withDoc(Group, "Empty means the core group.")),
+      kind: Opt(Str({ min: 1, max: 63, default: "Secret" })),
+      key: Opt(
+        Str({
+          min: 1,
+          max: 253,
+          ...(defaultKey !== undefined ? { default: defaultKey } : {}),
+          description: "Key inside the Secret.",
+        }),
+      ),
+    },
+    description ??
+      `A key of a Secret in the same namespace${defaultKey !== undefined ? ` (default key ${defaultKey})` : ""}.`,
+  );
+}
+
+export const ConfigMapRef = Obj(
+  { name: ObjectName, group: Opt(Group), kind: Opt(Str({ min: 1, max: 63, default: "ConfigMap" })) },
+  "A ConfigMap in the same namespace.",
+);
+
+export const LabelSelector = Obj(
+  {
+    matchLabels: Opt(MapOf(Str({ max: 63 }), { max: 64 })),
+    matchExpressions: Opt(
+      Arr(
+        Obj({
+          key: Str({ min: 1, max: 317 }),
+          operator: Enum(["In", "NotIn", "Exists", "DoesNotExist"]),
+          values: Opt(Arr(Str({ max: 63 }), { max: 64 })),
+        }),
+        { max: 16 },
+      ),
+    ),
+  },
+  "A Kubernetes label selector.",
+);
+
+export const MatchLabels = MapOf(Str({ max: 63 }), { max: 64, description: "Labels the selected objects must carry." });
+
+export const ParentReference = Obj(
+  {
+    group: Opt(Str({ max: 253, default: "gateway.networking.k8s.io" })),
+    kind: Opt(Str({ min: 1, max: 63, default: "Gateway" })),
+    namespace: Opt(Namespace),
+    name: ObjectName,
+    sectionName: Opt(withDoc(SectionName, "A listener of the Gateway.")),
+    port: Opt(PortNumber),
+  },
+  "A Gateway (or a listener of one) the resource attaches to.",
+);
+
+// ---- authorization ----
+
+export const Authorization = Obj(
+  {
+    action: Opt(
+      Enum(["Allow", "Deny", "Require"], {
+        default: "Allow",
+        description:
+          "Allow: at least one expression matches (OR); Require: every expression is true (AND); Deny: any match denies.",
+      }),
+    ),
+    policy: Obj(
+      {
+        matchExpressions: Arr(CELExpression, {
+          min: 1,
+          max: 256,
+          description: "CEL expressions over the request (request, jwt, apiKey, source, ...).",
+        }),
+      },
+      "The expressions of the rule.",
+    ),
+  },
+  "One authorization rule. Deny rules run first, then Require, then Allow.",
+);
+export type Authorization = Static<typeof Authorization>;
+
+// ---- credential locations ----
+
+const headerLocation = Obj({
+  name: withDoc(HTTPHeaderName, "Header name."),
+  prefix: Opt(Str({ min: 1, max: 256, description: "Prefix stripped from (or added to) the value, e.g. Bearer." })),
+});
+const namedLocation = Obj({ name: ShortString });
+
+/** Where a credential is read; `defaultPrefix` undefined means the field has no default. */
+export function ExtractionLocation(defaultPrefix?: string) {
+  return Obj(
+    {
+      header: Opt(headerLocation),
+      queryParameter: Opt(namedLocation),
+      cookie: Opt(namedLocation),
+      expression: Opt(withDoc(CELExpression, "CEL returning the credential.")),
+    },
+    {
+      description:
+        defaultPrefix === undefined
+          ? "Where the credential is read."
+          : `Where the credential is read; default header Authorization with prefix ${defaultPrefix}.`,
+      rules: [exactlyOne(["header", "queryParameter", "cookie", "expression"])],
+      ...(defaultPrefix !== undefined ? { default: { header: { name: "Authorization", prefix: defaultPrefix } } } : {}),
+    },
+  );
+}
+
+export const AuthorizationLocation = Obj(
+  { header: Opt(headerLocation), queryParameter: Opt(namedLocation), cookie: Opt(namedLocation) },
+  {
+    description: "Where the credential is written to the backend request; default header Authorization, prefix Bearer.",
+    rules: [exactlyOne(["header", "queryParameter", "cookie"])],
+    default: { header: { name: "Authorization", prefix: "Bearer" } },
+  },
+);
+
+// ---- Gateway API shapes reused by the spec ----
+
+const HTTPHeader = Obj({ name: HTTPHeaderName, value: Str({ min: 1, max: 4096 }) });
+export const HTTPHeaderFilter = Obj(
+  {
+    set: Opt(Arr(HTTPHeader, { max: 16 })),
+    add: Opt(Arr(HTTPHeader, { max: 16 })),
+    remove: Opt(Arr(HTTPHeaderName, { max: 16 })),
+  },
+  "Gateway API HTTPHeaderFilter: set, add and remove headers.",
+);
+
+export const HeaderModifiers = Obj(
+  { request: Opt(HTTPHeaderFilter), response: Opt(HTTPHeaderFilter) },
+  "Header changes on the request and the response.",
+);
+
+export const HTTPHeaderMatch = Obj(
+  {
+    type: Opt(Enum(["Exact", "RegularExpression"], { default: "Exact" })),
+    name: HTTPHeaderName,
+    value: Str({ min: 1, max: 4096 }),
+  },
+  "Gateway API HTTPHeaderMatch.",
+);
+
+const transformEntry = Obj({ name: HeaderName, value: withDoc(CELExpression, "CEL giving the header value.") });
+export const Transform = Obj(
+  {
+    set: Opt(Arr(transformEntry, { max: 16 })),
+    add: Opt(Arr(transformEntry, { max: 16 })),
+    remove: Opt(Arr(HeaderName, { max: 16 })),
+    body: Opt(withDoc(CELExpression, "CEL giving the new body.")),
+    metadata: Opt(MapOf(CELExpression, { max: 64, description: "Dynamic metadata: key to CEL." })),
+  },
+  "Changes to one direction of traffic, each value a CEL expression.",
+);
+export const Transformation = Obj(
+  { request: Opt(Transform), response: Opt(Transform) },
+  "Request and response transformations.",
+);
+
+export const StatusCode = Int({ min: 200, max: 599 });
+
+export { Bool, Json };
