@@ -198,7 +198,7 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
   const toAck: number[] = [];
   for (let k = 0; k < changes; k++) {
     const i = 10 + ((k * 97) % (n - 10));
-    const backend = k % 2 === 0 ? "b" : "a";
+    const backend = "b";
     const fileIndex = Math.floor(i / 100);
     let text = "";
     for (let j = fileIndex * 100; j < Math.min(n, (fileIndex + 1) * 100); j++)
@@ -223,7 +223,13 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
       10_000,
       2,
     );
-    toAck.push(await ackP);
+    try {
+      toAck.push(await ackP);
+    } catch (e) {
+      console.error("change", i, backend, before, JSON.stringify(await routeAcks(sluice.adminPort)));
+      console.error(sluice.output.slice(-10).join("\n"));
+      throw e;
+    }
     toServe.push(await serveP);
     // Put it back so the next change is a change again.
     let back = "";
@@ -255,10 +261,10 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
 }
 
 async function routeAcks(adminPort: number): Promise<unknown> {
-  const s = (await (await fetch(`http://127.0.0.1:${adminPort}/status`)).json()) as {
-    xds: { streams: { types: { typeUrl: string; ackedVersion?: string }[] }[] };
+  const s = (await (await fetch(`http://127.0.0.1:${adminPort}/status/xds`)).json()) as {
+    streams: { types: { typeUrl: string; ackedVersion?: string }[] }[];
   };
-  return s.xds.streams.map((st) => st.types.find((t) => t.typeUrl.endsWith("RouteConfiguration"))?.ackedVersion);
+  return s.streams.map((st) => st.types.find((t) => t.typeUrl.endsWith("RouteConfiguration"))?.ackedVersion);
 }
 
 console.log(

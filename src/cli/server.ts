@@ -169,6 +169,10 @@ export class SluiceServer {
       if (path === "/status") {
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify(this.status(), null, 2));
+      } else if (path === "/status/xds") {
+        // Just the connected Envoys: cheap enough to poll.
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify(this.xds.status()));
       } else if (path === "/metrics") {
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
         res.end(this.metrics());
@@ -177,7 +181,7 @@ export class SluiceServer {
         res.end("ok\n");
       } else {
         res.writeHead(404, { "content-type": "text/plain" });
-        res.end("not found; try /status, /metrics or /healthz\n");
+        res.end("not found; try /status, /status/xds, /metrics or /healthz\n");
       }
     });
     await new Promise<void>((resolve, reject) => {
