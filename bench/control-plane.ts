@@ -17,7 +17,11 @@ import { type EchoBody, freePort, request, sleep, startEchoUpstream, waitFor } f
 import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
 
 const { values } = parseArgs({
-  options: { sizes: { type: "string", default: "100,1000,5000" }, changes: { type: "string", default: "20" } },
+  options: {
+    sizes: { type: "string", default: "100,1000,5000" },
+    changes: { type: "string", default: "20" },
+    "in-process-only": { type: "boolean", default: false },
+  },
 });
 const sizes = values.sizes.split(",").map(Number);
 const changes = Number(values.changes);
@@ -274,6 +278,7 @@ console.log("\n== in process: load, translate, snapshot ==");
 const inProcessRows: Record<string, string>[] = [];
 for (const n of sizes) inProcessRows.push(await inProcess(n));
 console.table(inProcessRows);
+if (values["in-process-only"]) process.exit(0);
 console.log("\n== through Envoy: file change to ACK and to serving, with a client running ==");
 const rows: Record<string, string>[] = [];
 for (const n of sizes) for (const delta of [false, true]) rows.push(await withEnvoy(n, delta));
