@@ -91,7 +91,7 @@ export function mergeContributions(contributions: readonly Contribution[], overr
           from: c.source,
           ...(c.view !== undefined ? { view: c.view } : {}),
           kind: "excluded",
-          reason: `excluded: ${describeSource(overriding.source)} has strategy.inheritance Override, so more specific traffic policies do not apply`,
+          reason: `excluded by ${describeSource(overriding.source)}, whose strategy.inheritance Override excludes more specific traffic policies`,
         });
       }
     }

@@ -104,7 +104,13 @@ function attachedCondition(use: GatewayUse | undefined): Condition {
   const applied = [...(use?.applied ?? [])].sort();
   const lost = use?.notApplied ?? [];
   if (applied.length > 0) {
-    const note = lost.length > 0 ? `; some values are replaced at some points (see sluice explain)` : "";
+    const excluded = lost.find((n) => n.kind === "excluded");
+    const note =
+      excluded !== undefined
+        ? `; its traffic section is ${excluded.reason} (see sluice explain)`
+        : lost.length > 0
+          ? "; some values are replaced by other policies at some points (see sluice explain)"
+          : "";
     return condition("Attached", true, PolicyConditionReason.Attached, `applies ${applied.join(", ")}${note}`);
   }
   if (lost.length === 0) {
@@ -123,7 +129,7 @@ function attachedCondition(use: GatewayUse | undefined): Condition {
       "Attached",
       false,
       PolicyConditionReason.Overridden,
-      `every value it sets is replaced: ${overridden.field ?? ""} ${overridden.reason}`,
+      `every value it sets is replaced; ${overridden.field ?? "its section"}: ${overridden.reason}`,
     );
   }
   const first = lost[0];
@@ -131,7 +137,7 @@ function attachedCondition(use: GatewayUse | undefined): Condition {
     "Attached",
     false,
     PolicyConditionReason.Conflicted,
-    `every value it sets loses a conflict: ${first?.field ?? ""} ${first?.reason ?? ""}`,
+    `every value it sets loses a conflict; ${first?.field ?? "its section"}: ${first?.reason ?? ""}`,
   );
 }
 

@@ -132,8 +132,8 @@ function notAllowed(view: PolicyView, kind: TargetKind, t: PolicyTargetView): st
   for (const s of bad) {
     reasons.push(
       s === "frontend"
-        ? `frontend policies may only target a Gateway, not a ${kind}`
-        : `${s} policies may not target a ${kind}; they may target ${s === "traffic" ? "a Gateway, ListenerSet or HTTPRoute" : "a Gateway, ListenerSet, HTTPRoute, Service or GwBackend"}`,
+        ? `frontend policies may only target a Gateway, not ${kind}`
+        : `${s} policies may not target ${kind}; they may target ${s === "traffic" ? "a Gateway, ListenerSet or HTTPRoute" : "a Gateway, ListenerSet, HTTPRoute, Service or GwBackend"}`,
     );
   }
   if (kind === "Gateway" && t.sectionName !== undefined && present.includes("frontend")) {
@@ -144,7 +144,7 @@ function notAllowed(view: PolicyView, kind: TargetKind, t: PolicyTargetView): st
   if (t.port !== undefined && (kind !== "Gateway" || present.some((s) => s !== "frontend"))) {
     reasons.push(
       kind === "Gateway"
-        ? `port is only valid on frontend policies; this policy also has ${present.filter((s) => s !== "frontend").join(" and ")}`
+        ? `port is only valid on frontend policies; this policy has ${present.filter((s) => s !== "frontend").join(" and ")}`
         : `port is only valid on frontend policies that target a Gateway${kind === "Service" ? "; a Service port is named with sectionName" : ""}`,
     );
   }
