@@ -283,18 +283,17 @@ export class PolicyEngine {
       ...(nonEmpty(post.policy) ? { traffic: post.policy } : {}),
       ...(backends.length > 0 ? { backends } : {}),
     };
-    if (nonEmptyRoutePolicy(policy) !== undefined || notApplied.length > 0) {
-      this.#routeSites.set(siteKey, {
-        gateway,
-        listener: listenerLabel,
-        port: l.listener.port,
-        route: `${routeNs}/${route.metadata.name}`,
-        rule: ruleIndex,
-        ...(rule?.name !== undefined ? { ruleName: rule.name } : {}),
-        policy,
-        notApplied,
-      });
-    }
+    // Every site is kept, with or without policy, so `sluice explain` can show where a route is served.
+    this.#routeSites.set(siteKey, {
+      gateway,
+      listener: listenerLabel,
+      port: l.listener.port,
+      route: `${routeNs}/${route.metadata.name}`,
+      rule: ruleIndex,
+      ...(rule?.name !== undefined ? { ruleName: rule.name } : {}),
+      policy,
+      notApplied,
+    });
     return nonEmptyRoutePolicy(policy);
   }
 
@@ -417,8 +416,13 @@ export class PolicyEngine {
         });
       }
     }
-    const byKey = <T>(m: Map<string, T>) => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map((e) => e[1]);
-    return { routes: byKey(this.#routeSites), listeners: byKey(this.#listenerSites), rejected };
+    const str = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    const routes = [...this.#routeSites.values()].sort(
+      (a, b) => str(a.route, b.route) || a.rule - b.rule || str(a.gateway, b.gateway) || str(a.listener, b.listener),
+    );
+    const listeners = [...this.#listenerSites.values()].sort((a, b) => str(a.gateway, b.gateway) || a.port - b.port);
+    rejected.sort((a, b) => str(a.policy, b.policy) || str(JSON.stringify(a.targetRef), JSON.stringify(b.targetRef)));
+    return { routes, listeners, rejected };
   }
 }
 
