@@ -1,6 +1,7 @@
 // The `sluice` command: dispatches to one module per subcommand.
 
 import { runBootstrap } from "./bootstrap.js";
+import { runExplain } from "./explain.js";
 import { type CommandIO, processIO } from "./io.js";
 import { runRun } from "./run.js";
 import { runServe } from "./serve.js";
@@ -14,6 +15,7 @@ const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
   serve: { run: runServe, help: "serve xDS (ADS) for the Gateways in -f <file|dir>, watching for changes" },
   bootstrap: { run: runBootstrap, help: "print the Envoy bootstrap for --gateway <ns>/<name> against `sluice serve`" },
   translate: { run: runTranslate, help: "print the xDS that would be served for -f <file|dir>" },
+  explain: { run: runExplain, help: "print the effective policy of --route <ns>/<name>[/<rule>] in -f <file|dir>" },
   status: { run: runStatus, help: "print resource status for -f <file|dir> (and --admin <url> xDS status)" },
 };
 
