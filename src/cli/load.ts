@@ -10,7 +10,7 @@ export interface Loaded {
 }
 
 export function translateLoad(load: LoadResult): TranslationResult {
-  return translate(makeInput(load.resources, load.sources), { impliedGatewayClass: true });
+  return translate(makeInput(load.resources, load.sources, load.invalid), { impliedGatewayClass: true });
 }
 
 export async function loadAndTranslate(paths: readonly string[]): Promise<Loaded> {

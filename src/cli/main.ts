@@ -1,6 +1,7 @@
 // The `sluice` command: dispatches to one module per subcommand.
 
 import { runBootstrap } from "./bootstrap.js";
+import { runExplain } from "./explain.js";
 import { type CommandIO, processIO } from "./io.js";
 import { runRun } from "./run.js";
 import { runServe } from "./serve.js";
@@ -16,6 +17,7 @@ const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
   bootstrap: { run: runBootstrap, help: "print the Envoy bootstrap for --gateway <ns>/<name> against `sluice serve`" },
   translate: { run: runTranslate, help: "print the xDS that would be served for -f <file|dir>" },
   validate: { run: runValidate, help: "check -f <file|dir> against the schemas; every problem as file:line: ..." },
+  explain: { run: runExplain, help: "print the effective policy of --route <ns>/<name>[/<rule>] in -f <file|dir>" },
   status: { run: runStatus, help: "print resource status for -f <file|dir> (and --admin <url> xDS status)" },
 };
 

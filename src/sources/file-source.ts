@@ -11,6 +11,7 @@ import { dirname } from "node:path";
 import { type Problem, splitPath } from "../api/problems.js";
 import { describeResource, type Resource, resourceKey, type SourceRef } from "../api/resource.js";
 import { type ValidationResult, validateResource } from "../api/validate.js";
+import type { InvalidResource } from "../translate/input.js";
 import { listYamlFiles } from "./files.js";
 import { type LoadedDocument, parseYamlFile } from "./yaml.js";
 
@@ -28,6 +29,8 @@ export interface LoadResult {
   readonly resources: readonly Resource[];
   readonly sources: ReadonlyMap<string, SourceRef>;
   readonly problems: readonly SourceProblem[];
+  /** Documents left out for failing validation (with a kind and a name), for status. */
+  readonly invalid: readonly InvalidResource[];
 }
 
 /** `file:line: Kind ns/name: spec.path: message`, the format every command prints. */
@@ -126,6 +129,7 @@ export class FileSource {
     for (const file of [...this.#parsed.keys()]) if (!present.has(file)) this.#parsed.delete(file);
 
     const resources = new Map<string, { resource: Resource; source: SourceRef }>();
+    const invalid: InvalidResource[] = [];
     for (const doc of documents) {
       let result = this.#validated.get(doc);
       if (result === undefined) {
@@ -157,6 +161,13 @@ export class FileSource {
       const note = previous ? " (the last valid version keeps serving)" : " (resource left out)";
       problems.push(...docProblems.map((p) => (p.severity === "error" ? { ...p, message: p.message + note } : p)));
       if (previous !== undefined && !resources.has(previous[0])) resources.set(previous[0], previous[1]);
+      else if (guess !== undefined) {
+        invalid.push({
+          kind: (doc.value as { kind: string }).kind,
+          document: doc.value as Resource,
+          problems: result.problems.filter((p) => p.severity === "error").map((p) => `${p.path}: ${p.message}`),
+        });
+      }
     }
     this.#goodResources.clear();
     for (const [k, v] of resources) this.#goodResources.set(k, v);
@@ -165,6 +176,7 @@ export class FileSource {
       resources: [...resources.values()].map((v) => v.resource),
       sources: new Map([...resources].map(([k, v]) => [k, v.source])),
       problems,
+      invalid,
     };
   }
 

@@ -22,6 +22,16 @@ export interface TranslationInput {
   readonly parameters: readonly GwParameters[];
   /** Where each resource came from, keyed by resourceKey(); absent for resources without a file. */
   readonly sources: ReadonlyMap<string, SourceRef>;
+  /** Documents left out because they failed validation; the translator reports them in status. */
+  readonly invalid: readonly InvalidResource[];
+}
+
+export interface InvalidResource {
+  readonly kind: string;
+  /** The document as written (kind and metadata.name are known strings). */
+  readonly document: Resource;
+  /** `path: message` of each error. */
+  readonly problems: readonly string[];
 }
 
 type Bucket = {
@@ -50,12 +60,15 @@ const BUCKET_OF_KIND: Readonly<Record<string, keyof Bucket>> = {
 export function makeInput(
   resources: Iterable<Resource>,
   sources: ReadonlyMap<string, SourceRef> = new Map(),
+  invalid: readonly InvalidResource[] = [],
 ): TranslationInput {
   const b: Record<string, unknown[]> = {};
   for (const key of new Set(Object.values(BUCKET_OF_KIND))) b[key] = [];
   for (const r of resources) {
     const bucket = BUCKET_OF_KIND[r.kind];
     if (bucket !== undefined) b[bucket]?.push(r);
+    // A GwModelList is its items.
+    if (r.kind === "GwModelList") for (const item of (r as { items?: Resource[] }).items ?? []) b["models"]?.push(item);
   }
-  return { ...(b as unknown as Bucket), sources };
+  return { ...(b as unknown as Bucket), sources, invalid };
 }

@@ -18,6 +18,8 @@ export interface ListenerIR {
   readonly protocol: "HTTP" | "HTTPS";
   /** HTTP: one chain for the port. HTTPS: one chain per Gateway listener, chosen by SNI. */
   readonly filterChains: readonly FilterChainIR[];
+  /** Effective frontend policy of the Gateway on this port; absent when no policy applies. */
+  readonly policy?: ListenerPolicyIR;
 }
 
 export interface FilterChainIR {
@@ -104,6 +106,8 @@ export interface RouteIR {
   readonly action: RouteActionIR;
   readonly requestHeaders?: HeaderMutationIR;
   readonly responseHeaders?: HeaderMutationIR;
+  /** Effective traffic and backend policies of this rule, through the listener it is served on; absent when none. */
+  readonly policy?: RoutePolicyIR;
 }
 
 export interface EndpointIR {
@@ -133,3 +137,73 @@ export type ClusterIR =
       readonly http2: boolean;
     }
   | { readonly kind: "unix"; readonly name: string; readonly path: string; readonly http2: boolean };
+
+// ---- Effective policies (src/translate/policy/). Each field keeps the policy it came from, for `sluice explain`.
+
+/**
+ * Where a policy field was attached, least to most specific. `port`: a frontend policy on one port of a Gateway.
+ * `backend`/`backendSection`: a GwPolicy on a Service or GwBackend, or on one Service port / sub-backend of it.
+ * `gwBackend`: the GwBackend's own `spec.policies`; `subBackend`: a provider's or MCP target's own `policies`.
+ */
+export type PolicyLevel =
+  | "gateway"
+  | "port"
+  | "listener"
+  | "route"
+  | "rule"
+  | "backend"
+  | "backendSection"
+  | "gwBackend"
+  | "subBackend";
+
+export interface PolicySourceIR {
+  /** `GwPolicy` for policy resources, `GwBackend` for policies embedded in a GwBackend. */
+  readonly kind: "GwPolicy" | "GwBackend";
+  /** `namespace/name` of that resource. */
+  readonly name: string;
+  readonly level: PolicyLevel;
+  /** The attachment point, e.g. `HTTPRoute default/api rule read` or `Gateway default/gw listener http`. */
+  readonly target: string;
+}
+
+export interface PolicyValueIR {
+  /** The field's value exactly as written in the policy (JSON). */
+  readonly value: unknown;
+  readonly from: PolicySourceIR;
+}
+
+/** One top-level field: a single value, or for authorization fields the combined rules of several policies. */
+export type PolicyFieldIR = PolicyValueIR | { readonly combined: readonly PolicyValueIR[] };
+
+/** A merged policy section: top-level field name → field, keys sorted. */
+export type EffectivePolicyIR = Readonly<Record<string, PolicyFieldIR>>;
+
+export interface ListenerPolicyIR {
+  readonly frontend: EffectivePolicyIR;
+}
+
+export interface SubBackendPolicyIR {
+  /** Provider name (AI backends) or target name (MCP backends). */
+  readonly name: string;
+  readonly policy: EffectivePolicyIR;
+}
+
+export interface BackendPolicyIR {
+  /** `Service ns/name port 8080` or `GwBackend ns/name`. */
+  readonly backend: string;
+  /** Name of the cluster the backendRef resolves to (absent from `clusters` while its backend type is not served). */
+  readonly cluster: string;
+  /** Backend policy for the backend as a whole. */
+  readonly policy: EffectivePolicyIR;
+  /** Per provider / MCP target of a GwBackend, in declaration order; each includes `policy` plus its own levels. */
+  readonly subBackends?: readonly SubBackendPolicyIR[];
+}
+
+export interface RoutePolicyIR {
+  /** Traffic policies with `phase: PreRouting` (Gateway and listener levels only); never merged with `traffic`. */
+  readonly preRouting?: EffectivePolicyIR;
+  /** Traffic policies with `phase: PostRouting` (the default). */
+  readonly traffic?: EffectivePolicyIR;
+  /** One entry per backendRef of the rule that some backend policy applies to, in backendRef order. */
+  readonly backends?: readonly BackendPolicyIR[];
+}

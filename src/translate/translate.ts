@@ -3,6 +3,7 @@
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
+import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
 import { buildXds } from "./xds/build.js";
 import type { XdsResources } from "./xds/resources.js";
@@ -22,12 +23,20 @@ export interface GatewayOutput {
 export interface TranslationResult {
   readonly gateways: readonly GatewayOutput[];
   readonly statuses: readonly ResourceStatus[];
+  /** Effective policy per route rule and Gateway port, with provenance; what `sluice explain` prints. */
+  readonly policies: PolicyReport;
 }
 
 export function translate(input: TranslationInput, opts: TranslateOptions = {}): TranslationResult {
-  const { gateways, statuses } = translateGateways(input, { impliedGatewayClass: opts.impliedGatewayClass ?? false });
+  const policies = new PolicyEngine(input);
+  const { gateways, statuses } = translateGateways(input, {
+    impliedGatewayClass: opts.impliedGatewayClass ?? false,
+    policies,
+  });
   return {
     gateways: gateways.map((ir) => ({ key: ir.key, ir, xds: buildXds(ir) })),
-    statuses,
+    // Policy status comes last: it depends on which routes and backends the Gateways reached.
+    statuses: [...statuses, ...policies.statuses()],
+    policies: policies.report(),
   };
 }

@@ -14,6 +14,7 @@ import { BackendResolver } from "../backend/resolve.js";
 import type { TranslationInput } from "../input.js";
 import type { FilterChainIR, GatewayIR, ListenerIR, RouteConfigIR, RouteIR, SecretIR, VirtualHostIR } from "../ir.js";
 import { gatewayKey, listenerChainName, listenerName, routeConfigName, virtualHostName } from "../names.js";
+import type { PolicyEngine } from "../policy/engine.js";
 import { intersectHostnames } from "../route/hostnames.js";
 import { translateHTTPRouteRules } from "../route/httproute.js";
 import { compareMatches, type RankedMatch } from "../route/precedence.js";
@@ -30,6 +31,8 @@ import { resolveCertificates } from "./certificates.js";
 export interface GatewayTranslateOptions {
   /** File mode: a GatewayClass named `sluice` with Sluice's controller is implied when the input defines none. */
   readonly impliedGatewayClass: boolean;
+  /** Attaches effective policies to listeners and routes; without it the IR carries no policy. */
+  readonly policies?: PolicyEngine;
 }
 
 export interface GatewaysResult {
@@ -215,10 +218,11 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
             l.attachedRoutes++;
             const byHost = hostsByConfig.get(l.routeConfigName);
             if (byHost === undefined) continue;
+            const served = opts.policies?.attachToRules(gw, l.att, route, rules.routes) ?? rules.routes;
             for (const host of hosts) {
               const list = byHost.get(host) ?? [];
               byHost.set(host, list);
-              for (const r of rules.routes) list.push(r);
+              for (const r of served) list.push(r);
             }
           }
         }
@@ -266,6 +270,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
         port,
         protocol: https ? "HTTPS" : "HTTP",
         filterChains,
+        ...opts.policies?.listenerFields(gw, port),
       });
     }
 

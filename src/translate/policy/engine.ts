@@ -1,0 +1,451 @@
+// The policy attachment engine. Built once per translation from every GwPolicy; the Gateway translator asks it for
+// the effective policy of each Gateway port and of each route rule through the listener it is served on. It records
+// what it was asked, so policy status and `sluice explain` come out of the same pass.
+
+import type { Gateway, HTTPRoute, HTTPRouteRule, Listener } from "../../api/gateway-api.js";
+import { GATEWAY_API_GROUP } from "../../api/gateway-api.js";
+import { namespaceOf } from "../../api/resource.js";
+import type { GwBackend, GwPolicy } from "../../api/sluice.js";
+import { referenceAllowed } from "../backend/resolve.js";
+import type { TranslationInput } from "../input.js";
+import type {
+  BackendPolicyIR,
+  EffectivePolicyIR,
+  ListenerPolicyIR,
+  PolicySourceIR,
+  RoutePolicyIR,
+  SubBackendPolicyIR,
+} from "../ir.js";
+import { backendClusterName, serviceClusterName } from "../names.js";
+import type { TranslatedRule } from "../route/httproute.js";
+import type { ResourceStatus } from "../status/conditions.js";
+import { type Contribution, mergeContributions, type NotApplied } from "./merge.js";
+import { type PolicyStatusTracker, policyStatuses, trackerFor } from "./status.js";
+import {
+  type AncestorRef,
+  type Attachment,
+  type AttachmentPoint,
+  pointKey,
+  type Rejection,
+  resolveTargets,
+  SLUICE_GROUP,
+  subBackendsOf,
+} from "./targets.js";
+import { type PolicySection, type PolicyView, readPolicy } from "./view.js";
+
+/** The listener a route is served through (structurally the Gateway translator's attached listener). */
+export interface ListenerRef {
+  readonly listener: Listener;
+  readonly sectionName: string;
+  readonly fromListenerSet: boolean;
+}
+
+/** Which merged policy a not-applied entry belongs to. */
+export type SiteSection = "frontend" | "preRouting" | "traffic" | "backend";
+
+export interface SiteNotApplied {
+  readonly section: SiteSection;
+  /** For the backend section: the backend (and sub-backend) it concerns. */
+  readonly backend?: string;
+  readonly subBackend?: string;
+  readonly from: PolicySourceIR;
+  readonly field?: string;
+  readonly kind: NotApplied["kind"];
+  readonly reason: string;
+}
+
+/** The effective policy of one route rule served through one Gateway listener, with what did not apply. */
+export interface RouteSite {
+  readonly gateway: string;
+  /** `http` for a Gateway listener, `ListenerSet ns/name listener http` for a ListenerSet's. */
+  readonly listener: string;
+  readonly port: number;
+  readonly route: string;
+  readonly rule: number;
+  readonly ruleName?: string;
+  readonly policy: RoutePolicyIR;
+  readonly notApplied: readonly SiteNotApplied[];
+}
+
+export interface ListenerSite {
+  readonly gateway: string;
+  readonly port: number;
+  readonly policy: ListenerPolicyIR;
+  readonly notApplied: readonly SiteNotApplied[];
+}
+
+/** A target a policy names but does not attach to (not found, not allowed, or the policy is invalid). */
+export interface RejectedTarget {
+  readonly policy: string;
+  readonly targetRef: AncestorRef;
+  readonly reason: string;
+  readonly message: string;
+}
+
+export interface PolicyReport {
+  readonly routes: readonly RouteSite[];
+  readonly listeners: readonly ListenerSite[];
+  readonly rejected: readonly RejectedTarget[];
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function nonEmpty(p: EffectivePolicyIR): boolean {
+  return Object.keys(p).length > 0;
+}
+
+export class PolicyEngine {
+  readonly #input: TranslationInput;
+  readonly #views: readonly PolicyView[];
+  readonly #byPoint = new Map<string, Attachment[]>();
+  readonly #attachments: Attachment[] = [];
+  readonly #rejections: Rejection[] = [];
+  readonly #tracker: PolicyStatusTracker = trackerFor();
+  readonly #routeSites = new Map<string, RouteSite>();
+  readonly #listenerSites = new Map<string, ListenerSite>();
+  readonly #servedGateways = new Set<string>();
+
+  constructor(input: TranslationInput) {
+    this.#input = input;
+    this.#views = [
+      ...input.policies.map((p) => readPolicy(p)),
+      // Policies that failed validation attach nowhere, but still get a status saying why.
+      ...input.invalid.filter((r) => r.kind === "GwPolicy").map((r) => readPolicy(r.document as GwPolicy, r.problems)),
+    ];
+    for (const view of this.#views) {
+      if (view.problems.length > 0) continue;
+      const { attachments, rejections } = resolveTargets(input, view);
+      this.#rejections.push(...rejections);
+      for (const a of attachments) {
+        this.#attachments.push(a);
+        const key = pointKey(a.point);
+        const list = this.#byPoint.get(key) ?? [];
+        list.push(a);
+        this.#byPoint.set(key, list);
+      }
+    }
+  }
+
+  #at(point: AttachmentPoint): readonly Attachment[] {
+    return this.#byPoint.get(pointKey(point)) ?? [];
+  }
+
+  #contributions(attachments: readonly Attachment[], section: PolicySection, phase?: string): Contribution[] {
+    const out: Contribution[] = [];
+    for (const a of attachments) {
+      const fields = a.view.sections[section];
+      if (fields === undefined) continue;
+      if (phase !== undefined && a.view.phase !== phase) continue;
+      out.push({
+        source: { kind: "GwPolicy", name: a.view.key, level: a.level, target: a.target },
+        view: a.view,
+        fields,
+        override: section === "traffic" && a.view.inheritance === "Override",
+      });
+    }
+    return out;
+  }
+
+  /** Records a merge for status: which policies reached the Gateway, what applied, what did not and why. */
+  #record(
+    gateway: string,
+    reached: readonly Attachment[],
+    section: SiteSection,
+    merged: ReturnType<typeof mergeContributions>,
+    into: SiteNotApplied[],
+    extra: { backend?: string; subBackend?: string } = {},
+  ): void {
+    const statusSection = section === "preRouting" ? "traffic" : section;
+    for (const a of reached) this.#tracker.reach(a, gateway);
+    for (const { view, field } of merged.applied) {
+      if (view !== undefined) this.#tracker.applied(view, gateway, `${statusSection}.${field}`);
+    }
+    for (const n of merged.notApplied) {
+      if (n.view !== undefined) this.#tracker.notApplied(n.view, gateway, n);
+      into.push({
+        section,
+        ...extra,
+        from: n.from,
+        ...(n.field !== undefined ? { field: n.field } : {}),
+        kind: n.kind,
+        reason: n.reason,
+      });
+    }
+  }
+
+  /** The frontend policy of a Gateway on one port, as the fields to spread into its ListenerIR. */
+  listenerFields(gw: Gateway, port: number): { readonly policy?: ListenerPolicyIR } {
+    const ns = namespaceOf(gw);
+    const gateway = `${ns}/${gw.metadata.name}`;
+    this.#servedGateways.add(gateway);
+    const reached = [
+      ...this.#at({ kind: "Gateway", namespace: ns, name: gw.metadata.name }),
+      ...this.#at({ kind: "Gateway", namespace: ns, name: gw.metadata.name, port }),
+    ];
+    const merged = mergeContributions(this.#contributions(reached, "frontend"), false);
+    const notApplied: SiteNotApplied[] = [];
+    this.#record(
+      gateway,
+      reached.filter((a) => a.view.sections.frontend !== undefined),
+      "frontend",
+      merged,
+      notApplied,
+    );
+    if (!nonEmpty(merged.policy) && notApplied.length === 0) return {};
+    const policy: ListenerPolicyIR = { frontend: merged.policy };
+    this.#listenerSites.set(`${gateway}|${port}`, { gateway, port, policy, notApplied });
+    return nonEmpty(merged.policy) ? { policy } : {};
+  }
+
+  /**
+   * The rules of `route` served through `listener` of `gw`, each with its effective policy. The policy depends on the
+   * listener, so each attachment of a route gets its own copies of the rule IR.
+   */
+  attachToRules(
+    gw: Gateway,
+    listener: ListenerRef,
+    route: HTTPRoute,
+    rules: readonly TranslatedRule[],
+  ): readonly TranslatedRule[] {
+    const cache = new Map<number, RoutePolicyIR | undefined>();
+    return rules.map((r) => {
+      const ruleIndex = r.ranked.rule;
+      if (!cache.has(ruleIndex)) cache.set(ruleIndex, this.#routeSite(gw, listener, route, ruleIndex));
+      const policy = cache.get(ruleIndex);
+      return policy === undefined ? r : { ranked: r.ranked, route: { ...r.route, policy } };
+    });
+  }
+
+  #listenerSetOf(listener: Listener): { namespace: string; name: string } | undefined {
+    // The Gateway translator does not carry the ListenerSet of a listener; the listener object itself identifies it.
+    const ls = this.#input.listenerSets.find((s) => (s.spec?.listeners ?? []).includes(listener));
+    return ls === undefined ? undefined : { namespace: namespaceOf(ls), name: ls.metadata.name };
+  }
+
+  #routeSite(gw: Gateway, l: ListenerRef, route: HTTPRoute, ruleIndex: number): RoutePolicyIR | undefined {
+    const gwNs = namespaceOf(gw);
+    const gateway = `${gwNs}/${gw.metadata.name}`;
+    const routeNs = namespaceOf(route);
+    const rule: HTTPRouteRule | undefined = route.spec.rules?.[ruleIndex];
+    const ls = l.fromListenerSet ? this.#listenerSetOf(l.listener) : undefined;
+    const listenerLabel =
+      ls !== undefined ? `ListenerSet ${ls.namespace}/${ls.name} listener ${l.sectionName}` : l.sectionName;
+    const siteKey = `${gateway}|${listenerLabel}|${routeNs}/${route.metadata.name}|${ruleIndex}`;
+    const known = this.#routeSites.get(siteKey);
+    if (known !== undefined) return nonEmptyRoutePolicy(known.policy);
+
+    const reached: Attachment[] = [...this.#at({ kind: "Gateway", namespace: gwNs, name: gw.metadata.name })];
+    if (ls === undefined) {
+      reached.push(...this.#at({ kind: "Gateway", namespace: gwNs, name: gw.metadata.name, section: l.sectionName }));
+    } else {
+      reached.push(...this.#at({ kind: "ListenerSet", namespace: ls.namespace, name: ls.name }));
+      reached.push(
+        ...this.#at({ kind: "ListenerSet", namespace: ls.namespace, name: ls.name, section: l.sectionName }),
+      );
+    }
+    reached.push(...this.#at({ kind: "HTTPRoute", namespace: routeNs, name: route.metadata.name }));
+    if (rule?.name !== undefined) {
+      reached.push(
+        ...this.#at({ kind: "HTTPRoute", namespace: routeNs, name: route.metadata.name, section: rule.name }),
+      );
+    }
+
+    const notApplied: SiteNotApplied[] = [];
+    const withTraffic = reached.filter((a) => a.view.sections.traffic !== undefined);
+    const pre = mergeContributions(this.#contributions(reached, "traffic", "PreRouting"), true);
+    this.#record(
+      gateway,
+      withTraffic.filter((a) => a.view.phase === "PreRouting"),
+      "preRouting",
+      pre,
+      notApplied,
+    );
+    const post = mergeContributions(this.#contributions(reached, "traffic", "PostRouting"), true);
+    this.#record(
+      gateway,
+      withTraffic.filter((a) => a.view.phase === "PostRouting"),
+      "traffic",
+      post,
+      notApplied,
+    );
+
+    const routeBackend = reached.filter((a) => a.view.sections.backend !== undefined);
+    const backends: BackendPolicyIR[] = [];
+    for (const ref of rule?.backendRefs ?? []) {
+      const b = this.#backendPolicy(gateway, routeNs, ref, routeBackend, notApplied);
+      if (b !== undefined) backends.push(b);
+    }
+    // A Gateway/route-level backend policy applies even to rules without backends the engine can name (redirects).
+    if (rule?.backendRefs === undefined || rule.backendRefs.length === 0) {
+      for (const a of routeBackend) this.#tracker.reach(a, gateway);
+    }
+
+    const policy: RoutePolicyIR = {
+      ...(nonEmpty(pre.policy) ? { preRouting: pre.policy } : {}),
+      ...(nonEmpty(post.policy) ? { traffic: post.policy } : {}),
+      ...(backends.length > 0 ? { backends } : {}),
+    };
+    // Every site is kept, with or without policy, so `sluice explain` can show where a route is served.
+    this.#routeSites.set(siteKey, {
+      gateway,
+      listener: listenerLabel,
+      port: l.listener.port,
+      route: `${routeNs}/${route.metadata.name}`,
+      rule: ruleIndex,
+      ...(rule?.name !== undefined ? { ruleName: rule.name } : {}),
+      policy,
+      notApplied,
+    });
+    return nonEmptyRoutePolicy(policy);
+  }
+
+  #backendPolicy(
+    gateway: string,
+    routeNs: string,
+    ref: { group?: string; kind?: string; name: string; namespace?: string; port?: number },
+    routeLevel: readonly Attachment[],
+    notApplied: SiteNotApplied[],
+  ): BackendPolicyIR | undefined {
+    const group = ref.group ?? "";
+    const kind = ref.kind ?? "Service";
+    const ns = ref.namespace ?? routeNs;
+    const isService = group === "" && kind === "Service";
+    const isBackend = (group === SLUICE_GROUP && kind === "GwBackend") || (group === "" && kind === "Backend");
+    if (!isService && !isBackend) return undefined;
+    // Policies follow traffic: a backendRef the route may not use (no ReferenceGrant) carries none.
+    const refKind = isService ? "Service" : "GwBackend";
+    const to = { group: isService ? "" : SLUICE_GROUP, kind: refKind, namespace: ns, name: ref.name };
+    if (!referenceAllowed(this.#input, { group: GATEWAY_API_GROUP, kind: "HTTPRoute", namespace: routeNs }, to)) {
+      return undefined;
+    }
+
+    if (isService) {
+      const svc = this.#input.services.find((s) => namespaceOf(s) === ns && s.metadata.name === ref.name);
+      if (svc === undefined || ref.port === undefined) return undefined;
+      const own = [
+        ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
+        ...this.#at({ kind: "Service", namespace: ns, name: ref.name, section: String(ref.port) }),
+      ];
+      const backend = `Service ${ns}/${ref.name} port ${ref.port}`;
+      const reached = [...routeLevel, ...own];
+      const merged = mergeContributions(this.#contributions(reached, "backend"), false);
+      this.#record(gateway, reached, "backend", merged, notApplied, { backend });
+      if (!nonEmpty(merged.policy)) return undefined;
+      return { backend, cluster: serviceClusterName(ns, ref.name, ref.port), policy: merged.policy };
+    }
+
+    const be = this.#input.backends.find((b) => namespaceOf(b) === ns && b.metadata.name === ref.name);
+    if (be === undefined) return undefined;
+    const backend = `GwBackend ${ns}/${ref.name}`;
+    const whole = [...routeLevel, ...this.#at({ kind: "GwBackend", namespace: ns, name: ref.name })];
+    const embedded = embeddedContribution(be, backend);
+    const base = [...this.#contributions(whole, "backend"), ...(embedded !== undefined ? [embedded] : [])];
+    const merged = mergeContributions(base, false);
+    this.#record(gateway, whole, "backend", merged, notApplied, { backend });
+
+    const subBackends: SubBackendPolicyIR[] = [];
+    for (const sub of subBackendsOf(be)) {
+      const own = this.#at({ kind: "GwBackend", namespace: ns, name: ref.name, section: sub.name });
+      const contributions = [...base, ...this.#contributions(own, "backend")];
+      if (sub.policies !== undefined) {
+        contributions.push({
+          source: {
+            kind: "GwBackend",
+            name: `${ns}/${ref.name}`,
+            level: "subBackend",
+            target: `${backend} ${sub.type} ${sub.name}`,
+          },
+          fields: sub.policies,
+          override: false,
+        });
+      }
+      const subMerged = mergeContributions(contributions, false);
+      // Only the sub-backend's own attachments are recorded here; the shared ones were recorded with `merged`.
+      const subOnly = { ...subMerged, applied: subMerged.applied.filter((x) => own.some((a) => a.view === x.view)) };
+      this.#record(gateway, own, "backend", subOnly, [], {});
+      // Values that already lost for the backend as a whole are reported once, there.
+      const known = new Set(merged.notApplied.map(notAppliedId));
+      for (const n of subMerged.notApplied) {
+        if (known.has(notAppliedId(n))) continue;
+        notApplied.push({
+          section: "backend",
+          backend,
+          subBackend: sub.name,
+          from: n.from,
+          ...(n.field !== undefined ? { field: n.field } : {}),
+          kind: n.kind,
+          reason: n.reason,
+        });
+      }
+      if (nonEmpty(subMerged.policy)) subBackends.push({ name: sub.name, policy: subMerged.policy });
+    }
+    if (!nonEmpty(merged.policy) && subBackends.length === 0) return undefined;
+    return {
+      backend,
+      cluster: backendClusterName(ns, ref.name),
+      policy: merged.policy,
+      ...(subBackends.length > 0 ? { subBackends } : {}),
+    };
+  }
+
+  /** Status of every GwPolicy, one entry per ancestor (Gateway API policy attachment). */
+  statuses(): ResourceStatus[] {
+    return policyStatuses({
+      views: this.#views,
+      attachments: this.#attachments,
+      rejections: this.#rejections,
+      servedGateways: this.#servedGateways,
+      tracker: this.#tracker,
+    });
+  }
+
+  /** Everything `sluice explain` shows: the effective policy per route rule and listener, and rejected targets. */
+  report(): PolicyReport {
+    const rejected: RejectedTarget[] = this.#rejections.map((r) => ({
+      policy: r.view.key,
+      targetRef: r.targetRef,
+      reason: r.reason,
+      message: r.message,
+    }));
+    for (const v of this.#views) {
+      if (v.problems.length === 0) continue;
+      for (const t of v.targets) {
+        rejected.push({
+          policy: v.key,
+          targetRef: { group: t.group, kind: t.kind, namespace: v.namespace, name: t.name ?? "(selector)" },
+          reason: "Invalid",
+          message: v.problems.join("; "),
+        });
+      }
+    }
+    const str = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    const routes = [...this.#routeSites.values()].sort(
+      (a, b) => str(a.route, b.route) || a.rule - b.rule || str(a.gateway, b.gateway) || str(a.listener, b.listener),
+    );
+    const listeners = [...this.#listenerSites.values()].sort((a, b) => str(a.gateway, b.gateway) || a.port - b.port);
+    rejected.sort((a, b) => str(a.policy, b.policy) || str(JSON.stringify(a.targetRef), JSON.stringify(b.targetRef)));
+    return { routes, listeners, rejected };
+  }
+}
+
+function notAppliedId(n: NotApplied): string {
+  return `${n.from.kind}|${n.from.name}|${n.from.level}|${n.field ?? ""}|${n.reason}`;
+}
+
+function nonEmptyRoutePolicy(p: RoutePolicyIR): RoutePolicyIR | undefined {
+  return Object.keys(p).length > 0 ? p : undefined;
+}
+
+/** A GwBackend's own `spec.policies`, which win over GwPolicy resources (spec: Merge and precedence rule 6). */
+function embeddedContribution(be: GwBackend, backend: string): Contribution | undefined {
+  const spec: unknown = be.spec;
+  const policies = isRecord(spec) ? spec["policies"] : undefined;
+  if (!isRecord(policies)) return undefined;
+  return {
+    source: { kind: "GwBackend", name: `${namespaceOf(be)}/${be.metadata.name}`, level: "gwBackend", target: backend },
+    fields: policies,
+    override: false,
+  };
+}
