@@ -68,7 +68,7 @@ test("explain: Override exclusions, combined authorization rules and rejected ta
   const rejected = await explain(["-f", join(dir, "prerouting-rejected-on-route.in.yaml"), "--route", "default/api"]);
   assert.match(
     rejected.out,
-    /- GwPolicy default\/route-pre: NotAllowed: spec\.targetRefs\[0\]: phase PreRouting requires a Gateway or listener target/,
+    /- GwPolicy default\/route-pre: Invalid: spec\.targetRefs\[0\]\.kind: phase PreRouting requires Gateway or Listener targets/,
   );
 });
 
@@ -77,7 +77,7 @@ test("explain: backend policy per backend and sub-backend", async () => {
   assert.match(out, /GwBackend default\/llm \(cluster backend\/default\/llm\):/);
   assert.match(
     out,
-    /sub-backend primary:\n\s+auth {2}\{"secretRef":\{"name":"primary-key"\}\}\n\s+from GwBackend default\/llm {2}\[subBackend: GwBackend default\/llm provider primary\]/,
+    /sub-backend primary:\n\s+auth {2}\{"secretRef":\{"name":"primary-key"[^\n]*\n\s+from GwBackend default\/llm {2}\[subBackend: GwBackend default\/llm provider primary\]/,
   );
 });
 
