@@ -10,7 +10,7 @@ export const CONDITION_REASONS = {
   Attached: ["Attached", "TargetNotFound", "NotAttached", "Overridden", "Merged"],
   ResolvedRefs: ["ResolvedRefs", "BackendNotFound", "RefNotPermitted", "InvalidKind", "SecretNotFound"],
   Programmed: ["Programmed", "Invalid", "Pending", "NoResources"],
-  Warning: ["NeverMatches", "Deprecated", "Ignored"],
+  Warning: ["NeverMatches", "Deprecated", "Ignored", "NotYetSupported"],
 } as const;
 
 export type ConditionType = keyof typeof CONDITION_REASONS;

@@ -6,6 +6,7 @@ import type { GatewayIR } from "./ir.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
 import { buildXds } from "./xds/build.js";
+import type { PolicyNote } from "./xds/filters/types.js";
 import type { XdsResources } from "./xds/resources.js";
 
 export interface TranslateOptions {
@@ -33,10 +34,50 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     impliedGatewayClass: opts.impliedGatewayClass ?? false,
     policies,
   });
+  const built = gateways.map((ir) => ({ ir, ...buildXds(ir) }));
   return {
-    gateways: gateways.map((ir) => ({ key: ir.key, ir, xds: buildXds(ir) })),
+    gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
     // Policy status comes last: it depends on which routes and backends the Gateways reached.
-    statuses: [...statuses, ...policies.statuses()],
+    statuses: [
+      ...statuses,
+      ...withNotes(
+        policies.statuses(),
+        built.flatMap((b) => b.notes),
+      ),
+    ],
     policies: policies.report(),
   };
+}
+
+/**
+ * Fields accepted but not applied (yet) become a `Warning` condition on every ancestor of the policy they came from,
+ * so nothing is dropped silently. Notes about GwBackend-embedded policies go to the GwBackend's own status later.
+ */
+function withNotes(statuses: readonly ResourceStatus[], notes: readonly PolicyNote[]): ResourceStatus[] {
+  if (notes.length === 0) return [...statuses];
+  const byPolicy = new Map<string, string[]>();
+  for (const n of notes) {
+    if (n.from.kind !== "GwPolicy") continue;
+    const list = byPolicy.get(n.from.name) ?? [];
+    list.push(`${n.field}: ${n.message}`);
+    byPolicy.set(n.from.name, list);
+  }
+  return statuses.map((s) => {
+    const messages = s.kind === "GwPolicy" ? byPolicy.get(`${s.namespace}/${s.name}`) : undefined;
+    if (messages === undefined) return s;
+    const status = s.status as { ancestors: { conditions: unknown[] }[] };
+    const warning = {
+      type: "Warning",
+      status: "True",
+      reason: "NotYetSupported",
+      message: [...new Set(messages)].sort().join("; "),
+    };
+    return {
+      ...s,
+      status: {
+        ...status,
+        ancestors: status.ancestors.map((a) => ({ ...a, conditions: [...a.conditions, warning].slice(0, 8) })),
+      },
+    };
+  });
 }

@@ -2,20 +2,55 @@
 
 import type { GatewayIR } from "../ir.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
+import { buildFilterChain } from "./filters/chain.js";
+import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { buildListener } from "./listener.js";
 import type { XdsResources } from "./resources.js";
 import { buildRouteConfiguration } from "./route.js";
 import { buildSecret } from "./secret.js";
 
-export function buildXds(gw: GatewayIR): XdsResources {
+export interface BuildResult {
+  readonly xds: XdsResources;
+  /** Policy fields accepted but not applied (yet), for status. */
+  readonly notes: readonly PolicyNote[];
+}
+
+export function buildXds(gw: GatewayIR): BuildResult {
+  const notes: PolicyNote[] = [];
+  const seen = new Set<string>();
+  const ctx: BuildContext = {
+    note(from, field, message) {
+      const key = `${from.kind}|${from.name}|${field}|${message}`;
+      if (seen.has(key)) return;
+      seen.add(key);
+      notes.push({ from, field, message });
+    },
+  };
+  const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
+  // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.
+  const chains = new Map(
+    gw.listeners.flatMap((l) =>
+      l.filterChains.map((c) => {
+        const rc = configs.get(c.routeConfigName);
+        return [c.name, buildFilterChain(rc === undefined ? [] : [rc], ctx)] as const;
+      }),
+    ),
+  );
+  const perRoute = new Map([...chains.values()].flatMap((c) => [...c.perRoute]));
+  const extraClusters = new Map([...chains.values()].flatMap((c) => c.clusters.map((cl) => [cl.name, cl] as const)));
+  const clusters = gw.clusters.map(buildCluster);
+  for (const c of clusters) extraClusters.delete(c.name);
   return {
-    clusters: gw.clusters.map(buildCluster),
-    endpoints: gw.clusters.flatMap((c) => {
-      const la = buildLoadAssignment(c);
-      return la === undefined ? [] : [la];
-    }),
-    listeners: gw.listeners.map(buildListener),
-    routes: gw.routeConfigs.map(buildRouteConfiguration),
-    secrets: gw.secrets.map(buildSecret),
+    xds: {
+      clusters: [...clusters, ...[...extraClusters.values()].sort((a, b) => (a.name < b.name ? -1 : 1))],
+      endpoints: gw.clusters.flatMap((c) => {
+        const la = buildLoadAssignment(c);
+        return la === undefined ? [] : [la];
+      }),
+      listeners: gw.listeners.map((l) => buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [])),
+      routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute)),
+      secrets: gw.secrets.map(buildSecret),
+    },
+    notes,
   };
 }

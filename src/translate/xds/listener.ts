@@ -4,7 +4,6 @@ import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { type Listener, ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
-import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
 import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
 import {
   HttpConnectionManager_CodecType,
@@ -12,8 +11,11 @@ import {
 } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import type { FilterChainIR, ListenerIR } from "../ir.js";
+import type { FilterChainResult } from "./filters/chain.js";
 
-function buildHcm(chain: FilterChainIR) {
+type HttpFilters = FilterChainResult["httpFilters"];
+
+function buildHcm(chain: FilterChainIR, httpFilters: HttpFilters) {
   return create(HttpConnectionManagerSchema, {
     statPrefix: chain.name,
     codecType: HttpConnectionManager_CodecType.AUTO,
@@ -27,12 +29,7 @@ function buildHcm(chain: FilterChainIR) {
     normalizePath: true,
     mergeSlashes: true,
     useRemoteAddress: true,
-    httpFilters: [
-      {
-        name: "envoy.filters.http.router",
-        configType: { case: "typedConfig", value: anyPack(RouterSchema, create(RouterSchema)) },
-      },
-    ],
+    httpFilters: [...httpFilters],
   });
 }
 
@@ -53,7 +50,8 @@ function buildTransportSocket(chain: FilterChainIR) {
   };
 }
 
-export function buildListener(l: ListenerIR): Listener {
+/** `filtersOf(chainName)` gives the HTTP filters of each filter chain (see filters/chain.ts). */
+export function buildListener(l: ListenerIR, filtersOf: (chain: string) => HttpFilters): Listener {
   return create(ListenerSchema, {
     name: l.name,
     address: {
@@ -81,7 +79,10 @@ export function buildListener(l: ListenerIR): Listener {
         filters: [
           {
             name: "envoy.filters.network.http_connection_manager",
-            configType: { case: "typedConfig" as const, value: anyPack(HttpConnectionManagerSchema, buildHcm(chain)) },
+            configType: {
+              case: "typedConfig" as const,
+              value: anyPack(HttpConnectionManagerSchema, buildHcm(chain, filtersOf(chain.name))),
+            },
           },
         ],
       };

@@ -7,6 +7,7 @@ import type { ClusterLoadAssignment } from "../../gen/envoy/config/endpoint/v3/e
 import { ClusterLoadAssignmentSchema } from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
 import type { Listener } from "../../gen/envoy/config/listener/v3/listener_pb.js";
 import { ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
+import { FilterConfigSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import type { RouteConfiguration } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
@@ -16,6 +17,7 @@ import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3
 import { SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 
 export interface XdsResources {
   readonly clusters: readonly Cluster[];
@@ -27,6 +29,8 @@ export interface XdsResources {
 
 /** Every message type Sluice packs into an Any, so JSON/YAML output can print typed_config. */
 export const xdsTypeRegistry = createRegistry(
+  FilterConfigSchema,
+  ...HTTP_FILTER_BUILDERS.flatMap((b) => b.schemas),
   ClusterSchema,
   ClusterLoadAssignmentSchema,
   ListenerSchema,

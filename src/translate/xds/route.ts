@@ -1,6 +1,7 @@
 // ListenerIR → RouteConfiguration: virtual hosts per host name, routes in Gateway API precedence order.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import type { Any } from "@bufbuild/protobuf/wkt";
 import {
   HeaderValueOption_HeaderAppendAction,
   type HeaderValueOptionSchema,
@@ -101,9 +102,14 @@ const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCod
   308: RedirectAction_RedirectResponseCode.PERMANENT_REDIRECT,
 };
 
-function buildRoute(r: RouteIR): Init<typeof RouteSchema> {
+function buildRoute(
+  r: RouteIR,
+  perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>>,
+): Init<typeof RouteSchema> {
+  const filterConfigs = perRoute.get(r.name);
   const base: Init<typeof RouteSchema> = {
     name: r.name,
+    ...(filterConfigs !== undefined ? { typedPerFilterConfig: { ...filterConfigs } } : {}),
     match: buildMatch(r.match),
     requestHeadersToAdd: headerOptions(r.requestHeaders),
     requestHeadersToRemove: [...(r.requestHeaders?.remove ?? [])],
@@ -185,7 +191,11 @@ function buildRoute(r: RouteIR): Init<typeof RouteSchema> {
   }
 }
 
-export function buildRouteConfiguration(l: RouteConfigIR): RouteConfiguration {
+/** `perRoute`: typed_per_filter_config by route name, which enables the (disabled) HTTP filters a route needs. */
+export function buildRouteConfiguration(
+  l: RouteConfigIR,
+  perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>> = new Map(),
+): RouteConfiguration {
   return create(RouteConfigurationSchema, {
     name: l.name,
     // Virtual hosts match on the host name alone, whatever port the client put in Host; hosts no route claims
@@ -193,7 +203,7 @@ export function buildRouteConfiguration(l: RouteConfigIR): RouteConfiguration {
     virtualHosts: l.virtualHosts.map((vh) => ({
       name: vh.name,
       domains: [...vh.domains],
-      routes: vh.routes.map(buildRoute),
+      routes: vh.routes.map((r) => buildRoute(r, perRoute)),
     })),
     ignorePortInHostMatching: true,
   });

@@ -1,0 +1,63 @@
+// Assembles the HTTP filter chain of one HttpConnectionManager from the routes it serves.
+
+import { create } from "@bufbuild/protobuf";
+import { type Any, anyPack } from "@bufbuild/protobuf/wkt";
+import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import { FilterConfigSchema } from "../../../gen/envoy/config/route/v3/route_components_pb.js";
+import { RouterSchema } from "../../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
+import type {
+  HttpFilter,
+  HttpFilterSchema,
+} from "../../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
+import type { RouteConfigIR, RouteIR } from "../../ir.js";
+import { HTTP_FILTER_BUILDERS } from "./registry.js";
+import type { BuildContext, FilterInstance, HttpFilterBuilder } from "./types.js";
+
+export interface FilterChainResult {
+  readonly httpFilters: readonly import("@bufbuild/protobuf").MessageInitShape<typeof HttpFilterSchema>[];
+  /** typed_per_filter_config per route (by route name). */
+  readonly perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>>;
+  readonly clusters: readonly Cluster[];
+}
+
+const ROUTER = "envoy.filters.http.router";
+
+export function buildFilterChain(
+  routeConfigs: readonly RouteConfigIR[],
+  ctx: BuildContext,
+  builders: readonly HttpFilterBuilder[] = HTTP_FILTER_BUILDERS,
+): FilterChainResult {
+  const instances = new Map<string, FilterInstance>();
+  const perRoute = new Map<string, Record<string, Any>>();
+  const clusters = new Map<string, Cluster>();
+  const visit = (route: RouteIR) => {
+    for (const b of builders) {
+      const c = b.forRoute(route, ctx);
+      if (c === undefined) continue;
+      for (const cl of c.clusters ?? []) if (!clusters.has(cl.name)) clusters.set(cl.name, cl);
+      for (const f of c.filters ?? []) {
+        if (!instances.has(f.name)) instances.set(f.name, f);
+        const configs = perRoute.get(route.name) ?? {};
+        // FilterConfig enables the (disabled) filter for this route, with the per-route config if there is one.
+        configs[f.name] = anyPack(
+          FilterConfigSchema,
+          create(FilterConfigSchema, { ...(f.perRoute !== undefined ? { config: f.perRoute } : {}), disabled: false }),
+        );
+        perRoute.set(route.name, configs);
+      }
+    }
+  };
+  for (const rc of routeConfigs) for (const vh of rc.virtualHosts) for (const r of vh.routes) visit(r);
+  const ordered = [...instances.values()].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : 1));
+  const httpFilters: FilterChainResult["httpFilters"] = [
+    ...ordered.map((f) => ({
+      name: f.name,
+      disabled: true,
+      configType: { case: "typedConfig" as const, value: f.config },
+    })),
+    { name: ROUTER, configType: { case: "typedConfig" as const, value: anyPack(RouterSchema, create(RouterSchema)) } },
+  ];
+  return { httpFilters, perRoute, clusters: [...clusters.values()] };
+}
+
+export type { HttpFilter };

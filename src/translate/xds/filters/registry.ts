@@ -1,0 +1,5 @@
+// The registered HTTP filter builders. Order in the chain comes from each instance's `order`, not from this list.
+
+import type { HttpFilterBuilder } from "./types.js";
+
+export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [];

@@ -1,0 +1,79 @@
+// The HTTP filter chain framework. Every HttpConnectionManager has the same filters in one fixed order
+// (ARCHITECTURE.md, "Envoy filter chain"); each optional filter is present but `disabled: true` and is enabled per
+// route through typed_per_filter_config. One file per Envoy filter implements HttpFilterBuilder and registers in
+// ./registry.ts.
+
+import type { DescMessage } from "@bufbuild/protobuf";
+import type { Any } from "@bufbuild/protobuf/wkt";
+import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import type { EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, RouteIR } from "../../ir.js";
+
+/** Positions in the chain (ARCHITECTURE.md); gaps leave room. Lower runs first. */
+export const FilterOrder = {
+  cors: 100,
+  jwtAuthn: 200,
+  sluiceAuthn: 300,
+  userExtAuthz: 400,
+  authorization: 500,
+  localRateLimit: 600,
+  globalRateLimit: 650,
+  buffer: 700,
+  userExtProc: 750,
+  sluiceExtProc: 800,
+  csrf: 850,
+  headerMutation: 900,
+  fault: 950,
+} as const;
+
+/** One filter in the chain. Several routes asking for the same `name` share it; the first config wins. */
+export interface FilterInstance {
+  /** Unique name in the chain, e.g. `envoy.filters.http.cors` or `sluice.user_ext_authz/<id>` for one of several. */
+  readonly name: string;
+  readonly order: number;
+  /** Listener-level config (the filter is added with `disabled: true` and enabled per route). */
+  readonly config: Any;
+  /** Per-route config; when absent the route enables the filter with its listener-level config. */
+  readonly perRoute?: Any;
+}
+
+/** What a builder adds to one route. */
+export interface RouteContribution {
+  readonly filters?: readonly FilterInstance[];
+  /** Clusters the filter calls (a JWKS server, a rate limit service, an ext_authz service, ...). */
+  readonly clusters?: readonly Cluster[];
+}
+
+/** A policy field Sluice accepts but cannot apply yet (reported in the policy's status, never dropped silently). */
+export interface PolicyNote {
+  readonly from: PolicySourceIR;
+  readonly field: string;
+  readonly message: string;
+}
+
+export interface BuildContext {
+  /** Reports a field that is accepted but not (yet) applied, with the reason. */
+  note(from: PolicySourceIR, field: string, message: string): void;
+}
+
+export interface HttpFilterBuilder {
+  /** For docs and errors. */
+  readonly id: string;
+  /** Message types this builder packs into Any, for printing (`sluice translate`, goldens). */
+  readonly schemas: readonly DescMessage[];
+  /** What this builder adds for one route, from its effective policies; undefined when nothing. */
+  forRoute(route: RouteIR, ctx: BuildContext): RouteContribution | undefined;
+}
+
+/** The post-routing traffic field `name` of a route, if set (single value; combined fields return undefined). */
+export function trafficField(route: RouteIR, name: string): { value: unknown; from: PolicySourceIR } | undefined {
+  return singleField(route.policy?.traffic, name);
+}
+
+export function singleField(
+  policy: EffectivePolicyIR | undefined,
+  name: string,
+): { value: unknown; from: PolicySourceIR } | undefined {
+  const f: PolicyFieldIR | undefined = policy?.[name];
+  if (f === undefined || "combined" in f) return undefined;
+  return f;
+}
