@@ -7,6 +7,7 @@ import { FileSource, formatProblem, type SourceProblem } from "../sources/file-s
 import type { ResourceStatus } from "../translate/status/conditions.js";
 import { buildSnapshot, type XdsLogger, XdsServer } from "../xds-server/index.js";
 import { translateLoad } from "./load.js";
+import { defaultServices, type SluiceService } from "./services.js";
 
 export interface SluiceServerOptions {
   readonly paths: readonly string[];
@@ -32,6 +33,7 @@ export interface ReloadStats {
 export class SluiceServer {
   readonly xds: XdsServer;
   readonly #source: FileSource;
+  readonly #services: readonly SluiceService[];
   readonly #opts: SluiceServerOptions;
   #admin: Server | undefined;
   #gateways = new Set<string>();
@@ -53,6 +55,7 @@ export class SluiceServer {
       error: (m, f) => opts.log(`xds error: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
     };
     this.xds = new XdsServer({ logger });
+    this.#services = defaultServices({ log: opts.log });
   }
 
   get gateways(): readonly string[] {
@@ -61,7 +64,15 @@ export class SluiceServer {
 
   async start(): Promise<void> {
     await this.reload();
-    this.xdsPort = (await this.xds.start({ host: this.#opts.xdsHost, port: this.#opts.xdsPort })).port;
+    this.xdsPort = (
+      await this.xds.start({
+        host: this.#opts.xdsHost,
+        port: this.#opts.xdsPort,
+        addServices: (server) => {
+          for (const s of this.#services) s.addTo(server);
+        },
+      })
+    ).port;
     this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);
     await this.#source.watch(() => void this.reload());
@@ -87,6 +98,8 @@ export class SluiceServer {
     const started = performance.now();
     const load = await this.#source.load();
     const result = translateLoad(load);
+    // Services learn the new policy tables before Envoy can learn their ids.
+    for (const s of this.#services) s.update(result);
     const rejected: string[] = [];
     const served = new Set<string>();
     for (const g of result.gateways) {

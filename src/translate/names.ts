@@ -37,3 +37,6 @@ export function serviceClusterName(namespace: string, service: string, port: num
 export function backendClusterName(namespace: string, backend: string): string {
   return `backend/${namespace}/${backend}`;
 }
+
+/** The bootstrap cluster (deploy/envoy/bootstrap.yaml) through which Envoy calls Sluice's own gRPC services. */
+export const SLUICE_SERVICES_CLUSTER = "sluice_services";

@@ -19,6 +19,8 @@ export interface ListenOptions {
   readonly host: string;
   /** 0 picks a free port. */
   readonly port: number;
+  /** Adds other gRPC services (Sluice's ext_authz, ext_proc) to the same server and port. */
+  readonly addServices?: (server: grpc.Server) => void;
 }
 
 interface OpenCall {
@@ -96,6 +98,7 @@ export class XdsServer {
       "grpc.http2.min_ping_interval_without_data_ms": 5_000,
     });
     this.addTo(server);
+    options.addServices?.(server);
     const address = options.host.includes(":")
       ? `[${options.host}]:${options.port}`
       : `${options.host}:${options.port}`;
