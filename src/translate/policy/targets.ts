@@ -179,6 +179,28 @@ function objectsOf(input: TranslationInput, kind: TargetKind): readonly Named[] 
   }
 }
 
+/** Objects by kind and namespace, built once per input: resolving targets must not scan every route per policy. */
+const INDEX = new WeakMap<TranslationInput, Map<string, Named[]>>();
+
+/** Objects of `kind` in `ns`, or only the one called `name` when given. */
+function objectsIn(input: TranslationInput, kind: TargetKind, ns: string, name?: string): readonly Named[] {
+  let index = INDEX.get(input);
+  if (index === undefined) {
+    index = new Map();
+    for (const k of ["Gateway", "ListenerSet", "HTTPRoute", "Service", "GwBackend"] as const) {
+      for (const o of objectsOf(input, k)) {
+        for (const key of [`${k}|${namespaceOf(o)}`, `${k}|${namespaceOf(o)}|${o.metadata.name}`]) {
+          const list = index.get(key) ?? [];
+          list.push(o);
+          index.set(key, list);
+        }
+      }
+    }
+    INDEX.set(input, index);
+  }
+  return index.get(name === undefined ? `${kind}|${ns}` : `${kind}|${ns}|${name}`) ?? [];
+}
+
 function describe(kind: TargetKind, ns: string, name: string): string {
   return `${kind} ${ns}/${name}`;
 }
@@ -230,11 +252,10 @@ export function resolveTargets(input: TranslationInput, view: PolicyView): Resol
       continue;
     }
 
-    const candidates = objectsOf(input, kind).filter((o) => namespaceOf(o) === ns);
     const matched =
       t.matchLabels !== undefined
-        ? candidates.filter((o) => labelsMatch(o.metadata.labels, t.matchLabels ?? {}))
-        : candidates.filter((o) => o.metadata.name === t.name);
+        ? objectsIn(input, kind, ns).filter((o) => labelsMatch(o.metadata.labels, t.matchLabels ?? {}))
+        : objectsIn(input, kind, ns, t.name);
     if (matched.length === 0) {
       rejections.push({
         view,
