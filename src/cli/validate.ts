@@ -2,25 +2,21 @@
 // `file:line: Kind ns/name: spec.path: message`. Exit code 0 when there is no error (warnings allowed), 1 otherwise,
 // 2 for a usage error.
 
-import { readFile } from "node:fs/promises";
-import { type Problem, splitPath } from "../api/problems.js";
-import { validateResource } from "../api/validate.js";
-import { listYamlFiles } from "../sources/files.js";
-import { parseYamlFile } from "../sources/yaml.js";
+import { FileSource, formatProblem as formatSourceProblem, type SourceProblem } from "../sources/file-source.js";
 
 export interface CliIO {
   readonly stdout: (s: string) => void;
   readonly stderr: (s: string) => void;
 }
 
+/** A problem as `sluice validate` reports it: `resource` is empty for problems of a whole file. */
 export interface ReportedProblem {
   readonly file: string;
   readonly line: number;
-  /** `Kind ns/name`; empty for problems of a whole file (YAML syntax, unreadable file). */
   readonly resource: string;
   readonly path: string;
   readonly message: string;
-  readonly severity: Problem["severity"];
+  readonly severity: SourceProblem["severity"];
 }
 
 export interface ValidateReport {
@@ -36,86 +32,25 @@ Validates GwPolicy, GwBackend, GwModel, GwParameters and the Gateway API and cor
 Exit code: 0 when there is no error (warnings allowed), 1 when there is one, 2 for a usage error.
 `;
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function label(doc: unknown): string {
-  if (!isRecord(doc)) return "document";
-  const kind = typeof doc["kind"] === "string" && doc["kind"] !== "" ? doc["kind"] : "(no kind)";
-  const meta = isRecord(doc["metadata"]) ? doc["metadata"] : {};
-  const name = typeof meta["name"] === "string" && meta["name"] !== "" ? meta["name"] : "(no name)";
-  const ns = typeof meta["namespace"] === "string" && meta["namespace"] !== "" ? meta["namespace"] : "default";
-  return `${kind} ${ns}/${name}`;
-}
-
-/** Validates the YAML files under `paths`; the report lists problems in file, then document, then field order. */
+/** Validates the YAML files under `paths` exactly as `sluice serve` loads them (one FileSource, no last-good). */
 export async function validatePaths(paths: readonly string[]): Promise<ValidateReport> {
-  const problems: ReportedProblem[] = [];
-  let documents = 0;
-  let valid = 0;
-  const seen = new Map<string, string>();
-  for (const path of paths) {
-    let files: string[];
-    try {
-      files = await listYamlFiles(path);
-    } catch (e) {
-      problems.push({ file: path, line: 0, resource: "", path: "", message: errorText(e), severity: "error" });
-      continue;
-    }
-    for (const file of files) {
-      let text: string;
-      try {
-        text = await readFile(file, "utf8");
-      } catch (e) {
-        problems.push({ file, line: 0, resource: "", path: "", message: errorText(e), severity: "error" });
-        continue;
-      }
-      const parsed = parseYamlFile(file, text);
-      for (const p of parsed.problems) {
-        problems.push({ file, line: p.line, resource: "", path: "", message: p.message, severity: "error" });
-      }
-      for (const doc of parsed.documents) {
-        documents++;
-        const result = validateResource(doc.value);
-        const resource = label(doc.value);
-        for (const p of result.problems) {
-          const line = doc.source.lineOf?.(splitPath(p.path)) ?? doc.source.line;
-          problems.push({ file, line, resource, path: p.path, message: p.message, severity: p.severity });
-        }
-        if (result.resource === undefined) continue;
-        const key = `${result.resource.kind}/${resource}`;
-        const first = seen.get(key);
-        if (first !== undefined) {
-          problems.push({
-            file,
-            line: doc.source.line,
-            resource,
-            path: "",
-            message: `defined twice; first at ${first}`,
-            severity: "error",
-          });
-          continue;
-        }
-        seen.set(key, `${file}:${doc.source.line}`);
-        valid++;
-      }
-    }
-  }
-  return { documents, valid, problems };
-}
-
-function errorText(e: unknown): string {
-  if (isRecord(e) && e["code"] === "ENOENT") return "no such file or directory";
-  return e instanceof Error ? e.message : String(e);
+  const load = await new FileSource(paths).load();
+  return {
+    documents: load.documents,
+    valid: load.resources.length,
+    problems: load.problems.map((p) => ({
+      file: p.file,
+      line: p.line,
+      resource: p.resource ?? "",
+      path: p.path,
+      message: p.message,
+      severity: p.severity,
+    })),
+  };
 }
 
 export function formatProblem(p: ReportedProblem): string {
-  const parts = [`${p.file}:${p.line}`];
-  if (p.resource !== "") parts.push(p.resource);
-  if (p.path !== "") parts.push(p.path);
-  parts.push(p.severity === "warning" ? `warning: ${p.message}` : p.message);
-  return parts.join(": ");
+  return formatSourceProblem({ ...p, ...(p.resource === "" ? { resource: undefined } : {}) } as SourceProblem);
 }
 
 export async function runValidate(argv: string[], io: CliIO): Promise<number> {

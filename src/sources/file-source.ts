@@ -23,9 +23,13 @@ export interface SourceProblem {
   readonly path: string;
   readonly message: string;
   readonly severity: "error" | "warning";
+  /** What serving does about it, e.g. `resource left out`; printed in parentheses (not by `sluice validate`). */
+  readonly consequence?: string;
 }
 
 export interface LoadResult {
+  /** Documents read (before validation). */
+  readonly documents: number;
   readonly resources: readonly Resource[];
   readonly sources: ReadonlyMap<string, SourceRef>;
   readonly problems: readonly SourceProblem[];
@@ -39,7 +43,7 @@ export function formatProblem(p: SourceProblem): string {
   if (p.resource !== undefined) parts.push(p.resource);
   if (p.path !== "") parts.push(p.path);
   parts.push(p.severity === "warning" ? `warning: ${p.message}` : p.message);
-  return parts.join(": ");
+  return parts.join(": ") + (p.consequence !== undefined ? ` (${p.consequence})` : "");
 }
 
 function guessDescription(doc: unknown): string | undefined {
@@ -61,6 +65,12 @@ function toSourceProblem(doc: LoadedDocument, p: Problem): SourceProblem {
     message: p.message,
     severity: p.severity,
   };
+}
+
+function readError(e: unknown): string {
+  return (e as { code?: string }).code === "ENOENT"
+    ? "no such file or directory"
+    : `cannot read: ${(e as Error).message}`;
 }
 
 export class FileSource {
@@ -86,13 +96,7 @@ export class FileSource {
       try {
         files.push(...(await listYamlFiles(p)));
       } catch (e) {
-        problems.push({
-          file: p,
-          line: 1,
-          path: "",
-          message: `cannot read: ${(e as Error).message}`,
-          severity: "error",
-        });
+        problems.push({ file: p, line: 0, path: "", message: readError(e), severity: "error" });
       }
     }
     const documents: LoadedDocument[] = [];
@@ -101,7 +105,7 @@ export class FileSource {
       try {
         text = await readFile(file, "utf8");
       } catch (e) {
-        problems.push({ file, line: 1, path: "", message: `cannot read: ${(e as Error).message}`, severity: "error" });
+        problems.push({ file, line: 0, path: "", message: readError(e), severity: "error" });
         continue;
       }
       const cached = this.#parsed.get(file);
@@ -114,8 +118,9 @@ export class FileSource {
             file,
             line: p.line,
             path: "",
-            message: `YAML syntax error: ${p.message}${kept ? " (this file's last valid contents keep serving)" : ""}`,
+            message: `YAML syntax error: ${p.message}`,
             severity: "error",
+            ...(kept ? { consequence: "this file's last valid contents keep serving" } : {}),
           });
         }
         documents.push(...(kept ?? []));
@@ -147,8 +152,9 @@ export class FileSource {
             line: doc.source.line,
             resource: describeResource(result.resource),
             path: "",
-            message: `duplicate of the resource defined at ${dup.source.file}:${dup.source.line}; this one is ignored`,
+            message: `defined twice; first at ${dup.source.file}:${dup.source.line}`,
             severity: "error",
+            consequence: "this one is ignored",
           });
           continue;
         }
@@ -158,8 +164,8 @@ export class FileSource {
       // Invalid: keep serving the last valid version of the same resource, if there is one.
       const guess = guessDescription(doc.value);
       const previous = [...this.#goodResources.entries()].find(([, v]) => describeResource(v.resource) === guess);
-      const note = previous ? " (the last valid version keeps serving)" : " (resource left out)";
-      problems.push(...docProblems.map((p) => (p.severity === "error" ? { ...p, message: p.message + note } : p)));
+      const consequence = previous ? "the last valid version keeps serving" : "resource left out";
+      problems.push(...docProblems.map((p) => (p.severity === "error" ? { ...p, consequence } : p)));
       if (previous !== undefined && !resources.has(previous[0])) resources.set(previous[0], previous[1]);
       else if (guess !== undefined) {
         invalid.push({
@@ -173,6 +179,7 @@ export class FileSource {
     for (const [k, v] of resources) this.#goodResources.set(k, v);
 
     return {
+      documents: documents.length,
       resources: [...resources.values()].map((v) => v.resource),
       sources: new Map([...resources].map(([k, v]) => [k, v.source])),
       problems,
