@@ -3,11 +3,7 @@
 // 2 for a usage error.
 
 import { FileSource, formatProblem as formatSourceProblem, type SourceProblem } from "../sources/file-source.js";
-
-export interface CliIO {
-  readonly stdout: (s: string) => void;
-  readonly stderr: (s: string) => void;
-}
+import type { CommandIO } from "./io.js";
 
 /** A problem as `sluice validate` reports it: `resource` is empty for problems of a whole file. */
 export interface ReportedProblem {
@@ -53,7 +49,7 @@ export function formatProblem(p: ReportedProblem): string {
   return formatSourceProblem({ ...p, ...(p.resource === "" ? { resource: undefined } : {}) } as SourceProblem);
 }
 
-export async function runValidate(argv: string[], io: CliIO): Promise<number> {
+export async function runValidate(argv: string[], io: CommandIO): Promise<number> {
   const paths: string[] = [];
   let output = "text";
   for (let i = 0; i < argv.length; i++) {
@@ -92,7 +88,7 @@ export async function runValidate(argv: string[], io: CliIO): Promise<number> {
   return errors > 0 ? 1 : 0;
 }
 
-function usage(io: CliIO, message: string): number {
+function usage(io: CommandIO, message: string): number {
   io.stderr(`sluice validate: ${message}\n\n${USAGE}`);
   return 2;
 }
