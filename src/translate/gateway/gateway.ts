@@ -186,7 +186,12 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
         let message = `no listener of Gateway ${key} matches sectionName/port of this parentRef`;
         for (const l of candidates) {
           if (!l.valid) continue;
-          if (!namespaceAllowed(input, l.att, routeNs) || !kindAllowed(l.att.listener)) {
+          if (!kindAllowed(l.att.listener)) {
+            reason = RouteConditionReason.NotAllowedByListeners;
+            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow the HTTPRoute kind (allowedRoutes.kinds)`;
+            continue;
+          }
+          if (!namespaceAllowed(input, l.att, routeNs)) {
             reason = RouteConditionReason.NotAllowedByListeners;
             message = `listener ${l.att.sectionName} of Gateway ${key} does not allow HTTPRoutes from namespace ${routeNs}`;
             continue;
