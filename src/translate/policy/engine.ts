@@ -128,6 +128,33 @@ export class PolicyEngine {
     }
   }
 
+  /** Ids of attachments, for memo keys. */
+  readonly #ids = new Map<Attachment, number>();
+  /** Merges of the same attachments are the same: most rules only see Gateway- and listener-level policies. */
+  readonly #merges = new Map<string, ReturnType<typeof mergeContributions>>();
+
+  #merged(
+    reached: readonly Attachment[],
+    section: PolicySection,
+    phase?: string,
+  ): ReturnType<typeof mergeContributions> {
+    let key = `${section}|${phase ?? ""}`;
+    for (const a of reached) {
+      let id = this.#ids.get(a);
+      if (id === undefined) {
+        id = this.#ids.size;
+        this.#ids.set(a, id);
+      }
+      key += `|${id}`;
+    }
+    let merged = this.#merges.get(key);
+    if (merged === undefined) {
+      merged = mergeContributions(this.#contributions(reached, section, phase), section === "traffic");
+      this.#merges.set(key, merged);
+    }
+    return merged;
+  }
+
   #at(point: AttachmentPoint): readonly Attachment[] {
     return this.#byPoint.get(pointKey(point)) ?? [];
   }
@@ -184,7 +211,7 @@ export class PolicyEngine {
       ...this.#at({ kind: "Gateway", namespace: ns, name: gw.metadata.name }),
       ...this.#at({ kind: "Gateway", namespace: ns, name: gw.metadata.name, port }),
     ];
-    const merged = mergeContributions(this.#contributions(reached, "frontend"), false);
+    const merged = this.#merged(reached, "frontend");
     const notApplied: SiteNotApplied[] = [];
     this.#record(
       gateway,
@@ -254,7 +281,7 @@ export class PolicyEngine {
 
     const notApplied: SiteNotApplied[] = [];
     const withTraffic = reached.filter((a) => a.view.sections.traffic !== undefined);
-    const pre = mergeContributions(this.#contributions(reached, "traffic", "PreRouting"), true);
+    const pre = this.#merged(reached, "traffic", "PreRouting");
     this.#record(
       gateway,
       withTraffic.filter((a) => a.view.phase === "PreRouting"),
@@ -262,7 +289,7 @@ export class PolicyEngine {
       pre,
       notApplied,
     );
-    const post = mergeContributions(this.#contributions(reached, "traffic", "PostRouting"), true);
+    const post = this.#merged(reached, "traffic", "PostRouting");
     this.#record(
       gateway,
       withTraffic.filter((a) => a.view.phase === "PostRouting"),
@@ -330,7 +357,7 @@ export class PolicyEngine {
       ];
       const backend = `Service ${ns}/${ref.name} port ${ref.port}`;
       const reached = [...routeLevel, ...own];
-      const merged = mergeContributions(this.#contributions(reached, "backend"), false);
+      const merged = this.#merged(reached, "backend");
       this.#record(gateway, reached, "backend", merged, notApplied, { backend });
       if (!nonEmpty(merged.policy)) return undefined;
       return { backend, cluster: serviceClusterName(ns, ref.name, ref.port), policy: merged.policy };
