@@ -1,0 +1,81 @@
+// Envoy NACKs a configuration it cannot accept (here a route regex RE2 rejects, which JavaScript accepts): Sluice
+// records the NACK with Envoy's own message (status, metrics, `sluice status --admin`), Envoy keeps serving its last
+// good configuration, and the next good change is applied.
+
+import assert from "node:assert/strict";
+import { after, test } from "node:test";
+import { main } from "../../src/cli/main.js";
+import { type EchoBody, freePort, request, startEchoUpstream, waitFor } from "../helpers/net.js";
+import { startSluice, startTestEnvoy, tempConfigDir } from "../helpers/processes.js";
+
+const cfg = tempConfigDir();
+after(() => cfg.cleanup());
+
+function yaml(port: number, upstreamPort: number, extraMatch: string): string {
+  return `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: default }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /ok } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: up }]
+    - matches: [${extraMatch}]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: up }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: up, namespace: default }
+spec: { static: { host: 127.0.0.1, port: ${upstreamPort} } }
+`;
+}
+
+test("a NACK is recorded with Envoy's message and the last good config keeps serving", async () => {
+  const upstream = await startEchoUpstream("up");
+  const port = await freePort();
+  cfg.write("all.yaml", yaml(port, upstream.port, "{ path: { type: PathPrefix, value: /second } }"));
+  const sluice = await startSluice("serve", cfg.dir);
+  const envoy = await startTestEnvoy({ gateway: "default/gw", xdsPort: sluice.xdsPort, delta: false });
+  try {
+    await waitFor("the good config", async () => ((await request(port, "/second")).status === 200 ? true : undefined));
+    // Lookahead is valid JavaScript but not RE2: Envoy rejects the RouteConfiguration.
+    cfg.write("all.yaml", yaml(port, upstream.port, '{ path: { type: RegularExpression, value: "^/(?=x)y" } }'));
+    const nack = await waitFor("the NACK", async () => {
+      const s = (await (await fetch(`http://127.0.0.1:${sluice.adminPort}/status/xds`)).json()) as {
+        streams: { types: { typeUrl: string; lastNack?: { message: string } }[] }[];
+      };
+      return s.streams.flatMap((st) => st.types).find((t) => t.lastNack !== undefined)?.lastNack;
+    });
+    assert.match(nack.message, /regex|RE2|invalid/i);
+    // Envoy kept its last good routes.
+    assert.equal((JSON.parse((await request(port, "/second")).body) as EchoBody).upstream, "up");
+    assert.equal((await request(port, "/ok")).status, 200);
+    const metrics = await (await fetch(`http://127.0.0.1:${sluice.adminPort}/metrics`)).text();
+    assert.match(metrics, /sluice_xds_nacks_total [1-9]/);
+    let out = "";
+    const code = await main(["status", "--admin", `http://127.0.0.1:${sluice.adminPort}`], {
+      stdout: (t) => (out += t),
+      stderr: () => {},
+    });
+    assert.equal(code, 0);
+    assert.match(out, /lastNack/);
+    // A good change afterwards is applied.
+    cfg.write("all.yaml", yaml(port, upstream.port, "{ path: { type: PathPrefix, value: /third } }"));
+    await waitFor("the next good config", async () =>
+      (await request(port, "/third")).status === 200 ? true : undefined,
+    );
+    assert.equal((await request(port, "/second")).status, 404);
+  } finally {
+    await envoy.stop();
+    await sluice.stop();
+    await upstream.close();
+  }
+});
