@@ -192,3 +192,35 @@ export interface ReferenceGrantSpec {
   readonly to: readonly { readonly group: string; readonly kind: string; readonly name?: string }[];
 }
 export type ReferenceGrant = Resource<"ReferenceGrant", ReferenceGrantSpec>;
+
+export interface GRPCMethodMatch {
+  readonly type?: "Exact" | "RegularExpression";
+  readonly service?: string;
+  readonly method?: string;
+}
+export interface GRPCRouteMatch {
+  readonly method?: GRPCMethodMatch;
+  readonly headers?: readonly HTTPHeaderMatch[];
+}
+export interface GRPCRouteFilter {
+  readonly type: "RequestHeaderModifier" | "ResponseHeaderModifier" | "RequestMirror" | "ExtensionRef";
+  readonly requestHeaderModifier?: HTTPHeaderFilter;
+  readonly responseHeaderModifier?: HTTPHeaderFilter;
+  readonly requestMirror?: HTTPRequestMirrorFilter;
+}
+export interface GRPCBackendRef extends BackendObjectReference {
+  readonly weight?: number;
+  readonly filters?: readonly GRPCRouteFilter[];
+}
+export interface GRPCRouteRule {
+  readonly name?: string;
+  readonly matches?: readonly GRPCRouteMatch[];
+  readonly filters?: readonly GRPCRouteFilter[];
+  readonly backendRefs?: readonly GRPCBackendRef[];
+}
+export interface GRPCRouteSpec {
+  readonly parentRefs?: readonly ParentReference[];
+  readonly hostnames?: readonly string[];
+  readonly rules?: readonly GRPCRouteRule[];
+}
+export type GRPCRoute = Resource<"GRPCRoute", GRPCRouteSpec>;

@@ -109,6 +109,10 @@ export const KINDS: ReadonlyMap<string, KindDef> = new Map<string, KindDef>([
     { apiVersions: [gw, `${GATEWAY_API_GROUP}/v1beta1`], namespaced: true, validate: (d) => envelopeOnly(d, true) },
   ],
   [
+    "GRPCRoute",
+    { apiVersions: [gw, `${GATEWAY_API_GROUP}/v1alpha2`], namespaced: true, validate: (d) => envelopeOnly(d, true) },
+  ],
+  [
     "ListenerSet",
     { apiVersions: [gw, `${GATEWAY_API_X_GROUP}/v1alpha1`], namespaced: true, validate: (d) => envelopeOnly(d, true) },
   ],

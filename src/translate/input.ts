@@ -1,7 +1,7 @@
 // What the translator reads: validated resources grouped by kind. Built by the sources; never mutated.
 
 import type { ConfigMap, EndpointSlice, Namespace, Secret, Service } from "../api/core.js";
-import type { Gateway, GatewayClass, HTTPRoute, ListenerSet, ReferenceGrant } from "../api/gateway-api.js";
+import type { Gateway, GatewayClass, GRPCRoute, HTTPRoute, ListenerSet, ReferenceGrant } from "../api/gateway-api.js";
 import type { Resource, SourceRef } from "../api/resource.js";
 import type { GwBackend, GwModel, GwParameters, GwPolicy } from "../api/sluice.js";
 
@@ -10,6 +10,7 @@ export interface TranslationInput {
   readonly gateways: readonly Gateway[];
   readonly listenerSets: readonly ListenerSet[];
   readonly httpRoutes: readonly HTTPRoute[];
+  readonly grpcRoutes: readonly GRPCRoute[];
   readonly referenceGrants: readonly ReferenceGrant[];
   readonly services: readonly Service[];
   readonly endpointSlices: readonly EndpointSlice[];
@@ -44,6 +45,7 @@ const BUCKET_OF_KIND: Readonly<Record<string, keyof Bucket>> = {
   ListenerSet: "listenerSets",
   XListenerSet: "listenerSets",
   HTTPRoute: "httpRoutes",
+  GRPCRoute: "grpcRoutes",
   ReferenceGrant: "referenceGrants",
   Service: "services",
   EndpointSlice: "endpointSlices",

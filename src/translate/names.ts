@@ -26,16 +26,23 @@ export function secretName(namespace: string, name: string): string {
   return `secret/${namespace}/${name}`;
 }
 
-export function routeName(namespace: string, route: string, rule: number, match: number): string {
-  return `httproute/${namespace}/${route}/rule/${rule}/match/${match}`;
+export function routeName(
+  namespace: string,
+  route: string,
+  rule: number,
+  match: number,
+  kind: "httproute" | "grpcroute" = "httproute",
+): string {
+  return `${kind}/${namespace}/${route}/rule/${rule}/match/${match}`;
 }
 
-export function serviceClusterName(namespace: string, service: string, port: number): string {
-  return `service/${namespace}/${service}/port/${port}`;
+/** `h2`: the cluster of a Service port forced to HTTP/2 (GRPCRoute backends), beside its plain one. */
+export function serviceClusterName(namespace: string, service: string, port: number, h2 = false): string {
+  return `service/${namespace}/${service}/port/${port}${h2 ? "/h2" : ""}`;
 }
 
-export function backendClusterName(namespace: string, backend: string): string {
-  return `backend/${namespace}/${backend}`;
+export function backendClusterName(namespace: string, backend: string, h2 = false): string {
+  return `backend/${namespace}/${backend}${h2 ? "/h2" : ""}`;
 }
 
 /** The bootstrap cluster (deploy/envoy/bootstrap.yaml) through which Envoy calls Sluice's own gRPC services. */

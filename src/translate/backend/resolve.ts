@@ -44,7 +44,11 @@ export class BackendResolver {
     return [...this.#clusters.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  resolve(ref: BackendObjectReference, from: { group: string; kind: string; namespace: string }): ResolvedBackend {
+  resolve(
+    ref: BackendObjectReference,
+    from: { group: string; kind: string; namespace: string },
+    opts: { http2?: boolean } = {},
+  ): ResolvedBackend {
     const group = ref.group ?? "";
     const kind = ref.kind ?? "Service";
     const namespace = ref.namespace ?? from.namespace;
@@ -65,6 +69,10 @@ export class BackendResolver {
         reason: RouteConditionReason.InvalidKind,
         message: `backendRef kind ${group === "" ? "" : `${group}/`}${kind} is not supported; use a Service or a sluice.dev GwBackend`,
       };
+    }
+    if (result.ok && opts.http2 && !result.cluster.http2) {
+      // gRPC needs HTTP/2 even where the Service does not say so: a separate cluster, so HTTP routes keep HTTP/1.
+      result = { ok: true, cluster: { ...result.cluster, name: `${result.cluster.name}/h2`, http2: true } };
     }
     if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
     return result;

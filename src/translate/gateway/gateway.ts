@@ -4,6 +4,7 @@ import {
   GATEWAY_API_GROUP,
   GATEWAY_API_X_GROUP,
   type Gateway,
+  type GRPCRoute,
   type HTTPRoute,
   type Listener,
   type ParentReference,
@@ -15,6 +16,7 @@ import type { TranslationInput } from "../input.js";
 import type { FilterChainIR, GatewayIR, ListenerIR, RouteConfigIR, RouteIR, SecretIR, VirtualHostIR } from "../ir.js";
 import { gatewayKey, listenerChainName, listenerName, routeConfigName, virtualHostName } from "../names.js";
 import type { PolicyEngine } from "../policy/engine.js";
+import { asHTTPRoute } from "../route/grpcroute.js";
 import { intersectHostnames } from "../route/hostnames.js";
 import { translateHTTPRouteRules } from "../route/httproute.js";
 import { compareMatches, type RankedMatch } from "../route/precedence.js";
@@ -103,10 +105,10 @@ function namespaceAllowed(input: TranslationInput, l: AttachedListener, routeNs:
   });
 }
 
-function kindAllowed(l: Listener): boolean {
+function kindAllowed(l: Listener, kind: "HTTPRoute" | "GRPCRoute"): boolean {
   const kinds = l.allowedRoutes?.kinds;
   if (kinds === undefined || kinds.length === 0) return true;
-  return kinds.some((k) => (k.group ?? GATEWAY_API_GROUP) === GATEWAY_API_GROUP && k.kind === "HTTPRoute");
+  return kinds.some((k) => (k.group ?? GATEWAY_API_GROUP) === GATEWAY_API_GROUP && k.kind === kind);
 }
 
 function gatewayListeners(input: TranslationInput, gw: Gateway): AttachedListener[] {
@@ -137,7 +139,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
   const gateways: GatewayIR[] = [];
   const statuses: ResourceStatus[] = [];
   // Route status accumulates a parent entry per (route, parentRef) over all Gateways.
-  const routeParents = new Map<HTTPRoute, unknown[]>();
+  const routeParents = new Map<HTTPRoute | GRPCRoute, unknown[]>();
 
   const ours = input.gateways
     .filter((g) => classes.has(g.spec.gatewayClassName))
@@ -171,7 +173,11 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
     for (const l of listeners)
       if (l.valid && !hostsByConfig.has(l.routeConfigName)) hostsByConfig.set(l.routeConfigName, new Map());
 
-    for (const route of input.httpRoutes) {
+    const allRoutes: { kind: "HTTPRoute" | "GRPCRoute"; route: HTTPRoute; source: HTTPRoute | GRPCRoute }[] = [
+      ...input.httpRoutes.map((route) => ({ kind: "HTTPRoute" as const, route, source: route })),
+      ...input.grpcRoutes.map((g) => ({ kind: "GRPCRoute" as const, route: asHTTPRoute(g), source: g })),
+    ];
+    for (const { kind: routeKind, route, source } of allRoutes) {
       const routeNs = namespaceOf(route);
       (route.spec.parentRefs ?? []).forEach((ref) => {
         if (!refersToGateway(ref, routeNs, gw)) return;
@@ -186,14 +192,14 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
         let message = `no listener of Gateway ${key} matches sectionName/port of this parentRef`;
         for (const l of candidates) {
           if (!l.valid) continue;
-          if (!kindAllowed(l.att.listener)) {
+          if (!kindAllowed(l.att.listener, routeKind)) {
             reason = RouteConditionReason.NotAllowedByListeners;
-            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow the HTTPRoute kind (allowedRoutes.kinds)`;
+            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow the ${routeKind} kind (allowedRoutes.kinds)`;
             continue;
           }
           if (!namespaceAllowed(input, l.att, routeNs)) {
             reason = RouteConditionReason.NotAllowedByListeners;
-            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow HTTPRoutes from namespace ${routeNs}`;
+            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow ${routeKind}s from namespace ${routeNs}`;
             continue;
           }
           const hosts = intersectHostnames(l.att.listener.hostname, route.spec.hostnames);
@@ -208,7 +214,10 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
           parentConditions.push(condition("Accepted", false, reason, message));
         } else {
           parentConditions.push(condition("Accepted", true, RouteConditionReason.Accepted, "attached"));
-          const rules = translateHTTPRouteRules(route, resolver);
+          const rules =
+            routeKind === "GRPCRoute"
+              ? translateHTTPRouteRules(route, resolver, { http2: true, kind: "grpcroute" })
+              : translateHTTPRouteRules(route, resolver);
           parentConditions.push(
             rules.unresolved.length === 0
               ? condition("ResolvedRefs", true, RouteConditionReason.ResolvedRefs, "all references resolved")
@@ -231,13 +240,13 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
             }
           }
         }
-        const parents = routeParents.get(route) ?? [];
+        const parents = routeParents.get(source) ?? [];
         parents.push({
           parentRef: ref,
           controllerName: SLUICE_CONTROLLER_NAME,
           conditions: parentConditions,
         });
-        routeParents.set(route, parents);
+        routeParents.set(source, parents);
       });
     }
 
@@ -291,7 +300,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
 
   for (const [route, parents] of routeParents) {
     statuses.push({
-      kind: "HTTPRoute",
+      kind: route.kind,
       namespace: namespaceOf(route),
       name: route.metadata.name,
       status: { parents },
@@ -430,7 +439,10 @@ function gatewayStatus(gw: Gateway, listeners: readonly ListenerState[]): Resour
         .map((l) => ({
           name: l.att.sectionName,
           attachedRoutes: l.attachedRoutes,
-          supportedKinds: [{ group: GATEWAY_API_GROUP, kind: "HTTPRoute" }],
+          supportedKinds: [
+            { group: GATEWAY_API_GROUP, kind: "HTTPRoute" },
+            { group: GATEWAY_API_GROUP, kind: "GRPCRoute" },
+          ],
           conditions: l.conditions,
         })),
     },

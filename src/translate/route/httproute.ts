@@ -68,9 +68,21 @@ function filterOf<K extends keyof HTTPRouteFilter>(
   return filters?.find((f) => f.type === type)?.[key];
 }
 
-export function translateHTTPRouteRules(route: HTTPRoute, resolver: BackendResolver): RouteRulesResult {
+export interface RuleOptions {
+  /** GRPCRoute backends are reached over HTTP/2 whatever the Service says. */
+  readonly http2?: boolean;
+  /** Route kind in Envoy route names (`httproute/...`, `grpcroute/...`). */
+  readonly kind?: "httproute" | "grpcroute";
+}
+
+export function translateHTTPRouteRules(
+  route: HTTPRoute,
+  resolver: BackendResolver,
+  opts: RuleOptions = {},
+): RouteRulesResult {
   const ns = namespaceOf(route);
-  const from = { group: GATEWAY_API_GROUP, kind: "HTTPRoute", namespace: ns };
+  const from = { group: GATEWAY_API_GROUP, kind: opts.kind === "grpcroute" ? "GRPCRoute" : "HTTPRoute", namespace: ns };
+  const resolveOpts = opts.http2 ? { http2: true } : {};
   const routes: TranslatedRule[] = [];
   const unresolved: { reason: string; message: string }[] = [];
   const created = (route.metadata as { creationTimestamp?: string }).creationTimestamp ?? "";
@@ -86,7 +98,7 @@ export function translateHTTPRouteRules(route: HTTPRoute, resolver: BackendResol
     const mirrors: { cluster: string; percent: number }[] = [];
     for (const f of filters ?? []) {
       if (f.type !== "RequestMirror" || f.requestMirror === undefined) continue;
-      const r = resolver.resolve(f.requestMirror.backendRef, from);
+      const r = resolver.resolve(f.requestMirror.backendRef, from, resolveOpts);
       if (!r.ok) {
         unresolved.push(r);
         continue;
@@ -111,7 +123,7 @@ export function translateHTTPRouteRules(route: HTTPRoute, resolver: BackendResol
       const backends: WeightedBackendIR[] = [];
       for (const ref of rule.backendRefs ?? []) {
         const weight = ref.weight ?? 1;
-        const r = resolver.resolve(ref, from);
+        const r = resolver.resolve(ref, from, resolveOpts);
         if (!r.ok) {
           unresolved.push(r);
           continue;
@@ -152,7 +164,7 @@ export function translateHTTPRouteRules(route: HTTPRoute, resolver: BackendResol
     matches.forEach((m, matchIndex) => {
       const match = matchIR(m);
       const ir: RouteIR = {
-        name: routeName(ns, route.metadata.name, ruleIndex, matchIndex),
+        name: routeName(ns, route.metadata.name, ruleIndex, matchIndex, opts.kind),
         match,
         action,
         ...(requestHeaders !== undefined ? { requestHeaders } : {}),
