@@ -5,6 +5,7 @@ import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
+import { sluiceKindStatuses } from "./status/sluice-kinds.js";
 import { buildXds } from "./xds/build.js";
 import type { PolicyNote } from "./xds/filters/types.js";
 import type { XdsResources } from "./xds/resources.js";
@@ -44,6 +45,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
         policies.statuses(),
         built.flatMap((b) => b.notes),
       ),
+      ...sluiceKindStatuses(input),
     ],
     policies: policies.report(),
   };

@@ -1,0 +1,58 @@
+// Status of GwBackend and GwModel resources (GwPolicy status comes from the attachment engine). Timestamp-free, like
+// every translator output; a status writer adds lastTransitionTime when it writes to an API server.
+
+import { namespaceOf, type Resource } from "../../api/resource.js";
+import type { InvalidResource, TranslationInput } from "../input.js";
+import { type Condition, condition, type ResourceStatus } from "./conditions.js";
+
+/** The GwBackend variants the translator turns into clusters today. */
+const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static"]);
+
+function variantOf(spec: unknown): string | undefined {
+  if (typeof spec !== "object" || spec === null) return undefined;
+  return Object.keys(spec).find((k) => k !== "policies");
+}
+
+function invalidStatus(r: InvalidResource, conditions: (c: Condition) => unknown): ResourceStatus {
+  return {
+    kind: r.kind,
+    namespace: namespaceOf(r.document),
+    name: r.document.metadata.name,
+    status: conditions(condition("Accepted", false, "Invalid", r.problems.join("; "))),
+  };
+}
+
+export function sluiceKindStatuses(
+  input: TranslationInput,
+  servedVariants = SERVED_BACKEND_VARIANTS,
+): ResourceStatus[] {
+  const out: ResourceStatus[] = [];
+  for (const be of input.backends) {
+    const variant = variantOf(be.spec) ?? "none";
+    const conditions: Condition[] = [condition("Accepted", true, "Accepted", `${variant} backend accepted`)];
+    if (!servedVariants.has(variant)) {
+      conditions.push(
+        condition("Warning", true, "NotYetSupported", `the ${variant} backend type is accepted but not served yet`),
+      );
+    }
+    out.push({ kind: "GwBackend", namespace: namespaceOf(be), name: be.metadata.name, status: { conditions } });
+  }
+  for (const model of input.models) {
+    const parents = ((model as Resource<string, { parentRefs?: unknown[] }>).spec.parentRefs ?? []).map(
+      (parentRef) => ({
+        parentRef,
+        controllerName: "sluice.dev/gateway-controller",
+        conditions: [
+          condition("Accepted", true, "Accepted", "model accepted"),
+          condition("Warning", true, "NotYetSupported", "GwModel routing is accepted but not served yet"),
+        ],
+      }),
+    );
+    out.push({ kind: "GwModel", namespace: namespaceOf(model), name: model.metadata.name, status: { parents } });
+  }
+  for (const r of input.invalid) {
+    if (r.kind === "GwBackend") out.push(invalidStatus(r, (c) => ({ conditions: [c] })));
+    if (r.kind === "GwModel") out.push(invalidStatus(r, (c) => ({ parents: [], conditions: [c] })));
+  }
+  return out.sort((a, b) => (a.kind + a.namespace + a.name < b.kind + b.namespace + b.name ? -1 : 1));
+}
