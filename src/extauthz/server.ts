@@ -30,6 +30,8 @@ import { parseQuery } from "./credentials.js";
 
 /** The context extension carrying the policy id. */
 export const POLICY_CONTEXT_KEY = "sluice.policy";
+/** The gRPC metadata carrying the policy id where Envoy has no context extensions (network ext_authz). */
+export const POLICY_METADATA_KEY = "x-sluice-policy";
 // Where Envoy's jwt_authn filter puts the verified payload; shared with the native RBAC translation.
 export { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY };
 
@@ -68,10 +70,17 @@ export interface ExtAuthzOptions {
 
 export const EMPTY_POLICY: ExtAuthzPolicy = { authorization: EMPTY_AUTHORIZATION, jwt: false };
 
-/** Decides one CheckRequest. Never throws; an internal failure denies. */
-export async function check(request: CheckRequest, options: ExtAuthzOptions): Promise<CheckResponse> {
+/**
+ * Decides one CheckRequest. Never throws; an internal failure denies. The policy id comes from the context extension
+ * `sluice.policy` (HTTP), else from `metadataId`, the `x-sluice-policy` gRPC metadata (network ext_authz).
+ */
+export async function check(
+  request: CheckRequest,
+  options: ExtAuthzOptions,
+  metadataId?: string,
+): Promise<CheckResponse> {
   const attrs = request.attributes;
-  const id = attrs?.contextExtensions[POLICY_CONTEXT_KEY];
+  const id = attrs?.contextExtensions[POLICY_CONTEXT_KEY] ?? metadataId;
   const policy = id === undefined ? undefined : options.policies().get(id);
   if (policy === undefined) {
     options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: id ?? null });
@@ -80,6 +89,10 @@ export async function check(request: CheckRequest, options: ExtAuthzOptions): Pr
   const activation = buildActivation(request, policy.jwt);
   const metadata: JsonObject = {};
   const upstream: HeaderValueOption[] = [];
+  // Identity headers are Sluice's to set: a client-sent value never reaches the upstream (anonymous requests too).
+  const remove: string[] = [];
+  if (policy.upstreamHeaders?.basicAuthUsername !== undefined) remove.push(policy.upstreamHeaders.basicAuthUsername);
+  if (policy.upstreamHeaders?.apiKeyMetadata !== undefined) remove.push(policy.upstreamHeaders.apiKeyMetadata);
   let identity: CelActivation = activation;
 
   if (policy.basicAuth !== undefined) {
@@ -108,12 +121,23 @@ export async function check(request: CheckRequest, options: ExtAuthzOptions): Pr
   }
   const decision = authorize(policy.authorization, identity);
   if (!decision.allowed) return denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "forbidden", []);
+  if (upstream.length === 0 && remove.length === 0 && Object.keys(metadata).length === 0) return OK;
+  const set = new Set(upstream.map((h) => h.header?.key));
   return create(CheckResponseSchema, {
     status: { code: GRPC_OK },
-    httpResponse: { case: "okResponse", value: { headers: upstream } },
+    httpResponse: {
+      case: "okResponse",
+      value: { headers: upstream, headersToRemove: remove.filter((h) => !set.has(h)) },
+    },
     ...(Object.keys(metadata).length > 0 ? { dynamicMetadata: metadata } : {}),
   });
 }
+
+// Responses are only serialized, never mutated, so the plain OK is shared.
+const OK: CheckResponse = create(CheckResponseSchema, {
+  status: { code: GRPC_OK },
+  httpResponse: { case: "okResponse", value: {} },
+});
 
 /** The CEL activation for a CheckRequest. */
 export function buildActivation(request: CheckRequest, jwt: boolean): CelActivation {
@@ -222,7 +246,8 @@ function denied(grpcCode: number, http: StatusCode, body: string, headers: Heade
 export function addExtAuthzService(server: grpc.Server, options: ExtAuthzOptions): void {
   addGrpcService(server, Authorization, {
     check: (call, callback) => {
-      check(call.request, options).then(
+      const fromMetadata = call.metadata.get(POLICY_METADATA_KEY)[0];
+      check(call.request, options, typeof fromMetadata === "string" ? fromMetadata : undefined).then(
         (r) => callback(null, r),
         (e: unknown) => {
           // A bug, not user input: deny rather than let Envoy apply its failure mode to an error status.
