@@ -7,8 +7,18 @@ import type { BuildContext } from "./types.js";
 
 const plans = new WeakMap<object, WeakMap<EffectivePolicyIR, HttpAuthzPlan | null>>();
 
+const PRE_ROUTING_FIELDS = ["authorization", "basicAuthentication", "apiKeyAuthentication"] as const;
+
 export function routeAuthzPlan(route: RouteIR, ctx: BuildContext): HttpAuthzPlan | undefined {
   const authz = ctx.authz;
+  const pre = route.policy?.preRouting;
+  for (const field of PRE_ROUTING_FIELDS) {
+    const f = pre?.[field];
+    if (f === undefined) continue;
+    for (const v of "combined" in f ? f.combined : [f]) {
+      ctx.note(v.from, `traffic.${field}`, "phase PreRouting is not applied yet; with PostRouting it applies");
+    }
+  }
   const traffic = route.policy?.traffic;
   if (authz === undefined || traffic === undefined) return undefined;
   let byTraffic = plans.get(authz);
