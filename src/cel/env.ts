@@ -12,6 +12,7 @@ import {
   CelScalar,
   type CelValue,
   celEnv,
+  celMap,
   isCelError,
   parse,
   plan,
@@ -19,7 +20,7 @@ import {
 import { strings } from "@bufbuild/cel/ext";
 import type { Expr, ParsedExpr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import type { Registry } from "@bufbuild/protobuf";
-import { netFunctions, netRegistry } from "./net.js";
+import { netFunctions, netRegistry, registerNetLiterals } from "./net.js";
 
 /** The variables of the spec's CEL environment. */
 export const SPEC_VARIABLES = ["request", "source", "jwt", "apiKey", "basicAuth", "extauthz", "llm"] as const;
@@ -138,6 +139,8 @@ export function compileExpression(text: string, environment: CelEnvironment = sp
     problems.push(offset === undefined ? { message } : { message, position: positionAt(text, offset) });
   });
   if (problems.length > 0) return { errors: problems };
+  // `cidr('10.0.0.0/8')` and `ip('...')` literals are parsed here once, not on every evaluation.
+  registerNetLiterals(ast.expr);
   let run: CompiledExpr["run"];
   try {
     run = plan(environment.env, ast) as CompiledExpr["run"];
@@ -153,10 +156,10 @@ export function referencedVariables(compiled: CompiledExpr): ReadonlySet<string>
 }
 
 /** Evaluates a compiled expression. Never throws; a missing variable or field is an error, not an exception. */
-export function evaluate(compiled: CompiledExpr, activation: CelActivation): EvalResult {
+export function evaluate(compiled: CompiledExpr, activation: CelActivation | PreparedActivation): EvalResult {
   let result: CelValue | Error;
   try {
-    result = compiled.run(activation as Record<string, CelInput>);
+    result = compiled.run(prepareActivation(activation).input);
   } catch (e) {
     return { error: errorMessage(e) };
   }
@@ -165,12 +168,66 @@ export function evaluate(compiled: CompiledExpr, activation: CelActivation): Eva
 }
 
 /** True only when the expression evaluates to boolean `true`; errors and non-booleans do not match (spec rule). */
-export function matches(compiled: CompiledExpr, activation: CelActivation): boolean {
+export function matches(compiled: CompiledExpr, activation: CelActivation | PreparedActivation): boolean {
   try {
-    return compiled.run(activation as Record<string, CelInput>) === true;
+    return compiled.run(prepareActivation(activation).input) === true;
   } catch {
     return false;
   }
+}
+
+const PREPARED = Symbol("sluice.cel.prepared");
+
+/**
+ * An activation converted once into CEL values. @bufbuild/cel converts a plain object variable into a CEL map on
+ * every access (Object.entries + a new Map), so an activation evaluated by several expressions is prepared first.
+ */
+export interface PreparedActivation {
+  readonly [PREPARED]: true;
+  readonly input: Record<string, CelInput>;
+}
+
+/** Converts an activation into CEL values (idempotent). Maps are wrapped, not copied. */
+export function prepareActivation(activation: CelActivation | PreparedActivation): PreparedActivation {
+  if (PREPARED in activation) return activation as PreparedActivation;
+  const a = activation as CelActivation;
+  const input: Record<string, CelInput> = {};
+  for (const name in a) {
+    const value = a[name];
+    if (value === undefined) continue;
+    if (name === "request") {
+      const r = value as NonNullable<CelActivation["request"]>;
+      input[name] = celMap(
+        new Map<string, CelInput>([
+          ["method", r.method],
+          ["path", r.path],
+          ["host", r.host],
+          ["scheme", r.scheme],
+          ["headers", celMap(r.headers as Map<string, string>)],
+          ["query", celMap(r.query as Map<string, string>)],
+        ]),
+      );
+    } else if (name === "source") {
+      const s = value as NonNullable<CelActivation["source"]>;
+      input[name] = celMap(
+        new Map<string, CelInput>([
+          ["address", s.address],
+          ["port", s.port],
+        ]),
+      );
+    } else if (isPlainObject(value)) {
+      input[name] = celMap(new Map(Object.entries(value)) as Map<string, CelInput>);
+    } else {
+      input[name] = value as CelInput;
+    }
+  }
+  return { [PREPARED]: true, input };
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
 }
 
 /**

@@ -13,6 +13,8 @@ export {
   evaluate,
   MAX_EXPRESSION_LENGTH,
   matches,
+  type PreparedActivation,
+  prepareActivation,
   referencedVariables,
   SPEC_VARIABLES,
   type SpecVariable,

@@ -9,8 +9,9 @@
 
 import type { CelFunc } from "@bufbuild/cel";
 import { CelScalar, celFunc, celMethod, objectType } from "@bufbuild/cel";
+import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, createFileRegistry, type DescMessage, type Registry } from "@bufbuild/protobuf";
-import type { ReflectMessage } from "@bufbuild/protobuf/reflect";
+import { type ReflectMessage, reflect } from "@bufbuild/protobuf/reflect";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 
 const TYPE_BYTES = 12;
@@ -187,13 +188,16 @@ function masked(addr: IpBytes, prefix: number): IpBytes {
   return out;
 }
 
-/** Builds the CEL `IP` value for an address (used for `source.address`). */
-export function ipValue(addr: IpBytes) {
-  return create(ipDesc, { addr });
+/**
+ * Builds the CEL `IP` value for an address (used for `source.address`). Values are reflected messages, which CEL
+ * takes as they are; a plain message would be reflected again on every access.
+ */
+export function ipValue(addr: IpBytes): ReflectMessage {
+  return reflect(ipDesc, create(ipDesc, { addr }));
 }
 
-function cidrValue(c: ParsedCidr) {
-  return create(cidrDesc, { addr: c.addr, prefix: c.prefix });
+function cidrValue(c: ParsedCidr): ReflectMessage {
+  return reflect(cidrDesc, create(cidrDesc, { addr: c.addr, prefix: c.prefix }));
 }
 
 // The messages are built from the descriptors above, so their shapes are known; protobuf-es types them generically.
@@ -247,11 +251,65 @@ function isGlobalUnicast(b: IpBytes): boolean {
   return !isUnspecified(b) && !isLoopback(b) && !isMulticast(b) && !isLinkLocalUnicast(b);
 }
 
+// Values of `cidr('<literal>')` and `ip('<literal>')` found in compiled expressions, so an evaluation does not parse
+// the literal again (about half the cost of a typical CIDR rule). Bounded: past the limit, literals are parsed per call.
+const LITERAL_LIMIT = 10_000;
+const cidrLiterals = new Map<string, ReturnType<typeof cidrValue>>();
+const ipLiterals = new Map<string, ReturnType<typeof ipValue>>();
+
+/** Records the `cidr`/`ip` string literals of an expression (called by compileExpression). */
+export function registerNetLiterals(expr: Expr | undefined): void {
+  if (expr === undefined) return;
+  const k = expr.exprKind;
+  switch (k.case) {
+    case "callExpr": {
+      const arg = k.value.args[0];
+      if (
+        k.value.target === undefined &&
+        k.value.args.length === 1 &&
+        arg?.exprKind.case === "constExpr" &&
+        arg.exprKind.value.constantKind.case === "stringValue"
+      ) {
+        const text = arg.exprKind.value.constantKind.value;
+        if (k.value.function === "cidr" && !cidrLiterals.has(text) && cidrLiterals.size < LITERAL_LIMIT) {
+          const c = parseCidr(text);
+          if (c !== undefined) cidrLiterals.set(text, cidrValue(c));
+        } else if (k.value.function === "ip" && !ipLiterals.has(text) && ipLiterals.size < LITERAL_LIMIT) {
+          const ip = parseIp(text);
+          if (ip !== undefined) ipLiterals.set(text, ipValue(ip));
+        }
+      }
+      registerNetLiterals(k.value.target);
+      for (const a of k.value.args) registerNetLiterals(a);
+      return;
+    }
+    case "selectExpr":
+      registerNetLiterals(k.value.operand);
+      return;
+    case "listExpr":
+      for (const e of k.value.elements) registerNetLiterals(e);
+      return;
+    case "structExpr":
+      for (const e of k.value.entries) {
+        if (e.keyKind.case === "mapKey") registerNetLiterals(e.keyKind.value);
+        registerNetLiterals(e.value);
+      }
+      return;
+    case "comprehensionExpr":
+      for (const e of [k.value.iterRange, k.value.accuInit, k.value.loopCondition, k.value.loopStep, k.value.result]) {
+        registerNetLiterals(e);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
 const { STRING, BOOL, INT } = CelScalar;
 
 /** The functions of the library, to add to a CEL environment together with `netRegistry`. */
 export const netFunctions: readonly CelFunc[] = [
-  celFunc("ip", [STRING], IP_TYPE, (s) => ipValue(mustIp(s))),
+  celFunc("ip", [STRING], IP_TYPE, (s) => ipLiterals.get(s) ?? ipValue(mustIp(s))),
   celFunc("isIP", [STRING], BOOL, (s) => parseIp(s) !== undefined),
   celFunc("ip.isCanonical", [STRING], BOOL, (s) => formatIp(mustIp(s)) === s),
   celFunc("string", [IP_TYPE], STRING, (v) => formatIp(ipOf(v))),
@@ -273,14 +331,14 @@ export const netFunctions: readonly CelFunc[] = [
   celMethod("isGlobalUnicast", IP_TYPE, [], BOOL, function () {
     return isGlobalUnicast(ipOf(this));
   }),
-  celFunc("cidr", [STRING], CIDR_TYPE, (s) => cidrValue(mustCidr(s))),
+  celFunc("cidr", [STRING], CIDR_TYPE, (s) => cidrLiterals.get(s) ?? cidrValue(mustCidr(s))),
   celFunc("isCIDR", [STRING], BOOL, (s) => parseCidr(s) !== undefined),
   celFunc("string", [CIDR_TYPE], STRING, (v) => {
     const c = cidrOf(v);
     return `${formatIp(c.addr)}/${c.prefix}`;
   }),
   celMethod("containsIP", CIDR_TYPE, [IP_TYPE], BOOL, function (ip) {
-    const c = cidrOf(this);
+    const c = this.message as unknown as CidrShape;
     return prefixContains(c.addr, c.prefix, ipOf(ip));
   }),
   celMethod("containsIP", CIDR_TYPE, [STRING], BOOL, function (s) {

@@ -2,15 +2,18 @@
 
 import { FileSource, type LoadResult } from "../sources/file-source.js";
 import { makeInput } from "../translate/input.js";
-import { type TranslationResult, translate } from "../translate/translate.js";
+import { type TranslateOptions, type TranslationResult, translate } from "../translate/translate.js";
 
 export interface Loaded {
   readonly load: LoadResult;
   readonly result: TranslationResult;
 }
 
-export function translateLoad(load: LoadResult): TranslationResult {
-  return translate(makeInput(load.resources, load.sources, load.invalid), { impliedGatewayClass: true });
+export function translateLoad(
+  load: LoadResult,
+  opts: Omit<TranslateOptions, "impliedGatewayClass"> = {},
+): TranslationResult {
+  return translate(makeInput(load.resources, load.sources, load.invalid), { ...opts, impliedGatewayClass: true });
 }
 
 export async function loadAndTranslate(paths: readonly string[]): Promise<Loaded> {

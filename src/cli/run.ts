@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type EnvoyProcess, renderBootstrap, startEnvoy } from "./envoy.js";
 import type { CommandIO } from "./io.js";
-import { parsePort, SERVER_OPTIONS, untilSignal } from "./serve.js";
+import { parseAuthorizationPath, parsePort, SERVER_OPTIONS, untilSignal } from "./serve.js";
 import { SluiceServer } from "./server.js";
 
 export async function runRun(argv: string[], io: CommandIO): Promise<number> {
@@ -79,6 +79,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
     xdsPort: parsePort("xds-port", values["xds-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
+    authorizationPath: parseAuthorizationPath(values["authorization-path"]),
     log,
     onGateways: syncEnvoys,
   });

@@ -1,6 +1,7 @@
 // `sluice serve -f <file|dir>`: serve xDS for the Gateways in the files, watching them for changes.
 
 import { parseArgs } from "node:util";
+import type { AuthorizationPath } from "../translate/authz/plan.js";
 import type { CommandIO } from "./io.js";
 import { SluiceServer } from "./server.js";
 
@@ -10,7 +11,15 @@ export const SERVER_OPTIONS = {
   "xds-port": { type: "string", default: "18000" },
   "admin-host": { type: "string", default: "127.0.0.1" },
   "admin-port": { type: "string", default: "18001" },
+  // auto: authorization rules that compile to Envoy RBAC run natively; sluice: all of them in Sluice's ext_authz.
+  "authorization-path": { type: "string", default: "auto" },
 } as const;
+
+export function parseAuthorizationPath(value: string): AuthorizationPath {
+  if (value !== "auto" && value !== "sluice")
+    throw new Error(`--authorization-path must be auto or sluice, got "${value}"`);
+  return value;
+}
 
 export function parsePort(flag: string, value: string): number {
   const n = Number(value);
@@ -44,6 +53,7 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
     xdsPort: parsePort("xds-port", values["xds-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
+    authorizationPath: parseAuthorizationPath(values["authorization-path"]),
     log: (line) => io.stderr(`${line}\n`),
   });
   await server.start();

@@ -4,6 +4,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { FileSource, formatProblem, type SourceProblem } from "../sources/file-source.js";
+import type { AuthorizationPath } from "../translate/authz/plan.js";
 import type { ResourceStatus } from "../translate/status/conditions.js";
 import { buildSnapshot, type XdsLogger, XdsServer } from "../xds-server/index.js";
 import { translateLoad } from "./load.js";
@@ -17,6 +18,8 @@ export interface SluiceServerOptions {
   /** 0 picks a free port; undefined starts no admin endpoint. */
   readonly adminPort?: number;
   readonly log: (line: string) => void;
+  /** See TranslateOptions.authorizationPath. */
+  readonly authorizationPath?: AuthorizationPath;
   /** Called after each successful publish with the Gateways now served. */
   readonly onGateways?: (gateways: readonly string[]) => void;
 }
@@ -97,7 +100,7 @@ export class SluiceServer {
   async #reloadOnce(): Promise<void> {
     const started = performance.now();
     const load = await this.#source.load();
-    const result = translateLoad(load);
+    const result = translateLoad(load, { authorizationPath: this.#opts.authorizationPath ?? "auto" });
     // Services learn the new policy tables before Envoy can learn their ids.
     for (const s of this.#services) s.update(result);
     const rejected: string[] = [];

@@ -3,6 +3,7 @@
 // takes its policy tables.
 
 import type * as grpc from "@grpc/grpc-js";
+import { addExtAuthzService, type ExtAuthzPolicy, type PolicyTable } from "../extauthz/server.js";
 import type { TranslationResult } from "../translate/translate.js";
 
 export interface SluiceService {
@@ -16,7 +17,44 @@ export interface ServiceOptions {
   readonly log: (line: string) => void;
 }
 
+/**
+ * Envoy's ext_authz → Sluice: API keys, basic auth, CEL authorization, L4 network authorization. Serves the newest
+ * policy table and, for ids that left it, the previous one: an Envoy that has not yet applied the new snapshot still
+ * names the old ids, which must keep their old meaning rather than fail.
+ */
+export function extAuthzService(opts: ServiceOptions): SluiceService {
+  let current: PolicyTable = new Map();
+  let previous: PolicyTable = new Map();
+  const table: PolicyTable = {
+    get: (id: string) => current.get(id) ?? previous.get(id),
+    has: (id: string) => current.has(id) || previous.has(id),
+    get size() {
+      return current.size;
+    },
+    forEach: (fn: (v: ExtAuthzPolicy, k: string, m: PolicyTable) => void) => current.forEach(fn),
+    entries: () => current.entries(),
+    keys: () => current.keys(),
+    values: () => current.values(),
+    [Symbol.iterator]: () => current[Symbol.iterator](),
+  };
+  return {
+    name: "ext_authz",
+    addTo(server) {
+      addExtAuthzService(server, {
+        policies: () => table,
+        // Fields only: policy ids and error texts, never credentials.
+        logger: { warn: (m, f) => opts.log(`${m}${f ? ` ${JSON.stringify(f)}` : ""}`) },
+      });
+    },
+    update(result) {
+      if (result.extAuthzPolicies === current) return;
+      previous = current;
+      current = result.extAuthzPolicies;
+    },
+  };
+}
+
 /** The services `sluice serve` and `sluice run` host. */
-export function defaultServices(_opts: ServiceOptions): SluiceService[] {
-  return [];
+export function defaultServices(opts: ServiceOptions): SluiceService[] {
+  return [extAuthzService(opts)];
 }

@@ -16,6 +16,8 @@ import {
   type CompiledExpr,
   compileExpression,
   matches,
+  type PreparedActivation,
+  prepareActivation,
   referencedVariables,
   type SpecVariable,
 } from "../cel/index.js";
@@ -144,7 +146,12 @@ function describeVariable(v: string): string {
 }
 
 /** The decision for one request. Allocation-free on the allow path. */
-export function authorize(authorization: CompiledAuthorization, activation: CelActivation): AuthorizationDecision {
+export function authorize(
+  authorization: CompiledAuthorization,
+  celActivation: CelActivation | PreparedActivation,
+): AuthorizationDecision {
+  if (isEmptyAuthorization(authorization)) return ALLOWED;
+  const activation = prepareActivation(celActivation);
   for (const rule of authorization.deny) {
     for (const expr of rule.expressions) {
       if (matches(expr, activation)) return { allowed: false, reason: "Deny", rule: rule.path };

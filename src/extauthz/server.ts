@@ -22,14 +22,16 @@ import {
   CheckResponseSchema,
 } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
 import { StatusCode } from "../gen/envoy/type/v3/http_status_pb.js";
+import { addGrpcService } from "../grpc/service.js";
 import { type ApiKeyAuth, checkApiKey } from "./api-keys.js";
 import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./authorization.js";
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
 import { parseQuery } from "./credentials.js";
-import { grpcServiceDefinition } from "./grpc.js";
 
 /** The context extension carrying the policy id. */
 export const POLICY_CONTEXT_KEY = "sluice.policy";
+/** The gRPC metadata carrying the policy id where Envoy has no context extensions (network ext_authz). */
+export const POLICY_METADATA_KEY = "x-sluice-policy";
 // Where Envoy's jwt_authn filter puts the verified payload; shared with the native RBAC translation.
 export { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY };
 
@@ -68,10 +70,17 @@ export interface ExtAuthzOptions {
 
 export const EMPTY_POLICY: ExtAuthzPolicy = { authorization: EMPTY_AUTHORIZATION, jwt: false };
 
-/** Decides one CheckRequest. Never throws; an internal failure denies. */
-export async function check(request: CheckRequest, options: ExtAuthzOptions): Promise<CheckResponse> {
+/**
+ * Decides one CheckRequest. Never throws; an internal failure denies. The policy id comes from the context extension
+ * `sluice.policy` (HTTP), else from `metadataId`, the `x-sluice-policy` gRPC metadata (network ext_authz).
+ */
+export async function check(
+  request: CheckRequest,
+  options: ExtAuthzOptions,
+  metadataId?: string,
+): Promise<CheckResponse> {
   const attrs = request.attributes;
-  const id = attrs?.contextExtensions[POLICY_CONTEXT_KEY];
+  const id = attrs?.contextExtensions[POLICY_CONTEXT_KEY] ?? metadataId;
   const policy = id === undefined ? undefined : options.policies().get(id);
   if (policy === undefined) {
     options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: id ?? null });
@@ -80,6 +89,10 @@ export async function check(request: CheckRequest, options: ExtAuthzOptions): Pr
   const activation = buildActivation(request, policy.jwt);
   const metadata: JsonObject = {};
   const upstream: HeaderValueOption[] = [];
+  // Identity headers are Sluice's to set: a client-sent value never reaches the upstream (anonymous requests too).
+  const remove: string[] = [];
+  if (policy.upstreamHeaders?.basicAuthUsername !== undefined) remove.push(policy.upstreamHeaders.basicAuthUsername);
+  if (policy.upstreamHeaders?.apiKeyMetadata !== undefined) remove.push(policy.upstreamHeaders.apiKeyMetadata);
   let identity: CelActivation = activation;
 
   if (policy.basicAuth !== undefined) {
@@ -108,12 +121,23 @@ export async function check(request: CheckRequest, options: ExtAuthzOptions): Pr
   }
   const decision = authorize(policy.authorization, identity);
   if (!decision.allowed) return denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "forbidden", []);
+  if (upstream.length === 0 && remove.length === 0 && Object.keys(metadata).length === 0) return OK;
+  const set = new Set(upstream.map((h) => h.header?.key));
   return create(CheckResponseSchema, {
     status: { code: GRPC_OK },
-    httpResponse: { case: "okResponse", value: { headers: upstream } },
+    httpResponse: {
+      case: "okResponse",
+      value: { headers: upstream, headersToRemove: remove.filter((h) => !set.has(h)) },
+    },
     ...(Object.keys(metadata).length > 0 ? { dynamicMetadata: metadata } : {}),
   });
 }
+
+// Responses are only serialized, never mutated, so the plain OK is shared.
+const OK: CheckResponse = create(CheckResponseSchema, {
+  status: { code: GRPC_OK },
+  httpResponse: { case: "okResponse", value: {} },
+});
 
 /** The CEL activation for a CheckRequest. */
 export function buildActivation(request: CheckRequest, jwt: boolean): CelActivation {
@@ -134,9 +158,9 @@ export function buildActivation(request: CheckRequest, jwt: boolean): CelActivat
   }
   const addr = attrs?.source?.address?.address;
   if (addr?.case === "socketAddress") {
-    const ip = parsePeerIp(addr.value.address);
+    const ip = peerIpValue(addr.value.address);
     const port = addr.value.portSpecifier.case === "portValue" ? addr.value.portSpecifier.value : 0;
-    if (ip !== undefined) out.source = { address: ipValue(ip), port: BigInt(port) };
+    if (ip !== undefined) out.source = { address: ip, port: BigInt(port) };
   }
   if (jwt) {
     const payload = attrs?.metadataContext?.filterMetadata[JWT_METADATA_NAMESPACE]?.[JWT_PAYLOAD_KEY];
@@ -145,10 +169,10 @@ export function buildActivation(request: CheckRequest, jwt: boolean): CelActivat
   return out;
 }
 
-function headerMap(http: AttributeContext_HttpRequest): Map<string, string> {
-  const out = new Map<string, string>();
+function headerMap(http: AttributeContext_HttpRequest): ReadonlyMap<string, string> {
   // Envoy sends `header_map` instead of `headers` when encode_raw_headers is set; repeated headers join with ",".
   if (http.headerMap !== undefined && http.headerMap.headers.length > 0) {
+    const out = new Map<string, string>();
     for (const h of http.headerMap.headers) {
       const name = h.key.toLowerCase();
       const value = h.rawValue.length > 0 ? Buffer.from(h.rawValue).toString("utf8") : h.value;
@@ -157,8 +181,51 @@ function headerMap(http: AttributeContext_HttpRequest): Map<string, string> {
     }
     return out;
   }
-  for (const [k, v] of Object.entries(http.headers)) out.set(k.toLowerCase(), v);
-  return out;
+  // Envoy's header names are lowercase already, so the request's map is used as it is, not copied.
+  return new RecordMap(http.headers);
+}
+
+/** A read-only Map view of a protobuf map field (a plain object), without copying it. */
+class RecordMap implements ReadonlyMap<string, string> {
+  constructor(private readonly record: Readonly<Record<string, string>>) {}
+  get size(): number {
+    return Object.keys(this.record).length;
+  }
+  get(key: string): string | undefined {
+    return Object.hasOwn(this.record, key) ? this.record[key] : undefined;
+  }
+  has(key: string): boolean {
+    return Object.hasOwn(this.record, key);
+  }
+  forEach(fn: (value: string, key: string, map: ReadonlyMap<string, string>) => void): void {
+    for (const [k, v] of Object.entries(this.record)) fn(v, k, this);
+  }
+  *entries(): MapIterator<[string, string]> {
+    yield* Object.entries(this.record);
+  }
+  *keys(): MapIterator<string> {
+    yield* Object.keys(this.record);
+  }
+  *values(): MapIterator<string> {
+    yield* Object.values(this.record);
+  }
+  [Symbol.iterator](): MapIterator<[string, string]> {
+    return this.entries();
+  }
+}
+
+const peerIps = new Map<string, ReturnType<typeof ipValue> | undefined>();
+
+/** The CEL value of a peer address; the few distinct peers (proxies, clients) are parsed once. */
+function peerIpValue(address: string): ReturnType<typeof ipValue> | undefined {
+  let v = peerIps.get(address);
+  if (v === undefined && !peerIps.has(address)) {
+    const ip = parsePeerIp(address);
+    v = ip === undefined ? undefined : ipValue(ip);
+    if (peerIps.size >= 4096) peerIps.clear();
+    peerIps.set(address, v);
+  }
+  return v;
 }
 
 function header(key: string, value: string): HeaderValueOption {
@@ -177,9 +244,10 @@ function denied(grpcCode: number, http: StatusCode, body: string, headers: Heade
 
 /** Adds the Authorization service to a grpc-js server. */
 export function addExtAuthzService(server: grpc.Server, options: ExtAuthzOptions): void {
-  server.addService(grpcServiceDefinition(Authorization), {
-    check: (call: grpc.ServerUnaryCall<CheckRequest, CheckResponse>, callback: grpc.sendUnaryData<CheckResponse>) => {
-      check(call.request, options).then(
+  addGrpcService(server, Authorization, {
+    check: (call, callback) => {
+      const fromMetadata = call.metadata.get(POLICY_METADATA_KEY)[0];
+      check(call.request, options, typeof fromMetadata === "string" ? fromMetadata : undefined).then(
         (r) => callback(null, r),
         (e: unknown) => {
           // A bug, not user input: deny rather than let Envoy apply its failure mode to an error status.

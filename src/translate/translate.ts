@@ -1,5 +1,8 @@
 // The translator: validated resources → status + IR → xDS, per Gateway. A pure function of its input.
 
+import type { PolicyTable } from "../extauthz/server.js";
+import type { AuthorizationPath } from "./authz/plan.js";
+import { PolicyTableBuilder } from "./authz/policy-table.js";
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
@@ -13,6 +16,11 @@ import type { XdsResources } from "./xds/resources.js";
 export interface TranslateOptions {
   /** File mode: a GatewayClass `sluice` is implied when the input defines no GatewayClass. */
   readonly impliedGatewayClass?: boolean;
+  /**
+   * `auto` (default): authorization rules that compile to Envoy RBAC run natively, the rest in Sluice's ext_authz.
+   * `sluice`: every authorization rule runs in Sluice's ext_authz (tests compare the two paths with it).
+   */
+  readonly authorizationPath?: AuthorizationPath;
 }
 
 export interface GatewayOutput {
@@ -27,6 +35,8 @@ export interface TranslationResult {
   readonly statuses: readonly ResourceStatus[];
   /** Effective policy per route rule and Gateway port, with provenance; what `sluice explain` prints. */
   readonly policies: PolicyReport;
+  /** Compiled ext_authz policies by content-hash id, referenced from the xDS (`sluice.policy`); immutable. */
+  readonly extAuthzPolicies: PolicyTable;
 }
 
 export function translate(input: TranslationInput, opts: TranslateOptions = {}): TranslationResult {
@@ -35,7 +45,9 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     impliedGatewayClass: opts.impliedGatewayClass ?? false,
     policies,
   });
-  const built = gateways.map((ir) => ({ ir, ...buildXds(ir) }));
+  const table = new PolicyTableBuilder();
+  const authz = { input, path: opts.authorizationPath ?? "auto", table } as const;
+  const built = gateways.map((ir) => ({ ir, ...buildXds(ir, authz) }));
   return {
     gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
     // Policy status comes last: it depends on which routes and backends the Gateways reached.
@@ -48,37 +60,47 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
       ...sluiceKindStatuses(input),
     ],
     policies: policies.report(),
+    extAuthzPolicies: table.build(),
   };
 }
 
+/** Most telling first: a Warning condition carries one reason, the messages of all. */
+const REASON_ORDER = ["NeverMatches", "Ignored", "NotYetSupported"] as const;
+
 /**
- * Fields accepted but not applied (yet) become a `Warning` condition on every ancestor of the policy they came from,
- * so nothing is dropped silently. Notes about GwBackend-embedded policies go to the GwBackend's own status later.
+ * Notes become a `Warning` condition on every ancestor of the policy they came from, so nothing is dropped silently:
+ * fields accepted but not applied (NotYetSupported), entries left out (Ignored), expressions that can never match,
+ * such as rules reading `jwt` where no JWT authentication applies (NeverMatches; the policy stays Accepted and
+ * Attached, as the spec requires). Notes about GwBackend-embedded policies go to the GwBackend's own status later.
  */
 function withNotes(statuses: readonly ResourceStatus[], notes: readonly PolicyNote[]): ResourceStatus[] {
   if (notes.length === 0) return [...statuses];
-  const byPolicy = new Map<string, string[]>();
+  const byPolicy = new Map<string, { messages: string[]; reasons: Set<string> }>();
   for (const n of notes) {
     if (n.from.kind !== "GwPolicy") continue;
-    const list = byPolicy.get(n.from.name) ?? [];
-    list.push(`${n.field}: ${n.message}`);
-    byPolicy.set(n.from.name, list);
+    const entry = byPolicy.get(n.from.name) ?? { messages: [], reasons: new Set<string>() };
+    entry.messages.push(`${n.field}: ${n.message}`);
+    entry.reasons.add(n.reason ?? "NotYetSupported");
+    byPolicy.set(n.from.name, entry);
   }
   return statuses.map((s) => {
-    const messages = s.kind === "GwPolicy" ? byPolicy.get(`${s.namespace}/${s.name}`) : undefined;
-    if (messages === undefined) return s;
-    const status = s.status as { ancestors: { conditions: unknown[] }[] };
+    const entry = s.kind === "GwPolicy" ? byPolicy.get(`${s.namespace}/${s.name}`) : undefined;
+    if (entry === undefined) return s;
+    const status = s.status as { ancestors: { conditions: { type?: string }[] }[] };
     const warning = {
       type: "Warning",
       status: "True",
-      reason: "NotYetSupported",
-      message: [...new Set(messages)].sort().join("; "),
+      reason: REASON_ORDER.find((r) => entry.reasons.has(r)) ?? "NotYetSupported",
+      message: [...new Set(entry.messages)].sort().join("; "),
     };
     return {
       ...s,
       status: {
         ...status,
-        ancestors: status.ancestors.map((a) => ({ ...a, conditions: [...a.conditions, warning].slice(0, 8) })),
+        ancestors: status.ancestors.map((a) => ({
+          ...a,
+          conditions: [...a.conditions.filter((c) => c.type !== "Warning"), warning].slice(0, 8),
+        })),
       },
     };
   });

@@ -6,7 +6,6 @@ import * as grpc from "@grpc/grpc-js";
 import { compileApiKeyAuth } from "../../src/extauthz/api-keys.js";
 import { compileAuthorization } from "../../src/extauthz/authorization.js";
 import { compileBasicAuth } from "../../src/extauthz/basic-auth.js";
-import { grpcServiceDefinition } from "../../src/extauthz/grpc.js";
 import {
   addExtAuthzService,
   type ExtAuthzPolicy,
@@ -21,6 +20,7 @@ import {
   CheckRequestSchema,
   type CheckResponse,
 } from "../../src/gen/envoy/service/auth/v3/external_auth_pb.js";
+import { createGrpcClient } from "../../src/grpc/service.js";
 
 function policy(p: Partial<ExtAuthzPolicy> & { rules?: [string, string][] }): ExtAuthzPolicy {
   const { authorization, problems } = compileAuthorization(
@@ -85,8 +85,11 @@ before(async () => {
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
   );
-  const Client = grpc.makeGenericClientConstructor(grpcServiceDefinition(Authorization), "Authorization");
-  client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as typeof client;
+  client = createGrpcClient(
+    Authorization,
+    `127.0.0.1:${port}`,
+    grpc.credentials.createInsecure(),
+  ) as unknown as typeof client;
 });
 
 after(() => {

@@ -1,10 +1,12 @@
 // GatewayIR → the xDS resources of that Gateway.
 
+import type { AuthzContext } from "../authz/plan.js";
 import type { GatewayIR } from "../ir.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
 import { buildFilterChain } from "./filters/chain.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { buildListener } from "./listener.js";
+import { buildNetworkAuthorization } from "./network-authz.js";
 import type { XdsResources } from "./resources.js";
 import { buildRouteConfiguration } from "./route.js";
 import { buildSecret } from "./secret.js";
@@ -15,17 +17,16 @@ export interface BuildResult {
   readonly notes: readonly PolicyNote[];
 }
 
-export function buildXds(gw: GatewayIR): BuildResult {
+export function buildXds(gw: GatewayIR, authz?: Omit<AuthzContext, "note">): BuildResult {
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
-  const ctx: BuildContext = {
-    note(from, field, message) {
-      const key = `${from.kind}|${from.name}|${field}|${message}`;
-      if (seen.has(key)) return;
-      seen.add(key);
-      notes.push({ from, field, message });
-    },
+  const note: BuildContext["note"] = (from, field, message, reason) => {
+    const key = `${from.kind}|${from.name}|${field}|${message}`;
+    if (seen.has(key)) return;
+    seen.add(key);
+    notes.push({ from, field, message, ...(reason !== undefined ? { reason } : {}) });
   };
+  const ctx: BuildContext = { note, ...(authz !== undefined ? { authz: { ...authz, note } } : {}) };
   const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
   // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.
   const chains = new Map(
@@ -47,7 +48,9 @@ export function buildXds(gw: GatewayIR): BuildResult {
         const la = buildLoadAssignment(c);
         return la === undefined ? [] : [la];
       }),
-      listeners: gw.listeners.map((l) => buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [])),
+      listeners: gw.listeners.map((l) =>
+        buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [], buildNetworkAuthorization(l, ctx)),
+      ),
       routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute)),
       secrets: gw.secrets.map(buildSecret),
     },

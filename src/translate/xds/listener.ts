@@ -12,6 +12,7 @@ import {
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import type { FilterChainIR, ListenerIR } from "../ir.js";
 import type { FilterChainResult } from "./filters/chain.js";
+import type { NetworkFilter } from "./network-authz.js";
 
 type HttpFilters = FilterChainResult["httpFilters"];
 
@@ -50,8 +51,15 @@ function buildTransportSocket(chain: FilterChainIR) {
   };
 }
 
-/** `filtersOf(chainName)` gives the HTTP filters of each filter chain (see filters/chain.ts). */
-export function buildListener(l: ListenerIR, filtersOf: (chain: string) => HttpFilters): Listener {
+/**
+ * `filtersOf(chainName)` gives the HTTP filters of each filter chain (see filters/chain.ts); `networkFilters` run
+ * before the HttpConnectionManager on every chain (L4 authorization).
+ */
+export function buildListener(
+  l: ListenerIR,
+  filtersOf: (chain: string) => HttpFilters,
+  networkFilters: readonly NetworkFilter[] = [],
+): Listener {
   return create(ListenerSchema, {
     name: l.name,
     address: {
@@ -77,6 +85,7 @@ export function buildListener(l: ListenerIR, filtersOf: (chain: string) => HttpF
         ...(chain.serverNames.length > 0 ? { filterChainMatch: { serverNames: [...chain.serverNames] } } : {}),
         ...(transportSocket !== undefined ? { transportSocket } : {}),
         filters: [
+          ...networkFilters,
           {
             name: "envoy.filters.network.http_connection_manager",
             configType: {

@@ -18,6 +18,7 @@ import { SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
+import { NETWORK_AUTHZ_SCHEMAS } from "./network-authz.js";
 
 export interface XdsResources {
   readonly clusters: readonly Cluster[];
@@ -31,6 +32,7 @@ export interface XdsResources {
 export const xdsTypeRegistry = createRegistry(
   FilterConfigSchema,
   ...HTTP_FILTER_BUILDERS.flatMap((b) => b.schemas),
+  ...NETWORK_AUTHZ_SCHEMAS,
   ClusterSchema,
   ClusterLoadAssignmentSchema,
   ListenerSchema,

@@ -6,6 +6,7 @@
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
 import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import type { AuthzContext, NoteReason } from "../../authz/plan.js";
 import type { EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, RouteIR } from "../../ir.js";
 
 /** Positions in the chain (ARCHITECTURE.md); gaps leave room. Lower runs first. */
@@ -43,16 +44,23 @@ export interface RouteContribution {
   readonly clusters?: readonly Cluster[];
 }
 
-/** A policy field Sluice accepts but cannot apply yet (reported in the policy's status, never dropped silently). */
+/**
+ * A policy field Sluice accepts but cannot apply (yet), or applies in a way the user should know about (an expression
+ * that can never match), reported as a Warning condition in the policy's status, never dropped silently.
+ */
 export interface PolicyNote {
   readonly from: PolicySourceIR;
   readonly field: string;
   readonly message: string;
+  /** The Warning reason; NotYetSupported when absent. */
+  readonly reason?: NoteReason;
 }
 
 export interface BuildContext {
-  /** Reports a field that is accepted but not (yet) applied, with the reason. */
-  note(from: PolicySourceIR, field: string, message: string): void;
+  /** Reports a field that is accepted but not (yet) applied, or never matches, with the reason. */
+  note(from: PolicySourceIR, field: string, message: string, reason?: NoteReason): void;
+  /** Translation-wide authentication/authorization state (policy table, Secrets); absent in bare builder tests. */
+  readonly authz?: AuthzContext;
 }
 
 export interface HttpFilterBuilder {

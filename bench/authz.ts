@@ -1,0 +1,199 @@
+// Authorization cost through a real Envoy: requests/s and p50/p99 latency of three routes on one Gateway, measured in
+// the same run at fixed concurrency, as ratios to the route without policy:
+//   none    no policy (baseline)
+//   native  a Require rule that compiles to Envoy RBAC (header equality and source CIDR)
+//   sluice  a Require rule only CEL can express (lowerAscii()), so Envoy calls Sluice's ext_authz per request
+// Targets (issue 6): native >= 0.9x the baseline; Sluice ext_authz >= 0.5x with at most 0.5 ms added at p50.
+//
+// The load generator is autocannon (npm, a devDependency): nothing to install beyond `npm ci`. Rounds interleave
+// the three routes and the median round is reported, so a noisy host affects them alike.
+//
+//   node dist/bench/authz.js [--connections 32] [--seconds 5] [--rounds 3]
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { availableParallelism, loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import autocannon from "autocannon";
+import { freePort, request, waitFor } from "../test/helpers/net.js";
+import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
+
+const { values } = parseArgs({
+  options: {
+    connections: { type: "string", default: "32" },
+    seconds: { type: "string", default: "5" },
+    rounds: { type: "string", default: "3" },
+  },
+});
+const connections = Number(values.connections);
+const seconds = Number(values.seconds);
+const rounds = Number(values.rounds);
+
+const ROUTES = {
+  none: undefined,
+  native: "request.headers['x-internal'] == 'true' && cidr('127.0.0.0/8').containsIP(source.address)",
+  sluice: "request.headers['x-internal'].lowerAscii() == 'true' && cidr('127.0.0.0/8').containsIP(source.address)",
+} as const;
+type RouteName = keyof typeof ROUTES;
+
+function config(port: number, upstreamPort: number): string {
+  const docs = [
+    `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: bench }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners: [{ name: http, protocol: HTTP, port: ${port} }]`,
+    `apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: up, namespace: bench }
+spec: { static: { host: 127.0.0.1, port: ${upstreamPort} } }`,
+  ];
+  for (const [name, expr] of Object.entries(ROUTES)) {
+    docs.push(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ${name}, namespace: bench }
+spec:
+  parentRefs: [{ name: gw }]
+  rules: [{ matches: [{ path: { type: PathPrefix, value: /${name} } }], backendRefs: [{ group: sluice.dev, kind: GwBackend, name: up }] }]`);
+    if (expr === undefined) continue;
+    docs.push(`apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: bench }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${name} }]
+  traffic:
+    authorization: { action: Require, policy: { matchExpressions: [${JSON.stringify(expr)}] } }`);
+  }
+  return `${docs.join("\n---\n")}\n`;
+}
+
+/** A minimal upstream in its own process, so it does not share a thread with the load generator. */
+async function startUpstream(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      "-e",
+      `require("node:http").createServer((q, s) => { q.resume(); q.on("end", () => s.end("ok")); }).listen(${port}, "127.0.0.1")`,
+    ],
+    { stdio: "ignore" },
+  );
+  await waitFor("the upstream", async () => ((await request(port, "/")).status === 200 ? true : undefined));
+  return child;
+}
+
+interface Figures {
+  readonly rps: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly errors: number;
+  /** CPU time of the Sluice process per request (user + system), which contention on the host does not inflate. */
+  readonly sluiceCpuUs: number;
+}
+
+/** CPU ms used so far by a process (Linux /proc; 0 elsewhere). */
+function cpuMs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
+let sluicePid: number | undefined;
+
+async function load(port: number, route: RouteName, duration: number): Promise<Figures> {
+  const cpu0 = cpuMs(sluicePid);
+  const r = await autocannon({
+    url: `http://127.0.0.1:${port}/${route}`,
+    connections,
+    duration,
+    headers: { "x-internal": "true" },
+  });
+  return {
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors + r.timeouts + r.non2xx,
+    sluiceCpuUs: ((cpuMs(sluicePid) - cpu0) * 1000) / Math.max(1, r.requests.total),
+  };
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+const cfg = tempConfigDir();
+const upstreamPort = await freePort();
+const port = await freePort();
+const upstream = await startUpstream(upstreamPort);
+cfg.write("bench.yaml", config(port, upstreamPort));
+const sluice = await startSluice("serve", cfg.dir);
+sluicePid = sluice.child.pid;
+const envoy = await startTestEnvoy({ gateway: "bench/gw", xdsPort: sluice.xdsPort, delta: false });
+try {
+  for (const route of Object.keys(ROUTES) as RouteName[]) {
+    await waitFor(`/${route}`, async () => {
+      const r = await request(port, `/${route}`, { headers: { "x-internal": "true" } });
+      return r.status === 200 ? true : undefined;
+    });
+    const denied = await request(port, `/${route}`, { headers: { "x-internal": "no" } });
+    if (route !== "none" && denied.status !== 403) throw new Error(`/${route} should deny: ${denied.status}`);
+  }
+  const dump = JSON.stringify(await envoy.configDump());
+  if (!dump.includes("sluice.rbac.require") || !dump.includes("sluice.ext_authz.authz")) {
+    throw new Error("expected an rbac filter for /native and an ext_authz filter for /sluice");
+  }
+  // Warm-up: connections, JIT, Envoy's gRPC connection to Sluice.
+  for (const route of Object.keys(ROUTES) as RouteName[]) await load(port, route, 1);
+  const results: Record<RouteName, Figures[]> = { none: [], native: [], sluice: [] };
+  for (let i = 0; i < rounds; i++) {
+    for (const route of Object.keys(ROUTES) as RouteName[]) results[route].push(await load(port, route, seconds));
+  }
+  const summary = Object.fromEntries(
+    (Object.keys(ROUTES) as RouteName[]).map((route) => {
+      const rs = results[route];
+      return [
+        route,
+        {
+          rps: median(rs.map((r) => r.rps)),
+          p50: median(rs.map((r) => r.p50)),
+          p99: median(rs.map((r) => r.p99)),
+          errors: rs.reduce((n, r) => n + r.errors, 0),
+          sluiceCpuUs: median(rs.map((r) => r.sluiceCpuUs)),
+        },
+      ];
+    }),
+  ) as Record<RouteName, Figures>;
+  const base = summary.none;
+  console.log(
+    `host: ${availableParallelism()} CPUs, load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(" ")} (Envoy, Sluice, the upstream and the load generator share them)`,
+  );
+  console.log(
+    `authz through Envoy: ${connections} connections, ${rounds} rounds x ${seconds} s per route (median round)\n`,
+  );
+  console.log(
+    `${"route".padEnd(8)} ${"req/s".padStart(9)} ${"ratio".padStart(6)} ${"p50 ms".padStart(7)} ${"+p50 ms".padStart(8)} ${"p99 ms".padStart(7)} ${"errors".padStart(7)} ${"sluice CPU µs/req".padStart(18)}`,
+  );
+  for (const route of Object.keys(ROUTES) as RouteName[]) {
+    const s = summary[route];
+    console.log(
+      `${route.padEnd(8)} ${s.rps.toFixed(0).padStart(9)} ${(s.rps / base.rps).toFixed(2).padStart(6)} ${s.p50.toFixed(2).padStart(7)} ${(s.p50 - base.p50).toFixed(2).padStart(8)} ${s.p99.toFixed(2).padStart(7)} ${String(s.errors).padStart(7)} ${s.sluiceCpuUs.toFixed(0).padStart(18)}`,
+    );
+  }
+  const nativeOk = summary.native.rps / base.rps >= 0.9;
+  const sluiceOk = summary.sluice.rps / base.rps >= 0.5 && summary.sluice.p50 - base.p50 <= 0.5;
+  console.log(
+    `\ntargets: native >= 0.90x ${nativeOk ? "met" : "NOT met"}; sluice >= 0.50x and <= +0.5 ms p50 ${sluiceOk ? "met" : "NOT met"}`,
+  );
+} finally {
+  await envoy.stop();
+  await sluice.stop();
+  upstream.kill();
+  cfg.cleanup();
+}

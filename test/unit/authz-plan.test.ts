@@ -1,0 +1,51 @@
+// The translator's native/Sluice choice and the policy table, on the authz-paths golden input.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { translateLoad } from "../../src/cli/load.js";
+import { FileSource } from "../../src/sources/file-source.js";
+import { xdsToJson } from "../../src/translate/xds/json.js";
+import { goldenDir } from "../helpers/golden.js";
+
+const file = join(goldenDir("translate"), "authz-paths.in.yaml");
+
+describe("authorization path", () => {
+  it("auto: rbac where rules compile, ext_authz for the rest; --authorization-path sluice: ext_authz only", async () => {
+    const load = await new FileSource([file]).load();
+    const auto = JSON.stringify(xdsToJson(translateLoad(load).gateways[0]!.xds));
+    assert.match(auto, /sluice\.rbac\.allow/);
+    assert.match(auto, /sluice\.network_rbac\.deny/);
+    const sluice = translateLoad(load, { authorizationPath: "sluice" });
+    const text = JSON.stringify(xdsToJson(sluice.gateways[0]!.xds));
+    assert.doesNotMatch(text, /sluice\.rbac\.|network_rbac/);
+    assert.match(text, /sluice\.network_ext_authz/);
+    // Every id Envoy is given is in the table.
+    const ids = [...text.matchAll(/"(p-[0-9a-f]{32})"/g)].map((m) => m[1]!);
+    assert.ok(ids.length >= 4);
+    for (const id of ids) assert.ok(sluice.extAuthzPolicies.has(id), id);
+  });
+
+  it("ids are content hashes: the same input gives the same ids, a changed rule a new one", async () => {
+    const load = await new FileSource([file]).load();
+    const a = [...translateLoad(load, { authorizationPath: "sluice" }).extAuthzPolicies.keys()];
+    const b = [...translateLoad(load, { authorizationPath: "sluice" }).extAuthzPolicies.keys()];
+    assert.deepEqual(a, b);
+    const changed = {
+      ...load,
+      resources: load.resources.map((r) =>
+        r.metadata.name === "cel" && r.kind === "GwPolicy"
+          ? JSON.parse(JSON.stringify(r).replace("size() > 2", "size() > 3"))
+          : r,
+      ),
+    };
+    const c = [...translateLoad(changed, { authorizationPath: "sluice" }).extAuthzPolicies.keys()];
+    assert.equal(c.filter((id) => !a.includes(id)).length, 1);
+  });
+
+  it("secrets never appear in the xDS or the status", async () => {
+    const load = await new FileSource([file]).load();
+    const r = translateLoad(load, { authorizationPath: "sluice" });
+    const text = JSON.stringify([r.statuses, r.gateways.map((g) => xdsToJson(g.xds))]);
+    assert.doesNotMatch(text, /not-a-json-entry|W6ph5Mm5Pz8GgiULbPgzG37mj9g/);
+  });
+});
