@@ -3,6 +3,7 @@
 // takes its policy tables.
 
 import type * as grpc from "@grpc/grpc-js";
+import { LlmExtProcService } from "../extproc/llm/service.js";
 import type { TranslationResult } from "../translate/translate.js";
 
 export interface SluiceService {
@@ -17,6 +18,6 @@ export interface ServiceOptions {
 }
 
 /** The services `sluice serve` and `sluice run` host. */
-export function defaultServices(_opts: ServiceOptions): SluiceService[] {
-  return [];
+export function defaultServices(opts: ServiceOptions): SluiceService[] {
+  return [new LlmExtProcService({ log: opts.log })];
 }

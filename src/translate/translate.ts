@@ -3,6 +3,7 @@
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
+import { compileLlmTable, type LlmTable } from "./llm/table.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
 import { buildXds } from "./xds/build.js";
@@ -26,6 +27,8 @@ export interface TranslationResult {
   readonly statuses: readonly ResourceStatus[];
   /** Effective policy per route rule and Gateway port, with provenance; what `sluice explain` prints. */
   readonly policies: PolicyReport;
+  /** Policy table of the LLM ext_proc (routes to AI backends), content-addressed. */
+  readonly llm: LlmTable;
 }
 
 export function translate(input: TranslationInput, opts: TranslateOptions = {}): TranslationResult {
@@ -34,7 +37,15 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     impliedGatewayClass: opts.impliedGatewayClass ?? false,
     policies,
   });
-  const built = gateways.map((ir) => ({ ir, ...buildXds(ir) }));
+  const llm = compileLlmTable(gateways, input);
+  const built = gateways.map((ir) => ({
+    ir,
+    ...buildXds(ir, {
+      llmEntries: new Map(
+        [...llm.routes].filter(([k]) => k.startsWith(`${ir.key}|`)).map(([k, id]) => [k.slice(ir.key.length + 1), id]),
+      ),
+    }),
+  }));
   return {
     gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
     // Policy status comes last: it depends on which routes and backends the Gateways reached.
@@ -46,6 +57,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
       ),
     ],
     policies: policies.report(),
+    llm,
   };
 }
 

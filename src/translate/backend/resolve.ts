@@ -7,6 +7,7 @@ import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
 import { backendClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
+import { translateAiBackend } from "./ai.js";
 
 export type ResolvedBackend =
   | { readonly ok: true; readonly cluster: ClusterIR }
@@ -150,6 +151,15 @@ export class BackendResolver {
         }
         return { ok: true, cluster: { kind: "dns", name: clusterName, host: s.host, port: s.port, http2: false } };
       }
+    }
+    if (be.spec.ai !== undefined) {
+      const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>);
+      if (r.ok) return { ok: true, cluster: r.cluster };
+      return {
+        ok: false,
+        reason: RouteConditionReason.UnsupportedValue,
+        message: `GwBackend ${namespace}/${name}: ${r.message}`,
+      };
     }
     const variant = Object.keys(be.spec).find((k) => k !== "policies") ?? "none";
     return {

@@ -109,6 +109,7 @@ export function translateHTTPRouteRules(route: HTTPRoute, resolver: BackendResol
       };
     } else {
       const backends: WeightedBackendIR[] = [];
+      let providers = 0;
       for (const ref of rule.backendRefs ?? []) {
         const weight = ref.weight ?? 1;
         const r = resolver.resolve(ref, from);
@@ -117,6 +118,7 @@ export function translateHTTPRouteRules(route: HTTPRoute, resolver: BackendResol
           continue;
         }
         if (weight === 0) continue;
+        if (r.cluster.kind === "llm") providers = Math.max(providers, r.cluster.groups.flat().length);
         const reqH = headerMutation(filterOf(ref.filters, "RequestHeaderModifier", "requestHeaderModifier"));
         const resH = headerMutation(filterOf(ref.filters, "ResponseHeaderModifier", "responseHeaderModifier"));
         backends.push({
@@ -136,6 +138,8 @@ export function translateHTTPRouteRules(route: HTTPRoute, resolver: BackendResol
           backends,
           mirrors,
           ...(timeout !== undefined ? { timeout } : {}),
+          // Each further provider gets one try: failover inside a group, then to the next group.
+          ...(providers > 1 ? { failover: { retries: providers - 1 } } : {}),
           ...(rewrite !== undefined
             ? {
                 rewrite: {

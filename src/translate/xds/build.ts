@@ -15,7 +15,12 @@ export interface BuildResult {
   readonly notes: readonly PolicyNote[];
 }
 
-export function buildXds(gw: GatewayIR): BuildResult {
+export interface BuildOptions {
+  /** LLM table entry id by route name (this Gateway's routes to AI backends). */
+  readonly llmEntries?: ReadonlyMap<string, string>;
+}
+
+export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const ctx: BuildContext = {
@@ -25,6 +30,7 @@ export function buildXds(gw: GatewayIR): BuildResult {
       seen.add(key);
       notes.push({ from, field, message });
     },
+    llmEntry: (routeName) => opts.llmEntries?.get(routeName),
   };
   const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
   // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.

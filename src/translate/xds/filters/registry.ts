@@ -1,5 +1,6 @@
 // The registered HTTP filter builders. Order in the chain comes from each instance's `order`, not from this list.
 
+import { llmExtProcBuilder } from "../llm.js";
 import type { HttpFilterBuilder } from "./types.js";
 
-export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [];
+export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [llmExtProcBuilder];

@@ -53,6 +53,8 @@ export interface PolicyNote {
 export interface BuildContext {
   /** Reports a field that is accepted but not (yet) applied, with the reason. */
   note(from: PolicySourceIR, field: string, message: string): void;
+  /** Id of the LLM table entry of a route (routes to AI backends), if any. */
+  llmEntry?(routeName: string): string | undefined;
 }
 
 export interface HttpFilterBuilder {
