@@ -69,7 +69,6 @@ describe("chat completions client → messages provider", { timeout: 60_000 }, (
     assert.equal(seen?.path, "/v1/messages");
     assert.equal(seen?.headers["x-api-key"], "sk-ant-test");
     assert.equal(seen?.headers.authorization, undefined, "the client's key never reaches the provider");
-    assert.equal(seen?.headers["x-sluice-llm-id"], undefined);
     assert.equal(seen?.json?.model, "claude-sonnet-4");
     assert.deepEqual(seen?.json?.system, [{ type: "text", text: "Be brief." }]);
     assert.equal(seen?.json?.max_tokens, 50);

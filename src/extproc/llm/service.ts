@@ -79,6 +79,11 @@ interface RequestState {
   readonly client: ClientFormat | undefined;
   body?: Obj;
   attempt?: Attempt;
+  /**
+   * Headers the previous attempt set: Envoy's upstream filters mutate the router's own request headers, so a retry to
+   * another provider would otherwise carry the first provider's credentials.
+   */
+  provided?: readonly string[];
 }
 
 interface ResponseState {
@@ -488,7 +493,8 @@ export class LlmExtProcService {
         message: `credentials of provider ${providerName} are not available`,
       });
     }
-    const remove = [LLM_REQUEST_ID_HEADER, ...CLIENT_CREDENTIAL_HEADERS, "accept-encoding"];
+    // The id header stays: retries need it, and the upstream filters' mutations persist into them.
+    const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
     if (state.client === undefined || state.body === undefined) return this.#passthrough(state, provider, remove);
     const client = state.client;
     const format = providerFormatFor(provider, client);
@@ -516,6 +522,7 @@ export class LlmExtProcService {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
     state.attempt = { provider: providerName, format, direction, meta: translated.meta };
+    state.provided = Object.keys(target.headers);
     const set: Record<string, string> = {
       ":path": target.path,
       ":authority": target.authority,
@@ -536,6 +543,7 @@ export class LlmExtProcService {
   /** Route types forwarded as they are: only the destination and the credentials change. */
   #passthrough(state: RequestState, provider: LlmProviderEntry, remove: string[]): ProcessingResponse {
     state.attempt = { provider: provider.name };
+    state.provided = Object.keys(provider.auth.headers);
     const set: Record<string, string> = { ":authority": provider.authority, ...provider.auth.headers };
     return respond("requestHeaders", {
       headerMutation: mutation(
