@@ -78,6 +78,8 @@ interface RequestState {
   readonly routeType: RouteType;
   readonly client: ClientFormat | undefined;
   body?: Obj;
+  /** Request headers, for CEL transformations. */
+  headers: Record<string, string>;
   attempt?: Attempt;
   /**
    * Headers the previous attempt set: Envoy's upstream filters mutate the router's own request headers, so a retry to
@@ -295,7 +297,7 @@ export class LlmExtProcService {
           return clientErrorResponse(client, { status: 429, kind: "rate_limit", message: "token rate limit exceeded" });
         }
         const id = randomUUID();
-        const state: RequestState = { entry, routeType, client };
+        const state: RequestState = { entry, routeType, client, headers: headerMap(r.value) };
         this.#requests.set(id, state);
         set(state, id);
         return respond("requestHeaders", { headerMutation: mutation({ [LLM_REQUEST_ID_HEADER]: id }) });
@@ -506,7 +508,11 @@ export class LlmExtProcService {
         message: `provider ${providerName} does not serve ${state.routeType} requests`,
       });
     }
-    const body = applyAiPolicy(client, state.body, provider.ai);
+    const body = applyAiPolicy(client, state.body, provider.ai, {
+      method: state.headers[":method"] ?? "POST",
+      path: state.headers[":path"] ?? "/",
+      headers: state.headers,
+    });
     const translated = direction.request(
       body,
       providerModel(provider.settings, provider.ai, body.model),
