@@ -9,6 +9,7 @@
 // Prints requests/s, p50 and p99 latency per setup, and p50/p99 added over the direct call.
 
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, writeFileSync } from "node:fs";
 import { Agent, request as httpRequest } from "node:http";
 import { join } from "node:path";
@@ -209,16 +210,22 @@ try {
       conf,
       `model_list:\n  - model_name: claude-sonnet-4\n    litellm_params:\n      model: anthropic/claude-sonnet-4\n      api_base: http://127.0.0.1:${fake.port}\n      api_key: sk-bench\n`,
     );
+    const masterKey = `sk-${randomBytes(32).toString("hex")}`;
     children.push(
       await startProcess(
         litellm,
         ["--config", conf, "--port", String(llPort), "--num_workers", "1"],
-        {},
+        { LITELLM_MASTER_KEY: masterKey },
         llPort,
         "/health/liveliness",
       ),
     );
-    targets.push({ name: "litellm chat→messages", port: llPort, path: "/v1/chat/completions", headers: {} });
+    targets.push({
+      name: "litellm chat→messages",
+      port: llPort,
+      path: "/v1/chat/completions",
+      headers: { authorization: `Bearer ${masterKey}` },
+    });
   }
   for (const stream of [false, true]) {
     for (const t of targets) {
