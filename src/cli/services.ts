@@ -4,6 +4,7 @@
 
 import type * as grpc from "@grpc/grpc-js";
 import { addExtAuthzService, type ExtAuthzPolicy, type PolicyTable } from "../extauthz/server.js";
+import { LlmExtProcService } from "../extproc/llm/service.js";
 import type { TranslationResult } from "../translate/translate.js";
 
 export interface SluiceService {
@@ -56,5 +57,5 @@ export function extAuthzService(opts: ServiceOptions): SluiceService {
 
 /** The services `sluice serve` and `sluice run` host. */
 export function defaultServices(opts: ServiceOptions): SluiceService[] {
-  return [extAuthzService(opts)];
+  return [extAuthzService(opts), new LlmExtProcService({ log: opts.log })];
 }

@@ -88,6 +88,8 @@ export type RouteActionIR =
       readonly timeout?: string;
       readonly rewrite?: { readonly hostname?: string; readonly path?: PathRewriteIR };
       readonly mirrors: readonly { readonly cluster: string; readonly percent: number }[];
+      /** AI backends: retries that move to the next provider / priority group (ARCHITECTURE.md). */
+      readonly failover?: { readonly retries: number };
     }
   | {
       readonly kind: "redirect";
@@ -136,7 +138,49 @@ export type ClusterIR =
       readonly endpoints: readonly EndpointIR[];
       readonly http2: boolean;
     }
-  | { readonly kind: "unix"; readonly name: string; readonly path: string; readonly http2: boolean };
+  | { readonly kind: "unix"; readonly name: string; readonly path: string; readonly http2: boolean }
+  | LlmClusterIR;
+
+/**
+ * The cluster of an AI GwBackend: one locality per priority group, one endpoint per provider (its metadata names the
+ * provider, for the upstream Sluice ext_proc), outlier detection for eviction and an upstream ext_proc filter.
+ */
+export interface LlmClusterIR {
+  readonly kind: "llm";
+  readonly name: string;
+  readonly http2: false;
+  /** `namespace/name` of the GwBackend. */
+  readonly backend: string;
+  /** Priority groups in order; a single `provider` is one group of one provider named `default`. */
+  readonly groups: readonly (readonly LlmProviderIR[])[];
+  readonly eviction: { readonly consecutiveFailures: number; readonly durationMs: number };
+}
+
+/** Wire protocol family of a provider (src/llm/providers.ts ProviderSettings kinds, plus `custom`). */
+export type LlmProviderKind =
+  | "openai"
+  | "azure-openai"
+  | "azure-foundry"
+  | "anthropic"
+  | "gemini"
+  | "bedrock"
+  | "custom";
+
+export interface LlmProviderIR {
+  readonly name: string;
+  readonly kind: LlmProviderKind;
+  /** Where Envoy connects. */
+  readonly address: string;
+  readonly port: number;
+  /** TLS with this SNI (real provider hosts on 443, or a `tls` policy); absent = plain HTTP. */
+  readonly tls?: { readonly sni: string };
+  /** `:authority` sent to the provider. */
+  readonly authority: string;
+  /** The provider variant's own settings as written (model, endpoint, deploymentName, region, formats ...). */
+  readonly settings: Readonly<Record<string, unknown>>;
+  readonly path?: string;
+  readonly pathPrefix?: string;
+}
 
 // ---- Effective policies (src/translate/policy/). Each field keeps the policy it came from, for `sluice explain`.
 

@@ -6,6 +6,7 @@ import { PolicyTableBuilder } from "./authz/policy-table.js";
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
+import { compileLlmTable, type LlmTable } from "./llm/table.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
 import { sluiceKindStatuses } from "./status/sluice-kinds.js";
@@ -37,6 +38,8 @@ export interface TranslationResult {
   readonly policies: PolicyReport;
   /** Compiled ext_authz policies by content-hash id, referenced from the xDS (`sluice.policy`); immutable. */
   readonly extAuthzPolicies: PolicyTable;
+  /** Policy table of the LLM ext_proc (routes to AI backends), content-addressed. */
+  readonly llm: LlmTable;
 }
 
 export function translate(input: TranslationInput, opts: TranslateOptions = {}): TranslationResult {
@@ -47,7 +50,16 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   });
   const table = new PolicyTableBuilder();
   const authz = { input, path: opts.authorizationPath ?? "auto", table } as const;
-  const built = gateways.map((ir) => ({ ir, ...buildXds(ir, authz) }));
+  const llm = compileLlmTable(gateways, input);
+  const built = gateways.map((ir) => ({
+    ir,
+    ...buildXds(ir, {
+      authz,
+      llmEntries: new Map(
+        [...llm.routes].filter(([k]) => k.startsWith(`${ir.key}|`)).map(([k, id]) => [k.slice(ir.key.length + 1), id]),
+      ),
+    }),
+  }));
   return {
     gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
     // Policy status comes last: it depends on which routes and backends the Gateways reached.
@@ -61,6 +73,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     ],
     policies: policies.report(),
     extAuthzPolicies: table.build(),
+    llm,
   };
 }
 

@@ -7,6 +7,7 @@ import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
 import { backendClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
+import { translateAiBackend } from "./ai.js";
 
 export type ResolvedBackend =
   | { readonly ok: true; readonly cluster: ClusterIR }
@@ -70,7 +71,8 @@ export class BackendResolver {
         message: `backendRef kind ${group === "" ? "" : `${group}/`}${kind} is not supported; use a Service or a sluice.dev GwBackend`,
       };
     }
-    if (result.ok && opts.http2 && !result.cluster.http2) {
+    // (LLM clusters speak each provider's own protocol; gRPC does not go to them.)
+    if (result.ok && opts.http2 && !result.cluster.http2 && result.cluster.kind !== "llm") {
       // gRPC needs HTTP/2 even where the Service does not say so: a separate cluster, so HTTP routes keep HTTP/1.
       result = { ok: true, cluster: { ...result.cluster, name: `${result.cluster.name}/h2`, http2: true } };
     }
@@ -158,6 +160,15 @@ export class BackendResolver {
         }
         return { ok: true, cluster: { kind: "dns", name: clusterName, host: s.host, port: s.port, http2: false } };
       }
+    }
+    if (be.spec.ai !== undefined) {
+      const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>);
+      if (r.ok) return { ok: true, cluster: r.cluster };
+      return {
+        ok: false,
+        reason: RouteConditionReason.UnsupportedValue,
+        message: `GwBackend ${namespace}/${name}: ${r.message}`,
+      };
     }
     const variant = Object.keys(be.spec).find((k) => k !== "policies") ?? "none";
     return {

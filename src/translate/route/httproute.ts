@@ -121,6 +121,7 @@ export function translateHTTPRouteRules(
       };
     } else {
       const backends: WeightedBackendIR[] = [];
+      let providers = 0;
       for (const ref of rule.backendRefs ?? []) {
         const weight = ref.weight ?? 1;
         const r = resolver.resolve(ref, from, resolveOpts);
@@ -129,6 +130,7 @@ export function translateHTTPRouteRules(
           continue;
         }
         if (weight === 0) continue;
+        if (r.cluster.kind === "llm") providers = Math.max(providers, r.cluster.groups.flat().length);
         const reqH = headerMutation(filterOf(ref.filters, "RequestHeaderModifier", "requestHeaderModifier"));
         const resH = headerMutation(filterOf(ref.filters, "ResponseHeaderModifier", "responseHeaderModifier"));
         backends.push({
@@ -148,6 +150,8 @@ export function translateHTTPRouteRules(
           backends,
           mirrors,
           ...(timeout !== undefined ? { timeout } : {}),
+          // Each further provider gets one try: failover inside a group, then to the next group.
+          ...(providers > 1 ? { failover: { retries: providers - 1 } } : {}),
           ...(rewrite !== undefined
             ? {
                 rewrite: {

@@ -6,7 +6,7 @@ import type { InvalidResource, TranslationInput } from "../input.js";
 import { type Condition, condition, type ResourceStatus } from "./conditions.js";
 
 /** The GwBackend variants the translator turns into clusters today. */
-const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static"]);
+const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static", "ai"]);
 
 function variantOf(spec: unknown): string | undefined {
   if (typeof spec !== "object" || spec === null) return undefined;

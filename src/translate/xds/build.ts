@@ -17,7 +17,14 @@ export interface BuildResult {
   readonly notes: readonly PolicyNote[];
 }
 
-export function buildXds(gw: GatewayIR, authz?: Omit<AuthzContext, "note">): BuildResult {
+export interface BuildOptions {
+  /** Translation-wide authentication/authorization state (policy table, Secrets). */
+  readonly authz?: Omit<AuthzContext, "note">;
+  /** LLM table entry id by route name (this Gateway's routes to AI backends). */
+  readonly llmEntries?: ReadonlyMap<string, string>;
+}
+
+export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const note: BuildContext["note"] = (from, field, message, reason) => {
@@ -26,7 +33,11 @@ export function buildXds(gw: GatewayIR, authz?: Omit<AuthzContext, "note">): Bui
     seen.add(key);
     notes.push({ from, field, message, ...(reason !== undefined ? { reason } : {}) });
   };
-  const ctx: BuildContext = { note, ...(authz !== undefined ? { authz: { ...authz, note } } : {}) };
+  const ctx: BuildContext = {
+    note,
+    ...(opts.authz !== undefined ? { authz: { ...opts.authz, note } } : {}),
+    llmEntry: (routeName) => opts.llmEntries?.get(routeName),
+  };
   const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
   // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.
   const chains = new Map(

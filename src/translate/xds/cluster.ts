@@ -13,6 +13,7 @@ import {
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { durationFromMs } from "../duration.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
+import { buildLlmCluster } from "./llm.js";
 
 const CONNECT_TIMEOUT_MS = 5000;
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
@@ -39,6 +40,7 @@ function loadAssignment(
 }
 
 export function buildCluster(c: ClusterIR): Cluster {
+  if (c.kind === "llm") return buildLlmCluster(c);
   const base: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
     connectTimeout: durationFromMs(CONNECT_TIMEOUT_MS),

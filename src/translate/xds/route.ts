@@ -17,6 +17,7 @@ import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/env
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { HeaderMutationIR, PathRewriteIR, RouteConfigIR, RouteIR, RouteMatchIR } from "../ir.js";
+import { failoverRetryPolicy } from "./llm.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 
@@ -182,6 +183,7 @@ function buildRoute(
         const ms = parseDurationMs(a.timeout);
         if (ms !== undefined) route.timeout = durationFromMs(ms);
       }
+      if (a.failover !== undefined) route.retryPolicy = failoverRetryPolicy(a.failover.retries);
       if (a.rewrite?.hostname !== undefined) {
         route.hostRewriteSpecifier = { case: "hostRewriteLiteral", value: a.rewrite.hostname };
       }

@@ -61,6 +61,8 @@ export interface BuildContext {
   note(from: PolicySourceIR, field: string, message: string, reason?: NoteReason): void;
   /** Translation-wide authentication/authorization state (policy table, Secrets); absent in bare builder tests. */
   readonly authz?: AuthzContext;
+  /** Id of the LLM table entry of a route (routes to AI backends), if any. */
+  llmEntry?(routeName: string): string | undefined;
 }
 
 export interface HttpFilterBuilder {

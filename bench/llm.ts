@@ -1,0 +1,267 @@
+// LLM gateway overhead: a 1 KB chat-completions request translated to the Anthropic Messages API by Sluice (Envoy +
+// the Sluice ext_proc), non-streaming and streaming, against the same request sent straight to the fake provider and
+// through Envoy untouched (a plain route), all in the same run; and, when they are installed, side by side with the
+// Portkey gateway (npm @portkey-ai/gateway) and the LiteLLM proxy (PyPI litellm) translating to the same fake.
+//
+//   node dist/bench/llm.js [--seconds 5] [--concurrency 16]
+//   PORTKEY_DIR=.cache/bench/portkey LITELLM_BIN=.cache/bench/litellm-venv/bin/litellm node dist/bench/llm.js
+//
+// Prints requests/s, p50 and p99 latency per setup, and p50/p99 added over the direct call.
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, writeFileSync } from "node:fs";
+import { Agent, request as httpRequest } from "node:http";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { freePort, waitFor } from "../test/helpers/net.js";
+import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
+
+const { values } = parseArgs({
+  options: { seconds: { type: "string", default: "5" }, concurrency: { type: "string", default: "16" } },
+});
+const seconds = Number(values.seconds);
+const concurrency = Number(values.concurrency);
+
+// ~1 KB of chat-completions request.
+const filler = "The quick brown fox jumps over the lazy dog. ".repeat(18);
+function body(stream: boolean): string {
+  return JSON.stringify({
+    model: "claude-sonnet-4",
+    max_tokens: 64,
+    messages: [
+      { role: "system", content: "You are a concise assistant." },
+      { role: "user", content: `Summarize: ${filler}` },
+    ],
+    ...(stream ? { stream: true } : {}),
+  });
+}
+
+interface Target {
+  readonly name: string;
+  readonly port: number;
+  readonly path: string;
+  readonly headers: Record<string, string>;
+}
+
+interface Result {
+  readonly rps: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly errors: number;
+}
+
+const lastErrors = new Set<string>();
+const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+
+function once(t: Target, payload: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const req = httpRequest(
+      {
+        host: "127.0.0.1",
+        port: t.port,
+        path: t.path,
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...t.headers },
+      },
+      (res) => {
+        res.on("data", () => {});
+        res.on("end", () =>
+          res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+async function load(t: Target, stream: boolean): Promise<Result> {
+  const payload = body(stream);
+  for (let i = 0; i < 200; i++) await once(t, payload); // warm up (JIT, connections)
+  const lat: number[] = [];
+  let errors = 0;
+  const end = performance.now() + seconds * 1000;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        try {
+          lat.push(await once(t, payload));
+        } catch (e) {
+          errors++;
+          lastErrors.add((e as Error).message);
+        }
+      }
+    }),
+  );
+  const elapsed = (performance.now() - t0) / 1000;
+  lat.sort((a, b) => a - b);
+  const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(lat.length * p))] ?? Number.NaN;
+  return { rps: lat.length / elapsed, p50: q(0.5), p99: q(0.99), errors };
+}
+
+function resources(fakePort: number, port: number): string {
+  return `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: default }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: claude, namespace: default }
+spec:
+  ai: { provider: { providerD: {}, host: 127.0.0.1, port: ${fakePort} } }
+  policies: { auth: { key: sk-bench } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: plain, namespace: default }
+spec: { static: { host: 127.0.0.1, port: ${fakePort} } }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /passthrough } }]
+      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefix: / } } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: plain }]
+    - backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude }]
+`;
+}
+
+async function startProcess(cmd: string, args: string[], env: Record<string, string>, port: number, path: string) {
+  const child: ChildProcess = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const out: string[] = [];
+  child.stdout?.on("data", (c: Buffer) => out.push(c.toString()));
+  child.stderr?.on("data", (c: Buffer) => out.push(c.toString()));
+  await waitFor(
+    `${cmd} on :${port}`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(out.join("").slice(-2000));
+      const r = await fetch(`http://127.0.0.1:${port}${path}`).catch(() => undefined);
+      return r !== undefined ? true : undefined;
+    },
+    60_000,
+    250,
+  );
+  return child;
+}
+
+const rows: { setup: string; mode: string; r: Result }[] = [];
+const fakeChild = spawn(process.execPath, [join(import.meta.dirname, "llm-fake.js")], {
+  stdio: ["ignore", "pipe", "inherit"],
+});
+const fakePort = await new Promise<number>((resolve) =>
+  fakeChild.stdout?.once("data", (c: Buffer) => resolve(Number(c.toString().trim()))),
+);
+const fake = { port: fakePort, close: async () => void fakeChild.kill("SIGTERM") };
+const port = await freePort();
+const cfg = tempConfigDir();
+cfg.write("all.yaml", resources(fake.port, port));
+const sluice = await startSluice("serve", cfg.dir);
+const envoy = await startTestEnvoy({ gateway: "default/gw", xdsPort: sluice.xdsPort, delta: false });
+const children: ChildProcess[] = [];
+try {
+  await waitFor(
+    "route",
+    async () =>
+      (await once({ name: "", port, path: "/v1/chat/completions", headers: {} }, body(false)).catch(
+        () => undefined,
+      )) !== undefined
+        ? true
+        : undefined,
+    20_000,
+  );
+  const targets: Target[] = [
+    { name: "direct (fake, chat-completions)", port: fake.port, path: "/v1/chat/completions", headers: {} },
+    { name: "envoy passthrough", port, path: "/passthrough/v1/chat/completions", headers: {} },
+    { name: "sluice chat→messages", port, path: "/v1/chat/completions", headers: { authorization: "Bearer client" } },
+  ];
+  const portkeyDir = process.env.PORTKEY_DIR;
+  if (portkeyDir !== undefined && existsSync(join(portkeyDir, "node_modules/@portkey-ai/gateway"))) {
+    const pkPort = await freePort();
+    const entry = join(portkeyDir, "node_modules/@portkey-ai/gateway/build/start-server.js");
+    children.push(await startProcess(process.execPath, [entry, `--port=${pkPort}`], {}, pkPort, "/"));
+    targets.push({
+      name: "portkey chat→messages",
+      port: pkPort,
+      path: "/v1/chat/completions",
+      headers: {
+        "x-portkey-provider": "anthropic",
+        "x-portkey-custom-host": `http://127.0.0.1:${fake.port}/v1`,
+        authorization: "Bearer sk-bench",
+      },
+    });
+  }
+  const litellm = process.env.LITELLM_BIN;
+  if (litellm !== undefined && existsSync(litellm)) {
+    const llPort = await freePort();
+    const conf = join(cfg.dir, "litellm.yaml");
+    writeFileSync(
+      conf,
+      `model_list:\n  - model_name: claude-sonnet-4\n    litellm_params:\n      model: anthropic/claude-sonnet-4\n      api_base: http://127.0.0.1:${fake.port}\n      api_key: sk-bench\n`,
+    );
+    const masterKey = `sk-${randomBytes(32).toString("hex")}`;
+    children.push(
+      await startProcess(
+        litellm,
+        ["--config", conf, "--port", String(llPort), "--num_workers", "1"],
+        { LITELLM_MASTER_KEY: masterKey },
+        llPort,
+        "/health/liveliness",
+      ),
+    );
+    targets.push({
+      name: "litellm chat→messages",
+      port: llPort,
+      path: "/v1/chat/completions",
+      headers: { authorization: `Bearer ${masterKey}` },
+    });
+  }
+  for (const stream of [false, true]) {
+    for (const t of targets) {
+      if (stream && t.name.startsWith("direct")) {
+        rows.push({ setup: t.name, mode: "stream", r: await load(t, true) });
+        continue;
+      }
+      try {
+        const r = await load(t, stream);
+        rows.push({ setup: t.name, mode: stream ? "stream" : "buffered", r });
+        if (r.errors > 0) console.log(`${t.name}: ${r.errors} errors (${[...lastErrors].join(", ")})`);
+        lastErrors.clear();
+      } catch (e) {
+        console.log(`${t.name}: ${(e as Error).message}`);
+      }
+    }
+  }
+} finally {
+  for (const c of children) c.kill("SIGTERM");
+  await envoy.stop();
+  await sluice.stop();
+  await fake.close();
+  cfg.cleanup();
+  agent.destroy();
+}
+
+console.log(`\n${seconds}s per setup, ${concurrency} concurrent clients, 1 KB chat-completions request\n`);
+console.log("mode      setup                             req/s     p50 ms   p99 ms   +p50 ms  +p99 ms  errors");
+for (const row of rows) {
+  const direct = rows.find((x) => x.mode === row.mode && x.setup.startsWith("direct"))?.r;
+  const add = (a: number, b: number | undefined) => (b === undefined ? "" : (a - b).toFixed(2));
+  console.log(
+    `${row.mode.padEnd(9)} ${row.setup.padEnd(32)} ${row.r.rps.toFixed(0).padStart(7)} ${row.r.p50.toFixed(2).padStart(9)} ${row.r.p99
+      .toFixed(2)
+      .padStart(
+        8,
+      )} ${add(row.r.p50, direct?.p50).padStart(9)} ${add(row.r.p99, direct?.p99).padStart(8)} ${String(row.r.errors).padStart(7)}`,
+  );
+}

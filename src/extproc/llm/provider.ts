@@ -1,0 +1,205 @@
+// Per provider: which wire format a client's request becomes, and where it goes (authority, path, headers), with the
+// table's credentials. SigV4 is computed here too, on the final body.
+
+import {
+  type ClientFormat,
+  findDirection,
+  type ProviderFormat,
+  type ProviderSettings,
+  signSigV4,
+  upstreamTarget,
+} from "../../llm/index.js";
+import type { LlmProviderEntry, RouteType } from "../../translate/llm/table.js";
+
+const CLIENT_OF_ROUTE: Partial<Record<RouteType, ClientFormat>> = {
+  Completions: "chat-completions",
+  Messages: "messages",
+  Responses: "responses",
+  Embeddings: "embeddings",
+  MessagesTokenCount: "count-tokens",
+  Rerank: "rerank",
+};
+
+/** The client wire format of a route type; undefined for types forwarded without translation. */
+export function clientFormatOf(t: RouteType): ClientFormat | undefined {
+  return CLIENT_OF_ROUTE[t];
+}
+
+/** Route type of a request path: the longest matching suffix wins, `*` matches anything; default Completions. */
+export function routeTypeOf(routes: readonly (readonly [string, RouteType])[], path: string): RouteType {
+  if (routes.length === 0) return "Completions";
+  const q = path.indexOf("?");
+  const p = q < 0 ? path : path.slice(0, q);
+  let best: readonly [string, RouteType] | undefined;
+  for (const r of routes) {
+    if (r[0] === "*") {
+      best ??= r;
+      continue;
+    }
+    if (p.endsWith(r[0]) && (best === undefined || best[0] === "*" || r[0].length > best[0].length)) best = r;
+  }
+  return best?.[1] ?? "Completions";
+}
+
+type Family = Partial<Record<ClientFormat, ProviderFormat>>;
+const OPENAI: Family = {
+  "chat-completions": "chat-completions",
+  messages: "chat-completions",
+  responses: "responses",
+  embeddings: "embeddings",
+};
+const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Family>> = {
+  openai: OPENAI,
+  "azure-openai": OPENAI,
+  "azure-foundry": OPENAI,
+  anthropic: { "chat-completions": "messages", messages: "messages", "count-tokens": "count-tokens" },
+  gemini: {
+    "chat-completions": "generate-content",
+    embeddings: "gemini-embed",
+    "count-tokens": "gemini-count-tokens",
+  },
+  bedrock: {
+    "chat-completions": "converse",
+    messages: "converse",
+    responses: "converse",
+    embeddings: "titan-embed",
+    "count-tokens": "converse-count-tokens",
+  },
+};
+
+const CUSTOM_FORMAT: Readonly<Record<string, ProviderFormat>> = {
+  Completions: "chat-completions",
+  Messages: "messages",
+  Responses: "responses",
+  Embeddings: "embeddings",
+  MessagesTokenCount: "count-tokens",
+  Rerank: "rerank",
+};
+const DEFAULT_PATH: Partial<Record<ProviderFormat, string>> = {
+  "chat-completions": "/v1/chat/completions",
+  messages: "/v1/messages",
+  responses: "/v1/responses",
+  embeddings: "/v1/embeddings",
+  "count-tokens": "/v1/messages/count_tokens",
+  rerank: "/v2/rerank",
+};
+
+function customFormats(p: LlmProviderEntry): { format: ProviderFormat; path?: string }[] {
+  const list = Array.isArray(p.settings.formats) ? p.settings.formats : [];
+  const out: { format: ProviderFormat; path?: string }[] = [];
+  for (const f of list) {
+    if (typeof f !== "object" || f === null) continue;
+    const format = CUSTOM_FORMAT[String((f as { type?: unknown }).type)];
+    const path = (f as { path?: unknown }).path;
+    if (format !== undefined) out.push({ format, ...(typeof path === "string" ? { path } : {}) });
+  }
+  return out;
+}
+
+/** The provider format a client's request is translated to for this provider; undefined when it cannot serve it. */
+export function providerFormatFor(p: LlmProviderEntry, client: ClientFormat): ProviderFormat | undefined {
+  if (p.kind === "custom") {
+    const formats = customFormats(p).map((f) => f.format);
+    const candidates: ProviderFormat[] = [client as ProviderFormat, "chat-completions", "messages"];
+    return candidates.find((f) => formats.includes(f) && findDirection(client, f) !== undefined);
+  }
+  const f = FAMILIES[p.kind][client];
+  return f !== undefined && findDirection(client, f) !== undefined ? f : undefined;
+}
+
+const s = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+
+function settingsOf(p: LlmProviderEntry): ProviderSettings | undefined {
+  const st = p.settings;
+  switch (p.kind) {
+    case "openai":
+      return { kind: "openai", ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}) };
+    case "anthropic":
+      return { kind: "anthropic", ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}) };
+    case "azure-openai": {
+      const deploymentName = s(st.deploymentName);
+      const apiVersion = s(st.apiVersion);
+      return {
+        kind: "azure-openai",
+        endpoint: p.authority,
+        ...(deploymentName !== undefined ? { deploymentName } : {}),
+        ...(apiVersion !== undefined ? { apiVersion } : {}),
+      };
+    }
+    case "azure-foundry": {
+      const apiVersion = s(st.apiVersion);
+      return {
+        kind: "azure-foundry",
+        resourceName: s(st.resourceName) ?? "",
+        projectName: s(st.projectName) ?? "",
+        ...(apiVersion !== undefined ? { apiVersion } : {}),
+      };
+    }
+    case "gemini":
+      return { kind: "gemini" };
+    case "bedrock":
+      return { kind: "bedrock", region: s(st.region) ?? "us-east-1" };
+    case "custom":
+      return undefined;
+  }
+}
+
+export interface ProviderRequest {
+  readonly authority: string;
+  readonly path: string;
+  readonly headers: Record<string, string>;
+}
+
+/** Authority, path and headers (credentials and signature included) of the request to the provider. */
+export function providerRequest(
+  p: LlmProviderEntry,
+  format: ProviderFormat,
+  model: string,
+  stream: boolean,
+  body: Uint8Array,
+): ProviderRequest | undefined {
+  let path: string;
+  let headers: Record<string, string> = {};
+  if (p.kind === "custom") {
+    const f = customFormats(p).find((x) => x.format === format);
+    path = p.path ?? f?.path ?? DEFAULT_PATH[format] ?? "/";
+  } else {
+    const settings = settingsOf(p);
+    const t = settings === undefined ? undefined : upstreamTarget(settings, format, model, stream);
+    if (t === undefined) return undefined;
+    path = p.path ?? t.path;
+    headers = { ...t.headers };
+  }
+  Object.assign(headers, p.auth.headers);
+  const query = Object.entries(p.auth.query);
+  if (query.length > 0) {
+    const qs = query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
+    path += (path.includes("?") ? "&" : "?") + qs;
+  }
+  const aws = p.auth.aws;
+  if (aws !== undefined) {
+    const q = path.indexOf("?");
+    const signed = signSigV4(
+      {
+        method: "POST",
+        host: p.authority,
+        path: q < 0 ? path : path.slice(0, q),
+        query: q < 0 ? "" : path.slice(q + 1),
+        headers: { "content-type": headers["content-type"] ?? "application/json" },
+        body,
+      },
+      {
+        region: aws.region !== "" ? aws.region : (s(p.settings.region) ?? "us-east-1"),
+        service: aws.service,
+        credentials: {
+          accessKeyId: aws.accessKeyId,
+          secretAccessKey: aws.secretAccessKey,
+          ...(aws.sessionToken !== undefined ? { sessionToken: aws.sessionToken } : {}),
+        },
+        date: new Date(),
+      },
+    );
+    Object.assign(headers, signed.headers);
+  }
+  return { authority: p.authority, path, headers };
+}

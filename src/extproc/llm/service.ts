@@ -1,0 +1,561 @@
+// The LLM ext_proc (envoy.service.ext_proc.v3.ExternalProcessor) at its two places in Envoy (ARCHITECTURE.md):
+// - router level, once per request: reads the route type and the client's body, enforces `tokens` limits, keeps the
+//   request in memory under an id it adds as a header, and translates the final response (buffered or streamed chunk
+//   by chunk) from the format of the provider that answered into the client's;
+// - upstream (cluster) level, once per attempt: finds the request by that id and the provider by the endpoint Envoy
+//   picked, applies the provider's AI request policies, translates the body, sets path, host and credentials (SigV4 on
+//   the final body), and replaces the request. A retry to a provider of another format is translated anew.
+// Never throws on input: every failure becomes an error in the client's own format.
+
+import { randomUUID } from "node:crypto";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import type * as grpc from "@grpc/grpc-js";
+import { HeaderValueOption_HeaderAppendAction } from "../../gen/envoy/config/core/v3/base_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import {
+  CommonResponse_ResponseStatus,
+  type CommonResponseSchema,
+  ExternalProcessor,
+  type HeaderMutationSchema,
+  type HttpHeaders,
+  type ProcessingRequest,
+  type ProcessingResponse,
+  ProcessingResponseSchema,
+} from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
+import { addGrpcService } from "../../grpc/service.js";
+import {
+  type ClientFormat,
+  clientError,
+  type Direction,
+  defaultContext,
+  findDirection,
+  type LlmError,
+  type ProviderFormat,
+  type RequestMeta,
+  type StreamTranslator,
+  type TokenUsage,
+  translateError,
+} from "../../llm/index.js";
+import { extractUsage } from "../../llm/usage.js";
+import {
+  LLM_CLUSTER_ATTRIBUTE,
+  LLM_ENTRY_METADATA,
+  LLM_METADATA_NAMESPACE,
+  LLM_PROVIDER_ATTRIBUTE,
+  LLM_REQUEST_ID_HEADER,
+  LLM_STAGE_METADATA,
+  type LlmProviderEntry,
+  type LlmRouteEntry,
+  type RouteType,
+} from "../../translate/llm/table.js";
+import type { TranslationResult } from "../../translate/translate.js";
+import { applyAiPolicy, providerModel } from "./policies.js";
+import { clientFormatOf, providerFormatFor, providerRequest, routeTypeOf } from "./provider.js";
+import { TokenLimiter } from "./token-limits.js";
+
+type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
+type Obj = Record<string, unknown>;
+
+const te = new TextEncoder();
+const td = new TextDecoder();
+
+/** The attempt the upstream stage prepared, for the router stage to read the response with. */
+interface Attempt {
+  readonly provider: string;
+  readonly format?: ProviderFormat;
+  readonly direction?: Direction;
+  readonly meta?: RequestMeta;
+  /** The upstream stage answered itself, already in the client's format. */
+  readonly local?: boolean;
+}
+
+interface RequestState {
+  readonly entry: LlmRouteEntry;
+  readonly routeType: RouteType;
+  readonly client: ClientFormat | undefined;
+  body?: Obj;
+  /** Request headers, for CEL transformations. */
+  headers: Record<string, string>;
+  attempt?: Attempt;
+  /**
+   * Headers the previous attempt set: Envoy's upstream filters mutate the router's own request headers, so a retry to
+   * another provider would otherwise carry the first provider's credentials.
+   */
+  provided?: readonly string[];
+}
+
+interface ResponseState {
+  mode: "pass" | "error" | "buffered" | "stream";
+  status: number;
+  headers: Record<string, string>;
+  stream?: StreamTranslator;
+  chunks: Uint8Array[];
+}
+
+export interface LlmServiceOptions {
+  readonly log?: (line: string) => void;
+  readonly now?: () => number;
+}
+
+function header(h: HttpHeaders | undefined, name: string): string | undefined {
+  for (const x of h?.headers?.headers ?? []) {
+    if (x.key === name) return x.value !== "" ? x.value : td.decode(x.rawValue);
+  }
+  return undefined;
+}
+
+function headerMap(h: HttpHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const x of h?.headers?.headers ?? []) out[x.key] = x.value !== "" ? x.value : td.decode(x.rawValue);
+  return out;
+}
+
+function attribute(req: ProcessingRequest, name: string): string | undefined {
+  const v = req.attributes["envoy.filters.http.ext_proc"]?.[name];
+  return typeof v === "string" ? v : undefined;
+}
+
+function mutation(
+  set: Readonly<Record<string, string>>,
+  remove: readonly string[] = [],
+): Init<typeof HeaderMutationSchema> {
+  return {
+    setHeaders: Object.entries(set).map(([key, v]) => ({
+      header: { key, rawValue: te.encode(v) },
+      appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+    })),
+    removeHeaders: [...remove],
+  };
+}
+
+function respond(
+  phase: "requestHeaders" | "responseHeaders" | "requestBody" | "responseBody",
+  common: Init<typeof CommonResponseSchema> = {},
+  extra: { modeOverride?: Init<typeof ProcessingResponseSchema>["modeOverride"]; metadata?: JsonObject } = {},
+): ProcessingResponse {
+  return create(ProcessingResponseSchema, {
+    response: { case: phase, value: { response: common } },
+    ...(extra.modeOverride !== undefined ? { modeOverride: extra.modeOverride } : {}),
+    ...(extra.metadata !== undefined ? { dynamicMetadata: extra.metadata } : {}),
+  });
+}
+
+function immediate(status: number, body: JsonObject | string, contentType = "application/json"): ProcessingResponse {
+  const text = typeof body === "string" ? body : JSON.stringify(body);
+  return create(ProcessingResponseSchema, {
+    response: {
+      case: "immediateResponse",
+      value: {
+        status: { code: status },
+        headers: mutation({ "content-type": contentType }),
+        body: te.encode(text),
+        details: "sluice_llm",
+      },
+    },
+  });
+}
+
+/** An error the client sees in its own format (chat-completions style when the route is not an LLM format). */
+function clientErrorResponse(client: ClientFormat | undefined, error: LlmError): ProcessingResponse {
+  const e = clientError(client ?? "chat-completions", error);
+  return immediate(e.status, e.body);
+}
+
+const ROUTER_MODE = {
+  requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+  requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
+  responseHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+  requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+  responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+} as const;
+const bodyMode = (m: ProcessingMode_BodySendMode): Init<typeof ProcessingResponseSchema>["modeOverride"] => ({
+  ...ROUTER_MODE,
+  responseBodyMode: m,
+});
+
+function concat(chunks: readonly Uint8Array[]): Uint8Array {
+  if (chunks.length === 1 && chunks[0] !== undefined) return chunks[0];
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
+  let o = 0;
+  for (const c of chunks) {
+    out.set(c, o);
+    o += c.byteLength;
+  }
+  return out;
+}
+
+function usageMetadata(usage: TokenUsage | undefined, attempt: Attempt | undefined): JsonObject | undefined {
+  if (usage === undefined) return undefined;
+  return {
+    [LLM_METADATA_NAMESPACE]: {
+      input_tokens: usage.inputTokens,
+      output_tokens: usage.outputTokens,
+      total_tokens: usage.totalTokens,
+      ...(attempt !== undefined ? { provider: attempt.provider } : {}),
+      ...(attempt?.meta !== undefined ? { model: attempt.meta.model } : {}),
+    },
+  };
+}
+
+/** Headers a client may send to authenticate with the gateway; they never go to a provider. */
+const CLIENT_CREDENTIAL_HEADERS = ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+
+export class LlmExtProcService {
+  readonly name = "llm-ext-proc";
+  #current = new Map<string, LlmRouteEntry>();
+  /** The previous table stays readable so requests of an Envoy not yet updated keep working. */
+  #previous = new Map<string, LlmRouteEntry>();
+  readonly #requests = new Map<string, RequestState>();
+  readonly #limiter: TokenLimiter;
+  readonly #log: (line: string) => void;
+
+  constructor(opts: LlmServiceOptions = {}) {
+    this.#limiter = new TokenLimiter(opts.now);
+    this.#log = opts.log ?? (() => {});
+  }
+
+  update(result: TranslationResult): void {
+    this.#previous = this.#current;
+    this.#current = new Map(result.llm.entries);
+  }
+
+  addTo(server: grpc.Server): void {
+    addGrpcService(server, ExternalProcessor, {
+      process: (call) => {
+        const stage = call.metadata.get(LLM_STAGE_METADATA)[0];
+        if (stage === "upstream") this.#upstream(call);
+        else this.#router(call, String(call.metadata.get(LLM_ENTRY_METADATA)[0] ?? ""));
+      },
+    });
+  }
+
+  /** Number of requests held in memory (tests check it drains). */
+  get inFlight(): number {
+    return this.#requests.size;
+  }
+
+  #entry(id: string): LlmRouteEntry | undefined {
+    return this.#current.get(id) ?? this.#previous.get(id);
+  }
+
+  // ---- router level ----
+
+  #router(call: grpc.ServerDuplexStream<ProcessingRequest, ProcessingResponse>, entryId: string): void {
+    let id: string | undefined;
+    let state: RequestState | undefined;
+    const resp: ResponseState = { mode: "pass", status: 0, headers: {}, chunks: [] };
+    const done = () => {
+      if (id !== undefined) this.#requests.delete(id);
+    };
+    call.on("error", done);
+    call.on("end", () => {
+      done();
+      call.end();
+    });
+    call.on("data", (req: ProcessingRequest) => {
+      try {
+        const out = this.#routerMessage(
+          req,
+          entryId,
+          resp,
+          () => state,
+          (s, i) => {
+            state = s;
+            id = i;
+          },
+        );
+        if (out !== undefined) call.write(out);
+      } catch (e) {
+        // A bug, not input: answer in the client's format rather than leaving Envoy waiting.
+        this.#log(`llm ext_proc: ${(e as Error).message}`);
+        call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
+      }
+    });
+  }
+
+  #routerMessage(
+    req: ProcessingRequest,
+    entryId: string,
+    resp: ResponseState,
+    get: () => RequestState | undefined,
+    set: (s: RequestState, id: string) => void,
+  ): ProcessingResponse | undefined {
+    const r = req.request;
+    switch (r.case) {
+      case "requestHeaders": {
+        const entry = this.#entry(entryId);
+        if (entry === undefined) {
+          return clientErrorResponse(undefined, { status: 500, kind: "server", message: "unknown LLM route policy" });
+        }
+        const routeType = routeTypeOf(entry.routes, header(r.value, ":path") ?? "/");
+        const client = clientFormatOf(routeType);
+        if (entry.tokenLimits.length > 0 && !this.#limiter.admit(entry.tokenLimits)) {
+          return clientErrorResponse(client, { status: 429, kind: "rate_limit", message: "token rate limit exceeded" });
+        }
+        const id = randomUUID();
+        const state: RequestState = { entry, routeType, client, headers: headerMap(r.value) };
+        this.#requests.set(id, state);
+        set(state, id);
+        return respond("requestHeaders", { headerMutation: mutation({ [LLM_REQUEST_ID_HEADER]: id }) });
+      }
+      case "requestBody": {
+        const state = get();
+        if (state?.client !== undefined) {
+          const body = r.value.body;
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(td.decode(body));
+          } catch {
+            parsed = undefined;
+          }
+          if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+            return clientErrorResponse(state.client, {
+              status: 400,
+              kind: "invalid_request",
+              message: "request body must be a JSON object",
+            });
+          }
+          state.body = parsed as Obj;
+        }
+        return respond("requestBody");
+      }
+      case "responseHeaders":
+        return this.#responseHeaders(get(), r.value, resp);
+      case "responseBody":
+        return this.#responseBody(get(), r.value.body, r.value.endOfStream, resp);
+      default:
+        return undefined;
+    }
+  }
+
+  #responseHeaders(state: RequestState | undefined, h: HttpHeaders, resp: ResponseState): ProcessingResponse {
+    resp.status = Number(header(h, ":status") ?? "0");
+    resp.headers = headerMap(h);
+    const attempt = state?.attempt;
+    if (state?.client === undefined || attempt?.local === true) {
+      // Passthrough route types, and errors the upstream stage already wrote in the client's format.
+      resp.mode = state?.routeType === "Detect" ? "buffered" : "pass";
+      return respond(
+        "responseHeaders",
+        {},
+        {
+          modeOverride: bodyMode(
+            resp.mode === "pass" ? ProcessingMode_BodySendMode.NONE : ProcessingMode_BodySendMode.BUFFERED,
+          ),
+        },
+      );
+    }
+    if (resp.status >= 400 || attempt?.direction === undefined || attempt.meta === undefined) {
+      // Provider errors, and Envoy's own replies when no provider could be reached.
+      resp.mode = "error";
+      return respond("responseHeaders", {
+        headerMutation: mutation({ "content-type": "application/json" }, ["content-length"]),
+      });
+    }
+    if (attempt.meta.stream && attempt.direction.stream !== undefined) {
+      resp.mode = "stream";
+      resp.stream = attempt.direction.stream(attempt.meta, defaultContext);
+      return respond(
+        "responseHeaders",
+        {
+          headerMutation: mutation({ "content-type": "text/event-stream", "cache-control": "no-cache" }, [
+            "content-length",
+          ]),
+        },
+        { modeOverride: bodyMode(ProcessingMode_BodySendMode.STREAMED) },
+      );
+    }
+    resp.mode = "buffered";
+    return respond("responseHeaders", {
+      headerMutation: mutation({ "content-type": "application/json" }, ["content-length"]),
+    });
+  }
+
+  #responseBody(
+    state: RequestState | undefined,
+    chunk: Uint8Array,
+    end: boolean,
+    resp: ResponseState,
+  ): ProcessingResponse {
+    const attempt = state?.attempt;
+    const client = state?.client ?? "chat-completions";
+    if (resp.mode === "stream" && resp.stream !== undefined) {
+      let out = resp.stream.push(chunk);
+      let metadata: JsonObject | undefined;
+      if (end) {
+        const tail = resp.stream.end();
+        out = concat([out, tail]);
+        const usage = resp.stream.usage();
+        this.#account(state, usage);
+        metadata = usageMetadata(usage, attempt);
+      }
+      return respond(
+        "responseBody",
+        { bodyMutation: { mutation: { case: "body", value: out } } },
+        metadata !== undefined ? { metadata } : {},
+      );
+    }
+    // Buffered: Envoy sends the whole body once (end of stream).
+    const text = td.decode(chunk);
+    if (resp.mode === "pass") return respond("responseBody");
+    if (resp.mode === "buffered" && state?.client === undefined) {
+      // Detect: read usage from whatever format came back.
+      let usage: TokenUsage | undefined;
+      try {
+        const json = JSON.parse(text) as unknown;
+        usage = extractUsage("chat-completions", json) ?? extractUsage("messages", json);
+      } catch {
+        usage = undefined;
+      }
+      this.#account(state, usage);
+      const metadata = usageMetadata(usage, attempt);
+      return respond("responseBody", {}, metadata !== undefined ? { metadata } : {});
+    }
+    if (resp.mode === "error") {
+      const e = translateError(client, resp.status, text, resp.headers);
+      return this.#replaceBody(e.body, e.status !== resp.status ? e.status : undefined);
+    }
+    // Translate a successful, non-streamed response.
+    if (attempt?.direction === undefined || attempt.meta === undefined) return respond("responseBody");
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const r = attempt.direction.response(parsed, attempt.meta, defaultContext);
+    if (!r.ok) {
+      const e = clientError(client, r.error);
+      return this.#replaceBody(e.body, e.status);
+    }
+    this.#account(state, r.usage);
+    const metadata = usageMetadata(r.usage, attempt);
+    return this.#replaceBody(r.body, undefined, metadata);
+  }
+
+  #replaceBody(body: JsonObject | object, status?: number, metadata?: JsonObject): ProcessingResponse {
+    const bytes = te.encode(JSON.stringify(body));
+    const set: Record<string, string> = { "content-length": String(bytes.byteLength) };
+    if (status !== undefined) set[":status"] = String(status);
+    return respond(
+      "responseBody",
+      { headerMutation: mutation(set), bodyMutation: { mutation: { case: "body", value: bytes } } },
+      metadata !== undefined ? { metadata } : {},
+    );
+  }
+
+  #account(state: RequestState | undefined, usage: TokenUsage | undefined): void {
+    if (state === undefined || usage === undefined || state.entry.tokenLimits.length === 0) return;
+    this.#limiter.consume(state.entry.tokenLimits, usage.totalTokens);
+  }
+
+  // ---- upstream (per attempt) ----
+
+  #upstream(call: grpc.ServerDuplexStream<ProcessingRequest, ProcessingResponse>): void {
+    call.on("error", () => {});
+    call.on("end", () => call.end());
+    call.on("data", (req: ProcessingRequest) => {
+      if (req.request.case !== "requestHeaders") return;
+      let out: ProcessingResponse;
+      try {
+        out = this.#attempt(req, req.request.value);
+      } catch (e) {
+        this.#log(`llm ext_proc (upstream): ${(e as Error).message}`);
+        out = clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
+      }
+      call.write(out);
+    });
+  }
+
+  #attempt(req: ProcessingRequest, h: HttpHeaders): ProcessingResponse {
+    const id = header(h, LLM_REQUEST_ID_HEADER);
+    const state = id === undefined ? undefined : this.#requests.get(id);
+    if (state === undefined) {
+      return clientErrorResponse(undefined, { status: 500, kind: "server", message: "LLM request state not found" });
+    }
+    const providerName = attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? "";
+    const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "";
+    const provider = state.entry.backends[cluster]?.providers[providerName];
+    const fail = (error: LlmError): ProcessingResponse => {
+      state.attempt = { provider: providerName, local: true };
+      return clientErrorResponse(state.client, error);
+    };
+    if (provider === undefined) {
+      return fail({ status: 500, kind: "server", message: `provider ${providerName} of ${cluster} is not configured` });
+    }
+    if (provider.auth.problem !== undefined) {
+      this.#log(`llm provider ${providerName}: ${provider.auth.problem}`);
+      return fail({
+        status: 500,
+        kind: "server",
+        message: `credentials of provider ${providerName} are not available`,
+      });
+    }
+    // The id header stays: retries need it, and the upstream filters' mutations persist into them.
+    const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
+    if (state.client === undefined || state.body === undefined) return this.#passthrough(state, provider, remove);
+    const client = state.client;
+    const format = providerFormatFor(provider, client);
+    const direction = format === undefined ? undefined : findDirection(client, format);
+    if (format === undefined || direction === undefined) {
+      return fail({
+        status: 501,
+        kind: "server",
+        message: `provider ${providerName} does not serve ${state.routeType} requests`,
+      });
+    }
+    const body = applyAiPolicy(client, state.body, provider.ai, {
+      method: state.headers[":method"] ?? "POST",
+      path: state.headers[":path"] ?? "/",
+      headers: state.headers,
+    });
+    const translated = direction.request(
+      body,
+      providerModel(provider.settings, provider.ai, body.model),
+      defaultContext,
+    );
+    if (!translated.ok) {
+      state.attempt = { provider: providerName, local: true };
+      return clientErrorResponse(client, translated.error);
+    }
+    const bytes = te.encode(JSON.stringify(translated.body));
+    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes);
+    if (target === undefined) {
+      return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
+    }
+    state.attempt = { provider: providerName, format, direction, meta: translated.meta };
+    state.provided = Object.keys(target.headers);
+    const set: Record<string, string> = {
+      ":path": target.path,
+      ":authority": target.authority,
+      "content-type": "application/json",
+      "content-length": String(bytes.byteLength),
+      ...target.headers,
+    };
+    return respond("requestHeaders", {
+      status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
+      headerMutation: mutation(
+        set,
+        remove.filter((r) => !(r in set)),
+      ),
+      bodyMutation: { mutation: { case: "body", value: bytes } },
+    });
+  }
+
+  /** Route types forwarded as they are: only the destination and the credentials change. */
+  #passthrough(state: RequestState, provider: LlmProviderEntry, remove: string[]): ProcessingResponse {
+    state.attempt = { provider: provider.name };
+    state.provided = Object.keys(provider.auth.headers);
+    const set: Record<string, string> = { ":authority": provider.authority, ...provider.auth.headers };
+    return respond("requestHeaders", {
+      headerMutation: mutation(
+        set,
+        remove.filter((r) => !(r in set)),
+      ),
+    });
+  }
+}

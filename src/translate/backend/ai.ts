@@ -1,0 +1,122 @@
+// GwBackend `ai` → an LLM cluster: priority groups of providers, each with where Envoy connects and what it speaks.
+// Credentials and AI request policies are not here: they come from the effective backend policies (llm table).
+
+import { parseDurationMs } from "../duration.js";
+import type { LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
+
+type Rec = Readonly<Record<string, unknown>>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+
+/** Strips a scheme and trailing slashes (the spec lets users write the Azure endpoint either way). */
+export function bareHost(h: string): string {
+  return h.replace(/^[a-z]+:\/\//i, "").replace(/\/+$/, "");
+}
+
+const VARIANTS: Readonly<Record<string, (s: Rec) => { kind: LlmProviderKind; host: string } | undefined>> = {
+  providerA: () => ({ kind: "openai", host: "api.openai.com" }),
+  providerB: (s) => {
+    const endpoint = str(s.endpoint);
+    return endpoint === undefined ? undefined : { kind: "azure-openai", host: bareHost(endpoint) };
+  },
+  cloudC: (s) => {
+    const resource = str(s.resourceName);
+    if (resource === undefined) return undefined;
+    return s.resourceType === "Foundry"
+      ? { kind: "azure-foundry", host: `${resource}.services.ai.azure.com` }
+      : { kind: "azure-openai", host: `${resource}.openai.azure.com` };
+  },
+  providerD: () => ({ kind: "anthropic", host: "api.anthropic.com" }),
+  providerE: () => ({ kind: "gemini", host: "generativelanguage.googleapis.com" }),
+  providerG: (s) => ({ kind: "bedrock", host: `bedrock-runtime.${str(s.region) ?? "us-east-1"}.amazonaws.com` }),
+  custom: () => ({ kind: "custom", host: "" }),
+};
+
+export type ProviderResult = { ok: true; provider: LlmProviderIR } | { ok: false; message: string };
+
+/** One LLMProvider (or named provider) of the spec → where and how to reach it. */
+export function translateProvider(name: string, p: Rec, tlsPolicy: boolean): ProviderResult {
+  const variant = Object.keys(VARIANTS).find((k) => isRec(p[k]));
+  if (variant === undefined) {
+    const other = p.providerF !== undefined ? "providerF" : "this provider variant";
+    return { ok: false, message: `${other} is not served yet` };
+  }
+  const settings = p[variant] as Rec;
+  const v = VARIANTS[variant]?.(settings);
+  if (v === undefined) return { ok: false, message: `${variant} settings are incomplete` };
+  if (v.kind === "custom" && settings.backendRef !== undefined) {
+    return { ok: false, message: "custom providers with a backendRef are not served yet; use host and port" };
+  }
+  const address = str(p.host) ?? v.host;
+  const port = typeof p.port === "number" ? p.port : 443;
+  // Real provider hosts are HTTPS on 443; an overridden host on another port is plain HTTP unless a tls policy says so.
+  const tls = port === 443 || tlsPolicy;
+  const authority = port === 443 || port === 80 ? address : `${address}:${port}`;
+  return {
+    ok: true,
+    provider: {
+      name,
+      kind: v.kind,
+      address,
+      port,
+      ...(tls ? { tls: { sni: address } } : {}),
+      authority,
+      settings,
+      ...(str(p.path) !== undefined ? { path: str(p.path) as string } : {}),
+      ...(str(p.pathPrefix) !== undefined ? { pathPrefix: str(p.pathPrefix) as string } : {}),
+    },
+  };
+}
+
+/** The name a single `provider` gets (policies cannot target it by sectionName; it is the only one). */
+export const SINGLE_PROVIDER = "default";
+
+export type AiClusterResult = { ok: true; cluster: LlmClusterIR } | { ok: false; message: string };
+
+export function translateAiBackend(clusterName: string, backend: string, spec: Rec): AiClusterResult {
+  const ai = spec.ai;
+  if (!isRec(ai)) return { ok: false, message: "spec.ai is missing" };
+  const policies = isRec(spec.policies) ? spec.policies : {};
+  const groups: LlmProviderIR[][] = [];
+  const problems: string[] = [];
+  const add = (group: LlmProviderIR[], name: string, p: Rec, path: string) => {
+    const own = isRec(p.policies) ? p.policies : {};
+    const r = translateProvider(name, p, own.tls !== undefined || policies.tls !== undefined);
+    if (r.ok) group.push(r.provider);
+    else problems.push(`${path}: ${r.message}`);
+  };
+  if (isRec(ai.provider)) {
+    const g: LlmProviderIR[] = [];
+    add(g, SINGLE_PROVIDER, ai.provider, "spec.ai.provider");
+    groups.push(g);
+  } else if (Array.isArray(ai.groups)) {
+    ai.groups.forEach((grp: unknown, gi) => {
+      const g: LlmProviderIR[] = [];
+      const providers = isRec(grp) && Array.isArray(grp.providers) ? grp.providers : [];
+      providers.forEach((p: unknown, pi) => {
+        if (isRec(p) && typeof p.name === "string") add(g, p.name, p, `spec.ai.groups[${gi}].providers[${pi}]`);
+      });
+      if (g.length > 0) groups.push(g);
+    });
+  }
+  if (problems.length > 0) return { ok: false, message: problems.join("; ") };
+  if (groups.length === 0) return { ok: false, message: "spec.ai has no provider" };
+  const health = isRec(policies.health) ? policies.health : {};
+  const eviction = isRec(health.eviction) ? health.eviction : {};
+  const durationMs = (typeof eviction.duration === "string" ? parseDurationMs(eviction.duration) : undefined) ?? 3000;
+  const consecutiveFailures =
+    typeof eviction.consecutiveFailures === "number" && eviction.consecutiveFailures > 0
+      ? eviction.consecutiveFailures
+      : 1;
+  return {
+    ok: true,
+    cluster: {
+      kind: "llm",
+      name: clusterName,
+      http2: false,
+      backend,
+      groups,
+      eviction: { consecutiveFailures, durationMs },
+    },
+  };
+}

@@ -1,0 +1,310 @@
+// The LLM policy table: per route (through one Gateway) that sends to AI backends, one immutable, content-addressed
+// entry (id = hash of its content) holding what the Sluice ext_proc needs: route types, token limits and, per AI
+// cluster and provider, how to reach and authenticate with it and the AI request policies that apply. Envoy names the
+// entry in the router-level ext_proc's per-route gRPC metadata; the upstream ext_proc finds the provider by the
+// endpoint metadata of the host Envoy picked.
+
+import { createHash } from "node:crypto";
+import { type Secret, secretValue } from "../../api/core.js";
+import { namespaceOf } from "../../api/resource.js";
+import type { TranslationInput } from "../input.js";
+import type {
+  BackendPolicyIR,
+  EffectivePolicyIR,
+  GatewayIR,
+  LlmClusterIR,
+  LlmProviderIR,
+  PolicyFieldIR,
+  RouteIR,
+} from "../ir.js";
+
+/** Envoy endpoint metadata namespace naming the provider, and the dynamic metadata namespace of token counts. */
+export const LLM_METADATA_NAMESPACE = "sluice.dev/llm";
+/** Request header the router-level ext_proc sets so the upstream ext_proc finds the request (removed upstream). */
+export const LLM_REQUEST_ID_HEADER = "x-sluice-llm-id";
+/** gRPC initial metadata: which table entry (router level) and which stage a stream belongs to. */
+export const LLM_ENTRY_METADATA = "x-sluice-llm-entry";
+export const LLM_STAGE_METADATA = "x-sluice-llm-stage";
+export const LLM_PROVIDER_ATTRIBUTE = `xds.upstream_host_metadata.filter_metadata['${LLM_METADATA_NAMESPACE}']['provider']`;
+export const LLM_CLUSTER_ATTRIBUTE = "xds.cluster_name";
+
+export type RouteType =
+  | "Completions"
+  | "Messages"
+  | "Models"
+  | "Passthrough"
+  | "Detect"
+  | "Responses"
+  | "MessagesTokenCount"
+  | "Embeddings"
+  | "Realtime"
+  | "Rerank";
+
+export interface TokenLimit {
+  /** Bucket key, stable across translations of the same route (buckets survive config updates). */
+  readonly key: string;
+  readonly tokens: number;
+  readonly burst: number;
+  readonly unitMs: number;
+}
+
+export interface ProviderAuth {
+  /** Headers to set on the provider request (secrets resolved). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Query parameters to add. */
+  readonly query: Readonly<Record<string, string>>;
+  /** SigV4 credentials (providerG with cloudA). */
+  readonly aws?: {
+    readonly accessKeyId: string;
+    readonly secretAccessKey: string;
+    readonly sessionToken?: string;
+    readonly region: string;
+    readonly service: string;
+  };
+  /** Why credentials could not be resolved (a missing Secret ...); the request fails rather than going out bare. */
+  readonly problem?: string;
+}
+
+/** AI request policies (Document 2, `backend.ai`) as written, minus `routes`. */
+export interface AiPolicy {
+  readonly prompt?: {
+    readonly prepend?: readonly { role: string; content: string }[];
+    readonly append?: readonly { role: string; content: string }[];
+  };
+  readonly defaults?: readonly { field: string; value: unknown }[];
+  readonly overrides?: readonly { field: string; value: unknown }[];
+  readonly transformations?: readonly { field: string; expression: string }[];
+  readonly modelAliases?: Readonly<Record<string, string>>;
+}
+
+export interface LlmProviderEntry {
+  readonly name: string;
+  readonly kind: LlmProviderIR["kind"];
+  readonly authority: string;
+  readonly settings: Readonly<Record<string, unknown>>;
+  readonly path?: string;
+  readonly pathPrefix?: string;
+  readonly auth: ProviderAuth;
+  readonly ai: AiPolicy;
+}
+
+export interface LlmBackendEntry {
+  readonly backend: string;
+  readonly providers: Readonly<Record<string, LlmProviderEntry>>;
+}
+
+export interface LlmRouteEntry {
+  readonly id: string;
+  /** `routes` of the AI policy: path suffix (or `*`) → route type; empty means everything is Completions. */
+  readonly routes: readonly (readonly [string, RouteType])[];
+  readonly tokenLimits: readonly TokenLimit[];
+  /** By cluster name. */
+  readonly backends: Readonly<Record<string, LlmBackendEntry>>;
+}
+
+export interface LlmTable {
+  readonly entries: ReadonlyMap<string, LlmRouteEntry>;
+  /** Entry id per `gatewayKey|routeName`. */
+  readonly routes: ReadonlyMap<string, string>;
+}
+
+type Rec = Readonly<Record<string, unknown>>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function value(policy: EffectivePolicyIR | undefined, name: string): { value: unknown; ns: string } | undefined {
+  const f: PolicyFieldIR | undefined = policy?.[name];
+  if (f === undefined || "combined" in f) return undefined;
+  return { value: f.value, ns: f.from.name.split("/")[0] ?? "" };
+}
+
+const UNIT_MS: Readonly<Record<string, number>> = { Seconds: 1000, Minutes: 60_000, Hours: 3_600_000 };
+
+/** Native credential header of each provider family, when the policy names no location. */
+const NATIVE_HEADER: Readonly<Record<LlmProviderIR["kind"], { name: string; prefix?: string }>> = {
+  openai: { name: "authorization", prefix: "Bearer" },
+  custom: { name: "authorization", prefix: "Bearer" },
+  "azure-openai": { name: "api-key" },
+  "azure-foundry": { name: "api-key" },
+  anthropic: { name: "x-api-key" },
+  gemini: { name: "x-goog-api-key" },
+  bedrock: { name: "authorization", prefix: "Bearer" },
+};
+
+function isDefaultLocation(l: Rec): boolean {
+  const h = l.header;
+  return (
+    isRec(h) && String(h.name).toLowerCase() === "authorization" && h.prefix === "Bearer" && Object.keys(l).length === 1
+  );
+}
+
+function findSecret(secrets: readonly Secret[], ns: string, name: string): Secret | undefined {
+  return secrets.find((s) => namespaceOf(s) === ns && s.metadata.name === name);
+}
+
+function compileAuth(kind: LlmProviderIR["kind"], auth: unknown, ns: string, secrets: readonly Secret[]): ProviderAuth {
+  const headers: Record<string, string> = {};
+  const query: Record<string, string> = {};
+  if (!isRec(auth)) return { headers, query };
+  const problems: string[] = [];
+  const secretKey = (ref: unknown, defaultKey: string): { value: string; key: string } | undefined => {
+    if (!isRec(ref) || typeof ref.name !== "string") return undefined;
+    const key = typeof ref.key === "string" ? ref.key : defaultKey;
+    const secret = findSecret(secrets, ns, ref.name);
+    const v = secret === undefined ? undefined : secretValue(secret, key);
+    if (v === undefined) problems.push(`Secret ${ns}/${ref.name} key ${key} not found`);
+    return v === undefined ? undefined : { value: v.trim(), key };
+  };
+  const write = (location: unknown, v: string) => {
+    if (isRec(location) && isRec(location.queryParameter) && typeof location.queryParameter.name === "string") {
+      query[location.queryParameter.name] = v;
+      return;
+    }
+    if (isRec(location) && isRec(location.cookie) && typeof location.cookie.name === "string") {
+      headers.cookie = `${location.cookie.name}=${v}`;
+      return;
+    }
+    // The schema fills in `Authorization: Bearer` when no location is written; for an LLM provider that default means
+    // "the provider's own header form" (x-api-key, api-key, x-goog-api-key ...).
+    const h =
+      isRec(location) &&
+      isRec(location.header) &&
+      typeof location.header.name === "string" &&
+      !isDefaultLocation(location)
+        ? {
+            name: location.header.name.toLowerCase(),
+            ...(typeof location.header.prefix === "string" ? { prefix: location.header.prefix } : {}),
+          }
+        : NATIVE_HEADER[kind];
+    headers[h.name] = h.prefix !== undefined ? `${h.prefix} ${v}` : v;
+  };
+  let primary: string | undefined;
+  if (typeof auth.key === "string") primary = auth.key;
+  else if (auth.secretRef !== undefined) {
+    const s = secretKey(auth.secretRef, "Authorization");
+    // A Bearer prefix is stripped only from the default key (spec, BackendAuth.secretRef).
+    if (s !== undefined) primary = s.key === "Authorization" ? s.value.replace(/^Bearer\s+/i, "") : s.value;
+  }
+  if (primary !== undefined) write(auth.location, primary);
+  for (const c of Array.isArray(auth.credentials) ? auth.credentials : []) {
+    if (!isRec(c)) continue;
+    const s = secretKey(c.secretRef, "Authorization");
+    if (s !== undefined) write(c.location, s.value);
+  }
+  let aws: ProviderAuth["aws"];
+  if (isRec(auth.cloudA)) {
+    const a = auth.cloudA;
+    const ref = a.secretRef;
+    if (isRec(ref)) {
+      const id = secretKey({ ...ref, key: "accessKey" }, "accessKey");
+      const secret = secretKey({ ...ref, key: "secretKey" }, "secretKey");
+      const sec = findSecret(secrets, ns, String(ref.name));
+      const token = sec === undefined ? undefined : secretValue(sec, "sessionToken");
+      if (id !== undefined && secret !== undefined) {
+        aws = {
+          accessKeyId: id.value,
+          secretAccessKey: secret.value,
+          ...(token !== undefined ? { sessionToken: token.trim() } : {}),
+          region: typeof a.region === "string" ? a.region : "",
+          service: typeof a.serviceName === "string" ? a.serviceName : "bedrock",
+        };
+      }
+    } else {
+      problems.push("cloudA credential discovery from the environment is not supported yet; use secretRef");
+    }
+  }
+  return {
+    headers,
+    query,
+    ...(aws !== undefined ? { aws } : {}),
+    ...(problems.length > 0 ? { problem: problems.join("; ") } : {}),
+  };
+}
+
+function aiPolicy(v: unknown): AiPolicy {
+  if (!isRec(v)) return {};
+  const { routes: _routes, promptGuard: _guard, promptCaching: _caching, ...rest } = v;
+  return rest as AiPolicy;
+}
+
+function routeTypes(v: unknown): (readonly [string, RouteType])[] {
+  if (!isRec(v) || !isRec(v.routes)) return [];
+  return Object.entries(v.routes)
+    .filter((e): e is [string, RouteType] => typeof e[1] === "string")
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+}
+
+function providerEntry(
+  p: LlmProviderIR,
+  bp: BackendPolicyIR | undefined,
+  secrets: readonly Secret[],
+  backendNs: string,
+): LlmProviderEntry {
+  const sub = bp?.subBackends?.find((s) => s.name === p.name)?.policy ?? bp?.policy;
+  const auth = value(sub, "auth");
+  const ai = value(sub, "ai");
+  return {
+    name: p.name,
+    kind: p.kind,
+    authority: p.authority,
+    settings: p.settings,
+    ...(p.path !== undefined ? { path: p.path } : {}),
+    ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
+    auth: compileAuth(p.kind, auth?.value, auth?.ns ?? backendNs, secrets),
+    ai: aiPolicy(ai?.value),
+  };
+}
+
+function tokenLimits(route: RouteIR, gatewayKey: string): TokenLimit[] {
+  const rl = value(route.policy?.traffic, "rateLimit");
+  if (rl === undefined || !isRec(rl.value) || !Array.isArray(rl.value.local)) return [];
+  const out: TokenLimit[] = [];
+  rl.value.local.forEach((l: unknown, i) => {
+    if (!isRec(l) || typeof l.tokens !== "number") return;
+    const unitMs = UNIT_MS[String(l.unit)] ?? 1000;
+    const burst = typeof l.burst === "number" && l.burst > 0 ? l.burst : l.tokens;
+    out.push({ key: `${gatewayKey}|${route.name}|${i}`, tokens: l.tokens, burst, unitMs });
+  });
+  return out;
+}
+
+export function entryId(content: unknown): string {
+  return createHash("sha256").update(JSON.stringify(content)).digest("hex").slice(0, 16);
+}
+
+/** The entries of every route of the given Gateways that forwards to an AI backend. */
+export function compileLlmTable(gateways: readonly GatewayIR[], input: TranslationInput): LlmTable {
+  const entries = new Map<string, LlmRouteEntry>();
+  const routes = new Map<string, string>();
+  for (const gw of gateways) {
+    const llm = new Map(
+      gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c] as const),
+    );
+    if (llm.size === 0) continue;
+    for (const rc of gw.routeConfigs) {
+      for (const vh of rc.virtualHosts) {
+        for (const route of vh.routes) {
+          if (route.action.kind !== "forward") continue;
+          const backends: Record<string, LlmBackendEntry> = {};
+          let types: (readonly [string, RouteType])[] | undefined;
+          for (const b of route.action.backends) {
+            const c = llm.get(b.cluster);
+            if (c === undefined) continue;
+            const bp = route.policy?.backends?.find((x) => x.cluster === c.name);
+            const ns = c.backend.split("/")[0] ?? "";
+            const providers: Record<string, LlmProviderEntry> = {};
+            for (const p of c.groups.flat()) providers[p.name] = providerEntry(p, bp, input.secrets, ns);
+            backends[c.name] = { backend: c.backend, providers };
+            // Route types come from the backend-wide AI policy (the first AI backend of the rule).
+            types ??= routeTypes(value(bp?.policy, "ai")?.value);
+          }
+          if (Object.keys(backends).length === 0) continue;
+          const content = { routes: types ?? [], tokenLimits: tokenLimits(route, gw.key), backends };
+          const id = entryId(content);
+          entries.set(id, { id, ...content });
+          routes.set(`${gw.key}|${route.name}`, id);
+        }
+      }
+    }
+  }
+  return { entries, routes };
+}

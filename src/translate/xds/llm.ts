@@ -1,0 +1,240 @@
+// Envoy side of AI backends (ARCHITECTURE.md, "Envoy filter chain"):
+// - the cluster: one locality per priority group, one endpoint per provider whose metadata names it, per-provider TLS
+//   (transport_socket_matches), outlier detection for eviction, and an upstream ext_proc → Sluice that translates the
+//   request for the provider Envoy picked (so a retry can fail over to a provider speaking another format);
+// - the router-level ext_proc → Sluice (route type, token limits, response translation), enabled per route with the
+//   id of the route's LLM table entry in its gRPC metadata;
+// - the retry policy that moves a failed attempt to another provider and then to the next priority group.
+
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import { type Cluster, Cluster_DiscoveryType, ClusterSchema } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import type { RetryPolicySchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
+import {
+  type ExternalProcessor,
+  ExternalProcessorSchema,
+  ExtProcPerRouteSchema,
+} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import { UpstreamCodecSchema } from "../../gen/envoy/extensions/filters/http/upstream_codec/v3/upstream_codec_pb.js";
+import { PreviousHostsPredicateSchema } from "../../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb.js";
+import { PreviousPrioritiesConfigSchema } from "../../gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb.js";
+import { UpstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
+import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+import { durationFromMs } from "../duration.js";
+import type { LlmClusterIR, RouteIR } from "../ir.js";
+import {
+  LLM_CLUSTER_ATTRIBUTE,
+  LLM_ENTRY_METADATA,
+  LLM_METADATA_NAMESPACE,
+  LLM_PROVIDER_ATTRIBUTE,
+  LLM_STAGE_METADATA,
+} from "../llm/table.js";
+import { SLUICE_SERVICES_CLUSTER } from "../names.js";
+import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
+
+const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+export const LLM_ROUTER_FILTER = "sluice.llm_ext_proc";
+const LLM_UPSTREAM_FILTER = "sluice.llm_upstream_ext_proc";
+/** Generous: the first request after a start warms the translators; a provider's latency is not counted here. */
+const MESSAGE_TIMEOUT_MS = 5000;
+
+function grpcService(stage: "router" | "upstream") {
+  return {
+    targetSpecifier: { case: "envoyGrpc" as const, value: { clusterName: SLUICE_SERVICES_CLUSTER } },
+    initialMetadata: [{ key: LLM_STAGE_METADATA, value: stage }],
+  };
+}
+
+/** Upstream (per attempt): headers only; the body comes from the router-level stream's state and is replaced. */
+function upstreamExtProc(): ExternalProcessor {
+  return create(ExternalProcessorSchema, {
+    grpcService: grpcService("upstream"),
+    processingMode: {
+      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+      requestBodyMode: ProcessingMode_BodySendMode.NONE,
+      responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
+      responseBodyMode: ProcessingMode_BodySendMode.NONE,
+      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+    },
+    requestAttributes: [LLM_PROVIDER_ATTRIBUTE, LLM_CLUSTER_ATTRIBUTE],
+    messageTimeout: durationFromMs(MESSAGE_TIMEOUT_MS),
+    // The translated request goes to another host and path; its length is the translated body's.
+    mutationRules: { allowAllRouting: true, allowEnvoy: false },
+    allowContentLengthHeader: true,
+  });
+}
+
+/** Router level: the whole request body once; response headers, then the body buffered or streamed per response. */
+export function routerExtProc(): ExternalProcessor {
+  return create(ExternalProcessorSchema, {
+    grpcService: grpcService("router"),
+    processingMode: {
+      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+      requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
+      responseHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+      responseBodyMode: ProcessingMode_BodySendMode.BUFFERED,
+      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+    },
+    allowModeOverride: true,
+    messageTimeout: durationFromMs(MESSAGE_TIMEOUT_MS),
+    metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE] } },
+    allowContentLengthHeader: true,
+  });
+}
+
+function endpointMetadata(provider: string) {
+  return { filterMetadata: { [LLM_METADATA_NAMESPACE]: { provider }, "envoy.transport_socket_match": { provider } } };
+}
+
+export function buildLlmCluster(c: LlmClusterIR): Cluster {
+  const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
+  const init: MessageInitShape<typeof ClusterSchema> = {
+    name: c.name,
+    connectTimeout: durationFromMs(5000),
+    // Providers are host names (api.openai.com ...); IP literals resolve to themselves.
+    clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STRICT_DNS },
+    loadAssignment: {
+      clusterName: c.name,
+      endpoints: c.groups.map((g, priority) => ({
+        priority,
+        locality: { subZone: `group-${priority}` },
+        lbEndpoints: g.map((p) => ({
+          hostIdentifier: {
+            case: "endpoint" as const,
+            value: {
+              hostname: p.name,
+              address: {
+                address: {
+                  case: "socketAddress" as const,
+                  value: { address: p.address, portSpecifier: { case: "portValue" as const, value: p.port } },
+                },
+              },
+            },
+          },
+          metadata: endpointMetadata(p.name),
+        })),
+      })),
+    },
+    transportSocketMatches: tlsProviders.map((p) => ({
+      name: `provider-${p.name}`,
+      match: { provider: p.name },
+      transportSocket: {
+        name: "envoy.transport_sockets.tls",
+        configType: {
+          case: "typedConfig",
+          value: anyPack(
+            UpstreamTlsContextSchema,
+            create(UpstreamTlsContextSchema, {
+              sni: p.tls?.sni ?? p.address,
+              commonTlsContext: {
+                alpnProtocols: ["http/1.1"],
+                validationContextType: {
+                  case: "validationContext",
+                  value: {
+                    trustedCa: { specifier: { case: "filename", value: "/etc/ssl/certs/ca-certificates.crt" } },
+                    matchTypedSubjectAltNames: [
+                      { sanType: 2, matcher: { matchPattern: { case: "exact", value: p.tls?.sni ?? p.address } } },
+                    ],
+                  },
+                },
+              },
+            }),
+          ),
+        },
+      },
+    })),
+    // Eviction (spec Health): a provider that fails is ejected for `duration`, times the number of ejections.
+    outlierDetection: {
+      consecutive5xx: c.eviction.consecutiveFailures,
+      consecutiveGatewayFailure: c.eviction.consecutiveFailures,
+      baseEjectionTime: durationFromMs(c.eviction.durationMs),
+      interval: durationFromMs(Math.min(1000, c.eviction.durationMs)),
+      maxEjectionPercent: 100,
+    },
+    commonLbConfig: { healthyPanicThreshold: { value: 0 } },
+    typedExtensionProtocolOptions: {
+      [HTTP_PROTOCOL_OPTIONS]: anyPack(
+        HttpProtocolOptionsSchema,
+        create(HttpProtocolOptionsSchema, {
+          upstreamProtocolOptions: {
+            case: "explicitHttpConfig",
+            value: { protocolConfig: { case: "httpProtocolOptions", value: {} } },
+          },
+          httpFilters: [
+            {
+              name: LLM_UPSTREAM_FILTER,
+              configType: { case: "typedConfig", value: anyPack(ExternalProcessorSchema, upstreamExtProc()) },
+            },
+            {
+              name: "envoy.filters.http.upstream_codec",
+              configType: { case: "typedConfig", value: anyPack(UpstreamCodecSchema, create(UpstreamCodecSchema)) },
+            },
+          ],
+        }),
+      ),
+    },
+  };
+  return create(ClusterSchema, init);
+}
+
+/** Retries that fail over: another host, and after a priority's hosts are tried, the next priority. */
+export function failoverRetryPolicy(retries: number): MessageInitShape<typeof RetryPolicySchema> {
+  return {
+    retryOn: "5xx,reset,connect-failure,retriable-status-codes",
+    retriableStatusCodes: [429],
+    numRetries: retries,
+    retryPriority: {
+      name: "envoy.retry_priorities.previous_priorities",
+      configType: {
+        case: "typedConfig",
+        value: anyPack(PreviousPrioritiesConfigSchema, create(PreviousPrioritiesConfigSchema, { updateFrequency: 1 })),
+      },
+    },
+    retryHostPredicate: [
+      {
+        name: "envoy.retry_host_predicates.previous_hosts",
+        configType: {
+          case: "typedConfig",
+          value: anyPack(PreviousHostsPredicateSchema, create(PreviousHostsPredicateSchema)),
+        },
+      },
+    ],
+    hostSelectionRetryMaxAttempts: BigInt(5),
+    retryBackOff: { baseInterval: durationFromMs(5), maxInterval: durationFromMs(50) },
+  };
+}
+
+/** Enables the router-level LLM ext_proc on routes that have an LLM table entry. */
+export const llmExtProcBuilder: HttpFilterBuilder = {
+  id: "llm-ext-proc",
+  schemas: [
+    ExternalProcessorSchema,
+    ExtProcPerRouteSchema,
+    UpstreamCodecSchema,
+    UpstreamTlsContextSchema,
+    PreviousHostsPredicateSchema,
+    PreviousPrioritiesConfigSchema,
+  ],
+  forRoute(route: RouteIR, ctx) {
+    const id = ctx.llmEntry?.(route.name);
+    if (id === undefined) return undefined;
+    const filter: FilterInstance = {
+      name: LLM_ROUTER_FILTER,
+      order: FilterOrder.sluiceExtProc,
+      config: anyPack(ExternalProcessorSchema, routerExtProc()),
+      perRoute: anyPack(
+        ExtProcPerRouteSchema,
+        create(ExtProcPerRouteSchema, {
+          override: { case: "overrides", value: { grpcInitialMetadata: [{ key: LLM_ENTRY_METADATA, value: id }] } },
+        }),
+      ),
+    };
+    return { filters: [filter] };
+  },
+};

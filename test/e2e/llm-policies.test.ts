@@ -1,0 +1,114 @@
+// AI request policies and token limits through a real Envoy: prompt enrichment (system prompts to the messages
+// format's top-level field), defaults (the client wins), overrides, CEL transformations (win over overrides) and model
+// aliases reach the provider; a `tokens` local rate limit, counted from responses, answers 429 to later requests in the
+// client's format.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import OpenAI from "openai";
+import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+
+function resources(port: number): string {
+  return `
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: claude, namespace: default }
+spec:
+  ai:
+    provider: { providerD: {}, host: 127.0.0.1, port: ${port} }
+  policies:
+    ai:
+      prompt:
+        prepend: [{ role: SYSTEM, content: "You are Sluice." }]
+        append: [{ role: USER, content: "(answer briefly)" }]
+      defaults:
+        - { field: max_tokens, value: 64 }
+        - { field: temperature, value: 0.2 }
+      overrides:
+        - { field: top_p, value: 0.5 }
+        - { field: stop, value: ["END"] }
+      transformations:
+        - { field: stop, expression: "[request.headers['x-stop']]" }
+      modelAliases: { fast: claude-haiku-4 }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: limited, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /limited } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: tokens, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: limited }]
+  traffic:
+    rateLimit:
+      local: [{ tokens: 30, unit: Minutes }]
+`;
+}
+
+describe("AI request policies and token limits", { timeout: 60_000 }, () => {
+  let fake: FakeProvider;
+  let env: LlmEnv;
+
+  before(async () => {
+    fake = await startFakeProvider({ name: "claude" });
+    env = await startLlmEnv(resources(fake.port));
+  });
+  after(async () => {
+    await env?.stop();
+    await fake?.close();
+  });
+
+  test("prompt, defaults, overrides, transformations and aliases reach the provider", async () => {
+    const client = new OpenAI({
+      apiKey: "k",
+      baseURL: `${env.baseUrl}/v1`,
+      maxRetries: 0,
+      defaultHeaders: { "x-stop": "STOP" },
+    });
+    const r = await client.chat.completions.create({
+      model: "fast",
+      messages: [{ role: "user", content: "hi" }],
+      temperature: 0.9,
+    });
+    assert.ok(r.choices[0]?.message.content?.startsWith("Hello from claude"));
+    const sent = fake.requests.at(-1)?.json ?? {};
+    assert.equal(sent.model, "claude-haiku-4", "model alias");
+    assert.deepEqual(sent.system, [{ type: "text", text: "You are Sluice." }], "SYSTEM prompt → top-level system");
+    const messages = sent.messages as { role: string; content: unknown }[];
+    // Consecutive user turns are merged for the messages format; the appended prompt comes last.
+    assert.ok(messages.every((m) => m.role === "user"));
+    assert.match(JSON.stringify(messages.at(-1)), /\(answer briefly\)"[^"]*$/);
+    assert.equal(sent.max_tokens, 64, "default applied");
+    assert.equal(sent.temperature, 0.9, "the client's value wins over a default");
+    assert.equal(sent.top_p, 0.5, "override");
+    assert.deepEqual(sent.stop_sequences, ["STOP"], "transformation wins over the override");
+  });
+
+  test("a tokens limit answers 429 once the tokens counted from responses are spent", async () => {
+    const client = new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/limited/v1`, maxRetries: 0 });
+    const ask = () => client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] });
+    // 30 tokens a minute; each answer uses 18: the second request still starts, the third does not.
+    await ask();
+    await ask();
+    await assert.rejects(ask(), (e: unknown) => e instanceof OpenAI.RateLimitError && e.status === 429);
+    // Streams count too (usage arrives at the end): the unlimited route is unaffected.
+    const free = new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/v1`, maxRetries: 0 });
+    const ok = await free.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] });
+    assert.ok(ok.choices[0]?.message.content);
+  });
+});

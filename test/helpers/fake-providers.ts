@@ -1,0 +1,451 @@
+// A local fake LLM provider speaking the real wire formats, written from the providers' public API documentation:
+// OpenAI chat completions / responses / embeddings (Bearer key), Anthropic messages + count_tokens (x-api-key,
+// anthropic-version), Bedrock Converse / ConverseStream (SigV4 verified, binary event stream) and Gemini
+// generateContent / streamGenerateContent (x-goog-api-key). Its answers name the provider, so tests see who served.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { encodeJsonEvent } from "../../src/llm/codec/eventstream.js";
+import { signSigV4 } from "../../src/llm/codec/sigv4.js";
+
+export interface FakeRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+  readonly json: Record<string, unknown> | undefined;
+}
+
+export interface FakeProviderOptions {
+  /** Name put in answers ("Hello from <name>"). */
+  readonly name: string;
+  /** Expected credentials: OpenAI/Azure/Anthropic/Gemini key, or AWS keys for SigV4. */
+  readonly apiKey?: string;
+  readonly aws?: { accessKeyId: string; secretAccessKey: string; region: string };
+}
+
+export interface FakeProvider {
+  readonly name: string;
+  readonly port: number;
+  readonly requests: FakeRequest[];
+  /** When set, every request gets this status with a provider-style error body. */
+  failWith: number | undefined;
+  close(): Promise<void>;
+}
+
+type Obj = Record<string, unknown>;
+
+function lastUserText(messages: unknown): string {
+  if (!Array.isArray(messages)) return "";
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as Obj;
+    if (m?.role !== "user") continue;
+    if (typeof m.content === "string") return m.content;
+    if (Array.isArray(m.content)) {
+      const t = (m.content as Obj[]).find((c) => c.type === "text" || typeof c.text === "string");
+      if (t !== undefined) return String(t.text ?? "");
+    }
+  }
+  return "";
+}
+
+function sse(res: ServerResponse, events: { event?: string; data: unknown }[]): void {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  for (const e of events) {
+    res.write(
+      `${e.event !== undefined ? `event: ${e.event}\n` : ""}data: ${typeof e.data === "string" ? e.data : JSON.stringify(e.data)}\n\n`,
+    );
+  }
+  res.end();
+}
+
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+/** Words of a reply, streamed one delta each. */
+function words(text: string): string[] {
+  return text.split(/(?<= )/);
+}
+
+// ---- Anthropic Messages ----
+
+function anthropic(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  if (o.apiKey !== undefined && req.headers["x-api-key"] !== o.apiKey) {
+    json(res, 401, { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } });
+    return;
+  }
+  if (req.headers["anthropic-version"] === undefined) {
+    json(res, 400, { type: "error", error: { type: "invalid_request_error", message: "anthropic-version required" } });
+    return;
+  }
+  const b = req.json ?? {};
+  if (req.path.endsWith("/count_tokens")) {
+    json(res, 200, { input_tokens: JSON.stringify(b.messages ?? []).length });
+    return;
+  }
+  if (typeof b.max_tokens !== "number") {
+    json(res, 400, { type: "error", error: { type: "invalid_request_error", message: "max_tokens: Field required" } });
+    return;
+  }
+  const tools = Array.isArray(b.tools) ? (b.tools as Obj[]) : [];
+  const text = `Hello from ${o.name}: ${lastUserText(b.messages)}`;
+  const usage = { input_tokens: 11, output_tokens: 7 };
+  const id = "msg_fake01";
+  const toolUse =
+    tools.length > 0
+      ? { type: "tool_use", id: "toolu_fake01", name: String(tools[0]?.name), input: { city: "Paris" } }
+      : undefined;
+  if (b.stream !== true) {
+    json(res, 200, {
+      id,
+      type: "message",
+      role: "assistant",
+      model: b.model,
+      content: [{ type: "text", text }, ...(toolUse !== undefined ? [toolUse] : [])],
+      stop_reason: toolUse !== undefined ? "tool_use" : "end_turn",
+      stop_sequence: null,
+      usage,
+    });
+    return;
+  }
+  const events: { event: string; data: unknown }[] = [
+    {
+      event: "message_start",
+      data: {
+        type: "message_start",
+        message: {
+          id,
+          type: "message",
+          role: "assistant",
+          model: b.model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 11, output_tokens: 1 },
+        },
+      },
+    },
+    {
+      event: "content_block_start",
+      data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+    },
+    { event: "ping", data: { type: "ping" } },
+    ...words(text).map((w) => ({
+      event: "content_block_delta",
+      data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } },
+    })),
+    { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+  ];
+  if (toolUse !== undefined) {
+    events.push(
+      {
+        event: "content_block_start",
+        data: { type: "content_block_start", index: 1, content_block: { ...toolUse, input: {} } },
+      },
+      {
+        event: "content_block_delta",
+        data: { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '{"city": ' } },
+      },
+      {
+        event: "content_block_delta",
+        data: { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '"Paris"}' } },
+      },
+      { event: "content_block_stop", data: { type: "content_block_stop", index: 1 } },
+    );
+  }
+  events.push(
+    {
+      event: "message_delta",
+      data: {
+        type: "message_delta",
+        delta: { stop_reason: toolUse !== undefined ? "tool_use" : "end_turn", stop_sequence: null },
+        usage: { output_tokens: 7 },
+      },
+    },
+    { event: "message_stop", data: { type: "message_stop" } },
+  );
+  sse(res, events);
+}
+
+// ---- OpenAI ----
+
+function openai(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  const auth = req.headers.authorization ?? req.headers["api-key"];
+  const ok = o.apiKey === undefined || auth === `Bearer ${o.apiKey}` || auth === o.apiKey;
+  if (!ok) {
+    json(res, 401, {
+      error: {
+        message: "Incorrect API key provided",
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_api_key",
+      },
+    });
+    return;
+  }
+  const b = req.json ?? {};
+  const model = String(b.model ?? "unknown");
+  if (req.path.includes("/embeddings")) {
+    const inputs = Array.isArray(b.input) ? b.input : [b.input];
+    json(res, 200, {
+      object: "list",
+      data: inputs.map((_, index) => ({ object: "embedding", index, embedding: [0.1, 0.2, 0.3] })),
+      model,
+      usage: { prompt_tokens: 4, total_tokens: 4 },
+    });
+    return;
+  }
+  if (req.path.includes("/responses")) {
+    const input = typeof b.input === "string" ? b.input : lastUserText(b.input);
+    const text = `Hello from ${o.name}: ${input}`;
+    json(res, 200, {
+      id: "resp_fake01",
+      object: "response",
+      created_at: 1700000000,
+      status: "completed",
+      model,
+      output: [
+        {
+          type: "message",
+          id: "msg_fake01",
+          status: "completed",
+          role: "assistant",
+          content: [{ type: "output_text", text, annotations: [] }],
+        },
+      ],
+      usage: { input_tokens: 11, output_tokens: 7, total_tokens: 18 },
+    });
+    return;
+  }
+  const text = `Hello from ${o.name}: ${lastUserText(b.messages)}`;
+  const tools = Array.isArray(b.tools) ? (b.tools as Obj[]) : [];
+  const toolName = tools.length > 0 ? String((tools[0]?.function as Obj | undefined)?.name) : undefined;
+  const usage = { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 };
+  const base = { id: "chatcmpl-fake01", created: 1700000000, model };
+  if (b.stream !== true) {
+    json(res, 200, {
+      ...base,
+      object: "chat.completion",
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: "assistant",
+            content: text,
+            ...(toolName !== undefined
+              ? {
+                  tool_calls: [
+                    {
+                      id: "call_fake01",
+                      type: "function",
+                      function: { name: toolName, arguments: '{"city":"Paris"}' },
+                    },
+                  ],
+                }
+              : {}),
+          },
+          finish_reason: toolName !== undefined ? "tool_calls" : "stop",
+        },
+      ],
+      usage,
+    });
+    return;
+  }
+  const chunk = (delta: Obj, finish: string | null = null) => ({
+    ...base,
+    object: "chat.completion.chunk",
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  });
+  const events: { data: unknown }[] = [
+    { data: chunk({ role: "assistant", content: "" }) },
+    ...words(text).map((w) => ({ data: chunk({ content: w }) })),
+  ];
+  if (toolName !== undefined) {
+    events.push(
+      {
+        data: chunk({
+          tool_calls: [{ index: 0, id: "call_fake01", type: "function", function: { name: toolName, arguments: "" } }],
+        }),
+      },
+      { data: chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city":"Paris"}' } }] }) },
+    );
+  }
+  events.push({ data: chunk({}, toolName !== undefined ? "tool_calls" : "stop") });
+  const so = b.stream_options as Obj | undefined;
+  if (so?.include_usage === true)
+    events.push({ data: { ...base, object: "chat.completion.chunk", choices: [], usage } });
+  events.push({ data: "[DONE]" });
+  sse(res, events);
+}
+
+// ---- Bedrock Converse ----
+
+function verifySigV4(o: FakeProviderOptions, req: FakeRequest): string | undefined {
+  const aws = o.aws;
+  if (aws === undefined) return undefined;
+  const auth = String(req.headers.authorization ?? "");
+  const m =
+    /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/.exec(
+      auth,
+    );
+  if (m === null) return "missing or malformed SigV4 authorization";
+  if (m[1] !== aws.accessKeyId) return "unknown access key";
+  if (m[3] !== aws.region || m[4] !== "bedrock") return "wrong credential scope";
+  const amzDate = String(req.headers["x-amz-date"] ?? "");
+  const date = new Date(
+    `${amzDate.slice(0, 4)}-${amzDate.slice(4, 6)}-${amzDate.slice(6, 8)}T${amzDate.slice(9, 11)}:${amzDate.slice(11, 13)}:${amzDate.slice(13, 15)}Z`,
+  );
+  const signed = (m[5] ?? "").split(";");
+  const headers: Record<string, string> = {};
+  for (const h of signed) if (h !== "host" && !h.startsWith("x-amz-")) headers[h] = String(req.headers[h] ?? "");
+  const q = req.path.indexOf("?");
+  const expect = signSigV4(
+    {
+      method: req.method,
+      host: String(req.headers.host ?? ""),
+      path: q < 0 ? req.path : req.path.slice(0, q),
+      query: q < 0 ? "" : req.path.slice(q + 1),
+      headers,
+      body: req.body,
+    },
+    { region: aws.region, service: "bedrock", credentials: aws, date },
+  );
+  return expect.signature === m[6] ? undefined : "signature does not match";
+}
+
+function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  const bad = verifySigV4(o, req);
+  if (bad !== undefined) {
+    json(res, 403, { message: bad }, { "x-amzn-errortype": "UnrecognizedClientException" });
+    return;
+  }
+  const b = req.json ?? {};
+  const msgs = (Array.isArray(b.messages) ? b.messages : []) as Obj[];
+  const last = msgs[msgs.length - 1];
+  const userText = Array.isArray(last?.content)
+    ? String(((last.content as Obj[])[0] as Obj | undefined)?.text ?? "")
+    : "";
+  const text = `Hello from ${o.name}: ${userText}`;
+  const usage = { inputTokens: 11, outputTokens: 7, totalTokens: 18 };
+  if (!req.path.endsWith("/converse-stream")) {
+    json(res, 200, {
+      output: { message: { role: "assistant", content: [{ text }] } },
+      stopReason: "end_turn",
+      usage,
+      metrics: { latencyMs: 5 },
+    });
+    return;
+  }
+  res.writeHead(200, { "content-type": "application/vnd.amazon.eventstream" });
+  res.write(encodeJsonEvent("messageStart", { role: "assistant" }));
+  for (const w of words(text))
+    res.write(encodeJsonEvent("contentBlockDelta", { contentBlockIndex: 0, delta: { text: w } }));
+  res.write(encodeJsonEvent("contentBlockStop", { contentBlockIndex: 0 }));
+  res.write(encodeJsonEvent("messageStop", { stopReason: "end_turn" }));
+  res.write(encodeJsonEvent("metadata", { usage, metrics: { latencyMs: 5 } }));
+  res.end();
+}
+
+// ---- Gemini ----
+
+function gemini(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  if (o.apiKey !== undefined && req.headers["x-goog-api-key"] !== o.apiKey) {
+    json(res, 400, { error: { code: 400, message: "API key not valid.", status: "INVALID_ARGUMENT" } });
+    return;
+  }
+  const b = req.json ?? {};
+  const contents = (Array.isArray(b.contents) ? b.contents : []) as Obj[];
+  const last = contents[contents.length - 1];
+  const userText = Array.isArray(last?.parts) ? String(((last.parts as Obj[])[0] as Obj | undefined)?.text ?? "") : "";
+  const text = `Hello from ${o.name}: ${userText}`;
+  const usageMetadata = { promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18 };
+  const candidate = (t: string, finish?: string) => ({
+    content: { role: "model", parts: [{ text: t }] },
+    index: 0,
+    ...(finish !== undefined ? { finishReason: finish } : {}),
+  });
+  if (!req.path.includes(":streamGenerateContent")) {
+    json(res, 200, { candidates: [candidate(text, "STOP")], usageMetadata, modelVersion: "gemini-fake" });
+    return;
+  }
+  const ws = words(text);
+  sse(
+    res,
+    ws.map((w, i) => ({
+      data: {
+        candidates: [candidate(w, i === ws.length - 1 ? "STOP" : undefined)],
+        ...(i === ws.length - 1 ? { usageMetadata } : {}),
+        modelVersion: "gemini-fake",
+      },
+    })),
+  );
+}
+
+function providerError(path: string, status: number, res: ServerResponse): void {
+  if (path.includes("/messages")) {
+    json(res, status, {
+      type: "error",
+      error: { type: status === 529 ? "overloaded_error" : "api_error", message: "fake failure" },
+    });
+  } else if (path.startsWith("/model/")) {
+    json(res, status, { message: "fake failure" }, { "x-amzn-errortype": "InternalServerException" });
+  } else if (path.includes("generateContent")) {
+    json(res, status, { error: { code: status, message: "fake failure", status: "INTERNAL" } });
+  } else {
+    json(res, status, { error: { message: "fake failure", type: "server_error", param: null, code: null } });
+  }
+}
+
+export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promise<FakeProvider> {
+  const requests: FakeRequest[] = [];
+  const state = { failWith: undefined as number | undefined };
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      let parsed: Record<string, unknown> | undefined;
+      try {
+        parsed = JSON.parse(body) as Record<string, unknown>;
+      } catch {
+        parsed = undefined;
+      }
+      const fr: FakeRequest = {
+        method: req.method ?? "",
+        path: req.url ?? "",
+        headers: req.headers,
+        body,
+        json: parsed,
+      };
+      requests.push(fr);
+      const path = fr.path;
+      if (state.failWith !== undefined) return providerError(path, state.failWith, res);
+      if (path.startsWith("/v1/messages")) return anthropic(o, fr, res);
+      if (path.startsWith("/model/")) return converse(o, fr, res);
+      if (path.includes(":generateContent") || path.includes(":streamGenerateContent")) return gemini(o, fr, res);
+      if (/\/(chat\/completions|responses|embeddings)(\?|$)/.test(path)) return openai(o, fr, res);
+      json(res, 404, { error: { message: `no route ${path}`, type: "invalid_request_error" } });
+    });
+  });
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
+  return {
+    name: o.name,
+    port: (server.address() as AddressInfo).port,
+    requests,
+    get failWith() {
+      return state.failWith;
+    },
+    set failWith(v) {
+      state.failWith = v;
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
