@@ -5,7 +5,7 @@ import type { BackendObjectReference } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
-import { backendClusterName, serviceClusterName } from "../names.js";
+import { backendClusterName, http2ClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
 
 export type ResolvedBackend =
@@ -44,7 +44,12 @@ export class BackendResolver {
     return [...this.#clusters.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  resolve(ref: BackendObjectReference, from: { group: string; kind: string; namespace: string }): ResolvedBackend {
+  /** `http2`: the caller speaks gRPC, so the cluster must use HTTP/2 even when the Service does not say so. */
+  resolve(
+    ref: BackendObjectReference,
+    from: { group: string; kind: string; namespace: string },
+    opts: { readonly http2?: boolean } = {},
+  ): ResolvedBackend {
     const group = ref.group ?? "";
     const kind = ref.kind ?? "Service";
     const namespace = ref.namespace ?? from.namespace;
@@ -65,6 +70,10 @@ export class BackendResolver {
         reason: RouteConditionReason.InvalidKind,
         message: `backendRef kind ${group === "" ? "" : `${group}/`}${kind} is not supported; use a Service or a sluice.dev GwBackend`,
       };
+    }
+    if (result.ok && opts.http2 === true && !result.cluster.http2) {
+      // A twin cluster, so the same backend can also serve HTTP/1 routes.
+      result = { ok: true, cluster: { ...result.cluster, name: http2ClusterName(result.cluster.name), http2: true } };
     }
     if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
     return result;

@@ -48,7 +48,7 @@ export function buildXds(gw: GatewayIR): BuildResult {
         return la === undefined ? [] : [la];
       }),
       listeners: gw.listeners.map((l) => buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [])),
-      routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute)),
+      routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute, ctx)),
       secrets: gw.secrets.map(buildSecret),
     },
     notes,
