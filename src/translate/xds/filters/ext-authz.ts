@@ -109,7 +109,7 @@ export const extAuthzBuilder: HttpFilterBuilder = {
         if (a.grpc?.requestMetadata !== undefined) {
           note("grpc.requestMetadata", "needs CEL per request (Sluice ext_authz); not supported yet");
         }
-        config.services = { case: "grpcService", value: grpcService(svc.cluster, CHECK_TIMEOUT_MS) };
+        config.services = { case: "grpcService", value: grpcService(svc.cluster, a.backendRef.name, CHECK_TIMEOUT_MS) };
       }
       const built = create(ExtAuthzSchema, config);
       filters.push({

@@ -89,7 +89,7 @@ export const extProcBuilder: HttpFilterBuilder = {
         return out.sort();
       };
       const config = create(ExternalProcessorSchema, {
-        grpcService: grpcService(svc.cluster),
+        grpcService: grpcService(svc.cluster, p.backendRef?.name ?? "ext-proc"),
         failureModeAllow: p.failureMode === "FailOpen",
         processingMode: mode,
         allowModeOverride: o.allowModeOverride ?? false,

@@ -91,7 +91,10 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
         domain: g.domain,
         failureModeDeny: (g.failureMode ?? "FailClosed") === "FailClosed",
         timeout: durationFromMs(2000),
-        rateLimitService: { grpcService: grpcService(svc.cluster), transportApiVersion: ApiVersion.V3 },
+        rateLimitService: {
+          grpcService: grpcService(svc.cluster, g.backendRef.name),
+          transportApiVersion: ApiVersion.V3,
+        },
         // The 429 the spec names; an RLS error under FailClosed is a 500 from Envoy.
       });
       filters.push({

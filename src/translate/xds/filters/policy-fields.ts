@@ -90,9 +90,17 @@ export function serviceCluster(
   return { cluster: name, extra: buildCluster({ kind: "static", name, endpoints: [], http2 }) };
 }
 
-export function grpcService(cluster: string, timeoutMs = 10_000): MessageInitShape<typeof GrpcServiceSchema> {
+/**
+ * `authority`: the :authority of the calls. Envoy defaults it to the cluster name, which contains `/` and is then
+ * refused by HTTP/2 codecs, so it is the backend's name.
+ */
+export function grpcService(
+  cluster: string,
+  authority: string,
+  timeoutMs = 10_000,
+): MessageInitShape<typeof GrpcServiceSchema> {
   return {
-    targetSpecifier: { case: "envoyGrpc", value: { clusterName: cluster } },
+    targetSpecifier: { case: "envoyGrpc", value: { clusterName: cluster, authority } },
     timeout: durationFromMs(timeoutMs),
   };
 }
