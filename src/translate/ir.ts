@@ -250,4 +250,12 @@ export interface RoutePolicyIR {
   readonly traffic?: EffectivePolicyIR;
   /** One entry per backendRef of the rule that some backend policy applies to, in backendRef order. */
   readonly backends?: readonly BackendPolicyIR[];
+  /**
+   * backendRefs inside the preRouting/traffic fields (JWKS servers, rate limit, ext_authz and ext_proc services),
+   * resolved to clusters, keyed by field path (`traffic.extAuth.backendRef`).
+   */
+  readonly refs?: Readonly<Record<string, PolicyRefIR>>;
 }
+
+/** A backendRef of a policy field: the cluster it resolves to, or why it does not resolve. */
+export type PolicyRefIR = { readonly cluster: string } | { readonly error: string };

@@ -47,3 +47,18 @@ export function backendClusterName(namespace: string, backend: string, h2 = fals
 
 /** The bootstrap cluster (deploy/envoy/bootstrap.yaml) through which Envoy calls Sluice's own gRPC services. */
 export const SLUICE_SERVICES_CLUSTER = "sluice_services";
+
+/** The HTTP/2 twin of a backend cluster, for a gRPC service (ext_authz, ext_proc, rate limit) on a plain backend. */
+export function http2ClusterName(cluster: string): string {
+  return `${cluster}/h2`;
+}
+
+/** A cluster with no endpoints standing for a policy backendRef that does not resolve: calls to it fail. */
+export function unresolvedClusterName(path: string): string {
+  return `unresolved/${path}`;
+}
+
+/** The name of one of several instances of an HTTP filter, e.g. `envoy.filters.http.ext_authz/3f2a9c01`. */
+export function filterInstanceName(filter: string, key: string): string {
+  return `${filter}/${key}`;
+}

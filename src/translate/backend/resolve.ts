@@ -5,7 +5,7 @@ import type { BackendObjectReference } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
-import { backendClusterName, serviceClusterName } from "../names.js";
+import { backendClusterName, http2ClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
 import { translateAiBackend } from "./ai.js";
 
@@ -45,10 +45,11 @@ export class BackendResolver {
     return [...this.#clusters.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
+  /** `http2`: the caller speaks gRPC, so the cluster must use HTTP/2 even when the Service does not say so. */
   resolve(
     ref: BackendObjectReference,
     from: { group: string; kind: string; namespace: string },
-    opts: { http2?: boolean } = {},
+    opts: { readonly http2?: boolean } = {},
   ): ResolvedBackend {
     const group = ref.group ?? "";
     const kind = ref.kind ?? "Service";
@@ -71,10 +72,10 @@ export class BackendResolver {
         message: `backendRef kind ${group === "" ? "" : `${group}/`}${kind} is not supported; use a Service or a sluice.dev GwBackend`,
       };
     }
-    // (LLM clusters speak each provider's own protocol; gRPC does not go to them.)
-    if (result.ok && opts.http2 && !result.cluster.http2 && result.cluster.kind !== "llm") {
-      // gRPC needs HTTP/2 even where the Service does not say so: a separate cluster, so HTTP routes keep HTTP/1.
-      result = { ok: true, cluster: { ...result.cluster, name: `${result.cluster.name}/h2`, http2: true } };
+    // LLM clusters speak each provider's own protocol; gRPC does not go to them.
+    if (result.ok && opts.http2 === true && !result.cluster.http2 && result.cluster.kind !== "llm") {
+      // A twin cluster, so the same backend can also serve HTTP/1 routes.
+      result = { ok: true, cluster: { ...result.cluster, name: http2ClusterName(result.cluster.name), http2: true } };
     }
     if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
     return result;

@@ -16,6 +16,7 @@ import type { TranslationInput } from "../input.js";
 import type { FilterChainIR, GatewayIR, ListenerIR, RouteConfigIR, RouteIR, SecretIR, VirtualHostIR } from "../ir.js";
 import { gatewayKey, listenerChainName, listenerName, routeConfigName, virtualHostName } from "../names.js";
 import type { PolicyEngine } from "../policy/engine.js";
+import { resolvePolicyRefs } from "../policy/refs.js";
 import { asHTTPRoute } from "../route/grpcroute.js";
 import { intersectHostnames } from "../route/hostnames.js";
 import { translateHTTPRouteRules } from "../route/httproute.js";
@@ -232,7 +233,10 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
             l.attachedRoutes++;
             const byHost = hostsByConfig.get(l.routeConfigName);
             if (byHost === undefined) continue;
-            const served = opts.policies?.attachToRules(gw, l.att, route, rules.routes) ?? rules.routes;
+            const served = resolvePolicyRefs(
+              opts.policies?.attachToRules(gw, l.att, route, rules.routes) ?? rules.routes,
+              resolver,
+            );
             for (const host of hosts) {
               const list = byHost.get(host) ?? [];
               byHost.set(host, list);

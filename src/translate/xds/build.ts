@@ -62,7 +62,7 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
       listeners: gw.listeners.map((l) =>
         buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [], buildNetworkAuthorization(l, ctx)),
       ),
-      routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute)),
+      routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute, ctx)),
       secrets: gw.secrets.map(buildSecret),
     },
     notes,

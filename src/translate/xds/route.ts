@@ -17,7 +17,9 @@ import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/env
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { HeaderMutationIR, PathRewriteIR, RouteConfigIR, RouteIR, RouteMatchIR } from "../ir.js";
+import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy } from "./llm.js";
+import { applyTrafficToRoute } from "./traffic-route.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 
@@ -104,6 +106,16 @@ const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCod
 };
 
 function buildRoute(
+  r: RouteIR,
+  perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>>,
+  ctx: BuildContext | undefined,
+): Init<typeof RouteSchema> {
+  const out = buildGatewayApiRoute(r, perRoute);
+  applyTrafficToRoute(r, out, ctx);
+  return out;
+}
+
+function buildGatewayApiRoute(
   r: RouteIR,
   perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>>,
 ): Init<typeof RouteSchema> {
@@ -193,10 +205,14 @@ function buildRoute(
   }
 }
 
-/** `perRoute`: typed_per_filter_config by route name, which enables the (disabled) HTTP filters a route needs. */
+/**
+ * `perRoute`: typed_per_filter_config by route name, which enables the (disabled) HTTP filters a route needs.
+ * `ctx` receives notes about traffic policy fields that are not applied.
+ */
 export function buildRouteConfiguration(
   l: RouteConfigIR,
   perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>> = new Map(),
+  ctx?: BuildContext,
 ): RouteConfiguration {
   return create(RouteConfigurationSchema, {
     name: l.name,
@@ -205,7 +221,7 @@ export function buildRouteConfiguration(
     virtualHosts: l.virtualHosts.map((vh) => ({
       name: vh.name,
       domains: [...vh.domains],
-      routes: vh.routes.map((r) => buildRoute(r, perRoute)),
+      routes: vh.routes.map((r) => buildRoute(r, perRoute, ctx)),
     })),
     ignorePortInHostMatching: true,
   });

@@ -1,9 +1,12 @@
-// Minimal jwt_authn builder (inline JWKS only) so the authorization e2e tests can run on this branch. Issue 5 owns
-// the real JWT authentication filter; the integrator keeps theirs and drops this file. The contract both share:
-// the verified payload goes to dynamic metadata `envoy.filters.http.jwt_authn` / `jwt_payload` (src/cel/rbac.ts).
+// traffic.jwtAuthentication → envoy.filters.http.jwt_authn. One instance per distinct configuration (providers are
+// listener-level in Envoy); the route enables its instance and names the requirement. Verified claims go to dynamic
+// metadata `envoy.filters.http.jwt_authn` / `jwt_payload`, where the authorization code (native RBAC or the Sluice
+// ext_authz) reads `jwt.<claim>`. Envoy answers 401 itself, before any authorization filter runs.
 
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
+import type { JWTAuthentication } from "../../../api/auth.js";
+import type { Static } from "../../../api/schema-kit.js";
 import { JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
 import {
   JwtAuthenticationSchema,
@@ -11,91 +14,152 @@ import {
   type JwtRequirementSchema,
   PerRouteConfigSchema,
 } from "../../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js";
-import { canonicalJson, policyId } from "../../authz/policy-table.js";
-import { FilterOrder, type HttpFilterBuilder, trafficField } from "./types.js";
+import { durationFromMs, parseDurationMs } from "../../duration.js";
+import type { RouteIR } from "../../ir.js";
+import { instanceName, phaseFields, phaseOrder, serviceCluster } from "./policy-fields.js";
+import { type FilterInstance, FilterOrder, type HttpFilterBuilder, type RouteContribution } from "./types.js";
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+type Jwt = Static<typeof JWTAuthentication>;
+
+const FILTER = "envoy.filters.http.jwt_authn";
+const REQUIREMENT = "sluice";
+const JWKS_FETCH_TIMEOUT_MS = 5000;
+const DEFAULT_CACHE_MS = 5 * 60_000;
+
+const KEY_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  RSA: ["n", "e"],
+  EC: ["crv", "x", "y"],
+  OKP: ["crv", "x"],
+  oct: ["k"],
+};
+
+/** Whether Envoy will find at least one key it can use in this JWKS (it rejects the listener otherwise). */
+function usableJwks(text: string): boolean {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return false;
+  }
+  const keys = (parsed as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys)) return false;
+  return keys.some((k: unknown) => {
+    if (typeof k !== "object" || k === null) return false;
+    const key = k as Record<string, unknown>;
+    const fields = KEY_FIELDS[String(key["kty"])];
+    return fields?.every((f) => typeof key[f] === "string" && key[f] !== "") ?? false;
+  });
 }
 
 export const jwtAuthnBuilder: HttpFilterBuilder = {
-  id: "jwt-authn",
+  id: "jwt_authn",
   schemas: [JwtAuthenticationSchema, PerRouteConfigSchema],
-  forRoute(route, ctx) {
-    const field = trafficField(route, "jwtAuthentication");
-    if (field === undefined || !isRecord(field.value)) return undefined;
-    const spec = field.value;
-    const providers: Record<string, MessageInitShape<typeof JwtProviderSchema>> = {};
-    const loc = isRecord(spec["location"]) ? spec["location"] : undefined;
-    const header = isRecord(loc?.["header"]) ? loc["header"] : undefined;
-    const query = isRecord(loc?.["queryParameter"]) ? loc["queryParameter"] : undefined;
-    const cookie = isRecord(loc?.["cookie"]) ? loc["cookie"] : undefined;
-    const list = Array.isArray(spec["providers"]) ? spec["providers"] : [];
-    list.forEach((p, i) => {
-      if (!isRecord(p)) return;
-      const jwks = isRecord(p["jwks"]) ? p["jwks"] : {};
-      if (typeof jwks["inline"] !== "string") {
-        ctx.note(field.from, "traffic.jwtAuthentication", `providers[${i}].jwks.remote is not supported yet`);
-        return;
+  forRoute(route: RouteIR, ctx): RouteContribution | undefined {
+    const filters: FilterInstance[] = [];
+    const clusters: NonNullable<RouteContribution["clusters"]>[number][] = [];
+    for (const f of phaseFields<Jwt>(route, "jwtAuthentication")) {
+      const jwt = f.value;
+      const providers: Record<string, MessageInitShape<typeof JwtProviderSchema>> = {};
+      jwt.providers.forEach((p, i) => {
+        let jwks: MessageInitShape<typeof JwtProviderSchema>["jwksSourceSpecifier"];
+        if (p.jwks.remote !== undefined) {
+          const r = p.jwks.remote;
+          const c = serviceCluster(route, `${f.path}.providers[${i}].jwks.remote.backendRef`, f.from, ctx, false);
+          if (c.extra !== undefined) clusters.push(c.extra);
+          const path = r.jwksPath.startsWith("/") ? r.jwksPath : `/${r.jwksPath}`;
+          jwks = {
+            case: "remoteJwks",
+            value: {
+              // The authority of the URI becomes the Host header of the fetch; the cluster decides where it goes.
+              httpUri: {
+                uri: `http://${r.backendRef.name}${path}`,
+                httpUpstreamType: { case: "cluster", value: c.cluster },
+                timeout: durationFromMs(JWKS_FETCH_TIMEOUT_MS),
+              },
+              cacheDuration: durationFromMs(parseDurationMs(r.cacheDuration ?? "5m") ?? DEFAULT_CACHE_MS),
+              // Fetched when the listener starts and refreshed every cacheDuration, for all workers at once.
+              asyncFetch: {},
+            },
+          };
+        } else if (usableJwks(p.jwks.inline ?? "")) {
+          jwks = { case: "localJwks", value: { specifier: { case: "inlineString", value: p.jwks.inline ?? "" } } };
+        } else {
+          // Envoy refuses a whole listener over a key set without a usable key; instead this provider verifies
+          // nothing (keys from a cluster with no endpoints), so Strict answers 401, and the status says why.
+          ctx.note(
+            f.from,
+            `jwtAuthentication.providers[${i}].jwks.inline`,
+            "is not a JSON Web Key Set with a usable public key; no token of this provider verifies",
+          );
+          const c = serviceCluster(route, `${f.path}.providers[${i}].jwks.inline`, f.from, undefined, false);
+          if (c.extra !== undefined) clusters.push(c.extra);
+          jwks = {
+            case: "remoteJwks",
+            value: {
+              httpUri: {
+                uri: "http://invalid-inline-jwks/",
+                httpUpstreamType: { case: "cluster", value: c.cluster },
+                timeout: durationFromMs(JWKS_FETCH_TIMEOUT_MS),
+              },
+              cacheDuration: durationFromMs(DEFAULT_CACHE_MS),
+            },
+          };
+        }
+        const loc = jwt.location;
+        const header = loc === undefined ? { name: "Authorization", prefix: "Bearer" } : loc.header;
+        providers[`p${i}`] = {
+          issuer: p.issuer,
+          audiences: [...(p.audiences ?? [])],
+          jwksSourceSpecifier: jwks,
+          // The spec requires `exp`; Envoy then rejects tokens without one.
+          requireExpiration: true,
+          // The spec does not say the token is removed from the request, so it is forwarded as received.
+          forward: true,
+          ...(header !== undefined
+            ? {
+                fromHeaders: [
+                  { name: header.name, valuePrefix: header.prefix !== undefined ? `${header.prefix} ` : "" },
+                ],
+              }
+            : {}),
+          fromParams: loc?.queryParameter !== undefined ? [loc.queryParameter.name] : [],
+          fromCookies: loc?.cookie !== undefined ? [loc.cookie.name] : [],
+          payloadInMetadata: JWT_PAYLOAD_KEY,
+        };
+      });
+      if (jwt.location?.expression !== undefined) {
+        ctx.note(
+          f.from,
+          "jwtAuthentication.location.expression",
+          "reading the token from a CEL expression has no Envoy equivalent and is not supported yet",
+        );
       }
-      providers[`p${i}`] = {
-        issuer: String(p["issuer"] ?? ""),
-        audiences: Array.isArray(p["audiences"]) ? p["audiences"].map(String) : [],
-        jwksSourceSpecifier: {
-          case: "localJwks",
-          value: { specifier: { case: "inlineString", value: jwks["inline"] } },
-        },
-        payloadInMetadata: JWT_PAYLOAD_KEY,
-        ...(header !== undefined
-          ? {
-              fromHeaders: [
-                {
-                  name: String(header["name"]),
-                  valuePrefix: typeof header["prefix"] === "string" ? `${header["prefix"]} ` : "",
-                },
-              ],
-            }
-          : {}),
-        ...(query !== undefined ? { fromParams: [String(query["name"])] } : {}),
-        ...(cookie !== undefined ? { fromCookies: [String(cookie["name"])] } : {}),
-      } as MessageInitShape<typeof JwtProviderSchema>;
-    });
-    const names = Object.keys(providers);
-    if (names.length === 0) return undefined;
-    const one: MessageInitShape<typeof JwtRequirementSchema>[] = names.map((n) => ({
-      requiresType: { case: "providerName", value: n },
-    }));
-    const mode = spec["mode"] ?? "Strict";
-    const any = (extra: MessageInitShape<typeof JwtRequirementSchema>[]) =>
-      ({ requiresType: { case: "requiresAny", value: { requirements: [...one, ...extra] } } }) as MessageInitShape<
-        typeof JwtRequirementSchema
-      >;
-    const requirement: MessageInitShape<typeof JwtRequirementSchema> =
-      mode === "Permissive"
-        ? { requiresType: { case: "allowMissingOrFailed", value: {} } }
-        : mode === "Optional"
-          ? any([{ requiresType: { case: "allowMissing", value: {} } }])
-          : names.length === 1
-            ? one[0]!
-            : any([]);
-    // One jwt_authn instance per distinct configuration: filters are shared by name, and the first config wins.
-    const name = `sluice.jwt_authn.${policyId(canonicalJson({ providers, mode })).slice(2, 14)}`;
-    const config = create(JwtAuthenticationSchema, {
-      providers: providers as never,
-      requirementMap: { route: requirement as never },
-    });
-    return {
-      filters: [
-        {
-          name,
-          order: FilterOrder.jwtAuthn,
-          config: anyPack(JwtAuthenticationSchema, config),
-          perRoute: anyPack(
-            PerRouteConfigSchema,
-            create(PerRouteConfigSchema, { requirementSpecifier: { case: "requirementName", value: "route" } }),
-          ),
-        },
-      ],
-    };
+      if (jwt.mcp !== undefined) {
+        ctx.note(f.from, "jwtAuthentication.mcp", "the MCP OAuth metadata endpoints come with the MCP work");
+      }
+      const names = Object.keys(providers);
+      const verified: MessageInitShape<typeof JwtRequirementSchema>[] = names.map((n) => ({
+        requiresType: { case: "providerName", value: n },
+      }));
+      const mode = jwt.mode ?? "Strict";
+      // Optional: a present token must verify. Permissive: never rejects, but claims of a valid token are kept.
+      if (mode === "Optional") verified.push({ requiresType: { case: "allowMissing", value: {} } });
+      if (mode === "Permissive") verified.push({ requiresType: { case: "allowMissingOrFailed", value: {} } });
+      const requirement: MessageInitShape<typeof JwtRequirementSchema> =
+        verified.length === 1 && verified[0] !== undefined
+          ? verified[0]
+          : { requiresType: { case: "requiresAny", value: { requirements: verified } } };
+      const config = create(JwtAuthenticationSchema, { providers, requirementMap: { [REQUIREMENT]: requirement } });
+      filters.push({
+        name: instanceName(FILTER, toBinary(JwtAuthenticationSchema, config)),
+        order: phaseOrder(FilterOrder.jwtAuthn, f.phase),
+        config: anyPack(JwtAuthenticationSchema, config),
+        perRoute: anyPack(
+          PerRouteConfigSchema,
+          create(PerRouteConfigSchema, { requirementSpecifier: { case: "requirementName", value: REQUIREMENT } }),
+        ),
+      });
+    }
+    return filters.length === 0 ? undefined : { filters, clusters };
   },
 };

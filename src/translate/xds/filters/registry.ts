@@ -1,14 +1,27 @@
 // The registered HTTP filter builders. Order in the chain comes from each instance's `order`, not from this list.
 
 import { llmExtProcBuilder } from "../llm.js";
+import { extAuthzBuilder } from "./ext-authz.js";
 import { sluiceExtAuthzBuilder } from "./ext-authz-sluice.js";
+import { extProcBuilder } from "./ext-proc.js";
+import { globalRateLimitBuilder } from "./global-ratelimit.js";
 import { jwtAuthnBuilder } from "./jwt-authn.js";
+import { localRateLimitBuilder } from "./local-ratelimit.js";
 import { rbacBuilder } from "./rbac.js";
+import { bufferBuilder, corsBuilder, csrfBuilder, faultBuilder } from "./route-scoped.js";
 import type { HttpFilterBuilder } from "./types.js";
 
 export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [
+  corsBuilder,
   jwtAuthnBuilder,
   sluiceExtAuthzBuilder,
+  extAuthzBuilder,
   rbacBuilder,
+  localRateLimitBuilder,
+  globalRateLimitBuilder,
+  bufferBuilder,
+  extProcBuilder,
   llmExtProcBuilder,
+  csrfBuilder,
+  faultBuilder,
 ];

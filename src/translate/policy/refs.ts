@@ -1,0 +1,66 @@
+// Resolves the backendRefs written inside traffic policy fields (a remote JWKS server, a rate limit service, a user
+// ext_authz or ext_proc service) to clusters, the same way route backendRefs resolve. The xDS builders then only look
+// the cluster up by field path; a ref that does not resolve is reported in the policy status by the builder.
+
+import type { BackendObjectReference } from "../../api/gateway-api.js";
+import type { BackendResolver } from "../backend/resolve.js";
+import type { EffectivePolicyIR, PolicyRefIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
+import type { TranslatedRule } from "../route/httproute.js";
+
+/** Fields whose services Envoy calls over gRPC, so their clusters need HTTP/2. */
+function speaksGrpc(field: string, parent: Record<string, unknown>): boolean {
+  if (field === "extProc" || field === "rateLimit") return true;
+  // ext_authz is gRPC unless `http` is set.
+  return field === "extAuth" && parent["http"] === undefined;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function collect(
+  section: string,
+  policy: EffectivePolicyIR | undefined,
+  visit: (path: string, field: string, parent: Record<string, unknown>, from: PolicySourceIR) => void,
+): void {
+  if (policy === undefined) return;
+  for (const [field, f] of Object.entries(policy)) {
+    // Combined fields (authorization) carry no backendRefs.
+    if ("combined" in f) continue;
+    const walk = (v: unknown, path: string): void => {
+      if (Array.isArray(v)) {
+        for (const [i, x] of v.entries()) walk(x, `${path}[${i}]`);
+      } else if (isRecord(v)) {
+        if (isRecord(v["backendRef"])) visit(`${path}.backendRef`, field, v, f.from);
+        for (const [k, x] of Object.entries(v)) if (k !== "backendRef") walk(x, `${path}.${k}`);
+      }
+    };
+    walk(f.value, `${section}.${field}`);
+  }
+}
+
+function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePolicyIR {
+  const refs: Record<string, PolicyRefIR> = {};
+  const visit = (path: string, field: string, parent: Record<string, unknown>, from: PolicySourceIR) => {
+    const namespace = from.name.split("/")[0] ?? "default";
+    const r = resolver.resolve(
+      parent["backendRef"] as BackendObjectReference,
+      { group: "sluice.dev", kind: from.kind, namespace },
+      { http2: speaksGrpc(field, parent) },
+    );
+    refs[path] = r.ok ? { cluster: r.cluster.name } : { error: r.message };
+  };
+  collect("preRouting", policy.preRouting, visit);
+  collect("traffic", policy.traffic, visit);
+  return Object.keys(refs).length === 0 ? policy : { ...policy, refs };
+}
+
+/** The rules with the backendRefs of their traffic policies resolved (clusters registered with `resolver`). */
+export function resolvePolicyRefs(rules: readonly TranslatedRule[], resolver: BackendResolver): TranslatedRule[] {
+  return rules.map((r) => {
+    const policy = r.route.policy;
+    if (policy === undefined) return r;
+    const resolved = resolveRefs(policy, resolver);
+    return resolved === policy ? r : { ranked: r.ranked, route: { ...r.route, policy: resolved } };
+  });
+}

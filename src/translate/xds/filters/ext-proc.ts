@@ -1,0 +1,113 @@
+// traffic.extProc → envoy.filters.http.ext_proc calling the user's external processor (envoy.service.ext_proc.v3).
+// The service is listener-level in Envoy, so there is one instance per distinct configuration. Envoy's failure
+// mode matches the spec's caveat: with FailOpen, a processor that fails before body data has been sent is skipped;
+// once the body streams to it, the stream cannot be recovered and fails.
+
+import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import type { ExtProc } from "../../../api/policy.js";
+import type { Static } from "../../../api/schema-kit.js";
+import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import {
+  ExternalProcessorSchema,
+  ExtProcPerRouteSchema,
+} from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+  type ProcessingModeSchema,
+} from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import { durationFromMs } from "../../duration.js";
+import { grpcService, instanceName, phaseFields, phaseOrder, serviceCluster, unconditional } from "./policy-fields.js";
+import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
+
+type ExtProcT = Static<typeof ExtProc>;
+type Options = NonNullable<ExtProcT["processingOptions"]>;
+
+const FILTER = "envoy.filters.http.ext_proc";
+const BODY = {
+  None: ProcessingMode_BodySendMode.NONE,
+  Buffered: ProcessingMode_BodySendMode.BUFFERED,
+  BufferedPartial: ProcessingMode_BodySendMode.BUFFERED_PARTIAL,
+  FullDuplexStreamed: ProcessingMode_BodySendMode.FULL_DUPLEX_STREAMED,
+} as const;
+const SEND = { Send: ProcessingMode_HeaderSendMode.SEND, Skip: ProcessingMode_HeaderSendMode.SKIP } as const;
+/** An Envoy attribute path (`request.path`, `request.headers`), which Envoy can send itself. */
+const ATTRIBUTE = /^[a-z_]+(\.[a-z_]+)+$/;
+
+export const extProcBuilder: HttpFilterBuilder = {
+  id: "ext_proc",
+  schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema],
+  forRoute(route, ctx) {
+    const filters: FilterInstance[] = [];
+    const clusters: Cluster[] = [];
+    for (const f of phaseFields<ExtProcT & { conditional?: { condition?: string; policy: ExtProcT }[] }>(
+      route,
+      "extProc",
+    )) {
+      const chosen = unconditional(f.value, f.from, "extProc", ctx);
+      if (chosen === undefined) continue;
+      const p = chosen.policy;
+      const note = (field: string, message: string) => ctx.note(f.from, `extProc.${field}`, message);
+      const svc = serviceCluster(route, `${f.path}${chosen.path}.backendRef`, f.from, ctx, true);
+      if (svc.extra !== undefined) clusters.push(svc.extra);
+      const o: Options = p.processingOptions ?? {};
+      const mode: MessageInitShape<typeof ProcessingModeSchema> = {
+        requestHeaderMode: SEND[o.requestHeaderMode ?? "Send"],
+        responseHeaderMode: SEND[o.responseHeaderMode ?? "Send"],
+        requestBodyMode: BODY[o.requestBodyMode ?? "FullDuplexStreamed"],
+        responseBodyMode: BODY[o.responseBodyMode ?? "FullDuplexStreamed"],
+        requestTrailerMode: SEND[o.requestTrailerMode ?? "Send"],
+        responseTrailerMode: SEND[o.responseTrailerMode ?? "Send"],
+      };
+      // Envoy requires trailers to be sent in full-duplex mode (the processor learns the end of the body from them).
+      for (const dir of ["request", "response"] as const) {
+        if (
+          (o[`${dir}BodyMode`] ?? "FullDuplexStreamed") === "FullDuplexStreamed" &&
+          o[`${dir}TrailerMode`] === "Skip"
+        ) {
+          note(
+            `processingOptions.${dir}TrailerMode`,
+            "Skip is not possible with FullDuplexStreamed; trailers are sent",
+          );
+          mode[`${dir}TrailerMode`] = ProcessingMode_HeaderSendMode.SEND;
+        }
+      }
+      if (p.metadataContext !== undefined) {
+        note("metadataContext", "needs CEL per request (Sluice ext_proc); not supported yet");
+      }
+      const attributes = (dir: "request" | "response"): string[] => {
+        const out: string[] = [];
+        for (const [name, expr] of Object.entries(p[`${dir}Attributes`] ?? {})) {
+          if (ATTRIBUTE.test(expr.trim())) {
+            out.push(expr.trim());
+            if (name !== expr.trim()) {
+              note(`${dir}Attributes.${name}`, `Envoy sends the value under the attribute's name ${expr.trim()}`);
+            }
+          } else note(`${dir}Attributes.${name}`, "only plain attribute paths (request.path, ...) are sent yet");
+        }
+        return out.sort();
+      };
+      const config = create(ExternalProcessorSchema, {
+        grpcService: grpcService(svc.cluster, p.backendRef?.name ?? "ext-proc"),
+        failureModeAllow: p.failureMode === "FailOpen",
+        processingMode: mode,
+        allowModeOverride: o.allowModeOverride ?? false,
+        requestAttributes: attributes("request"),
+        responseAttributes: attributes("response"),
+        messageTimeout: durationFromMs(5000),
+      });
+      filters.push({
+        name: instanceName(FILTER, toBinary(ExternalProcessorSchema, config)),
+        order: phaseOrder(FilterOrder.userExtProc, f.phase),
+        config: anyPack(ExternalProcessorSchema, config),
+        // Envoy's ext_proc refuses an enabling FilterConfig without a config; empty overrides keep the listener's.
+        perRoute: anyPack(
+          ExtProcPerRouteSchema,
+          create(ExtProcPerRouteSchema, { override: { case: "overrides", value: {} } }),
+        ),
+      });
+    }
+    return filters.length === 0 ? undefined : { filters, clusters };
+  },
+};

@@ -1,0 +1,137 @@
+// The traffic fields Envoy carries on the route itself: timeouts, retry, headerModifiers, hostRewrite and
+// directResponse. PreRouting values apply first and PostRouting values over them (the two phases never merge, and
+// on one route the later phase decides). Fields that need CEL per request are reported, never dropped silently.
+
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Traffic } from "../../api/policy.js";
+import type { Static } from "../../api/schema-kit.js";
+import {
+  HeaderValueOption_HeaderAppendAction,
+  type HeaderValueOptionSchema,
+} from "../../gen/envoy/config/core/v3/base_pb.js";
+import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
+import { durationFromMs, parseDurationMs } from "../duration.js";
+import type { RouteIR } from "../ir.js";
+import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
+import type { BuildContext } from "./filters/types.js";
+
+type T = Static<typeof Traffic>;
+type Init = MessageInitShape<typeof RouteSchema>;
+type HeaderFilter = NonNullable<NonNullable<T["headerModifiers"]>["request"]>;
+
+function options(h: HeaderFilter): MessageInitShape<typeof HeaderValueOptionSchema>[] {
+  return [
+    ...(h.set ?? []).map((x) => ({
+      header: { key: x.name, value: x.value },
+      appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+    })),
+    ...(h.add ?? []).map((x) => ({
+      header: { key: x.name, value: x.value },
+      appendAction: HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD,
+    })),
+  ];
+}
+
+/** Gateway API retries (codes, attempts, backoff): retry on connection failures and resets, and on these codes. */
+function retryPolicy(r: NonNullable<T["retry"]>): MessageInitShape<typeof RetryPolicySchema> {
+  const codes = r.codes ?? [];
+  const backoff = r.backoff !== undefined ? parseDurationMs(r.backoff) : undefined;
+  return {
+    retryOn: [
+      "connect-failure",
+      "refused-stream",
+      "reset",
+      ...(codes.length > 0 ? ["retriable-status-codes"] : []),
+    ].join(","),
+    retriableStatusCodes: [...codes],
+    ...(r.attempts !== undefined ? { numRetries: r.attempts } : {}),
+    ...(backoff !== undefined && backoff > 0 ? { retryBackOff: { baseInterval: durationFromMs(backoff) } } : {}),
+  };
+}
+
+/** Applies the route-level traffic fields of `r` to the Envoy route `out` (in place). */
+export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | undefined): void {
+  const note = (from: Parameters<BuildContext["note"]>[0], field: string, message: string) =>
+    ctx?.note(from, field, message);
+  const route = out.action?.case === "route" ? out.action.value : undefined;
+
+  for (const f of phaseFields<NonNullable<T["headerModifiers"]>>(r, "headerModifiers")) {
+    const { request, response } = f.value;
+    if (request !== undefined) {
+      out.requestHeadersToAdd = [...(out.requestHeadersToAdd ?? []), ...options(request)];
+      out.requestHeadersToRemove = [...(out.requestHeadersToRemove ?? []), ...(request.remove ?? [])];
+    }
+    if (response !== undefined) {
+      out.responseHeadersToAdd = [...(out.responseHeadersToAdd ?? []), ...options(response)];
+      out.responseHeadersToRemove = [...(out.responseHeadersToRemove ?? []), ...(response.remove ?? [])];
+    }
+  }
+
+  for (const f of phaseFields<NonNullable<T["timeouts"]>>(r, "timeouts")) {
+    const ms = f.value.request !== undefined ? parseDurationMs(f.value.request) : undefined;
+    // An HTTPRoute rule's own timeouts.request is more specific than a policy and keeps precedence.
+    if (route !== undefined && ms !== undefined && r.action.kind === "forward" && r.action.timeout === undefined) {
+      route.timeout = durationFromMs(ms);
+    }
+  }
+
+  for (const f of phaseFields<NonNullable<T["retry"]>>(r, "retry")) {
+    if (route !== undefined) route.retryPolicy = retryPolicy(f.value);
+    for (const k of ["precondition", "condition"] as const) {
+      if (f.value[k] !== undefined) {
+        note(
+          f.from,
+          `retry.${k}`,
+          "a CEL retry condition is evaluated per response; Envoy retries only on status codes and resets, and " +
+            "Sluice has no service for it yet",
+        );
+      }
+    }
+  }
+
+  for (const f of phaseFields<NonNullable<T["hostRewrite"]>>(r, "hostRewrite")) {
+    if (route === undefined) continue;
+    // Auto: the Host header becomes the upstream host name (DNS / static backends).
+    if (f.value.mode === "Auto") route.hostRewriteSpecifier = { case: "autoHostRewrite", value: { value: true } };
+    else if (route.hostRewriteSpecifier?.case === "autoHostRewrite") delete route.hostRewriteSpecifier;
+  }
+
+  for (const f of phaseFields<{ request?: unknown; response?: unknown; conditional?: unknown }>(r, "transformation")) {
+    note(
+      f.from,
+      "transformation",
+      "CEL transformations run in the Sluice ext_proc service, which does not do them yet; not applied",
+    );
+  }
+
+  for (const f of phaseFields<NonNullable<T["directResponse"]>>(r, "directResponse")) {
+    const d = f.value;
+    if (d.bodyExpression !== undefined) {
+      note(f.from, "directResponse.bodyExpression", "a CEL body needs the Sluice ext_proc service; not supported yet");
+    }
+    const headers: MessageInitShape<typeof HeaderValueOptionSchema>[] = [];
+    for (const h of d.headers ?? []) {
+      const v = celStringLiteral(h.value);
+      if (v === undefined) {
+        note(
+          f.from,
+          `directResponse.headers.${h.name}`,
+          "only constant values (CEL string literals) are supported yet",
+        );
+        continue;
+      }
+      headers.push({
+        header: { key: h.name, value: v },
+        appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+      });
+    }
+    out.action = {
+      case: "directResponse",
+      value: {
+        status: d.status,
+        ...(d.body !== undefined ? { body: { specifier: { case: "inlineString", value: d.body } } } : {}),
+      },
+    };
+    out.responseHeadersToAdd = [...(out.responseHeadersToAdd ?? []), ...headers];
+  }
+}

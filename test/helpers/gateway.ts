@@ -1,0 +1,77 @@
+// A one-listener Gateway served by a real `sluice serve` and Envoy, for end-to-end tests of policies.
+
+import { freePort, request, waitFor } from "./net.js";
+import { type SluiceProcess, startSluice, startTestEnvoy, type TestEnvoy, tempConfigDir } from "./processes.js";
+
+export interface TestGateway {
+  /** The Gateway's HTTP port on 127.0.0.1. */
+  readonly port: number;
+  readonly sluice: SluiceProcess;
+  readonly envoy: TestEnvoy;
+  stop(): Promise<void>;
+}
+
+/** A Service `name` (port 80) whose one endpoint is 127.0.0.1:`port`; `appProtocol` e.g. `kubernetes.io/h2c`. */
+export function localService(name: string, port: number, appProtocol?: string): string {
+  return `---
+apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: default }
+spec: { ports: [{ name: p, port: 80${appProtocol !== undefined ? `, appProtocol: ${appProtocol}` : ""} }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: ${name}-1, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
+addressType: IPv4
+ports: [{ name: p, port: ${port} }]
+endpoints: [{ addresses: [127.0.0.1] }]
+`;
+}
+
+/** Starts Sluice with a Gateway `gw` (one HTTP listener) plus `resources`, and an Envoy; waits until `readyPath` answers. */
+export async function startTestGateway(
+  resources: (port: number) => string,
+  readyPath: string,
+  ready: (status: number) => boolean = (s) => s !== 404,
+): Promise<TestGateway> {
+  const cfg = tempConfigDir();
+  const port = await freePort();
+  cfg.write(
+    "gw.yaml",
+    `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: default }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners:
+    - { name: http, protocol: HTTP, port: ${port} }
+${resources(port)}`,
+  );
+  const sluice = await startSluice("serve", cfg.dir);
+  let envoy: TestEnvoy | undefined;
+  try {
+    envoy = await startTestEnvoy({ gateway: "default/gw", xdsPort: sluice.xdsPort, delta: false });
+    await waitFor(
+      "the gateway to serve",
+      async () => (ready((await request(port, readyPath)).status) ? true : undefined),
+      20_000,
+    );
+  } catch (e) {
+    await envoy?.stop();
+    await sluice.stop();
+    cfg.cleanup();
+    throw e;
+  }
+  const started = envoy;
+  return {
+    port,
+    sluice,
+    envoy: started,
+    async stop() {
+      await started.stop();
+      await sluice.stop();
+      cfg.cleanup();
+    },
+  };
+}

@@ -1,0 +1,191 @@
+// Small gRPC services speaking Envoy's own protocols, for end-to-end tests: a rate limit service (RLS), an
+// external authorization service (envoy.service.auth.v3) and an external processor (envoy.service.ext_proc.v3).
+
+import { create } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { ProcessingMode_BodySendMode } from "../../src/gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import {
+  Authorization,
+  type CheckRequest,
+  CheckResponseSchema,
+} from "../../src/gen/envoy/service/auth/v3/external_auth_pb.js";
+import {
+  ExternalProcessor,
+  type ProcessingRequest,
+  type ProcessingResponse,
+  ProcessingResponseSchema,
+} from "../../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
+import {
+  RateLimitResponse_Code,
+  RateLimitResponseSchema,
+  RateLimitService,
+} from "../../src/gen/envoy/service/ratelimit/v3/rls_pb.js";
+import { addGrpcService } from "../../src/grpc/service.js";
+
+export interface GrpcTestServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+async function serve(add: (s: grpc.Server) => void): Promise<GrpcTestServer> {
+  const server = new grpc.Server();
+  add(server);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  return { port, close: () => new Promise<void>((r) => server.tryShutdown(() => r())) };
+}
+
+/** A rate limit service: `limit` hits per distinct (domain, descriptor) for the life of the server. */
+export async function startRateLimitService(
+  limit: number,
+): Promise<GrpcTestServer & { readonly seen: string[]; readonly hits: Map<string, number> }> {
+  const hits = new Map<string, number>();
+  const seen: string[] = [];
+  const s = await serve((server) =>
+    addGrpcService(server, RateLimitService, {
+      shouldRateLimit(call, callback) {
+        const req = call.request;
+        let over = false;
+        const statuses = req.descriptors.map((d) => {
+          const key = `${req.domain}|${d.entries.map((e) => `${e.key}=${e.value}`).join(",")}`;
+          seen.push(key);
+          const n = (hits.get(key) ?? 0) + Math.max(1, Number(d.hitsAddend ?? 0n) || req.hitsAddend || 1);
+          hits.set(key, n);
+          const code = n > limit ? RateLimitResponse_Code.OVER_LIMIT : RateLimitResponse_Code.OK;
+          if (code === RateLimitResponse_Code.OVER_LIMIT) over = true;
+          return { code };
+        });
+        callback(
+          null,
+          create(RateLimitResponseSchema, {
+            overallCode: over ? RateLimitResponse_Code.OVER_LIMIT : RateLimitResponse_Code.OK,
+            statuses,
+          }),
+        );
+      },
+    }),
+  );
+  return { ...s, seen, hits };
+}
+
+/** A gRPC ext_authz: allows when `x-allow: yes`, and adds `x-authz: grpc` and the context extensions upstream. */
+export async function startGrpcExtAuthz(): Promise<GrpcTestServer & { readonly checks: CheckRequest[] }> {
+  const checks: CheckRequest[] = [];
+  const s = await serve((server) =>
+    addGrpcService(server, Authorization, {
+      check(call, callback) {
+        checks.push(call.request);
+        const headers = call.request.attributes?.request?.http?.headers ?? {};
+        const allow = headers["x-allow"] === "yes";
+        const ext = call.request.attributes?.contextExtensions ?? {};
+        callback(
+          null,
+          create(
+            CheckResponseSchema,
+            allow
+              ? {
+                  status: { code: 0 },
+                  httpResponse: {
+                    case: "okResponse",
+                    value: {
+                      headers: [
+                        { header: { key: "x-authz", value: "grpc" } },
+                        { header: { key: "x-tenant", value: ext["tenant"] ?? "" } },
+                      ],
+                    },
+                  },
+                }
+              : {
+                  status: { code: 7 },
+                  httpResponse: { case: "deniedResponse", value: { status: { code: 403 }, body: "denied by grpc" } },
+                },
+          ),
+        );
+      },
+    }),
+  );
+  return { ...s, checks };
+}
+
+/**
+ * An ext_proc processor: adds `x-processed: <phase>` to request and response headers, and upper-cases bodies it is
+ * sent (whole bodies in buffered modes, each chunk when streamed).
+ */
+export async function startExtProc(): Promise<GrpcTestServer & { readonly phases: string[] }> {
+  const phases: string[] = [];
+  const s = await serve((server) =>
+    addGrpcService(server, ExternalProcessor, {
+      process(call) {
+        // Envoy sends the body modes on the first message; streamed bodies are answered chunk by chunk.
+        let reqStreamed = false;
+        let resStreamed = false;
+        call.on("data", (req: ProcessingRequest) => {
+          if (req.protocolConfig !== undefined) {
+            reqStreamed = req.protocolConfig.requestBodyMode === ProcessingMode_BodySendMode.FULL_DUPLEX_STREAMED;
+            resStreamed = req.protocolConfig.responseBodyMode === ProcessingMode_BodySendMode.FULL_DUPLEX_STREAMED;
+          }
+          const r = req.request;
+          phases.push(r.case ?? "none");
+          let res: ProcessingResponse;
+          const headerMutation = (v: string) => ({
+            response: {
+              headerMutation: {
+                setHeaders: [{ header: { key: "x-processed", rawValue: new TextEncoder().encode(v) } }],
+              },
+            },
+          });
+          const bodyMutation = (body: Uint8Array, eos: boolean, streamed: boolean) => {
+            const upper = new TextEncoder().encode(new TextDecoder().decode(body).toUpperCase());
+            return {
+              response: {
+                bodyMutation: {
+                  mutation: streamed
+                    ? { case: "streamedResponse" as const, value: { body: upper, endOfStream: eos } }
+                    : { case: "body" as const, value: upper },
+                },
+              },
+            };
+          };
+          switch (r.case) {
+            case "requestHeaders":
+              res = create(ProcessingResponseSchema, {
+                response: { case: "requestHeaders", value: headerMutation("request") },
+              });
+              break;
+            case "responseHeaders":
+              res = create(ProcessingResponseSchema, {
+                response: { case: "responseHeaders", value: headerMutation("response") },
+              });
+              break;
+            case "requestBody":
+              res = create(ProcessingResponseSchema, {
+                response: {
+                  case: "requestBody",
+                  value: bodyMutation(r.value.body, r.value.endOfStream, reqStreamed),
+                },
+              });
+              break;
+            case "responseBody":
+              res = create(ProcessingResponseSchema, {
+                response: { case: "responseBody", value: bodyMutation(r.value.body, r.value.endOfStream, resStreamed) },
+              });
+              break;
+            case "requestTrailers":
+              res = create(ProcessingResponseSchema, { response: { case: "requestTrailers", value: {} } });
+              break;
+            case "responseTrailers":
+              res = create(ProcessingResponseSchema, { response: { case: "responseTrailers", value: {} } });
+              break;
+            default:
+              return;
+          }
+          call.write(res);
+        });
+        call.on("end", () => call.end());
+        call.on("error", () => undefined);
+      },
+    }),
+  );
+  return { ...s, phases };
+}
