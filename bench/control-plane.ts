@@ -173,7 +173,9 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
   cfg.write("gateway.yaml", gatewayYaml(port) + backendsYaml(a.port, b.port));
   writeRoutes(cfg.write, n);
   const sluice = await startSluice("serve", cfg.dir);
+  live.add(sluice.stop);
   const envoy = await startTestEnvoy({ gateway: "bench/gw", xdsPort: sluice.xdsPort, delta });
+  live.add(envoy.stop);
   const host = (i: number) => ({ host: `host-${i % 50}.example.com` });
   await waitFor(
     "routes",
@@ -246,6 +248,8 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
   const rss = await fetch(`http://127.0.0.1:${sluice.adminPort}/metrics`).then((r) => r.text());
   await envoy.stop();
   await sluice.stop();
+  live.delete(envoy.stop);
+  live.delete(sluice.stop);
   await a.close();
   await b.close();
   cfg.cleanup();
@@ -263,6 +267,13 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
     failed: String(failures),
   };
 }
+
+/** Processes to stop if the run fails half-way, so no Envoy or sluice is left behind. */
+const live = new Set<() => Promise<void>>();
+process.on("uncaughtException", (e) => {
+  console.error(e);
+  void Promise.all([...live].map((stop) => stop())).finally(() => process.exit(1));
+});
 
 async function routeAcks(adminPort: number): Promise<unknown> {
   const s = (await (await fetch(`http://127.0.0.1:${adminPort}/status/xds`)).json()) as {
