@@ -270,10 +270,6 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
 
 /** Processes to stop if the run fails half-way, so no Envoy or sluice is left behind. */
 const live = new Set<() => Promise<void>>();
-process.on("uncaughtException", (e) => {
-  console.error(e);
-  void Promise.all([...live].map((stop) => stop())).finally(() => process.exit(1));
-});
 
 async function routeAcks(adminPort: number): Promise<unknown> {
   const s = (await (await fetch(`http://127.0.0.1:${adminPort}/status/xds`)).json()) as {
@@ -292,5 +288,9 @@ console.table(inProcessRows);
 if (values["in-process-only"]) process.exit(0);
 console.log("\n== through Envoy: file change to ACK and to serving, with a client running ==");
 const rows: Record<string, string>[] = [];
-for (const n of sizes) for (const delta of [false, true]) rows.push(await withEnvoy(n, delta));
+try {
+  for (const n of sizes) for (const delta of [false, true]) rows.push(await withEnvoy(n, delta));
+} finally {
+  await Promise.all([...live].map((stop) => stop()));
+}
 console.table(rows);
