@@ -67,10 +67,15 @@ function once(t: Target, payload: string): Promise<number> {
         headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...t.headers },
       },
       (res) => {
-        res.on("data", () => {});
-        res.on("end", () =>
-          res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`)),
-        );
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => {
+          if (res.statusCode !== 200) chunks.push(c);
+        });
+        res.on("end", () => {
+          if (res.statusCode === 200) return resolve(performance.now() - t0);
+          if (process.env["BENCH_DEBUG"]) console.error(res.statusCode, res.headers, Buffer.concat(chunks).toString());
+          reject(new Error(`status ${res.statusCode}`));
+        });
       },
     );
     req.on("error", reject);
@@ -244,6 +249,18 @@ try {
     }
   }
 } finally {
+  if (process.env["BENCH_DEBUG"]) {
+    const stats = await fetch(`http://127.0.0.1:${envoy.adminPort}/stats?filter=sluice_services`).then((r) => r.text());
+    console.error(
+      stats
+        .split("\n")
+        .filter((l) => !/: 0$/.test(l))
+        .join("\n"),
+    );
+    console.error(
+      `--- envoy\n${envoy.output.slice(-30).join("\n")}\n--- sluice\n${sluice.output.slice(-30).join("\n")}`,
+    );
+  }
   for (const c of children) c.kill("SIGTERM");
   await envoy.stop();
   await sluice.stop();

@@ -99,6 +99,15 @@ export class XdsServer {
       // Channelz bookkeeping costs about a sixth of an ext_authz call's CPU (bench/authz.ts); nothing reads it.
       "grpc.enable_channelz": 0,
     });
+    // Envoy resets an ext_proc stream whenever its HTTP request ends first, so Sluice's services see thousands of
+    // RST_STREAMs a second in normal traffic. nghttp2's rapid-reset protection (Node's defaults: a burst of 1000, then
+    // 33/s) then drops the whole connection, failing every request on it with 500. grpc-js has no option for this;
+    // it passes these Node http2 server options through as they are.
+    const http2Options = (server as unknown as { commonServerOptions?: Record<string, unknown> }).commonServerOptions;
+    if (http2Options !== undefined) {
+      http2Options["streamResetBurst"] = 1_000_000;
+      http2Options["streamResetRate"] = 1_000_000;
+    }
     this.addTo(server);
     options.addServices?.(server);
     const address = options.host.includes(":")

@@ -52,6 +52,33 @@ describe("chat completions client → messages provider", { timeout: 60_000 }, (
     await fake?.close();
   });
 
+  test("under load no request fails: thousands of ext_proc streams do not trip HTTP/2 reset protection", async () => {
+    // Envoy resets each finished ext_proc stream; before Sluice raised nghttp2's rapid-reset limits, a burst of resets
+    // made Node drop the connection to Sluice and in-flight requests failed with 500.
+    const body = JSON.stringify({ model: "gpt-4o", max_tokens: 8, messages: [{ role: "user", content: "hi" }] });
+    const total = 1500;
+    let next = 0;
+    let failed = 0;
+    const worker = async () => {
+      while (next < total) {
+        next++;
+        const r = await fetch(`${env.baseUrl}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: "Bearer client-key" },
+          body,
+        });
+        await r.arrayBuffer();
+        if (r.status !== 200) failed++;
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, worker));
+    const stats = await fetch(
+      `http://127.0.0.1:${env.envoy.adminPort}/stats?filter=sluice_services.upstream_cx_destroy_remote$`,
+    );
+    assert.equal(failed, 0);
+    assert.match(await stats.text(), /upstream_cx_destroy_remote: 0/);
+  });
+
   test("non-streaming: translated both ways, with the provider's credentials and model", async () => {
     const r = await client.chat.completions.create({
       model: "gpt-4o",

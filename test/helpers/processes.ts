@@ -97,7 +97,10 @@ export async function startTestEnvoy(opts: { gateway: string; xdsPort: number; d
     xdsPort: opts.xdsPort,
     delta: opts.delta,
   });
-  const envoy = startEnvoy(bootstrap, { logLevel: "warn", onOutput: (l) => output.push(l) });
+  const envoy = startEnvoy(bootstrap, {
+    logLevel: process.env["SLUICE_TEST_ENVOY_LOG"] ?? "warn",
+    onOutput: (l) => output.push(l),
+  });
   await waitFor(
     "Envoy admin",
     async () => {

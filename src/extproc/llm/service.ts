@@ -269,10 +269,18 @@ export class LlmExtProcService {
           },
         );
         if (out !== undefined) call.write(out);
+        // Close our side once the exchange is over: left open, Envoy resets the stream when the HTTP request ends,
+        // and a burst of resets makes nghttp2 (rapid-reset protection) drop the whole connection to Sluice.
+        if (out !== undefined && isLast(req, out)) {
+          done();
+          call.end();
+        }
       } catch (e) {
         // A bug, not input: answer in the client's format rather than leaving Envoy waiting.
         this.#log(`llm ext_proc: ${(e as Error).message}`);
         call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
+        done();
+        call.end();
       }
     });
   }
@@ -468,6 +476,8 @@ export class LlmExtProcService {
         out = clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
       }
       call.write(out);
+      // This processor sees request headers only: the exchange is over (see #router on why ending matters).
+      call.end();
     });
   }
 
@@ -558,4 +568,11 @@ export class LlmExtProcService {
       ),
     });
   }
+}
+
+/** Whether `out`, the answer to `req`, ends the ext_proc exchange for this HTTP request. */
+function isLast(req: ProcessingRequest, out: ProcessingResponse): boolean {
+  if (out.response.case === "immediateResponse") return true;
+  const r = req.request;
+  return (r.case === "responseBody" && r.value.endOfStream) || r.case === "responseTrailers";
 }
