@@ -133,7 +133,12 @@ const upstream = await startUpstream(upstreamPort);
 cfg.write("bench.yaml", config(port, upstreamPort));
 const sluice = await startSluice("serve", cfg.dir);
 sluicePid = sluice.child.pid;
-const envoy = await startTestEnvoy({ gateway: "bench/gw", xdsPort: sluice.xdsPort, delta: false });
+const envoy = await startTestEnvoy({
+  gateway: "bench/gw",
+  xdsPort: sluice.xdsPort,
+  authzPort: sluice.authzPort,
+  delta: false,
+});
 try {
   for (const route of Object.keys(ROUTES) as RouteName[]) {
     await waitFor(`/${route}`, async () => {

@@ -13,6 +13,7 @@ export async function runBootstrap(argv: string[], io: CommandIO): Promise<numbe
       "node-id": { type: "string" },
       "xds-host": { type: "string", default: "127.0.0.1" },
       "xds-port": { type: "string", default: "18000" },
+      "authz-port": { type: "string", default: "18002" },
       "envoy-admin-port": { type: "string", default: "19000" },
       delta: { type: "boolean", default: false },
     },
@@ -28,6 +29,7 @@ export async function runBootstrap(argv: string[], io: CommandIO): Promise<numbe
       adminPort: parsePort("envoy-admin-port", values["envoy-admin-port"]),
       xdsHost: values["xds-host"],
       xdsPort: parsePort("xds-port", values["xds-port"]),
+      authzPort: parsePort("authz-port", values["authz-port"]),
       delta: values.delta,
     }),
   );

@@ -25,6 +25,8 @@ export interface BootstrapOptions {
   readonly adminPort: number;
   readonly xdsHost: string;
   readonly xdsPort: number;
+  /** Port of Sluice's unary gRPC server (ext_authz). */
+  readonly authzPort: number;
   readonly delta: boolean;
 }
 
@@ -38,6 +40,7 @@ export function renderBootstrap(o: BootstrapOptions): string {
     ADS_API_TYPE: o.delta ? "DELTA_GRPC" : "GRPC",
     XDS_HOST: o.xdsHost,
     XDS_PORT: String(o.xdsPort),
+    AUTHZ_PORT: String(o.authzPort),
   };
   return template.replace(/\$\{([A-Z_]+)\}/g, (m, k: string) => values[k] ?? m);
 }

@@ -38,6 +38,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
       adminPort: 0,
       xdsHost: values["xds-host"] === "0.0.0.0" ? "127.0.0.1" : values["xds-host"],
       xdsPort: server.xdsPort,
+      authzPort: server.authzPort,
       delta: values.delta,
     });
     const envoy = startEnvoy(bootstrap, {
@@ -77,6 +78,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
     paths: values.file,
     xdsHost: values["xds-host"],
     xdsPort: parsePort("xds-port", values["xds-port"]),
+    authzPort: parsePort("authz-port", values["authz-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
     authorizationPath: parseAuthorizationPath(values["authorization-path"]),

@@ -9,6 +9,8 @@ export const SERVER_OPTIONS = {
   file: { type: "string", short: "f", multiple: true },
   "xds-host": { type: "string", default: "127.0.0.1" },
   "xds-port": { type: "string", default: "18000" },
+  // Sluice's unary gRPC server (ext_authz), on the xds host.
+  "authz-port": { type: "string", default: "18002" },
   "admin-host": { type: "string", default: "127.0.0.1" },
   "admin-port": { type: "string", default: "18001" },
   // auto: authorization rules that compile to Envoy RBAC run natively; sluice: all of them in Sluice's ext_authz.
@@ -51,6 +53,7 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
     paths: values.file,
     xdsHost: values["xds-host"],
     xdsPort: parsePort("xds-port", values["xds-port"]),
+    authzPort: parsePort("authz-port", values["authz-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
     authorizationPath: parseAuthorizationPath(values["authorization-path"]),

@@ -3,6 +3,7 @@
 
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { UnaryGrpcServer } from "../grpc/unary-server.js";
 import { FileSource, formatProblem, type SourceProblem } from "../sources/file-source.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
 import type { ResourceStatus } from "../translate/status/conditions.js";
@@ -14,6 +15,8 @@ export interface SluiceServerOptions {
   readonly paths: readonly string[];
   readonly xdsHost: string;
   readonly xdsPort: number;
+  /** Port of the unary gRPC server (ext_authz Check); 0 picks one. */
+  readonly authzPort: number;
   readonly adminHost: string;
   /** 0 picks a free port; undefined starts no admin endpoint. */
   readonly adminPort?: number;
@@ -46,7 +49,9 @@ export class SluiceServer {
   #reloading: Promise<void> | undefined;
   #again = false;
   xdsPort = 0;
+  authzPort = 0;
   adminPort = 0;
+  #unary: UnaryGrpcServer | undefined;
 
   constructor(opts: SluiceServerOptions) {
     this.#opts = opts;
@@ -77,6 +82,10 @@ export class SluiceServer {
       })
     ).port;
     this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
+    const unary = new Map(this.#services.flatMap((s) => [...(s.unary ?? [])]));
+    this.#unary = new UnaryGrpcServer(unary);
+    this.authzPort = await this.#unary.start(this.#opts.xdsHost, this.#opts.authzPort);
+    this.#opts.log(`sluice: ext_authz on ${this.#opts.xdsHost}:${this.authzPort}`);
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);
     await this.#source.watch(() => void this.reload());
   }
@@ -212,6 +221,7 @@ export class SluiceServer {
   async stop(): Promise<void> {
     this.#source.close();
     await this.xds.stop();
+    await this.#unary?.stop();
     const admin = this.#admin;
     this.#admin = undefined;
     if (admin) await new Promise<void>((resolve) => admin.close(() => resolve()));

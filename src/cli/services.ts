@@ -1,15 +1,25 @@
-// The gRPC services Sluice serves to Envoy besides ADS (ext_authz, ext_proc), on the ADS port. Envoy reaches them
-// through the bootstrap's `sluice_services` cluster. Each service gets every new translation result, from which it
-// takes its policy tables.
+// The gRPC services Sluice serves to Envoy besides ADS (ext_authz, ext_proc). Streaming services share the ADS
+// port (grpc-js; bootstrap cluster `sluice_services`); unary methods on Envoy's hot path (ext_authz Check) are also
+// served by the lightweight unary server on the authz port (bootstrap cluster `sluice_authz`), which is the one the
+// translator points Envoy at. Each service gets every new translation result, from which it takes its policy tables.
 
 import type * as grpc from "@grpc/grpc-js";
-import { addExtAuthzService, type ExtAuthzPolicy, type PolicyTable } from "../extauthz/server.js";
+import {
+  addExtAuthzService,
+  type ExtAuthzOptions,
+  type ExtAuthzPolicy,
+  extAuthzUnaryHandlers,
+  type PolicyTable,
+} from "../extauthz/server.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
+import type { UnaryHandler } from "../grpc/unary-server.js";
 import type { TranslationResult } from "../translate/translate.js";
 
 export interface SluiceService {
   readonly name: string;
   addTo(server: grpc.Server): void;
+  /** Unary methods by gRPC path, for the unary server (src/grpc/unary-server.ts). */
+  readonly unary?: ReadonlyMap<string, UnaryHandler>;
   /** Called after every translation, before the new snapshot is published, so Envoy never sees an unknown id. */
   update(result: TranslationResult): void;
 }
@@ -38,15 +48,17 @@ export function extAuthzService(opts: ServiceOptions): SluiceService {
     values: () => current.values(),
     [Symbol.iterator]: () => current[Symbol.iterator](),
   };
+  const options: ExtAuthzOptions = {
+    policies: () => table,
+    // Fields only: policy ids and error texts, never credentials.
+    logger: { warn: (m, f) => opts.log(`${m}${f ? ` ${JSON.stringify(f)}` : ""}`) },
+  };
   return {
     name: "ext_authz",
     addTo(server) {
-      addExtAuthzService(server, {
-        policies: () => table,
-        // Fields only: policy ids and error texts, never credentials.
-        logger: { warn: (m, f) => opts.log(`${m}${f ? ` ${JSON.stringify(f)}` : ""}`) },
-      });
+      addExtAuthzService(server, options);
     },
+    unary: extAuthzUnaryHandlers(options),
     update(result) {
       if (result.extAuthzPolicies === current) return;
       previous = current;

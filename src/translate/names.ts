@@ -62,3 +62,6 @@ export function unresolvedClusterName(path: string): string {
 export function filterInstanceName(filter: string, key: string): string {
   return `${filter}/${key}`;
 }
+
+/** The bootstrap cluster of Sluice's unary gRPC server (ext_authz Check, on Envoy's hot path). */
+export const SLUICE_AUTHZ_CLUSTER = "sluice_authz";

@@ -153,7 +153,12 @@ export function authzSuite(path: "auto" | "sluice"): void {
       port = await freePort();
       cfg.write("config.yaml", configYaml(port, up, JSON.stringify({ keys: [jwk] })));
       sluice = await startSluice("serve", cfg.dir, { extraArgs: ["--authorization-path", path] });
-      envoy = await startTestEnvoy({ gateway: "default/gw", xdsPort: sluice.xdsPort, delta: false });
+      envoy = await startTestEnvoy({
+        gateway: "default/gw",
+        xdsPort: sluice.xdsPort,
+        authzPort: sluice.authzPort,
+        delta: false,
+      });
       await waitFor("the routes", async () => ((await request(port, "/open")).status === 200 ? true : undefined));
     });
 

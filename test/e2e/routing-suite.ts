@@ -99,7 +99,12 @@ export function routingSuite(delta: boolean): void {
       cfg.write("backends.yaml", backendsYaml(ups));
       cfg.write("routes.yaml", routesYaml("v1"));
       sluice = await startSluice("serve", cfg.dir);
-      envoy = await startTestEnvoy({ gateway: "default/gw", xdsPort: sluice.xdsPort, delta });
+      envoy = await startTestEnvoy({
+        gateway: "default/gw",
+        xdsPort: sluice.xdsPort,
+        authzPort: sluice.authzPort,
+        delta,
+      });
       await waitFor("the route to answer", async () => ((await request(port, "/")).status === 200 ? true : undefined));
     });
 
@@ -209,9 +214,10 @@ export function routingSuite(delta: boolean): void {
       await sleep(200);
       const xdsPort = sluice.xdsPort;
       const adminPort = sluice.adminPort;
+      const authzPort = sluice.authzPort;
       await sluice.stop("SIGKILL");
       await sleep(500);
-      sluice = await startSluice("serve", cfg.dir, { xdsPort, adminPort });
+      sluice = await startSluice("serve", cfg.dir, { xdsPort, authzPort, adminPort });
       // Envoy reconnects (with backoff) and a change made afterwards reaches it.
       await waitFor(
         "Envoy to reconnect",

@@ -51,7 +51,12 @@ ${resources(port)}`,
   const sluice = await startSluice("serve", cfg.dir);
   let envoy: TestEnvoy | undefined;
   try {
-    envoy = await startTestEnvoy({ gateway: "default/gw", xdsPort: sluice.xdsPort, delta: false });
+    envoy = await startTestEnvoy({
+      gateway: "default/gw",
+      xdsPort: sluice.xdsPort,
+      authzPort: sluice.authzPort,
+      delta: false,
+    });
     await waitFor(
       "the gateway to serve",
       async () => (ready((await request(port, readyPath)).status) ? true : undefined),

@@ -33,7 +33,12 @@ export async function startLlmEnv(yaml: string, probePath = "/v1/chat/completion
   cfg.write("gateway.yaml", gatewayYaml(port));
   cfg.write("resources.yaml", yaml);
   const sluice = await startSluice("serve", cfg.dir);
-  const envoy = await startTestEnvoy({ gateway: "default/gw", xdsPort: sluice.xdsPort, delta: false });
+  const envoy = await startTestEnvoy({
+    gateway: "default/gw",
+    xdsPort: sluice.xdsPort,
+    authzPort: sluice.authzPort,
+    delta: false,
+  });
   await waitFor(
     "the LLM route in Envoy",
     async () => {

@@ -12,6 +12,7 @@ export interface SluiceProcess {
   readonly child: ChildProcess;
   readonly output: string[];
   readonly xdsPort: number;
+  readonly authzPort: number;
   readonly adminPort: number;
   stop(signal?: NodeJS.Signals): Promise<void>;
   status(): Promise<Record<string, unknown>>;
@@ -21,10 +22,11 @@ export interface SluiceProcess {
 export async function startSluice(
   command: "serve" | "run",
   dir: string,
-  opts: { xdsPort?: number; adminPort?: number; extraArgs?: string[] } = {},
+  opts: { xdsPort?: number; authzPort?: number; adminPort?: number; extraArgs?: string[] } = {},
 ): Promise<SluiceProcess> {
   const xdsPort = opts.xdsPort ?? (await freePort());
   const adminPort = opts.adminPort ?? (await freePort());
+  const authzPort = opts.authzPort ?? (await freePort());
   const output: string[] = [];
   const child = spawn(
     process.execPath,
@@ -37,6 +39,8 @@ export async function startSluice(
       String(xdsPort),
       "--admin-port",
       String(adminPort),
+      "--authz-port",
+      String(authzPort),
       ...(opts.extraArgs ?? []),
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
@@ -50,6 +54,7 @@ export async function startSluice(
     child,
     output,
     xdsPort,
+    authzPort,
     adminPort,
     async stop(signal = "SIGTERM") {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -86,7 +91,12 @@ export interface TestEnvoy {
 }
 
 /** An Envoy booted from deploy/envoy/bootstrap.yaml, fetching its config from the given ADS port. */
-export async function startTestEnvoy(opts: { gateway: string; xdsPort: number; delta: boolean }): Promise<TestEnvoy> {
+export async function startTestEnvoy(opts: {
+  gateway: string;
+  xdsPort: number;
+  authzPort: number;
+  delta: boolean;
+}): Promise<TestEnvoy> {
   const adminPort = await freePort();
   const output: string[] = [];
   const bootstrap = renderBootstrap({
@@ -95,6 +105,7 @@ export async function startTestEnvoy(opts: { gateway: string; xdsPort: number; d
     adminPort,
     xdsHost: "127.0.0.1",
     xdsPort: opts.xdsPort,
+    authzPort: opts.authzPort,
     delta: opts.delta,
   });
   const envoy = startEnvoy(bootstrap, {

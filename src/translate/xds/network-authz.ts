@@ -10,7 +10,7 @@ import { ExtAuthzSchema } from "../../gen/envoy/extensions/filters/network/ext_a
 import { RBACSchema } from "../../gen/envoy/extensions/filters/network/rbac/v3/rbac_pb.js";
 import { planNetworkAuthz } from "../authz/plan.js";
 import type { ListenerIR } from "../ir.js";
-import { SLUICE_SERVICES_CLUSTER } from "../names.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import type { BuildContext } from "./filters/types.js";
 
 export interface NetworkFilter {
@@ -44,7 +44,7 @@ export function buildNetworkAuthorization(l: ListenerIR, ctx: BuildContext): Net
           create(ExtAuthzSchema, {
             statPrefix: "sluice_network_ext_authz",
             grpcService: {
-              targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_SERVICES_CLUSTER } },
+              targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
               timeout: { seconds: 2n },
               initialMetadata: [{ key: POLICY_METADATA_KEY, value: plan.policyId }],
             },

@@ -11,7 +11,7 @@ import {
   ExtAuthzPerRouteSchema,
   ExtAuthzSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js";
-import { SLUICE_SERVICES_CLUSTER } from "../../names.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { routeAuthzPlan } from "./authz-plan.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
@@ -24,7 +24,7 @@ export function sluiceExtAuthz() {
     services: {
       case: "grpcService",
       value: {
-        targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_SERVICES_CLUSTER } },
+        targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
         timeout: { seconds: 2n },
       },
     },
