@@ -174,9 +174,9 @@ spec:
       const r = await get("/strict", token);
       assert.equal(r.status, 401, `${name}: ${r.status} ${r.body}`);
     }
-    // Envoy's jwt_authn answers a verified token for another audience with 403, not 401 (docs/policies.md).
+    // Envoy's jwt_authn answers a verified token for another audience with 403; Sluice maps it to the spec's 401.
     const wrongAud = await get("/strict", await mint(k1.privateKey, { kid: "k1", aud: "other" }));
-    assert.equal(wrongAud.status, 403, wrongAud.body);
+    assert.equal(wrongAud.status, 401, wrongAud.body);
     assert.equal(up.requests.length, before, "no rejected request reached the upstream");
   });
 

@@ -18,15 +18,15 @@ export interface SluiceProcess {
   status(): Promise<Record<string, unknown>>;
 }
 
-/** Starts `sluice <command> -f <dir>` with the given ports and waits until its admin endpoint answers. */
+/**
+ * Starts `sluice <command> -f <dir>` and waits until its admin endpoint answers. Ports not given are picked by sluice
+ * itself (port 0) and read from its log, so parallel test files never race for a port.
+ */
 export async function startSluice(
   command: "serve" | "run",
   dir: string,
   opts: { xdsPort?: number; authzPort?: number; adminPort?: number; extraArgs?: string[] } = {},
 ): Promise<SluiceProcess> {
-  const xdsPort = opts.xdsPort ?? (await freePort());
-  const adminPort = opts.adminPort ?? (await freePort());
-  const authzPort = opts.authzPort ?? (await freePort());
   const output: string[] = [];
   const child = spawn(
     process.execPath,
@@ -36,11 +36,11 @@ export async function startSluice(
       "-f",
       dir,
       "--xds-port",
-      String(xdsPort),
+      String(opts.xdsPort ?? 0),
       "--admin-port",
-      String(adminPort),
+      String(opts.adminPort ?? 0),
       "--authz-port",
-      String(authzPort),
+      String(opts.authzPort ?? 0),
       ...(opts.extraArgs ?? []),
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
@@ -50,6 +50,27 @@ export async function startSluice(
     s?.on("data", (c: string) => output.push(...c.split("\n").filter((l) => l !== "")));
   }
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const portFrom = (what: RegExp): number | undefined => {
+    for (const line of output) {
+      const m = what.exec(line);
+      if (m?.[1] !== undefined) return Number(m[1]);
+    }
+    return undefined;
+  };
+  let ports: { xds: number; authz: number; admin: number } | undefined;
+  try {
+    ports = await waitFor(`sluice ${command} to listen`, async () => {
+      if (child.exitCode !== null) throw new Error(`sluice exited: ${output.join("\n")}`);
+      const xds = portFrom(/^sluice: ADS on [^ ]+:(\d+)/);
+      const authz = portFrom(/^sluice: ext_authz on [^ ]+:(\d+)/);
+      const admin = portFrom(/^sluice: admin on http:\/\/[^ ]+:(\d+)/);
+      return xds && authz && admin ? { xds, authz, admin } : undefined;
+    });
+  } catch (e) {
+    child.kill("SIGKILL");
+    throw e;
+  }
+  const { xds: xdsPort, authz: authzPort, admin: adminPort } = ports;
   const proc: SluiceProcess = {
     child,
     output,

@@ -2,6 +2,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
+import { ComparisonFilter_Op } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { type Listener, ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
 import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
@@ -12,6 +13,7 @@ import {
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import type { FilterChainIR, ListenerIR } from "../ir.js";
 import type { FilterChainResult } from "./filters/chain.js";
+import { JWT_FAILURE_KEY } from "./filters/jwt-authn.js";
 import type { NetworkFilter } from "./network-authz.js";
 
 type HttpFilters = FilterChainResult["httpFilters"];
@@ -31,8 +33,67 @@ function buildHcm(chain: FilterChainIR, httpFilters: HttpFilters) {
     mergeSlashes: true,
     useRemoteAddress: true,
     httpFilters: [...httpFilters],
+    ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER)) ? { localReplyConfig: JWT_401_REPLY } : {}),
   });
 }
+
+const JWT_FILTER = "envoy.filters.http.jwt_authn";
+
+/**
+ * The spec answers every failed JWT check with 401; Envoy's jwt_authn uses 403 when a valid token names another
+ * audience. A 403 local reply with that failure recorded in jwt_authn's metadata is therefore rewritten to 401.
+ * (Under Permissive a token for another audience is let through with the failure recorded, so a later 403 from
+ * authorization would also read 401; the token was not valid for this audience, so 401 is defensible there too.)
+ */
+const JWT_401_REPLY = {
+  mappers: [
+    {
+      filter: {
+        filterSpecifier: {
+          case: "andFilter" as const,
+          value: {
+            filters: [
+              {
+                filterSpecifier: {
+                  case: "statusCodeFilter" as const,
+                  value: {
+                    comparison: {
+                      op: ComparisonFilter_Op.EQ,
+                      value: { defaultValue: 403, runtimeKey: "sluice.jwt_403" },
+                    },
+                  },
+                },
+              },
+              {
+                filterSpecifier: {
+                  case: "metadataFilter" as const,
+                  value: {
+                    matcher: {
+                      filter: JWT_FILTER,
+                      path: [
+                        { segment: { case: "key" as const, value: JWT_FAILURE_KEY } },
+                        { segment: { case: "key" as const, value: "message" } },
+                      ],
+                      // Only the audience check: a 403 from authorization after a missing token (Optional) stays.
+                      value: {
+                        matchPattern: {
+                          case: "stringMatch" as const,
+                          value: { matchPattern: { case: "prefix" as const, value: "Audiences in Jwt" } },
+                        },
+                      },
+                    },
+                    matchIfKeyNotFound: false,
+                  },
+                },
+              },
+            ],
+          },
+        },
+      },
+      statusCode: 401,
+    },
+  ],
+};
 
 function buildTransportSocket(chain: FilterChainIR) {
   if (chain.tls === undefined) return undefined;

@@ -22,6 +22,8 @@ import { type FilterInstance, FilterOrder, type HttpFilterBuilder, type RouteCon
 type Jwt = Static<typeof JWTAuthentication>;
 
 const FILTER = "envoy.filters.http.jwt_authn";
+/** Dynamic metadata key (namespace `envoy.filters.http.jwt_authn`) where a failed verification is recorded. */
+export const JWT_FAILURE_KEY = "jwt_failure";
 const REQUIREMENT = "sluice";
 const JWKS_FETCH_TIMEOUT_MS = 5000;
 const DEFAULT_CACHE_MS = 5 * 60_000;
@@ -125,6 +127,8 @@ export const jwtAuthnBuilder: HttpFilterBuilder = {
           fromParams: loc?.queryParameter !== undefined ? [loc.queryParameter.name] : [],
           fromCookies: loc?.cookie !== undefined ? [loc.cookie.name] : [],
           payloadInMetadata: JWT_PAYLOAD_KEY,
+          // Lets the listener turn jwt_authn's 403 for a wrong audience into the spec's 401 (xds/listener.ts).
+          failedStatusInMetadata: JWT_FAILURE_KEY,
         };
       });
       if (jwt.location?.expression !== undefined) {
