@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import { main } from "../../src/cli/main.js";
+import { gatewayYaml } from "../helpers/gateway.js";
 import { type EchoBody, freePort, request, startEchoUpstream, waitFor } from "../helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../helpers/processes.js";
 
@@ -15,14 +16,7 @@ test("an invalid resource is left out and the valid ones keep serving", async ()
   const port = await freePort();
   cfg.write(
     "good.yaml",
-    `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
----
+    `${gatewayYaml(port)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: good, namespace: default }

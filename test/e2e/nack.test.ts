@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import { main } from "../../src/cli/main.js";
+import { gatewayYaml } from "../helpers/gateway.js";
 import { type EchoBody, freePort, request, startEchoUpstream, waitFor } from "../helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../helpers/processes.js";
 
@@ -12,14 +13,7 @@ const cfg = tempConfigDir();
 after(() => cfg.cleanup());
 
 function yaml(port: number, upstreamPort: number, extraMatch: string): string {
-  return `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
----
+  return `${gatewayYaml(port)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: default }

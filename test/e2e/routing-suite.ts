@@ -3,6 +3,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { gatewayYaml } from "../helpers/gateway.js";
 import { type EchoBody, freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import {
   type SluiceProcess,
@@ -11,18 +12,6 @@ import {
   type TestEnvoy,
   tempConfigDir,
 } from "../helpers/processes.js";
-
-function gatewayYaml(port: number): string {
-  return `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
-`;
-}
 
 function backendsYaml(ups: Record<string, Upstream>): string {
   return Object.values(ups)

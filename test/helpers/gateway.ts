@@ -11,6 +11,18 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
+/** Gateway `default/gw` with one HTTP listener on 127.0.0.1:`port`, the shape most end-to-end tests start from. */
+export function gatewayYaml(port: number): string {
+  return `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: default }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+`;
+}
+
 /** A Service `name` (port 80) whose one endpoint is 127.0.0.1:`port`; `appProtocol` e.g. `kubernetes.io/h2c`. */
 export function localService(name: string, port: number, appProtocol?: string): string {
   return `---
@@ -36,18 +48,7 @@ export async function startTestGateway(
 ): Promise<TestGateway> {
   const cfg = tempConfigDir();
   const port = await freePort();
-  cfg.write(
-    "gw.yaml",
-    `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners:
-    - { name: http, protocol: HTTP, port: ${port} }
-${resources(port)}`,
-  );
+  cfg.write("gw.yaml", `${gatewayYaml(port)}${resources(port)}`);
   const sluice = await startSluice("serve", cfg.dir);
   let envoy: TestEnvoy | undefined;
   try {

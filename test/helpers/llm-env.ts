@@ -1,6 +1,7 @@
 // An end-to-end LLM environment: `sluice serve` with its services, a real Envoy fed over ADS, and a Gateway listener
 // whose routes are given as YAML.
 
+import { gatewayYaml } from "./gateway.js";
 import { freePort, request, waitFor } from "./net.js";
 import { type SluiceProcess, startSluice, startTestEnvoy, type TestEnvoy, tempConfigDir } from "./processes.js";
 
@@ -12,18 +13,6 @@ export interface LlmEnv {
   /** Replaces the resources (besides the Gateway) and waits for `ready` to hold. */
   write(yaml: string): void;
   stop(): Promise<void>;
-}
-
-export function gatewayYaml(port: number): string {
-  return `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
-`;
 }
 
 /** Starts Sluice + Envoy with `yaml` and waits until `probePath` answers something other than 404. */
