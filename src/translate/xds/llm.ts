@@ -157,7 +157,10 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
       interval: durationFromMs(Math.min(1000, c.eviction.durationMs)),
       maxEjectionPercent: 100,
     },
-    commonLbConfig: { healthyPanicThreshold: { value: 0 } },
+    // Spec: when every provider is evicted, the evicted ones are used rather than failing ("in rotation (fallback)").
+    // Envoy's panic mode does exactly that; a 1 % threshold enters it only when (almost) nothing healthy is left, so a
+    // healthy lower-priority group still takes over from an evicted higher one.
+    commonLbConfig: { healthyPanicThreshold: { value: 1 } },
     typedExtensionProtocolOptions: {
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
         HttpProtocolOptionsSchema,
