@@ -1,5 +1,7 @@
-// Status written by the translator for Gateway API kinds, through these helpers only.
-// Condition types and reasons are the Gateway API's own (a closed set).
+// Status written by the translator, through these helpers only. Condition types and reasons are the Gateway API's
+// own (a closed set) plus those of src/api/status.ts for the Sluice kinds. Unlike src/api/status.ts these conditions
+// carry no lastTransitionTime: the translator is a pure function with timestamp-free golden output, and a status
+// writer adds the time when it writes to an API server.
 
 export type ConditionStatus = "True" | "False" | "Unknown";
 
