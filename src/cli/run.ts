@@ -26,6 +26,10 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
   const log = (line: string) => io.stderr(`${line}\n`);
   const workDir = mkdtempSync(join(tmpdir(), "sluice-run-"));
   const envoys = new Map<string, EnvoyProcess>();
+  // However sluice ends (a crash, a closed pipe on its output), the Envoys it started must not outlive it.
+  process.on("exit", () => {
+    for (const e of envoys.values()) e.child.kill("SIGTERM");
+  });
   let stopping = false;
   let server: SluiceServer | undefined;
 
