@@ -100,3 +100,30 @@ export interface ChatChunk {
   }[];
   usage?: ChatUsage | null;
 }
+
+/** What every chunk of one streamed completion repeats. */
+export interface ChatChunkHead {
+  readonly id: string;
+  readonly created: number;
+  readonly model: string;
+}
+
+/** One streamed chat-completions chunk for choice 0. */
+export function chatChunk(
+  head: ChatChunkHead,
+  delta: ChatChunk["choices"][number]["delta"],
+  finish: ChatChunk["choices"][number]["finish_reason"] = null,
+): ChatChunk {
+  return {
+    id: head.id,
+    object: "chat.completion.chunk",
+    created: head.created,
+    model: head.model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  };
+}
+
+/** The usage-only chunk sent last when the client asked for `stream_options.include_usage`. */
+export function chatUsageChunk(head: ChatChunkHead, usage: ChatUsage): ChatChunk {
+  return { id: head.id, object: "chat.completion.chunk", created: head.created, model: head.model, choices: [], usage };
+}

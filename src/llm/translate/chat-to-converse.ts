@@ -1,6 +1,13 @@
 // chat-completions client → Bedrock Converse / ConverseStream provider.
 import { invalidRequest, type LlmError } from "../errors.js";
-import type { ChatChunk, ChatResponse, ChatToolCall, ChatUsage } from "../formats/chat-completions.js";
+import {
+  type ChatChunk,
+  type ChatResponse,
+  type ChatToolCall,
+  type ChatUsage,
+  chatChunk,
+  chatUsageChunk,
+} from "../formats/chat-completions.js";
 import type {
   ConverseBlock,
   ConverseImageFormat,
@@ -225,13 +232,7 @@ export class ConverseToChatStream implements StreamMapper<AwsEvent, ChatStreamIt
     delta: ChatChunk["choices"][number]["delta"],
     finish: ChatChunk["choices"][number]["finish_reason"] = null,
   ): ChatChunk {
-    return {
-      id: this.id,
-      object: "chat.completion.chunk",
-      created: this.created,
-      model: this.meta.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    };
+    return chatChunk({ id: this.id, created: this.created, model: this.meta.model }, delta, finish);
   }
 
   private start(emit: (o: ChatStreamItem) => void): void {
@@ -286,14 +287,12 @@ export class ConverseToChatStream implements StreamMapper<AwsEvent, ChatStreamIt
       case "metadata":
         this.rawUsage = b.usage;
         if (this.meta.includeUsage) {
-          emit({
-            id: this.id,
-            object: "chat.completion.chunk",
-            created: this.created,
-            model: this.meta.model,
-            choices: [],
-            usage: chatUsageFromConverse(b.usage),
-          });
+          emit(
+            chatUsageChunk(
+              { id: this.id, created: this.created, model: this.meta.model },
+              chatUsageFromConverse(b.usage),
+            ),
+          );
         }
         return;
       default: // contentBlockStop needs nothing

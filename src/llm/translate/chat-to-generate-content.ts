@@ -1,11 +1,13 @@
 // chat-completions client → Gemini generateContent / streamGenerateContent provider.
 import { invalidRequest, type LlmError } from "../errors.js";
-import type {
-  ChatChunk,
-  ChatFinishReason,
-  ChatResponse,
-  ChatToolCall,
-  ChatUsage,
+import {
+  type ChatChunk,
+  type ChatFinishReason,
+  type ChatResponse,
+  type ChatToolCall,
+  type ChatUsage,
+  chatChunk,
+  chatUsageChunk,
 } from "../formats/chat-completions.js";
 import type { GeminiContent, GeminiPart, GeminiRequest } from "../formats/generate-content.js";
 import { arr, isObject, type JsonObject, num, parseJson, parseObject, str } from "../json.js";
@@ -266,13 +268,7 @@ export class GeminiToChatStream implements StreamMapper<Record<string, unknown>,
     delta: ChatChunk["choices"][number]["delta"],
     finish: ChatChunk["choices"][number]["finish_reason"] = null,
   ): ChatChunk {
-    return {
-      id: this.id,
-      object: "chat.completion.chunk",
-      created: this.created,
-      model: this.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    };
+    return chatChunk({ id: this.id, created: this.created, model: this.model }, delta, finish);
   }
 
   event(ev: Record<string, unknown>, emit: (o: ChatStreamItem) => void): void {
@@ -319,14 +315,9 @@ export class GeminiToChatStream implements StreamMapper<Record<string, unknown>,
     }
     // Gemini repeats usageMetadata in every event; the last one is final, so the usage chunk waits for the end.
     if (this.meta.includeUsage && this.started) {
-      emit({
-        id: this.id,
-        object: "chat.completion.chunk",
-        created: this.created,
-        model: this.model,
-        choices: [],
-        usage: chatUsageFromGemini(this.rawUsage),
-      });
+      emit(
+        chatUsageChunk({ id: this.id, created: this.created, model: this.model }, chatUsageFromGemini(this.rawUsage)),
+      );
     }
   }
 

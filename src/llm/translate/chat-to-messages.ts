@@ -1,6 +1,13 @@
 // chat-completions client → Anthropic Messages provider.
 import { invalidRequest } from "../errors.js";
-import type { ChatChunk, ChatResponse, ChatToolCall, ChatUsage } from "../formats/chat-completions.js";
+import {
+  type ChatChunk,
+  type ChatResponse,
+  type ChatToolCall,
+  type ChatUsage,
+  chatChunk,
+  chatUsageChunk,
+} from "../formats/chat-completions.js";
 import type { MessagesBlock, MessagesMessage, MessagesRequest, MessagesToolChoice } from "../formats/messages.js";
 import { arr, isObject, type JsonObject, num, parseObject, str } from "../json.js";
 import type { StreamMapper } from "../stream.js";
@@ -193,13 +200,7 @@ export class MessagesToChatStream implements StreamMapper<Record<string, unknown
     delta: ChatChunk["choices"][number]["delta"],
     finish: ChatChunk["choices"][number]["finish_reason"] = null,
   ): ChatChunk {
-    return {
-      id: this.id,
-      object: "chat.completion.chunk",
-      created: this.created,
-      model: this.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    };
+    return chatChunk({ id: this.id, created: this.created, model: this.model }, delta, finish);
   }
 
   event(ev: Record<string, unknown>, emit: (o: ChatStreamItem) => void): void {
@@ -259,14 +260,12 @@ export class MessagesToChatStream implements StreamMapper<Record<string, unknown
       }
       case "message_stop":
         if (this.meta.includeUsage) {
-          emit({
-            id: this.id,
-            object: "chat.completion.chunk",
-            created: this.created,
-            model: this.model,
-            choices: [],
-            usage: chatUsageFromMessages(this.rawUsage),
-          });
+          emit(
+            chatUsageChunk(
+              { id: this.id, created: this.created, model: this.model },
+              chatUsageFromMessages(this.rawUsage),
+            ),
+          );
         }
         return;
       default: // ping, and event types added later
