@@ -133,12 +133,7 @@ const upstream = await startUpstream(upstreamPort);
 cfg.write("bench.yaml", config(port, upstreamPort));
 const sluice = await startSluice("serve", cfg.dir);
 sluicePid = sluice.child.pid;
-const envoy = await startTestEnvoy({
-  gateway: "bench/gw",
-  xdsPort: sluice.xdsPort,
-  authzPort: sluice.authzPort,
-  delta: false,
-});
+const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw" });
 try {
   for (const route of Object.keys(ROUTES) as RouteName[]) {
     await waitFor(`/${route}`, async () => {

@@ -174,12 +174,7 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
   writeRoutes(cfg.write, n);
   const sluice = await startSluice("serve", cfg.dir);
   live.add(sluice.stop);
-  const envoy = await startTestEnvoy({
-    gateway: "bench/gw",
-    xdsPort: sluice.xdsPort,
-    authzPort: sluice.authzPort,
-    delta,
-  });
+  const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw", delta });
   live.add(envoy.stop);
   const host = (i: number) => ({ host: `host-${i % 50}.example.com` });
   await waitFor(

@@ -173,12 +173,7 @@ const port = await freePort();
 const cfg = tempConfigDir();
 cfg.write("all.yaml", resources(fake.port, port));
 const sluice = await startSluice("serve", cfg.dir);
-const envoy = await startTestEnvoy({
-  gateway: "default/gw",
-  xdsPort: sluice.xdsPort,
-  authzPort: sluice.authzPort,
-  delta: false,
-});
+const envoy = await startTestEnvoy(sluice);
 const children: ChildProcess[] = [];
 try {
   await waitFor(

@@ -171,12 +171,7 @@ describe("API keys and basic auth through Envoy and Sluice's ext_authz", () => {
     port = await freePort();
     cfg.write("config.yaml", httpConfig(port, up));
     sluice = await startSluice("serve", cfg.dir);
-    envoy = await startTestEnvoy({
-      gateway: "default/gw",
-      xdsPort: sluice.xdsPort,
-      authzPort: sluice.authzPort,
-      delta: false,
-    });
+    envoy = await startTestEnvoy(sluice);
     await waitFor("the routes", async () => ((await request(port, "/key-optional")).status === 200 ? true : undefined));
   });
 
@@ -352,14 +347,7 @@ spec: { static: { host: 127.0.0.1, port: ${up.port} } }
     );
     sluice = await startSluice("serve", cfg.dir);
     for (const gw of ["l4-native", "l4-sluice"]) {
-      envoys.push(
-        await startTestEnvoy({
-          gateway: `default/${gw}`,
-          xdsPort: sluice.xdsPort,
-          authzPort: sluice.authzPort,
-          delta: false,
-        }),
-      );
+      envoys.push(await startTestEnvoy(sluice, { gateway: `default/${gw}` }));
     }
     await waitFor("the native gateway", async () => ((await connects(ports.native)) ? true : undefined));
   });

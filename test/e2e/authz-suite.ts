@@ -153,12 +153,7 @@ export function authzSuite(path: "auto" | "sluice"): void {
       port = await freePort();
       cfg.write("config.yaml", configYaml(port, up, JSON.stringify({ keys: [jwk] })));
       sluice = await startSluice("serve", cfg.dir, { extraArgs: ["--authorization-path", path] });
-      envoy = await startTestEnvoy({
-        gateway: "default/gw",
-        xdsPort: sluice.xdsPort,
-        authzPort: sluice.authzPort,
-        delta: false,
-      });
+      envoy = await startTestEnvoy(sluice);
       await waitFor("the routes", async () => ((await request(port, "/open")).status === 200 ? true : undefined));
     });
 

@@ -186,12 +186,7 @@ spec:
 ${svc("web", "default", ups["web"]!.port)}${svc("api", "default", ups["api"]!.port)}${svc("shadow", "default", ups["shadow"]!.port)}${svc("other", "team-b", ups["other"]!.port)}${svc("other", "team-c", ups["other"]!.port)}`,
     );
     sluice = await startSluice("serve", cfg.dir);
-    envoy = await startTestEnvoy({
-      gateway: "default/gw",
-      xdsPort: sluice.xdsPort,
-      authzPort: sluice.authzPort,
-      delta: false,
-    });
+    envoy = await startTestEnvoy(sluice);
     await waitFor("routes", async () =>
       (await request(http, "/", { headers: { host: "api.example.com" } })).status === 200 ? true : undefined,
     );

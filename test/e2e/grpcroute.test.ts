@@ -103,12 +103,7 @@ spec:
 ${svc("v1", v1.port)}${svc("v2", v2.port)}`,
   );
   const sluice = await startSluice("serve", cfg.dir);
-  const envoy = await startTestEnvoy({
-    gateway: "default/gw",
-    xdsPort: sluice.xdsPort,
-    authzPort: sluice.authzPort,
-    delta: true,
-  });
+  const envoy = await startTestEnvoy(sluice, { delta: true });
   try {
     const first = await waitFor("a gRPC answer", async () => call(port, "/helloworld.Greeter/SayHello"));
     assert.deepEqual(first, { server: "v1", method: "/helloworld.Greeter/SayHello", via: null });

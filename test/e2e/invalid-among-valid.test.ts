@@ -46,12 +46,7 @@ spec:
 `,
   );
   const sluice = await startSluice("serve", cfg.dir);
-  const envoy = await startTestEnvoy({
-    gateway: "default/gw",
-    xdsPort: sluice.xdsPort,
-    authzPort: sluice.authzPort,
-    delta: false,
-  });
+  const envoy = await startTestEnvoy(sluice);
   try {
     const ok = await waitFor("the valid route", async () => {
       const r = await request(port, "/good/x");

@@ -37,12 +37,7 @@ test("a NACK is recorded with Envoy's message and the last good config keeps ser
   const port = await freePort();
   cfg.write("all.yaml", yaml(port, upstream.port, "{ path: { type: PathPrefix, value: /second } }"));
   const sluice = await startSluice("serve", cfg.dir);
-  const envoy = await startTestEnvoy({
-    gateway: "default/gw",
-    xdsPort: sluice.xdsPort,
-    authzPort: sluice.authzPort,
-    delta: false,
-  });
+  const envoy = await startTestEnvoy(sluice);
   try {
     await waitFor("the good config", async () => ((await request(port, "/second")).status === 200 ? true : undefined));
     // Lookahead is valid JavaScript but not RE2: Envoy rejects the RouteConfiguration.

@@ -88,12 +88,7 @@ export function routingSuite(delta: boolean): void {
       cfg.write("backends.yaml", backendsYaml(ups));
       cfg.write("routes.yaml", routesYaml("v1"));
       sluice = await startSluice("serve", cfg.dir);
-      envoy = await startTestEnvoy({
-        gateway: "default/gw",
-        xdsPort: sluice.xdsPort,
-        authzPort: sluice.authzPort,
-        delta,
-      });
+      envoy = await startTestEnvoy(sluice, { delta });
       await waitFor("the route to answer", async () => ((await request(port, "/")).status === 200 ? true : undefined));
     });
 

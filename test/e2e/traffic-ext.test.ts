@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, rulePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { type GrpcTestServer, startExtProc, startGrpcExtAuthz } from "../helpers/grpc-services.js";
 import { type EchoBody, freePort, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
@@ -15,22 +15,6 @@ function rule(name: string): string {
   return `    - name: ${name}
       matches: [{ path: { type: PathPrefix, value: /${name} } }]
       backendRefs: [{ name: app, port: 80 }]`;
-}
-
-function policy(name: string, traffic: string): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
-  traffic:
-${traffic
-  .trim()
-  .split("\n")
-  .map((l) => `    ${l}`)
-  .join("\n")}
-`;
 }
 
 const authz = (svc: string, mode: string, extra = "") =>
@@ -73,20 +57,20 @@ spec:
   parentRefs: [{ name: gw }]
   rules:
 ${["grpc", "http", "deadclosed", "deadopen", "deadhttpclosed", "deadhttpopen", ...modes, "open"].map(rule).join("\n")}
-${policy("grpc", authz("grpcauthz", "FailClosed", ", grpc: { contextExtensions: { tenant: acme } }"))}${policy(
+${rulePolicy("grpc", authz("grpcauthz", "FailClosed", ", grpc: { contextExtensions: { tenant: acme } }"))}${rulePolicy(
   "http",
   authz(
     "httpauthz",
     "FailClosed",
     `, http: { path: "'/check'", allowedRequestHeaders: [authorization], allowedResponseHeaders: [x-user-id] }`,
   ),
-)}${policy("deadclosed", authz("dead", "FailClosed"))}${policy("deadopen", authz("dead", "FailOpen"))}${policy(
+)}${rulePolicy("deadclosed", authz("dead", "FailClosed"))}${rulePolicy("deadopen", authz("dead", "FailOpen"))}${rulePolicy(
   "deadhttpclosed",
   authz("dead", "FailClosed", ", http: {}"),
-)}${policy("deadhttpopen", authz("dead", "FailOpen", ", http: {}"))}${policy("streamed", proc("FullDuplexStreamed"))}${policy(
+)}${rulePolicy("deadhttpopen", authz("dead", "FailOpen", ", http: {}"))}${rulePolicy("streamed", proc("FullDuplexStreamed"))}${rulePolicy(
   "buffered",
   proc("Buffered"),
-)}${policy("partial", proc("BufferedPartial"))}${policy("nobody", proc("None"))}`,
+)}${rulePolicy("partial", proc("BufferedPartial"))}${rulePolicy("nobody", proc("None"))}`,
       "/open",
       (s) => s === 200,
     );

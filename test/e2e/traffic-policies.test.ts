@@ -5,27 +5,11 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, rulePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { type GrpcTestServer, startRateLimitService } from "../helpers/grpc-services.js";
 import { type EchoBody, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
 const RULES = ["local", "global", "cors", "csrf", "slow", "buffer", "delay", "headers", "direct", "open"];
-
-function policy(name: string, traffic: string): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
-  traffic:
-${traffic
-  .trim()
-  .split("\n")
-  .map((l) => `    ${l}`)
-  .join("\n")}
-`;
-}
 
 describe("traffic policies through Envoy", () => {
   let gw: TestGateway;
@@ -58,20 +42,20 @@ ${RULES.map(
       matches: [{ path: { type: PathPrefix, value: /${n} } }]
       backendRefs: [{ name: ${n === "slow" ? "slow" : "app"}, port: 80 }]`,
 ).join("\n")}
-${policy("local", "rateLimit: { local: [{ requests: 3, unit: Minutes }] }")}${policy(
+${rulePolicy("local", "rateLimit: { local: [{ requests: 3, unit: Minutes }] }")}${rulePolicy(
   "global",
   `rateLimit:
   global:
     backendRef: { name: rls, port: 80 }
     domain: sluice-e2e
     descriptors: [{ entries: [{ name: user, expression: "request.headers['x-user']" }] }]`,
-)}${policy(
+)}${rulePolicy(
   "cors",
   `cors: { allowOrigins: ["https://app.test"], allowMethods: [GET, PUT], allowHeaders: [x-custom], exposeHeaders: [x-upstream], maxAge: 60 }`,
-)}${policy("csrf", `csrf: { additionalOrigins: ["https://trusted.test"] }`)}${policy(
+)}${rulePolicy("csrf", `csrf: { additionalOrigins: ["https://trusted.test"] }`)}${rulePolicy(
   "slow",
   "timeouts: { request: 300ms }",
-)}${policy("buffer", "buffer: { request: { maxBytes: 1Ki } }")}${policy("delay", "delay: { duration: 400ms }")}${policy(
+)}${rulePolicy("buffer", "buffer: { request: { maxBytes: 1Ki } }")}${rulePolicy("delay", "delay: { duration: 400ms }")}${rulePolicy(
   "headers",
   `headerModifiers:
   request:
@@ -81,7 +65,7 @@ ${policy("local", "rateLimit: { local: [{ requests: 3, unit: Minutes }] }")}${po
   response:
     set: [{ name: x-resp, value: yes }]
     remove: [x-upstream]`,
-)}${policy(
+)}${rulePolicy(
   "direct",
   `directResponse: { status: 418, body: "short and stout", headers: [{ name: x-teapot, value: "'yes'" }] }`,
 )}`,

@@ -23,6 +23,23 @@ spec:
 `;
 }
 
+/** A GwPolicy `name` whose `traffic` (YAML, indented here) applies to the rule called `name` of HTTPRoute `r`. */
+export function rulePolicy(name: string, traffic: string): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
+  traffic:
+${traffic
+  .trim()
+  .split("\n")
+  .map((l) => `    ${l}`)
+  .join("\n")}
+`;
+}
+
 /** A Service `name` (port 80) whose one endpoint is 127.0.0.1:`port`; `appProtocol` e.g. `kubernetes.io/h2c`. */
 export function localService(name: string, port: number, appProtocol?: string): string {
   return `---
@@ -52,12 +69,7 @@ export async function startTestGateway(
   const sluice = await startSluice("serve", cfg.dir);
   let envoy: TestEnvoy | undefined;
   try {
-    envoy = await startTestEnvoy({
-      gateway: "default/gw",
-      xdsPort: sluice.xdsPort,
-      authzPort: sluice.authzPort,
-      delta: false,
-    });
+    envoy = await startTestEnvoy(sluice);
     await waitFor(
       "the gateway to serve",
       async () => (ready((await request(port, readyPath)).status) ? true : undefined),

@@ -22,12 +22,7 @@ export async function startLlmEnv(yaml: string, probePath = "/v1/chat/completion
   cfg.write("gateway.yaml", gatewayYaml(port));
   cfg.write("resources.yaml", yaml);
   const sluice = await startSluice("serve", cfg.dir);
-  const envoy = await startTestEnvoy({
-    gateway: "default/gw",
-    xdsPort: sluice.xdsPort,
-    authzPort: sluice.authzPort,
-    delta: false,
-  });
+  const envoy = await startTestEnvoy(sluice);
   await waitFor(
     "the LLM route in Envoy",
     async () => {

@@ -111,23 +111,22 @@ export interface TestEnvoy {
   configDump(): Promise<unknown>;
 }
 
-/** An Envoy booted from deploy/envoy/bootstrap.yaml, fetching its config from the given ADS port. */
-export async function startTestEnvoy(opts: {
-  gateway: string;
-  xdsPort: number;
-  authzPort: number;
-  delta: boolean;
-}): Promise<TestEnvoy> {
+/** An Envoy booted from deploy/envoy/bootstrap.yaml, fetching its config from `sluice` (Gateway `default/gw` unless
+ * told otherwise; state-of-the-world xDS unless `delta`). */
+export async function startTestEnvoy(
+  sluice: Pick<SluiceProcess, "xdsPort" | "authzPort">,
+  opts: { gateway?: string; delta?: boolean } = {},
+): Promise<TestEnvoy> {
   const adminPort = await freePort();
   const output: string[] = [];
   const bootstrap = renderBootstrap({
     nodeId: `test-${process.pid}-${adminPort}`,
-    gateway: opts.gateway,
+    gateway: opts.gateway ?? "default/gw",
     adminPort,
     xdsHost: "127.0.0.1",
-    xdsPort: opts.xdsPort,
-    authzPort: opts.authzPort,
-    delta: opts.delta,
+    xdsPort: sluice.xdsPort,
+    authzPort: sluice.authzPort,
+    delta: opts.delta ?? false,
   });
   const envoy = startEnvoy(bootstrap, {
     logLevel: process.env["SLUICE_TEST_ENVOY_LOG"] ?? "warn",
