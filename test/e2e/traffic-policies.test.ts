@@ -1,5 +1,5 @@
 // Traffic policies end to end through Envoy: local (429) and global rate limits (a real RLS server), CORS, CSRF,
-// request timeout (504), request body limit (413), delay, header modifiers and direct responses.
+// request timeout (504), request body limit (413), response body limit (502), delay, header modifiers and direct responses.
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
@@ -9,7 +9,7 @@ import { localService, rulePolicy, startTestGateway, type TestGateway } from "..
 import { type GrpcTestServer, startRateLimitService } from "../helpers/grpc-services.js";
 import { type EchoBody, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
-const RULES = ["local", "global", "cors", "csrf", "slow", "buffer", "delay", "headers", "direct", "open"];
+const RULES = ["local", "global", "cors", "csrf", "slow", "buffer", "bufresp", "delay", "headers", "direct", "open"];
 
 describe("traffic policies through Envoy", () => {
   let gw: TestGateway;
@@ -55,7 +55,10 @@ ${rulePolicy("local", "rateLimit: { local: [{ requests: 3, unit: Minutes }] }")}
 )}${rulePolicy("csrf", `csrf: { additionalOrigins: ["https://trusted.test"] }`)}${rulePolicy(
   "slow",
   "timeouts: { request: 300ms }",
-)}${rulePolicy("buffer", "buffer: { request: { maxBytes: 1Ki } }")}${rulePolicy("delay", "delay: { duration: 400ms }")}${rulePolicy(
+)}${rulePolicy("buffer", "buffer: { request: { maxBytes: 1Ki } }")}${rulePolicy(
+  "bufresp",
+  "buffer: { request: { maxBytes: 4Ki }, response: { maxBytes: 2Ki } }",
+)}${rulePolicy("delay", "delay: { duration: 400ms }")}${rulePolicy(
   "headers",
   `headerModifiers:
   request:
@@ -132,6 +135,18 @@ ${rulePolicy("local", "rateLimit: { local: [{ requests: 3, unit: Minutes }] }")}
     const ok = await request(gw.port, "/buffer", { method: "POST", body: "x".repeat(100) });
     assert.equal(ok.status, 200);
     assert.equal((JSON.parse(ok.body) as EchoBody).body.length, 100);
+  });
+
+  test("buffer.response.maxBytes: 502 above, whole response below; the request limit still 413", async () => {
+    // The echo upstream answers with the request body inside a JSON envelope (~300 bytes of headers and fields).
+    const big = await request(gw.port, "/bufresp", { method: "POST", body: "y".repeat(3000) });
+    assert.equal(big.status, 502, big.body);
+    const ok = await request(gw.port, "/bufresp", { method: "POST", body: "y".repeat(1000) });
+    assert.equal(ok.status, 200);
+    assert.equal((JSON.parse(ok.body) as EchoBody).body.length, 1000);
+    assert.equal((await request(gw.port, "/bufresp", { method: "POST", body: "y".repeat(5000) })).status, 413);
+    // A response that is not buffered is never answered 502 (the mapping only applies to marked routes).
+    assert.equal((await request(gw.port, "/open", { method: "POST", body: "y".repeat(3000) })).status, 200);
   });
 
   test("delay: the request is held for the duration", async () => {

@@ -5,6 +5,7 @@ import { anyPack } from "@bufbuild/protobuf/wkt";
 import { ComparisonFilter_Op } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { type Listener, ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
+import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
 import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
 import {
   HttpConnectionManager_CodecType,
@@ -14,6 +15,8 @@ import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport
 import type { FilterChainIR, ListenerIR } from "../ir.js";
 import type { FilterChainResult } from "./filters/chain.js";
 import { JWT_FAILURE_KEY } from "./filters/jwt-authn.js";
+import { BUFFER_RESPONSE_METADATA_KEY, RESPONSE_BUFFER_FILTER } from "./filters/route-scoped.js";
+import { SLUICE_ROUTE_METADATA } from "./filters/types.js";
 import type { NetworkFilter } from "./network-authz.js";
 
 type HttpFilters = FilterChainResult["httpFilters"];
@@ -33,9 +36,45 @@ function buildHcm(chain: FilterChainIR, httpFilters: HttpFilters) {
     mergeSlashes: true,
     useRemoteAddress: true,
     httpFilters: [...httpFilters],
-    ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER)) ? { localReplyConfig: JWT_401_REPLY } : {}),
+    ...localReplyConfig(httpFilters),
   });
 }
+
+function localReplyConfig(httpFilters: HttpFilters) {
+  const mappers = [
+    ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER)) ? JWT_401_REPLY.mappers : []),
+    ...(httpFilters.some((f) => f.name === RESPONSE_BUFFER_FILTER) ? [RESPONSE_TOO_LARGE_502] : []),
+  ];
+  return mappers.length === 0 ? {} : { localReplyConfig: { mappers } };
+}
+
+/**
+ * The spec answers a response above `buffer.response.maxBytes` with 502; Envoy's file system buffer filter answers
+ * it with a local 500 without response code details. Only on routes marked as buffering responses (route metadata),
+ * and only for a 500 without details (other filters' local 500s, e.g. ext_proc failures, carry details), it becomes 502.
+ */
+const RESPONSE_TOO_LARGE_502 = {
+  filter: {
+    filterSpecifier: {
+      case: "extensionFilter" as const,
+      value: {
+        name: "sluice.response_too_large",
+        configType: {
+          case: "typedConfig" as const,
+          value: anyPack(
+            ExpressionFilterSchema,
+            create(ExpressionFilterSchema, {
+              expression:
+                "response.code == 500 && response.code_details == '' && " +
+                `xds.route_metadata.filter_metadata['${SLUICE_ROUTE_METADATA}']['${BUFFER_RESPONSE_METADATA_KEY}'] == true`,
+            }),
+          ),
+        },
+      },
+    },
+  },
+  statusCode: 502,
+};
 
 const JWT_FILTER = "envoy.filters.http.jwt_authn";
 

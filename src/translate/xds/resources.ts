@@ -10,6 +10,7 @@ import { ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.j
 import { FilterConfigSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import type { RouteConfiguration } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
+import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
 import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
 import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
 import { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
@@ -43,4 +44,5 @@ export const xdsTypeRegistry = createRegistry(
   HttpProtocolOptionsSchema,
   TlsInspectorSchema,
   DownstreamTlsContextSchema,
+  ExpressionFilterSchema,
 );

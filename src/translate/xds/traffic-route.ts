@@ -13,7 +13,8 @@ import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/rout
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { RouteIR } from "../ir.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
-import type { BuildContext } from "./filters/types.js";
+import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
+import { type BuildContext, SLUICE_ROUTE_METADATA } from "./filters/types.js";
 
 type T = Static<typeof Traffic>;
 type Init = MessageInitShape<typeof RouteSchema>;
@@ -65,6 +66,15 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
       out.responseHeadersToAdd = [...(out.responseHeadersToAdd ?? []), ...options(response)];
       out.responseHeadersToRemove = [...(out.responseHeadersToRemove ?? []), ...(response.remove ?? [])];
     }
+  }
+
+  // Marks the route for the listener's 502 mapping of an oversized buffered response (filters/route-scoped.ts).
+  if (phaseFields<NonNullable<T["buffer"]>>(r, "buffer").at(-1)?.value.response !== undefined) {
+    const md = out.metadata?.filterMetadata ?? {};
+    const ns = md[SLUICE_ROUTE_METADATA] ?? {};
+    out.metadata = {
+      filterMetadata: { ...md, [SLUICE_ROUTE_METADATA]: { ...ns, [BUFFER_RESPONSE_METADATA_KEY]: true } },
+    };
   }
 
   for (const f of phaseFields<NonNullable<T["timeouts"]>>(r, "timeouts")) {

@@ -11,6 +11,7 @@ import { BufferPerRouteSchema, BufferSchema } from "../../../gen/envoy/extension
 import { CorsPolicySchema, CorsSchema } from "../../../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js";
 import { CsrfPolicySchema } from "../../../gen/envoy/extensions/filters/http/csrf/v3/csrf_pb.js";
 import { HTTPFaultSchema } from "../../../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js";
+import { FileSystemBufferFilterConfigSchema } from "../../../gen/envoy/extensions/filters/http/file_system_buffer/v3/file_system_buffer_pb.js";
 import { FractionalPercent_DenominatorType } from "../../../gen/envoy/type/v3/percent_pb.js";
 import { parseByteSize } from "../../bytes.js";
 import { durationFromMs, parseDurationMs } from "../../duration.js";
@@ -134,28 +135,66 @@ export const faultBuilder: HttpFilterBuilder = {
 };
 
 const BUFFER_FILTER = "envoy.filters.http.buffer";
+const RESPONSE_BUFFER_FILTER = "envoy.filters.http.file_system_buffer";
 const DEFAULT_MAX_BYTES = 2 * 1024 * 1024;
+
+/** Route metadata (namespace `sluice`) marking a route whose whole response is buffered; see listener.ts. */
+export const BUFFER_RESPONSE_METADATA_KEY = "bufferResponse";
+export { RESPONSE_BUFFER_FILTER };
+
+/**
+ * `buffer`. Request only: Envoy's buffer filter (413 above maxBytes). With `response`: Envoy's file system buffer
+ * filter, kept in memory (no storage), which buffers the request (413 above its maxBytes) and the whole response;
+ * a response above its maxBytes becomes a local 500 that the listener's local-reply mapper turns into the spec's 502
+ * (routes are marked through route metadata). The two filters are never enabled on one route, as Envoy advises.
+ */
 export const bufferBuilder: HttpFilterBuilder = {
   id: "buffer",
-  schemas: [BufferSchema, BufferPerRouteSchema],
+  schemas: [BufferSchema, BufferPerRouteSchema, FileSystemBufferFilterConfigSchema],
   forRoute(route, ctx) {
     const f = last<NonNullable<TrafficT["buffer"]>>(route, "buffer");
     if (f === undefined) return undefined;
-    if (f.value.response !== undefined) {
-      ctx.note(
-        f.from,
-        "buffer.response",
-        "buffering the whole response (502 above maxBytes) has no native Envoy filter here and is not supported yet",
-      );
+    const { request: req, response: res } = f.value;
+    for (const [side, v, over] of [
+      ["request", req, "413"],
+      ["response", res, "502"],
+    ] as const) {
+      if (v?.failureMode === "FailOpen") {
+        ctx.note(f.from, `buffer.${side}.failureMode`, `FailOpen is not supported: a larger body is answered ${over}`);
+      }
     }
-    const req = f.value.request;
+    const limit = (maxBytes: string | number | undefined) =>
+      Math.min(parseByteSize(maxBytes ?? "2Mi") ?? DEFAULT_MAX_BYTES, 0xffffffff);
+    if (res !== undefined) {
+      const fully = (maxBytes: string | number | undefined) => ({
+        behavior: { behavior: { case: "fullyBuffer" as const, value: {} } },
+        memoryBufferBytesLimit: BigInt(limit(maxBytes)),
+        storageBufferBytesLimit: 0n,
+      });
+      const perRoute = create(FileSystemBufferFilterConfigSchema, {
+        ...(req !== undefined ? { request: fully(req.maxBytes) } : {}),
+        response: fully(res.maxBytes),
+      });
+      return {
+        filters: [
+          {
+            name: RESPONSE_BUFFER_FILTER,
+            order: FilterOrder.buffer,
+            // The thread pool is only used for storage, which is never configured here.
+            config: anyPack(
+              FileSystemBufferFilterConfigSchema,
+              create(FileSystemBufferFilterConfigSchema, {
+                managerConfig: { managerType: { case: "threadPool", value: { threadCount: 1 } } },
+              }),
+            ),
+            perRoute: anyPack(FileSystemBufferFilterConfigSchema, perRoute),
+          },
+        ],
+      };
+    }
     if (req === undefined) return undefined;
-    if (req.failureMode === "FailOpen") {
-      ctx.note(f.from, "buffer.request.failureMode", "FailOpen is not supported: a larger body is rejected with 413");
-    }
-    const max = parseByteSize(req.maxBytes ?? "2Mi") ?? DEFAULT_MAX_BYTES;
     // Envoy's buffer filter answers 413 when the body exceeds max_request_bytes.
-    const buffer = { maxRequestBytes: Math.min(max, 0xffffffff) };
+    const buffer = { maxRequestBytes: limit(req.maxBytes) };
     return {
       filters: [
         {

@@ -26,6 +26,9 @@ export const FilterOrder = {
   fault: 950,
 } as const;
 
+/** Namespace of Sluice's own route metadata (read by local-reply mappers). */
+export const SLUICE_ROUTE_METADATA = "sluice";
+
 /** One filter in the chain. Several routes asking for the same `name` share it; the first config wins. */
 export interface FilterInstance {
   /** Unique name in the chain, e.g. `envoy.filters.http.cors` or `sluice.user_ext_authz/<id>` for one of several. */
