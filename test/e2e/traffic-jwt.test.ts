@@ -1,5 +1,5 @@
 // traffic.jwtAuthentication end to end through Envoy's jwt_authn: 401 for missing, malformed, expired or
-// unverifiable tokens under Strict (including the usual attacks), none under Permissive, remote keys with rotation
+// unverifiable tokens under Strict (including the usual attacks and a token without `kid`), none under Permissive, remote keys with rotation
 // picked up after cacheDuration, and verified claims reaching the upstream.
 
 import assert from "node:assert/strict";
@@ -78,6 +78,9 @@ spec:
     - name: permissive
       matches: [{ path: { type: PathPrefix, value: /permissive } }]
       backendRefs: [{ name: app, port: 80 }]
+    - name: optional
+      matches: [{ path: { type: PathPrefix, value: /optional } }]
+      backendRefs: [{ name: app, port: 80 }]
     - name: remote
       matches: [{ path: { type: PathPrefix, value: /remote } }]
       backendRefs: [{ name: app, port: 80 }]
@@ -103,6 +106,14 @@ spec:
   targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: permissive }]
   traffic:
     jwtAuthentication: { mode: Permissive, providers: [${provider}] }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: optional, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: optional }]
+  traffic:
+    jwtAuthentication: { mode: Optional, providers: [${provider}] }
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
@@ -168,6 +179,8 @@ spec:
       "unknown kid": await mint(attacker.privateKey, { kid: "k9" }),
       "attacker key claiming kid k1": await mint(attacker.privateKey, { kid: "k1" }),
       "no kid, attacker key": await mint(attacker.privateKey, {}),
+      // Signed by the published key k1, but tokens must name their key (spec, JWT rule 1).
+      "no kid, published key": await mint(k1.privateKey, {}),
     };
     const before = up.requests.length;
     for (const [name, token] of Object.entries(cases)) {
@@ -178,6 +191,14 @@ spec:
     const wrongAud = await get("/strict", await mint(k1.privateKey, { kid: "k1", aud: "other" }));
     assert.equal(wrongAud.status, 401, wrongAud.body);
     assert.equal(up.requests.length, before, "no rejected request reached the upstream");
+  });
+
+  test("Optional: a token without kid is rejected with 401 and says why; no token passes", async () => {
+    const r = await get("/optional", await mint(k1.privateKey, {}));
+    assert.equal(r.status, 401);
+    assert.equal(r.body, "Jwt has no key id (kid)");
+    assert.equal((await get("/optional", undefined)).status, 200);
+    assert.equal((await get("/optional", await mint(k1.privateKey, { kid: "k1" }))).status, 200);
   });
 
   test("Permissive never answers 401", async () => {

@@ -1,8 +1,8 @@
 // ListenerIR → Envoy Listener with one HttpConnectionManager whose routes come over RDS (ADS).
 
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
-import { ComparisonFilter_Op } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
+import { type AccessLogFilterSchema, ComparisonFilter_Op } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { type Listener, ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
 import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
@@ -10,11 +10,13 @@ import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/
 import {
   HttpConnectionManager_CodecType,
   HttpConnectionManagerSchema,
+  type ResponseMapperSchema,
 } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
+import type { ValueMatcherSchema } from "../../gen/envoy/type/matcher/v3/value_pb.js";
 import type { FilterChainIR, ListenerIR } from "../ir.js";
 import type { FilterChainResult } from "./filters/chain.js";
-import { JWT_FAILURE_KEY } from "./filters/jwt-authn.js";
+import { JWT_FAILURE_KEY, JWT_HEADER_KEY } from "./filters/jwt-authn.js";
 import { BUFFER_RESPONSE_METADATA_KEY, RESPONSE_BUFFER_FILTER } from "./filters/route-scoped.js";
 import { SLUICE_ROUTE_METADATA } from "./filters/types.js";
 import type { NetworkFilter } from "./network-authz.js";
@@ -53,7 +55,7 @@ function localReplyConfig(httpFilters: HttpFilters) {
  * it with a local 500 without response code details. Only on routes marked as buffering responses (route metadata),
  * and only for a 500 without details (other filters' local 500s, e.g. ext_proc failures, carry details), it becomes 502.
  */
-const RESPONSE_TOO_LARGE_502 = {
+const RESPONSE_TOO_LARGE_502: MessageInitShape<typeof ResponseMapperSchema> = {
   filter: {
     filterSpecifier: {
       case: "extensionFilter" as const,
@@ -84,55 +86,74 @@ const JWT_FILTER = "envoy.filters.http.jwt_authn";
  * (Under Permissive a token for another audience is let through with the failure recorded, so a later 403 from
  * authorization would also read 401; the token was not valid for this audience, so 401 is defensible there too.)
  */
-const JWT_401_REPLY = {
+const JWT_401_REPLY: { mappers: MessageInitShape<typeof ResponseMapperSchema>[] } = {
   mappers: [
     {
-      filter: {
-        filterSpecifier: {
-          case: "andFilter" as const,
-          value: {
-            filters: [
-              {
-                filterSpecifier: {
-                  case: "statusCodeFilter" as const,
-                  value: {
-                    comparison: {
-                      op: ComparisonFilter_Op.EQ,
-                      value: { defaultValue: 403, runtimeKey: "sluice.jwt_403" },
-                    },
-                  },
-                },
-              },
-              {
-                filterSpecifier: {
-                  case: "metadataFilter" as const,
-                  value: {
-                    matcher: {
-                      filter: JWT_FILTER,
-                      path: [
-                        { segment: { case: "key" as const, value: JWT_FAILURE_KEY } },
-                        { segment: { case: "key" as const, value: "message" } },
-                      ],
-                      // Only the audience check: a 403 from authorization after a missing token (Optional) stays.
-                      value: {
-                        matchPattern: {
-                          case: "stringMatch" as const,
-                          value: { matchPattern: { case: "prefix" as const, value: "Audiences in Jwt" } },
-                        },
-                      },
-                    },
-                    matchIfKeyNotFound: false,
-                  },
-                },
-              },
-            ],
+      filter: andFilter([
+        statusFilter(403),
+        metadataFilter(JWT_FILTER, [JWT_FAILURE_KEY, "message"], {
+          // Only the audience check: a 403 from authorization after a missing token (Optional) stays.
+          matchPattern: {
+            case: "stringMatch" as const,
+            value: { matchPattern: { case: "prefix" as const, value: "Audiences in Jwt" } },
           },
-        },
-      },
+        }),
+      ]),
       statusCode: 401,
+    },
+    {
+      // The `kid` check (filters/jwt-authn.ts) denies a verified token whose JOSE header has no `kid`: a 403 while
+      // jwt_authn recorded a header without `kid` is an authentication failure. (RBAC's own metadata naming the
+      // denying policy is written after the local reply is mapped, so it cannot be used here.)
+      filter: andFilter([
+        statusFilter(403),
+        metadataFilter(JWT_FILTER, [JWT_HEADER_KEY], { matchPattern: { case: "presentMatch", value: true } }),
+        // Absent → true; present → a `kid` string is never null → false.
+        metadataFilter(JWT_FILTER, [JWT_HEADER_KEY, "kid"], { matchPattern: { case: "nullMatch", value: {} } }, true),
+      ]),
+      statusCode: 401,
+      body: { specifier: { case: "inlineString" as const, value: "Jwt has no key id (kid)" } },
     },
   ],
 };
+
+function statusFilter(code: number): LogFilter {
+  return {
+    filterSpecifier: {
+      case: "statusCodeFilter" as const,
+      value: {
+        comparison: {
+          op: ComparisonFilter_Op.EQ,
+          value: { defaultValue: code, runtimeKey: `sluice.local_reply_${code}` },
+        },
+      },
+    },
+  };
+}
+
+type LogFilter = MessageInitShape<typeof AccessLogFilterSchema>;
+
+function andFilter(filters: LogFilter[]): LogFilter {
+  return { filterSpecifier: { case: "andFilter" as const, value: { filters } } };
+}
+
+/** Dynamic metadata `filter`/`path` matches `value`; a missing key gives `ifNotFound`. */
+function metadataFilter(
+  filter: string,
+  path: string[],
+  value: MessageInitShape<typeof ValueMatcherSchema>,
+  ifNotFound = false,
+): LogFilter {
+  return {
+    filterSpecifier: {
+      case: "metadataFilter" as const,
+      value: {
+        matcher: { filter, path: path.map((key) => ({ segment: { case: "key" as const, value: key } })), value },
+        matchIfKeyNotFound: ifNotFound,
+      },
+    },
+  };
+}
 
 function buildTransportSocket(chain: FilterChainIR) {
   if (chain.tls === undefined) return undefined;

@@ -8,12 +8,14 @@ import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { JWTAuthentication } from "../../../api/auth.js";
 import type { Static } from "../../../api/schema-kit.js";
 import { JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
+import { RBAC_Action } from "../../../gen/envoy/config/rbac/v3/rbac_pb.js";
 import {
   JwtAuthenticationSchema,
   type JwtProviderSchema,
   type JwtRequirementSchema,
   PerRouteConfigSchema,
 } from "../../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js";
+import { RBACPerRouteSchema, RBACSchema } from "../../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js";
 import { durationFromMs, parseDurationMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
 import { instanceName, phaseFields, phaseOrder, serviceCluster } from "./policy-fields.js";
@@ -24,6 +26,11 @@ type Jwt = Static<typeof JWTAuthentication>;
 const FILTER = "envoy.filters.http.jwt_authn";
 /** Dynamic metadata key (namespace `envoy.filters.http.jwt_authn`) where a failed verification is recorded. */
 export const JWT_FAILURE_KEY = "jwt_failure";
+/** Dynamic metadata key (same namespace) holding the verified token's JOSE header. */
+export const JWT_HEADER_KEY = "jwt_header";
+/** The RBAC instance that rejects a verified token without `kid`; listener.ts answers its 403 with 401. */
+export const JWT_KID_FILTER = "sluice.jwt_kid_required";
+const JWT_KID_POLICY = "sluice-jwt-without-kid";
 const REQUIREMENT = "sluice";
 const JWKS_FETCH_TIMEOUT_MS = 5000;
 const DEFAULT_CACHE_MS = 5 * 60_000;
@@ -53,9 +60,47 @@ function usableJwks(text: string): boolean {
   });
 }
 
+const headerMetadata = (...path: string[]) => ({
+  filter: FILTER,
+  path: [JWT_HEADER_KEY, ...path].map((key) => ({ segment: { case: "key" as const, value: key } })),
+  value: { matchPattern: { case: "presentMatch" as const, value: true } },
+});
+
+const KID_RBAC_CONFIG = create(RBACSchema, {
+  rules: {
+    action: RBAC_Action.DENY,
+    policies: {
+      [JWT_KID_POLICY]: {
+        permissions: [{ rule: { case: "any", value: true } }],
+        principals: [
+          {
+            identifier: {
+              case: "andIds",
+              value: {
+                ids: [
+                  { identifier: { case: "metadata", value: headerMetadata() } },
+                  {
+                    identifier: {
+                      case: "notId",
+                      value: { identifier: { case: "metadata", value: headerMetadata("kid") } },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        ],
+      },
+    },
+  },
+});
+const KID_RBAC = anyPack(RBACSchema, KID_RBAC_CONFIG);
+// Envoy wants a config in every per-route entry; it is the same rule.
+const KID_RBAC_PER_ROUTE = anyPack(RBACPerRouteSchema, create(RBACPerRouteSchema, { rbac: KID_RBAC_CONFIG }));
+
 export const jwtAuthnBuilder: HttpFilterBuilder = {
   id: "jwt_authn",
-  schemas: [JwtAuthenticationSchema, PerRouteConfigSchema],
+  schemas: [JwtAuthenticationSchema, PerRouteConfigSchema, RBACSchema, RBACPerRouteSchema],
   forRoute(route: RouteIR, ctx): RouteContribution | undefined {
     const filters: FilterInstance[] = [];
     const clusters: NonNullable<RouteContribution["clusters"]>[number][] = [];
@@ -127,6 +172,8 @@ export const jwtAuthnBuilder: HttpFilterBuilder = {
           fromParams: loc?.queryParameter !== undefined ? [loc.queryParameter.name] : [],
           fromCookies: loc?.cookie !== undefined ? [loc.cookie.name] : [],
           payloadInMetadata: JWT_PAYLOAD_KEY,
+          // Read by the `kid` check below.
+          headerInMetadata: JWT_HEADER_KEY,
           // Lets the listener turn jwt_authn's 403 for a wrong audience into the spec's 401 (xds/listener.ts).
           failedStatusInMetadata: JWT_FAILURE_KEY,
         };
@@ -163,6 +210,17 @@ export const jwtAuthnBuilder: HttpFilterBuilder = {
           create(PerRouteConfigSchema, { requirementSpecifier: { case: "requirementName", value: REQUIREMENT } }),
         ),
       });
+      // Tokens must carry `kid` (spec, JWT rule 1). Envoy verifies a token without one against every published key,
+      // so a native RBAC filter right after jwt_authn denies a verified token whose header has no `kid`. Permissive
+      // never rejects, so it is left out there.
+      if (mode !== "Permissive") {
+        filters.push({
+          name: f.phase === "preRouting" ? `${JWT_KID_FILTER}/pre` : JWT_KID_FILTER,
+          order: phaseOrder(FilterOrder.jwtKidRequired, f.phase),
+          config: KID_RBAC,
+          perRoute: KID_RBAC_PER_ROUTE,
+        });
+      }
     }
     return filters.length === 0 ? undefined : { filters, clusters };
   },

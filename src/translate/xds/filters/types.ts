@@ -13,6 +13,7 @@ import type { EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, RouteIR } from "
 export const FilterOrder = {
   cors: 100,
   jwtAuthn: 200,
+  jwtKidRequired: 250,
   sluiceAuthn: 300,
   userExtAuthz: 400,
   authorization: 500,
