@@ -3,6 +3,7 @@
 import type { AuthzContext } from "../authz/plan.js";
 import type { GatewayIR } from "../ir.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
+import { earlyRequestHeaders } from "./early-headers.js";
 import { buildFilterChain } from "./filters/chain.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { buildListener } from "./listener.js";
@@ -60,7 +61,15 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
         return la === undefined ? [] : [la];
       }),
       listeners: gw.listeners.map((l) =>
-        buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [], buildNetworkAuthorization(l, ctx)),
+        buildListener(
+          l,
+          (chain) => chains.get(chain)?.httpFilters ?? [],
+          buildNetworkAuthorization(l, ctx),
+          (routeConfigName) => {
+            const rc = configs.get(routeConfigName);
+            return rc === undefined ? undefined : earlyRequestHeaders(rc);
+          },
+        ),
       ),
       routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute, ctx)),
       secrets: gw.secrets.map(buildSecret),

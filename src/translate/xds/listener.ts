@@ -15,6 +15,7 @@ import {
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import type { ValueMatcherSchema } from "../../gen/envoy/type/matcher/v3/value_pb.js";
 import type { FilterChainIR, ListenerIR } from "../ir.js";
+import { type EarlyRequestHeaders, earlyHeaderMutationExtension } from "./early-headers.js";
 import type { FilterChainResult } from "./filters/chain.js";
 import { JWT_FAILURE_KEY, JWT_HEADER_KEY } from "./filters/jwt-authn.js";
 import { BUFFER_RESPONSE_METADATA_KEY, RESPONSE_BUFFER_FILTER } from "./filters/route-scoped.js";
@@ -23,7 +24,7 @@ import type { NetworkFilter } from "./network-authz.js";
 
 type HttpFilters = FilterChainResult["httpFilters"];
 
-function buildHcm(chain: FilterChainIR, httpFilters: HttpFilters) {
+function buildHcm(chain: FilterChainIR, httpFilters: HttpFilters, early: EarlyRequestHeaders | undefined) {
   return create(HttpConnectionManagerSchema, {
     statPrefix: chain.name,
     codecType: HttpConnectionManager_CodecType.AUTO,
@@ -39,6 +40,8 @@ function buildHcm(chain: FilterChainIR, httpFilters: HttpFilters) {
     useRemoteAddress: true,
     httpFilters: [...httpFilters],
     ...localReplyConfig(httpFilters),
+    // PreRouting request header modifiers, before the route is chosen (early-headers.ts).
+    ...(early !== undefined ? { earlyHeaderMutationExtensions: [earlyHeaderMutationExtension(early.value)] } : {}),
   });
 }
 
@@ -180,6 +183,7 @@ export function buildListener(
   l: ListenerIR,
   filtersOf: (chain: string) => HttpFilters,
   networkFilters: readonly NetworkFilter[] = [],
+  earlyHeadersOf: (routeConfigName: string) => EarlyRequestHeaders | undefined = () => undefined,
 ): Listener {
   return create(ListenerSchema, {
     name: l.name,
@@ -211,7 +215,10 @@ export function buildListener(
             name: "envoy.filters.network.http_connection_manager",
             configType: {
               case: "typedConfig" as const,
-              value: anyPack(HttpConnectionManagerSchema, buildHcm(chain, filtersOf(chain.name))),
+              value: anyPack(
+                HttpConnectionManagerSchema,
+                buildHcm(chain, filtersOf(chain.name), earlyHeadersOf(chain.routeConfigName)),
+              ),
             },
           },
         ],

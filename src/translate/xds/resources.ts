@@ -18,6 +18,7 @@ import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3
 import { SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+import { EARLY_HEADER_MUTATION_SCHEMAS } from "./early-headers.js";
 import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import { NETWORK_AUTHZ_SCHEMAS } from "./network-authz.js";
 
@@ -45,4 +46,5 @@ export const xdsTypeRegistry = createRegistry(
   TlsInspectorSchema,
   DownstreamTlsContextSchema,
   ExpressionFilterSchema,
+  ...EARLY_HEADER_MUTATION_SCHEMAS,
 );

@@ -17,6 +17,7 @@ import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/env
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { HeaderMutationIR, PathRewriteIR, RouteConfigIR, RouteIR, RouteMatchIR } from "../ir.js";
+import { earlyRequestHeaders } from "./early-headers.js";
 import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy } from "./llm.js";
 import { applyTrafficToRoute } from "./traffic-route.js";
@@ -109,9 +110,10 @@ function buildRoute(
   r: RouteIR,
   perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>>,
   ctx: BuildContext | undefined,
+  earlyHeaders: boolean,
 ): Init<typeof RouteSchema> {
   const out = buildGatewayApiRoute(r, perRoute);
-  applyTrafficToRoute(r, out, ctx);
+  applyTrafficToRoute(r, out, ctx, earlyHeaders);
   return out;
 }
 
@@ -214,6 +216,8 @@ export function buildRouteConfiguration(
   perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>> = new Map(),
   ctx?: BuildContext,
 ): RouteConfiguration {
+  // PreRouting request header modifiers shared by every route run in the HCM, before routing (early-headers.ts).
+  const earlyHeaders = earlyRequestHeaders(l) !== undefined;
   return create(RouteConfigurationSchema, {
     name: l.name,
     // Virtual hosts match on the host name alone, whatever port the client put in Host; hosts no route claims
@@ -221,7 +225,7 @@ export function buildRouteConfiguration(
     virtualHosts: l.virtualHosts.map((vh) => ({
       name: vh.name,
       domains: [...vh.domains],
-      routes: vh.routes.map((r) => buildRoute(r, perRoute, ctx)),
+      routes: vh.routes.map((r) => buildRoute(r, perRoute, ctx, earlyHeaders)),
     })),
     ignorePortInHostMatching: true,
   });

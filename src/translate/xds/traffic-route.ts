@@ -51,13 +51,27 @@ function retryPolicy(r: NonNullable<T["retry"]>): MessageInitShape<typeof RetryP
 }
 
 /** Applies the route-level traffic fields of `r` to the Envoy route `out` (in place). */
-export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | undefined): void {
+/**
+ * `earlyHeaders`: the route configuration's PreRouting request header modifiers already run in the HCM before
+ * routing (early-headers.ts), so they are not repeated on the route.
+ */
+export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | undefined, earlyHeaders = false): void {
   const note = (from: Parameters<BuildContext["note"]>[0], field: string, message: string) =>
     ctx?.note(from, field, message);
   const route = out.action?.case === "route" ? out.action.value : undefined;
 
   for (const f of phaseFields<NonNullable<T["headerModifiers"]>>(r, "headerModifiers")) {
-    const { request, response } = f.value;
+    const { response } = f.value;
+    const hoisted = f.phase === "preRouting" && earlyHeaders;
+    const request = hoisted ? undefined : f.value.request;
+    if (request !== undefined && f.phase === "preRouting") {
+      note(
+        f.from,
+        "headerModifiers.request",
+        "PreRouting request headers are set after route selection here: the routes served on this port do not all " +
+          "share this policy's PreRouting headers, so they cannot run before routing",
+      );
+    }
     if (request !== undefined) {
       out.requestHeadersToAdd = [...(out.requestHeadersToAdd ?? []), ...options(request)];
       out.requestHeadersToRemove = [...(out.requestHeadersToRemove ?? []), ...(request.remove ?? [])];
