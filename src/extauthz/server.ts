@@ -8,7 +8,7 @@
 // Order per request: authentication (basic auth, then API key) → 401; authorization → 403; else OK with the identity
 // as dynamic metadata (namespace of the ext_authz filter) and, where configured, as headers to the upstream.
 
-import { create, fromBinary, type JsonObject, toBinary } from "@bufbuild/protobuf";
+import { create, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { type CelActivation, ipValue, parsePeerIp } from "../cel/index.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../cel/rbac.js";
@@ -18,7 +18,6 @@ import type { AttributeContext_HttpRequest } from "../gen/envoy/service/auth/v3/
 import {
   Authorization,
   type CheckRequest,
-  CheckRequestSchema,
   type CheckResponse,
   CheckResponseSchema,
 } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
@@ -28,6 +27,7 @@ import type { UnaryHandler } from "../grpc/unary-server.js";
 import { type ApiKeyAuth, checkApiKey } from "./api-keys.js";
 import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./authorization.js";
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
+import { type CheckFields, filterMetadataStruct, readCheckRequest } from "./check-request.js";
 import { parseQuery } from "./credentials.js";
 
 /** The context extension carrying the policy id. */
@@ -76,19 +76,28 @@ export const EMPTY_POLICY: ExtAuthzPolicy = { authorization: EMPTY_AUTHORIZATION
  * Decides one CheckRequest. Never throws; an internal failure denies. The policy id comes from the context extension
  * `sluice.policy` (HTTP), else from `metadataId`, the `x-sluice-policy` gRPC metadata (network ext_authz).
  */
-export async function check(
-  request: CheckRequest,
+export function check(request: CheckRequest, options: ExtAuthzOptions, metadataId?: string): Promise<CheckResponse> {
+  const id = request.attributes?.contextExtensions[POLICY_CONTEXT_KEY] ?? metadataId;
+  return decide(id, (jwt) => buildActivation(request, jwt), options);
+}
+
+/** check() on the fields read straight from the wire (check-request.ts), for the unary hot path. */
+export function checkFields(f: CheckFields, options: ExtAuthzOptions, metadataId?: string): Promise<CheckResponse> {
+  const id = f.contextExtensions.get(POLICY_CONTEXT_KEY) ?? metadataId;
+  return decide(id, (jwt) => activationOf(f, jwt), options);
+}
+
+async function decide(
+  id: string | undefined,
+  activationFor: (jwt: boolean) => CelActivation,
   options: ExtAuthzOptions,
-  metadataId?: string,
 ): Promise<CheckResponse> {
-  const attrs = request.attributes;
-  const id = attrs?.contextExtensions[POLICY_CONTEXT_KEY] ?? metadataId;
   const policy = id === undefined ? undefined : options.policies().get(id);
   if (policy === undefined) {
     options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: id ?? null });
     return denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "unknown policy", []);
   }
-  const activation = buildActivation(request, policy.jwt);
+  const activation = activationFor(policy.jwt);
   const metadata: JsonObject = {};
   const upstream: HeaderValueOption[] = [];
   // Identity headers are Sluice's to set: a client-sent value never reaches the upstream (anonymous requests too).
@@ -141,6 +150,8 @@ const OK: CheckResponse = create(CheckResponseSchema, {
   httpResponse: { case: "okResponse", value: {} },
 });
 
+const OK_BYTES = toBinary(CheckResponseSchema, OK);
+
 /** The CEL activation for a CheckRequest. */
 export function buildActivation(request: CheckRequest, jwt: boolean): CelActivation {
   const attrs = request.attributes;
@@ -166,6 +177,31 @@ export function buildActivation(request: CheckRequest, jwt: boolean): CelActivat
   }
   if (jwt) {
     const payload = attrs?.metadataContext?.filterMetadata[JWT_METADATA_NAMESPACE]?.[JWT_PAYLOAD_KEY];
+    out.jwt = (payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {}) as never;
+  }
+  return out;
+}
+
+/** buildActivation() for fields read from the wire; same result for the same bytes. */
+export function activationOf(f: CheckFields, jwt: boolean): CelActivation {
+  const out: { -readonly [K in "request" | "source" | "jwt"]?: NonNullable<CelActivation[K]> } = {};
+  if (f.hasHttp) {
+    const q = f.path.indexOf("?");
+    out.request = {
+      method: f.method,
+      path: q < 0 ? f.path : f.path.slice(0, q),
+      host: f.host,
+      scheme: f.scheme,
+      headers: f.headers,
+      query: parseQuery(f.path),
+    };
+  }
+  if (f.sourceAddress !== undefined) {
+    const ip = peerIpValue(f.sourceAddress);
+    if (ip !== undefined) out.source = { address: ip, port: BigInt(f.sourcePort) };
+  }
+  if (jwt) {
+    const payload = filterMetadataStruct(f, JWT_METADATA_NAMESPACE)?.[JWT_PAYLOAD_KEY];
     out.jwt = (payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {}) as never;
   }
   return out;
@@ -253,13 +289,13 @@ export function extAuthzUnaryHandlers(options: ExtAuthzOptions): ReadonlyMap<str
     const fromMetadata = headers[POLICY_METADATA_KEY];
     let response: CheckResponse;
     try {
-      const request = fromBinary(CheckRequestSchema, bytes);
-      response = await check(request, options, typeof fromMetadata === "string" ? fromMetadata : undefined);
+      const fields = readCheckRequest(bytes);
+      response = await checkFields(fields, options, typeof fromMetadata === "string" ? fromMetadata : undefined);
     } catch (e) {
       options.logger?.warn("ext_authz: internal error, denying", { error: String(e) });
       response = denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "internal error", []);
     }
-    return toBinary(CheckResponseSchema, response);
+    return response === OK ? OK_BYTES : toBinary(CheckResponseSchema, response);
   };
   return new Map([[`/${Authorization.typeName}/Check`, handler]]);
 }
