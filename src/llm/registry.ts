@@ -28,6 +28,7 @@ import {
   converseToCountTokensResponse,
   countTokensToConverseRequest,
   countTokensToGeminiRequest,
+  countTokensToVertexRequest,
   geminiToCountTokensResponse,
 } from "./translate/count-tokens.js";
 import {
@@ -265,6 +266,12 @@ const list: Direction[] = [
     client: "count-tokens",
     provider: "gemini-count-tokens",
     request: (b, m) => countTokensToGeminiRequest(b, m),
+    response: geminiToCountTokensResponse,
+  },
+  {
+    client: "count-tokens",
+    provider: "vertex-count-tokens",
+    request: (b, m) => countTokensToVertexRequest(b, m),
     response: geminiToCountTokensResponse,
   },
   {

@@ -93,7 +93,8 @@ export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage 
       const n = num(body.inputTokens);
       return n === undefined ? undefined : makeUsage(n, 0);
     }
-    case "gemini-count-tokens": {
+    case "gemini-count-tokens":
+    case "vertex-count-tokens": {
       const n = num(body.totalTokens);
       return n === undefined ? undefined : makeUsage(n, 0);
     }

@@ -163,6 +163,7 @@ export type LlmProviderKind =
   | "azure-foundry"
   | "anthropic"
   | "gemini"
+  | "vertex"
   | "bedrock"
   | "custom";
 

@@ -58,6 +58,7 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     embeddings: "gemini-embed",
     "count-tokens": "gemini-count-tokens",
   },
+  vertex: { "chat-completions": "generate-content", "count-tokens": "vertex-count-tokens" },
   bedrock: {
     "chat-completions": "converse",
     messages: "converse",
@@ -137,6 +138,15 @@ function settingsOf(p: LlmProviderEntry): ProviderSettings | undefined {
     }
     case "gemini":
       return { kind: "gemini" };
+    case "vertex": {
+      const region = s(st.region);
+      return {
+        kind: "vertex",
+        projectId: s(st.projectId) ?? "",
+        ...(region !== undefined ? { region } : {}),
+        host: p.authority,
+      };
+    }
     case "bedrock":
       return { kind: "bedrock", region: s(st.region) ?? "us-east-1" };
     case "custom":
@@ -150,13 +160,17 @@ export interface ProviderRequest {
   readonly headers: Record<string, string>;
 }
 
-/** Authority, path and headers (credentials and signature included) of the request to the provider. */
+/**
+ * Authority, path and headers (credentials and signature included) of the request to the provider. `bearer` is a token
+ * the caller obtained for the provider's Google credentials.
+ */
 export function providerRequest(
   p: LlmProviderEntry,
   format: ProviderFormat,
   model: string,
   stream: boolean,
   body: Uint8Array,
+  bearer?: string,
 ): ProviderRequest | undefined {
   let path: string;
   let headers: Record<string, string> = {};
@@ -171,6 +185,7 @@ export function providerRequest(
     headers = { ...t.headers };
   }
   Object.assign(headers, p.auth.headers);
+  if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
   const query = Object.entries(p.auth.query);
   if (query.length > 0) {
     const qs = query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");

@@ -53,6 +53,7 @@ import {
   type RouteType,
 } from "../../translate/llm/table.js";
 import type { TranslationResult } from "../../translate/translate.js";
+import { GoogleTokens } from "./google-tokens.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import { clientFormatOf, providerFormatFor, providerRequest, routeTypeOf } from "./provider.js";
 import { TokenLimiter } from "./token-limits.js";
@@ -211,10 +212,12 @@ export class LlmExtProcService {
   #previous = new Map<string, LlmRouteEntry>();
   readonly #requests = new Map<string, RequestState>();
   readonly #limiter: TokenLimiter;
+  readonly #google: GoogleTokens;
   readonly #log: (line: string) => void;
 
   constructor(opts: LlmServiceOptions = {}) {
     this.#limiter = new TokenLimiter(opts.now);
+    this.#google = new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
     this.#log = opts.log ?? (() => {});
   }
 
@@ -468,20 +471,32 @@ export class LlmExtProcService {
     call.on("end", () => call.end());
     call.on("data", (req: ProcessingRequest) => {
       if (req.request.case !== "requestHeaders") return;
-      let out: ProcessingResponse;
-      try {
-        out = this.#attempt(req, req.request.value);
-      } catch (e) {
-        this.#log(`llm ext_proc (upstream): ${(e as Error).message}`);
-        out = clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
-      }
-      call.write(out);
-      // This processor sees request headers only: the exchange is over (see #router on why ending matters).
-      call.end();
+      const h = req.request.value;
+      this.#attempt(req, h)
+        .catch((e: unknown) => {
+          this.#log(`llm ext_proc (upstream): ${(e as Error).message}`);
+          return clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
+        })
+        .then((out) => {
+          call.write(out);
+          // This processor sees request headers only: the exchange is over (see #router on why ending matters).
+          call.end();
+        });
     });
   }
 
-  #attempt(req: ProcessingRequest, h: HttpHeaders): ProcessingResponse {
+  /** A token for the provider's Google credentials (cloudB), if it has some; an error message when none is had. */
+  async #bearer(provider: LlmProviderEntry): Promise<{ token?: string; problem?: string }> {
+    const g = provider.auth.google;
+    if (g === undefined) return {};
+    try {
+      return { token: await this.#google.token(g) };
+    } catch (e) {
+      return { problem: (e as Error).message };
+    }
+  }
+
+  async #attempt(req: ProcessingRequest, h: HttpHeaders): Promise<ProcessingResponse> {
     const id = header(h, LLM_REQUEST_ID_HEADER);
     const state = id === undefined ? undefined : this.#requests.get(id);
     if (state === undefined) {
@@ -505,9 +520,20 @@ export class LlmExtProcService {
         message: `credentials of provider ${providerName} are not available`,
       });
     }
+    const bearer = await this.#bearer(provider);
+    if (bearer.problem !== undefined) {
+      this.#log(`llm provider ${providerName}: Google credentials: ${bearer.problem}`);
+      return fail({
+        status: 500,
+        kind: "server",
+        message: `credentials of provider ${providerName} are not available`,
+      });
+    }
     // The id header stays: retries need it, and the upstream filters' mutations persist into them.
     const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
-    if (state.client === undefined || state.body === undefined) return this.#passthrough(state, provider, remove);
+    if (state.client === undefined || state.body === undefined) {
+      return this.#passthrough(state, provider, remove, bearer.token);
+    }
     const client = state.client;
     const format = providerFormatFor(provider, client);
     const direction = format === undefined ? undefined : findDirection(client, format);
@@ -533,7 +559,14 @@ export class LlmExtProcService {
       return clientErrorResponse(client, translated.error);
     }
     const bytes = te.encode(JSON.stringify(translated.body));
-    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes);
+    const target = providerRequest(
+      provider,
+      format,
+      translated.meta.model,
+      translated.meta.stream,
+      bytes,
+      bearer.token,
+    );
     if (target === undefined) {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
@@ -557,10 +590,19 @@ export class LlmExtProcService {
   }
 
   /** Route types forwarded as they are: only the destination and the credentials change. */
-  #passthrough(state: RequestState, provider: LlmProviderEntry, remove: string[]): ProcessingResponse {
+  #passthrough(
+    state: RequestState,
+    provider: LlmProviderEntry,
+    remove: string[],
+    bearer: string | undefined,
+  ): ProcessingResponse {
     state.attempt = { provider: provider.name };
-    state.provided = Object.keys(provider.auth.headers);
-    const set: Record<string, string> = { ":authority": provider.authority, ...provider.auth.headers };
+    const credentials = {
+      ...provider.auth.headers,
+      ...(bearer !== undefined ? { authorization: `Bearer ${bearer}` } : {}),
+    };
+    state.provided = Object.keys(credentials);
+    const set: Record<string, string> = { ":authority": provider.authority, ...credentials };
     return respond("requestHeaders", {
       headerMutation: mutation(
         set,

@@ -17,6 +17,7 @@ export type ProviderFormat =
   | "count-tokens"
   | "converse-count-tokens"
   | "gemini-count-tokens"
+  | "vertex-count-tokens"
   | "rerank";
 
 /** How a provider frames a streamed response. */

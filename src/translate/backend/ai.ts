@@ -8,6 +8,11 @@ type Rec = Readonly<Record<string, unknown>>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
+/** Vertex AI location of a providerF without `region`, and its host (`global` has no regional prefix). */
+const VERTEX_DEFAULT_REGION = "global";
+const vertexHost = (region: string) =>
+  region === "global" ? "aiplatform.googleapis.com" : `${region}-aiplatform.googleapis.com`;
+
 /** Strips a scheme and trailing slashes (the spec lets users write the Azure endpoint either way). */
 export function bareHost(h: string): string {
   return h.replace(/^[a-z]+:\/\//i, "").replace(/\/+$/, "");
@@ -28,6 +33,11 @@ const VARIANTS: Readonly<Record<string, (s: Rec) => { kind: LlmProviderKind; hos
   },
   providerD: () => ({ kind: "anthropic", host: "api.anthropic.com" }),
   providerE: () => ({ kind: "gemini", host: "generativelanguage.googleapis.com" }),
+  // Vertex AI: the location's own host (`global` has none); the project and location also go in every path.
+  providerF: (s) =>
+    str(s.projectId) === undefined
+      ? undefined
+      : { kind: "vertex", host: vertexHost(str(s.region) ?? VERTEX_DEFAULT_REGION) },
   providerG: (s) => ({ kind: "bedrock", host: `bedrock-runtime.${str(s.region) ?? "us-east-1"}.amazonaws.com` }),
   custom: () => ({ kind: "custom", host: "" }),
 };
@@ -37,13 +47,13 @@ export type ProviderResult = { ok: true; provider: LlmProviderIR } | { ok: false
 /** One LLMProvider (or named provider) of the spec → where and how to reach it. */
 export function translateProvider(name: string, p: Rec, tlsPolicy: boolean): ProviderResult {
   const variant = Object.keys(VARIANTS).find((k) => isRec(p[k]));
-  if (variant === undefined) {
-    const other = p.providerF !== undefined ? "providerF" : "this provider variant";
-    return { ok: false, message: `${other} is not served yet` };
-  }
+  if (variant === undefined) return { ok: false, message: "this provider variant is not served yet" };
   const settings = p[variant] as Rec;
   const v = VARIANTS[variant]?.(settings);
-  if (v === undefined) return { ok: false, message: `${variant} settings are incomplete` };
+  if (v === undefined) {
+    const missing = variant === "providerF" ? "projectId" : variant === "providerB" ? "endpoint" : "resourceName";
+    return { ok: false, message: `${variant} needs ${missing}` };
+  }
   if (v.kind === "custom" && settings.backendRef !== undefined) {
     return { ok: false, message: "custom providers with a backendRef are not served yet; use host and port" };
   }

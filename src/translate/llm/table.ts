@@ -61,6 +61,17 @@ export interface ProviderAuth {
     readonly region: string;
     readonly service: string;
   };
+  /**
+   * Google credentials (cloudB): the Sluice ext_proc mints an access or ID token from them (or from the ambient
+   * credentials when `credentials` is absent) and sends it as `Authorization: Bearer`.
+   */
+  readonly google?: {
+    readonly type: "AccessToken" | "IdToken";
+    /** The parsed credentials JSON of the Secret (service account or authorized user). */
+    readonly credentials?: Readonly<Record<string, unknown>>;
+    /** ID tokens only: the audience (default `https://` + the provider's host). */
+    readonly audience?: string;
+  };
   /** Why credentials could not be resolved (a missing Secret ...); the request fails rather than going out bare. */
   readonly problem?: string;
 }
@@ -127,6 +138,8 @@ const NATIVE_HEADER: Readonly<Record<LlmProviderIR["kind"], { name: string; pref
   "azure-foundry": { name: "api-key" },
   anthropic: { name: "x-api-key" },
   gemini: { name: "x-goog-api-key" },
+  // An API key for Vertex AI (express mode) goes in the same header as Gemini's; cloudB credentials give a Bearer.
+  vertex: { name: "x-goog-api-key" },
   bedrock: { name: "authorization", prefix: "Bearer" },
 };
 
@@ -141,7 +154,13 @@ function findSecret(secrets: readonly Secret[], ns: string, name: string): Secre
   return secrets.find((s) => namespaceOf(s) === ns && s.metadata.name === name);
 }
 
-function compileAuth(kind: LlmProviderIR["kind"], auth: unknown, ns: string, secrets: readonly Secret[]): ProviderAuth {
+function compileAuth(
+  kind: LlmProviderIR["kind"],
+  host: string,
+  auth: unknown,
+  ns: string,
+  secrets: readonly Secret[],
+): ProviderAuth {
   const headers: Record<string, string> = {};
   const query: Record<string, string> = {};
   if (!isRec(auth)) return { headers, query };
@@ -212,10 +231,34 @@ function compileAuth(kind: LlmProviderIR["kind"], auth: unknown, ns: string, sec
       problems.push("cloudA credential discovery from the environment is not supported yet; use secretRef");
     }
   }
+  let google: ProviderAuth["google"];
+  if (isRec(auth.cloudB)) {
+    const b = auth.cloudB;
+    const type = b.type === "IdToken" ? "IdToken" : "AccessToken";
+    let credentials: Record<string, unknown> | undefined;
+    if (b.secretRef !== undefined) {
+      const s = secretKey(b.secretRef, "credentials.json");
+      if (s !== undefined) {
+        try {
+          const parsed: unknown = JSON.parse(s.value);
+          if (isRec(parsed)) credentials = { ...parsed };
+          else problems.push(`Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not a JSON object`);
+        } catch {
+          problems.push(`Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not valid JSON`);
+        }
+      }
+    }
+    google = {
+      type,
+      ...(credentials !== undefined ? { credentials } : {}),
+      ...(type === "IdToken" ? { audience: typeof b.audience === "string" ? b.audience : `https://${host}` } : {}),
+    };
+  }
   return {
     headers,
     query,
     ...(aws !== undefined ? { aws } : {}),
+    ...(google !== undefined ? { google } : {}),
     ...(problems.length > 0 ? { problem: problems.join("; ") } : {}),
   };
 }
@@ -249,7 +292,7 @@ function providerEntry(
     settings: p.settings,
     ...(p.path !== undefined ? { path: p.path } : {}),
     ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
-    auth: compileAuth(p.kind, auth?.value, auth?.ns ?? backendNs, secrets),
+    auth: compileAuth(p.kind, p.address, auth?.value, auth?.ns ?? backendNs, secrets),
     ai: aiPolicy(ai?.value),
   };
 }
