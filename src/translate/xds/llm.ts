@@ -104,21 +104,24 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
       endpoints: c.groups.map((g, priority) => ({
         priority,
         locality: { subZone: `group-${priority}` },
-        lbEndpoints: g.map((p) => ({
-          hostIdentifier: {
-            case: "endpoint" as const,
-            value: {
-              hostname: p.name,
-              address: {
+        // A provider is one endpoint, or (custom provider with a Service) one per ready endpoint of the Service.
+        lbEndpoints: g.flatMap((p) =>
+          (p.endpoints ?? [{ address: p.address, port: p.port }]).map((e) => ({
+            hostIdentifier: {
+              case: "endpoint" as const,
+              value: {
+                hostname: p.name,
                 address: {
-                  case: "socketAddress" as const,
-                  value: { address: p.address, portSpecifier: { case: "portValue" as const, value: p.port } },
+                  address: {
+                    case: "socketAddress" as const,
+                    value: { address: e.address, portSpecifier: { case: "portValue" as const, value: e.port } },
+                  },
                 },
               },
             },
-          },
-          metadata: endpointMetadata(p.name),
-        })),
+            metadata: endpointMetadata(p.name),
+          })),
+        ),
       })),
     },
     transportSocketMatches: tlsProviders.map((p) => ({
