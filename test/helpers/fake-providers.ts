@@ -333,7 +333,9 @@ function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse)
     ? String(((last.content as Obj[])[0] as Obj | undefined)?.text ?? "")
     : "";
   const text = `Hello from ${o.name}: ${userText}`;
-  const usage = { inputTokens: 11, outputTokens: 7, totalTokens: 18 };
+  // A prompt with cache points is answered as if its prefix had been cached (Bedrock reports it apart from inputTokens).
+  const cached = req.body.includes('"cachePoint"') ? { cacheReadInputTokens: 5 } : {};
+  const usage = { inputTokens: 11, outputTokens: 7, totalTokens: 18, ...cached };
   if (!req.path.endsWith("/converse-stream")) {
     json(res, 200, {
       output: { message: { role: "assistant", content: [{ text }] } },

@@ -28,6 +28,7 @@ import {
 } from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import { addGrpcService } from "../../grpc/service.js";
 import {
+  addConverseCachePoints,
   type ClientFormat,
   clientError,
   type Direction,
@@ -558,7 +559,12 @@ export class LlmExtProcService {
       state.attempt = { provider: providerName, local: true };
       return clientErrorResponse(client, translated.error);
     }
-    const bytes = te.encode(JSON.stringify(translated.body));
+    // Cache points go on the final Converse body (they depend on its layout), before SigV4 signs it.
+    const final =
+      format === "converse" && provider.ai.promptCaching !== undefined
+        ? addConverseCachePoints(translated.body, translated.meta.model, provider.ai.promptCaching)
+        : translated.body;
+    const bytes = te.encode(JSON.stringify(final));
     const target = providerRequest(
       provider,
       format,

@@ -86,6 +86,14 @@ export interface AiPolicy {
   readonly overrides?: readonly { field: string; value: unknown }[];
   readonly transformations?: readonly { field: string; expression: string }[];
   readonly modelAliases?: Readonly<Record<string, string>>;
+  /** Cache points for providerG (Bedrock Converse); ignored for other variants. */
+  readonly promptCaching?: {
+    readonly cacheSystem?: boolean;
+    readonly cacheMessages?: boolean;
+    readonly cacheTools?: boolean;
+    readonly minTokens?: number;
+    readonly cacheMessageOffset?: number;
+  };
 }
 
 export interface LlmProviderEntry {
@@ -265,7 +273,7 @@ function compileAuth(
 
 function aiPolicy(v: unknown): AiPolicy {
   if (!isRec(v)) return {};
-  const { routes: _routes, promptGuard: _guard, promptCaching: _caching, ...rest } = v;
+  const { routes: _routes, promptGuard: _guard, ...rest } = v;
   return rest as AiPolicy;
 }
 
