@@ -45,6 +45,7 @@ import { extractUsage } from "../../llm/usage.js";
 import {
   LLM_CLUSTER_ATTRIBUTE,
   LLM_ENTRY_METADATA,
+  LLM_METADATA_KEYS,
   LLM_METADATA_NAMESPACE,
   LLM_PROVIDER_ATTRIBUTE,
   LLM_REQUEST_ID_HEADER,
@@ -54,6 +55,7 @@ import {
   type RouteType,
 } from "../../translate/llm/table.js";
 import type { TranslationResult } from "../../translate/translate.js";
+import { type Completion, completionMetadata } from "./completion.js";
 import { GoogleTokens } from "./google-tokens.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import { clientFormatOf, providerFormatFor, providerRequest, routeTypeOf } from "./provider.js";
@@ -190,19 +192,6 @@ function concat(chunks: readonly Uint8Array[]): Uint8Array {
   return out;
 }
 
-function usageMetadata(usage: TokenUsage | undefined, attempt: Attempt | undefined): JsonObject | undefined {
-  if (usage === undefined) return undefined;
-  return {
-    [LLM_METADATA_NAMESPACE]: {
-      input_tokens: usage.inputTokens,
-      output_tokens: usage.outputTokens,
-      total_tokens: usage.totalTokens,
-      ...(attempt !== undefined ? { provider: attempt.provider } : {}),
-      ...(attempt?.meta !== undefined ? { model: attempt.meta.model } : {}),
-    },
-  };
-}
-
 /** Headers a client may send to authenticate with the gateway; they never go to a provider. */
 const CLIENT_CREDENTIAL_HEADERS = ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
@@ -332,6 +321,20 @@ export class LlmExtProcService {
             });
           }
           state.body = parsed as Obj;
+          // Known from here on, for rate limit descriptors after this filter that read llm.requestModel/streaming.
+          const model = state.body.model;
+          return respond(
+            "requestBody",
+            {},
+            {
+              metadata: {
+                [LLM_METADATA_NAMESPACE]: {
+                  ...(typeof model === "string" ? { [LLM_METADATA_KEYS.requestModel]: model } : {}),
+                  [LLM_METADATA_KEYS.streaming]: state.body.stream === true,
+                },
+              },
+            },
+          );
         }
         return respond("requestBody");
       }
@@ -364,6 +367,21 @@ export class LlmExtProcService {
     if (resp.status >= 400 || attempt?.direction === undefined || attempt.meta === undefined) {
       // Provider errors, and Envoy's own replies when no provider could be reached.
       resp.mode = "error";
+      if (h.endOfStream) {
+        // No body will follow (a 429 of a rate limit filter after this one ...): the error body is added here.
+        const e = translateError(state.client, resp.status, "", resp.headers);
+        const bytes = te.encode(JSON.stringify(e.body));
+        const set: Record<string, string> = {
+          "content-type": "application/json",
+          "content-length": String(bytes.byteLength),
+        };
+        if (e.status !== resp.status) set[":status"] = String(e.status);
+        return respond("responseHeaders", {
+          status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
+          headerMutation: mutation(set),
+          bodyMutation: { mutation: { case: "body", value: bytes } },
+        });
+      }
       return respond("responseHeaders", {
         headerMutation: mutation({ "content-type": "application/json" }, ["content-length"]),
       });
@@ -401,9 +419,7 @@ export class LlmExtProcService {
       if (end) {
         const tail = resp.stream.end();
         out = concat([out, tail]);
-        const usage = resp.stream.usage();
-        this.#account(state, usage);
-        metadata = usageMetadata(usage, attempt);
+        metadata = this.#complete(state, resp.stream.usage(), attempt?.meta?.model);
       }
       return respond(
         "responseBody",
@@ -423,8 +439,7 @@ export class LlmExtProcService {
       } catch {
         usage = undefined;
       }
-      this.#account(state, usage);
-      const metadata = usageMetadata(usage, attempt);
+      const metadata = this.#complete(state, usage, undefined);
       return respond("responseBody", {}, metadata !== undefined ? { metadata } : {});
     }
     if (resp.mode === "error") {
@@ -444,8 +459,8 @@ export class LlmExtProcService {
       const e = clientError(client, r.error);
       return this.#replaceBody(e.body, e.status);
     }
-    this.#account(state, r.usage);
-    const metadata = usageMetadata(r.usage, attempt);
+    const reported = (r.body as { model?: unknown }).model;
+    const metadata = this.#complete(state, r.usage, typeof reported === "string" ? reported : attempt.meta.model);
     return this.#replaceBody(r.body, undefined, metadata);
   }
 
@@ -460,9 +475,34 @@ export class LlmExtProcService {
     );
   }
 
-  #account(state: RequestState | undefined, usage: TokenUsage | undefined): void {
-    if (state === undefined || usage === undefined || state.entry.tokenLimits.length === 0) return;
-    this.#limiter.consume(state.entry.tokenLimits, usage.totalTokens);
+  /**
+   * A response is complete: debit the `tokens` limits, and give the dynamic metadata (counts, models, provider, the
+   * route's token costs) that access logs and the rate limit filter read.
+   */
+  #complete(
+    state: RequestState | undefined,
+    usage: TokenUsage | undefined,
+    responseModel: string | undefined,
+  ): JsonObject | undefined {
+    if (state === undefined) return undefined;
+    // Counting tokens uses none: the count is reported as such, not as input tokens.
+    const counting = state.client === "count-tokens" && usage !== undefined;
+    const used = counting ? undefined : usage;
+    if (used !== undefined && state.entry.tokenLimits.length > 0) {
+      this.#limiter.consume(state.entry.tokenLimits, used.totalTokens);
+    }
+    const model = state.body?.model;
+    const completion: Completion = {
+      streaming: state.body?.stream === true,
+      ...(state.attempt !== undefined ? { provider: state.attempt.provider } : {}),
+      ...(typeof model === "string" ? { requestModel: model } : {}),
+      ...(responseModel !== undefined ? { responseModel } : {}),
+      ...(used !== undefined ? { usage: used } : {}),
+      ...(counting ? { countTokens: usage.inputTokens } : {}),
+    };
+    return completionMetadata(completion, state.entry.tokenCosts, state.headers, (expr) =>
+      this.#log(`llm cost expression ${JSON.stringify(expr)} failed; counting total tokens`),
+    );
   }
 
   // ---- upstream (per attempt) ----
@@ -545,11 +585,13 @@ export class LlmExtProcService {
         message: `provider ${providerName} does not serve ${state.routeType} requests`,
       });
     }
-    const body = applyAiPolicy(client, state.body, provider.ai, {
-      method: state.headers[":method"] ?? "POST",
-      path: state.headers[":path"] ?? "/",
-      headers: state.headers,
-    });
+    const body = applyAiPolicy(
+      client,
+      state.body,
+      provider.ai,
+      { method: state.headers[":method"] ?? "POST", path: state.headers[":path"] ?? "/", headers: state.headers },
+      providerName,
+    );
     const translated = direction.request(
       body,
       providerModel(provider.settings, provider.ai, body.model),
@@ -622,5 +664,9 @@ export class LlmExtProcService {
 function isLast(req: ProcessingRequest, out: ProcessingResponse): boolean {
   if (out.response.case === "immediateResponse") return true;
   const r = req.request;
-  return (r.case === "responseBody" && r.value.endOfStream) || r.case === "responseTrailers";
+  return (
+    (r.case === "responseBody" && r.value.endOfStream) ||
+    (r.case === "responseHeaders" && r.value.endOfStream) ||
+    r.case === "responseTrailers"
+  );
 }

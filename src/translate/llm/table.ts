@@ -112,11 +112,22 @@ export interface LlmBackendEntry {
   readonly providers: Readonly<Record<string, LlmProviderEntry>>;
 }
 
+/**
+ * A `cost` CEL expression of a global `Tokens` rate limit descriptor: evaluated by the router-level ext_proc when the
+ * response is complete, its value written to dynamic metadata `costs.<key>`, where Envoy's rate limit filter reads
+ * the hits to add (`tokenCostFormat`).
+ */
+export interface TokenCost {
+  readonly key: string;
+  readonly expression: string;
+}
+
 export interface LlmRouteEntry {
   readonly id: string;
   /** `routes` of the AI policy: path suffix (or `*`) → route type; empty means everything is Completions. */
   readonly routes: readonly (readonly [string, RouteType])[];
   readonly tokenLimits: readonly TokenLimit[];
+  readonly tokenCosts: readonly TokenCost[];
   /** By cluster name. */
   readonly backends: Readonly<Record<string, LlmBackendEntry>>;
 }
@@ -318,6 +329,39 @@ function tokenLimits(route: RouteIR, gatewayKey: string): TokenLimit[] {
   return out;
 }
 
+/** Dynamic metadata keys (namespace LLM_METADATA_NAMESPACE) the router-level ext_proc writes. */
+export const LLM_METADATA_KEYS = {
+  requestModel: "request_model",
+  streaming: "streaming",
+  totalTokens: "total_tokens",
+  costs: "costs",
+} as const;
+
+/** Key of a token cost expression: the same text gives the same key in the LLM table and in the rate limit config. */
+export function tokenCostKey(expression: string): string {
+  return `c${createHash("sha256").update(expression).digest("hex").slice(0, 12)}`;
+}
+
+/** Envoy substitution format of the hits a completed LLM request adds to a `Tokens` descriptor. */
+export function tokenCostFormat(cost: string | undefined): string {
+  const key = cost === undefined ? LLM_METADATA_KEYS.totalTokens : `${LLM_METADATA_KEYS.costs}:${tokenCostKey(cost)}`;
+  return `%DYNAMIC_METADATA(${LLM_METADATA_NAMESPACE}:${key})%`;
+}
+
+function tokenCosts(route: RouteIR): TokenCost[] {
+  const out = new Map<string, TokenCost>();
+  for (const phase of [route.policy?.preRouting, route.policy?.traffic]) {
+    const rl = value(phase, "rateLimit");
+    const g = isRec(rl?.value) && isRec(rl.value.global) ? rl.value.global : undefined;
+    for (const d of Array.isArray(g?.descriptors) ? g.descriptors : []) {
+      if (!isRec(d) || d.unit !== "Tokens" || typeof d.cost !== "string") continue;
+      const key = tokenCostKey(d.cost);
+      out.set(key, { key, expression: d.cost });
+    }
+  }
+  return [...out.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
 export function entryId(content: unknown): string {
   return createHash("sha256").update(JSON.stringify(content)).digest("hex").slice(0, 16);
 }
@@ -349,7 +393,12 @@ export function compileLlmTable(gateways: readonly GatewayIR[], input: Translati
             types ??= routeTypes(value(bp?.policy, "ai")?.value);
           }
           if (Object.keys(backends).length === 0) continue;
-          const content = { routes: types ?? [], tokenLimits: tokenLimits(route, gw.key), backends };
+          const content = {
+            routes: types ?? [],
+            tokenLimits: tokenLimits(route, gw.key),
+            tokenCosts: tokenCosts(route),
+            backends,
+          };
           const id = entryId(content);
           entries.set(id, { id, ...content });
           routes.set(`${gw.key}|${route.name}`, id);
