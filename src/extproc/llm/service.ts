@@ -176,9 +176,13 @@ const ROUTER_MODE = {
   requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
   responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
 } as const;
-const bodyMode = (m: ProcessingMode_BodySendMode): Init<typeof ProcessingResponseSchema>["modeOverride"] => ({
+const bodyMode = (
+  response: ProcessingMode_BodySendMode,
+  request: ProcessingMode_BodySendMode = ProcessingMode_BodySendMode.BUFFERED,
+): Init<typeof ProcessingResponseSchema>["modeOverride"] => ({
   ...ROUTER_MODE,
-  responseBodyMode: m,
+  requestBodyMode: request,
+  responseBodyMode: response,
 });
 
 function concat(chunks: readonly Uint8Array[]): Uint8Array {
@@ -301,7 +305,14 @@ export class LlmExtProcService {
         const state: RequestState = { entry, routeType, client, headers: headerMap(r.value) };
         this.#requests.set(id, state);
         set(state, id);
-        return respond("requestHeaders", { headerMutation: mutation({ [LLM_REQUEST_ID_HEADER]: id }) });
+        // Route types forwarded as they are need no body here: it streams (a Realtime websocket never ends).
+        return respond(
+          "requestHeaders",
+          { headerMutation: mutation({ [LLM_REQUEST_ID_HEADER]: id }) },
+          client === undefined
+            ? { modeOverride: bodyMode(ProcessingMode_BodySendMode.BUFFERED, ProcessingMode_BodySendMode.NONE) }
+            : {},
+        );
       }
       case "requestBody": {
         const state = get();
@@ -360,6 +371,7 @@ export class LlmExtProcService {
         {
           modeOverride: bodyMode(
             resp.mode === "pass" ? ProcessingMode_BodySendMode.NONE : ProcessingMode_BodySendMode.BUFFERED,
+            state?.client === undefined ? ProcessingMode_BodySendMode.NONE : ProcessingMode_BodySendMode.BUFFERED,
           ),
         },
       );
@@ -651,6 +663,17 @@ export class LlmExtProcService {
     };
     state.provided = Object.keys(credentials);
     const set: Record<string, string> = { ":authority": provider.authority, ...credentials };
+    // Browser websocket clients of the Realtime API pass their key as a subprotocol; like every client credential it
+    // does not go to the provider, which gets the provider's own credentials in headers instead.
+    const protocols = state.headers["sec-websocket-protocol"];
+    if (protocols !== undefined && /openai-insecure-api-key\./.test(protocols)) {
+      const kept = protocols
+        .split(",")
+        .map((p) => p.trim())
+        .filter((p) => p !== "" && !p.startsWith("openai-insecure-api-key."));
+      if (kept.length > 0) set["sec-websocket-protocol"] = kept.join(", ");
+      else remove.push("sec-websocket-protocol");
+    }
     return respond("requestHeaders", {
       headerMutation: mutation(
         set,

@@ -191,6 +191,20 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
   return create(ClusterSchema, init);
 }
 
+/**
+ * Whether a route to AI backends serves the Realtime route type (its backend's AI policy `routes` name it): such a
+ * route accepts websocket upgrades, which Envoy then passes through to the provider. Only these routes: the HCM keeps
+ * upgrades off, so no other route changes behaviour.
+ */
+export function servesRealtime(route: RouteIR): boolean {
+  return (route.policy?.backends ?? []).some((b) => {
+    const ai = b.policy?.ai;
+    if (ai === undefined || "combined" in ai) return false;
+    const routes = (ai.value as { routes?: unknown } | undefined)?.routes;
+    return typeof routes === "object" && routes !== null && Object.values(routes).includes("Realtime");
+  });
+}
+
 /** Retries that fail over: another host, and after a priority's hosts are tried, the next priority. */
 export function failoverRetryPolicy(retries: number): MessageInitShape<typeof RetryPolicySchema> {
   if (retries === 0) {
