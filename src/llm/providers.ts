@@ -107,12 +107,20 @@ export function upstreamTarget(
       const ops: Partial<Record<ProviderFormat, string>> = {
         "generate-content": stream ? `:streamGenerateContent?alt=sse` : `:generateContent`,
         "vertex-count-tokens": ":countTokens",
+        // Claude models are Anthropic's publisher models, called with their own body through rawPredict.
+        "vertex-messages": stream ? ":streamRawPredict" : ":rawPredict",
       };
       const op = ops[format];
       if (op === undefined) return undefined;
-      const m = encodeURIComponent(model.replace(/^(publishers\/google\/)?models\//, ""));
+      const publisher = format === "vertex-messages" ? "anthropic" : "google";
+      // Claude versions are written `claude-sonnet-4@20250514`: the `@` stays as it is.
+      const m = encodeURIComponent(model.replace(/^(publishers\/[a-z]+\/)?models\//, "")).replace(/%40/g, "@");
       const base = `/v1/projects/${encodeURIComponent(p.projectId)}/locations/${encodeURIComponent(region)}`;
-      return { host: p.host ?? vertexHost(region), path: `${base}/publishers/google/models/${m}${op}`, headers: {} };
+      return {
+        host: p.host ?? vertexHost(region),
+        path: `${base}/publishers/${publisher}/models/${m}${op}`,
+        headers: {},
+      };
     }
     case "bedrock": {
       const ops: Partial<Record<ProviderFormat, string>> = {

@@ -78,6 +78,7 @@ export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage 
     case "embeddings":
       return usageFromChat(body.usage);
     case "messages":
+    case "vertex-messages":
       return usageFromMessages(body.usage);
     case "responses":
       return usageFromResponses(body.usage);

@@ -1,7 +1,8 @@
 // providerF (Google Vertex AI) end to end through a real Envoy: the official `openai` and `@anthropic-ai/sdk` clients
 // against a fake Vertex AI that checks the URL form (project, location, publisher model, method) and the OAuth Bearer
 // token, which Sluice gets from a fake Google token endpoint with the service account key of the policy (JWT bearer
-// grant, signature verified there) or, without a secretRef, from the metadata server (ambient credentials).
+// grant, signature verified there) or, without a secretRef, from the metadata server (ambient credentials). Claude
+// models go to Anthropic's publisher models on Vertex AI (rawPredict / streamRawPredict, messages body).
 
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
@@ -33,6 +34,7 @@ spec:
       routes:
         /v1/chat/completions: Completions
         /v1/messages/count_tokens: MessagesTokenCount
+        /v1/messages: Messages
 `;
   const rule = (name: string) => `
     - matches: [{ path: { type: PathPrefix, value: /${name} } }]
@@ -52,13 +54,14 @@ stringData:
 ${backend("vertex", "{ projectId: my-project, region: us-central1, model: gemini-2.0-flash-001 }", "{ cloudB: { secretRef: { name: gcp } } }")}
 ${backend("ambient", "{ projectId: other-project, model: gemini-2.5-pro }", "{ cloudB: {} }")}
 ${backend("wrongkey", "{ projectId: my-project, region: us-central1 }", "{ cloudB: { secretRef: { name: gcp-wrong-key } } }")}
+${backend("claude", "{ projectId: my-project, region: us-east5 }", "{ cloudB: { secretRef: { name: gcp } } }")}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
-  rules:${rule("vertex")}${rule("ambient")}${rule("wrongkey")}
+  rules:${rule("vertex")}${rule("ambient")}${rule("wrongkey")}${rule("claude")}
 `;
 }
 
@@ -152,6 +155,35 @@ describe("providerF (Vertex AI) end to end", { timeout: 60_000 }, () => {
     );
     assert.match(String(seen?.headers.authorization), /^Bearer ya29\.metadata-\d+$/);
     assert.ok(google.grants.some((g) => g.kind === "metadata"));
+  });
+
+  test("Claude models: Anthropic's publisher models with rawPredict and streamRawPredict", async () => {
+    const r = await openai("claude").chat.completions.create({
+      model: "claude-sonnet-4@20250514",
+      max_tokens: 50,
+      messages: [{ role: "user", content: "bonjour" }],
+    });
+    assert.equal(r.choices[0]?.message.content, "Hello from vertex: bonjour");
+    const seen = vertex.requests.at(-1);
+    assert.equal(
+      seen?.path,
+      "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict",
+    );
+    assert.match(String(seen?.headers.authorization), /^Bearer ya29\.sa-\d+$/);
+
+    const c = new Anthropic({ apiKey: "client", baseURL: `${env.baseUrl}/claude`, maxRetries: 0 });
+    const stream = c.messages.stream({
+      model: "claude-3-5-haiku@20241022",
+      max_tokens: 50,
+      messages: [{ role: "user", content: "stream" }],
+    });
+    const types: string[] = [];
+    for await (const ev of stream) types.push(ev.type);
+    const final = await stream.finalMessage();
+    assert.deepEqual(final.content[0], { type: "text", text: "Hello from vertex: stream" });
+    assert.equal(types[0], "message_start");
+    assert.equal(types.at(-1), "message_stop");
+    assert.match(vertex.requests.at(-1)?.path ?? "", /\/claude-3-5-haiku@20241022:streamRawPredict$/);
   });
 
   test("a key the token endpoint refuses: the client gets a 500 in its format, the provider is not called", async () => {

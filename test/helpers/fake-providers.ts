@@ -393,7 +393,8 @@ function gemini(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse, e
 
 // ---- Vertex AI ----
 
-const VERTEX_PATH = /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):(\w+)/;
+const VERTEX_PATH =
+  /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/(google|anthropic)\/models\/([^/:]+):(\w+)/;
 
 function vertex(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
   const token = /^Bearer (.+)$/.exec(String(req.headers.authorization ?? ""))?.[1];
@@ -413,7 +414,30 @@ function vertex(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
     json(res, 404, { error: { code: 404, message: `no route ${req.path}`, status: "NOT_FOUND" } });
     return;
   }
-  if (m[4] === "countTokens") {
+  if (m[3] === "anthropic") {
+    // Claude on Vertex AI: the messages body with the version in it and the model in the URL only.
+    const b = req.json ?? {};
+    const problem =
+      b.anthropic_version !== "vertex-2023-10-16"
+        ? "anthropic_version: Input should be 'vertex-2023-10-16'"
+        : b.model !== undefined
+          ? "model: Extra inputs are not permitted"
+          : (m[5] === "streamRawPredict") !== (b.stream === true)
+            ? "stream must be true exactly with streamRawPredict"
+            : undefined;
+    if (problem !== undefined) {
+      json(res, 400, { type: "error", error: { type: "invalid_request_error", message: problem } });
+      return;
+    }
+    const { apiKey: _key, ...noKey } = o;
+    anthropic(
+      noKey,
+      { ...req, headers: { ...req.headers, "anthropic-version": "vertex" }, json: { ...b, model: m[4] } },
+      res,
+    );
+    return;
+  }
+  if (m[5] === "countTokens") {
     const b = req.json ?? {};
     if (b.generateContentRequest !== undefined) {
       json(res, 400, {

@@ -97,8 +97,24 @@ function customFormats(p: LlmProviderEntry): { format: ProviderFormat; path?: st
   return out;
 }
 
-/** The provider format a client's request is translated to for this provider; undefined when it cannot serve it. */
-export function providerFormatFor(p: LlmProviderEntry, client: ClientFormat): ProviderFormat | undefined {
+/** Vertex AI serves Claude models (Anthropic's publisher models) in the messages format. */
+const VERTEX_CLAUDE: Family = { "chat-completions": "vertex-messages", messages: "vertex-messages" };
+export const isClaudeModel = (model: string | undefined): boolean =>
+  model !== undefined && /^(publishers\/anthropic\/models\/)?claude/.test(model);
+
+/**
+ * The provider format a client's request is translated to for this provider (for `model`, the model it will be asked
+ * for); undefined when it cannot serve it.
+ */
+export function providerFormatFor(
+  p: LlmProviderEntry,
+  client: ClientFormat,
+  model?: string,
+): ProviderFormat | undefined {
+  if (p.kind === "vertex" && isClaudeModel(model)) {
+    const f = VERTEX_CLAUDE[client];
+    return f !== undefined && findDirection(client, f) !== undefined ? f : undefined;
+  }
   if (p.kind === "custom") {
     const formats = customFormats(p).map((f) => f.format);
     const candidates: ProviderFormat[] = [client as ProviderFormat, "chat-completions", "messages"];

@@ -588,7 +588,20 @@ export class LlmExtProcService {
       return this.#passthrough(state, provider, remove, bearer.token);
     }
     const client = state.client;
-    const format = providerFormatFor(provider, client);
+    const body = applyAiPolicy(
+      client,
+      state.body,
+      provider.ai,
+      { method: state.headers[":method"] ?? "POST", path: state.headers[":path"] ?? "/", headers: state.headers },
+      providerName,
+    );
+    const model = providerModel(provider.settings, provider.ai, body.model);
+    // The format may depend on the model (Claude on Vertex AI speaks messages, Gemini generate-content).
+    const format = providerFormatFor(
+      provider,
+      client,
+      model ?? (typeof body.model === "string" ? body.model : undefined),
+    );
     const direction = format === undefined ? undefined : findDirection(client, format);
     if (format === undefined || direction === undefined) {
       return fail({
@@ -597,18 +610,7 @@ export class LlmExtProcService {
         message: `provider ${providerName} does not serve ${state.routeType} requests`,
       });
     }
-    const body = applyAiPolicy(
-      client,
-      state.body,
-      provider.ai,
-      { method: state.headers[":method"] ?? "POST", path: state.headers[":path"] ?? "/", headers: state.headers },
-      providerName,
-    );
-    const translated = direction.request(
-      body,
-      providerModel(provider.settings, provider.ai, body.model),
-      defaultContext,
-    );
+    const translated = direction.request(body, model, defaultContext);
     if (!translated.ok) {
       state.attempt = { provider: providerName, local: true };
       return clientErrorResponse(client, translated.error);

@@ -8,6 +8,7 @@ export type ClientFormat = "chat-completions" | "messages" | "responses" | "embe
 export type ProviderFormat =
   | "chat-completions"
   | "messages"
+  | "vertex-messages"
   | "responses"
   | "converse"
   | "generate-content"
