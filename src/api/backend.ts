@@ -88,6 +88,15 @@ export const ProviderFSettings = Obj(
   { projectId: Opt(ShortString), region: Opt(ShortString), model: modelOverride },
   "providerF settings.",
 );
+/** A providerF of a GwBackend names its project: Vertex AI puts it in every request path. */
+export const ProviderF = Obj(
+  {
+    projectId: withDoc(ShortString, "Google Cloud project of the Vertex AI endpoint."),
+    region: Opt(withDoc(ShortString, "Vertex AI location, such as us-central1; default global.")),
+    model: modelOverride,
+  },
+  "Google Vertex AI (generate-content on the project and location's publisher models).",
+);
 
 const REGION = Str({
   min: 1,
@@ -148,7 +157,7 @@ const llmProviderProps = {
   cloudC: Opt(CloudCProvider),
   providerD: Opt(Obj({ model: modelOverride }, "The messages family.")),
   providerE: Opt(Obj({ model: modelOverride })),
-  providerF: Opt(ProviderFSettings),
+  providerF: Opt(ProviderF),
   providerG: Opt(ProviderG),
   custom: Opt(CustomProvider),
   host: Opt(withDoc(ShortString, "Target host; overrides the default of managed variants.")),

@@ -146,6 +146,10 @@ export const messages = {
   contextWithoutProvider(path: string, variable: string, provider: string): string {
     return `${path} reads ${variable} but no ${provider} applies to its targets, so its expressions never match`;
   },
+  /** An authorization expression that reads `llm`: authorization runs before Sluice reads the LLM request. */
+  llmInAuthorization(path: string): string {
+    return `${path} reads llm, which authorization never sees (it runs before the LLM request is read; llm is available to token rate limit costs and descriptors and to AI transformations), so its expressions never match`;
+  },
   invalid(problems: readonly { readonly path: string; readonly message: string }[]): string {
     const shown = problems.slice(0, 5).map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`));
     const more = problems.length > 5 ? ` (and ${problems.length - 5} more)` : "";

@@ -121,7 +121,12 @@ export function parseProviderError(status: number, body: string, headers?: Reado
   const code0 = headers?.["x-amzn-errortype"]?.split(":")[0];
   const parsed = parseJson(body);
   const kind = kindForStatus(status);
-  const fallback = body.length > 0 && body.length < 512 && !parsed.ok ? body : `upstream returned HTTP ${status}`;
+  const fallback =
+    body.length > 0 && body.length < 512 && !parsed.ok
+      ? body
+      : headers?.["x-envoy-ratelimited"] === "true"
+        ? "rate limit exceeded"
+        : `upstream returned HTTP ${status}`;
   if (!parsed.ok || !isObject(parsed.value)) return withCode({ status, kind, message: fallback }, code0);
   const v = parsed.value;
   // OpenAI {error:{message,type,code}}, Gemini {error:{code,message,status}}, Anthropic {type:"error",error:{type,message}}

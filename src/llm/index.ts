@@ -27,4 +27,5 @@ export {
 export { allDirections, clientError, type Direction, findDirection, translateError } from "./registry.js";
 export type { StreamTranslator } from "./stream.js";
 export { defaultContext, type RequestMeta, type TranslateContext } from "./translate/context.js";
+export { addConverseCachePoints, type PromptCaching, supportsPromptCaching } from "./translate/converse-cache.js";
 export { extractUsage, type TokenUsage } from "./usage.js";

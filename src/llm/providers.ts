@@ -8,6 +8,7 @@ export type ProviderSettings =
   | { kind: "azure-foundry"; resourceName: string; projectName: string; apiVersion?: string; apiKey?: string }
   | { kind: "anthropic"; host?: string; pathPrefix?: string; apiKey?: string; version?: string }
   | { kind: "gemini"; host?: string; apiKey?: string }
+  | { kind: "vertex"; projectId: string; region?: string; host?: string }
   | { kind: "bedrock"; region?: string; host?: string };
 
 export interface UpstreamTarget {
@@ -99,6 +100,28 @@ export function upstreamTarget(
       if (p.apiKey !== undefined) headers["x-goog-api-key"] = p.apiKey;
       return { host: p.host ?? "generativelanguage.googleapis.com", path: `/v1beta/models/${m}${op}`, headers };
     }
+    case "vertex": {
+      // Vertex AI serves Gemini with the generate-content body on its own URL form (publisher models of a project and
+      // location); the `global` location has no regional host prefix.
+      const region = p.region ?? VERTEX_DEFAULT_REGION;
+      const ops: Partial<Record<ProviderFormat, string>> = {
+        "generate-content": stream ? `:streamGenerateContent?alt=sse` : `:generateContent`,
+        "vertex-count-tokens": ":countTokens",
+        // Claude models are Anthropic's publisher models, called with their own body through rawPredict.
+        "vertex-messages": stream ? ":streamRawPredict" : ":rawPredict",
+      };
+      const op = ops[format];
+      if (op === undefined) return undefined;
+      const publisher = format === "vertex-messages" ? "anthropic" : "google";
+      // Claude versions are written `claude-sonnet-4@20250514`: the `@` stays as it is.
+      const m = encodeURIComponent(model.replace(/^(publishers\/[a-z]+\/)?models\//, "")).replace(/%40/g, "@");
+      const base = `/v1/projects/${encodeURIComponent(p.projectId)}/locations/${encodeURIComponent(region)}`;
+      return {
+        host: p.host ?? vertexHost(region),
+        path: `${base}/publishers/${publisher}/models/${m}${op}`,
+        headers: {},
+      };
+    }
     case "bedrock": {
       const ops: Partial<Record<ProviderFormat, string>> = {
         converse: stream ? "/converse-stream" : "/converse",
@@ -121,6 +144,14 @@ export function upstreamTarget(
       };
     }
   }
+}
+
+/** Vertex AI location used when a providerF sets no region. */
+export const VERTEX_DEFAULT_REGION = "global";
+
+/** Host of Vertex AI's API in a location (`global` has no regional prefix). */
+export function vertexHost(region: string): string {
+  return region === "global" ? "aiplatform.googleapis.com" : `${region}-aiplatform.googleapis.com`;
 }
 
 /** The SigV4 scope of a Bedrock provider. */

@@ -28,6 +28,7 @@ import {
   converseToCountTokensResponse,
   countTokensToConverseRequest,
   countTokensToGeminiRequest,
+  countTokensToVertexRequest,
   geminiToCountTokensResponse,
 } from "./translate/count-tokens.js";
 import {
@@ -268,12 +269,38 @@ const list: Direction[] = [
     response: geminiToCountTokensResponse,
   },
   {
+    client: "count-tokens",
+    provider: "vertex-count-tokens",
+    request: (b, m) => countTokensToVertexRequest(b, m),
+    response: geminiToCountTokensResponse,
+  },
+  {
     client: "rerank",
     provider: "rerank",
     request: passthroughRequest("rerank"),
     response: passthroughResponse("rerank"),
   },
 ];
+
+/**
+ * Claude on Vertex AI (`vertex-messages`): the messages format, with the model in the URL instead of the body and the
+ * API version in the body (`anthropic_version`); responses and streams are the messages format's. Each direction to
+ * `messages` has a twin here.
+ */
+export const VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16";
+for (const d of [...list]) {
+  if (d.provider !== "messages") continue;
+  list.push({
+    ...d,
+    provider: "vertex-messages",
+    request: (body, model, ctx) => {
+      const r = d.request(body, model, ctx);
+      if (!r.ok) return r;
+      const { model: _inUrl, ...rest } = r.body;
+      return { ...r, body: { anthropic_version: VERTEX_ANTHROPIC_VERSION, ...rest } };
+    },
+  });
+}
 
 function withMeta(r: RequestResult, meta: RequestMeta): RequestResult {
   return r.ok ? { ...r, meta } : r;

@@ -78,6 +78,7 @@ export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage 
     case "embeddings":
       return usageFromChat(body.usage);
     case "messages":
+    case "vertex-messages":
       return usageFromMessages(body.usage);
     case "responses":
       return usageFromResponses(body.usage);
@@ -93,7 +94,8 @@ export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage 
       const n = num(body.inputTokens);
       return n === undefined ? undefined : makeUsage(n, 0);
     }
-    case "gemini-count-tokens": {
+    case "gemini-count-tokens":
+    case "vertex-count-tokens": {
       const n = num(body.totalTokens);
       return n === undefined ? undefined : makeUsage(n, 0);
     }

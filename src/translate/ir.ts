@@ -163,15 +163,18 @@ export type LlmProviderKind =
   | "azure-foundry"
   | "anthropic"
   | "gemini"
+  | "vertex"
   | "bedrock"
   | "custom";
 
 export interface LlmProviderIR {
   readonly name: string;
   readonly kind: LlmProviderKind;
-  /** Where Envoy connects. */
+  /** The provider's host and port (SNI, ID token audience); where Envoy connects unless `endpoints` is set. */
   readonly address: string;
   readonly port: number;
+  /** A `custom` provider with a Service backendRef: the Service's ready endpoints, where Envoy connects instead. */
+  readonly endpoints?: readonly { readonly address: string; readonly port: number }[];
   /** TLS with this SNI (real provider hosts on 443, or a `tls` policy); absent = plain HTTP. */
   readonly tls?: { readonly sni: string };
   /** `:authority` sent to the provider. */

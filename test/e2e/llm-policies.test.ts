@@ -1,7 +1,7 @@
 // AI request policies and token limits through a real Envoy: prompt enrichment (system prompts to the messages
 // format's top-level field), defaults (the client wins), overrides, CEL transformations (win over overrides) and model
-// aliases reach the provider; a `tokens` local rate limit, counted from responses, answers 429 to later requests in the
-// client's format.
+// aliases reach the provider; promptCaching puts Bedrock cache points in the Converse body before it is signed; a
+// `tokens` local rate limit, counted from responses, answers 429 to later requests in the client's format.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -9,8 +9,38 @@ import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 
-function resources(port: number): string {
+const AWS = { accessKeyId: "AKIDCACHE", secretAccessKey: "cache-secret-key", region: "us-west-2" };
+
+function resources(port: number, bedrockPort: number): string {
   return `
+apiVersion: v1
+kind: Secret
+metadata: { name: aws, namespace: default }
+stringData: { accessKey: ${AWS.accessKeyId}, secretKey: ${AWS.secretAccessKey} }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: bedrock, namespace: default }
+spec:
+  ai:
+    provider:
+      providerG: { region: ${AWS.region}, model: us.anthropic.claude-sonnet-4-20250514-v1:0 }
+      host: 127.0.0.1
+      port: ${bedrockPort}
+  policies:
+    auth: { cloudA: { secretRef: { name: aws } } }
+    ai:
+      promptCaching: { minTokens: 10 }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: cached, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /cached } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: bedrock }]
+---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: claude, namespace: default }
@@ -62,15 +92,18 @@ spec:
 
 describe("AI request policies and token limits", { timeout: 60_000 }, () => {
   let fake: FakeProvider;
+  let bedrock: FakeProvider;
   let env: LlmEnv;
 
   before(async () => {
     fake = await startFakeProvider({ name: "claude" });
-    env = await startLlmEnv(resources(fake.port));
+    bedrock = await startFakeProvider({ name: "bedrock", aws: AWS });
+    env = await startLlmEnv(resources(fake.port, bedrock.port));
   });
   after(async () => {
     await env?.stop();
     await fake?.close();
+    await bedrock?.close();
   });
 
   test("prompt, defaults, overrides, transformations and aliases reach the provider", async () => {
@@ -97,6 +130,28 @@ describe("AI request policies and token limits", { timeout: 60_000 }, () => {
     assert.equal(sent.temperature, 0.9, "the client's value wins over a default");
     assert.equal(sent.top_p, 0.5, "override");
     assert.deepEqual(sent.stop_sequences, ["STOP"], "transformation wins over the override");
+  });
+
+  test("promptCaching: cache points on the system prompt and the second-to-last message, signed with the body", async () => {
+    const client = new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/cached/v1`, maxRetries: 0 });
+    const r = await client.chat.completions.create({
+      model: "m",
+      messages: [
+        { role: "system", content: "You are a careful assistant who answers questions about the weather." },
+        { role: "user", content: "What is the weather like in Paris in spring?" },
+        { role: "assistant", content: "Mild, often rainy." },
+        { role: "user", content: "and today" },
+      ],
+    });
+    // The fake verified SigV4 over the body it got, cache points included, and reports cached prompt tokens.
+    assert.equal(r.choices[0]?.message.content, "Hello from bedrock: and today");
+    assert.equal(r.usage?.prompt_tokens_details?.cached_tokens, 5);
+    const sent = bedrock.requests.at(-1)?.json ?? {};
+    const cp = { cachePoint: { type: "default" } };
+    assert.deepEqual((sent.system as unknown[]).at(-1), cp);
+    const messages = sent.messages as { content: unknown[] }[];
+    assert.deepEqual(messages[1]?.content.at(-1), cp);
+    assert.equal(messages.filter((m) => m.content.some((b) => JSON.stringify(b) === JSON.stringify(cp))).length, 1);
   });
 
   test("a tokens limit answers 429 once the tokens counted from responses are spent", async () => {

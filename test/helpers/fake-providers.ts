@@ -1,7 +1,9 @@
 // A local fake LLM provider speaking the real wire formats, written from the providers' public API documentation:
 // OpenAI chat completions / responses / embeddings (Bearer key), Anthropic messages + count_tokens (x-api-key,
 // anthropic-version), Bedrock Converse / ConverseStream (SigV4 verified, binary event stream) and Gemini
-// generateContent / streamGenerateContent (x-goog-api-key). Its answers name the provider, so tests see who served.
+// generateContent / streamGenerateContent (x-goog-api-key), and Vertex AI's URL form of the latter
+// (/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:..., OAuth Bearer token). Its answers
+// name the provider, so tests see who served.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -22,6 +24,8 @@ export interface FakeProviderOptions {
   /** Expected credentials: OpenAI/Azure/Anthropic/Gemini key, or AWS keys for SigV4. */
   readonly apiKey?: string;
   readonly aws?: { accessKeyId: string; secretAccessKey: string; region: string };
+  /** Vertex AI: whether a Bearer token is valid (Google's token endpoint issued it). */
+  readonly bearer?: (token: string) => boolean;
 }
 
 export interface FakeProvider {
@@ -329,7 +333,9 @@ function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse)
     ? String(((last.content as Obj[])[0] as Obj | undefined)?.text ?? "")
     : "";
   const text = `Hello from ${o.name}: ${userText}`;
-  const usage = { inputTokens: 11, outputTokens: 7, totalTokens: 18 };
+  // A prompt with cache points is answered as if its prefix had been cached (Bedrock reports it apart from inputTokens).
+  const cached = req.body.includes('"cachePoint"') ? { cacheReadInputTokens: 5 } : {};
+  const usage = { inputTokens: 11, outputTokens: 7, totalTokens: 18, ...cached };
   if (!req.path.endsWith("/converse-stream")) {
     json(res, 200, {
       output: { message: { role: "assistant", content: [{ text }] } },
@@ -351,7 +357,7 @@ function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse)
 
 // ---- Gemini ----
 
-function gemini(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+function gemini(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse, extra: Obj = {}): void {
   if (o.apiKey !== undefined && req.headers["x-goog-api-key"] !== o.apiKey) {
     json(res, 400, { error: { code: 400, message: "API key not valid.", status: "INVALID_ARGUMENT" } });
     return;
@@ -368,7 +374,7 @@ function gemini(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
     ...(finish !== undefined ? { finishReason: finish } : {}),
   });
   if (!req.path.includes(":streamGenerateContent")) {
-    json(res, 200, { candidates: [candidate(text, "STOP")], usageMetadata, modelVersion: "gemini-fake" });
+    json(res, 200, { candidates: [candidate(text, "STOP")], usageMetadata, modelVersion: "gemini-fake", ...extra });
     return;
   }
   const ws = words(text);
@@ -379,9 +385,75 @@ function gemini(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
         candidates: [candidate(w, i === ws.length - 1 ? "STOP" : undefined)],
         ...(i === ws.length - 1 ? { usageMetadata } : {}),
         modelVersion: "gemini-fake",
+        ...extra,
       },
     })),
   );
+}
+
+// ---- Vertex AI ----
+
+const VERTEX_PATH =
+  /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/(google|anthropic)\/models\/([^/:]+):(\w+)/;
+
+function vertex(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  const token = /^Bearer (.+)$/.exec(String(req.headers.authorization ?? ""))?.[1];
+  if (o.bearer !== undefined && (token === undefined || !o.bearer(token))) {
+    json(res, 401, {
+      error: {
+        code: 401,
+        message:
+          "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+        status: "UNAUTHENTICATED",
+      },
+    });
+    return;
+  }
+  const m = VERTEX_PATH.exec(req.path);
+  if (m === null) {
+    json(res, 404, { error: { code: 404, message: `no route ${req.path}`, status: "NOT_FOUND" } });
+    return;
+  }
+  if (m[3] === "anthropic") {
+    // Claude on Vertex AI: the messages body with the version in it and the model in the URL only.
+    const b = req.json ?? {};
+    const problem =
+      b.anthropic_version !== "vertex-2023-10-16"
+        ? "anthropic_version: Input should be 'vertex-2023-10-16'"
+        : b.model !== undefined
+          ? "model: Extra inputs are not permitted"
+          : (m[5] === "streamRawPredict") !== (b.stream === true)
+            ? "stream must be true exactly with streamRawPredict"
+            : undefined;
+    if (problem !== undefined) {
+      json(res, 400, { type: "error", error: { type: "invalid_request_error", message: problem } });
+      return;
+    }
+    const { apiKey: _key, ...noKey } = o;
+    anthropic(
+      noKey,
+      { ...req, headers: { ...req.headers, "anthropic-version": "vertex" }, json: { ...b, model: m[4] } },
+      res,
+    );
+    return;
+  }
+  if (m[5] === "countTokens") {
+    const b = req.json ?? {};
+    if (b.generateContentRequest !== undefined) {
+      json(res, 400, {
+        error: {
+          code: 400,
+          message: 'Invalid JSON payload received. Unknown name "generateContentRequest"',
+          status: "INVALID_ARGUMENT",
+        },
+      });
+      return;
+    }
+    json(res, 200, { totalTokens: JSON.stringify(b.contents ?? []).length, totalBillableCharacters: 10 });
+    return;
+  }
+  const { apiKey: _key, ...noKey } = o;
+  gemini(noKey, req, res, { createTime: "2025-01-15T10:00:00.123456Z", responseId: "vtx-1" });
 }
 
 function providerError(path: string, status: number, res: ServerResponse): void {
@@ -425,6 +497,7 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
       if (state.failWith !== undefined) return providerError(path, state.failWith, res);
       if (path.startsWith("/v1/messages")) return anthropic(o, fr, res);
       if (path.startsWith("/model/")) return converse(o, fr, res);
+      if (path.startsWith("/v1/projects/")) return vertex(o, fr, res);
       if (path.includes(":generateContent") || path.includes(":streamGenerateContent")) return gemini(o, fr, res);
       if (/\/(chat\/completions|responses|embeddings)(\?|$)/.test(path)) return openai(o, fr, res);
       json(res, 404, { error: { message: `no route ${path}`, type: "invalid_request_error" } });

@@ -36,12 +36,22 @@ async function serve(add: (s: grpc.Server) => void): Promise<GrpcTestServer> {
   return { port, close: () => new Promise<void>((r) => server.tryShutdown(() => r())) };
 }
 
-/** A rate limit service: `limit` hits per distinct (domain, descriptor) for the life of the server. */
-export async function startRateLimitService(
-  limit: number,
-): Promise<GrpcTestServer & { readonly seen: string[]; readonly hits: Map<string, number> }> {
+/**
+ * A rate limit service: `limit` hits per distinct (domain, descriptor) for the life of the server. A descriptor's own
+ * `hits_addend` counts as given, 0 included (a check that adds nothing, as envoyproxy/ratelimit does); without one the
+ * request's, else 1. A call is over the limit when the hits counted after it exceed `limit`.
+ */
+export async function startRateLimitService(limit: number): Promise<
+  GrpcTestServer & {
+    readonly seen: string[];
+    readonly hits: Map<string, number>;
+    /** Every descriptor of every call, with the hits it added and the code answered. */
+    readonly calls: { key: string; hits: number; over: boolean }[];
+  }
+> {
   const hits = new Map<string, number>();
   const seen: string[] = [];
+  const calls: { key: string; hits: number; over: boolean }[] = [];
   const s = await serve((server) =>
     addGrpcService(server, RateLimitService, {
       shouldRateLimit(call, callback) {
@@ -50,10 +60,12 @@ export async function startRateLimitService(
         const statuses = req.descriptors.map((d) => {
           const key = `${req.domain}|${d.entries.map((e) => `${e.key}=${e.value}`).join(",")}`;
           seen.push(key);
-          const n = (hits.get(key) ?? 0) + Math.max(1, Number(d.hitsAddend ?? 0n) || req.hitsAddend || 1);
+          const add = d.hitsAddend !== undefined ? Number(d.hitsAddend) : req.hitsAddend || 1;
+          const n = (hits.get(key) ?? 0) + add;
           hits.set(key, n);
           const code = n > limit ? RateLimitResponse_Code.OVER_LIMIT : RateLimitResponse_Code.OK;
           if (code === RateLimitResponse_Code.OVER_LIMIT) over = true;
+          calls.push({ key, hits: add, over: n > limit });
           return { code };
         });
         callback(
@@ -66,7 +78,7 @@ export async function startRateLimitService(
       },
     }),
   );
-  return { ...s, seen, hits };
+  return { ...s, seen, hits, calls };
 }
 
 /** A gRPC ext_authz: allows when `x-allow: yes`, and adds `x-authz: grpc` and the context extensions upstream. */

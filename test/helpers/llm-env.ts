@@ -16,12 +16,16 @@ export interface LlmEnv {
 }
 
 /** Starts Sluice + Envoy with `yaml` and waits until `probePath` answers something other than 404. */
-export async function startLlmEnv(yaml: string, probePath = "/v1/chat/completions"): Promise<LlmEnv> {
+export async function startLlmEnv(
+  yaml: string,
+  probePath = "/v1/chat/completions",
+  sluiceEnv?: Readonly<Record<string, string>>,
+): Promise<LlmEnv> {
   const port = await freePort();
   const cfg = tempConfigDir();
   cfg.write("gateway.yaml", gatewayYaml(port));
   cfg.write("resources.yaml", yaml);
-  const sluice = await startSluice("serve", cfg.dir);
+  const sluice = await startSluice("serve", cfg.dir, sluiceEnv !== undefined ? { env: sluiceEnv } : {});
   const envoy = await startTestEnvoy(sluice);
   await waitFor(
     "the LLM route in Envoy",

@@ -25,7 +25,14 @@ export interface SluiceProcess {
 export async function startSluice(
   command: "serve" | "run",
   dir: string,
-  opts: { xdsPort?: number; authzPort?: number; adminPort?: number; extraArgs?: string[] } = {},
+  opts: {
+    xdsPort?: number;
+    authzPort?: number;
+    adminPort?: number;
+    extraArgs?: string[];
+    /** Extra environment variables for the sluice process. */
+    env?: Readonly<Record<string, string>>;
+  } = {},
 ): Promise<SluiceProcess> {
   const output: string[] = [];
   const child = spawn(
@@ -43,7 +50,7 @@ export async function startSluice(
       String(opts.authzPort ?? 0),
       ...(opts.extraArgs ?? []),
     ],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...opts.env } },
   );
   for (const s of [child.stdout, child.stderr]) {
     s?.setEncoding("utf8");

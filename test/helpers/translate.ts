@@ -11,6 +11,15 @@ export async function translateToGoldenYaml(file: string, relativeTo: string): P
     problems: load.problems.map((p) => formatProblem({ ...p, file: p.file.slice(relativeTo.length + 1) })),
     statuses: result.statuses,
     gateways: result.gateways.map((g) => ({ gateway: g.key, ir: g.ir, ...xdsToJson(g.xds) })),
+    // The LLM policy table (routes to AI backends) only where there is one, so other goldens stay as they are.
+    ...(result.llm.entries.size > 0
+      ? {
+          llm: {
+            routes: Object.fromEntries([...result.llm.routes].sort()),
+            entries: [...result.llm.entries.values()].sort((a, b) => (a.id < b.id ? -1 : 1)),
+          },
+        }
+      : {}),
   };
   return stringify(doc, { aliasDuplicateObjects: false, lineWidth: 0 });
 }

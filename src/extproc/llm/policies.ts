@@ -2,41 +2,15 @@
 // translation: prompt enrichment, defaults (the client's value wins), overrides, then modelAliases at translation.
 // Fields are top-level body fields or dotted paths (`metadata.user`).
 
-import { isCelList, isCelMap, isCelUint } from "@bufbuild/cel";
-import { type CompiledExpr, compileExpression, evaluate } from "../../cel/index.js";
 import type { ClientFormat } from "../../llm/index.js";
 import type { AiPolicy } from "../../translate/llm/table.js";
+import { evaluateText, requestVariable, toCel } from "./cel.js";
 
 /** What a transformation's CEL expression sees: `request` (method, path, headers) and `llm` (model, body, stream). */
 export interface PolicyRequest {
   readonly method: string;
   readonly path: string;
   readonly headers: Readonly<Record<string, string>>;
-}
-
-const compiled = new Map<string, CompiledExpr | undefined>();
-function compileCached(text: string): CompiledExpr | undefined {
-  if (!compiled.has(text)) {
-    const r = compileExpression(text);
-    compiled.set(text, "ok" in r ? r.ok : undefined);
-  }
-  return compiled.get(text);
-}
-
-function toCel(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(toCel);
-  if (typeof v === "number") return Number.isInteger(v) ? BigInt(v) : v;
-  if (isObj(v)) return new Map(Object.entries(v).map(([k, x]) => [k, toCel(x)]));
-  return v;
-}
-
-function fromCel(v: unknown): unknown {
-  if (typeof v === "bigint") return Number(v);
-  if (isCelUint(v)) return Number(v.value);
-  if (isCelList(v)) return [...v].map(fromCel);
-  if (isCelMap(v)) return Object.fromEntries([...v].map(([k, x]) => [String(k), fromCel(x)]));
-  if (v instanceof Uint8Array) return new TextDecoder().decode(v);
-  return v;
 }
 
 type Obj = Record<string, unknown>;
@@ -105,7 +79,13 @@ function enrich(client: ClientFormat, body: Obj, prompt: NonNullable<AiPolicy["p
 }
 
 /** A new body with the policies applied (the input is not modified). */
-export function applyAiPolicy(client: ClientFormat, input: Obj, policy: AiPolicy, request?: PolicyRequest): Obj {
+export function applyAiPolicy(
+  client: ClientFormat,
+  input: Obj,
+  policy: AiPolicy,
+  request?: PolicyRequest,
+  provider?: string,
+): Obj {
   if (
     policy.prompt === undefined &&
     policy.defaults === undefined &&
@@ -118,23 +98,29 @@ export function applyAiPolicy(client: ClientFormat, input: Obj, policy: AiPolicy
   for (const d of policy.defaults ?? []) if (getPath(body, d.field) === undefined) setPath(body, d.field, d.value);
   for (const o of policy.overrides ?? []) setPath(body, o.field, o.value);
   if (policy.transformations !== undefined) {
-    const activation = {
-      request: {
-        method: request?.method ?? "POST",
-        path: request?.path ?? "/",
-        host: request?.headers[":authority"] ?? "",
-        scheme: "http",
-        headers: new Map(Object.entries(request?.headers ?? {})),
-        query: new Map<string, string>(),
-      },
-      llm: toCel({ model: input.model ?? null, stream: input.stream === true, body: input }),
+    const model = typeof input.model === "string" ? input.model : undefined;
+    const streaming = input.stream === true;
+    const vars = {
+      request: requestVariable({
+        ":method": request?.method ?? "POST",
+        ":path": request?.path ?? "/",
+        ...request?.headers,
+      }),
+      // `model`, `stream` and `body` are the request as the client sent it; `requestModel`, `streaming` and
+      // `provider` are the names the `llm` variable has everywhere else (cost expressions after completion ...).
+      llm: toCel({
+        model: model ?? null,
+        stream: streaming,
+        body: input,
+        ...(model !== undefined ? { requestModel: model } : {}),
+        streaming,
+        ...(provider !== undefined ? { provider } : {}),
+      }),
     };
     // Transformations win over overrides; one that fails to evaluate leaves the field as it was.
     for (const t of policy.transformations) {
-      const expr = compileCached(t.expression);
-      if (expr === undefined) continue;
-      const r = evaluate(expr, activation as Parameters<typeof evaluate>[1]);
-      if ("value" in r) setPath(body, t.field, fromCel(r.value));
+      const v = evaluateText(t.expression, vars);
+      if (v !== undefined) setPath(body, t.field, v);
     }
   }
   return body;

@@ -58,6 +58,7 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     embeddings: "gemini-embed",
     "count-tokens": "gemini-count-tokens",
   },
+  vertex: { "chat-completions": "generate-content", "count-tokens": "vertex-count-tokens" },
   bedrock: {
     "chat-completions": "converse",
     messages: "converse",
@@ -96,8 +97,24 @@ function customFormats(p: LlmProviderEntry): { format: ProviderFormat; path?: st
   return out;
 }
 
-/** The provider format a client's request is translated to for this provider; undefined when it cannot serve it. */
-export function providerFormatFor(p: LlmProviderEntry, client: ClientFormat): ProviderFormat | undefined {
+/** Vertex AI serves Claude models (Anthropic's publisher models) in the messages format. */
+const VERTEX_CLAUDE: Family = { "chat-completions": "vertex-messages", messages: "vertex-messages" };
+export const isClaudeModel = (model: string | undefined): boolean =>
+  model !== undefined && /^(publishers\/anthropic\/models\/)?claude/.test(model);
+
+/**
+ * The provider format a client's request is translated to for this provider (for `model`, the model it will be asked
+ * for); undefined when it cannot serve it.
+ */
+export function providerFormatFor(
+  p: LlmProviderEntry,
+  client: ClientFormat,
+  model?: string,
+): ProviderFormat | undefined {
+  if (p.kind === "vertex" && isClaudeModel(model)) {
+    const f = VERTEX_CLAUDE[client];
+    return f !== undefined && findDirection(client, f) !== undefined ? f : undefined;
+  }
   if (p.kind === "custom") {
     const formats = customFormats(p).map((f) => f.format);
     const candidates: ProviderFormat[] = [client as ProviderFormat, "chat-completions", "messages"];
@@ -137,6 +154,15 @@ function settingsOf(p: LlmProviderEntry): ProviderSettings | undefined {
     }
     case "gemini":
       return { kind: "gemini" };
+    case "vertex": {
+      const region = s(st.region);
+      return {
+        kind: "vertex",
+        projectId: s(st.projectId) ?? "",
+        ...(region !== undefined ? { region } : {}),
+        host: p.authority,
+      };
+    }
     case "bedrock":
       return { kind: "bedrock", region: s(st.region) ?? "us-east-1" };
     case "custom":
@@ -150,13 +176,17 @@ export interface ProviderRequest {
   readonly headers: Record<string, string>;
 }
 
-/** Authority, path and headers (credentials and signature included) of the request to the provider. */
+/**
+ * Authority, path and headers (credentials and signature included) of the request to the provider. `bearer` is a token
+ * the caller obtained for the provider's Google credentials.
+ */
 export function providerRequest(
   p: LlmProviderEntry,
   format: ProviderFormat,
   model: string,
   stream: boolean,
   body: Uint8Array,
+  bearer?: string,
 ): ProviderRequest | undefined {
   let path: string;
   let headers: Record<string, string> = {};
@@ -171,6 +201,7 @@ export function providerRequest(
     headers = { ...t.headers };
   }
   Object.assign(headers, p.auth.headers);
+  if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
   const query = Object.entries(p.auth.query);
   if (query.length > 0) {
     const qs = query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");

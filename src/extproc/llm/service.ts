@@ -28,6 +28,7 @@ import {
 } from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import { addGrpcService } from "../../grpc/service.js";
 import {
+  addConverseCachePoints,
   type ClientFormat,
   clientError,
   type Direction,
@@ -44,6 +45,7 @@ import { extractUsage } from "../../llm/usage.js";
 import {
   LLM_CLUSTER_ATTRIBUTE,
   LLM_ENTRY_METADATA,
+  LLM_METADATA_KEYS,
   LLM_METADATA_NAMESPACE,
   LLM_PROVIDER_ATTRIBUTE,
   LLM_REQUEST_ID_HEADER,
@@ -53,6 +55,8 @@ import {
   type RouteType,
 } from "../../translate/llm/table.js";
 import type { TranslationResult } from "../../translate/translate.js";
+import { type Completion, completionMetadata } from "./completion.js";
+import { GoogleTokens } from "./google-tokens.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import { clientFormatOf, providerFormatFor, providerRequest, routeTypeOf } from "./provider.js";
 import { TokenLimiter } from "./token-limits.js";
@@ -172,9 +176,13 @@ const ROUTER_MODE = {
   requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
   responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
 } as const;
-const bodyMode = (m: ProcessingMode_BodySendMode): Init<typeof ProcessingResponseSchema>["modeOverride"] => ({
+const bodyMode = (
+  response: ProcessingMode_BodySendMode,
+  request: ProcessingMode_BodySendMode = ProcessingMode_BodySendMode.BUFFERED,
+): Init<typeof ProcessingResponseSchema>["modeOverride"] => ({
   ...ROUTER_MODE,
-  responseBodyMode: m,
+  requestBodyMode: request,
+  responseBodyMode: response,
 });
 
 function concat(chunks: readonly Uint8Array[]): Uint8Array {
@@ -188,19 +196,6 @@ function concat(chunks: readonly Uint8Array[]): Uint8Array {
   return out;
 }
 
-function usageMetadata(usage: TokenUsage | undefined, attempt: Attempt | undefined): JsonObject | undefined {
-  if (usage === undefined) return undefined;
-  return {
-    [LLM_METADATA_NAMESPACE]: {
-      input_tokens: usage.inputTokens,
-      output_tokens: usage.outputTokens,
-      total_tokens: usage.totalTokens,
-      ...(attempt !== undefined ? { provider: attempt.provider } : {}),
-      ...(attempt?.meta !== undefined ? { model: attempt.meta.model } : {}),
-    },
-  };
-}
-
 /** Headers a client may send to authenticate with the gateway; they never go to a provider. */
 const CLIENT_CREDENTIAL_HEADERS = ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
@@ -211,10 +206,12 @@ export class LlmExtProcService {
   #previous = new Map<string, LlmRouteEntry>();
   readonly #requests = new Map<string, RequestState>();
   readonly #limiter: TokenLimiter;
+  readonly #google: GoogleTokens;
   readonly #log: (line: string) => void;
 
   constructor(opts: LlmServiceOptions = {}) {
     this.#limiter = new TokenLimiter(opts.now);
+    this.#google = new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
     this.#log = opts.log ?? (() => {});
   }
 
@@ -308,7 +305,14 @@ export class LlmExtProcService {
         const state: RequestState = { entry, routeType, client, headers: headerMap(r.value) };
         this.#requests.set(id, state);
         set(state, id);
-        return respond("requestHeaders", { headerMutation: mutation({ [LLM_REQUEST_ID_HEADER]: id }) });
+        // Route types forwarded as they are need no body here: it streams (a Realtime websocket never ends).
+        return respond(
+          "requestHeaders",
+          { headerMutation: mutation({ [LLM_REQUEST_ID_HEADER]: id }) },
+          client === undefined
+            ? { modeOverride: bodyMode(ProcessingMode_BodySendMode.BUFFERED, ProcessingMode_BodySendMode.NONE) }
+            : {},
+        );
       }
       case "requestBody": {
         const state = get();
@@ -328,6 +332,20 @@ export class LlmExtProcService {
             });
           }
           state.body = parsed as Obj;
+          // Known from here on, for rate limit descriptors after this filter that read llm.requestModel/streaming.
+          const model = state.body.model;
+          return respond(
+            "requestBody",
+            {},
+            {
+              metadata: {
+                [LLM_METADATA_NAMESPACE]: {
+                  ...(typeof model === "string" ? { [LLM_METADATA_KEYS.requestModel]: model } : {}),
+                  [LLM_METADATA_KEYS.streaming]: state.body.stream === true,
+                },
+              },
+            },
+          );
         }
         return respond("requestBody");
       }
@@ -353,6 +371,7 @@ export class LlmExtProcService {
         {
           modeOverride: bodyMode(
             resp.mode === "pass" ? ProcessingMode_BodySendMode.NONE : ProcessingMode_BodySendMode.BUFFERED,
+            state?.client === undefined ? ProcessingMode_BodySendMode.NONE : ProcessingMode_BodySendMode.BUFFERED,
           ),
         },
       );
@@ -360,6 +379,21 @@ export class LlmExtProcService {
     if (resp.status >= 400 || attempt?.direction === undefined || attempt.meta === undefined) {
       // Provider errors, and Envoy's own replies when no provider could be reached.
       resp.mode = "error";
+      if (h.endOfStream) {
+        // No body will follow (a 429 of a rate limit filter after this one ...): the error body is added here.
+        const e = translateError(state.client, resp.status, "", resp.headers);
+        const bytes = te.encode(JSON.stringify(e.body));
+        const set: Record<string, string> = {
+          "content-type": "application/json",
+          "content-length": String(bytes.byteLength),
+        };
+        if (e.status !== resp.status) set[":status"] = String(e.status);
+        return respond("responseHeaders", {
+          status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
+          headerMutation: mutation(set),
+          bodyMutation: { mutation: { case: "body", value: bytes } },
+        });
+      }
       return respond("responseHeaders", {
         headerMutation: mutation({ "content-type": "application/json" }, ["content-length"]),
       });
@@ -397,9 +431,7 @@ export class LlmExtProcService {
       if (end) {
         const tail = resp.stream.end();
         out = concat([out, tail]);
-        const usage = resp.stream.usage();
-        this.#account(state, usage);
-        metadata = usageMetadata(usage, attempt);
+        metadata = this.#complete(state, resp.stream.usage(), attempt?.meta?.model);
       }
       return respond(
         "responseBody",
@@ -419,8 +451,7 @@ export class LlmExtProcService {
       } catch {
         usage = undefined;
       }
-      this.#account(state, usage);
-      const metadata = usageMetadata(usage, attempt);
+      const metadata = this.#complete(state, usage, undefined);
       return respond("responseBody", {}, metadata !== undefined ? { metadata } : {});
     }
     if (resp.mode === "error") {
@@ -440,8 +471,8 @@ export class LlmExtProcService {
       const e = clientError(client, r.error);
       return this.#replaceBody(e.body, e.status);
     }
-    this.#account(state, r.usage);
-    const metadata = usageMetadata(r.usage, attempt);
+    const reported = (r.body as { model?: unknown }).model;
+    const metadata = this.#complete(state, r.usage, typeof reported === "string" ? reported : attempt.meta.model);
     return this.#replaceBody(r.body, undefined, metadata);
   }
 
@@ -456,9 +487,34 @@ export class LlmExtProcService {
     );
   }
 
-  #account(state: RequestState | undefined, usage: TokenUsage | undefined): void {
-    if (state === undefined || usage === undefined || state.entry.tokenLimits.length === 0) return;
-    this.#limiter.consume(state.entry.tokenLimits, usage.totalTokens);
+  /**
+   * A response is complete: debit the `tokens` limits, and give the dynamic metadata (counts, models, provider, the
+   * route's token costs) that access logs and the rate limit filter read.
+   */
+  #complete(
+    state: RequestState | undefined,
+    usage: TokenUsage | undefined,
+    responseModel: string | undefined,
+  ): JsonObject | undefined {
+    if (state === undefined) return undefined;
+    // Counting tokens uses none: the count is reported as such, not as input tokens.
+    const counting = state.client === "count-tokens" && usage !== undefined;
+    const used = counting ? undefined : usage;
+    if (used !== undefined && state.entry.tokenLimits.length > 0) {
+      this.#limiter.consume(state.entry.tokenLimits, used.totalTokens);
+    }
+    const model = state.body?.model;
+    const completion: Completion = {
+      streaming: state.body?.stream === true,
+      ...(state.attempt !== undefined ? { provider: state.attempt.provider } : {}),
+      ...(typeof model === "string" ? { requestModel: model } : {}),
+      ...(responseModel !== undefined ? { responseModel } : {}),
+      ...(used !== undefined ? { usage: used } : {}),
+      ...(counting ? { countTokens: usage.inputTokens } : {}),
+    };
+    return completionMetadata(completion, state.entry.tokenCosts, state.headers, (expr) =>
+      this.#log(`llm cost expression ${JSON.stringify(expr)} failed; counting total tokens`),
+    );
   }
 
   // ---- upstream (per attempt) ----
@@ -468,20 +524,32 @@ export class LlmExtProcService {
     call.on("end", () => call.end());
     call.on("data", (req: ProcessingRequest) => {
       if (req.request.case !== "requestHeaders") return;
-      let out: ProcessingResponse;
-      try {
-        out = this.#attempt(req, req.request.value);
-      } catch (e) {
-        this.#log(`llm ext_proc (upstream): ${(e as Error).message}`);
-        out = clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
-      }
-      call.write(out);
-      // This processor sees request headers only: the exchange is over (see #router on why ending matters).
-      call.end();
+      const h = req.request.value;
+      this.#attempt(req, h)
+        .catch((e: unknown) => {
+          this.#log(`llm ext_proc (upstream): ${(e as Error).message}`);
+          return clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
+        })
+        .then((out) => {
+          call.write(out);
+          // This processor sees request headers only: the exchange is over (see #router on why ending matters).
+          call.end();
+        });
     });
   }
 
-  #attempt(req: ProcessingRequest, h: HttpHeaders): ProcessingResponse {
+  /** A token for the provider's Google credentials (cloudB), if it has some; an error message when none is had. */
+  async #bearer(provider: LlmProviderEntry): Promise<{ token?: string; problem?: string }> {
+    const g = provider.auth.google;
+    if (g === undefined) return {};
+    try {
+      return { token: await this.#google.token(g) };
+    } catch (e) {
+      return { problem: (e as Error).message };
+    }
+  }
+
+  async #attempt(req: ProcessingRequest, h: HttpHeaders): Promise<ProcessingResponse> {
     const id = header(h, LLM_REQUEST_ID_HEADER);
     const state = id === undefined ? undefined : this.#requests.get(id);
     if (state === undefined) {
@@ -505,11 +573,35 @@ export class LlmExtProcService {
         message: `credentials of provider ${providerName} are not available`,
       });
     }
+    const bearer = await this.#bearer(provider);
+    if (bearer.problem !== undefined) {
+      this.#log(`llm provider ${providerName}: Google credentials: ${bearer.problem}`);
+      return fail({
+        status: 500,
+        kind: "server",
+        message: `credentials of provider ${providerName} are not available`,
+      });
+    }
     // The id header stays: retries need it, and the upstream filters' mutations persist into them.
     const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
-    if (state.client === undefined || state.body === undefined) return this.#passthrough(state, provider, remove);
+    if (state.client === undefined || state.body === undefined) {
+      return this.#passthrough(state, provider, remove, bearer.token);
+    }
     const client = state.client;
-    const format = providerFormatFor(provider, client);
+    const body = applyAiPolicy(
+      client,
+      state.body,
+      provider.ai,
+      { method: state.headers[":method"] ?? "POST", path: state.headers[":path"] ?? "/", headers: state.headers },
+      providerName,
+    );
+    const model = providerModel(provider.settings, provider.ai, body.model);
+    // The format may depend on the model (Claude on Vertex AI speaks messages, Gemini generate-content).
+    const format = providerFormatFor(
+      provider,
+      client,
+      model ?? (typeof body.model === "string" ? body.model : undefined),
+    );
     const direction = format === undefined ? undefined : findDirection(client, format);
     if (format === undefined || direction === undefined) {
       return fail({
@@ -518,22 +610,25 @@ export class LlmExtProcService {
         message: `provider ${providerName} does not serve ${state.routeType} requests`,
       });
     }
-    const body = applyAiPolicy(client, state.body, provider.ai, {
-      method: state.headers[":method"] ?? "POST",
-      path: state.headers[":path"] ?? "/",
-      headers: state.headers,
-    });
-    const translated = direction.request(
-      body,
-      providerModel(provider.settings, provider.ai, body.model),
-      defaultContext,
-    );
+    const translated = direction.request(body, model, defaultContext);
     if (!translated.ok) {
       state.attempt = { provider: providerName, local: true };
       return clientErrorResponse(client, translated.error);
     }
-    const bytes = te.encode(JSON.stringify(translated.body));
-    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes);
+    // Cache points go on the final Converse body (they depend on its layout), before SigV4 signs it.
+    const final =
+      format === "converse" && provider.ai.promptCaching !== undefined
+        ? addConverseCachePoints(translated.body, translated.meta.model, provider.ai.promptCaching)
+        : translated.body;
+    const bytes = te.encode(JSON.stringify(final));
+    const target = providerRequest(
+      provider,
+      format,
+      translated.meta.model,
+      translated.meta.stream,
+      bytes,
+      bearer.token,
+    );
     if (target === undefined) {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
@@ -557,10 +652,30 @@ export class LlmExtProcService {
   }
 
   /** Route types forwarded as they are: only the destination and the credentials change. */
-  #passthrough(state: RequestState, provider: LlmProviderEntry, remove: string[]): ProcessingResponse {
+  #passthrough(
+    state: RequestState,
+    provider: LlmProviderEntry,
+    remove: string[],
+    bearer: string | undefined,
+  ): ProcessingResponse {
     state.attempt = { provider: provider.name };
-    state.provided = Object.keys(provider.auth.headers);
-    const set: Record<string, string> = { ":authority": provider.authority, ...provider.auth.headers };
+    const credentials = {
+      ...provider.auth.headers,
+      ...(bearer !== undefined ? { authorization: `Bearer ${bearer}` } : {}),
+    };
+    state.provided = Object.keys(credentials);
+    const set: Record<string, string> = { ":authority": provider.authority, ...credentials };
+    // Browser websocket clients of the Realtime API pass their key as a subprotocol; like every client credential it
+    // does not go to the provider, which gets the provider's own credentials in headers instead.
+    const protocols = state.headers["sec-websocket-protocol"];
+    if (protocols !== undefined && /openai-insecure-api-key\./.test(protocols)) {
+      const kept = protocols
+        .split(",")
+        .map((p) => p.trim())
+        .filter((p) => p !== "" && !p.startsWith("openai-insecure-api-key."));
+      if (kept.length > 0) set["sec-websocket-protocol"] = kept.join(", ");
+      else remove.push("sec-websocket-protocol");
+    }
     return respond("requestHeaders", {
       headerMutation: mutation(
         set,
@@ -574,5 +689,9 @@ export class LlmExtProcService {
 function isLast(req: ProcessingRequest, out: ProcessingResponse): boolean {
   if (out.response.case === "immediateResponse") return true;
   const r = req.request;
-  return (r.case === "responseBody" && r.value.endOfStream) || r.case === "responseTrailers";
+  return (
+    (r.case === "responseBody" && r.value.endOfStream) ||
+    (r.case === "responseHeaders" && r.value.endOfStream) ||
+    r.case === "responseTrailers"
+  );
 }

@@ -8,6 +8,7 @@ export type ClientFormat = "chat-completions" | "messages" | "responses" | "embe
 export type ProviderFormat =
   | "chat-completions"
   | "messages"
+  | "vertex-messages"
   | "responses"
   | "converse"
   | "generate-content"
@@ -17,6 +18,7 @@ export type ProviderFormat =
   | "count-tokens"
   | "converse-count-tokens"
   | "gemini-count-tokens"
+  | "vertex-count-tokens"
   | "rerank";
 
 /** How a provider frames a streamed response. */

@@ -41,6 +41,16 @@ export function countTokensToGeminiRequest(body: unknown, providerModel: string 
   };
 }
 
+/** Vertex AI's countTokens takes the generateContent fields themselves (contents, systemInstruction, tools). */
+export function countTokensToVertexRequest(body: unknown, providerModel: string | undefined): RequestResult {
+  const g = countTokensToGeminiRequest(body, providerModel);
+  if (!g.ok) return g;
+  const req = isObject(g.body.generateContentRequest) ? { ...g.body.generateContentRequest } : {};
+  delete req.model;
+  return { ...g, body: req };
+}
+
+/** Gemini and Vertex AI answer `{totalTokens}` (Vertex adds `totalBillableCharacters`). */
 export function geminiToCountTokensResponse(body: unknown, _meta: RequestMeta): ResponseResult {
   const n = isObject(body) ? num(body.totalTokens) : undefined;
   if (n === undefined)

@@ -117,7 +117,9 @@ function compileRules(
         const message =
           v === "jwt"
             ? messages.jwtWithoutAuthentication(at, action)
-            : messages.contextWithoutProvider(at, v, providerOf(v));
+            : v === "llm"
+              ? messages.llmInAuthorization(at)
+              : messages.contextWithoutProvider(at, v, providerOf(v));
         ctx.note(from, `${section}.${field}`, message, "NeverMatches");
       }
       return r.ok;
@@ -359,8 +361,6 @@ export function planHttpAuthz(traffic: EffectivePolicyIR | undefined, ctx: Authz
   if (basicField !== undefined) available.add("basicAuth");
   if (apiKeyField !== undefined) available.add("apiKey");
   if (userExtAuth) available.add("extauthz");
-  // `llm` belongs to AI backends (issue 7); until their routes say so, do not warn about it.
-  available.add("llm");
   const authorization = compileRules(rules, "traffic", "authorization", available, ctx);
   const basic = basicField === undefined ? undefined : compileBasic(basicField, ctx);
   const apiKey = apiKeyField === undefined ? undefined : compileApiKey(apiKeyField, ctx);

@@ -3,10 +3,16 @@
 
 import { parseDurationMs } from "../duration.js";
 import type { LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
+import type { ServiceEndpoints } from "./resolve.js";
 
 type Rec = Readonly<Record<string, unknown>>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+
+/** Vertex AI location of a providerF without `region`, and its host (`global` has no regional prefix). */
+const VERTEX_DEFAULT_REGION = "global";
+const vertexHost = (region: string) =>
+  region === "global" ? "aiplatform.googleapis.com" : `${region}-aiplatform.googleapis.com`;
 
 /** Strips a scheme and trailing slashes (the spec lets users write the Azure endpoint either way). */
 export function bareHost(h: string): string {
@@ -28,29 +34,83 @@ const VARIANTS: Readonly<Record<string, (s: Rec) => { kind: LlmProviderKind; hos
   },
   providerD: () => ({ kind: "anthropic", host: "api.anthropic.com" }),
   providerE: () => ({ kind: "gemini", host: "generativelanguage.googleapis.com" }),
+  // Vertex AI: the location's own host (`global` has none); the project and location also go in every path.
+  providerF: (s) =>
+    str(s.projectId) === undefined
+      ? undefined
+      : { kind: "vertex", host: vertexHost(str(s.region) ?? VERTEX_DEFAULT_REGION) },
   providerG: (s) => ({ kind: "bedrock", host: `bedrock-runtime.${str(s.region) ?? "us-east-1"}.amazonaws.com` }),
   custom: () => ({ kind: "custom", host: "" }),
 };
 
 export type ProviderResult = { ok: true; provider: LlmProviderIR } | { ok: false; message: string };
 
-/** One LLMProvider (or named provider) of the spec → where and how to reach it. */
-export function translateProvider(name: string, p: Rec, tlsPolicy: boolean): ProviderResult {
-  const variant = Object.keys(VARIANTS).find((k) => isRec(p[k]));
-  if (variant === undefined) {
-    const other = p.providerF !== undefined ? "providerF" : "this provider variant";
-    return { ok: false, message: `${other} is not served yet` };
+/** What an AI backend may refer to in its own namespace (custom providers' backendRef). */
+export interface AiBackendRefs {
+  /** The endpoints of a Service port (see serviceEndpoints in resolve.ts). */
+  service(name: string, port: number | undefined): ServiceEndpoints;
+}
+
+/** Kind of the custom provider's backendRef ("Service" or "InferencePool"). */
+const refKind = (ref: Rec): string => str(ref.kind) ?? "Service";
+
+/** Where a custom provider with a backendRef is reached: the ready endpoints of the Service. */
+function backendRefEndpoints(
+  ref: Rec,
+  ns: string,
+  refs: AiBackendRefs,
+):
+  | { ok: true; host: string; port: number; endpoints: { address: string; port: number }[] }
+  | { ok: false; message: string } {
+  const kind = refKind(ref);
+  const name = str(ref.name) ?? "";
+  if (kind === "InferencePool") {
+    return {
+      ok: false,
+      message: `custom.backendRef: InferencePool ${name} is not served yet (it needs the inference extension's endpoint picker); refer to a Service`,
+    };
   }
+  if (kind !== "Service" || (str(ref.group) ?? "") !== "") {
+    return { ok: false, message: `custom.backendRef: kind ${kind} is not supported; refer to a Service` };
+  }
+  const port = typeof ref.port === "number" ? ref.port : undefined;
+  const r = refs.service(name, port);
+  if (!r.ok) return { ok: false, message: `custom.backendRef: ${r.message}` };
+  const endpoints = r.endpoints.filter((e) => e.ready).map((e) => ({ address: e.address, port: e.port }));
+  // A Service of FQDN endpoints (an external name) is reached by DNS, as STRICT_DNS clusters resolve host names.
+  if (endpoints.length === 0 && r.fqdn !== undefined) endpoints.push({ address: r.fqdn.host, port: r.fqdn.port });
+  return { ok: true, host: `${name}.${ns}.svc.cluster.local`, port: r.port, endpoints };
+}
+
+/** One LLMProvider (or named provider) of the spec → where and how to reach it. */
+export function translateProvider(
+  name: string,
+  p: Rec,
+  tlsPolicy: boolean,
+  ns = "",
+  refs?: AiBackendRefs,
+): ProviderResult {
+  const variant = Object.keys(VARIANTS).find((k) => isRec(p[k]));
+  if (variant === undefined) return { ok: false, message: "this provider variant is not served yet" };
   const settings = p[variant] as Rec;
   const v = VARIANTS[variant]?.(settings);
-  if (v === undefined) return { ok: false, message: `${variant} settings are incomplete` };
-  if (v.kind === "custom" && settings.backendRef !== undefined) {
-    return { ok: false, message: "custom providers with a backendRef are not served yet; use host and port" };
+  if (v === undefined) {
+    const missing = variant === "providerF" ? "projectId" : variant === "providerB" ? "endpoint" : "resourceName";
+    return { ok: false, message: `${variant} needs ${missing}` };
   }
-  const address = str(p.host) ?? v.host;
-  const port = typeof p.port === "number" ? p.port : 443;
-  // Real provider hosts are HTTPS on 443; an overridden host on another port is plain HTTP unless a tls policy says so.
-  const tls = port === 443 || tlsPolicy;
+  let service: { host: string; port: number; endpoints: { address: string; port: number }[] } | undefined;
+  if (v.kind === "custom" && isRec(settings.backendRef)) {
+    if (refs === undefined) return { ok: false, message: "custom.backendRef cannot be resolved here" };
+    const r = backendRefEndpoints(settings.backendRef, ns, refs);
+    if (!r.ok) return r;
+    service = r;
+  }
+  // With a Service, `host` (if set) is only what the provider is told it is called (authority, SNI).
+  const address = str(p.host) ?? service?.host ?? v.host;
+  const port = service?.port ?? (typeof p.port === "number" ? p.port : 443);
+  // Real provider hosts are HTTPS on 443; an overridden host on another port, or an in-cluster Service, is plain HTTP
+  // unless a tls policy says so.
+  const tls = (service === undefined && port === 443) || tlsPolicy;
   const authority = port === 443 || port === 80 ? address : `${address}:${port}`;
   return {
     ok: true,
@@ -62,6 +122,7 @@ export function translateProvider(name: string, p: Rec, tlsPolicy: boolean): Pro
       ...(tls ? { tls: { sni: address } } : {}),
       authority,
       settings,
+      ...(service !== undefined ? { endpoints: service.endpoints } : {}),
       ...(str(p.path) !== undefined ? { path: str(p.path) as string } : {}),
       ...(str(p.pathPrefix) !== undefined ? { pathPrefix: str(p.pathPrefix) as string } : {}),
     },
@@ -73,7 +134,13 @@ export const SINGLE_PROVIDER = "default";
 
 export type AiClusterResult = { ok: true; cluster: LlmClusterIR } | { ok: false; message: string };
 
-export function translateAiBackend(clusterName: string, backend: string, spec: Rec): AiClusterResult {
+export function translateAiBackend(
+  clusterName: string,
+  backend: string,
+  spec: Rec,
+  refs?: AiBackendRefs,
+): AiClusterResult {
+  const ns = backend.split("/")[0] ?? "";
   const ai = spec.ai;
   if (!isRec(ai)) return { ok: false, message: "spec.ai is missing" };
   const policies = isRec(spec.policies) ? spec.policies : {};
@@ -81,7 +148,7 @@ export function translateAiBackend(clusterName: string, backend: string, spec: R
   const problems: string[] = [];
   const add = (group: LlmProviderIR[], name: string, p: Rec, path: string) => {
     const own = isRec(p.policies) ? p.policies : {};
-    const r = translateProvider(name, p, own.tls !== undefined || policies.tls !== undefined);
+    const r = translateProvider(name, p, own.tls !== undefined || policies.tls !== undefined, ns, refs);
     if (r.ok) group.push(r.provider);
     else problems.push(`${path}: ${r.message}`);
   };

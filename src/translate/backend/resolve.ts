@@ -35,6 +35,54 @@ export function referenceAllowed(
   );
 }
 
+export type ServiceEndpoints =
+  | {
+      readonly ok: true;
+      readonly port: number;
+      /** IP endpoints (sorted), ready or not. */
+      readonly endpoints: readonly EndpointIR[];
+      /** The first FQDN endpoint of a slice with addressType FQDN, if any. */
+      readonly fqdn?: { readonly host: string; readonly port: number };
+      /** The Service port's appProtocol asks for HTTP/2. */
+      readonly http2: boolean;
+    }
+  | { readonly ok: false; readonly message: string };
+
+/** The endpoints of one port of a Service, from its EndpointSlices (the Service port is mapped to the target port). */
+export function serviceEndpoints(
+  input: TranslationInput,
+  namespace: string,
+  name: string,
+  servicePort: number | undefined,
+): ServiceEndpoints {
+  const svc = input.services.find((s) => namespaceOf(s) === namespace && s.metadata.name === name);
+  if (svc === undefined) return { ok: false, message: `Service ${namespace}/${name} not found` };
+  if (servicePort === undefined)
+    return { ok: false, message: `backendRef to Service ${namespace}/${name} needs a port` };
+  const port = svc.spec.ports?.find((p) => p.port === servicePort);
+  if (port === undefined) return { ok: false, message: `Service ${namespace}/${name} has no port ${servicePort}` };
+  const http2 = port.appProtocol !== undefined && H2_APP_PROTOCOLS.has(port.appProtocol);
+  const endpoints: EndpointIR[] = [];
+  let fqdn: { host: string; port: number } | undefined;
+  for (const slice of input.endpointSlices) {
+    if (namespaceOf(slice) !== namespace || slice.metadata.labels?.[SERVICE_NAME_LABEL] !== name) continue;
+    // The slice port carrying this Service port has the same name; an unnamed Service port matches an unnamed one.
+    const slicePort = slice.ports?.find((p) => (p.name ?? "") === (port.name ?? ""));
+    const targetPort =
+      slicePort?.port ?? (typeof port.targetPort === "number" ? port.targetPort : slice.ports ? undefined : port.port);
+    if (targetPort === undefined) continue;
+    for (const ep of slice.endpoints ?? []) {
+      const ready = ep.conditions?.ready ?? true;
+      for (const address of ep.addresses) {
+        if (slice.addressType === "FQDN") fqdn ??= { host: address, port: targetPort };
+        else endpoints.push({ address, port: targetPort, ready });
+      }
+    }
+  }
+  endpoints.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.port - b.port));
+  return { ok: true, port: servicePort, endpoints, ...(fqdn !== undefined ? { fqdn } : {}), http2 };
+}
+
 export class BackendResolver {
   readonly #clusters = new Map<string, ClusterIR>();
 
@@ -82,54 +130,13 @@ export class BackendResolver {
   }
 
   #service(namespace: string, ref: BackendObjectReference): ResolvedBackend {
-    const svc = this.input.services.find((s) => namespaceOf(s) === namespace && s.metadata.name === ref.name);
-    if (svc === undefined) {
-      return {
-        ok: false,
-        reason: RouteConditionReason.BackendNotFound,
-        message: `Service ${namespace}/${ref.name} not found`,
-      };
+    const r = serviceEndpoints(this.input, namespace, ref.name, ref.port);
+    if (!r.ok) return { ok: false, reason: RouteConditionReason.BackendNotFound, message: r.message };
+    const name = serviceClusterName(namespace, ref.name, r.port);
+    if (r.fqdn !== undefined && r.endpoints.length === 0) {
+      return { ok: true, cluster: { kind: "dns", name, host: r.fqdn.host, port: r.fqdn.port, http2: r.http2 } };
     }
-    if (ref.port === undefined) {
-      return {
-        ok: false,
-        reason: RouteConditionReason.BackendNotFound,
-        message: `backendRef to Service ${namespace}/${ref.name} needs a port`,
-      };
-    }
-    const port = svc.spec.ports?.find((p) => p.port === ref.port);
-    if (port === undefined) {
-      return {
-        ok: false,
-        reason: RouteConditionReason.BackendNotFound,
-        message: `Service ${namespace}/${ref.name} has no port ${ref.port}`,
-      };
-    }
-    const http2 = port.appProtocol !== undefined && H2_APP_PROTOCOLS.has(port.appProtocol);
-    const name = serviceClusterName(namespace, ref.name, ref.port);
-    const endpoints: EndpointIR[] = [];
-    let fqdn: { host: string; port: number } | undefined;
-    for (const slice of this.input.endpointSlices) {
-      if (namespaceOf(slice) !== namespace || slice.metadata.labels?.[SERVICE_NAME_LABEL] !== ref.name) continue;
-      // The slice port carrying this Service port has the same name; an unnamed Service port matches an unnamed one.
-      const slicePort = slice.ports?.find((p) => (p.name ?? "") === (port.name ?? ""));
-      const targetPort =
-        slicePort?.port ??
-        (typeof port.targetPort === "number" ? port.targetPort : slice.ports ? undefined : port.port);
-      if (targetPort === undefined) continue;
-      for (const ep of slice.endpoints ?? []) {
-        const ready = ep.conditions?.ready ?? true;
-        for (const address of ep.addresses) {
-          if (slice.addressType === "FQDN") fqdn ??= { host: address, port: targetPort };
-          else endpoints.push({ address, port: targetPort, ready });
-        }
-      }
-    }
-    if (fqdn !== undefined && endpoints.length === 0) {
-      return { ok: true, cluster: { kind: "dns", name, host: fqdn.host, port: fqdn.port, http2 } };
-    }
-    endpoints.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.port - b.port));
-    return { ok: true, cluster: { kind: "eds", name, endpoints, http2 } };
+    return { ok: true, cluster: { kind: "eds", name, endpoints: r.endpoints, http2: r.http2 } };
   }
 
   #gwBackend(namespace: string, name: string): ResolvedBackend {
@@ -163,7 +170,9 @@ export class BackendResolver {
       }
     }
     if (be.spec.ai !== undefined) {
-      const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>);
+      const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>, {
+        service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
+      });
       if (r.ok) return { ok: true, cluster: r.cluster };
       return {
         ok: false,

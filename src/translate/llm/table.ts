@@ -61,6 +61,17 @@ export interface ProviderAuth {
     readonly region: string;
     readonly service: string;
   };
+  /**
+   * Google credentials (cloudB): the Sluice ext_proc mints an access or ID token from them (or from the ambient
+   * credentials when `credentials` is absent) and sends it as `Authorization: Bearer`.
+   */
+  readonly google?: {
+    readonly type: "AccessToken" | "IdToken";
+    /** The parsed credentials JSON of the Secret (service account or authorized user). */
+    readonly credentials?: Readonly<Record<string, unknown>>;
+    /** ID tokens only: the audience (default `https://` + the provider's host). */
+    readonly audience?: string;
+  };
   /** Why credentials could not be resolved (a missing Secret ...); the request fails rather than going out bare. */
   readonly problem?: string;
 }
@@ -75,6 +86,14 @@ export interface AiPolicy {
   readonly overrides?: readonly { field: string; value: unknown }[];
   readonly transformations?: readonly { field: string; expression: string }[];
   readonly modelAliases?: Readonly<Record<string, string>>;
+  /** Cache points for providerG (Bedrock Converse); ignored for other variants. */
+  readonly promptCaching?: {
+    readonly cacheSystem?: boolean;
+    readonly cacheMessages?: boolean;
+    readonly cacheTools?: boolean;
+    readonly minTokens?: number;
+    readonly cacheMessageOffset?: number;
+  };
 }
 
 export interface LlmProviderEntry {
@@ -93,11 +112,22 @@ export interface LlmBackendEntry {
   readonly providers: Readonly<Record<string, LlmProviderEntry>>;
 }
 
+/**
+ * A `cost` CEL expression of a global `Tokens` rate limit descriptor: evaluated by the router-level ext_proc when the
+ * response is complete, its value written to dynamic metadata `costs.<key>`, where Envoy's rate limit filter reads
+ * the hits to add (`tokenCostFormat`).
+ */
+export interface TokenCost {
+  readonly key: string;
+  readonly expression: string;
+}
+
 export interface LlmRouteEntry {
   readonly id: string;
   /** `routes` of the AI policy: path suffix (or `*`) → route type; empty means everything is Completions. */
   readonly routes: readonly (readonly [string, RouteType])[];
   readonly tokenLimits: readonly TokenLimit[];
+  readonly tokenCosts: readonly TokenCost[];
   /** By cluster name. */
   readonly backends: Readonly<Record<string, LlmBackendEntry>>;
 }
@@ -127,6 +157,8 @@ const NATIVE_HEADER: Readonly<Record<LlmProviderIR["kind"], { name: string; pref
   "azure-foundry": { name: "api-key" },
   anthropic: { name: "x-api-key" },
   gemini: { name: "x-goog-api-key" },
+  // An API key for Vertex AI (express mode) goes in the same header as Gemini's; cloudB credentials give a Bearer.
+  vertex: { name: "x-goog-api-key" },
   bedrock: { name: "authorization", prefix: "Bearer" },
 };
 
@@ -141,7 +173,13 @@ function findSecret(secrets: readonly Secret[], ns: string, name: string): Secre
   return secrets.find((s) => namespaceOf(s) === ns && s.metadata.name === name);
 }
 
-function compileAuth(kind: LlmProviderIR["kind"], auth: unknown, ns: string, secrets: readonly Secret[]): ProviderAuth {
+function compileAuth(
+  kind: LlmProviderIR["kind"],
+  host: string,
+  auth: unknown,
+  ns: string,
+  secrets: readonly Secret[],
+): ProviderAuth {
   const headers: Record<string, string> = {};
   const query: Record<string, string> = {};
   if (!isRec(auth)) return { headers, query };
@@ -212,17 +250,41 @@ function compileAuth(kind: LlmProviderIR["kind"], auth: unknown, ns: string, sec
       problems.push("cloudA credential discovery from the environment is not supported yet; use secretRef");
     }
   }
+  let google: ProviderAuth["google"];
+  if (isRec(auth.cloudB)) {
+    const b = auth.cloudB;
+    const type = b.type === "IdToken" ? "IdToken" : "AccessToken";
+    let credentials: Record<string, unknown> | undefined;
+    if (b.secretRef !== undefined) {
+      const s = secretKey(b.secretRef, "credentials.json");
+      if (s !== undefined) {
+        try {
+          const parsed: unknown = JSON.parse(s.value);
+          if (isRec(parsed)) credentials = { ...parsed };
+          else problems.push(`Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not a JSON object`);
+        } catch {
+          problems.push(`Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not valid JSON`);
+        }
+      }
+    }
+    google = {
+      type,
+      ...(credentials !== undefined ? { credentials } : {}),
+      ...(type === "IdToken" ? { audience: typeof b.audience === "string" ? b.audience : `https://${host}` } : {}),
+    };
+  }
   return {
     headers,
     query,
     ...(aws !== undefined ? { aws } : {}),
+    ...(google !== undefined ? { google } : {}),
     ...(problems.length > 0 ? { problem: problems.join("; ") } : {}),
   };
 }
 
 function aiPolicy(v: unknown): AiPolicy {
   if (!isRec(v)) return {};
-  const { routes: _routes, promptGuard: _guard, promptCaching: _caching, ...rest } = v;
+  const { routes: _routes, promptGuard: _guard, ...rest } = v;
   return rest as AiPolicy;
 }
 
@@ -249,7 +311,7 @@ function providerEntry(
     settings: p.settings,
     ...(p.path !== undefined ? { path: p.path } : {}),
     ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
-    auth: compileAuth(p.kind, auth?.value, auth?.ns ?? backendNs, secrets),
+    auth: compileAuth(p.kind, p.address, auth?.value, auth?.ns ?? backendNs, secrets),
     ai: aiPolicy(ai?.value),
   };
 }
@@ -265,6 +327,39 @@ function tokenLimits(route: RouteIR, gatewayKey: string): TokenLimit[] {
     out.push({ key: `${gatewayKey}|${route.name}|${i}`, tokens: l.tokens, burst, unitMs });
   });
   return out;
+}
+
+/** Dynamic metadata keys (namespace LLM_METADATA_NAMESPACE) the router-level ext_proc writes. */
+export const LLM_METADATA_KEYS = {
+  requestModel: "request_model",
+  streaming: "streaming",
+  totalTokens: "total_tokens",
+  costs: "costs",
+} as const;
+
+/** Key of a token cost expression: the same text gives the same key in the LLM table and in the rate limit config. */
+export function tokenCostKey(expression: string): string {
+  return `c${createHash("sha256").update(expression).digest("hex").slice(0, 12)}`;
+}
+
+/** Envoy substitution format of the hits a completed LLM request adds to a `Tokens` descriptor. */
+export function tokenCostFormat(cost: string | undefined): string {
+  const key = cost === undefined ? LLM_METADATA_KEYS.totalTokens : `${LLM_METADATA_KEYS.costs}:${tokenCostKey(cost)}`;
+  return `%DYNAMIC_METADATA(${LLM_METADATA_NAMESPACE}:${key})%`;
+}
+
+function tokenCosts(route: RouteIR): TokenCost[] {
+  const out = new Map<string, TokenCost>();
+  for (const phase of [route.policy?.preRouting, route.policy?.traffic]) {
+    const rl = value(phase, "rateLimit");
+    const g = isRec(rl?.value) && isRec(rl.value.global) ? rl.value.global : undefined;
+    for (const d of Array.isArray(g?.descriptors) ? g.descriptors : []) {
+      if (!isRec(d) || d.unit !== "Tokens" || typeof d.cost !== "string") continue;
+      const key = tokenCostKey(d.cost);
+      out.set(key, { key, expression: d.cost });
+    }
+  }
+  return [...out.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
 }
 
 export function entryId(content: unknown): string {
@@ -298,7 +393,12 @@ export function compileLlmTable(gateways: readonly GatewayIR[], input: Translati
             types ??= routeTypes(value(bp?.policy, "ai")?.value);
           }
           if (Object.keys(backends).length === 0) continue;
-          const content = { routes: types ?? [], tokenLimits: tokenLimits(route, gw.key), backends };
+          const content = {
+            routes: types ?? [],
+            tokenLimits: tokenLimits(route, gw.key),
+            tokenCosts: tokenCosts(route),
+            backends,
+          };
           const id = entryId(content);
           entries.set(id, { id, ...content });
           routes.set(`${gw.key}|${route.name}`, id);

@@ -104,21 +104,24 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
       endpoints: c.groups.map((g, priority) => ({
         priority,
         locality: { subZone: `group-${priority}` },
-        lbEndpoints: g.map((p) => ({
-          hostIdentifier: {
-            case: "endpoint" as const,
-            value: {
-              hostname: p.name,
-              address: {
+        // A provider is one endpoint, or (custom provider with a Service) one per ready endpoint of the Service.
+        lbEndpoints: g.flatMap((p) =>
+          (p.endpoints ?? [{ address: p.address, port: p.port }]).map((e) => ({
+            hostIdentifier: {
+              case: "endpoint" as const,
+              value: {
+                hostname: p.name,
                 address: {
-                  case: "socketAddress" as const,
-                  value: { address: p.address, portSpecifier: { case: "portValue" as const, value: p.port } },
+                  address: {
+                    case: "socketAddress" as const,
+                    value: { address: e.address, portSpecifier: { case: "portValue" as const, value: e.port } },
+                  },
                 },
               },
             },
-          },
-          metadata: endpointMetadata(p.name),
-        })),
+            metadata: endpointMetadata(p.name),
+          })),
+        ),
       })),
     },
     transportSocketMatches: tlsProviders.map((p) => ({
@@ -186,6 +189,20 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
     },
   };
   return create(ClusterSchema, init);
+}
+
+/**
+ * Whether a route to AI backends serves the Realtime route type (its backend's AI policy `routes` name it): such a
+ * route accepts websocket upgrades, which Envoy then passes through to the provider. Only these routes: the HCM keeps
+ * upgrades off, so no other route changes behaviour.
+ */
+export function servesRealtime(route: RouteIR): boolean {
+  return (route.policy?.backends ?? []).some((b) => {
+    const ai = b.policy?.ai;
+    if (ai === undefined || "combined" in ai) return false;
+    const routes = (ai.value as { routes?: unknown } | undefined)?.routes;
+    return typeof routes === "object" && routes !== null && Object.values(routes).includes("Realtime");
+  });
 }
 
 /** Retries that fail over: another host, and after a priority's hosts are tried, the next priority. */

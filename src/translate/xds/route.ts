@@ -19,7 +19,7 @@ import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { HeaderMutationIR, PathRewriteIR, RouteConfigIR, RouteIR, RouteMatchIR } from "../ir.js";
 import { earlyRequestHeaders } from "./early-headers.js";
 import type { BuildContext } from "./filters/types.js";
-import { failoverRetryPolicy } from "./llm.js";
+import { failoverRetryPolicy, servesRealtime } from "./llm.js";
 import { applyTrafficToRoute } from "./traffic-route.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
@@ -198,6 +198,10 @@ function buildGatewayApiRoute(
         if (ms !== undefined) route.timeout = durationFromMs(ms);
       }
       if (a.failover !== undefined) route.retryPolicy = failoverRetryPolicy(a.failover.retries);
+      // Realtime is a websocket to the provider: the upgrade is enabled on this route only.
+      if (a.failover !== undefined && servesRealtime(r)) {
+        route.upgradeConfigs = [{ upgradeType: "websocket", enabled: true }];
+      }
       if (a.rewrite?.hostname !== undefined) {
         route.hostRewriteSpecifier = { case: "hostRewriteLiteral", value: a.rewrite.hostname };
       }

@@ -1,23 +1,51 @@
 // Spec CEL → Envoy's own CEL (the attribute vocabulary of envoy.rate_limit_descriptors.expr and friends), for
-// expressions that mean the same thing in both: `request.*` reads are the same attributes, and `jwt.<claim>` is the
-// jwt_authn payload in dynamic metadata. Anything else (source.address is an IP here and `ip:port` in Envoy,
-// apiKey, llm, ...) returns undefined and the caller reports it.
+// expressions that mean the same thing in both: `request.*` reads are the same attributes, `jwt.<claim>` is the
+// jwt_authn payload in dynamic metadata and, where the Sluice LLM ext_proc has run first (`llm: true`),
+// `llm.requestModel` and `llm.streaming` are what it wrote to dynamic metadata. Anything else (source.address is an IP
+// here and `ip:port` in Envoy, apiKey, token counts, ...) returns undefined and the caller reports it.
 
 import { compileExpression, referencedVariables } from "../../../cel/env.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
+import { LLM_METADATA_KEYS, LLM_METADATA_NAMESPACE } from "../../llm/table.js";
 
 const JWT_MEMBER = /\bjwt\.([A-Za-z_][A-Za-z0-9_]*)/g;
+/** `llm` fields known when the request body has been read, and the metadata key the LLM ext_proc writes each to. */
+const LLM_REQUEST_FIELDS: Readonly<Record<string, string>> = {
+  requestModel: LLM_METADATA_KEYS.requestModel,
+  streaming: LLM_METADATA_KEYS.streaming,
+};
+const LLM_MEMBER = /\bllm\.([A-Za-z_][A-Za-z0-9_]*)/g;
 
-export function toEnvoyCel(expr: string): string | undefined {
+/** Whether the expression reads `llm` at all. */
+export function readsLlm(expr: string): boolean {
+  const compiled = compileExpression(expr);
+  return "ok" in compiled && referencedVariables(compiled.ok).has("llm");
+}
+
+const withoutStrings = (s: string) => s.replace(/'[^']*'|"[^"]*"/g, "");
+
+export function toEnvoyCel(expr: string, opts: { readonly llm?: boolean } = {}): string | undefined {
   const compiled = compileExpression(expr);
   if (!("ok" in compiled)) return undefined;
   const vars = referencedVariables(compiled.ok);
-  for (const v of vars) if (v !== "request" && v !== "jwt") return undefined;
-  if (!vars.has("jwt")) return expr;
-  // Only `jwt.<claim>` member reads are rewritten; any other use of jwt (jwt['x'], has(jwt.x), jwt alone) is not.
-  const rewritten = expr.replace(
-    JWT_MEMBER,
-    (_m, claim: string) => `metadata.filter_metadata['${JWT_METADATA_NAMESPACE}']['${JWT_PAYLOAD_KEY}']['${claim}']`,
-  );
-  return /\bjwt\b/.test(rewritten.replace(/'[^']*'|"[^"]*"/g, "")) ? undefined : rewritten;
+  for (const v of vars) if (v !== "request" && v !== "jwt" && !(v === "llm" && opts.llm === true)) return undefined;
+  let rewritten = expr;
+  if (vars.has("jwt")) {
+    // Only `jwt.<claim>` member reads are rewritten; any other use of jwt (jwt['x'], has(jwt.x), jwt alone) is not.
+    rewritten = rewritten.replace(
+      JWT_MEMBER,
+      (_m, claim: string) => `metadata.filter_metadata['${JWT_METADATA_NAMESPACE}']['${JWT_PAYLOAD_KEY}']['${claim}']`,
+    );
+    if (/\bjwt\b/.test(withoutStrings(rewritten))) return undefined;
+  }
+  if (vars.has("llm")) {
+    let unknown = false;
+    rewritten = rewritten.replace(LLM_MEMBER, (m, field: string) => {
+      const key = LLM_REQUEST_FIELDS[field];
+      if (key === undefined) unknown = true;
+      return key === undefined ? m : `metadata.filter_metadata['${LLM_METADATA_NAMESPACE}']['${key}']`;
+    });
+    if (unknown || /\bllm\b/.test(withoutStrings(rewritten))) return undefined;
+  }
+  return rewritten;
 }

@@ -2,6 +2,14 @@
 // protocol) over gRPC. The service, domain and failure mode are listener-level in Envoy, so there is one instance per
 // distinct (service, domain, failure mode); the descriptors go on the route (RateLimitPerRoute.rate_limits), one
 // descriptor per entry of `descriptors`, each entry an `envoy.rate_limit_descriptors.expr` CEL descriptor entry.
+//
+// Descriptors that count LLM tokens (`unit: Tokens`) or read `llm` go to a second instance placed after the Sluice LLM
+// ext_proc, on routes to AI backends only: there the request model is known (its entries may read
+// `llm.requestModel`), a 429 is translated into the client's format by that ext_proc, and the token counts it writes
+// to dynamic metadata when the response is complete are there. A `Tokens` descriptor is sent twice: on the request
+// with 0 hits (refused once the budget is spent; RLS semantics of envoyproxy/ratelimit) and, when the stream is done,
+// with the request's cost (`apply_on_stream_done`, hits from dynamic metadata: total tokens, or the `cost` CEL the
+// ext_proc evaluated).
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
@@ -20,11 +28,14 @@ import {
 } from "../../../gen/envoy/extensions/filters/http/ratelimit/v3/rate_limit_pb.js";
 import { DescriptorSchema } from "../../../gen/envoy/extensions/rate_limit_descriptors/expr/v3/expr_pb.js";
 import { durationFromMs } from "../../duration.js";
-import { toEnvoyCel } from "./envoy-cel.js";
+import { tokenCostFormat } from "../../llm/table.js";
+import { readsLlm, toEnvoyCel } from "./envoy-cel.js";
 import { grpcService, instanceName, phaseFields, phaseOrder, serviceCluster } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 type RateLimit = NonNullable<Static<typeof Traffic>["rateLimit"]>;
+type Descriptor = NonNullable<RateLimit["global"]>["descriptors"][number];
+type RouteRateLimit = MessageInitShape<typeof RouteRateLimitSchema>;
 
 const FILTER = "envoy.filters.http.ratelimit";
 
@@ -34,59 +45,48 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
   forRoute(route, ctx) {
     const filters: FilterInstance[] = [];
     const clusters: Cluster[] = [];
+    const llmRoute = ctx.llmEntry?.(route.name) !== undefined;
     for (const f of phaseFields<RateLimit>(route, "rateLimit")) {
       const g = f.value.global;
       if (g === undefined) continue;
       const svc = serviceCluster(route, `${f.path}.global.backendRef`, f.from, ctx, true);
       if (svc.extra !== undefined) clusters.push(svc.extra);
-      const rateLimits: MessageInitShape<typeof RouteRateLimitSchema>[] = [];
+      const plain: RouteRateLimit[] = [];
+      const llm: RouteRateLimit[] = [];
       g.descriptors.forEach((d, i) => {
         const at = `rateLimit.global.descriptors[${i}]`;
-        if ((d.unit ?? "Requests") === "Tokens") {
+        const tokens = (d.unit ?? "Requests") === "Tokens";
+        const afterLlm = tokens || d.entries.some((e) => readsLlm(e.expression));
+        if (afterLlm && !llmRoute) {
           ctx.note(
             f.from,
-            `${at}.unit`,
-            "token costs are counted with the LLM backends; this descriptor is not sent yet",
+            tokens ? `${at}.unit` : at,
+            "counts LLM tokens or reads llm, and this route sends to no AI backend; this descriptor is not sent",
+            "Ignored",
           );
           return;
         }
-        const actions: RateLimit_Action[] = [];
-        for (const [j, e] of d.entries.entries()) {
-          const text = toEnvoyCel(e.expression);
-          if (text === undefined) {
-            ctx.note(
-              f.from,
-              `${at}.entries[${j}].expression`,
-              "only request.* and jwt.<claim> expressions are evaluated by Envoy; this descriptor is not sent yet",
-            );
-            return;
-          }
-          actions.push(
-            create(RateLimit_ActionSchema, {
-              actionSpecifier: {
-                case: "extension",
-                value: {
-                  name: "envoy.rate_limit_descriptors.expr",
-                  typedConfig: anyPack(
-                    DescriptorSchema,
-                    create(DescriptorSchema, { descriptorKey: e.name, exprSpecifier: { case: "text", value: text } }),
-                  ),
-                },
-              },
-            }),
+        const actions = descriptorActions(d, afterLlm, (j, message) =>
+          ctx.note(f.from, `${at}.entries[${j}].expression`, message),
+        );
+        if (actions === undefined) return;
+        if (tokens) {
+          llm.push(
+            { actions, hitsAddend: { number: BigInt(0) } },
+            { actions, applyOnStreamDone: true, hitsAddend: { format: tokenCostFormat(d.cost) } },
           );
+          return;
         }
-        let hitsAddend: MessageInitShape<typeof RouteRateLimitSchema>["hitsAddend"];
+        let hitsAddend: RouteRateLimit["hitsAddend"];
         if (d.cost !== undefined) {
           const n = /^\s*(\d+)\s*$/.exec(d.cost)?.[1];
           if (n !== undefined) hitsAddend = { number: BigInt(n) };
           else {
-            ctx.note(f.from, `${at}.cost`, "only a constant integer cost is supported yet; each request costs 1");
+            ctx.note(f.from, `${at}.cost`, "only a constant integer cost is supported for Requests; each costs 1");
           }
         }
-        rateLimits.push({ actions, ...(hitsAddend !== undefined ? { hitsAddend } : {}) });
+        (afterLlm ? llm : plain).push({ actions, ...(hitsAddend !== undefined ? { hitsAddend } : {}) });
       });
-      if (rateLimits.length === 0) continue;
       const config = create(RateLimitSchema, {
         domain: g.domain,
         failureModeDeny: (g.failureMode ?? "FailClosed") === "FailClosed",
@@ -97,13 +97,56 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
         },
         // The 429 the spec names; an RLS error under FailClosed is a 500 from Envoy.
       });
-      filters.push({
-        name: instanceName(FILTER, { domain: g.domain, failureMode: g.failureMode, cluster: svc.cluster }),
-        order: phaseOrder(FilterOrder.globalRateLimit, f.phase),
+      const instance = (rateLimits: RouteRateLimit[], afterLlm: boolean): FilterInstance => ({
+        name: instanceName(FILTER, {
+          domain: g.domain,
+          failureMode: g.failureMode,
+          cluster: svc.cluster,
+          ...(afterLlm ? { llm: true } : {}),
+        }),
+        order: afterLlm ? FilterOrder.llmRateLimit : phaseOrder(FilterOrder.globalRateLimit, f.phase),
         config: anyPack(RateLimitSchema, config),
         perRoute: anyPack(RateLimitPerRouteSchema, create(RateLimitPerRouteSchema, { rateLimits, domain: g.domain })),
       });
+      if (plain.length > 0) filters.push(instance(plain, false));
+      if (llm.length > 0) filters.push(instance(llm, true));
     }
     return filters.length === 0 ? undefined : { filters, clusters };
   },
 };
+
+/** The expr descriptor actions of a descriptor's entries; undefined (and noted) when an entry cannot be evaluated. */
+function descriptorActions(
+  d: Descriptor,
+  afterLlm: boolean,
+  note: (entry: number, message: string) => void,
+): RateLimit_Action[] | undefined {
+  const actions: RateLimit_Action[] = [];
+  for (const [j, e] of d.entries.entries()) {
+    const text = toEnvoyCel(e.expression, { llm: afterLlm });
+    if (text === undefined) {
+      note(
+        j,
+        afterLlm
+          ? "only request.*, jwt.<claim>, llm.requestModel and llm.streaming are known when the limit is checked; this descriptor is not sent"
+          : "only request.* and jwt.<claim> expressions are evaluated by Envoy; this descriptor is not sent",
+      );
+      return undefined;
+    }
+    actions.push(
+      create(RateLimit_ActionSchema, {
+        actionSpecifier: {
+          case: "extension",
+          value: {
+            name: "envoy.rate_limit_descriptors.expr",
+            typedConfig: anyPack(
+              DescriptorSchema,
+              create(DescriptorSchema, { descriptorKey: e.name, exprSpecifier: { case: "text", value: text } }),
+            ),
+          },
+        },
+      }),
+    );
+  }
+  return actions;
+}

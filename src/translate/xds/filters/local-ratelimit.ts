@@ -30,11 +30,16 @@ export const localRateLimitBuilder: HttpFilterBuilder = {
     for (const f of phaseFields<RateLimit>(route, "rateLimit")) {
       (f.value.local ?? []).forEach((l, i) => {
         if (l.requests === undefined) {
-          ctx.note(
-            f.from,
-            `rateLimit.local[${i}].tokens`,
-            "token-based limits count LLM tokens and come with the LLM backends; this limit is not applied yet",
-          );
+          // Token limits are enforced by the Sluice LLM ext_proc (src/extproc/llm/token-limits.ts), which knows the
+          // counts; a route that reaches no AI backend has no tokens to count.
+          if (ctx.llmEntry?.(route.name) === undefined) {
+            ctx.note(
+              f.from,
+              `rateLimit.local[${i}].tokens`,
+              "token limits count LLM tokens; this route sends to no AI backend, so the limit is not applied",
+              "Ignored",
+            );
+          }
           return;
         }
         const name = filterInstanceName(FILTER, `${f.phase === "preRouting" ? "pre" : ""}${i}`);

@@ -22,6 +22,8 @@ export const FilterOrder = {
   buffer: 700,
   userExtProc: 750,
   sluiceExtProc: 800,
+  /** Global rate limits that count LLM tokens or read `llm`: after the LLM ext_proc (global-ratelimit.ts says why). */
+  llmRateLimit: 820,
   csrf: 850,
   headerMutation: 900,
   fault: 950,

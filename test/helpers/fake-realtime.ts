@@ -1,0 +1,163 @@
+// A local fake of OpenAI's Realtime API over a websocket (RFC 6455 written out here: the handshake, masked client
+// frames, unmasked server frames, ping/pong and close), speaking its JSON events: `session.created` on connect, and
+// `response.done` for each `response.create`. It checks the provider's Bearer key and records each handshake.
+
+import { createHash } from "node:crypto";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
+
+export interface Handshake {
+  readonly path: string;
+  readonly headers: IncomingMessage["headers"];
+}
+
+export interface FakeRealtime {
+  readonly port: number;
+  readonly handshakes: Handshake[];
+  /** Client events received, in order. */
+  readonly events: Record<string, unknown>[];
+  close(): Promise<void>;
+}
+
+const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+function frame(opcode: number, payload: Buffer): Buffer {
+  const n = payload.length;
+  const head =
+    n < 126
+      ? Buffer.from([0x80 | opcode, n])
+      : n < 65536
+        ? Buffer.from([0x80 | opcode, 126, n >> 8, n & 0xff])
+        : Buffer.concat([
+            Buffer.from([0x80 | opcode, 127]),
+            Buffer.from(new BigUint64Array([BigInt(n)]).buffer).reverse(),
+          ]);
+  return Buffer.concat([head, payload]);
+}
+
+/** Parses complete frames from `buf`; returns them and what is left over. */
+function parseFrames(buf: Buffer): { frames: { opcode: number; payload: Buffer }[]; rest: Buffer } {
+  const frames: { opcode: number; payload: Buffer }[] = [];
+  let at = 0;
+  for (;;) {
+    if (buf.length - at < 2) break;
+    const b0 = buf[at] ?? 0;
+    const b1 = buf[at + 1] ?? 0;
+    let len = b1 & 0x7f;
+    let off = at + 2;
+    if (len === 126) {
+      if (buf.length < off + 2) break;
+      len = buf.readUInt16BE(off);
+      off += 2;
+    } else if (len === 127) {
+      if (buf.length < off + 8) break;
+      len = Number(buf.readBigUInt64BE(off));
+      off += 8;
+    }
+    const masked = (b1 & 0x80) !== 0;
+    const maskLen = masked ? 4 : 0;
+    if (buf.length < off + maskLen + len) break;
+    const mask = buf.subarray(off, off + maskLen);
+    const payload = Buffer.from(buf.subarray(off + maskLen, off + maskLen + len));
+    if (masked) for (let i = 0; i < payload.length; i++) payload[i] = (payload[i] ?? 0) ^ (mask[i % 4] ?? 0);
+    frames.push({ opcode: b0 & 0x0f, payload });
+    at = off + maskLen + len;
+  }
+  return { frames, rest: buf.subarray(at) };
+}
+
+export async function startFakeRealtime(o: { name: string; apiKey: string }): Promise<FakeRealtime> {
+  const handshakes: Handshake[] = [];
+  const events: Record<string, unknown>[] = [];
+  const sockets = new Set<Duplex>();
+  const server: Server = createServer((_req, res) => {
+    res.writeHead(426, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { message: "websocket upgrade required", type: "invalid_request_error" } }));
+  });
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    handshakes.push({ path: req.url ?? "", headers: req.headers });
+    const reject = (status: string, message: string) => {
+      socket.end(
+        `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ error: { message } })}`,
+      );
+    };
+    const url = new URL(req.url ?? "/", "http://x");
+    if (url.pathname !== "/v1/realtime" || !url.searchParams.get("model")) return reject("404 Not Found", "no route");
+    if (req.headers.authorization !== `Bearer ${o.apiKey}`) return reject("401 Unauthorized", "Incorrect API key");
+    const key = String(req.headers["sec-websocket-key"] ?? "");
+    const accept = createHash("sha1")
+      .update(key + GUID)
+      .digest("base64");
+    const offered = String(req.headers["sec-websocket-protocol"] ?? "")
+      .split(",")
+      .map((p) => p.trim());
+    socket.write(
+      [
+        "HTTP/1.1 101 Switching Protocols",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        `Sec-WebSocket-Accept: ${accept}`,
+        ...(offered.includes("realtime") ? ["Sec-WebSocket-Protocol: realtime"] : []),
+        "",
+        "",
+      ].join("\r\n"),
+    );
+    const send = (event: Record<string, unknown>) => socket.write(frame(0x1, Buffer.from(JSON.stringify(event))));
+    send({
+      type: "session.created",
+      event_id: "event_001",
+      session: { id: "sess_fake", object: "realtime.session", model: url.searchParams.get("model") },
+    });
+    let buf: Buffer = Buffer.alloc(0);
+    socket.on("data", (chunk: Buffer) => {
+      const parsed = parseFrames(Buffer.concat([buf, chunk]));
+      buf = parsed.rest;
+      for (const f of parsed.frames) {
+        if (f.opcode === 0x8) {
+          socket.end(frame(0x8, f.payload.subarray(0, 2)));
+          return;
+        }
+        if (f.opcode === 0x9) {
+          socket.write(frame(0xa, f.payload));
+          continue;
+        }
+        if (f.opcode !== 0x1) continue;
+        const event = JSON.parse(f.payload.toString("utf8")) as Record<string, unknown>;
+        events.push(event);
+        if (event.type === "response.create") {
+          send({
+            type: "response.done",
+            event_id: `event_${String(events.length + 1).padStart(3, "0")}`,
+            response: {
+              id: "resp_fake",
+              object: "realtime.response",
+              status: "completed",
+              output: [
+                {
+                  type: "message",
+                  role: "assistant",
+                  content: [{ type: "output_text", text: `Hello from ${o.name}` }],
+                },
+              ],
+              usage: { total_tokens: 18, input_tokens: 11, output_tokens: 7 },
+            },
+          });
+        }
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    handshakes,
+    events,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
