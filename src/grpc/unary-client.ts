@@ -57,6 +57,7 @@ export class UnaryGrpcClient {
     if (this.#closed) return Promise.resolve({ ok: false, error: "client closed" });
     return new Promise<UnaryResult>((resolve) => {
       let done = false;
+      let session: ClientHttp2Session | undefined;
       let stream: ClientHttp2Stream | undefined;
       const finish = (r: UnaryResult) => {
         if (done) return;
@@ -65,12 +66,14 @@ export class UnaryGrpcClient {
         if (stream !== undefined && !stream.closed) stream.close(constants.NGHTTP2_CANCEL);
         resolve(r);
       };
-      const timer = setTimeout(
-        () => finish({ ok: false, error: `deadline of ${opts.timeoutMs} ms exceeded`, grpcStatus: 4 }),
-        opts.timeoutMs,
-      );
+      const timer = setTimeout(() => {
+        // A peer that never completes the connection: drop the session so the next call connects afresh.
+        if (session?.connecting === true) session.destroy();
+        finish({ ok: false, error: `deadline of ${opts.timeoutMs} ms exceeded`, grpcStatus: 4 });
+      }, opts.timeoutMs);
       try {
-        stream = this.#session(target).request({
+        session = this.#session(target);
+        stream = session.request({
           ":method": "POST",
           ":path": method,
           ":authority": opts.authority,
