@@ -3,11 +3,16 @@
 // HTTP authorization service. Call counts on the services show hits, misses, expiry and the failure modes.
 
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { create, type JsonObject } from "@bufbuild/protobuf";
+import { create, fromBinary, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
+import { loadAndTranslate } from "../../src/cli/load.js";
+import { extAuthzService } from "../../src/cli/services.js";
 import { EMPTY_AUTHORIZATION } from "../../src/extauthz/authorization.js";
 import { DecisionCache, type ExtAuthCacheSpec } from "../../src/extauthz/decision-cache.js";
 import {
@@ -486,5 +491,83 @@ describe("extAuth cache across translations", () => {
     assert.equal(grpcService.checks.length, 1, "answered from the carried cache");
     await call("other", { headers: { authorization: "a", "x-allow": "yes" } });
     assert.equal(grpcService.checks.length, 2);
+  });
+});
+
+describe("extAuth cache in the ext_authz service across translations", () => {
+  const yaml = (endpoint: string) => `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: default }
+spec:
+  gatewayClassName: sluice
+  listeners: [{ name: http, protocol: HTTP, port: 8080 }]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: authz, namespace: default }
+spec: { ports: [{ name: p, port: 80, appProtocol: kubernetes.io/h2c }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: authz-1, namespace: default, labels: { kubernetes.io/service-name: authz } }
+addressType: IPv4
+ports: [{ name: p, port: ${grpcService.port} }]
+endpoints: [{ addresses: [${endpoint}] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules: [{ backendRefs: [{ name: authz, port: 80 }] }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: p, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
+  traffic:
+    extAuth:
+      backendRef: { name: authz, port: 80 }
+      grpc: { contextExtensions: { tenant: acme } }
+      cache: { key: ["request.headers['authorization']"], ttl: 1h }
+`;
+
+  it("a new translation that moves the service keeps its decisions (new id, same cache)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-ua-"));
+    const svc = extAuthzService({ log: () => {} });
+    try {
+      const translateWith = async (endpoint: string) => {
+        writeFileSync(join(dir, "all.yaml"), yaml(endpoint));
+        const { result } = await loadAndTranslate([dir]);
+        svc.update(result);
+        const ids = [...result.extAuthzPolicies].filter(([, p]) => p.userExtAuth !== undefined).map(([id]) => id);
+        assert.equal(ids.length, 1);
+        return ids[0]!;
+      };
+      const check = async (id: string, authorization: string) => {
+        const req = create(CheckRequestSchema, {
+          attributes: {
+            request: { http: { method: "GET", path: "/", host: "h", headers: { authorization, "x-allow": "yes" } } },
+            contextExtensions: { [POLICY_CONTEXT_KEY]: id },
+          },
+        });
+        const handler = svc.unary?.get(`/${Authorization.typeName}/Check`);
+        return statusOf(fromBinary(CheckResponseSchema, await handler!(toBinary(CheckRequestSchema, req), {})));
+      };
+      const first = await translateWith("127.0.0.1");
+      assert.equal(await check(first, "a"), 200);
+      assert.deepEqual(grpcService.checks[0]?.attributes?.contextExtensions, { tenant: "acme" });
+      // Nothing listens on 127.0.0.2: a hit shows the cache moved; a miss fails closed at the new endpoint.
+      const second = await translateWith("127.0.0.2");
+      assert.notEqual(second, first);
+      assert.equal(await check(second, "a"), 200);
+      assert.equal(grpcService.checks.length, 1);
+      assert.equal(await check(second, "b"), 403);
+      assert.equal(grpcService.checks.length, 1);
+    } finally {
+      svc.close?.();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
