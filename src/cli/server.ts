@@ -222,6 +222,7 @@ export class SluiceServer {
     this.#source.close();
     await this.xds.stop();
     await this.#unary?.stop();
+    for (const s of this.#services) s.close?.();
     const admin = this.#admin;
     this.#admin = undefined;
     if (admin) await new Promise<void>((resolve) => admin.close(() => resolve()));

@@ -11,6 +11,7 @@ import {
   extAuthzUnaryHandlers,
   type PolicyTable,
 } from "../extauthz/server.js";
+import { carryOverState, UserExtAuthClients } from "../extauthz/user-ext-auth.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
 import type { UnaryHandler } from "../grpc/unary-server.js";
 import type { TranslationResult } from "../translate/translate.js";
@@ -22,6 +23,8 @@ export interface SluiceService {
   readonly unary?: ReadonlyMap<string, UnaryHandler>;
   /** Called after every translation, before the new snapshot is published, so Envoy never sees an unknown id. */
   update(result: TranslationResult): void;
+  /** Releases what the service holds open (connections to other services). */
+  close?(): void;
 }
 
 export interface ServiceOptions {
@@ -29,11 +32,13 @@ export interface ServiceOptions {
 }
 
 /**
- * Envoy's ext_authz → Sluice: API keys, basic auth, CEL authorization, L4 network authorization. Serves the newest
- * policy table and, for ids that left it, the previous one: an Envoy that has not yet applied the new snapshot still
- * names the old ids, which must keep their old meaning rather than fail.
+ * Envoy's ext_authz → Sluice: API keys, basic auth, CEL authorization, L4 network authorization, and users' extAuth
+ * services with a decision cache. Serves the newest policy table and, for ids that left it, the previous one: an
+ * Envoy that has not yet applied the new snapshot still names the old ids, which must keep their old meaning rather
+ * than fail. Decision caches move to the new table's entries of the same scope, so an update does not empty them.
  */
 export function extAuthzService(opts: ServiceOptions): SluiceService {
+  let published: PolicyTable | undefined;
   let current: PolicyTable = new Map();
   let previous: PolicyTable = new Map();
   const table: PolicyTable = {
@@ -48,8 +53,10 @@ export function extAuthzService(opts: ServiceOptions): SluiceService {
     values: () => current.values(),
     [Symbol.iterator]: () => current[Symbol.iterator](),
   };
+  const clients = new UserExtAuthClients();
   const options: ExtAuthzOptions = {
     policies: () => table,
+    clients,
     // Fields only: policy ids and error texts, never credentials.
     logger: { warn: (m, f) => opts.log(`${m}${f ? ` ${JSON.stringify(f)}` : ""}`) },
   };
@@ -60,9 +67,14 @@ export function extAuthzService(opts: ServiceOptions): SluiceService {
     },
     unary: extAuthzUnaryHandlers(options),
     update(result) {
-      if (result.extAuthzPolicies === current) return;
+      if (result.extAuthzPolicies === published) return;
+      published = result.extAuthzPolicies;
+      const next = carryOverState(result.extAuthzPolicies, [current, previous]);
       previous = current;
-      current = result.extAuthzPolicies;
+      current = next;
+    },
+    close() {
+      clients.close();
     },
   };
 }

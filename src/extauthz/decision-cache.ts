@@ -1,9 +1,9 @@
 // The optional decision cache of a user's `extAuth` (`cache: {key, ttl, maxEntries}`).
 //
 // The key is the list of values of the `key` expressions; if any of them fails to evaluate, the request is still
-// sent to the service and its result is not cached (spec). `ttl` is a duration string (`30s`), or a CEL expression
-// evaluated when the decision is stored, returning a duration, a duration string, a timestamp (absolute expiry) or a
-// number of seconds; a failing ttl expression also means "don't cache".
+// sent to the service and its result is not cached (spec). `ttl` is a duration string (`30s`), an RFC 3339
+// timestamp (absolute expiry), or a CEL expression evaluated when the decision is stored, returning a duration, a
+// duration string, a timestamp or a number of seconds; a failing ttl expression also means "don't cache".
 
 import { type CelValue, isCelList, isCelMap, isCelUint } from "@bufbuild/cel";
 import { toBinary } from "@bufbuild/protobuf";
@@ -20,6 +20,15 @@ export interface ExtAuthCacheSpec {
 
 export const DEFAULT_MAX_ENTRIES = 10000;
 
+const TIMESTAMP_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/i;
+
+/** Milliseconds since the epoch of an RFC 3339 timestamp, undefined when not one. */
+export function parseTimestamp(text: string): number | undefined {
+  if (!TIMESTAMP_RE.test(text)) return undefined;
+  const ms = Date.parse(text);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
 const DURATION_RE = /^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$/;
 
 /** Milliseconds of a Go-style duration string (`1h30m`, `500ms`), undefined when not one. */
@@ -31,12 +40,14 @@ export function parseDuration(text: string): number | undefined {
   return ms;
 }
 
+type Ttl = { readonly fixedMs: number } | { readonly expiresAt: number } | { readonly expr: CompiledExpr };
+
 export class DecisionCache<V> {
   private readonly lru: LruCache<string, V>;
 
   private constructor(
     private readonly keys: readonly CompiledExpr[],
-    private readonly ttl: { readonly fixedMs: number } | { readonly expr: CompiledExpr },
+    private readonly ttl: Ttl,
     maxEntries: number,
   ) {
     this.lru = new LruCache(maxEntries);
@@ -53,14 +64,18 @@ export class DecisionCache<V> {
       if ("ok" in r) keys.push(r.ok);
       else for (const e of r.errors) problems.push({ path: `${path}.key[${i}]`, message: e.message });
     });
-    let ttl: { fixedMs: number } | { expr: CompiledExpr } | undefined;
+    let ttl: Ttl | undefined;
     const fixed = typeof spec.ttl === "string" ? parseDuration(spec.ttl) : undefined;
+    const at = typeof spec.ttl === "string" ? parseTimestamp(spec.ttl) : undefined;
     if (fixed !== undefined) ttl = { fixedMs: fixed };
+    else if (at !== undefined) ttl = { expiresAt: at };
     else {
       const r = compileExpression(spec.ttl);
       if ("ok" in r) ttl = { expr: r.ok };
       else
-        for (const e of r.errors) problems.push({ path: `${path}.ttl`, message: `not a duration, and ${e.message}` });
+        for (const e of r.errors) {
+          problems.push({ path: `${path}.ttl`, message: `not a duration or timestamp, and ${e.message}` });
+        }
     }
     const maxEntries = spec.maxEntries ?? DEFAULT_MAX_ENTRIES;
     if (!Number.isInteger(maxEntries) || maxEntries < 1) {
@@ -72,6 +87,16 @@ export class DecisionCache<V> {
 
   get size(): number {
     return this.lru.size;
+  }
+
+  /** The CEL variables the key expressions read. */
+  get keyVariables(): ReadonlySet<string> {
+    return new Set(this.keys.flatMap((k) => [...k.variables]));
+  }
+
+  /** The CEL variables the ttl expression reads (none for a fixed ttl). */
+  get ttlVariables(): ReadonlySet<string> {
+    return "expr" in this.ttl ? this.ttl.expr.variables : new Set();
   }
 
   /** The cache key for a request, or undefined ("don't cache") when a key expression fails. */
@@ -101,12 +126,13 @@ export class DecisionCache<V> {
 
   private expiry(activation: CelActivation, now: number): number | undefined {
     if ("fixedMs" in this.ttl) return now + this.ttl.fixedMs;
+    if ("expiresAt" in this.ttl) return this.ttl.expiresAt;
     const r = evaluate(this.ttl.expr, activation);
     if ("error" in r) return undefined;
     const v = r.value;
     if (typeof v === "string") {
       const ms = parseDuration(v);
-      return ms === undefined ? undefined : now + ms;
+      return ms === undefined ? parseTimestamp(v) : now + ms;
     }
     if (typeof v === "bigint") return now + Number(v) * 1000;
     if (typeof v === "number" && Number.isFinite(v)) return now + v * 1000;

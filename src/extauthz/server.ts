@@ -7,8 +7,10 @@
 //
 // Order per request: authentication (basic auth, then API key) → 401; authorization → 403; else OK with the identity
 // as dynamic metadata (namespace of the ext_authz filter) and, where configured, as headers to the upstream.
+// An entry with `userExtAuth` instead fronts the user's own authorization service with a decision cache
+// (user-ext-auth.ts).
 
-import { create, type JsonObject, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { type CelActivation, ipValue, parsePeerIp } from "../cel/index.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../cel/rbac.js";
@@ -18,6 +20,7 @@ import type { AttributeContext_HttpRequest } from "../gen/envoy/service/auth/v3/
 import {
   Authorization,
   type CheckRequest,
+  CheckRequestSchema,
   type CheckResponse,
   CheckResponseSchema,
 } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
@@ -29,6 +32,7 @@ import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./au
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
 import { type CheckFields, filterMetadataStruct, readCheckRequest } from "./check-request.js";
 import { parseQuery } from "./credentials.js";
+import { checkUserExtAuth, copyCheckRequest, type UserExtAuth, UserExtAuthClients } from "./user-ext-auth.js";
 
 /** The context extension carrying the policy id. */
 export const POLICY_CONTEXT_KEY = "sluice.policy";
@@ -55,6 +59,8 @@ export interface ExtAuthzPolicy {
     /** header receiving the API key metadata as JSON */
     readonly apiKeyMetadata?: string;
   };
+  /** The user's extAuth with a decision cache: Sluice answers from the cache or asks the user's service. */
+  readonly userExtAuth?: UserExtAuth;
 }
 
 /** Immutable policies keyed by content-hash id. */
@@ -68,6 +74,8 @@ export interface ExtAuthzOptions {
   /** Called per request, so a new table published by the translator is picked up at once. */
   readonly policies: () => PolicyTable;
   readonly logger?: ExtAuthzLogger;
+  /** Connections to users' authorization services (entries with `userExtAuth`); the owner closes them. */
+  readonly clients?: UserExtAuthClients;
 }
 
 export const EMPTY_POLICY: ExtAuthzPolicy = { authorization: EMPTY_AUTHORIZATION, jwt: false };
@@ -280,17 +288,34 @@ function denied(grpcCode: number, http: StatusCode, body: string, headers: Heade
   });
 }
 
+/** The clients of `options`, or ones made on first use (tests that never close them). */
+function clientsOf(options: ExtAuthzOptions): () => UserExtAuthClients {
+  let clients = options.clients;
+  return () => {
+    if (clients === undefined) clients = new UserExtAuthClients();
+    return clients;
+  };
+}
+
 /**
  * The Check method for the unary gRPC server (src/grpc/unary-server.ts), which serves it on Envoy's hot path with far
  * less overhead than grpc-js. Same decisions as addExtAuthzService.
  */
 export function extAuthzUnaryHandlers(options: ExtAuthzOptions): ReadonlyMap<string, UnaryHandler> {
+  const clients = clientsOf(options);
   const handler: UnaryHandler = async (bytes, headers) => {
     const fromMetadata = headers[POLICY_METADATA_KEY];
     let response: CheckResponse;
     try {
       const fields = readCheckRequest(bytes);
-      response = await checkFields(fields, options, typeof fromMetadata === "string" ? fromMetadata : undefined);
+      const metadataId = typeof fromMetadata === "string" ? fromMetadata : undefined;
+      const id = fields.contextExtensions.get(POLICY_CONTEXT_KEY) ?? metadataId;
+      const ua = id === undefined ? undefined : options.policies().get(id)?.userExtAuth;
+      if (ua !== undefined) {
+        const request = () => fromBinary(CheckRequestSchema, bytes);
+        return await checkUserExtAuth(ua, activationOf(fields, ua.jwt), request, clients(), options.logger);
+      }
+      response = await checkFields(fields, options, metadataId);
     } catch (e) {
       options.logger?.warn("ext_authz: internal error, denying", { error: String(e) });
       response = denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "internal error", []);
@@ -302,10 +327,24 @@ export function extAuthzUnaryHandlers(options: ExtAuthzOptions): ReadonlyMap<str
 
 /** Adds the Authorization service to a grpc-js server. */
 export function addExtAuthzService(server: grpc.Server, options: ExtAuthzOptions): void {
+  const clients = clientsOf(options);
   addGrpcService(server, Authorization, {
     check: (call, callback) => {
       const fromMetadata = call.metadata.get(POLICY_METADATA_KEY)[0];
-      check(call.request, options, typeof fromMetadata === "string" ? fromMetadata : undefined).then(
+      const metadataId = typeof fromMetadata === "string" ? fromMetadata : undefined;
+      const id = call.request.attributes?.contextExtensions[POLICY_CONTEXT_KEY] ?? metadataId;
+      const ua = id === undefined ? undefined : options.policies().get(id)?.userExtAuth;
+      const answer: Promise<CheckResponse> =
+        ua === undefined
+          ? check(call.request, options, metadataId)
+          : checkUserExtAuth(
+              ua,
+              buildActivation(call.request, ua.jwt),
+              () => copyCheckRequest(call.request),
+              clients(),
+              options.logger,
+            ).then((bytes) => fromBinary(CheckResponseSchema, bytes));
+      answer.then(
         (r) => callback(null, r),
         (e: unknown) => {
           // A bug, not user input: deny rather than let Envoy apply its failure mode to an error status.

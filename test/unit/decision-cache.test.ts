@@ -77,6 +77,18 @@ describe("extAuth decision cache", () => {
     assert.equal(expiryOf("extauthz.missing"), undefined);
   });
 
+  it("a timestamp ttl is an absolute expiry, as text or from CEL", () => {
+    const at = DecisionCache.compile<string>({ key: ["1"], ttl: "1970-01-01T00:00:05Z" }, "p").cache!;
+    assert.equal(at.set("k", "v", act({}), 1000), true);
+    assert.equal(at.get("k", 4999), "v");
+    assert.equal(at.get("k", 5000), undefined);
+    assert.equal(at.set("k", "v", act({}), 6000), false, "already past: not cached");
+    const cel = DecisionCache.compile<string>({ key: ["1"], ttl: "extauthz.until" }, "p").cache!;
+    assert.equal(cel.set("k", "v", act({}, { extauthz: { until: "1970-01-01T00:00:03Z" } }), 1000), true);
+    assert.equal(cel.get("k", 2999), "v");
+    assert.equal(cel.get("k", 3000), undefined);
+  });
+
   it("bounds the number of entries", () => {
     const { cache } = DecisionCache.compile<number>({ key: ["request.headers.k"], ttl: "1h", maxEntries: 2 }, "p");
     for (const k of ["a", "b", "c"]) cache!.set(cache!.keyFor(act({ k }))!, 1, act({}));

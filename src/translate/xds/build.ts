@@ -34,10 +34,12 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
     seen.add(key);
     notes.push({ from, field, message, ...(reason !== undefined ? { reason } : {}) });
   };
+  const clusterIRs = new Map(gw.clusters.map((c) => [c.name, c]));
   const ctx: BuildContext = {
     note,
     ...(opts.authz !== undefined ? { authz: { ...opts.authz, note } } : {}),
     llmEntry: (routeName) => opts.llmEntries?.get(routeName),
+    cluster: (name) => clusterIRs.get(name),
   };
   const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
   // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.

@@ -2,11 +2,25 @@
 // (envoy.service.auth.v3) or HTTP. The service and its options are listener-level in Envoy, so there is one instance
 // per distinct configuration; per-request context (contextExtensions) goes on the route. Fields that need CEL per
 // request are reported as not yet supported; they are for the Sluice ext_authz service.
+//
+// With `cache`, which Envoy lacks, the filter calls Sluice's ext_authz instead (cluster `sluice_authz`), naming a
+// policy-table entry that holds the user's service (its endpoints, protocol and options) and the decision cache;
+// Sluice answers from the cache or asks the service (src/extauthz/user-ext-auth.ts).
 
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { ExtAuth } from "../../../api/auth.js";
 import type { Static } from "../../../api/schema-kit.js";
+import { JWT_METADATA_NAMESPACE } from "../../../cel/rbac.js";
+import { EMPTY_AUTHORIZATION } from "../../../extauthz/authorization.js";
+import { DEFAULT_MAX_ENTRIES, DecisionCache } from "../../../extauthz/decision-cache.js";
+import { POLICY_CONTEXT_KEY } from "../../../extauthz/server.js";
+import {
+  type UnaryTarget,
+  type UserExtAuthConfig,
+  type UserExtAuthHttp,
+  UserExtAuthState,
+} from "../../../extauthz/user-ext-auth.js";
 import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import { ApiVersion } from "../../../gen/envoy/config/core/v3/config_source_pb.js";
 import {
@@ -14,22 +28,29 @@ import {
   ExtAuthzSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js";
 import type { ListStringMatcherSchema } from "../../../gen/envoy/type/matcher/v3/string_pb.js";
+import { policyId } from "../../authz/policy-table.js";
 import { parseByteSize } from "../../bytes.js";
 import { durationFromMs } from "../../duration.js";
+import type { RouteIR } from "../../ir.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import {
   celStringLiteral,
   grpcService,
   instanceName,
+  type PhaseField,
   phaseFields,
   phaseOrder,
   serviceCluster,
 } from "./policy-fields.js";
-import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
+import { type BuildContext, type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 type ExtAuthT = Static<typeof ExtAuth>;
+type Note = (field: string, message: string, reason?: "NeverMatches" | "Ignored") => void;
 
 const FILTER = "envoy.filters.http.ext_authz";
 const CHECK_TIMEOUT_MS = 10_000;
+/** Envoy waits this much longer for Sluice than Sluice waits for the user's service, so Sluice's answer wins. */
+const SLUICE_MARGIN_MS = 1_000;
 
 function headerList(names: readonly string[]): MessageInitShape<typeof ListStringMatcherSchema> {
   return {
@@ -37,6 +58,42 @@ function headerList(names: readonly string[]): MessageInitShape<typeof ListStrin
       matchPattern: { case: "exact" as const, value: n.toLowerCase() },
       ignoreCase: true,
     })),
+  };
+}
+
+/** The HTTP options Envoy (or Sluice on its behalf) applies as they are; the CEL-only ones are reported. */
+function httpOptions(h: NonNullable<ExtAuthT["http"]>, note: Note): UserExtAuthHttp {
+  const path = h.path !== undefined ? celStringLiteral(h.path) : undefined;
+  if (h.path !== undefined && path === undefined) {
+    note("http.path", "only a constant path (a CEL string literal) is supported yet; the original path is sent");
+  }
+  for (const k of ["redirect", "body", "responseMetadata"] as const) {
+    if (h[k] !== undefined) note(`http.${k}`, "needs CEL per request (Sluice ext_authz); not supported yet");
+  }
+  const headersToAdd: { key: string; value: string }[] = [];
+  for (const [name, expr] of Object.entries(h.addRequestHeaders ?? {})) {
+    const v = celStringLiteral(expr);
+    if (v === undefined) note(`http.addRequestHeaders.${name}`, "only constant values (CEL string literals) yet");
+    else headersToAdd.push({ key: name, value: v });
+  }
+  return {
+    ...(path !== undefined ? { path } : {}),
+    // The spec's default sends only Authorization (Envoy adds the pseudo-headers it always sends).
+    allowedRequestHeaders: (h.allowedRequestHeaders ?? ["authorization"]).map((n) => n.toLowerCase()),
+    headersToAdd,
+    allowedUpstreamHeaders: (h.allowedResponseHeaders ?? []).map((n) => n.toLowerCase()),
+  };
+}
+
+function withRequestBody(a: ExtAuthT, packAsBytes: boolean) {
+  if (a.forwardBody === undefined) return {};
+  // Without partial messages Envoy rejects larger bodies with 413, as the spec says.
+  return {
+    withRequestBody: {
+      maxRequestBytes: Math.min(parseByteSize(a.forwardBody.maxSize) ?? 0, 0xffffffff),
+      allowPartialMessage: false,
+      packAsBytes,
+    },
   };
 }
 
@@ -48,44 +105,24 @@ export const extAuthzBuilder: HttpFilterBuilder = {
     const clusters: Cluster[] = [];
     for (const f of phaseFields<ExtAuthT>(route, "extAuth")) {
       const a = f.value;
+      const note: Note = (field, message, reason) => ctx.note(f.from, `extAuth.${field}`, message, reason);
+      const http = a.http === undefined ? undefined : httpOptions(a.http, note);
+      if (a.grpc?.requestMetadata !== undefined) {
+        note("grpc.requestMetadata", "needs CEL per request (Sluice ext_authz); not supported yet");
+      }
+      const fronted = a.cache === undefined ? undefined : sluiceFronted(route, f, http, ctx, note);
+      if (fronted !== undefined) {
+        filters.push(fronted);
+        continue;
+      }
       const svc = serviceCluster(route, `${f.path}.backendRef`, f.from, ctx, a.http === undefined);
       if (svc.extra !== undefined) clusters.push(svc.extra);
-      const note = (field: string, message: string) => ctx.note(f.from, `extAuth.${field}`, message);
-      if (a.cache !== undefined) {
-        note(
-          "cache",
-          "the decision cache is kept by the Sluice ext_authz service, which does not front user services yet; " +
-            "every request is checked by the service",
-        );
-      }
       const config: MessageInitShape<typeof ExtAuthzSchema> = {
         transportApiVersion: ApiVersion.V3,
         failureModeAllow: a.failureMode === "FailOpen",
-        ...(a.forwardBody !== undefined
-          ? {
-              // Without partial messages Envoy rejects larger bodies with 413, as the spec says.
-              withRequestBody: {
-                maxRequestBytes: Math.min(parseByteSize(a.forwardBody.maxSize) ?? 0, 0xffffffff),
-                allowPartialMessage: false,
-              },
-            }
-          : {}),
+        ...withRequestBody(a, false),
       };
-      if (a.http !== undefined) {
-        const h = a.http;
-        const path = h.path !== undefined ? celStringLiteral(h.path) : undefined;
-        if (h.path !== undefined && path === undefined) {
-          note("http.path", "only a constant path (a CEL string literal) is supported yet; the original path is sent");
-        }
-        for (const k of ["redirect", "body", "responseMetadata"] as const) {
-          if (h[k] !== undefined) note(`http.${k}`, "needs CEL per request (Sluice ext_authz); not supported yet");
-        }
-        const headersToAdd: { key: string; value: string }[] = [];
-        for (const [name, expr] of Object.entries(h.addRequestHeaders ?? {})) {
-          const v = celStringLiteral(expr);
-          if (v === undefined) note(`http.addRequestHeaders.${name}`, "only constant values (CEL string literals) yet");
-          else headersToAdd.push({ key: name, value: v });
-        }
+      if (http !== undefined) {
         config.services = {
           case: "httpService",
           value: {
@@ -94,21 +131,17 @@ export const extAuthzBuilder: HttpFilterBuilder = {
               httpUpstreamType: { case: "cluster", value: svc.cluster },
               timeout: durationFromMs(CHECK_TIMEOUT_MS),
             },
-            ...(path !== undefined ? { pathOverride: path } : {}),
-            authorizationRequest: { headersToAdd },
+            ...(http.path !== undefined ? { pathOverride: http.path } : {}),
+            authorizationRequest: { headersToAdd: [...http.headersToAdd] },
             authorizationResponse: {
-              ...(h.allowedResponseHeaders !== undefined
-                ? { allowedUpstreamHeaders: headerList(h.allowedResponseHeaders) }
+              ...(a.http?.allowedResponseHeaders !== undefined
+                ? { allowedUpstreamHeaders: headerList(http.allowedUpstreamHeaders) }
                 : {}),
             },
           },
         };
-        // The spec's default sends only Authorization (Envoy adds the pseudo-headers it always sends).
-        config.allowedHeaders = headerList(h.allowedRequestHeaders ?? ["authorization"]);
+        config.allowedHeaders = headerList(http.allowedRequestHeaders);
       } else {
-        if (a.grpc?.requestMetadata !== undefined) {
-          note("grpc.requestMetadata", "needs CEL per request (Sluice ext_authz); not supported yet");
-        }
         config.services = { case: "grpcService", value: grpcService(svc.cluster, a.backendRef.name, CHECK_TIMEOUT_MS) };
       }
       const built = create(ExtAuthzSchema, config);
@@ -127,3 +160,145 @@ export const extAuthzBuilder: HttpFilterBuilder = {
     return filters.length === 0 ? undefined : { filters, clusters };
   },
 };
+
+/**
+ * extAuth with `cache`: the filter instance calling Sluice, whose table entry holds the service and the cache.
+ * Undefined when the cache cannot be used (a ttl that is neither a duration, a timestamp nor CEL; no policy table in
+ * bare builder tests): then Envoy calls the service directly and every request is checked, as the status says.
+ */
+function sluiceFronted(
+  route: RouteIR,
+  f: PhaseField<ExtAuthT>,
+  http: UserExtAuthHttp | undefined,
+  ctx: BuildContext,
+  note: Note,
+): FilterInstance | undefined {
+  const a = f.value;
+  const spec = a.cache!;
+  const table = ctx.authz?.table;
+  if (table === undefined) return undefined;
+  const compiled = DecisionCache.compile<Uint8Array>(spec, `spec.${f.path}.cache`);
+  if (compiled.cache === undefined) {
+    for (const p of compiled.problems) {
+      note(
+        "cache",
+        `${p.path}: ${p.message}; the cache is not used, every request is checked by the service`,
+        "Ignored",
+      );
+    }
+    return undefined;
+  }
+  const cache = compiled.cache;
+  // jwt_authn runs before extAuth, except a PostRouting one for a PreRouting extAuth.
+  const jwt =
+    route.policy?.preRouting?.["jwtAuthentication"] !== undefined ||
+    (f.phase === "traffic" && route.policy?.traffic?.["jwtAuthentication"] !== undefined);
+  const seen = ["request", "source", ...(jwt ? ["jwt"] : [])];
+  for (const v of cache.keyVariables) {
+    if (seen.includes(v)) continue;
+    note(
+      "cache.key",
+      `reads ${v}, which the decision cache does not see (it sees ${seen.join(", ")}): the key fails to evaluate, ` +
+        "so every request is checked by the service and nothing is cached",
+      "NeverMatches",
+    );
+  }
+  const ttlSeen = [...seen, ...(http === undefined ? ["extauthz"] : [])];
+  for (const v of cache.ttlVariables) {
+    if (ttlSeen.includes(v)) continue;
+    note(
+      "cache.ttl",
+      `reads ${v}, which the decision cache does not see (it sees ${ttlSeen.join(", ")}): the ttl fails to ` +
+        "evaluate, so nothing is cached",
+      "NeverMatches",
+    );
+  }
+  const readsJwt = jwt && (cache.keyVariables.has("jwt") || cache.ttlVariables.has("jwt"));
+  const ref = a.backendRef;
+  const config: Omit<UserExtAuthConfig, "targets"> & { forwardBody?: string | number } = {
+    service: `${ref.kind ?? "Service"} ${ref.namespace ?? f.from.name.split("/")[0]}/${ref.name}${
+      ref.port !== undefined ? ` port ${ref.port}` : ""
+    }`,
+    protocol: http === undefined ? "grpc" : "http",
+    authority: ref.name,
+    contextExtensions: http === undefined ? { ...(a.grpc?.contextExtensions ?? {}) } : {},
+    timeoutMs: CHECK_TIMEOUT_MS,
+    failureMode: a.failureMode ?? "FailClosed",
+    ...(http !== undefined ? { http } : {}),
+    jwt: readsJwt,
+    // The service sees the body only with forwardBody, so its decisions are kept apart.
+    ...(a.forwardBody !== undefined ? { forwardBody: a.forwardBody.maxSize } : {}),
+  };
+  const content = {
+    ...config,
+    cache: { key: spec.key, ttl: spec.ttl, maxEntries: spec.maxEntries ?? DEFAULT_MAX_ENTRIES },
+  };
+  const targets = serviceTargets(route, f, ctx);
+  const scope = policyId({ userExtAuthScope: content });
+  const id = table.add({ userExtAuth: { ...content, targets } }, () => ({
+    authorization: EMPTY_AUTHORIZATION,
+    jwt: false,
+    userExtAuth: { ...config, targets, scope, state: new UserExtAuthState(cache) },
+  }));
+  const built = create(ExtAuthzSchema, {
+    services: {
+      case: "grpcService",
+      value: {
+        targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
+        timeout: durationFromMs(CHECK_TIMEOUT_MS + SLUICE_MARGIN_MS),
+      },
+    },
+    transportApiVersion: ApiVersion.V3,
+    // Sluice applies the failure mode when the service fails; Envoy applies it when Sluice cannot answer.
+    failureModeAllow: a.failureMode === "FailOpen",
+    // As bytes: Sluice passes binary bodies on intact.
+    ...withRequestBody(a, true),
+    ...(readsJwt ? { metadataContextNamespaces: [JWT_METADATA_NAMESPACE] } : {}),
+  });
+  return {
+    name: instanceName(FILTER, toBinary(ExtAuthzSchema, built)),
+    order: phaseOrder(FilterOrder.userExtAuthz, f.phase),
+    config: anyPack(ExtAuthzSchema, built),
+    perRoute: anyPack(
+      ExtAuthzPerRouteSchema,
+      create(ExtAuthzPerRouteSchema, {
+        override: { case: "checkSettings", value: { contextExtensions: { [POLICY_CONTEXT_KEY]: id } } },
+      }),
+    ),
+  };
+}
+
+/** Where Sluice calls the service: the ready endpoints of the backendRef's cluster. */
+function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildContext): UnaryTarget[] {
+  const ref = route.policy?.refs?.[`${f.path}.backendRef`];
+  const field = "extAuth.backendRef";
+  if (ref === undefined || "error" in ref) {
+    ctx.note(
+      f.from,
+      field,
+      `${ref?.error ?? "not resolved"}; calls to this service fail until it resolves (the failure mode applies)`,
+    );
+    return [];
+  }
+  const cluster = ctx.cluster?.(ref.cluster);
+  switch (cluster?.kind) {
+    case "eds":
+    case "static":
+      return cluster.endpoints.filter((e) => e.ready).map((e) => ({ host: e.address, port: e.port }));
+    case "dns":
+      return [{ host: cluster.host, port: cluster.port }];
+    case "unix":
+      return [{ unixPath: cluster.path }];
+    case "llm":
+      ctx.note(
+        f.from,
+        field,
+        "an AI backend cannot be an authorization service; calls fail (the failure mode applies)",
+        "Ignored",
+      );
+      return [];
+    case undefined:
+      ctx.note(f.from, field, `cluster ${ref.cluster} not found; calls fail (the failure mode applies)`);
+      return [];
+  }
+}

@@ -7,7 +7,7 @@ import type { DescMessage } from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
 import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import type { AuthzContext, NoteReason } from "../../authz/plan.js";
-import type { EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, RouteIR } from "../../ir.js";
+import type { ClusterIR, EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, RouteIR } from "../../ir.js";
 
 /** Positions in the chain (ARCHITECTURE.md); gaps leave room. Lower runs first. */
 export const FilterOrder = {
@@ -69,6 +69,8 @@ export interface BuildContext {
   readonly authz?: AuthzContext;
   /** Id of the LLM table entry of a route (routes to AI backends), if any. */
   llmEntry?(routeName: string): string | undefined;
+  /** A cluster of the Gateway by name (policy backendRefs resolve to these), for services Sluice itself calls. */
+  cluster?(name: string): ClusterIR | undefined;
 }
 
 export interface HttpFilterBuilder {

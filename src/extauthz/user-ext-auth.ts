@@ -1,0 +1,424 @@
+// A user's `extAuth` with a decision `cache`, fronted by Sluice. Envoy has no ext_authz cache, so for such a route
+// Envoy's ext_authz filter calls Sluice (policy-table entry named by `sluice.policy`), and Sluice answers from the
+// cache or calls the user's service (gRPC: the CheckRequest with the user's context extensions; HTTP: the request
+// Envoy's HTTP ext_authz would send) and caches its decision, allow or deny, for the ttl.
+//
+// - The key comes from the request's CEL activation; a key that fails to evaluate means "call, don't cache" (spec).
+//   The ttl may read `extauthz`: the service's dynamic metadata (gRPC). A failing ttl also means "don't cache".
+// - A service that fails (connection error, deadline, non-OK gRPC status, HTTP 5xx) is never cached: FailClosed
+//   answers 403, FailOpen allows (Envoy's own failure_mode_allow semantics).
+// - Concurrent misses for one key share one call to the service.
+// - The cache and its in-flight calls belong to the entry's `state`, carried across translations to the new entry of
+//   the same `scope` (everything the decision depends on except the service's endpoints), so a config update or an
+//   endpoint change does not empty it.
+
+import {
+  type ClientRequest,
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+} from "node:http";
+import { clone, create, fromBinary, type JsonObject, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import type { CelActivation } from "../cel/index.js";
+import { JWT_METADATA_NAMESPACE } from "../cel/rbac.js";
+import {
+  HeaderValueOption_HeaderAppendAction,
+  type HeaderValueOptionSchema,
+} from "../gen/envoy/config/core/v3/base_pb.js";
+import type { AttributeContext_HttpRequest } from "../gen/envoy/service/auth/v3/attribute_context_pb.js";
+import {
+  Authorization,
+  type CheckRequest,
+  CheckRequestSchema,
+  type CheckResponse,
+  CheckResponseSchema,
+} from "../gen/envoy/service/auth/v3/external_auth_pb.js";
+import { targetKey, UnaryGrpcClient, type UnaryTarget } from "../grpc/unary-client.js";
+import type { DecisionCache } from "./decision-cache.js";
+
+export type { UnaryTarget };
+
+/** What Sluice needs to call the user's service, as compiled by the translator. */
+export interface UserExtAuthConfig {
+  /** The backendRef, for logs: `Service default/authz port 80`. */
+  readonly service: string;
+  readonly protocol: "grpc" | "http";
+  /** The backendRef's ready endpoints, called in turn; none: every call fails and the failure mode decides. */
+  readonly targets: readonly UnaryTarget[];
+  /** `:authority` of gRPC calls. */
+  readonly authority: string;
+  /** gRPC: the context extensions the user's service gets (Sluice's own `sluice.policy` is not passed on). */
+  readonly contextExtensions: Readonly<Record<string, string>>;
+  readonly timeoutMs: number;
+  readonly failureMode: "FailClosed" | "FailOpen";
+  readonly http?: UserExtAuthHttp;
+  /**
+   * The key or ttl reads `jwt` and JWT authentication applies: Envoy sends Sluice the jwt_authn metadata, `jwt` exists
+   * for the key (empty when no token was presented), and the metadata is removed before the request is passed on.
+   */
+  readonly jwt: boolean;
+}
+
+/** The HTTP protocol's options, with Envoy's http_service semantics. */
+export interface UserExtAuthHttp {
+  /** Replaces the request's path (query included). */
+  readonly path?: string;
+  /** Request headers passed on besides `authorization` and the host (lowercase). */
+  readonly allowedRequestHeaders: readonly string[];
+  readonly headersToAdd: readonly { readonly key: string; readonly value: string }[];
+  /** Headers of a 200 answer set on the request to the upstream (lowercase). */
+  readonly allowedUpstreamHeaders: readonly string[];
+}
+
+/** One table entry: the config plus its live state. */
+export interface UserExtAuth extends UserExtAuthConfig {
+  /** Entries of equal scope share `state` across translations (a hash of everything but `targets`). */
+  readonly scope: string;
+  readonly state: UserExtAuthState;
+}
+
+/** The decisions (CheckResponse bytes as Envoy gets them) and the calls in flight, by cache key. */
+export class UserExtAuthState {
+  readonly inflight = new Map<string, Promise<Uint8Array>>();
+  next = 0;
+  lastWarning = 0;
+  constructor(readonly cache: DecisionCache<Uint8Array>) {}
+}
+
+/** Connections to users' services: HTTP/2 sessions for gRPC, a keep-alive agent for HTTP. */
+export class UserExtAuthClients {
+  readonly grpc = new UnaryGrpcClient();
+  readonly http = new HttpAgent({ keepAlive: true, maxSockets: 64 });
+
+  close(): void {
+    this.grpc.close();
+    this.http.destroy();
+  }
+}
+
+export interface UserExtAuthLogger {
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+const CHECK_PATH = `/${Authorization.typeName}/Check`;
+const GRPC_PERMISSION_DENIED = 7;
+/** Larger HTTP answers count as a failure of the service. */
+const MAX_HTTP_BODY = 1024 * 1024;
+/** At most one failure log line per entry and interval: a dead service would otherwise log every request. */
+const WARN_INTERVAL_MS = 10_000;
+
+const OK_BYTES = toBinary(
+  CheckResponseSchema,
+  create(CheckResponseSchema, { status: { code: 0 }, httpResponse: { case: "okResponse", value: {} } }),
+);
+// Envoy's status_on_error: 403 with an empty body.
+const FAIL_CLOSED_BYTES = toBinary(
+  CheckResponseSchema,
+  create(CheckResponseSchema, {
+    status: { code: GRPC_PERMISSION_DENIED, message: "authorization service failed" },
+    httpResponse: { case: "deniedResponse", value: { status: { code: 403 } } },
+  }),
+);
+
+type Outcome =
+  | { readonly decision: Uint8Array; readonly metadata?: JsonObject }
+  | { readonly failure: string; readonly target?: string };
+
+/**
+ * The answer to one CheckRequest for the entry: cached, or the service's (then cached), or the failure mode's.
+ * `request` gives a mutable copy of the CheckRequest, decoded only on a miss. Never rejects.
+ */
+export function checkUserExtAuth(
+  ua: UserExtAuth,
+  activation: CelActivation,
+  request: () => CheckRequest,
+  clients: UserExtAuthClients,
+  logger?: UserExtAuthLogger,
+): Promise<Uint8Array> {
+  const { cache, inflight } = ua.state;
+  const key = cache.keyFor(activation);
+  if (key !== undefined) {
+    const hit = cache.get(key);
+    if (hit !== undefined) return Promise.resolve(hit);
+    const pending = inflight.get(key);
+    if (pending !== undefined) return pending;
+  }
+  const answer = callService(ua, request, clients).then(
+    (o) => {
+      if ("decision" in o) {
+        if (key !== undefined) {
+          cache.set(key, o.decision, o.metadata === undefined ? activation : { ...activation, extauthz: o.metadata });
+        }
+        return o.decision;
+      }
+      warn(ua, logger, o);
+      return ua.failureMode === "FailOpen" ? OK_BYTES : FAIL_CLOSED_BYTES;
+    },
+    (e: unknown) => {
+      warn(ua, logger, { failure: `internal error: ${String(e)}` });
+      return ua.failureMode === "FailOpen" ? OK_BYTES : FAIL_CLOSED_BYTES;
+    },
+  );
+  if (key !== undefined) {
+    inflight.set(key, answer);
+    void answer.then(() => inflight.delete(key));
+  }
+  return answer;
+}
+
+function warn(ua: UserExtAuth, logger: UserExtAuthLogger | undefined, o: { failure: string; target?: string }): void {
+  const now = Date.now();
+  if (logger === undefined || now - ua.state.lastWarning < WARN_INTERVAL_MS) return;
+  ua.state.lastWarning = now;
+  logger.warn("ext_authz: the extAuth service failed, applying the failure mode", {
+    service: ua.service,
+    ...(o.target !== undefined ? { target: o.target } : {}),
+    error: o.failure,
+    failureMode: ua.failureMode,
+  });
+}
+
+async function callService(
+  ua: UserExtAuth,
+  request: () => CheckRequest,
+  clients: UserExtAuthClients,
+): Promise<Outcome> {
+  if (ua.targets.length === 0) return { failure: "the service has no ready endpoints" };
+  const target = ua.targets[ua.state.next++ % ua.targets.length]!;
+  if (ua.state.next >= 2 ** 31) ua.state.next = 0;
+  const req = request();
+  if (ua.protocol === "http" && ua.http !== undefined) {
+    const r = await callHttp(ua.http, target, req, ua.timeoutMs, clients.http);
+    return "failure" in r ? { ...r, target: targetKey(target) } : r;
+  }
+  const r = await clients.grpc.call(target, CHECK_PATH, forwardedCheckRequest(ua, req), {
+    timeoutMs: ua.timeoutMs,
+    authority: ua.authority,
+  });
+  if (!r.ok) return { failure: r.error, target: targetKey(target) };
+  let response: CheckResponse;
+  try {
+    response = fromBinary(CheckResponseSchema, r.message);
+  } catch (e) {
+    return { failure: `malformed CheckResponse: ${String(e)}`, target: targetKey(target) };
+  }
+  // Copied: the bytes outlive the call in the cache.
+  const decision = Uint8Array.from(r.message);
+  return response.dynamicMetadata === undefined ? { decision } : { decision, metadata: response.dynamicMetadata };
+}
+
+/** The CheckRequest the user's service would get from Envoy directly: its own context extensions, no Sluice data. */
+export function forwardedCheckRequest(ua: UserExtAuthConfig, req: CheckRequest): Uint8Array {
+  const attrs = req.attributes;
+  if (attrs !== undefined) {
+    attrs.contextExtensions = { ...ua.contextExtensions };
+    const md = attrs.metadataContext;
+    if (ua.jwt && md !== undefined) {
+      delete md.filterMetadata[JWT_METADATA_NAMESPACE];
+      if (Object.keys(md.filterMetadata).length === 0 && Object.keys(md.typedFilterMetadata).length === 0) {
+        attrs.metadataContext = undefined;
+      }
+    }
+    // Envoy sends Sluice the body as bytes (binary-safe); the user's filter would have sent UTF-8 text.
+    const http = attrs.request?.http;
+    if (http !== undefined && http.rawBody.byteLength > 0 && http.body === "") {
+      const text = utf8(http.rawBody);
+      if (text !== undefined) {
+        http.body = text;
+        http.rawBody = new Uint8Array(0);
+      }
+    }
+  }
+  return toBinary(CheckRequestSchema, req);
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+function utf8(bytes: Uint8Array): string | undefined {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Request headers as Envoy lists them: `header_map` when raw headers are sent, else the `headers` map. */
+function requestHeaders(http: AttributeContext_HttpRequest): [string, string][] {
+  if (http.headerMap !== undefined && http.headerMap.headers.length > 0) {
+    return http.headerMap.headers.map((h) => [
+      h.key.toLowerCase(),
+      h.rawValue.byteLength > 0 ? Buffer.from(h.rawValue).toString("utf8") : h.value,
+    ]);
+  }
+  return Object.entries(http.headers).map(([k, v]) => [k.toLowerCase(), v]);
+}
+
+// Not passed on from a denial: they describe the service's connection, not the answer.
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"]);
+const HEADERS_TO_REMOVE = "x-envoy-auth-headers-to-remove";
+
+type HeaderOption = MessageInitShape<typeof HeaderValueOptionSchema>;
+
+/**
+ * Envoy's HTTP ext_authz exchange (ext_authz_http_impl.cc): the original method, the path (or the configured one),
+ * the host, `authorization` and the allowed headers, the added headers and the body; 200 allows and passes the
+ * allowed headers upstream, 5xx is a failure, anything else denies with the service's status, headers and body.
+ */
+function callHttp(
+  cfg: UserExtAuthHttp,
+  target: UnaryTarget,
+  req: CheckRequest,
+  timeoutMs: number,
+  agent: HttpAgent,
+): Promise<Outcome> {
+  const http = req.attributes?.request?.http;
+  const allowed = new Set(["authorization", ...cfg.allowedRequestHeaders]);
+  const headers: OutgoingHttpHeaders = {};
+  if (http !== undefined) {
+    for (const [name, value] of requestHeaders(http)) {
+      if (name.startsWith(":") || name === "host" || name === "content-length" || !allowed.has(name)) continue;
+      headers[name] = value;
+    }
+  }
+  for (const h of cfg.headersToAdd) headers[h.key.toLowerCase()] = h.value;
+  const body =
+    http === undefined
+      ? Buffer.alloc(0)
+      : http.rawBody.byteLength > 0
+        ? Buffer.from(http.rawBody)
+        : Buffer.from(http.body);
+  headers["content-length"] = String(body.byteLength);
+  headers["host"] = http?.host ?? "";
+  return new Promise<Outcome>((resolve) => {
+    let done = false;
+    let timer: NodeJS.Timeout | undefined;
+    const finish = (o: Outcome) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve(o);
+    };
+    let r: ClientRequest;
+    try {
+      r = httpRequest(
+        {
+          ...("unixPath" in target ? { socketPath: target.unixPath } : { host: target.host, port: target.port }),
+          method: http?.method || "GET",
+          path: cfg.path ?? (http?.path || "/"),
+          headers,
+          setHost: false,
+          agent,
+        },
+        (res) => readAnswer(res, cfg).then(finish),
+      );
+    } catch (e) {
+      // A header value Node refuses to send, for instance.
+      finish({ failure: e instanceof Error ? e.message : String(e) });
+      return;
+    }
+    timer = setTimeout(() => {
+      finish({ failure: `deadline of ${timeoutMs} ms exceeded` });
+      r.destroy();
+    }, timeoutMs);
+    r.on("error", (e) => finish({ failure: e.message }));
+    r.end(body);
+  });
+}
+
+function readAnswer(res: IncomingMessage, cfg: UserExtAuthHttp): Promise<Outcome> {
+  return new Promise<Outcome>((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on("data", (c: Buffer) => {
+      size += c.byteLength;
+      if (size > MAX_HTTP_BODY) {
+        resolve({ failure: "answer body too large" });
+        res.destroy();
+      } else chunks.push(c);
+    });
+    res.on("error", (e) => resolve({ failure: e.message }));
+    res.on("end", () => resolve(httpDecision(res, Buffer.concat(chunks), cfg)));
+  });
+}
+
+function httpDecision(res: IncomingMessage, body: Buffer, cfg: UserExtAuthHttp): Outcome {
+  const status = res.statusCode ?? 0;
+  if (status >= 500 || status < 100) return { failure: `HTTP status ${status}` };
+  const pairs: [string, string][] = [];
+  for (let i = 0; i + 1 < res.rawHeaders.length; i += 2)
+    pairs.push([res.rawHeaders[i]!.toLowerCase(), res.rawHeaders[i + 1]!]);
+  let response: CheckResponse;
+  if (status === 200) {
+    const upstream = new Set(cfg.allowedUpstreamHeaders);
+    const remove = pairs
+      .filter(([k]) => k === HEADERS_TO_REMOVE)
+      .flatMap(([, v]) => v.split(",").map((s) => s.trim().toLowerCase()))
+      .filter((s) => s !== "");
+    response = create(CheckResponseSchema, {
+      status: { code: 0 },
+      httpResponse: {
+        case: "okResponse",
+        value: {
+          headers: pairs.filter(([k]) => upstream.has(k)).map(([key, value]) => overwrite(key, value)),
+          headersToRemove: remove,
+        },
+      },
+    });
+  } else {
+    const seen = new Set<string>();
+    const headers: HeaderOption[] = [];
+    for (const [key, value] of pairs) {
+      if (HOP_BY_HOP.has(key) || key === HEADERS_TO_REMOVE) continue;
+      // The first value replaces the local reply's header (content-type), repeats are appended (set-cookie).
+      headers.push(seen.has(key) ? { header: { key, value } } : overwrite(key, value));
+      seen.add(key);
+    }
+    response = create(CheckResponseSchema, {
+      status: { code: GRPC_PERMISSION_DENIED },
+      httpResponse: {
+        case: "deniedResponse",
+        value: { status: { code: status }, headers, body: body.toString("utf8") },
+      },
+    });
+  }
+  return { decision: toBinary(CheckResponseSchema, response) };
+}
+
+function overwrite(key: string, value: string): HeaderOption {
+  return { header: { key, value }, appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD };
+}
+
+/** A copy of a CheckRequest to pass on (the grpc-js path hands Sluice a decoded message it may still read). */
+export function copyCheckRequest(req: CheckRequest): CheckRequest {
+  return clone(CheckRequestSchema, req);
+}
+
+/**
+ * `next` with each cached entry's state taken from the entry of the same scope in `olds` (newest first), so a new
+ * translation keeps the decisions of unchanged services, including when only their endpoints changed.
+ */
+export function carryOverState<P extends { readonly userExtAuth?: UserExtAuth }>(
+  next: ReadonlyMap<string, P>,
+  olds: readonly ReadonlyMap<string, P>[],
+): ReadonlyMap<string, P> {
+  const byScope = new Map<string, UserExtAuthState>();
+  for (const table of olds) {
+    for (const p of table.values()) {
+      const ua = p.userExtAuth;
+      if (ua !== undefined && !byScope.has(ua.scope)) byScope.set(ua.scope, ua.state);
+    }
+  }
+  if (byScope.size === 0) return next;
+  let changed = false;
+  const out = new Map<string, P>();
+  for (const [id, p] of next) {
+    const ua = p.userExtAuth;
+    const state = ua === undefined ? undefined : byScope.get(ua.scope);
+    if (ua !== undefined && state !== undefined && state !== ua.state) {
+      out.set(id, { ...p, userExtAuth: { ...ua, state } });
+      changed = true;
+    } else out.set(id, p);
+  }
+  return changed ? out : next;
+}
