@@ -11,12 +11,12 @@
 //   node dist/bench/authz.js [--connections 32] [--seconds 5] [--rounds 3]
 
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
 import { freePort, request, waitFor } from "../test/helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
+import { cpuMs } from "./proc.js";
 
 const { values } = parseArgs({
   options: {
@@ -90,16 +90,6 @@ interface Figures {
   readonly errors: number;
   /** CPU time of the Sluice process per request (user + system), which contention on the host does not inflate. */
   readonly sluiceCpuUs: number;
-}
-
-/** CPU ms used so far by a process (Linux /proc; 0 elsewhere). */
-function cpuMs(pid: number | undefined): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return 0;
-  }
 }
 
 let sluicePid: number | undefined;

@@ -3,7 +3,7 @@
 // through Envoy untouched (a plain route), all in the same run; and, when they are installed, side by side with the
 // Portkey gateway (npm @portkey-ai/gateway) and the LiteLLM proxy (PyPI litellm) translating to the same fake.
 //
-//   node dist/bench/llm.js [--seconds 5] [--concurrency 16]
+//   node dist/bench/llm.js [--seconds 5] [--concurrency 16] [--modes buffered,stream]
 //   PORTKEY_DIR=.cache/bench/portkey LITELLM_BIN=.cache/bench/litellm-venv/bin/litellm node dist/bench/llm.js
 //
 // Prints requests/s, p50 and p99 latency per setup, and p50/p99 added over the direct call.
@@ -16,9 +16,14 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { freePort, waitFor } from "../test/helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
+import { cpuMs } from "./proc.js";
 
 const { values } = parseArgs({
-  options: { seconds: { type: "string", default: "5" }, concurrency: { type: "string", default: "16" } },
+  options: {
+    seconds: { type: "string", default: "5" },
+    concurrency: { type: "string", default: "16" },
+    modes: { type: "string", default: "buffered,stream" },
+  },
 });
 const seconds = Number(values.seconds);
 const concurrency = Number(values.concurrency);
@@ -42,6 +47,8 @@ interface Target {
   readonly port: number;
   readonly path: string;
   readonly headers: Record<string, string>;
+  /** The Sluice process this target goes through, for its CPU time per request. */
+  readonly sluicePid?: number;
 }
 
 interface Result {
@@ -49,6 +56,8 @@ interface Result {
   readonly p50: number;
   readonly p99: number;
   readonly errors: number;
+  /** CPU time of the Sluice process per request, when the target goes through Sluice. */
+  readonly sluiceCpuUs?: number;
 }
 
 const lastErrors = new Set<string>();
@@ -88,6 +97,7 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   for (let i = 0; i < 200; i++) await once(t, payload); // warm up (JIT, connections)
   const lat: number[] = [];
   let errors = 0;
+  const cpu0 = t.sluicePid !== undefined ? cpuMs(t.sluicePid) : 0;
   const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
   await Promise.all(
@@ -105,7 +115,14 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   const elapsed = (performance.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(lat.length * p))] ?? Number.NaN;
-  return { rps: lat.length / elapsed, p50: q(0.5), p99: q(0.99), errors };
+  const cpuUs = t.sluicePid !== undefined ? ((cpuMs(t.sluicePid) - cpu0) * 1000) / Math.max(1, lat.length) : undefined;
+  return {
+    rps: lat.length / elapsed,
+    p50: q(0.5),
+    p99: q(0.99),
+    errors,
+    ...(cpuUs !== undefined ? { sluiceCpuUs: cpuUs } : {}),
+  };
 }
 
 function resources(fakePort: number, port: number): string {
@@ -189,7 +206,13 @@ try {
   const targets: Target[] = [
     { name: "direct (fake, chat-completions)", port: fake.port, path: "/v1/chat/completions", headers: {} },
     { name: "envoy passthrough", port, path: "/passthrough/v1/chat/completions", headers: {} },
-    { name: "sluice chat→messages", port, path: "/v1/chat/completions", headers: { authorization: "Bearer client" } },
+    {
+      name: "sluice chat→messages",
+      port,
+      path: "/v1/chat/completions",
+      headers: { authorization: "Bearer client" },
+      ...(sluice.child.pid !== undefined ? { sluicePid: sluice.child.pid } : {}),
+    },
   ];
   const portkeyDir = process.env.PORTKEY_DIR;
   if (portkeyDir !== undefined && existsSync(join(portkeyDir, "node_modules/@portkey-ai/gateway"))) {
@@ -232,7 +255,8 @@ try {
       headers: { authorization: `Bearer ${masterKey}` },
     });
   }
-  for (const stream of [false, true]) {
+  const modes = values.modes.split(",");
+  for (const stream of [false, true].filter((st) => modes.includes(st ? "stream" : "buffered"))) {
     for (const t of targets) {
       if (stream && t.name.startsWith("direct")) {
         rows.push({ setup: t.name, mode: "stream", r: await load(t, true) });
@@ -270,7 +294,9 @@ try {
 }
 
 console.log(`\n${seconds}s per setup, ${concurrency} concurrent clients, 1 KB chat-completions request\n`);
-console.log("mode      setup                             req/s     p50 ms   p99 ms   +p50 ms  +p99 ms  errors");
+console.log(
+  "mode      setup                             req/s     p50 ms   p99 ms   +p50 ms  +p99 ms  errors  sluice CPU µs/req",
+);
 for (const row of rows) {
   const direct = rows.find((x) => x.mode === row.mode && x.setup.startsWith("direct"))?.r;
   const add = (a: number, b: number | undefined) => (b === undefined ? "" : (a - b).toFixed(2));
@@ -279,6 +305,6 @@ for (const row of rows) {
       .toFixed(2)
       .padStart(
         8,
-      )} ${add(row.r.p50, direct?.p50).padStart(9)} ${add(row.r.p99, direct?.p99).padStart(8)} ${String(row.r.errors).padStart(7)}`,
+      )} ${add(row.r.p50, direct?.p50).padStart(9)} ${add(row.r.p99, direct?.p99).padStart(8)} ${String(row.r.errors).padStart(7)} ${(row.r.sluiceCpuUs?.toFixed(0) ?? "").padStart(18)}`,
   );
 }
