@@ -83,7 +83,8 @@ export class SluiceServer {
     ).port;
     this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
     const unary = new Map(this.#services.flatMap((s) => [...(s.unary ?? [])]));
-    this.#unary = new UnaryGrpcServer(unary);
+    const bidi = new Map(this.#services.flatMap((s) => [...(s.bidi ?? [])]));
+    this.#unary = new UnaryGrpcServer(unary, bidi);
     this.authzPort = await this.#unary.start(this.#opts.xdsHost, this.#opts.authzPort);
     this.#opts.log(`sluice: ext_authz on ${this.#opts.xdsHost}:${this.authzPort}`);
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);

@@ -1,7 +1,7 @@
-// The gRPC services Sluice serves to Envoy besides ADS (ext_authz, ext_proc). Streaming services share the ADS
-// port (grpc-js; bootstrap cluster `sluice_services`); unary methods on Envoy's hot path (ext_authz Check) are also
-// served by the lightweight unary server on the authz port (bootstrap cluster `sluice_authz`), which is the one the
-// translator points Envoy at. Each service gets every new translation result, from which it takes its policy tables.
+// The gRPC services Sluice serves to Envoy besides ADS (ext_authz, ext_proc). Every service is on the ADS port
+// (grpc-js; bootstrap cluster `sluice_services`); the methods on Envoy's request path (ext_authz Check, the LLM
+// ext_proc Process stream) are also served by the lightweight HTTP/2 server on the authz port (bootstrap cluster
+// `sluice_authz`), which is the one the translator points Envoy at. Each service gets every new translation result, from which it takes its policy tables.
 
 import type * as grpc from "@grpc/grpc-js";
 import {
@@ -13,14 +13,16 @@ import {
 } from "../extauthz/server.js";
 import { carryOverState, UserExtAuthClients } from "../extauthz/user-ext-auth.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
-import type { UnaryHandler } from "../grpc/unary-server.js";
+import type { BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
 import type { TranslationResult } from "../translate/translate.js";
 
 export interface SluiceService {
   readonly name: string;
   addTo(server: grpc.Server): void;
-  /** Unary methods by gRPC path, for the unary server (src/grpc/unary-server.ts). */
+  /** Unary methods by gRPC path, for the hot-path server (src/grpc/unary-server.ts). */
   readonly unary?: ReadonlyMap<string, UnaryHandler>;
+  /** Bidirectional-stream methods by gRPC path, for the same server. */
+  readonly bidi?: ReadonlyMap<string, BidiHandler>;
   /** Called after every translation, before the new snapshot is published, so Envoy never sees an unknown id. */
   update(result: TranslationResult): void;
   /** Releases what the service holds open (connections to other services). */

@@ -1,12 +1,29 @@
-// A minimal gRPC server for unary methods on node:http2, for the one call on Envoy's hot path (ext_authz Check).
-// grpc-js spends about 20 times the decision's own CPU per call (bench/authz.ts); a unary gRPC exchange is a small,
-// fixed protocol (request headers, one length-prefixed message, response headers, one message, trailers), so it is
-// served directly here. Streaming services (ADS, ext_proc) stay on grpc-js.
+// A minimal gRPC server on node:http2 for the calls on Envoy's request path: unary (ext_authz Check) and
+// bidirectional streams (the LLM ext_proc). grpc-js spends many times the handler's own CPU per message
+// (bench/authz.ts, bench/llm.ts); gRPC over HTTP/2 is a small, fixed protocol (request headers, length-prefixed
+// messages both ways, response headers, trailers), so it is served directly here. ADS stays on grpc-js.
 
+import { EventEmitter } from "node:events";
 import { createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
 
 export type UnaryHandler = (message: Uint8Array, headers: IncomingHttpHeaders) => Promise<Uint8Array>;
+
+/**
+ * One bidirectional call: messages arrive as `data` events (already framed out, still encoded), then `end` when the
+ * client half-closes, or `error` if the stream breaks. The subset of grpc-js's ServerDuplexStream Sluice uses.
+ */
+export interface BidiCall {
+  readonly headers: IncomingHttpHeaders;
+  on(event: "data", fn: (message: Uint8Array) => void): void;
+  on(event: "end", fn: () => void): void;
+  on(event: "error", fn: (e: Error) => void): void;
+  write(message: Uint8Array): void;
+  /** Ends the call with status OK (trailers). Later writes are ignored. */
+  end(): void;
+}
+
+export type BidiHandler = (call: BidiCall) => void;
 
 const GRPC_UNIMPLEMENTED = 12;
 const GRPC_INTERNAL = 13;
@@ -37,11 +54,13 @@ function frame(message: Uint8Array): Buffer {
 
 export class UnaryGrpcServer {
   readonly #handlers: ReadonlyMap<string, UnaryHandler>;
+  readonly #bidi: ReadonlyMap<string, BidiHandler>;
   #server: Http2Server | undefined;
 
-  /** `handlers` by gRPC path, e.g. `/envoy.service.auth.v3.Authorization/Check`. */
-  constructor(handlers: ReadonlyMap<string, UnaryHandler>) {
+  /** Handlers by gRPC path, e.g. `/envoy.service.auth.v3.Authorization/Check`. */
+  constructor(handlers: ReadonlyMap<string, UnaryHandler>, bidi: ReadonlyMap<string, BidiHandler> = new Map()) {
     this.#handlers = handlers;
+    this.#bidi = bidi;
   }
 
   async start(host: string, port: number): Promise<number> {
@@ -63,6 +82,11 @@ export class UnaryGrpcServer {
 
   #onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     stream.on("error", () => {});
+    const bidi = this.#bidi.get(String(headers[":path"]));
+    if (bidi !== undefined) {
+      bidi(new Http2BidiCall(stream, headers));
+      return;
+    }
     const handler = this.#handlers.get(String(headers[":path"]));
     if (handler === undefined) {
       fail(stream, GRPC_UNIMPLEMENTED, `unknown method ${String(headers[":path"])}`);
@@ -109,5 +133,88 @@ export class UnaryGrpcServer {
         resolve();
       });
     });
+  }
+}
+
+/** BidiCall over one HTTP/2 stream: frames split out of `data` chunks, responses framed, trailers on end. */
+class Http2BidiCall implements BidiCall {
+  readonly #stream: ServerHttp2Stream;
+  readonly #events = new EventEmitter();
+  #pending: Buffer | undefined;
+  #ended = false;
+
+  constructor(
+    stream: ServerHttp2Stream,
+    readonly headers: IncomingHttpHeaders,
+  ) {
+    this.#stream = stream;
+    // Listeners are attached by the handler synchronously, before any data event can fire.
+    stream.on("data", (c: Buffer) => this.#onData(c));
+    stream.on("end", () => {
+      if (this.#pending !== undefined && this.#pending.byteLength > 0) {
+        this.#fail(GRPC_INTERNAL, "truncated message");
+        return;
+      }
+      this.#events.emit("end");
+    });
+    stream.on("aborted", () => this.#events.emit("error", new Error("stream aborted")));
+    stream.on("close", () => {
+      // Reset by the client before it half-closed: the call is over without an end.
+      if (!this.#ended && !stream.readableEnded) this.#events.emit("error", new Error("stream closed"));
+      this.#ended = true;
+    });
+    this.#events.on("error", () => {});
+  }
+
+  on(event: "data" | "end" | "error", fn: (arg: never) => void): void {
+    this.#events.on(event, fn as (...a: unknown[]) => void);
+  }
+
+  #onData(chunk: Buffer): void {
+    let buf = this.#pending === undefined ? chunk : Buffer.concat([this.#pending, chunk]);
+    while (buf.byteLength >= 5) {
+      if (buf[0] !== 0) {
+        this.#fail(GRPC_INTERNAL, "compressed messages are not supported");
+        return;
+      }
+      const len = buf.readUInt32BE(1);
+      if (len > MAX_MESSAGE_BYTES) {
+        this.#fail(GRPC_RESOURCE_EXHAUSTED, "message too large");
+        return;
+      }
+      if (buf.byteLength < 5 + len) break;
+      const message = buf.subarray(5, 5 + len);
+      buf = buf.subarray(5 + len);
+      this.#events.emit("data", message);
+      if (this.#ended) return;
+    }
+    this.#pending = buf.byteLength > 0 ? buf : undefined;
+  }
+
+  #respond(): void {
+    if (this.#stream.headersSent || this.#stream.destroyed) return;
+    this.#stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+    this.#stream.once("wantTrailers", () => this.#stream.sendTrailers({ "grpc-status": "0" }));
+  }
+
+  write(message: Uint8Array): void {
+    if (this.#ended || this.#stream.destroyed) return;
+    this.#respond();
+    this.#stream.write(frame(message));
+  }
+
+  end(): void {
+    if (this.#ended || this.#stream.destroyed) return;
+    this.#ended = true;
+    this.#respond();
+    this.#stream.end();
+  }
+
+  #fail(code: number, message: string): void {
+    this.#ended = true;
+    this.#pending = undefined;
+    if (!this.#stream.headersSent) fail(this.#stream, code, message);
+    else this.#stream.close();
+    this.#events.emit("error", new Error(message));
   }
 }

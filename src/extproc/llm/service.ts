@@ -9,7 +9,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { HeaderValueOption_HeaderAppendAction } from "../../gen/envoy/config/core/v3/base_pb.js";
 import {
@@ -23,10 +23,12 @@ import {
   type HeaderMutationSchema,
   type HttpHeaders,
   type ProcessingRequest,
+  ProcessingRequestSchema,
   type ProcessingResponse,
   ProcessingResponseSchema,
 } from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import { addGrpcService } from "../../grpc/service.js";
+import type { BidiHandler } from "../../grpc/unary-server.js";
 import {
   addConverseCachePoints,
   type ClientFormat,
@@ -199,6 +201,15 @@ function concat(chunks: readonly Uint8Array[]): Uint8Array {
 /** Headers a client may send to authenticate with the gateway; they never go to a provider. */
 const CLIENT_CREDENTIAL_HEADERS = ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
+/** What the handlers use of a Process call, on grpc-js or on the hot-path server. */
+interface ExtProcCall {
+  on(event: "data", fn: (req: ProcessingRequest) => void): void;
+  on(event: "end", fn: () => void): void;
+  on(event: "error", fn: (e: Error) => void): void;
+  write(r: ProcessingResponse): void;
+  end(): void;
+}
+
 export class LlmExtProcService {
   readonly name = "llm-ext-proc";
   #current = new Map<string, LlmRouteEntry>();
@@ -220,14 +231,61 @@ export class LlmExtProcService {
     this.#current = new Map(result.llm.entries);
   }
 
+  /** On grpc-js (the ADS port): kept for Envoys bootstrapped to call ext_proc on `sluice_services`. */
   addTo(server: grpc.Server): void {
     addGrpcService(server, ExternalProcessor, {
       process: (call) => {
-        const stage = call.metadata.get(LLM_STAGE_METADATA)[0];
-        if (stage === "upstream") this.#upstream(call);
-        else this.#router(call, String(call.metadata.get(LLM_ENTRY_METADATA)[0] ?? ""));
+        const meta = (key: string) => {
+          const v = call.metadata.get(key)[0];
+          return v === undefined ? undefined : String(v);
+        };
+        this.#process(call, meta);
       },
     });
+  }
+
+  /** The Process method for the hot-path gRPC server (src/grpc/unary-server.ts), which Envoy is pointed at. */
+  get bidi(): ReadonlyMap<string, BidiHandler> {
+    this.#bidi ??= this.#bidiHandlers();
+    return this.#bidi;
+  }
+
+  #bidi: ReadonlyMap<string, BidiHandler> | undefined;
+
+  #bidiHandlers(): ReadonlyMap<string, BidiHandler> {
+    const handler: BidiHandler = (raw) => {
+      const call: ExtProcCall = {
+        on: ((event: "data" | "end" | "error", fn: (arg: never) => void) => {
+          if (event !== "data") {
+            raw.on(event as "end", fn as () => void);
+            return;
+          }
+          raw.on("data", (bytes) => {
+            let req: ProcessingRequest;
+            try {
+              req = fromBinary(ProcessingRequestSchema, bytes);
+            } catch (e) {
+              this.#log(`llm ext_proc: undecodable message: ${(e as Error).message}`);
+              raw.end();
+              return;
+            }
+            (fn as (r: ProcessingRequest) => void)(req);
+          });
+        }) as ExtProcCall["on"],
+        write: (r) => raw.write(toBinary(ProcessingResponseSchema, r)),
+        end: () => raw.end(),
+      };
+      this.#process(call, (key) => {
+        const v = raw.headers[key];
+        return typeof v === "string" ? v : undefined;
+      });
+    };
+    return new Map([[`/${ExternalProcessor.typeName}/Process`, handler]]);
+  }
+
+  #process(call: ExtProcCall, meta: (key: string) => string | undefined): void {
+    if (meta(LLM_STAGE_METADATA) === "upstream") this.#upstream(call);
+    else this.#router(call, meta(LLM_ENTRY_METADATA) ?? "");
   }
 
   /** Number of requests held in memory (tests check it drains). */
@@ -241,7 +299,7 @@ export class LlmExtProcService {
 
   // ---- router level ----
 
-  #router(call: grpc.ServerDuplexStream<ProcessingRequest, ProcessingResponse>, entryId: string): void {
+  #router(call: ExtProcCall, entryId: string): void {
     let id: string | undefined;
     let state: RequestState | undefined;
     const resp: ResponseState = { mode: "pass", status: 0, headers: {}, chunks: [] };
@@ -519,7 +577,7 @@ export class LlmExtProcService {
 
   // ---- upstream (per attempt) ----
 
-  #upstream(call: grpc.ServerDuplexStream<ProcessingRequest, ProcessingResponse>): void {
+  #upstream(call: ExtProcCall): void {
     call.on("error", () => {});
     call.on("end", () => call.end());
     call.on("data", (req: ProcessingRequest) => {

@@ -2,7 +2,7 @@
 // - the cluster: one locality per priority group, one endpoint per provider whose metadata names it, per-provider TLS
 //   (transport_socket_matches), outlier detection for eviction, and an upstream ext_proc → Sluice that translates the
 //   request for the provider Envoy picked (so a retry can fail over to a provider speaking another format);
-// - the router-level ext_proc → Sluice (route type, token limits, response translation), enabled per route with the
+// - the router-level ext_proc → Sluice's hot-path gRPC server (route type, token limits, response translation), enabled per route with the
 //   id of the route's LLM table entry in its gRPC metadata;
 // - the retry policy that moves a failed attempt to another provider and then to the next priority group.
 
@@ -33,7 +33,7 @@ import {
   LLM_PROVIDER_ATTRIBUTE,
   LLM_STAGE_METADATA,
 } from "../llm/table.js";
-import { SLUICE_SERVICES_CLUSTER } from "../names.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
 
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
@@ -44,7 +44,8 @@ const MESSAGE_TIMEOUT_MS = 5000;
 
 function grpcService(stage: "router" | "upstream") {
   return {
-    targetSpecifier: { case: "envoyGrpc" as const, value: { clusterName: SLUICE_SERVICES_CLUSTER } },
+    // The hot-path HTTP/2 server (src/grpc/unary-server.ts), not grpc-js: several messages per LLM request.
+    targetSpecifier: { case: "envoyGrpc" as const, value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
     initialMetadata: [{ key: LLM_STAGE_METADATA, value: stage }],
   };
 }
