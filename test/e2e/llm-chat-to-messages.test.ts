@@ -37,7 +37,7 @@ spec:
 `;
 }
 
-describe("chat completions client → messages provider", { timeout: 60_000 }, () => {
+describe("chat completions client → messages provider", { timeout: 120_000 }, () => {
   let fake: FakeProvider;
   let env: LlmEnv;
   let client: OpenAI;
@@ -53,16 +53,22 @@ describe("chat completions client → messages provider", { timeout: 60_000 }, (
   });
 
   test("under load no request fails: thousands of ext_proc streams do not trip HTTP/2 reset protection", async () => {
-    // Envoy resets each finished ext_proc stream; before Sluice raised nghttp2's rapid-reset limits, a burst of resets
-    // made Node drop the connection to Sluice and in-flight requests failed with 500.
-    const body = JSON.stringify({ model: "gpt-4o", max_tokens: 8, messages: [{ role: "user", content: "hi" }] });
-    const total = 1500;
+    // Envoy resets each finished ext_proc stream. Node's nghttp2 limits resets (raised by Sluice) and "glitches" (not
+    // configurable from Node) per connection and ends an offending connection with GOAWAY, refusing the streams in
+    // flight: requests failed with 500. The bootstrap now has Envoy open a new connection every 500 streams. 3,000
+    // requests are 6,000 streams, well past one connection's budget.
+    // Half of them streamed: a streamed response keeps the ext_proc stream busy with one message per chunk.
+    const text = "The quick brown fox jumps over the lazy dog. ".repeat(20);
+    const bodies = [false, true].map((stream) =>
+      JSON.stringify({ model: "gpt-4o", max_tokens: 64, stream, messages: [{ role: "user", content: text }] }),
+    );
+    const total = 3000;
     let next = 0;
     let failed = 0;
     const statuses = new Map<string, number>();
     const worker = async () => {
       while (next < total) {
-        next++;
+        const body = bodies[next++ % 2] ?? "";
         const r = await fetch(`${env.baseUrl}/v1/chat/completions`, {
           method: "POST",
           headers: { "content-type": "application/json", authorization: "Bearer client-key" },
@@ -77,12 +83,16 @@ describe("chat completions client → messages provider", { timeout: 60_000 }, (
       }
     };
     await Promise.all(Array.from({ length: 16 }, worker));
-    const stats = await fetch(
-      `http://127.0.0.1:${env.envoy.adminPort}/stats?filter=sluice_services.upstream_cx_destroy_remote$`,
-    );
-    // The regression's signature is Sluice dropping Envoy's connection; a CPU-starved CI machine may still time out
-    // the odd request, so failures are bounded (they were 1–4 % with connections dropping) rather than zero.
-    assert.match(await stats.text(), /upstream_cx_destroy_remote: 0/);
+    const stats = await (
+      await fetch(
+        `http://127.0.0.1:${env.envoy.adminPort}/stats?filter=sluice_authz.(upstream_cx_destroy_remote|upstream_cx_close_notify|upstream_rq_total)$`,
+      )
+    ).text();
+    // The regression's signature is Sluice ending Envoy's connection (GOAWAY: close_notify, or a drop); a CPU-starved
+    // CI machine may still time out the odd request, so failures are bounded rather than zero.
+    assert.match(stats, /sluice_authz.upstream_rq_total: [1-9]/, "the LLM ext_proc streams go to sluice_authz");
+    assert.match(stats, /upstream_cx_destroy_remote: 0/);
+    assert.match(stats, /upstream_cx_close_notify: 0/);
     assert.ok(failed <= total / 200, `${failed} of ${total} failed: ${JSON.stringify([...statuses])}`);
   });
 
