@@ -60,6 +60,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
       ),
     }),
   }));
+  let report: PolicyReport | undefined;
   return {
     gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
     // Policy status comes last: it depends on which routes and backends the Gateways reached.
@@ -71,7 +72,11 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
       ),
       ...sluiceKindStatuses(input),
     ],
-    policies: policies.report(),
+    // Only `sluice explain` reads the report; sorting every route site on each reload would be wasted.
+    get policies() {
+      report ??= policies.report();
+      return report;
+    },
     extAuthzPolicies: table.build(),
     llm,
   };

@@ -1,10 +1,10 @@
 // Resolving backendRefs (Service or GwBackend) to clusters, with ReferenceGrant checks across namespaces.
 
-import { SERVICE_NAME_LABEL } from "../../api/core.js";
 import type { BackendObjectReference } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
+import { findNamed, slicesOfService } from "../lookup.js";
 import { backendClusterName, http2ClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
 import { translateAiBackend } from "./ai.js";
@@ -37,6 +37,8 @@ export function referenceAllowed(
 
 export class BackendResolver {
   readonly #clusters = new Map<string, ClusterIR>();
+  /** Resolutions so far: many routes name the same backend, and its cluster is built once. */
+  readonly #resolved = new Map<string, ResolvedBackend>();
 
   constructor(private readonly input: TranslationInput) {}
 
@@ -50,6 +52,24 @@ export class BackendResolver {
     ref: BackendObjectReference,
     from: { group: string; kind: string; namespace: string },
     opts: { readonly http2?: boolean } = {},
+  ): ResolvedBackend {
+    const group = ref.group ?? "";
+    const kind = ref.kind ?? "Service";
+    const namespace = ref.namespace ?? from.namespace;
+    const key = `${group}|${kind}|${namespace}|${ref.name}|${ref.port ?? ""}|${from.group}|${from.kind}|${from.namespace}|${opts.http2 === true}`;
+    let result = this.#resolved.get(key);
+    if (result === undefined) {
+      result = this.#resolve(ref, from, opts);
+      this.#resolved.set(key, result);
+    }
+    if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
+    return result;
+  }
+
+  #resolve(
+    ref: BackendObjectReference,
+    from: { group: string; kind: string; namespace: string },
+    opts: { readonly http2?: boolean },
   ): ResolvedBackend {
     const group = ref.group ?? "";
     const kind = ref.kind ?? "Service";
@@ -77,12 +97,11 @@ export class BackendResolver {
       // A twin cluster, so the same backend can also serve HTTP/1 routes.
       result = { ok: true, cluster: { ...result.cluster, name: http2ClusterName(result.cluster.name), http2: true } };
     }
-    if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
     return result;
   }
 
   #service(namespace: string, ref: BackendObjectReference): ResolvedBackend {
-    const svc = this.input.services.find((s) => namespaceOf(s) === namespace && s.metadata.name === ref.name);
+    const svc = findNamed(this.input.services, namespace, ref.name);
     if (svc === undefined) {
       return {
         ok: false,
@@ -109,8 +128,7 @@ export class BackendResolver {
     const name = serviceClusterName(namespace, ref.name, ref.port);
     const endpoints: EndpointIR[] = [];
     let fqdn: { host: string; port: number } | undefined;
-    for (const slice of this.input.endpointSlices) {
-      if (namespaceOf(slice) !== namespace || slice.metadata.labels?.[SERVICE_NAME_LABEL] !== ref.name) continue;
+    for (const slice of slicesOfService(this.input.endpointSlices, namespace, ref.name)) {
       // The slice port carrying this Service port has the same name; an unnamed Service port matches an unnamed one.
       const slicePort = slice.ports?.find((p) => (p.name ?? "") === (port.name ?? ""));
       const targetPort =
@@ -133,7 +151,7 @@ export class BackendResolver {
   }
 
   #gwBackend(namespace: string, name: string): ResolvedBackend {
-    const be = this.input.backends.find((b) => namespaceOf(b) === namespace && b.metadata.name === name);
+    const be = findNamed(this.input.backends, namespace, name);
     if (be === undefined) {
       return {
         ok: false,

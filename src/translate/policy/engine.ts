@@ -16,6 +16,7 @@ import type {
   RoutePolicyIR,
   SubBackendPolicyIR,
 } from "../ir.js";
+import { findNamed } from "../lookup.js";
 import { backendClusterName, serviceClusterName } from "../names.js";
 import type { TranslatedRule } from "../route/httproute.js";
 import type { ResourceStatus } from "../status/conditions.js";
@@ -349,7 +350,7 @@ export class PolicyEngine {
     }
 
     if (isService) {
-      const svc = this.#input.services.find((s) => namespaceOf(s) === ns && s.metadata.name === ref.name);
+      const svc = findNamed(this.#input.services, ns, ref.name);
       if (svc === undefined || ref.port === undefined) return undefined;
       const own = [
         ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
@@ -363,7 +364,7 @@ export class PolicyEngine {
       return { backend, cluster: serviceClusterName(ns, ref.name, ref.port), policy: merged.policy };
     }
 
-    const be = this.#input.backends.find((b) => namespaceOf(b) === ns && b.metadata.name === ref.name);
+    const be = findNamed(this.#input.backends, ns, ref.name);
     if (be === undefined) return undefined;
     const backend = `GwBackend ${ns}/${ref.name}`;
     const whole = [...routeLevel, ...this.#at({ kind: "GwBackend", namespace: ns, name: ref.name })];

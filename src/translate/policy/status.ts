@@ -144,6 +144,9 @@ function attachedCondition(use: GatewayUse | undefined): Condition {
 export function policyStatuses(input: PolicyStatusInput): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   const views = [...input.views].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  // Grouped by policy once: scanning every rejection and attachment per policy is quadratic in the policy count.
+  const rejectionsOf = groupBy(input.rejections, (r) => r.view);
+  const attachmentsOf = groupBy(input.attachments, (a) => a.view);
   for (const view of views) {
     const ancestors = new Map<string, { ref: AncestorRef; conditions: Condition[] }>();
     const put = (ref: AncestorRef, conditions: Condition[]) => {
@@ -167,12 +170,10 @@ export function policyStatuses(input: PolicyStatusInput): ResourceStatus[] {
         refs.push({ group: SLUICE_GROUP, kind: "GwPolicy", namespace: view.namespace, name: view.name });
       for (const ref of refs) put(ref, [condition("Accepted", false, PolicyConditionReason.Invalid, message)]);
     }
-    for (const r of input.rejections) {
-      if (r.view !== view) continue;
+    for (const r of rejectionsOf.get(view) ?? []) {
       put(r.targetRef, [condition("Accepted", false, r.reason, r.message)]);
     }
-    for (const a of input.attachments) {
-      if (a.view !== view) continue;
+    for (const a of attachmentsOf.get(view) ?? []) {
       const gateways = new Set(input.tracker.reachedFrom(a));
       if (a.gateway !== undefined && input.servedGateways.has(a.gateway)) gateways.add(a.gateway);
       if (gateways.size === 0) {
@@ -195,6 +196,17 @@ export function policyStatuses(input: PolicyStatusInput): ResourceStatus[] {
       .slice(0, MAX_ANCESTORS)
       .map(([, v]) => ({ ancestorRef: v.ref, controllerName: SLUICE_CONTROLLER_NAME, conditions: v.conditions }));
     out.push({ kind: "GwPolicy", namespace: view.namespace, name: view.name, status: { ancestors: entries } });
+  }
+  return out;
+}
+
+function groupBy<T, K>(items: readonly T[], key: (item: T) => K): Map<K, T[]> {
+  const out = new Map<K, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list === undefined) out.set(k, [item]);
+    else list.push(item);
   }
   return out;
 }

@@ -2,7 +2,13 @@
 // objects they name, checks which sections may attach there, and indexes the result by attachment point.
 
 import type { Service } from "../../api/core.js";
-import { GATEWAY_API_GROUP, GATEWAY_API_X_GROUP, type Gateway, type ListenerSet } from "../../api/gateway-api.js";
+import {
+  GATEWAY_API_GROUP,
+  GATEWAY_API_X_GROUP,
+  type Gateway,
+  type HTTPRoute,
+  type ListenerSet,
+} from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import type { GwBackend } from "../../api/sluice.js";
 import type { TranslationInput } from "../input.js";
@@ -270,7 +276,7 @@ export function resolveTargets(input: TranslationInput, view: PolicyView): Resol
       continue;
     }
     for (const obj of [...matched].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1))) {
-      const r = attachTo(input, view, t, kind, obj);
+      const r = attachTo(view, t, kind, obj);
       if ("reason" in r) rejections.push(r);
       else attachments.push(r);
     }
@@ -278,13 +284,7 @@ export function resolveTargets(input: TranslationInput, view: PolicyView): Resol
   return { attachments, rejections };
 }
 
-function attachTo(
-  input: TranslationInput,
-  view: PolicyView,
-  t: PolicyTargetView,
-  kind: TargetKind,
-  obj: Named,
-): Attachment | Rejection {
+function attachTo(view: PolicyView, t: PolicyTargetView, kind: TargetKind, obj: Named): Attachment | Rejection {
   const ns = view.namespace;
   const name = obj.metadata.name;
   const targetRef: AncestorRef = {
@@ -340,8 +340,8 @@ function attachTo(
       if (section === undefined) {
         return { view, point: { kind, namespace: ns, name }, level: "route", target: whole, targetRef };
       }
-      const route = input.httpRoutes.find((r) => r === obj);
-      if (!(route?.spec.rules ?? []).some((r) => r.name === section)) {
+      const route = obj as HTTPRoute;
+      if (!(route.spec.rules ?? []).some((r) => r.name === section)) {
         return notFound(`HTTPRoute ${ns}/${name} has no rule named ${section} (rules are named with rules[].name)`);
       }
       return {
