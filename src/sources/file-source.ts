@@ -67,6 +67,15 @@ function toSourceProblem(doc: LoadedDocument, p: Problem): SourceProblem {
   };
 }
 
+/** JSON of a parsed document that tells apart what JSON alone would not (`.nan`, `.inf` and `-0` print as null/0). */
+function contentKey(value: unknown): string {
+  return JSON.stringify(value, (_, v: unknown) =>
+    typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0))
+      ? `\u0000number:${Object.is(v, -0) ? "-0" : v}`
+      : v,
+  );
+}
+
 function readError(e: unknown): string {
   return (e as { code?: string }).code === "ENOENT"
     ? "no such file or directory"
@@ -84,6 +93,11 @@ export class FileSource {
   readonly #parsed = new Map<string, { text: string; parsed: ReturnType<typeof parseYamlFile> }>();
   /** Validation of each parsed document, so unchanged documents are validated once and keep their identity. */
   readonly #validated = new WeakMap<LoadedDocument, ValidationResult>();
+  /**
+   * Validation by document content, per file: when one document of a file changes, the others keep their validated
+   * resource objects (same identity), which is what lets the translator's memo skip them.
+   */
+  readonly #byContent = new Map<string, Map<string, ValidationResult>>();
 
   constructor(paths: readonly string[]) {
     this.#paths = paths;
@@ -110,6 +124,7 @@ export class FileSource {
       }
       const cached = this.#parsed.get(file);
       const parsed = cached?.text === text ? cached.parsed : parseYamlFile(file, text);
+      if (parsed !== cached?.parsed && parsed.problems.length === 0) this.#validateFile(file, parsed.documents);
       this.#parsed.set(file, { text, parsed });
       if (parsed.problems.length > 0) {
         const kept = this.#goodDocs.get(file);
@@ -132,6 +147,7 @@ export class FileSource {
     const present = new Set(files);
     for (const file of [...this.#goodDocs.keys()]) if (!present.has(file)) this.#goodDocs.delete(file);
     for (const file of [...this.#parsed.keys()]) if (!present.has(file)) this.#parsed.delete(file);
+    for (const file of [...this.#byContent.keys()]) if (!present.has(file)) this.#byContent.delete(file);
 
     const resources = new Map<string, { resource: Resource; source: SourceRef }>();
     const invalid: InvalidResource[] = [];
@@ -185,6 +201,19 @@ export class FileSource {
       problems,
       invalid,
     };
+  }
+
+  /** Validates the documents of a newly parsed file, reusing the results of documents whose content is unchanged. */
+  #validateFile(file: string, documents: readonly LoadedDocument[]): void {
+    const previous = this.#byContent.get(file);
+    const next = new Map<string, ValidationResult>();
+    for (const doc of documents) {
+      const key = contentKey(doc.value);
+      const result = previous?.get(key) ?? next.get(key) ?? validateResource(doc.value);
+      next.set(key, result);
+      this.#validated.set(doc, result);
+    }
+    this.#byContent.set(file, next);
   }
 
   /** Calls `onChange` (debounced) whenever a file under the paths changes. */

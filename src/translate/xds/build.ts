@@ -1,5 +1,7 @@
 // GatewayIR → the xDS resources of that Gateway.
 
+import { fromBinary } from "@bufbuild/protobuf";
+import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
 import type { GatewayIR } from "../ir.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
@@ -7,8 +9,9 @@ import { buildFilterChain } from "./filters/chain.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { buildListener } from "./listener.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
-import type { XdsResources } from "./resources.js";
-import { buildRouteConfiguration } from "./route.js";
+import type { EncodedResource, XdsResources } from "./resources.js";
+import { buildRoute } from "./route.js";
+import { encodeRoute, encodeRouteConfiguration, encodeVirtualHost } from "./route-bytes.js";
 import { buildSecret } from "./secret.js";
 
 export interface BuildResult {
@@ -62,9 +65,35 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
       listeners: gw.listeners.map((l) =>
         buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [], buildNetworkAuthorization(l, ctx)),
       ),
-      routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute, ctx)),
+      ...encodedRoutes(
+        gw.routeConfigs.map((rc) => ({
+          name: rc.name,
+          value: encodeRouteConfiguration(
+            rc.name,
+            rc.virtualHosts.map((vh) =>
+              encodeVirtualHost(
+                vh.name,
+                vh.domains,
+                vh.routes.map((r) => encodeRoute(buildRoute(r, perRoute, ctx))),
+              ),
+            ),
+          ),
+        })),
+      ),
       secrets: gw.secrets.map(buildSecret),
     },
     notes,
+  };
+}
+
+/** `encodedRoutes`, with `routes` decoded from them the first time someone asks (printing, tests); ADS does not. */
+function encodedRoutes(encoded: readonly EncodedResource[]): Pick<XdsResources, "routes" | "encodedRoutes"> {
+  let routes: RouteConfiguration[] | undefined;
+  return {
+    encodedRoutes: encoded,
+    get routes() {
+      routes ??= encoded.map((r) => fromBinary(RouteConfigurationSchema, r.value));
+      return routes;
+    },
   };
 }

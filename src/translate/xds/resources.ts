@@ -26,6 +26,14 @@ export interface XdsResources {
   readonly listeners: readonly Listener[];
   readonly routes: readonly RouteConfiguration[];
   readonly secrets: readonly Secret[];
+  /** The route configurations already serialized, in `routes` order; snapshots use these bytes as they are. */
+  readonly encodedRoutes?: readonly EncodedResource[];
+}
+
+/** A serialized xDS resource and its name. */
+export interface EncodedResource {
+  readonly name: string;
+  readonly value: Uint8Array;
 }
 
 /** Every message type Sluice packs into an Any, so JSON/YAML output can print typed_config. */
