@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
 import { FileSource, formatProblem, type SourceProblem } from "../sources/file-source.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
+import { TranslationMemo } from "../translate/memo.js";
 import type { ResourceStatus } from "../translate/status/conditions.js";
 import { buildSnapshot, type XdsLogger, XdsServer } from "../xds-server/index.js";
 import { translateLoad } from "./load.js";
@@ -52,6 +53,8 @@ export class SluiceServer {
   authzPort = 0;
   adminPort = 0;
   #unary: UnaryGrpcServer | undefined;
+  /** Kept between reloads: a reload after a small change translates only what changed. */
+  readonly #memo = new TranslationMemo();
 
   constructor(opts: SluiceServerOptions) {
     this.#opts = opts;
@@ -109,7 +112,7 @@ export class SluiceServer {
   async #reloadOnce(): Promise<void> {
     const started = performance.now();
     const load = await this.#source.load();
-    const result = translateLoad(load, { authorizationPath: this.#opts.authorizationPath ?? "auto" });
+    const result = translateLoad(load, { authorizationPath: this.#opts.authorizationPath ?? "auto", memo: this.#memo });
     // Services learn the new policy tables before Envoy can learn their ids.
     for (const s of this.#services) s.update(result);
     const rejected: string[] = [];

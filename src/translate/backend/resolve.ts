@@ -35,6 +35,25 @@ export function referenceAllowed(
   );
 }
 
+/** One traced resolution. */
+export interface Resolution {
+  /** The resolution cache key of ref, from and opts. */
+  readonly key: string;
+  readonly ref: BackendObjectReference;
+  readonly from: { group: string; kind: string; namespace: string };
+  readonly opts: { readonly http2?: boolean };
+  readonly seen: string;
+}
+
+/**
+ * What route translation reads from a resolution: the cluster name and, for AI backends, the number of providers
+ * (retries), or the reason and message of a failure. Endpoints are not part of it: they change clusters, not routes.
+ */
+function routeView(r: ResolvedBackend): string {
+  if (!r.ok) return `error|${r.reason}|${r.message}`;
+  return `ok|${r.cluster.name}|${r.cluster.kind === "llm" ? r.cluster.groups.flat().length : ""}`;
+}
+
 export class BackendResolver {
   readonly #clusters = new Map<string, ClusterIR>();
   /** Resolutions so far: many routes name the same backend, and its cluster is built once. */
@@ -57,6 +76,17 @@ export class BackendResolver {
     const kind = ref.kind ?? "Service";
     const namespace = ref.namespace ?? from.namespace;
     const key = `${group}|${kind}|${namespace}|${ref.name}|${ref.port ?? ""}|${from.group}|${from.kind}|${from.namespace}|${opts.http2 === true}`;
+    const result = this.#resolveKeyed(key, ref, from, opts);
+    this.#trace?.push({ key, ref, from, opts, seen: routeView(result) });
+    return result;
+  }
+
+  #resolveKeyed(
+    key: string,
+    ref: BackendObjectReference,
+    from: { group: string; kind: string; namespace: string },
+    opts: { readonly http2?: boolean },
+  ): ResolvedBackend {
     let result = this.#resolved.get(key);
     if (result === undefined) {
       result = this.#resolve(ref, from, opts);
@@ -64,6 +94,35 @@ export class BackendResolver {
     }
     if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
     return result;
+  }
+
+  /** Resolves traced references again only to register their clusters, when they are known to resolve the same. */
+  register(trace: readonly Resolution[]): true {
+    for (const r of trace) this.#resolveKeyed(r.key, r.ref, r.from, r.opts);
+    return true;
+  }
+
+  // ---- Tracing, for the translation memo: the references one route resolved, and what the route saw of each.
+
+  #trace: Resolution[] | undefined;
+
+  startTrace(): void {
+    this.#trace = [];
+  }
+
+  stopTrace(): readonly Resolution[] {
+    const trace = this.#trace ?? [];
+    this.#trace = undefined;
+    return trace;
+  }
+
+  /**
+   * Resolves traced references again, registering their clusters as the first resolution did; false as soon as one
+   * resolves to something a route would see differently (another cluster name, an error, other AI providers).
+   */
+  resolvesSame(trace: readonly Resolution[]): boolean {
+    for (const r of trace) if (routeView(this.resolve(r.ref, r.from, r.opts)) !== r.seen) return false;
+    return true;
   }
 
   #resolve(

@@ -185,30 +185,54 @@ function objectsOf(input: TranslationInput, kind: TargetKind): readonly Named[] 
   }
 }
 
-/** Objects by kind and namespace, built once per input: resolving targets must not scan every route per policy. */
-const INDEX = new WeakMap<TranslationInput, Map<string, Named[]>>();
+interface NamespaceIndex {
+  readonly all: Named[];
+  readonly byName: Map<string, Named[]>;
+}
+
+/** Objects by namespace and name, per list of the input: resolving targets must not scan every route per policy. */
+const INDEX = new WeakMap<readonly Named[], Map<string, NamespaceIndex>>();
 
 /** Objects of `kind` in `ns`, or only the one called `name` when given. */
 function objectsIn(input: TranslationInput, kind: TargetKind, ns: string, name?: string): readonly Named[] {
-  let index = INDEX.get(input);
+  const list = objectsOf(input, kind);
+  let index = INDEX.get(list);
   if (index === undefined) {
     index = new Map();
-    for (const k of ["Gateway", "ListenerSet", "HTTPRoute", "Service", "GwBackend"] as const) {
-      for (const o of objectsOf(input, k)) {
-        for (const key of [`${k}|${namespaceOf(o)}`, `${k}|${namespaceOf(o)}|${o.metadata.name}`]) {
-          const list = index.get(key) ?? [];
-          list.push(o);
-          index.set(key, list);
-        }
+    for (const o of list) {
+      const ons = namespaceOf(o);
+      let inNs = index.get(ons);
+      if (inNs === undefined) {
+        inNs = { all: [], byName: new Map() };
+        index.set(ons, inNs);
       }
+      inNs.all.push(o);
+      const named = inNs.byName.get(o.metadata.name);
+      if (named === undefined) inNs.byName.set(o.metadata.name, [o]);
+      else named.push(o);
     }
-    INDEX.set(input, index);
+    INDEX.set(list, index);
   }
-  return index.get(name === undefined ? `${kind}|${ns}` : `${kind}|${ns}|${name}`) ?? [];
+  const inNs = index.get(ns);
+  return (name === undefined ? inNs?.all : inNs?.byName.get(name)) ?? [];
 }
 
 function describe(kind: TargetKind, ns: string, name: string): string {
   return `${kind} ${ns}/${name}`;
+}
+
+/**
+ * What resolving the targets of `view` reads from the input: for each target the objects it may name (all objects of
+ * its kind in the namespace for a selector). Equal lists (same objects) resolve to the same attachments.
+ */
+export function targetCandidates(input: TranslationInput, view: PolicyView): readonly (readonly object[])[] {
+  return view.targets.map((t) => {
+    const kind = kindOf(t);
+    if (kind === undefined) return [];
+    return t.matchLabels !== undefined
+      ? objectsIn(input, kind, view.namespace)
+      : objectsIn(input, kind, view.namespace, t.name);
+  });
 }
 
 export interface ResolvedTargets {

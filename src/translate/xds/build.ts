@@ -3,13 +3,15 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
-import type { GatewayIR } from "../ir.js";
+import type { GatewayIR, RouteIR } from "../ir.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
 import { buildFilterChain } from "./filters/chain.js";
+import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { buildListener } from "./listener.js";
+import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
-import type { EncodedResource, XdsResources } from "./resources.js";
+import type { XdsResources } from "./resources.js";
 import { buildRoute } from "./route.js";
 import { encodeRoute, encodeRouteConfiguration, encodeVirtualHost } from "./route-bytes.js";
 import { buildSecret } from "./secret.js";
@@ -25,6 +27,8 @@ export interface BuildOptions {
   readonly authz?: Omit<AuthzContext, "note">;
   /** LLM table entry id by route name (this Gateway's routes to AI backends). */
   readonly llmEntries?: ReadonlyMap<string, string>;
+  /** Builds of earlier translations (src/translate/memo.ts); the result is the same with or without it. */
+  readonly memo?: XdsMemo;
 }
 
 export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
@@ -36,64 +40,63 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
     seen.add(key);
     notes.push({ from, field, message, ...(reason !== undefined ? { reason } : {}) });
   };
-  const ctx: BuildContext = {
+  const gatewayCtx: BuildContext = {
     note,
     ...(opts.authz !== undefined ? { authz: { ...opts.authz, note } } : {}),
     llmEntry: (routeName) => opts.llmEntries?.get(routeName),
   };
+  const memo = opts.memo?.forGateway(gatewayCtx, opts.llmEntries);
+  const ctx = memo?.ctx ?? gatewayCtx;
+  const contributions = memo !== undefined ? memo.contributions.bind(memo) : undefined;
   const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
   // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.
   const chains = new Map(
     gw.listeners.flatMap((l) =>
       l.filterChains.map((c) => {
         const rc = configs.get(c.routeConfigName);
-        return [c.name, buildFilterChain(rc === undefined ? [] : [rc], ctx)] as const;
+        return [
+          c.name,
+          buildFilterChain(rc === undefined ? [] : [rc], ctx, HTTP_FILTER_BUILDERS, contributions),
+        ] as const;
       }),
     ),
   );
+  const routeBytes = (r: RouteIR): Uint8Array => {
+    const compute = () => encodeRoute(buildRoute(r, perRoute, ctx));
+    return memo !== undefined ? memo.routeBytes(r, perRoute.get(r.name), compute) : compute();
+  };
+  const joined = (name: string, key: string, parts: readonly Uint8Array[], join: () => Uint8Array) =>
+    memo !== undefined ? memo.joined(name, key, parts, join) : join();
   const perRoute = new Map([...chains.values()].flatMap((c) => [...c.perRoute]));
   const extraClusters = new Map([...chains.values()].flatMap((c) => c.clusters.map((cl) => [cl.name, cl] as const)));
   const clusters = gw.clusters.map(buildCluster);
   for (const c of clusters) extraClusters.delete(c.name);
-  return {
-    xds: {
-      clusters: [...clusters, ...[...extraClusters.values()].sort((a, b) => (a.name < b.name ? -1 : 1))],
-      endpoints: gw.clusters.flatMap((c) => {
-        const la = buildLoadAssignment(c);
-        return la === undefined ? [] : [la];
-      }),
-      listeners: gw.listeners.map((l) =>
-        buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [], buildNetworkAuthorization(l, ctx)),
-      ),
-      ...encodedRoutes(
-        gw.routeConfigs.map((rc) => ({
-          name: rc.name,
-          value: encodeRouteConfiguration(
-            rc.name,
-            rc.virtualHosts.map((vh) =>
-              encodeVirtualHost(
-                vh.name,
-                vh.domains,
-                vh.routes.map((r) => encodeRoute(buildRoute(r, perRoute, ctx))),
-              ),
-            ),
-          ),
-        })),
-      ),
-      secrets: gw.secrets.map(buildSecret),
-    },
-    notes,
-  };
-}
-
-/** `encodedRoutes`, with `routes` decoded from them the first time someone asks (printing, tests); ADS does not. */
-function encodedRoutes(encoded: readonly EncodedResource[]): Pick<XdsResources, "routes" | "encodedRoutes"> {
+  const endpoints = gw.clusters.flatMap((c) => {
+    const la = buildLoadAssignment(c);
+    return la === undefined ? [] : [la];
+  });
+  const listeners = gw.listeners.map((l) =>
+    buildListener(l, (chain) => chains.get(chain)?.httpFilters ?? [], buildNetworkAuthorization(l, ctx)),
+  );
+  const encodedRoutes = gw.routeConfigs.map((rc) => {
+    const hosts = rc.virtualHosts.map((vh) => {
+      const routes = vh.routes.map(routeBytes);
+      return joined(vh.name, vh.domains.join("\n"), routes, () => encodeVirtualHost(vh.name, vh.domains, routes));
+    });
+    return { name: rc.name, value: joined(rc.name, "", hosts, () => encodeRouteConfiguration(rc.name, hosts)) };
+  });
   let routes: RouteConfiguration[] | undefined;
-  return {
-    encodedRoutes: encoded,
+  const xds: XdsResources = {
+    clusters: [...clusters, ...[...extraClusters.values()].sort((a, b) => (a.name < b.name ? -1 : 1))],
+    endpoints,
+    listeners,
+    encodedRoutes,
+    // Decoded the first time someone asks (printing, tests); serving over ADS uses the bytes.
     get routes() {
-      routes ??= encoded.map((r) => fromBinary(RouteConfigurationSchema, r.value));
+      routes ??= encodedRoutes.map((r) => fromBinary(RouteConfigurationSchema, r.value));
       return routes;
     },
+    secrets: gw.secrets.map(buildSecret),
   };
+  return { xds, notes };
 }
