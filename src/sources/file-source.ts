@@ -13,7 +13,7 @@ import { describeResource, type Resource, resourceKey, type SourceRef } from "..
 import { type ValidationResult, validateResource } from "../api/validate.js";
 import type { InvalidResource } from "../translate/input.js";
 import { listYamlFiles } from "./files.js";
-import { type LoadedDocument, parseYamlFile } from "./yaml.js";
+import { type LoadedDocument, type ParsedFile, parseYamlFile } from "./yaml.js";
 
 export interface SourceProblem {
   readonly file: string;
@@ -82,15 +82,25 @@ function readError(e: unknown): string {
     : `cannot read: ${(e as Error).message}`;
 }
 
+/** What a parsed document contributes to every load while its file is unchanged. */
+interface DocumentEntry {
+  readonly result: ValidationResult;
+  /** The valid resource, under its resourceKey. */
+  readonly served?: { readonly key: string; readonly resource: Resource; readonly source: SourceRef };
+  /** The validator's findings, with file and line. */
+  readonly problems: readonly SourceProblem[];
+}
+
 export class FileSource {
   readonly #paths: readonly string[];
   /** Last documents of each file that parsed without syntax errors. */
   readonly #goodDocs = new Map<string, readonly LoadedDocument[]>();
   /** Last valid version of each resource, kept while a newer version is invalid. */
-  readonly #goodResources = new Map<string, { resource: Resource; source: SourceRef }>();
+  #goodResources = new Map<string, { resource: Resource; source: SourceRef }>();
+  readonly #entries = new WeakMap<LoadedDocument, DocumentEntry>();
   readonly #watchers: FSWatcher[] = [];
   /** Last text and parse of each file: an unchanged file is not parsed again. */
-  readonly #parsed = new Map<string, { text: string; parsed: ReturnType<typeof parseYamlFile> }>();
+  readonly #parsed = new Map<string, { bytes: Buffer; parsed: ParsedFile }>();
   /** Validation of each parsed document, so unchanged documents are validated once and keep their identity. */
   readonly #validated = new WeakMap<LoadedDocument, ValidationResult>();
   /**
@@ -114,18 +124,33 @@ export class FileSource {
       }
     }
     const documents: LoadedDocument[] = [];
-    for (const file of files) {
-      let text: string;
-      try {
-        text = await readFile(file, "utf8");
-      } catch (e) {
-        problems.push({ file, line: 0, path: "", message: readError(e), severity: "error" });
+    /** The documents each file contributes, in file order. */
+    const fileDocs = new Map<string, readonly LoadedDocument[]>();
+    // Bytes, not text: an unchanged file is recognised without decoding it, and its bytes (outside the JavaScript
+    // heap) are dropped at once.
+    const contents = await Promise.all(
+      files.map((file) =>
+        readFile(file).then(
+          (bytes) => ({ bytes }),
+          (e: unknown) => ({ error: e }),
+        ),
+      ),
+    );
+    for (let i = 0; i < files.length; i++) {
+      const file = files[i] as string;
+      const read = contents[i];
+      if (read === undefined || "error" in read) {
+        problems.push({ file, line: 0, path: "", message: readError(read?.error), severity: "error" });
         continue;
       }
       const cached = this.#parsed.get(file);
-      const parsed = cached?.text === text ? cached.parsed : parseYamlFile(file, text);
-      if (parsed !== cached?.parsed && parsed.problems.length === 0) this.#validateFile(file, parsed.documents);
-      this.#parsed.set(file, { text, parsed });
+      let parsed: ParsedFile;
+      if (cached?.bytes.equals(read.bytes)) parsed = cached.parsed;
+      else {
+        parsed = parseYamlFile(file, read.bytes.toString("utf8"));
+        if (parsed.problems.length === 0) this.#validateFile(file, parsed.documents);
+        this.#parsed.set(file, { bytes: read.bytes, parsed });
+      }
       if (parsed.problems.length > 0) {
         const kept = this.#goodDocs.get(file);
         for (const p of parsed.problems) {
@@ -138,10 +163,12 @@ export class FileSource {
             ...(kept ? { consequence: "this file's last valid contents keep serving" } : {}),
           });
         }
+        if (kept !== undefined) fileDocs.set(file, kept);
         documents.push(...(kept ?? []));
         continue;
       }
       this.#goodDocs.set(file, parsed.documents);
+      fileDocs.set(file, parsed.documents);
       documents.push(...parsed.documents);
     }
     const present = new Set(files);
@@ -149,24 +176,48 @@ export class FileSource {
     for (const file of [...this.#parsed.keys()]) if (!present.has(file)) this.#parsed.delete(file);
     for (const file of [...this.#byContent.keys()]) if (!present.has(file)) this.#byContent.delete(file);
 
+    const fast = this.#update(fileDocs);
+    const entryOf = (doc: LoadedDocument) => this.#entryOf(doc);
+    if (fast !== undefined) {
+      for (const docs of fileDocs.values()) for (const doc of docs) problems.push(...this.#entryOf(doc).problems);
+      let sources: Map<string, SourceRef> | undefined;
+      return {
+        documents: documents.length,
+        resources: fast,
+        // Built when read: nothing in translation reads it, and a map of every resource per load is costly garbage.
+        get sources() {
+          sources ??= new Map(
+            [...fileDocs.values()].flatMap((docs) =>
+              docs.flatMap((doc) => {
+                const served = entryOf(doc).served;
+                return served !== undefined ? [[served.key, served.source] as const] : [];
+              }),
+            ),
+          );
+          return sources;
+        },
+        problems,
+        invalid: [],
+      };
+    }
+
     const resources = new Map<string, { resource: Resource; source: SourceRef }>();
+    // In the order of `resources`, which is the order of the documents.
+    const list: Resource[] = [];
+    const sources = new Map<string, SourceRef>();
     const invalid: InvalidResource[] = [];
+    let clean = true;
     for (const doc of documents) {
-      let result = this.#validated.get(doc);
-      if (result === undefined) {
-        result = validateResource(doc.value);
-        this.#validated.set(doc, result);
-      }
-      const docProblems = result.problems.map((p) => toSourceProblem(doc, p));
-      const key = result.resource !== undefined ? resourceKey(result.resource) : undefined;
-      if (result.resource !== undefined && key !== undefined) {
-        problems.push(...docProblems);
-        const dup = resources.get(key);
+      const { result, served, problems: docProblems } = this.#entryOf(doc);
+      if (served !== undefined) {
+        if (docProblems.length > 0) problems.push(...docProblems);
+        const dup = resources.get(served.key);
         if (dup !== undefined) {
+          clean = false;
           problems.push({
             file: doc.source.file,
             line: doc.source.line,
-            resource: describeResource(result.resource),
+            resource: describeResource(served.resource),
             path: "",
             message: `defined twice; first at ${dup.source.file}:${dup.source.line}`,
             severity: "error",
@@ -174,16 +225,22 @@ export class FileSource {
           });
           continue;
         }
-        resources.set(key, { resource: result.resource, source: doc.source });
+        resources.set(served.key, served);
+        list.push(served.resource);
+        sources.set(served.key, served.source);
         continue;
       }
       // Invalid: keep serving the last valid version of the same resource, if there is one.
+      clean = false;
       const guess = guessDescription(doc.value);
       const previous = [...this.#goodResources.entries()].find(([, v]) => describeResource(v.resource) === guess);
       const consequence = previous ? "the last valid version keeps serving" : "resource left out";
       problems.push(...docProblems.map((p) => (p.severity === "error" ? { ...p, consequence } : p)));
-      if (previous !== undefined && !resources.has(previous[0])) resources.set(previous[0], previous[1]);
-      else if (guess !== undefined) {
+      if (previous !== undefined && !resources.has(previous[0])) {
+        resources.set(previous[0], previous[1]);
+        list.push(previous[1].resource);
+        sources.set(previous[0], previous[1].source);
+      } else if (guess !== undefined) {
         invalid.push({
           kind: (doc.value as { kind: string }).kind,
           document: doc.value as Resource,
@@ -191,16 +248,118 @@ export class FileSource {
         });
       }
     }
-    this.#goodResources.clear();
-    for (const [k, v] of resources) this.#goodResources.set(k, v);
+    this.#goodResources = resources;
+    this.#rebuild(fileDocs, clean);
+    return { documents: documents.length, resources: list, sources, problems, invalid };
+  }
 
-    return {
-      documents: documents.length,
-      resources: [...resources.values()].map((v) => v.resource),
-      sources: new Map([...resources].map(([k, v]) => [k, v.source])),
-      problems,
-      invalid,
-    };
+  // ---- Without invalid or duplicate documents (the usual case), a load that changed some files only updates what
+  // those files contribute: building maps of every resource on each load makes large objects of garbage each time.
+
+  /** The documents each file contributed last time. */
+  #lastDocs = new Map<string, readonly LoadedDocument[]>();
+  /** How many valid documents have each resource key. */
+  readonly #keyCounts = new Map<string, number>();
+  #duplicateKeys = 0;
+  #invalidDocuments = 0;
+  /** The last load had no invalid or duplicate document, so #goodResources is every served document by key. */
+  #clean = false;
+
+  /**
+   * Updates the bookkeeping with the files whose documents changed; when the result has no invalid or duplicate
+   * document, returns the resources in document order (and #goodResources is up to date), else undefined (the full
+   * pass then runs and rebuilds the bookkeeping).
+   */
+  #update(fileDocs: ReadonlyMap<string, readonly LoadedDocument[]>): Resource[] | undefined {
+    if (!this.#clean) return undefined;
+    const removed: LoadedDocument[] = [];
+    const added: LoadedDocument[] = [];
+    for (const [file, docs] of this.#lastDocs) if (fileDocs.get(file) !== docs) removed.push(...docs);
+    for (const [file, docs] of fileDocs) if (this.#lastDocs.get(file) !== docs) added.push(...docs);
+    this.#lastDocs = new Map(fileDocs);
+    for (const doc of removed) {
+      const served = this.#entryOf(doc).served;
+      if (served === undefined) {
+        this.#invalidDocuments--;
+        continue;
+      }
+      const n = (this.#keyCounts.get(served.key) ?? 0) - 1;
+      if (n === 1) this.#duplicateKeys--;
+      if (n > 0) this.#keyCounts.set(served.key, n);
+      else this.#keyCounts.delete(served.key);
+    }
+    for (const doc of added) {
+      const served = this.#entryOf(doc).served;
+      if (served === undefined) {
+        this.#invalidDocuments++;
+        continue;
+      }
+      const n = (this.#keyCounts.get(served.key) ?? 0) + 1;
+      if (n === 2) this.#duplicateKeys++;
+      this.#keyCounts.set(served.key, n);
+    }
+    // Not clean: the full pass needs #goodResources as the last load left it (the last valid versions).
+    if (this.#duplicateKeys > 0 || this.#invalidDocuments > 0) {
+      this.#clean = false;
+      return undefined;
+    }
+    for (const doc of removed) {
+      const served = this.#entryOf(doc).served;
+      if (served !== undefined && !this.#keyCounts.has(served.key)) this.#goodResources.delete(served.key);
+    }
+    for (const doc of added) {
+      const served = this.#entryOf(doc).served;
+      if (served !== undefined) this.#goodResources.set(served.key, served);
+    }
+    const list: Resource[] = [];
+    for (const docs of fileDocs.values()) {
+      for (const doc of docs) {
+        const served = this.#entryOf(doc).served;
+        if (served !== undefined) list.push(served.resource);
+      }
+    }
+    return list;
+  }
+
+  /** After a full pass: the bookkeeping #update keeps, from scratch. */
+  #rebuild(fileDocs: ReadonlyMap<string, readonly LoadedDocument[]>, clean: boolean): void {
+    this.#lastDocs = new Map(fileDocs);
+    this.#keyCounts.clear();
+    this.#duplicateKeys = 0;
+    this.#invalidDocuments = 0;
+    for (const docs of fileDocs.values()) {
+      for (const doc of docs) {
+        const served = this.#entryOf(doc).served;
+        if (served === undefined) {
+          this.#invalidDocuments++;
+          continue;
+        }
+        const n = (this.#keyCounts.get(served.key) ?? 0) + 1;
+        if (n === 2) this.#duplicateKeys++;
+        this.#keyCounts.set(served.key, n);
+      }
+    }
+    this.#clean = clean;
+  }
+
+  /** A document's validation and problems, worked out once per parsed document. */
+  #entryOf(doc: LoadedDocument): DocumentEntry {
+    let entry = this.#entries.get(doc);
+    if (entry === undefined) {
+      let result = this.#validated.get(doc);
+      if (result === undefined) {
+        result = validateResource(doc.value);
+        this.#validated.set(doc, result);
+      }
+      const resource = result.resource;
+      entry = {
+        result,
+        ...(resource !== undefined ? { served: { key: resourceKey(resource), resource, source: doc.source } } : {}),
+        problems: result.problems.map((p) => toSourceProblem(doc, p)),
+      };
+      this.#entries.set(doc, entry);
+    }
+    return entry;
   }
 
   /** Validates the documents of a newly parsed file, reusing the results of documents whose content is unchanged. */

@@ -71,19 +71,22 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
       ...(memo !== undefined ? { memo: memo.xds } : {}),
     }),
   }));
+
+  // Policy status comes last: it depends on which routes and backends the Gateways reached.
+  const allStatuses = [
+    ...statuses,
+    ...withNotes(
+      policies.statuses(),
+      built.flatMap((b) => b.notes),
+    ),
+    ...sluiceKindStatuses(input),
+  ];
+  const finalStatuses = memo?.sameStatuses(allStatuses) ?? allStatuses;
   memo?.end();
   let report: PolicyReport | undefined;
   return {
     gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
-    // Policy status comes last: it depends on which routes and backends the Gateways reached.
-    statuses: [
-      ...statuses,
-      ...withNotes(
-        policies.statuses(),
-        built.flatMap((b) => b.notes),
-      ),
-      ...sluiceKindStatuses(input),
-    ],
+    statuses: finalStatuses,
     // Only `sluice explain` reads the report; sorting every route site on each reload would be wasted.
     get policies() {
       report ??= policies.report();

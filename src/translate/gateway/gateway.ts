@@ -41,6 +41,8 @@ export interface GatewayTranslateOptions {
   readonly memo?: {
     routesOf(gateway: string, fingerprint: string): GatewayRouteMemo;
     readonly resolutionsSame: boolean;
+    /** namespace/name used by more than one route. */
+    readonly sharedRouteNames: ReadonlySet<string>;
   };
 }
 
@@ -146,20 +148,16 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
   const gateways: GatewayIR[] = [];
   const statuses: ResourceStatus[] = [];
   // Route status accumulates a parent entry per (route, parentRef) over all Gateways.
-  const routeParents = new Map<HTTPRoute | GRPCRoute, unknown[]>();
+  const routeParents = new Map<HTTPRoute | GRPCRoute, readonly unknown[]>();
+  // The same with a single Gateway, without a map of every route (a large object on every translation).
+  const routeSources: (HTTPRoute | GRPCRoute)[] = [];
+  const routeParentLists: (readonly unknown[])[] = [];
 
   // Routes sharing a namespace/name with another route (of either kind) share policy sites, so each depends on the
   // other: they are never memoized.
-  const shared = new Set<object>();
-  if (opts.memo !== undefined) {
-    const byName = new Map<string, object>();
-    for (const r of [...input.httpRoutes, ...input.grpcRoutes]) {
-      const n = `${namespaceOf(r)}/${r.metadata.name}`;
-      const first = byName.get(n);
-      if (first === undefined) byName.set(n, r);
-      else shared.add(first).add(r);
-    }
-  }
+  const sharedNames = opts.memo?.sharedRouteNames;
+  const shared = (r: HTTPRoute | GRPCRoute) =>
+    sharedNames !== undefined && sharedNames.size > 0 && sharedNames.has(`${namespaceOf(r)}/${r.metadata.name}`);
 
   const ours = input.gateways
     .filter((g) => classes.has(g.spec.gatewayClassName))
@@ -197,9 +195,16 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
     const hasConfig = (name: string) => hostsByConfig.has(name);
     const apply = (source: HTTPRoute | GRPCRoute, outcome: RouteOutcome) => {
       if (outcome.parents.length > 0) {
-        const parents = routeParents.get(source) ?? [];
-        parents.push(...outcome.parents);
-        routeParents.set(source, parents);
+        // A route naming one Gateway has that outcome's parents as its status (so a reused outcome reuses its status).
+        if (ours.length === 1) {
+          // Each route is applied once per Gateway: with one Gateway, no route needs its parents merged.
+          routeSources.push(source);
+          routeParentLists.push(outcome.parents);
+        } else {
+          const parents = routeParents.get(source);
+          if (parents === undefined) routeParents.set(source, outcome.parents);
+          else routeParents.set(source, [...parents, ...outcome.parents]);
+        }
       }
       for (const i of outcome.attached) {
         const l = listeners[i];
@@ -213,21 +218,20 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
         for (const r of s.rules) list.push(r);
       }
     };
-    const routes: { kind: "HTTPRoute" | "GRPCRoute"; source: HTTPRoute | GRPCRoute }[] = [
-      ...input.httpRoutes.map((source) => ({ kind: "HTTPRoute" as const, source })),
-      ...input.grpcRoutes.map((source) => ({ kind: "GRPCRoute" as const, source })),
-    ];
-    for (const { kind, source } of routes) {
-      const routeNs = namespaceOf(source);
-      if (!(source.spec.parentRefs ?? []).some((ref) => refersToGateway(ref, routeNs, gw))) continue;
-      const route = () => (kind === "GRPCRoute" ? asHTTPRoute(source as GRPCRoute) : (source as HTTPRoute));
-      const attach = () =>
-        attachRoute({ input, gw, key, listeners, hasConfig, resolver, policies: opts.policies }, kind, route());
-      if (routeMemo === undefined || shared.has(source)) {
-        apply(source, attach());
-        continue;
+    const attachContext: AttachContext = { input, gw, key, listeners, hasConfig, resolver, policies: opts.policies };
+    const attach = (kind: "HTTPRoute" | "GRPCRoute", source: HTTPRoute | GRPCRoute) =>
+      attachRoute(attachContext, kind, kind === "GRPCRoute" ? asHTTPRoute(source as GRPCRoute) : (source as HTTPRoute));
+    const attachOne = (kind: "HTTPRoute" | "GRPCRoute", source: HTTPRoute | GRPCRoute) => {
+      const known = routeMemo?.get(source);
+      // A memoized route names this Gateway (only those are kept); any other must be checked.
+      if (known === undefined) {
+        const routeNs = namespaceOf(source);
+        if (!(source.spec.parentRefs ?? []).some((ref) => refersToGateway(ref, routeNs, gw))) return;
       }
-      const known = routeMemo.get(source);
+      if (routeMemo === undefined || shared(source)) {
+        apply(source, attach(kind, source));
+        return;
+      }
       if (
         known !== undefined &&
         (known.engine === undefined) === (opts.policies === undefined) &&
@@ -240,16 +244,18 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
         routeMemo.keep(source, known);
         routeMemo.hits++;
         apply(source, known.outcome);
-        continue;
+        return;
       }
       resolver.startTrace();
       opts.policies?.startTrace();
-      const outcome = attach();
+      const outcome = attach(kind, source);
       const engine = opts.policies?.stopTrace();
       routeMemo.keep(source, { outcome, engine, resolutions: resolver.stopTrace() });
       routeMemo.misses++;
       apply(source, outcome);
-    }
+    };
+    for (const source of input.httpRoutes) attachOne("HTTPRoute", source);
+    for (const source of input.grpcRoutes) attachOne("GRPCRoute", source);
 
     const routeConfigs: RouteConfigIR[] = [];
     for (const [name, byHost] of [...hostsByConfig.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
@@ -298,16 +304,21 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
     statuses.push(gatewayStatus(gw, listeners));
   }
 
-  for (const [route, parents] of routeParents) {
-    statuses.push({
-      kind: route.kind,
-      namespace: namespaceOf(route),
-      name: route.metadata.name,
-      status: { parents },
-    });
-  }
+  const routeStatus = (parents: readonly unknown[], route: HTTPRoute | GRPCRoute) => {
+    let status = routeStatuses.get(parents);
+    if (status?.kind !== route.kind || status.name !== route.metadata.name || status.namespace !== namespaceOf(route)) {
+      status = { kind: route.kind, namespace: namespaceOf(route), name: route.metadata.name, status: { parents } };
+      routeStatuses.set(parents, status);
+    }
+    statuses.push(status);
+  };
+  routeParents.forEach(routeStatus);
+  routeSources.forEach((route, i) => routeStatus(routeParentLists[i] ?? [], route));
   return { gateways, statuses };
 }
+
+/** The status of a route by its parents list: a route whose outcome is reused keeps its status object. */
+const routeStatuses = new WeakMap<readonly unknown[], ResourceStatus>();
 
 interface AttachContext {
   readonly input: TranslationInput;

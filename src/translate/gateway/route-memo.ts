@@ -7,6 +7,7 @@
 // registers the clusters again; the outcome itself is applied like a fresh one.
 
 import type { Resolution } from "../backend/resolve.js";
+import { Generations } from "../generations.js";
 import type { RouteIR } from "../ir.js";
 import type { EngineTrace } from "../policy/engine.js";
 import { sameItems } from "../policy/memo.js";
@@ -36,10 +37,8 @@ export interface RouteMemoEntry {
 /** The entries of one Gateway, valid for one listener fingerprint; entries not used in a translation are dropped. */
 export class GatewayRouteMemo {
   readonly fingerprint: string;
-  #current = new Map<object, RouteMemoEntry>();
-  #next = new Map<object, RouteMemoEntry>();
-  #hosts = new Map<string, { entries: readonly TranslatedRule[]; routes: RouteIR[] }>();
-  #nextHosts = new Map<string, { entries: readonly TranslatedRule[]; routes: RouteIR[] }>();
+  readonly #routes = new Generations<object, RouteMemoEntry>();
+  readonly #hosts = new Generations<string, { entries: readonly TranslatedRule[]; routes: RouteIR[] }>();
   hits = 0;
   misses = 0;
 
@@ -49,8 +48,8 @@ export class GatewayRouteMemo {
 
   /** Starts a translation: entries kept from now on are the ones the next translation sees. */
   begin(): void {
-    this.#next = new Map();
-    this.#nextHosts = new Map();
+    this.#routes.begin();
+    this.#hosts.begin();
     this.hits = 0;
     this.misses = 0;
   }
@@ -66,23 +65,21 @@ export class GatewayRouteMemo {
   ): RouteIR[] {
     let known = this.#hosts.get(name);
     if (known === undefined || !sameItems(known.entries, entries)) known = { entries, routes: order(entries) };
-    this.#nextHosts.set(name, known);
+    this.#hosts.keep(name, known);
     return known.routes;
   }
 
   get(route: object): RouteMemoEntry | undefined {
-    return this.#current.get(route);
+    return this.#routes.get(route);
   }
 
   keep(route: object, entry: RouteMemoEntry): void {
-    this.#next.set(route, entry);
+    this.#routes.keep(route, entry);
   }
 
   /** Ends a translation: entries not kept are forgotten. */
   end(): void {
-    this.#current = this.#next;
-    this.#next = new Map();
-    this.#hosts = this.#nextHosts;
-    this.#nextHosts = new Map();
+    this.#routes.end();
+    this.#hosts.end();
   }
 }

@@ -28,6 +28,7 @@ import {
   type AncestorRef,
   type Attachment,
   type AttachmentPoint,
+  indexByPoint,
   pointKey,
   type Rejection,
   resolveTargets,
@@ -102,7 +103,7 @@ function nonEmpty(p: EffectivePolicyIR): boolean {
 export class PolicyEngine {
   readonly #input: TranslationInput;
   readonly #views: readonly PolicyView[];
-  readonly #byPoint = new Map<string, Attachment[]>();
+  readonly #byPoint: ReadonlyMap<string, readonly Attachment[]>;
   readonly #attachments: Attachment[] = [];
   readonly #rejections: Rejection[] = [];
   readonly #tracker: PolicyStatusTracker = trackerFor();
@@ -122,15 +123,11 @@ export class PolicyEngine {
       if (view.problems.length > 0) continue;
       const { attachments, rejections } = memo?.targets(input, view) ?? resolveTargets(input, view);
       this.#rejections.push(...rejections);
-      for (const a of attachments) {
-        this.#attachments.push(a);
-        const key = pointKey(a.point);
-        const list = this.#byPoint.get(key) ?? [];
-        list.push(a);
-        this.#byPoint.set(key, list);
-      }
+      this.#attachments.push(...attachments);
     }
-    this.#changes = memo?.changes(input, this.#byPoint);
+    const index = memo?.index(this.#attachments);
+    this.#byPoint = index?.byPoint ?? indexByPoint(this.#attachments);
+    this.#changes = index === undefined ? undefined : memo?.changes(input, index);
     this.#memo = memo;
   }
 
@@ -213,17 +210,28 @@ export class PolicyEngine {
     const idOf = (o: object) => this.#memo?.idOf(o) ?? 0;
     const shared: EngineOp[] = [];
     const own: EngineOp[] = [];
+    const sites: RouteSiteOp[] = [];
     const keys: string[] = [];
     for (const o of trace.ops) {
       if (o.op === "reach") keys.push(`r${idOf(o.a)}|${o.gateway}`);
       else if (o.op === "applied") keys.push(`a${idOf(o.view)}|${o.gateway}|${o.field}`);
-      else {
+      else if (o.op === "site") {
+        sites.push(o);
+        continue;
+      } else {
         own.push(o);
         continue;
       }
       shared.push(o);
     }
-    return { points: trace.points, objects: trace.objects, shared: { key: keys.join("\n"), ops: shared }, own };
+    const key = keys.join("\n");
+    return {
+      points: trace.points,
+      objects: trace.objects,
+      shared: this.#memo?.interned(key, shared) ?? { key, ops: shared },
+      own: own.length > 0 ? own : NO_OPS,
+      sites,
+    };
   }
 
   /** Whether everything `trace` read is unchanged in this engine's input; no side effects. */
@@ -250,10 +258,13 @@ export class PolicyEngine {
       this.#apply(trace.shared.ops);
     }
     this.#apply(trace.own);
+    // Route sites are only read by report(), which adds these then.
+    this.#replayedSites.push(trace.sites);
   }
 
   /** Keys of the shared operations replayed in this translation. */
   readonly #replayed = new Set<string>();
+  readonly #replayedSites: (readonly RouteSiteOp[])[] = [];
 
   #apply(ops: readonly EngineOp[]): void {
     for (const o of ops) {
@@ -548,6 +559,7 @@ export class PolicyEngine {
       rejections: this.#rejections,
       servedGateways: this.#servedGateways,
       tracker: this.#tracker,
+      ...(this.#memo !== undefined ? { memo: this.#memo.statuses } : {}),
     });
   }
 
@@ -571,6 +583,7 @@ export class PolicyEngine {
       }
     }
     const str = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    for (const sites of this.#replayedSites.splice(0)) for (const o of sites) this.#routeSites.set(o.key, o.site);
     const routes = [...this.#routeSites.values()].sort(
       (a, b) => str(a.route, b.route) || a.rule - b.rule || str(a.gateway, b.gateway) || str(a.listener, b.listener),
     );
@@ -593,11 +606,15 @@ function objectView(kind: "Service" | "GwBackend", o: Service | GwBackend | unde
   return JSON.stringify([isRecord(spec) ? spec["policies"] : undefined, subBackendsOf(o as GwBackend)]) ?? "";
 }
 
+type RouteSiteOp = { readonly op: "site"; readonly key: string; readonly site: RouteSite };
+
 type EngineOp =
   | { readonly op: "reach"; readonly a: Attachment; readonly gateway: string }
   | { readonly op: "applied"; readonly view: PolicyView; readonly gateway: string; readonly field: string }
   | { readonly op: "notApplied"; readonly view: PolicyView; readonly gateway: string; readonly n: NotApplied }
-  | { readonly op: "site"; readonly key: string; readonly site: RouteSite };
+  | RouteSiteOp;
+
+const NO_OPS: readonly EngineOp[] = [];
 
 /** What the engine read (attachment points, Services and GwBackends by name) and did while tracing. */
 export interface EngineTrace {
@@ -606,8 +623,10 @@ export interface EngineTrace {
   readonly objects: readonly (readonly ["Service" | "GwBackend", string, string, string])[];
   /** Set additions (reach, applied), with a key that tells equal lists apart from others. */
   readonly shared: { readonly key: string; readonly ops: readonly EngineOp[] };
-  /** The rest (not-applied entries, route sites), in order. */
+  /** Not-applied entries, in order. */
   readonly own: readonly EngineOp[];
+  /** The route sites recorded (for `sluice explain`). */
+  readonly sites: readonly RouteSiteOp[];
 }
 
 function notAppliedId(n: NotApplied): string {

@@ -33,6 +33,18 @@ export function pointKey(p: AttachmentPoint): string {
   return `${p.kind}|${p.namespace}|${p.name}|${p.section ?? ""}|${p.port ?? ""}`;
 }
 
+/** Attachments by attachment point (pointKey), each list in policy order. */
+export function indexByPoint(attachments: readonly Attachment[]): Map<string, Attachment[]> {
+  const byPoint = new Map<string, Attachment[]>();
+  for (const a of attachments) {
+    const key = pointKey(a.point);
+    const list = byPoint.get(key);
+    if (list === undefined) byPoint.set(key, [a]);
+    else list.push(a);
+  }
+  return byPoint;
+}
+
 /** Ancestor reference written into policy status (Gateway API ParentReference shape). */
 export interface AncestorRef {
   readonly group: string;
@@ -109,7 +121,7 @@ export function subBackendsOf(be: GwBackend): SubBackend[] {
   return out;
 }
 
-function kindOf(t: PolicyTargetView): TargetKind | undefined {
+export function kindOf(t: PolicyTargetView): TargetKind | undefined {
   const gatewayGroups = [GATEWAY_API_GROUP, GATEWAY_API_X_GROUP];
   if (t.group === GATEWAY_API_GROUP && (t.kind === "Gateway" || t.kind === "HTTPRoute")) return t.kind;
   if (gatewayGroups.includes(t.group) && (t.kind === "ListenerSet" || t.kind === "XListenerSet")) return "ListenerSet";

@@ -61,10 +61,9 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
       }),
     ),
   );
-  const routeBytes = (r: RouteIR): Uint8Array => {
-    const compute = () => encodeRoute(buildRoute(r, perRoute, ctx));
-    return memo !== undefined ? memo.routeBytes(r, perRoute.get(r.name), compute) : compute();
-  };
+  const encode = (r: RouteIR) => encodeRoute(buildRoute(r, perRoute, ctx));
+  const routeBytes = (r: RouteIR): Uint8Array =>
+    memo !== undefined ? memo.routeBytes(r, perRoute.get(r.name), encode) : encode(r);
   const joined = (name: string, key: string, parts: readonly Uint8Array[], join: () => Uint8Array) =>
     memo !== undefined ? memo.joined(name, key, parts, join) : join();
   const perRoute = new Map([...chains.values()].flatMap((c) => [...c.perRoute]));

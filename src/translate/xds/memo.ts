@@ -16,6 +16,9 @@ import type { BuildContext, RouteContribution } from "./filters/types.js";
 
 type NoteArgs = Parameters<BuildContext["note"]>;
 
+const NONE: readonly never[] = [];
+const NOTHING: readonly undefined[] = [];
+
 /** What one route's build reported through the context. */
 interface Effects {
   readonly notes: readonly NoteArgs[];
@@ -147,13 +150,14 @@ export class GatewayXdsMemo {
     };
   }
 
-  #record<T>(compute: () => T): { value: T } & Effects {
+  #record<T>(compute: (route: RouteIR) => T, route: RouteIR): { value: T } & Effects {
     const notes: NoteArgs[] = [];
     const added: [string, ExtAuthzPolicy][] = [];
     this.#notes = notes;
     this.#added = added;
     try {
-      return { value: compute(), notes, added };
+      const value = compute(route);
+      return { value, notes: notes.length > 0 ? notes : NONE, added: added.length > 0 ? added : NONE };
     } finally {
       this.#notes = undefined;
       this.#added = undefined;
@@ -168,7 +172,7 @@ export class GatewayXdsMemo {
   /** The filter contributions of `route` (one per builder, in builder order), reused while the route is unchanged. */
   contributions(
     route: RouteIR,
-    compute: () => readonly (RouteContribution | undefined)[],
+    compute: (route: RouteIR) => readonly (RouteContribution | undefined)[],
   ): readonly (RouteContribution | undefined)[] {
     const llmEntry = this.#llmEntries?.get(route.name);
     const known = this.#memo.build(route, llmEntry);
@@ -178,8 +182,10 @@ export class GatewayXdsMemo {
       return known.contributions;
     }
     this.#memo.misses++;
-    const r = this.#record(compute);
-    this.#memo.keepBuild(route, { llmEntry, contributions: r.value, notes: r.notes, added: r.added });
+    const r = this.#record(compute, route);
+    // Most routes get nothing from most builders: one shared list stands for "nothing at all".
+    const contributions = r.value.every((c) => c === undefined) ? NOTHING : r.value;
+    this.#memo.keepBuild(route, { llmEntry, contributions, notes: r.notes, added: r.added });
     return r.value;
   }
 
@@ -187,14 +193,14 @@ export class GatewayXdsMemo {
   routeBytes(
     route: RouteIR,
     filterConfigs: Readonly<Record<string, Any>> | undefined,
-    compute: () => Uint8Array,
+    compute: (route: RouteIR) => Uint8Array,
   ): Uint8Array {
     const known = this.#memo.bytes(route, filterConfigs);
     if (known !== undefined) {
       this.#replay(known);
       return known.bytes;
     }
-    const r = this.#record(compute);
+    const r = this.#record(compute, route);
     this.#memo.keepBytes(route, { filterConfigs, bytes: r.value, notes: r.notes, added: r.added });
     return r.value;
   }

@@ -25,20 +25,21 @@ const ROUTER = "envoy.filters.http.router";
 /** What the builders contribute to one route; a memo (src/translate/xds/memo.ts) may answer instead of them. */
 export type RouteContributions = (
   route: RouteIR,
-  compute: () => readonly (RouteContribution | undefined)[],
+  compute: (route: RouteIR) => readonly (RouteContribution | undefined)[],
 ) => readonly (RouteContribution | undefined)[];
 
 export function buildFilterChain(
   routeConfigs: readonly RouteConfigIR[],
   ctx: BuildContext,
   builders: readonly HttpFilterBuilder[] = HTTP_FILTER_BUILDERS,
-  contributionsOf: RouteContributions = (_, compute) => compute(),
+  contributionsOf: RouteContributions = (route, compute) => compute(route),
 ): FilterChainResult {
   const instances = new Map<string, FilterInstance>();
   const perRoute = new Map<string, Record<string, Any>>();
   const clusters = new Map<string, Cluster>();
+  const compute = (route: RouteIR) => builders.map((b) => b.forRoute(route, ctx));
   const visit = (route: RouteIR) => {
-    for (const c of contributionsOf(route, () => builders.map((b) => b.forRoute(route, ctx)))) {
+    for (const c of contributionsOf(route, compute)) {
       if (c === undefined) continue;
       for (const cl of c.clusters ?? []) if (!clusters.has(cl.name)) clusters.set(cl.name, cl);
       for (const f of c.filters ?? []) {
