@@ -313,7 +313,9 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
     statuses.push(status);
   };
   routeParents.forEach(routeStatus);
-  routeSources.forEach((route, i) => routeStatus(routeParentLists[i] ?? [], route));
+  routeSources.forEach((route, i) => {
+    routeStatus(routeParentLists[i] ?? [], route);
+  });
   return { gateways, statuses };
 }
 
