@@ -5,6 +5,7 @@
 //   (kind/namespace/name) keeps being served while the new one is broken.
 // - Every problem names file, line, resource and field path.
 
+import { createHash } from "node:crypto";
 import { type FSWatcher, watch } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -67,13 +68,18 @@ function toSourceProblem(doc: LoadedDocument, p: Problem): SourceProblem {
   };
 }
 
-/** JSON of a parsed document that tells apart what JSON alone would not (`.nan`, `.inf` and `-0` print as null/0). */
+/**
+ * A digest of a parsed document's JSON, written so that it tells apart what JSON alone would not (`.nan`, `.inf` and
+ * `-0` print as null/0).
+ */
 function contentKey(value: unknown): string {
-  return JSON.stringify(value, (_, v: unknown) =>
+  const json = JSON.stringify(value, (_, v: unknown) =>
     typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0))
       ? `\u0000number:${Object.is(v, -0) ? "-0" : v}`
       : v,
   );
+  // Kept for every document while its file is unchanged: a digest, not the JSON itself.
+  return createHash("sha256").update(json).digest("base64");
 }
 
 function readError(e: unknown): string {

@@ -55,8 +55,8 @@ export interface SnapshotInput {
   readonly listeners?: readonly Listener[];
   readonly routes?: readonly RouteConfiguration[];
   readonly secrets?: readonly Secret[];
-  /** Route configurations already serialized (name and bytes); when given, `routes` is not read. */
-  readonly encodedRoutes?: readonly { readonly name: string; readonly value: Uint8Array }[];
+  /** Route configurations already serialized (name and bytes, in parts); when given, `routes` is not read. */
+  readonly encodedRoutes?: readonly { readonly name: string; readonly parts: readonly Uint8Array[] }[];
 }
 
 function pack<Desc extends DescMessage>(
@@ -75,7 +75,7 @@ export function buildSnapshot(input: SnapshotInput): Snapshot {
     ...pack(ENDPOINT_TYPE, ClusterLoadAssignmentSchema, input.endpoints, (m) => m.clusterName),
     ...pack(LISTENER_TYPE, ListenerSchema, input.listeners, (m) => m.name),
     ...(input.encodedRoutes !== undefined
-      ? input.encodedRoutes.map((r) => xdsResource(ROUTE_TYPE, r.name, r.value))
+      ? input.encodedRoutes.map((r) => xdsResource(ROUTE_TYPE, r.name, r.parts))
       : pack(ROUTE_TYPE, RouteConfigurationSchema, input.routes, (m) => m.name)),
     ...pack(SECRET_TYPE, SecretSchema, input.secrets, (m) => m.name),
   ]);

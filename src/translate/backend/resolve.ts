@@ -77,9 +77,19 @@ export class BackendResolver {
     const namespace = ref.namespace ?? from.namespace;
     const key = `${group}|${kind}|${namespace}|${ref.name}|${ref.port ?? ""}|${from.group}|${from.kind}|${from.namespace}|${opts.http2 === true}`;
     const result = this.#resolveKeyed(key, ref, from, opts);
-    this.#trace?.push({ key, ref, from, opts, seen: routeView(result) });
+    if (this.#trace !== undefined) {
+      // Equal keys resolve alike: the first resolution of a key stands for all (memo entries stay small).
+      let resolution = this.#resolutions.get(key);
+      if (resolution === undefined) {
+        resolution = { key, ref, from, opts, seen: routeView(result) };
+        this.#resolutions.set(key, resolution);
+      }
+      this.#trace.push(resolution);
+    }
     return result;
   }
+
+  readonly #resolutions = new Map<string, Resolution>();
 
   #resolveKeyed(
     key: string,

@@ -166,7 +166,7 @@ export class PolicyEngine {
   #at(point: AttachmentPoint): readonly Attachment[] {
     const key = pointKey(point);
     const found = this.#byPoint.get(key) ?? NONE;
-    this.#trace?.points.push([key, found]);
+    this.#trace?.points.push(key, found);
     return found;
   }
 
@@ -191,7 +191,7 @@ export class PolicyEngine {
 
   #trace:
     | {
-        points: (readonly [string, readonly Attachment[]])[];
+        points: (string | readonly Attachment[])[];
         objects: EngineTrace["objects"][number][];
         ops: EngineOp[];
       }
@@ -238,9 +238,12 @@ export class PolicyEngine {
   unchanged(trace: EngineTrace): boolean {
     const changed = this.#changes?.points;
     if (changed === undefined) {
-      for (const [key, list] of trace.points) if (!sameItems(this.#byPoint.get(key) ?? NONE, list)) return false;
+      const p = trace.points;
+      for (let i = 0; i < p.length; i += 2) {
+        if (!sameItems(this.#byPoint.get(p[i] as string) ?? NONE, p[i + 1] as readonly Attachment[])) return false;
+      }
     } else if (changed.size > 0) {
-      for (const [key] of trace.points) if (changed.has(key)) return false;
+      for (let i = 0; i < trace.points.length; i += 2) if (changed.has(trace.points[i] as string)) return false;
     }
     if (this.#changes?.objectsSame === true) return true;
     for (const [kind, ns, name, view] of trace.objects) {
@@ -455,7 +458,7 @@ export class PolicyEngine {
       rule: ruleIndex,
       ...(rule?.name !== undefined ? { ruleName: rule.name } : {}),
       policy,
-      notApplied,
+      notApplied: notApplied.length > 0 ? notApplied : NOTHING_NOT_APPLIED,
     };
     this.#trace?.ops.push({ op: "site", key: siteKey, site });
     this.#routeSites.set(siteKey, site);
@@ -615,10 +618,12 @@ type EngineOp =
   | RouteSiteOp;
 
 const NO_OPS: readonly EngineOp[] = [];
+const NOTHING_NOT_APPLIED: readonly SiteNotApplied[] = [];
 
 /** What the engine read (attachment points, Services and GwBackends by name) and did while tracing. */
 export interface EngineTrace {
-  readonly points: readonly (readonly [string, readonly Attachment[]])[];
+  /** Attachment points looked up and what was found there: key, attachments, key, attachments... (one flat list). */
+  readonly points: readonly (string | readonly Attachment[])[];
   /** Services and GwBackends looked up by namespace and name, with what was read of them (objectView). */
   readonly objects: readonly (readonly ["Service" | "GwBackend", string, string, string])[];
   /** Set additions (reach, applied), with a key that tells equal lists apart from others. */

@@ -13,7 +13,7 @@ import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
 import type { XdsResources } from "./resources.js";
 import { buildRoute } from "./route.js";
-import { encodeRoute, encodeRouteConfiguration, encodeVirtualHost } from "./route-bytes.js";
+import { encodeRoute, encodeRouteConfiguration, encodeVirtualHost, joinBytes } from "./route-bytes.js";
 import { buildSecret } from "./secret.js";
 
 export interface BuildResult {
@@ -82,7 +82,7 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
       const routes = vh.routes.map(routeBytes);
       return joined(vh.name, vh.domains.join("\n"), routes, () => encodeVirtualHost(vh.name, vh.domains, routes));
     });
-    return { name: rc.name, value: joined(rc.name, "", hosts, () => encodeRouteConfiguration(rc.name, hosts)) };
+    return { name: rc.name, parts: encodeRouteConfiguration(rc.name, hosts) };
   });
   let routes: RouteConfiguration[] | undefined;
   const xds: XdsResources = {
@@ -92,7 +92,7 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
     encodedRoutes,
     // Decoded the first time someone asks (printing, tests); serving over ADS uses the bytes.
     get routes() {
-      routes ??= encodedRoutes.map((r) => fromBinary(RouteConfigurationSchema, r.value));
+      routes ??= encodedRoutes.map((r) => fromBinary(RouteConfigurationSchema, joinBytes(r.parts)));
       return routes;
     },
     secrets: gw.secrets.map(buildSecret),

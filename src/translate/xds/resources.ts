@@ -30,10 +30,10 @@ export interface XdsResources {
   readonly encodedRoutes?: readonly EncodedResource[];
 }
 
-/** A serialized xDS resource and its name. */
+/** A serialized xDS resource and its name; the bytes are the concatenation of `parts`. */
 export interface EncodedResource {
   readonly name: string;
-  readonly value: Uint8Array;
+  readonly parts: readonly Uint8Array[];
 }
 
 /** Every message type Sluice packs into an Any, so JSON/YAML output can print typed_config. */

@@ -29,11 +29,25 @@ export function encodeVirtualHost(name: string, domains: readonly string[], rout
 /** Bytes of the RouteConfiguration fields other than name and virtual hosts, all numbered above them. */
 const TRAILER = toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, ROUTE_CONFIGURATION_FIELDS));
 
-/** A route configuration: its name (field 1), virtual hosts (field 2), then ROUTE_CONFIGURATION_FIELDS. */
-export function encodeRouteConfiguration(name: string, virtualHosts: readonly Uint8Array[]): Uint8Array {
+/**
+ * A route configuration: its name (field 1), virtual hosts (field 2), then ROUTE_CONFIGURATION_FIELDS; in parts that
+ * share the virtual hosts' bytes (each virtual host is preceded by its tag and length).
+ */
+export function encodeRouteConfiguration(name: string, virtualHosts: readonly Uint8Array[]): Uint8Array[] {
+  const parts: Uint8Array[] = [toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { name }))];
+  for (const vh of virtualHosts) {
+    parts.push(
+      new BinaryWriter().tag(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, WireType.LengthDelimited).uint32(vh.length).finish(),
+    );
+    parts.push(vh);
+  }
+  parts.push(TRAILER);
+  return parts;
+}
+
+/** The bytes of a resource given in parts. */
+export function joinBytes(parts: readonly Uint8Array[]): Uint8Array {
   const w = new BinaryWriter();
-  w.raw(toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { name })));
-  for (const vh of virtualHosts) w.tag(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, WireType.LengthDelimited).bytes(vh);
-  w.raw(TRAILER);
+  for (const p of parts) w.raw(p);
   return w.finish();
 }
