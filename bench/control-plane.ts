@@ -246,10 +246,18 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
       throw e;
     }
     toServe.push(await serveP);
-    // Put it back so the next change is a change again.
+    // Put it back so the next change is a change again, and let Envoy take it in before the next change is timed
+    // (at thousands of routes Envoy needs a while per update, and the next change would wait for this one).
+    const changed = JSON.stringify(await routeAcks(sluice.adminPort));
     let back = "";
     for (let j = fileIndex * 100; j < Math.min(n, (fileIndex + 1) * 100); j++) back += routeYaml(j, "a");
     writeFileSync(join(cfg.dir, `routes-${String(fileIndex).padStart(3, "0")}.yaml`), back);
+    await waitFor(
+      "ACK of the change put back",
+      async () => (JSON.stringify(await routeAcks(sluice.adminPort)) !== changed ? true : undefined),
+      10_000,
+      5,
+    );
     await sleep(150);
   }
   running = false;

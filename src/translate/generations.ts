@@ -15,9 +15,11 @@ export class Generations<K, T> {
   readonly #slots = new Map<K, Slot<T>>();
   #current = 0;
   #finished = -1;
+  /** Every translation gets a new number, so marks left by one that did not finish are never taken for current. */
+  #counter = 0;
 
   begin(): void {
-    this.#current = this.#finished + 1;
+    this.#current = ++this.#counter;
   }
 
   get(key: K): T | undefined {

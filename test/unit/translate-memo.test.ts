@@ -331,3 +331,36 @@ spec:
     cfg.cleanup();
   }
 });
+
+test("memo: a translation that fails half-way leaves the memo usable", async () => {
+  const cfg = tempConfigDir();
+  const memo = new TranslationMemo();
+  const source = new FileSource([cfg.dir]);
+  const all = [...Array(N).keys()];
+  const base: Scene = {
+    backendOf: () => "a",
+    timeoutOf: () => "10s",
+    routes: all,
+    gateway: GATEWAY,
+    backends: BACKENDS,
+    extra: "",
+  };
+  try {
+    write(cfg, base);
+    translateBoth(await source.load(), memo, "first");
+    // Gateway API kinds are checked by their envelope only in file mode; this rule list makes translation throw.
+    write(cfg, { ...base, routes: all.filter((i) => i !== 9), extra: route(9).replace("rules:", "rules: 3\n  x:") });
+    const broken = await source.load();
+    try {
+      translate(makeInput(broken.resources, broken.sources, broken.invalid), { impliedGatewayClass: true, memo });
+    } catch {
+      // The point is what comes next.
+    }
+    write(cfg, { ...base, backendOf: (i) => (i === 4 ? "b" : "a") });
+    translateBoth(await source.load(), memo, "after a failed translation");
+    write(cfg, base);
+    translateBoth(await source.load(), memo, "and back");
+  } finally {
+    cfg.cleanup();
+  }
+});

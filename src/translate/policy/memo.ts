@@ -154,11 +154,13 @@ export class PolicyMemo {
   /** Numbers of this translation and of the last finished one; what changed in between, by target kind. */
   #current = 0;
   #finished = -1;
+  #counter = 0;
   #changed: ReadonlyMap<string, ReadonlySet<string>> | undefined;
 
   /** Starts a translation; `changed`: namespace/name of the objects of each kind changed since the last finished one. */
   begin(changed: ReadonlyMap<string, ReadonlySet<string>> | undefined): void {
-    this.#current = this.#finished + 1;
+    // A new number every time: a translation that did not finish leaves no mark that a later one takes as current.
+    this.#current = ++this.#counter;
     this.#changed = changed;
   }
 }
