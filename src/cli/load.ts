@@ -13,7 +13,10 @@ export function translateLoad(
   load: LoadResult,
   opts: Omit<TranslateOptions, "impliedGatewayClass"> = {},
 ): TranslationResult {
-  return translate(makeInput(load.resources, load.sources, load.invalid), { ...opts, impliedGatewayClass: true });
+  return translate(
+    makeInput(load.resources, () => load.sources, load.invalid),
+    { ...opts, impliedGatewayClass: true },
+  );
 }
 
 export async function loadAndTranslate(paths: readonly string[]): Promise<Loaded> {

@@ -5,6 +5,7 @@
 //   (kind/namespace/name) keeps being served while the new one is broken.
 // - Every problem names file, line, resource and field path.
 
+import { createHash } from "node:crypto";
 import { type FSWatcher, watch } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -13,7 +14,7 @@ import { describeResource, type Resource, resourceKey, type SourceRef } from "..
 import { type ValidationResult, validateResource } from "../api/validate.js";
 import type { InvalidResource } from "../translate/input.js";
 import { listYamlFiles } from "./files.js";
-import { type LoadedDocument, parseYamlFile } from "./yaml.js";
+import { type LoadedDocument, type ParsedFile, parseYamlFile } from "./yaml.js";
 
 export interface SourceProblem {
   readonly file: string;
@@ -67,10 +68,33 @@ function toSourceProblem(doc: LoadedDocument, p: Problem): SourceProblem {
   };
 }
 
+/**
+ * A digest of a parsed document's JSON, written so that it tells apart what JSON alone would not (`.nan`, `.inf` and
+ * `-0` print as null/0).
+ */
+function contentKey(value: unknown): string {
+  const json = JSON.stringify(value, (_, v: unknown) =>
+    typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0))
+      ? `\u0000number:${Object.is(v, -0) ? "-0" : v}`
+      : v,
+  );
+  // Kept for every document while its file is unchanged: a digest, not the JSON itself.
+  return createHash("sha256").update(json).digest("base64");
+}
+
 function readError(e: unknown): string {
   return (e as { code?: string }).code === "ENOENT"
     ? "no such file or directory"
     : `cannot read: ${(e as Error).message}`;
+}
+
+/** What a parsed document contributes to every load while its file is unchanged. */
+interface DocumentEntry {
+  readonly result: ValidationResult;
+  /** The valid resource, under its resourceKey. */
+  readonly served?: { readonly key: string; readonly resource: Resource; readonly source: SourceRef };
+  /** The validator's findings, with file and line. */
+  readonly problems: readonly SourceProblem[];
 }
 
 export class FileSource {
@@ -78,12 +102,18 @@ export class FileSource {
   /** Last documents of each file that parsed without syntax errors. */
   readonly #goodDocs = new Map<string, readonly LoadedDocument[]>();
   /** Last valid version of each resource, kept while a newer version is invalid. */
-  readonly #goodResources = new Map<string, { resource: Resource; source: SourceRef }>();
+  #goodResources = new Map<string, { resource: Resource; source: SourceRef }>();
+  readonly #entries = new WeakMap<LoadedDocument, DocumentEntry>();
   readonly #watchers: FSWatcher[] = [];
   /** Last text and parse of each file: an unchanged file is not parsed again. */
-  readonly #parsed = new Map<string, { text: string; parsed: ReturnType<typeof parseYamlFile> }>();
+  readonly #parsed = new Map<string, { bytes: Buffer; parsed: ParsedFile }>();
   /** Validation of each parsed document, so unchanged documents are validated once and keep their identity. */
   readonly #validated = new WeakMap<LoadedDocument, ValidationResult>();
+  /**
+   * Validation by document content, per file: when one document of a file changes, the others keep their validated
+   * resource objects (same identity), which is what lets the translator's memo skip them.
+   */
+  readonly #byContent = new Map<string, Map<string, ValidationResult>>();
 
   constructor(paths: readonly string[]) {
     this.#paths = paths;
@@ -100,17 +130,33 @@ export class FileSource {
       }
     }
     const documents: LoadedDocument[] = [];
-    for (const file of files) {
-      let text: string;
-      try {
-        text = await readFile(file, "utf8");
-      } catch (e) {
-        problems.push({ file, line: 0, path: "", message: readError(e), severity: "error" });
+    /** The documents each file contributes, in file order. */
+    const fileDocs = new Map<string, readonly LoadedDocument[]>();
+    // Bytes, not text: an unchanged file is recognised without decoding it, and its bytes (outside the JavaScript
+    // heap) are dropped at once.
+    const contents = await Promise.all(
+      files.map((file) =>
+        readFile(file).then(
+          (bytes) => ({ bytes }),
+          (e: unknown) => ({ error: e }),
+        ),
+      ),
+    );
+    for (let i = 0; i < files.length; i++) {
+      const file = files[i] as string;
+      const read = contents[i];
+      if (read === undefined || "error" in read) {
+        problems.push({ file, line: 0, path: "", message: readError(read?.error), severity: "error" });
         continue;
       }
       const cached = this.#parsed.get(file);
-      const parsed = cached?.text === text ? cached.parsed : parseYamlFile(file, text);
-      this.#parsed.set(file, { text, parsed });
+      let parsed: ParsedFile;
+      if (cached?.bytes.equals(read.bytes)) parsed = cached.parsed;
+      else {
+        parsed = parseYamlFile(file, read.bytes.toString("utf8"));
+        if (parsed.problems.length === 0) this.#validateFile(file, parsed.documents);
+        this.#parsed.set(file, { bytes: read.bytes, parsed });
+      }
       if (parsed.problems.length > 0) {
         const kept = this.#goodDocs.get(file);
         for (const p of parsed.problems) {
@@ -123,34 +169,61 @@ export class FileSource {
             ...(kept ? { consequence: "this file's last valid contents keep serving" } : {}),
           });
         }
+        if (kept !== undefined) fileDocs.set(file, kept);
         documents.push(...(kept ?? []));
         continue;
       }
       this.#goodDocs.set(file, parsed.documents);
+      fileDocs.set(file, parsed.documents);
       documents.push(...parsed.documents);
     }
     const present = new Set(files);
     for (const file of [...this.#goodDocs.keys()]) if (!present.has(file)) this.#goodDocs.delete(file);
     for (const file of [...this.#parsed.keys()]) if (!present.has(file)) this.#parsed.delete(file);
+    for (const file of [...this.#byContent.keys()]) if (!present.has(file)) this.#byContent.delete(file);
+
+    const fast = this.#update(fileDocs);
+    const entryOf = (doc: LoadedDocument) => this.#entryOf(doc);
+    if (fast !== undefined) {
+      for (const docs of fileDocs.values()) for (const doc of docs) problems.push(...this.#entryOf(doc).problems);
+      let sources: Map<string, SourceRef> | undefined;
+      return {
+        documents: documents.length,
+        resources: fast,
+        // Built when read: nothing in translation reads it, and a map of every resource per load is costly garbage.
+        get sources() {
+          sources ??= new Map(
+            [...fileDocs.values()].flatMap((docs) =>
+              docs.flatMap((doc) => {
+                const served = entryOf(doc).served;
+                return served !== undefined ? [[served.key, served.source] as const] : [];
+              }),
+            ),
+          );
+          return sources;
+        },
+        problems,
+        invalid: [],
+      };
+    }
 
     const resources = new Map<string, { resource: Resource; source: SourceRef }>();
+    // In the order of `resources`, which is the order of the documents.
+    const list: Resource[] = [];
+    const sources = new Map<string, SourceRef>();
     const invalid: InvalidResource[] = [];
+    let clean = true;
     for (const doc of documents) {
-      let result = this.#validated.get(doc);
-      if (result === undefined) {
-        result = validateResource(doc.value);
-        this.#validated.set(doc, result);
-      }
-      const docProblems = result.problems.map((p) => toSourceProblem(doc, p));
-      const key = result.resource !== undefined ? resourceKey(result.resource) : undefined;
-      if (result.resource !== undefined && key !== undefined) {
-        problems.push(...docProblems);
-        const dup = resources.get(key);
+      const { result, served, problems: docProblems } = this.#entryOf(doc);
+      if (served !== undefined) {
+        if (docProblems.length > 0) problems.push(...docProblems);
+        const dup = resources.get(served.key);
         if (dup !== undefined) {
+          clean = false;
           problems.push({
             file: doc.source.file,
             line: doc.source.line,
-            resource: describeResource(result.resource),
+            resource: describeResource(served.resource),
             path: "",
             message: `defined twice; first at ${dup.source.file}:${dup.source.line}`,
             severity: "error",
@@ -158,16 +231,22 @@ export class FileSource {
           });
           continue;
         }
-        resources.set(key, { resource: result.resource, source: doc.source });
+        resources.set(served.key, served);
+        list.push(served.resource);
+        sources.set(served.key, served.source);
         continue;
       }
       // Invalid: keep serving the last valid version of the same resource, if there is one.
+      clean = false;
       const guess = guessDescription(doc.value);
       const previous = [...this.#goodResources.entries()].find(([, v]) => describeResource(v.resource) === guess);
       const consequence = previous ? "the last valid version keeps serving" : "resource left out";
       problems.push(...docProblems.map((p) => (p.severity === "error" ? { ...p, consequence } : p)));
-      if (previous !== undefined && !resources.has(previous[0])) resources.set(previous[0], previous[1]);
-      else if (guess !== undefined) {
+      if (previous !== undefined && !resources.has(previous[0])) {
+        resources.set(previous[0], previous[1]);
+        list.push(previous[1].resource);
+        sources.set(previous[0], previous[1].source);
+      } else if (guess !== undefined) {
         invalid.push({
           kind: (doc.value as { kind: string }).kind,
           document: doc.value as Resource,
@@ -175,16 +254,131 @@ export class FileSource {
         });
       }
     }
-    this.#goodResources.clear();
-    for (const [k, v] of resources) this.#goodResources.set(k, v);
+    this.#goodResources = resources;
+    this.#rebuild(fileDocs, clean);
+    return { documents: documents.length, resources: list, sources, problems, invalid };
+  }
 
-    return {
-      documents: documents.length,
-      resources: [...resources.values()].map((v) => v.resource),
-      sources: new Map([...resources].map(([k, v]) => [k, v.source])),
-      problems,
-      invalid,
-    };
+  // ---- Without invalid or duplicate documents (the usual case), a load that changed some files only updates what
+  // those files contribute: building maps of every resource on each load makes large objects of garbage each time.
+
+  /** The documents each file contributed last time. */
+  #lastDocs = new Map<string, readonly LoadedDocument[]>();
+  /** How many valid documents have each resource key. */
+  readonly #keyCounts = new Map<string, number>();
+  #duplicateKeys = 0;
+  #invalidDocuments = 0;
+  /** The last load had no invalid or duplicate document, so #goodResources is every served document by key. */
+  #clean = false;
+
+  /**
+   * Updates the bookkeeping with the files whose documents changed; when the result has no invalid or duplicate
+   * document, returns the resources in document order (and #goodResources is up to date), else undefined (the full
+   * pass then runs and rebuilds the bookkeeping).
+   */
+  #update(fileDocs: ReadonlyMap<string, readonly LoadedDocument[]>): Resource[] | undefined {
+    if (!this.#clean) return undefined;
+    const removed: LoadedDocument[] = [];
+    const added: LoadedDocument[] = [];
+    for (const [file, docs] of this.#lastDocs) if (fileDocs.get(file) !== docs) removed.push(...docs);
+    for (const [file, docs] of fileDocs) if (this.#lastDocs.get(file) !== docs) added.push(...docs);
+    this.#lastDocs = new Map(fileDocs);
+    for (const doc of removed) {
+      const served = this.#entryOf(doc).served;
+      if (served === undefined) {
+        this.#invalidDocuments--;
+        continue;
+      }
+      const n = (this.#keyCounts.get(served.key) ?? 0) - 1;
+      if (n === 1) this.#duplicateKeys--;
+      if (n > 0) this.#keyCounts.set(served.key, n);
+      else this.#keyCounts.delete(served.key);
+    }
+    for (const doc of added) {
+      const served = this.#entryOf(doc).served;
+      if (served === undefined) {
+        this.#invalidDocuments++;
+        continue;
+      }
+      const n = (this.#keyCounts.get(served.key) ?? 0) + 1;
+      if (n === 2) this.#duplicateKeys++;
+      this.#keyCounts.set(served.key, n);
+    }
+    // Not clean: the full pass needs #goodResources as the last load left it (the last valid versions).
+    if (this.#duplicateKeys > 0 || this.#invalidDocuments > 0) {
+      this.#clean = false;
+      return undefined;
+    }
+    for (const doc of removed) {
+      const served = this.#entryOf(doc).served;
+      if (served !== undefined && !this.#keyCounts.has(served.key)) this.#goodResources.delete(served.key);
+    }
+    for (const doc of added) {
+      const served = this.#entryOf(doc).served;
+      if (served !== undefined) this.#goodResources.set(served.key, served);
+    }
+    const list: Resource[] = [];
+    for (const docs of fileDocs.values()) {
+      for (const doc of docs) {
+        const served = this.#entryOf(doc).served;
+        if (served !== undefined) list.push(served.resource);
+      }
+    }
+    return list;
+  }
+
+  /** After a full pass: the bookkeeping #update keeps, from scratch. */
+  #rebuild(fileDocs: ReadonlyMap<string, readonly LoadedDocument[]>, clean: boolean): void {
+    this.#lastDocs = new Map(fileDocs);
+    this.#keyCounts.clear();
+    this.#duplicateKeys = 0;
+    this.#invalidDocuments = 0;
+    for (const docs of fileDocs.values()) {
+      for (const doc of docs) {
+        const served = this.#entryOf(doc).served;
+        if (served === undefined) {
+          this.#invalidDocuments++;
+          continue;
+        }
+        const n = (this.#keyCounts.get(served.key) ?? 0) + 1;
+        if (n === 2) this.#duplicateKeys++;
+        this.#keyCounts.set(served.key, n);
+      }
+    }
+    this.#clean = clean;
+  }
+
+  /** A document's validation and problems, worked out once per parsed document. */
+  #entryOf(doc: LoadedDocument): DocumentEntry {
+    let entry = this.#entries.get(doc);
+    if (entry === undefined) {
+      let result = this.#validated.get(doc);
+      if (result === undefined) {
+        result = validateResource(doc.value);
+        this.#validated.set(doc, result);
+      }
+      const resource = result.resource;
+      entry = {
+        result,
+        ...(resource !== undefined ? { served: { key: resourceKey(resource), resource, source: doc.source } } : {}),
+        problems: result.problems.map((p) => toSourceProblem(doc, p)),
+      };
+      this.#entries.set(doc, entry);
+    }
+    return entry;
+  }
+
+  /** Validates the documents of a newly parsed file, reusing the results of documents whose content is unchanged. */
+  #validateFile(file: string, documents: readonly LoadedDocument[]): void {
+    const previous = this.#byContent.get(file);
+    const next = new Map<string, ValidationResult>();
+    for (const doc of documents) {
+      const key = contentKey(doc.value);
+      const result = previous?.get(key) ?? next.get(key) ?? validateResource(doc.value);
+      next.set(key, result);
+      this.#validated.set(doc, result);
+    }
+    this.#byContent.set(file, next);
   }
 
   /** Calls `onChange` (debounced) whenever a file under the paths changes. */

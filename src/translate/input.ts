@@ -58,10 +58,13 @@ const BUCKET_OF_KIND: Readonly<Record<string, keyof Bucket>> = {
   GwParameters: "parameters",
 };
 
-/** Groups validated resources by kind; resources of kinds the translator does not read are ignored. */
+/**
+ * Groups validated resources by kind; resources of kinds the translator does not read are ignored. `sources` may be
+ * given as a function, called only if someone reads `input.sources`.
+ */
 export function makeInput(
   resources: Iterable<Resource>,
-  sources: ReadonlyMap<string, SourceRef> = new Map(),
+  sources: ReadonlyMap<string, SourceRef> | (() => ReadonlyMap<string, SourceRef>) = new Map(),
   invalid: readonly InvalidResource[] = [],
 ): TranslationInput {
   const b: Record<string, unknown[]> = {};
@@ -72,5 +75,14 @@ export function makeInput(
     // A GwModelList is its items.
     if (r.kind === "GwModelList") for (const item of (r as { items?: Resource[] }).items ?? []) b["models"]?.push(item);
   }
-  return { ...(b as unknown as Bucket), sources, invalid };
+  if (typeof sources !== "function") return { ...(b as unknown as Bucket), sources, invalid };
+  let known: ReadonlyMap<string, SourceRef> | undefined;
+  return {
+    ...(b as unknown as Bucket),
+    get sources() {
+      known ??= sources();
+      return known;
+    },
+    invalid,
+  };
 }

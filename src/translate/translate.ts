@@ -7,6 +7,7 @@ import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
 import { compileLlmTable, type LlmTable } from "./llm/table.js";
+import type { TranslationMemo } from "./memo.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
 import { sluiceKindStatuses } from "./status/sluice-kinds.js";
@@ -22,6 +23,11 @@ export interface TranslateOptions {
    * `sluice`: every authorization rule runs in Sluice's ext_authz (tests compare the two paths with it).
    */
   readonly authorizationPath?: AuthorizationPath;
+  /**
+   * What earlier translations of a sequence left for this one; makes a translation after a small change cheap and
+   * changes nothing in its result. Give the same memo to each translation of the sequence.
+   */
+  readonly memo?: TranslationMemo;
 }
 
 export interface GatewayOutput {
@@ -43,13 +49,17 @@ export interface TranslationResult {
 }
 
 export function translate(input: TranslationInput, opts: TranslateOptions = {}): TranslationResult {
-  const policies = new PolicyEngine(input);
+  const memo = opts.memo;
+  const path = opts.authorizationPath ?? "auto";
+  memo?.begin(input, [opts.impliedGatewayClass ?? false, path]);
+  const policies = new PolicyEngine(input, memo?.policies);
   const { gateways, statuses } = translateGateways(input, {
     impliedGatewayClass: opts.impliedGatewayClass ?? false,
     policies,
+    ...(memo !== undefined ? { memo } : {}),
   });
   const table = new PolicyTableBuilder();
-  const authz = { input, path: opts.authorizationPath ?? "auto", table } as const;
+  const authz = { input, path, table } as const;
   const llm = compileLlmTable(gateways, input);
   const built = gateways.map((ir) => ({
     ir,
@@ -58,20 +68,30 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
       llmEntries: new Map(
         [...llm.routes].filter(([k]) => k.startsWith(`${ir.key}|`)).map(([k, id]) => [k.slice(ir.key.length + 1), id]),
       ),
+      ...(memo !== undefined ? { memo: memo.xds } : {}),
     }),
   }));
+
+  // Policy status comes last: it depends on which routes and backends the Gateways reached.
+  const allStatuses = [
+    ...statuses,
+    ...withNotes(
+      policies.statuses(),
+      built.flatMap((b) => b.notes),
+    ),
+    ...sluiceKindStatuses(input),
+  ];
+  const finalStatuses = memo?.sameStatuses(allStatuses) ?? allStatuses;
+  memo?.end();
+  let report: PolicyReport | undefined;
   return {
     gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
-    // Policy status comes last: it depends on which routes and backends the Gateways reached.
-    statuses: [
-      ...statuses,
-      ...withNotes(
-        policies.statuses(),
-        built.flatMap((b) => b.notes),
-      ),
-      ...sluiceKindStatuses(input),
-    ],
-    policies: policies.report(),
+    statuses: finalStatuses,
+    // Only `sluice explain` reads the report; sorting every route site on each reload would be wasted.
+    get policies() {
+      report ??= policies.report();
+      return report;
+    },
     extAuthzPolicies: table.build(),
     llm,
   };

@@ -2,7 +2,7 @@
 export { checkConsistency, type SnapshotError, type SnapshotErrorCode } from "./consistency.js";
 export { type LogFields, stderrLogger, type XdsLogger } from "./logger.js";
 export { GATEWAY_METADATA_KEY, nodeGroup } from "./node-group.js";
-export { contentHash, setVersion, type XdsResource, xdsResource } from "./resource.js";
+export { contentHash, joinParts, setVersion, type XdsResource, xdsResource } from "./resource.js";
 export { type ListenOptions, XdsServer, type XdsServerOptions } from "./server.js";
 export { buildSnapshot, resourcesOf, type Snapshot, type SnapshotInput, snapshotFromResources } from "./snapshot.js";
 export { type SetSnapshotResult, SnapshotCache, type SnapshotWatcher } from "./snapshot-cache.js";

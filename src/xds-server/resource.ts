@@ -13,13 +13,43 @@ export interface XdsResource {
 
 const VERSION_LENGTH = 16;
 
-/** A short hex sha256 of `data`: 64 bits is plenty to tell versions of one resource apart. */
-export function contentHash(data: Uint8Array | string): string {
-  return createHash("sha256").update(data).digest("hex").slice(0, VERSION_LENGTH);
+/** A short hex sha256 of `data` (or of its parts, one after the other): 64 bits tell versions of a resource apart. */
+export function contentHash(data: Uint8Array | string | readonly Uint8Array[]): string {
+  const hash = createHash("sha256");
+  if (Array.isArray(data)) for (const part of data) hash.update(part);
+  else hash.update(data as Uint8Array | string);
+  return hash.digest("hex").slice(0, VERSION_LENGTH);
 }
 
-export function xdsResource(typeUrl: string, name: string, value: Uint8Array): XdsResource {
-  return { name, typeUrl, value, version: contentHash(value) };
+/**
+ * `value` may be given in parts (a route configuration made of its virtual hosts' bytes): the parts are kept and
+ * joined each time `value` is read, for a response. A large resource then lives in the snapshot as parts shared
+ * with the last one, not as a new copy of the whole on every change (which would be garbage until a full collection).
+ */
+export function xdsResource(typeUrl: string, name: string, value: Uint8Array | readonly Uint8Array[]): XdsResource {
+  if (!Array.isArray(value)) return { name, typeUrl, value: value as Uint8Array, version: contentHash(value) };
+  const parts = value as readonly Uint8Array[];
+  return {
+    name,
+    typeUrl,
+    version: contentHash(parts),
+    get value() {
+      return joinParts(parts);
+    },
+  };
+}
+
+export function joinParts(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1 && parts[0] !== undefined) return parts[0];
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 /**

@@ -55,6 +55,8 @@ export interface SnapshotInput {
   readonly listeners?: readonly Listener[];
   readonly routes?: readonly RouteConfiguration[];
   readonly secrets?: readonly Secret[];
+  /** Route configurations already serialized (name and bytes, in parts); when given, `routes` is not read. */
+  readonly encodedRoutes?: readonly { readonly name: string; readonly parts: readonly Uint8Array[] }[];
 }
 
 function pack<Desc extends DescMessage>(
@@ -72,7 +74,9 @@ export function buildSnapshot(input: SnapshotInput): Snapshot {
     ...pack(CLUSTER_TYPE, ClusterSchema, input.clusters, (m) => m.name),
     ...pack(ENDPOINT_TYPE, ClusterLoadAssignmentSchema, input.endpoints, (m) => m.clusterName),
     ...pack(LISTENER_TYPE, ListenerSchema, input.listeners, (m) => m.name),
-    ...pack(ROUTE_TYPE, RouteConfigurationSchema, input.routes, (m) => m.name),
+    ...(input.encodedRoutes !== undefined
+      ? input.encodedRoutes.map((r) => xdsResource(ROUTE_TYPE, r.name, r.parts))
+      : pack(ROUTE_TYPE, RouteConfigurationSchema, input.routes, (m) => m.name)),
     ...pack(SECRET_TYPE, SecretSchema, input.secrets, (m) => m.name),
   ]);
 }

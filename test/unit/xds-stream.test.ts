@@ -40,7 +40,7 @@ const NODE = { id: "envoy-1", cluster: GROUP };
 /** A full, consistent snapshot: clusters a and b (EDS), listener l → route r → cluster `routeTarget`. */
 function input(
   opts: { aPort?: number; routeTarget?: string; extraCluster?: boolean } = {},
-): Required<Omit<SnapshotInput, "secrets">> {
+): Required<Omit<SnapshotInput, "secrets" | "encodedRoutes">> {
   const clusters = ["a", "b", ...(opts.extraCluster ? ["c"] : [])];
   return {
     clusters: clusters.map((name) => edsCluster(name)),

@@ -29,7 +29,7 @@ import type { ExtAuthzPolicy } from "../../extauthz/server.js";
 import type { RBAC } from "../../gen/envoy/config/rbac/v3/rbac_pb.js";
 import type { TranslationInput } from "../input.js";
 import type { EffectivePolicyIR, PolicySourceIR, PolicyValueIR } from "../ir.js";
-import { type PolicyTableBuilder, secretDigest } from "./policy-table.js";
+import { type PolicyTableSink, secretDigest } from "./policy-table.js";
 
 export type AuthorizationPath = "auto" | "sluice";
 
@@ -42,7 +42,7 @@ export type NoteReason = "NeverMatches" | "Ignored" | "NotYetSupported";
 export interface AuthzContext {
   readonly input: TranslationInput;
   readonly path: AuthorizationPath;
-  readonly table: PolicyTableBuilder;
+  readonly table: PolicyTableSink;
   note(from: PolicySourceIR, field: string, message: string, reason: NoteReason): void;
 }
 

@@ -9,14 +9,30 @@
 import { createHash } from "node:crypto";
 import type { ExtAuthzPolicy, PolicyTable } from "../../extauthz/server.js";
 
-export class PolicyTableBuilder {
+/** Where the translator puts compiled policies: the builder below, or a wrapper that records what is added. */
+export interface PolicyTableSink {
+  /** The id of the policy with this content; `compile` runs only the first time a content is seen. */
+  add(content: unknown, compile: () => ExtAuthzPolicy): string;
+  /** A policy compiled earlier, under the id `add` gave it (replayed from a cache). */
+  addCompiled(id: string, policy: ExtAuthzPolicy): void;
+  get(id: string): ExtAuthzPolicy | undefined;
+}
+
+export class PolicyTableBuilder implements PolicyTableSink {
   readonly #policies = new Map<string, ExtAuthzPolicy>();
 
-  /** The id of the policy with this content; `compile` runs only the first time a content is seen. */
   add(content: unknown, compile: () => ExtAuthzPolicy): string {
     const id = policyId(content);
     if (!this.#policies.has(id)) this.#policies.set(id, compile());
     return id;
+  }
+
+  addCompiled(id: string, policy: ExtAuthzPolicy): void {
+    if (!this.#policies.has(id)) this.#policies.set(id, policy);
+  }
+
+  get(id: string): ExtAuthzPolicy | undefined {
+    return this.#policies.get(id);
   }
 
   /** The finished table, sorted by id; never mutated afterwards. */

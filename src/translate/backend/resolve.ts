@@ -1,10 +1,10 @@
 // Resolving backendRefs (Service or GwBackend) to clusters, with ReferenceGrant checks across namespaces.
 
-import { SERVICE_NAME_LABEL } from "../../api/core.js";
 import type { BackendObjectReference } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
+import { findNamed, slicesOfService } from "../lookup.js";
 import { backendClusterName, http2ClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
 import { translateAiBackend } from "./ai.js";
@@ -55,7 +55,7 @@ export function serviceEndpoints(
   name: string,
   servicePort: number | undefined,
 ): ServiceEndpoints {
-  const svc = input.services.find((s) => namespaceOf(s) === namespace && s.metadata.name === name);
+  const svc = findNamed(input.services, namespace, name);
   if (svc === undefined) return { ok: false, message: `Service ${namespace}/${name} not found` };
   if (servicePort === undefined)
     return { ok: false, message: `backendRef to Service ${namespace}/${name} needs a port` };
@@ -64,8 +64,7 @@ export function serviceEndpoints(
   const http2 = port.appProtocol !== undefined && H2_APP_PROTOCOLS.has(port.appProtocol);
   const endpoints: EndpointIR[] = [];
   let fqdn: { host: string; port: number } | undefined;
-  for (const slice of input.endpointSlices) {
-    if (namespaceOf(slice) !== namespace || slice.metadata.labels?.[SERVICE_NAME_LABEL] !== name) continue;
+  for (const slice of slicesOfService(input.endpointSlices, namespace, name)) {
     // The slice port carrying this Service port has the same name; an unnamed Service port matches an unnamed one.
     const slicePort = slice.ports?.find((p) => (p.name ?? "") === (port.name ?? ""));
     const targetPort =
@@ -83,8 +82,29 @@ export function serviceEndpoints(
   return { ok: true, port: servicePort, endpoints, ...(fqdn !== undefined ? { fqdn } : {}), http2 };
 }
 
+/** One traced resolution. */
+export interface Resolution {
+  /** The resolution cache key of ref, from and opts. */
+  readonly key: string;
+  readonly ref: BackendObjectReference;
+  readonly from: { group: string; kind: string; namespace: string };
+  readonly opts: { readonly http2?: boolean };
+  readonly seen: string;
+}
+
+/**
+ * What route translation reads from a resolution: the cluster name and, for AI backends, the number of providers
+ * (retries), or the reason and message of a failure. Endpoints are not part of it: they change clusters, not routes.
+ */
+function routeView(r: ResolvedBackend): string {
+  if (!r.ok) return `error|${r.reason}|${r.message}`;
+  return `ok|${r.cluster.name}|${r.cluster.kind === "llm" ? r.cluster.groups.flat().length : ""}`;
+}
+
 export class BackendResolver {
   readonly #clusters = new Map<string, ClusterIR>();
+  /** Resolutions so far: many routes name the same backend, and its cluster is built once. */
+  readonly #resolved = new Map<string, ResolvedBackend>();
 
   constructor(private readonly input: TranslationInput) {}
 
@@ -98,6 +118,74 @@ export class BackendResolver {
     ref: BackendObjectReference,
     from: { group: string; kind: string; namespace: string },
     opts: { readonly http2?: boolean } = {},
+  ): ResolvedBackend {
+    const group = ref.group ?? "";
+    const kind = ref.kind ?? "Service";
+    const namespace = ref.namespace ?? from.namespace;
+    const key = `${group}|${kind}|${namespace}|${ref.name}|${ref.port ?? ""}|${from.group}|${from.kind}|${from.namespace}|${opts.http2 === true}`;
+    const result = this.#resolveKeyed(key, ref, from, opts);
+    if (this.#trace !== undefined) {
+      // Equal keys resolve alike: the first resolution of a key stands for all (memo entries stay small).
+      let resolution = this.#resolutions.get(key);
+      if (resolution === undefined) {
+        resolution = { key, ref, from, opts, seen: routeView(result) };
+        this.#resolutions.set(key, resolution);
+      }
+      this.#trace.push(resolution);
+    }
+    return result;
+  }
+
+  readonly #resolutions = new Map<string, Resolution>();
+
+  #resolveKeyed(
+    key: string,
+    ref: BackendObjectReference,
+    from: { group: string; kind: string; namespace: string },
+    opts: { readonly http2?: boolean },
+  ): ResolvedBackend {
+    let result = this.#resolved.get(key);
+    if (result === undefined) {
+      result = this.#resolve(ref, from, opts);
+      this.#resolved.set(key, result);
+    }
+    if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
+    return result;
+  }
+
+  /** Resolves traced references again only to register their clusters, when they are known to resolve the same. */
+  register(trace: readonly Resolution[]): true {
+    for (const r of trace) this.#resolveKeyed(r.key, r.ref, r.from, r.opts);
+    return true;
+  }
+
+  // ---- Tracing, for the translation memo: the references one route resolved, and what the route saw of each.
+
+  #trace: Resolution[] | undefined;
+
+  startTrace(): void {
+    this.#trace = [];
+  }
+
+  stopTrace(): readonly Resolution[] {
+    const trace = this.#trace ?? [];
+    this.#trace = undefined;
+    return trace;
+  }
+
+  /**
+   * Resolves traced references again, registering their clusters as the first resolution did; false as soon as one
+   * resolves to something a route would see differently (another cluster name, an error, other AI providers).
+   */
+  resolvesSame(trace: readonly Resolution[]): boolean {
+    for (const r of trace) if (routeView(this.resolve(r.ref, r.from, r.opts)) !== r.seen) return false;
+    return true;
+  }
+
+  #resolve(
+    ref: BackendObjectReference,
+    from: { group: string; kind: string; namespace: string },
+    opts: { readonly http2?: boolean },
   ): ResolvedBackend {
     const group = ref.group ?? "";
     const kind = ref.kind ?? "Service";
@@ -125,7 +213,6 @@ export class BackendResolver {
       // A twin cluster, so the same backend can also serve HTTP/1 routes.
       result = { ok: true, cluster: { ...result.cluster, name: http2ClusterName(result.cluster.name), http2: true } };
     }
-    if (result.ok) this.#clusters.set(result.cluster.name, result.cluster);
     return result;
   }
 
@@ -140,7 +227,7 @@ export class BackendResolver {
   }
 
   #gwBackend(namespace: string, name: string): ResolvedBackend {
-    const be = this.input.backends.find((b) => namespaceOf(b) === namespace && b.metadata.name === name);
+    const be = findNamed(this.input.backends, namespace, name);
     if (be === undefined) {
       return {
         ok: false,

@@ -19,7 +19,7 @@ import type { PolicyEngine } from "../policy/engine.js";
 import { resolvePolicyRefs } from "../policy/refs.js";
 import { asHTTPRoute } from "../route/grpcroute.js";
 import { intersectHostnames } from "../route/hostnames.js";
-import { translateHTTPRouteRules } from "../route/httproute.js";
+import { type TranslatedRule, translateHTTPRouteRules } from "../route/httproute.js";
 import { compareMatches, type RankedMatch } from "../route/precedence.js";
 import {
   type Condition,
@@ -30,12 +30,20 @@ import {
   RouteConditionReason,
 } from "../status/conditions.js";
 import { resolveCertificates } from "./certificates.js";
+import type { GatewayRouteMemo, RouteOutcome } from "./route-memo.js";
 
 export interface GatewayTranslateOptions {
   /** File mode: a GatewayClass named `sluice` with Sluice's controller is implied when the input defines none. */
   readonly impliedGatewayClass: boolean;
   /** Attaches effective policies to listeners and routes; without it the IR carries no policy. */
   readonly policies?: PolicyEngine;
+  /** Route outcomes of earlier translations (src/translate/memo.ts); the result is the same with or without it. */
+  readonly memo?: {
+    routesOf(gateway: string, fingerprint: string): GatewayRouteMemo;
+    readonly resolutionsSame: boolean;
+    /** namespace/name used by more than one route. */
+    readonly sharedRouteNames: ReadonlySet<string>;
+  };
 }
 
 export interface GatewaysResult {
@@ -140,7 +148,16 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
   const gateways: GatewayIR[] = [];
   const statuses: ResourceStatus[] = [];
   // Route status accumulates a parent entry per (route, parentRef) over all Gateways.
-  const routeParents = new Map<HTTPRoute | GRPCRoute, unknown[]>();
+  const routeParents = new Map<HTTPRoute | GRPCRoute, readonly unknown[]>();
+  // The same with a single Gateway, without a map of every route (a large object on every translation).
+  const routeSources: (HTTPRoute | GRPCRoute)[] = [];
+  const routeParentLists: (readonly unknown[])[] = [];
+
+  // Routes sharing a namespace/name with another route (of either kind) share policy sites, so each depends on the
+  // other: they are never memoized.
+  const sharedNames = opts.memo?.sharedRouteNames;
+  const shared = (r: HTTPRoute | GRPCRoute) =>
+    sharedNames !== undefined && sharedNames.size > 0 && sharedNames.has(`${namespaceOf(r)}/${r.metadata.name}`);
 
   const ours = input.gateways
     .filter((g) => classes.has(g.spec.gatewayClassName))
@@ -174,95 +191,80 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
     for (const l of listeners)
       if (l.valid && !hostsByConfig.has(l.routeConfigName)) hostsByConfig.set(l.routeConfigName, new Map());
 
-    const allRoutes: { kind: "HTTPRoute" | "GRPCRoute"; route: HTTPRoute; source: HTTPRoute | GRPCRoute }[] = [
-      ...input.httpRoutes.map((route) => ({ kind: "HTTPRoute" as const, route, source: route })),
-      ...input.grpcRoutes.map((g) => ({ kind: "GRPCRoute" as const, route: asHTTPRoute(g), source: g })),
-    ];
-    for (const { kind: routeKind, route, source } of allRoutes) {
-      const routeNs = namespaceOf(route);
-      (route.spec.parentRefs ?? []).forEach((ref) => {
-        if (!refersToGateway(ref, routeNs, gw)) return;
-        const parentConditions: Condition[] = [];
-        const candidates = listeners.filter(
-          (l) =>
-            (ref.sectionName === undefined || ref.sectionName === l.att.sectionName) &&
-            (ref.port === undefined || ref.port === l.att.listener.port),
-        );
-        const attachments: { l: ListenerState; hosts: string[] }[] = [];
-        let reason: string = RouteConditionReason.NoMatchingParent;
-        let message = `no listener of Gateway ${key} matches sectionName/port of this parentRef`;
-        for (const l of candidates) {
-          if (!l.valid) continue;
-          if (!kindAllowed(l.att.listener, routeKind)) {
-            reason = RouteConditionReason.NotAllowedByListeners;
-            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow the ${routeKind} kind (allowedRoutes.kinds)`;
-            continue;
-          }
-          if (!namespaceAllowed(input, l.att, routeNs)) {
-            reason = RouteConditionReason.NotAllowedByListeners;
-            message = `listener ${l.att.sectionName} of Gateway ${key} does not allow ${routeKind}s from namespace ${routeNs}`;
-            continue;
-          }
-          const hosts = intersectHostnames(l.att.listener.hostname, route.spec.hostnames);
-          if (hosts.length === 0) {
-            reason = RouteConditionReason.NoMatchingListenerHostname;
-            message = `no hostname of the route matches listener ${l.att.sectionName} (${l.att.listener.hostname})`;
-            continue;
-          }
-          attachments.push({ l, hosts });
-        }
-        if (attachments.length === 0) {
-          parentConditions.push(condition("Accepted", false, reason, message));
+    const routeMemo = opts.memo?.routesOf(key, listenerFingerprint(input, gw, listeners));
+    const hasConfig = (name: string) => hostsByConfig.has(name);
+    const apply = (source: HTTPRoute | GRPCRoute, outcome: RouteOutcome) => {
+      if (outcome.parents.length > 0) {
+        // A route naming one Gateway has that outcome's parents as its status (so a reused outcome reuses its status).
+        if (ours.length === 1) {
+          // Each route is applied once per Gateway: with one Gateway, no route needs its parents merged.
+          routeSources.push(source);
+          routeParentLists.push(outcome.parents);
         } else {
-          parentConditions.push(condition("Accepted", true, RouteConditionReason.Accepted, "attached"));
-          const rules =
-            routeKind === "GRPCRoute"
-              ? translateHTTPRouteRules(route, resolver, { http2: true, kind: "grpcroute" })
-              : translateHTTPRouteRules(route, resolver);
-          parentConditions.push(
-            rules.unresolved.length === 0
-              ? condition("ResolvedRefs", true, RouteConditionReason.ResolvedRefs, "all references resolved")
-              : condition(
-                  "ResolvedRefs",
-                  false,
-                  rules.unresolved[0]?.reason ?? RouteConditionReason.BackendNotFound,
-                  rules.unresolved.map((u) => u.message).join("; "),
-                ),
-          );
-          for (const { l, hosts } of attachments) {
-            l.attachedRoutes++;
-            const byHost = hostsByConfig.get(l.routeConfigName);
-            if (byHost === undefined) continue;
-            const served = resolvePolicyRefs(
-              opts.policies?.attachToRules(gw, l.att, route, rules.routes) ?? rules.routes,
-              resolver,
-            );
-            for (const host of hosts) {
-              const list = byHost.get(host) ?? [];
-              byHost.set(host, list);
-              for (const r of served) list.push(r);
-            }
-          }
+          const parents = routeParents.get(source);
+          if (parents === undefined) routeParents.set(source, outcome.parents);
+          else routeParents.set(source, [...parents, ...outcome.parents]);
         }
-        const parents = routeParents.get(source) ?? [];
-        parents.push({
-          parentRef: ref,
-          controllerName: SLUICE_CONTROLLER_NAME,
-          conditions: parentConditions,
-        });
-        routeParents.set(source, parents);
-      });
-    }
+      }
+      for (const i of outcome.attached) {
+        const l = listeners[i];
+        if (l !== undefined) l.attachedRoutes++;
+      }
+      for (const s of outcome.served) {
+        const byHost = hostsByConfig.get(s.config);
+        if (byHost === undefined) continue;
+        const list = byHost.get(s.host) ?? [];
+        byHost.set(s.host, list);
+        for (const r of s.rules) list.push(r);
+      }
+    };
+    const attachContext: AttachContext = { input, gw, key, listeners, hasConfig, resolver, policies: opts.policies };
+    const attach = (kind: "HTTPRoute" | "GRPCRoute", source: HTTPRoute | GRPCRoute) =>
+      attachRoute(attachContext, kind, kind === "GRPCRoute" ? asHTTPRoute(source as GRPCRoute) : (source as HTTPRoute));
+    const attachOne = (kind: "HTTPRoute" | "GRPCRoute", source: HTTPRoute | GRPCRoute) => {
+      const known = routeMemo?.get(source);
+      // A memoized route names this Gateway (only those are kept); any other must be checked.
+      if (known === undefined) {
+        const routeNs = namespaceOf(source);
+        if (!(source.spec.parentRefs ?? []).some((ref) => refersToGateway(ref, routeNs, gw))) return;
+      }
+      if (routeMemo === undefined || shared(source)) {
+        apply(source, attach(kind, source));
+        return;
+      }
+      if (
+        known !== undefined &&
+        (known.engine === undefined) === (opts.policies === undefined) &&
+        (known.engine === undefined || opts.policies?.unchanged(known.engine) === true) &&
+        (opts.memo?.resolutionsSame === true
+          ? resolver.register(known.resolutions)
+          : resolver.resolvesSame(known.resolutions))
+      ) {
+        if (known.engine !== undefined) opts.policies?.replay(known.engine);
+        routeMemo.keep(source, known);
+        routeMemo.hits++;
+        apply(source, known.outcome);
+        return;
+      }
+      resolver.startTrace();
+      opts.policies?.startTrace();
+      const outcome = attach(kind, source);
+      const engine = opts.policies?.stopTrace();
+      routeMemo.keep(source, { outcome, engine, resolutions: resolver.stopTrace() });
+      routeMemo.misses++;
+      apply(source, outcome);
+    };
+    for (const source of input.httpRoutes) attachOne("HTTPRoute", source);
+    for (const source of input.grpcRoutes) attachOne("GRPCRoute", source);
 
     const routeConfigs: RouteConfigIR[] = [];
     for (const [name, byHost] of [...hostsByConfig.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
       const virtualHosts: VirtualHostIR[] = [];
       for (const host of [...byHost.keys()].sort(hostOrder)) {
         const entries = byHost.get(host) ?? [];
-        // The same rule reached through two listeners of one route configuration must appear once.
-        const unique = new Map(entries.map((e) => [e.route.name, e]));
-        const routes = [...unique.values()].sort((a, b) => compareMatches(a.ranked, b.ranked)).map((e) => e.route);
-        virtualHosts.push({ name: virtualHostName(name, host), domains: [host], routes });
+        const vhName = virtualHostName(name, host);
+        const routes = routeMemo?.ordered(vhName, entries, orderRoutes) ?? orderRoutes(entries);
+        virtualHosts.push({ name: vhName, domains: [host], routes });
       }
       routeConfigs.push({ name, virtualHosts });
     }
@@ -302,15 +304,133 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
     statuses.push(gatewayStatus(gw, listeners));
   }
 
-  for (const [route, parents] of routeParents) {
-    statuses.push({
-      kind: route.kind,
-      namespace: namespaceOf(route),
-      name: route.metadata.name,
-      status: { parents },
-    });
-  }
+  const routeStatus = (parents: readonly unknown[], route: HTTPRoute | GRPCRoute) => {
+    let status = routeStatuses.get(parents);
+    if (status?.kind !== route.kind || status.name !== route.metadata.name || status.namespace !== namespaceOf(route)) {
+      status = { kind: route.kind, namespace: namespaceOf(route), name: route.metadata.name, status: { parents } };
+      routeStatuses.set(parents, status);
+    }
+    statuses.push(status);
+  };
+  routeParents.forEach(routeStatus);
+  routeSources.forEach((route, i) => {
+    routeStatus(routeParentLists[i] ?? [], route);
+  });
   return { gateways, statuses };
+}
+
+/** The status of a route by its parents list: a route whose outcome is reused keeps its status object. */
+const routeStatuses = new WeakMap<readonly unknown[], ResourceStatus>();
+
+interface AttachContext {
+  readonly input: TranslationInput;
+  readonly gw: Gateway;
+  readonly key: string;
+  readonly listeners: readonly ListenerState[];
+  /** Whether a route configuration of that name is served (a valid listener uses it). */
+  readonly hasConfig: (name: string) => boolean;
+  readonly resolver: BackendResolver;
+  readonly policies: PolicyEngine | undefined;
+}
+
+/** Attaches one route to the listeners of one Gateway its parentRefs name: status, attachments, rules served. */
+function attachRoute(c: AttachContext, routeKind: "HTTPRoute" | "GRPCRoute", route: HTTPRoute): RouteOutcome {
+  const { input, gw, key, listeners, resolver } = c;
+  const routeNs = namespaceOf(route);
+  const parents: unknown[] = [];
+  const attached: number[] = [];
+  const served: { config: string; host: string; rules: readonly TranslatedRule[] }[] = [];
+  for (const ref of route.spec.parentRefs ?? []) {
+    if (!refersToGateway(ref, routeNs, gw)) continue;
+    const parentConditions: Condition[] = [];
+    const candidates = listeners.filter(
+      (l) =>
+        (ref.sectionName === undefined || ref.sectionName === l.att.sectionName) &&
+        (ref.port === undefined || ref.port === l.att.listener.port),
+    );
+    const attachments: { l: ListenerState; hosts: string[] }[] = [];
+    let reason: string = RouteConditionReason.NoMatchingParent;
+    let message = `no listener of Gateway ${key} matches sectionName/port of this parentRef`;
+    for (const l of candidates) {
+      if (!l.valid) continue;
+      if (!kindAllowed(l.att.listener, routeKind)) {
+        reason = RouteConditionReason.NotAllowedByListeners;
+        message = `listener ${l.att.sectionName} of Gateway ${key} does not allow the ${routeKind} kind (allowedRoutes.kinds)`;
+        continue;
+      }
+      if (!namespaceAllowed(input, l.att, routeNs)) {
+        reason = RouteConditionReason.NotAllowedByListeners;
+        message = `listener ${l.att.sectionName} of Gateway ${key} does not allow ${routeKind}s from namespace ${routeNs}`;
+        continue;
+      }
+      const hosts = intersectHostnames(l.att.listener.hostname, route.spec.hostnames);
+      if (hosts.length === 0) {
+        reason = RouteConditionReason.NoMatchingListenerHostname;
+        message = `no hostname of the route matches listener ${l.att.sectionName} (${l.att.listener.hostname})`;
+        continue;
+      }
+      attachments.push({ l, hosts });
+    }
+    if (attachments.length === 0) {
+      parentConditions.push(condition("Accepted", false, reason, message));
+    } else {
+      parentConditions.push(condition("Accepted", true, RouteConditionReason.Accepted, "attached"));
+      const rules =
+        routeKind === "GRPCRoute"
+          ? translateHTTPRouteRules(route, resolver, { http2: true, kind: "grpcroute" })
+          : translateHTTPRouteRules(route, resolver);
+      parentConditions.push(
+        rules.unresolved.length === 0
+          ? condition("ResolvedRefs", true, RouteConditionReason.ResolvedRefs, "all references resolved")
+          : condition(
+              "ResolvedRefs",
+              false,
+              rules.unresolved[0]?.reason ?? RouteConditionReason.BackendNotFound,
+              rules.unresolved.map((u) => u.message).join("; "),
+            ),
+      );
+      for (const { l, hosts } of attachments) {
+        attached.push(listeners.indexOf(l));
+        if (!c.hasConfig(l.routeConfigName)) continue;
+        const rulesServed = resolvePolicyRefs(
+          c.policies?.attachToRules(gw, l.att, route, rules.routes) ?? rules.routes,
+          resolver,
+        );
+        for (const host of hosts) served.push({ config: l.routeConfigName, host, rules: rulesServed });
+      }
+    }
+    parents.push({ parentRef: ref, controllerName: SLUICE_CONTROLLER_NAME, conditions: parentConditions });
+  }
+  return { parents, attached, served };
+}
+
+/**
+ * Everything about a Gateway's listeners that attaching a route reads, as a string: when it changes, no memoized
+ * route outcome of this Gateway is valid.
+ */
+function listenerFingerprint(input: TranslationInput, gw: Gateway, listeners: readonly ListenerState[]): string {
+  const selector = listeners.some((l) => l.att.listener.allowedRoutes?.namespaces?.from === "Selector");
+  return JSON.stringify([
+    namespaceOf(gw),
+    gw.metadata.name,
+    listeners.map((l) => [
+      l.att.sectionName,
+      l.att.namespace,
+      l.att.fromListenerSet
+        ? (input.listenerSets.find((s) => (s.spec?.listeners ?? []).includes(l.att.listener))?.metadata.name ?? "")
+        : null,
+      l.att.listener,
+      l.valid,
+      l.routeConfigName,
+    ]),
+    selector ? input.namespaces.map((n) => [n.metadata.name, n.metadata.labels ?? {}]) : null,
+  ]);
+}
+
+/** The routes of one virtual host in precedence order; the same rule reached through two listeners appears once. */
+function orderRoutes(entries: readonly { ranked: RankedMatch; route: RouteIR }[]): RouteIR[] {
+  const unique = new Map(entries.map((e) => [e.route.name, e]));
+  return [...unique.values()].sort((a, b) => compareMatches(a.ranked, b.ranked)).map((e) => e.route);
 }
 
 /** Exact host names first, then wildcards from most to least specific, `*` last. */

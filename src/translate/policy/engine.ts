@@ -2,6 +2,7 @@
 // the effective policy of each Gateway port and of each route rule through the listener it is served on. It records
 // what it was asked, so policy status and `sluice explain` come out of the same pass.
 
+import type { Service } from "../../api/core.js";
 import type { Gateway, HTTPRoute, HTTPRouteRule, Listener } from "../../api/gateway-api.js";
 import { GATEWAY_API_GROUP } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
@@ -16,15 +17,18 @@ import type {
   RoutePolicyIR,
   SubBackendPolicyIR,
 } from "../ir.js";
+import { findNamed } from "../lookup.js";
 import { backendClusterName, serviceClusterName } from "../names.js";
 import type { TranslatedRule } from "../route/httproute.js";
 import type { ResourceStatus } from "../status/conditions.js";
+import { type PolicyChanges, type PolicyMemo, sameItems } from "./memo.js";
 import { type Contribution, mergeContributions, type NotApplied } from "./merge.js";
 import { type PolicyStatusTracker, policyStatuses, trackerFor } from "./status.js";
 import {
   type AncestorRef,
   type Attachment,
   type AttachmentPoint,
+  indexByPoint,
   pointKey,
   type Rejection,
   resolveTargets,
@@ -99,7 +103,7 @@ function nonEmpty(p: EffectivePolicyIR): boolean {
 export class PolicyEngine {
   readonly #input: TranslationInput;
   readonly #views: readonly PolicyView[];
-  readonly #byPoint = new Map<string, Attachment[]>();
+  readonly #byPoint: ReadonlyMap<string, readonly Attachment[]>;
   readonly #attachments: Attachment[] = [];
   readonly #rejections: Rejection[] = [];
   readonly #tracker: PolicyStatusTracker = trackerFor();
@@ -107,26 +111,30 @@ export class PolicyEngine {
   readonly #listenerSites = new Map<string, ListenerSite>();
   readonly #servedGateways = new Set<string>();
 
-  constructor(input: TranslationInput) {
+  /** `memo` keeps views and attachments of unchanged policies between translations (src/translate/memo.ts). */
+  constructor(input: TranslationInput, memo?: PolicyMemo) {
     this.#input = input;
     this.#views = [
-      ...input.policies.map((p) => readPolicy(p)),
+      ...input.policies.map((p) => memo?.view(p) ?? readPolicy(p)),
       // Policies that failed validation attach nowhere, but still get a status saying why.
       ...input.invalid.filter((r) => r.kind === "GwPolicy").map((r) => readPolicy(r.document as GwPolicy, r.problems)),
     ];
     for (const view of this.#views) {
       if (view.problems.length > 0) continue;
-      const { attachments, rejections } = resolveTargets(input, view);
+      const { attachments, rejections } = memo?.targets(input, view) ?? resolveTargets(input, view);
       this.#rejections.push(...rejections);
-      for (const a of attachments) {
-        this.#attachments.push(a);
-        const key = pointKey(a.point);
-        const list = this.#byPoint.get(key) ?? [];
-        list.push(a);
-        this.#byPoint.set(key, list);
-      }
+      this.#attachments.push(...attachments);
     }
+    const index = memo?.index(this.#attachments);
+    this.#byPoint = index?.byPoint ?? indexByPoint(this.#attachments);
+    this.#changes = index === undefined ? undefined : memo?.changes(input, index);
+    this.#memo = memo;
   }
+
+  readonly #memo: PolicyMemo | undefined;
+
+  /** What changed since the last memoized translation; undefined without a memo. */
+  readonly #changes: PolicyChanges | undefined;
 
   /** Ids of attachments, for memo keys. */
   readonly #ids = new Map<Attachment, number>();
@@ -156,7 +164,128 @@ export class PolicyEngine {
   }
 
   #at(point: AttachmentPoint): readonly Attachment[] {
-    return this.#byPoint.get(pointKey(point)) ?? [];
+    const key = pointKey(point);
+    const found = this.#byPoint.get(key) ?? NONE;
+    this.#trace?.points.push(key, found);
+    return found;
+  }
+
+  #service(namespace: string, name: string) {
+    const found = findNamed(this.#input.services, namespace, name);
+    this.#trace?.objects.push(["Service", namespace, name, objectView("Service", found)]);
+    return found;
+  }
+
+  #backend(namespace: string, name: string) {
+    const found = findNamed(this.#input.backends, namespace, name);
+    this.#trace?.objects.push(["GwBackend", namespace, name, objectView("GwBackend", found)]);
+    return found;
+  }
+
+  #reach(a: Attachment, gateway: string): void {
+    this.#trace?.ops.push({ op: "reach", a, gateway });
+    this.#tracker.reach(a, gateway);
+  }
+
+  // ---- Tracing, for the translation memo: what attaching one route read and did, to be checked and replayed.
+
+  #trace:
+    | {
+        points: (string | readonly Attachment[])[];
+        objects: EngineTrace["objects"][number][];
+        ops: EngineOp[];
+      }
+    | undefined;
+
+  /** Starts recording what the engine reads and does, until stopTrace(). */
+  startTrace(): void {
+    this.#trace = { points: [], objects: [], ops: [] };
+  }
+
+  stopTrace(): EngineTrace {
+    const trace = this.#trace ?? { points: [], objects: [], ops: [] };
+    this.#trace = undefined;
+    // Reaching an attachment and applying a field are set additions: the same ones from many routes (everything a
+    // Gateway- or listener-level policy does) are replayed once per translation, recognised by their key.
+    const idOf = (o: object) => this.#memo?.idOf(o) ?? 0;
+    const shared: EngineOp[] = [];
+    const own: EngineOp[] = [];
+    const sites: RouteSiteOp[] = [];
+    const keys: string[] = [];
+    for (const o of trace.ops) {
+      if (o.op === "reach") keys.push(`r${idOf(o.a)}|${o.gateway}`);
+      else if (o.op === "applied") keys.push(`a${idOf(o.view)}|${o.gateway}|${o.field}`);
+      else if (o.op === "site") {
+        sites.push(o);
+        continue;
+      } else {
+        own.push(o);
+        continue;
+      }
+      shared.push(o);
+    }
+    const key = keys.join("\n");
+    return {
+      points: trace.points,
+      objects: trace.objects,
+      shared: this.#memo?.interned(key, shared) ?? { key, ops: shared },
+      own: own.length > 0 ? own : NO_OPS,
+      sites,
+    };
+  }
+
+  /** Whether everything `trace` read is unchanged in this engine's input; no side effects. */
+  unchanged(trace: EngineTrace): boolean {
+    const changed = this.#changes?.points;
+    if (changed === undefined) {
+      const p = trace.points;
+      for (let i = 0; i < p.length; i += 2) {
+        if (!sameItems(this.#byPoint.get(p[i] as string) ?? NONE, p[i + 1] as readonly Attachment[])) return false;
+      }
+    } else if (changed.size > 0) {
+      for (let i = 0; i < trace.points.length; i += 2) if (changed.has(trace.points[i] as string)) return false;
+    }
+    if (this.#changes?.objectsSame === true) return true;
+    for (const [kind, ns, name, view] of trace.objects) {
+      const found =
+        kind === "Service" ? findNamed(this.#input.services, ns, name) : findNamed(this.#input.backends, ns, name);
+      if (objectView(kind, found) !== view) return false;
+    }
+    return true;
+  }
+
+  /** Does again what the traced calls did (status bookkeeping and route sites), for an unchanged trace. */
+  replay(trace: EngineTrace): void {
+    if (!this.#replayed.has(trace.shared.key)) {
+      this.#replayed.add(trace.shared.key);
+      this.#apply(trace.shared.ops);
+    }
+    this.#apply(trace.own);
+    // Route sites are only read by report(), which adds these then.
+    this.#replayedSites.push(trace.sites);
+  }
+
+  /** Keys of the shared operations replayed in this translation. */
+  readonly #replayed = new Set<string>();
+  readonly #replayedSites: (readonly RouteSiteOp[])[] = [];
+
+  #apply(ops: readonly EngineOp[]): void {
+    for (const o of ops) {
+      switch (o.op) {
+        case "reach":
+          this.#tracker.reach(o.a, o.gateway);
+          break;
+        case "applied":
+          this.#tracker.applied(o.view, o.gateway, o.field);
+          break;
+        case "notApplied":
+          this.#tracker.notApplied(o.view, o.gateway, o.n);
+          break;
+        case "site":
+          this.#routeSites.set(o.key, o.site);
+          break;
+      }
+    }
   }
 
   #contributions(attachments: readonly Attachment[], section: PolicySection, phase?: string): Contribution[] {
@@ -185,12 +314,18 @@ export class PolicyEngine {
     extra: { backend?: string; subBackend?: string } = {},
   ): void {
     const statusSection = section === "preRouting" ? "traffic" : section;
-    for (const a of reached) this.#tracker.reach(a, gateway);
+    for (const a of reached) this.#reach(a, gateway);
     for (const { view, field } of merged.applied) {
-      if (view !== undefined) this.#tracker.applied(view, gateway, `${statusSection}.${field}`);
+      if (view === undefined) continue;
+      const f = `${statusSection}.${field}`;
+      this.#trace?.ops.push({ op: "applied", view, gateway, field: f });
+      this.#tracker.applied(view, gateway, f);
     }
     for (const n of merged.notApplied) {
-      if (n.view !== undefined) this.#tracker.notApplied(n.view, gateway, n);
+      if (n.view !== undefined) {
+        this.#trace?.ops.push({ op: "notApplied", view: n.view, gateway, n });
+        this.#tracker.notApplied(n.view, gateway, n);
+      }
       into.push({
         section,
         ...extra,
@@ -306,7 +441,7 @@ export class PolicyEngine {
     }
     // A Gateway/route-level backend policy applies even to rules without backends the engine can name (redirects).
     if (rule?.backendRefs === undefined || rule.backendRefs.length === 0) {
-      for (const a of routeBackend) this.#tracker.reach(a, gateway);
+      for (const a of routeBackend) this.#reach(a, gateway);
     }
 
     const policy: RoutePolicyIR = {
@@ -315,7 +450,7 @@ export class PolicyEngine {
       ...(backends.length > 0 ? { backends } : {}),
     };
     // Every site is kept, with or without policy, so `sluice explain` can show where a route is served.
-    this.#routeSites.set(siteKey, {
+    const site: RouteSite = {
       gateway,
       listener: listenerLabel,
       port: l.listener.port,
@@ -323,8 +458,10 @@ export class PolicyEngine {
       rule: ruleIndex,
       ...(rule?.name !== undefined ? { ruleName: rule.name } : {}),
       policy,
-      notApplied,
-    });
+      notApplied: notApplied.length > 0 ? notApplied : NOTHING_NOT_APPLIED,
+    };
+    this.#trace?.ops.push({ op: "site", key: siteKey, site });
+    this.#routeSites.set(siteKey, site);
     return nonEmptyRoutePolicy(policy);
   }
 
@@ -349,7 +486,7 @@ export class PolicyEngine {
     }
 
     if (isService) {
-      const svc = this.#input.services.find((s) => namespaceOf(s) === ns && s.metadata.name === ref.name);
+      const svc = this.#service(ns, ref.name);
       if (svc === undefined || ref.port === undefined) return undefined;
       const own = [
         ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
@@ -363,7 +500,7 @@ export class PolicyEngine {
       return { backend, cluster: serviceClusterName(ns, ref.name, ref.port), policy: merged.policy };
     }
 
-    const be = this.#input.backends.find((b) => namespaceOf(b) === ns && b.metadata.name === ref.name);
+    const be = this.#backend(ns, ref.name);
     if (be === undefined) return undefined;
     const backend = `GwBackend ${ns}/${ref.name}`;
     const whole = [...routeLevel, ...this.#at({ kind: "GwBackend", namespace: ns, name: ref.name })];
@@ -425,6 +562,7 @@ export class PolicyEngine {
       rejections: this.#rejections,
       servedGateways: this.#servedGateways,
       tracker: this.#tracker,
+      ...(this.#memo !== undefined ? { memo: this.#memo.statuses } : {}),
     });
   }
 
@@ -448,6 +586,7 @@ export class PolicyEngine {
       }
     }
     const str = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    for (const sites of this.#replayedSites.splice(0)) for (const o of sites) this.#routeSites.set(o.key, o.site);
     const routes = [...this.#routeSites.values()].sort(
       (a, b) => str(a.route, b.route) || a.rule - b.rule || str(a.gateway, b.gateway) || str(a.listener, b.listener),
     );
@@ -455,6 +594,44 @@ export class PolicyEngine {
     rejected.sort((a, b) => str(a.policy, b.policy) || str(JSON.stringify(a.targetRef), JSON.stringify(b.targetRef)));
     return { routes, listeners, rejected };
   }
+}
+
+const NONE: readonly Attachment[] = [];
+
+/**
+ * What the engine reads of a Service (that it exists) or a GwBackend (its own policies and sub-backends) named by a
+ * backendRef, so a trace is still valid when the object changed elsewhere (ports, endpoints, addresses).
+ */
+function objectView(kind: "Service" | "GwBackend", o: Service | GwBackend | undefined): string {
+  if (o === undefined) return "";
+  if (kind === "Service") return "exists";
+  const spec: unknown = o.spec;
+  return JSON.stringify([isRecord(spec) ? spec["policies"] : undefined, subBackendsOf(o as GwBackend)]) ?? "";
+}
+
+type RouteSiteOp = { readonly op: "site"; readonly key: string; readonly site: RouteSite };
+
+type EngineOp =
+  | { readonly op: "reach"; readonly a: Attachment; readonly gateway: string }
+  | { readonly op: "applied"; readonly view: PolicyView; readonly gateway: string; readonly field: string }
+  | { readonly op: "notApplied"; readonly view: PolicyView; readonly gateway: string; readonly n: NotApplied }
+  | RouteSiteOp;
+
+const NO_OPS: readonly EngineOp[] = [];
+const NOTHING_NOT_APPLIED: readonly SiteNotApplied[] = [];
+
+/** What the engine read (attachment points, Services and GwBackends by name) and did while tracing. */
+export interface EngineTrace {
+  /** Attachment points looked up and what was found there: key, attachments, key, attachments... (one flat list). */
+  readonly points: readonly (string | readonly Attachment[])[];
+  /** Services and GwBackends looked up by namespace and name, with what was read of them (objectView). */
+  readonly objects: readonly (readonly ["Service" | "GwBackend", string, string, string])[];
+  /** Set additions (reach, applied), with a key that tells equal lists apart from others. */
+  readonly shared: { readonly key: string; readonly ops: readonly EngineOp[] };
+  /** Not-applied entries, in order. */
+  readonly own: readonly EngineOp[];
+  /** The route sites recorded (for `sluice explain`). */
+  readonly sites: readonly RouteSiteOp[];
 }
 
 function notAppliedId(n: NotApplied): string {

@@ -5,6 +5,7 @@
 
 import { GATEWAY_API_GROUP, SLUICE_CONTROLLER_NAME } from "../../api/gateway-api.js";
 import { type Condition, condition, type ResourceStatus } from "../status/conditions.js";
+import { sameItems } from "./memo.js";
 import type { NotApplied } from "./merge.js";
 import { type AncestorRef, type Attachment, type Rejection, SLUICE_GROUP } from "./targets.js";
 import type { PolicyView } from "./view.js";
@@ -28,7 +29,9 @@ export const PolicyConditionReason = {
 const MAX_ANCESTORS = 16;
 
 interface GatewayUse {
-  readonly applied: Set<string>;
+  readonly gateway: string;
+  /** Fields applied (`traffic.timeouts`), each once. */
+  readonly applied: string[];
   readonly notApplied: NotApplied[];
 }
 
@@ -36,37 +39,48 @@ export interface PolicyStatusTracker {
   reach(a: Attachment, gateway: string): void;
   applied(view: PolicyView, gateway: string, field: string): void;
   notApplied(view: PolicyView, gateway: string, n: NotApplied): void;
-  reachedFrom(a: Attachment): ReadonlySet<string>;
-  use(view: PolicyView, gateway: string): GatewayUse | undefined;
+  /** The Gateways an attachment was reached from, in the order they first were. */
+  reachedFrom(a: Attachment): readonly string[];
+  use(view: PolicyView, gateway: string): Readonly<GatewayUse> | undefined;
 }
 
+const NO_GATEWAYS: readonly string[] = [];
+
+/**
+ * Built again on every translation, for thousands of policies: arrays rather than sets and maps (policies reach one
+ * Gateway, or a few), so that the bookkeeping is a few objects per policy.
+ */
 export function trackerFor(): PolicyStatusTracker {
-  const reached = new Map<Attachment, Set<string>>();
-  const uses = new Map<PolicyView, Map<string, GatewayUse>>();
+  const reached = new Map<Attachment, string[]>();
+  const uses = new Map<PolicyView, GatewayUse[]>();
   const useOf = (view: PolicyView, gateway: string): GatewayUse => {
-    const byGw = uses.get(view) ?? new Map<string, GatewayUse>();
-    uses.set(view, byGw);
-    let u = byGw.get(gateway);
+    let list = uses.get(view);
+    if (list === undefined) {
+      list = [];
+      uses.set(view, list);
+    }
+    let u = list.find((x) => x.gateway === gateway);
     if (u === undefined) {
-      u = { applied: new Set(), notApplied: [] };
-      byGw.set(gateway, u);
+      u = { gateway, applied: [], notApplied: [] };
+      list.push(u);
     }
     return u;
   };
   return {
     reach(a, gateway) {
-      const set = reached.get(a) ?? new Set<string>();
-      set.add(gateway);
-      reached.set(a, set);
+      const gateways = reached.get(a);
+      if (gateways === undefined) reached.set(a, [gateway]);
+      else if (!gateways.includes(gateway)) gateways.push(gateway);
     },
     applied(view, gateway, field) {
-      useOf(view, gateway).applied.add(field);
+      const u = useOf(view, gateway);
+      if (!u.applied.includes(field)) u.applied.push(field);
     },
     notApplied(view, gateway, n) {
       useOf(view, gateway).notApplied.push(n);
     },
-    reachedFrom: (a) => reached.get(a) ?? new Set(),
-    use: (view, gateway) => uses.get(view)?.get(gateway),
+    reachedFrom: (a) => reached.get(a) ?? NO_GATEWAYS,
+    use: (view, gateway) => uses.get(view)?.find((x) => x.gateway === gateway),
   };
 }
 
@@ -76,6 +90,7 @@ export interface PolicyStatusInput {
   readonly rejections: readonly Rejection[];
   readonly servedGateways: ReadonlySet<string>;
   readonly tracker: PolicyStatusTracker;
+  readonly memo?: PolicyStatusMemo;
 }
 
 function gatewayRef(gateway: string): AncestorRef {
@@ -144,7 +159,33 @@ function attachedCondition(use: GatewayUse | undefined): Condition {
 export function policyStatuses(input: PolicyStatusInput): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   const views = [...input.views].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  // Grouped by policy once: scanning every rejection and attachment per policy is quadratic in the policy count.
+  const rejectionsOf = groupBy(input.rejections, (r) => r.view);
+  const attachmentsOf = groupBy(input.attachments, (a) => a.view);
   for (const view of views) {
+    // What the status of this policy is made of, besides the view itself: when it is what it was last time, so is
+    // the status (the memo keeps it; policies are many and their status objects would be rebuilt on every reload).
+    const rejections = rejectionsOf.get(view) ?? [];
+    const attachments = attachmentsOf.get(view) ?? [];
+    const reached = attachments.map((a) => {
+      const gateways = new Set(input.tracker.reachedFrom(a));
+      if (a.gateway !== undefined && input.servedGateways.has(a.gateway)) gateways.add(a.gateway);
+      return [...gateways].map((gw) => [gw, attachedCondition(input.tracker.use(view, gw))] as const);
+    });
+    const signature = reached
+      .map((gws) => gws.map(([gw, c]) => `${gw}\u0000${c.status}\u0000${c.reason}\u0000${c.message}`).join("\u0001"))
+      .join("\u0002");
+    const known = input.memo?.get(view);
+    if (
+      known !== undefined &&
+      known.signature === signature &&
+      sameItems(known.rejections, rejections) &&
+      sameItems(known.attachments, attachments)
+    ) {
+      out.push(known.status);
+      continue;
+    }
+
     const ancestors = new Map<string, { ref: AncestorRef; conditions: Condition[] }>();
     const put = (ref: AncestorRef, conditions: Condition[]) => {
       const key = refKey(ref);
@@ -167,34 +208,52 @@ export function policyStatuses(input: PolicyStatusInput): ResourceStatus[] {
         refs.push({ group: SLUICE_GROUP, kind: "GwPolicy", namespace: view.namespace, name: view.name });
       for (const ref of refs) put(ref, [condition("Accepted", false, PolicyConditionReason.Invalid, message)]);
     }
-    for (const r of input.rejections) {
-      if (r.view !== view) continue;
+    for (const r of rejections) {
       put(r.targetRef, [condition("Accepted", false, r.reason, r.message)]);
     }
-    for (const a of input.attachments) {
-      if (a.view !== view) continue;
-      const gateways = new Set(input.tracker.reachedFrom(a));
-      if (a.gateway !== undefined && input.servedGateways.has(a.gateway)) gateways.add(a.gateway);
-      if (gateways.size === 0) {
+    attachments.forEach((a, i) => {
+      const gateways = reached[i] ?? [];
+      if (gateways.length === 0) {
         put(a.targetRef, [
           condition("Accepted", true, PolicyConditionReason.Accepted, "accepted"),
           condition("Attached", false, PolicyConditionReason.NotAttached, notAttachedMessage(a)),
         ]);
-        continue;
+        return;
       }
-      for (const gw of gateways) {
-        put(gatewayRef(gw), [
-          condition("Accepted", true, PolicyConditionReason.Accepted, "accepted"),
-          attachedCondition(input.tracker.use(view, gw)),
-        ]);
+      for (const [gw, attached] of gateways) {
+        put(gatewayRef(gw), [condition("Accepted", true, PolicyConditionReason.Accepted, "accepted"), attached]);
       }
-    }
+    });
 
     const entries = [...ancestors.entries()]
       .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
       .slice(0, MAX_ANCESTORS)
       .map(([, v]) => ({ ancestorRef: v.ref, controllerName: SLUICE_CONTROLLER_NAME, conditions: v.conditions }));
-    out.push({ kind: "GwPolicy", namespace: view.namespace, name: view.name, status: { ancestors: entries } });
+    const status = { kind: "GwPolicy", namespace: view.namespace, name: view.name, status: { ancestors: entries } };
+    input.memo?.set(view, { signature, rejections, attachments, status });
+    out.push(status);
+  }
+  return out;
+}
+
+/** The status of each policy last time and what it was made of (see policyStatuses). */
+export type PolicyStatusMemo = WeakMap<
+  PolicyView,
+  {
+    readonly signature: string;
+    readonly rejections: readonly Rejection[];
+    readonly attachments: readonly Attachment[];
+    readonly status: ResourceStatus;
+  }
+>;
+
+function groupBy<T, K>(items: readonly T[], key: (item: T) => K): Map<K, T[]> {
+  const out = new Map<K, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list === undefined) out.set(k, [item]);
+    else list.push(item);
   }
   return out;
 }

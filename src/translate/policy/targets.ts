@@ -2,7 +2,13 @@
 // objects they name, checks which sections may attach there, and indexes the result by attachment point.
 
 import type { Service } from "../../api/core.js";
-import { GATEWAY_API_GROUP, GATEWAY_API_X_GROUP, type Gateway, type ListenerSet } from "../../api/gateway-api.js";
+import {
+  GATEWAY_API_GROUP,
+  GATEWAY_API_X_GROUP,
+  type Gateway,
+  type HTTPRoute,
+  type ListenerSet,
+} from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import type { GwBackend } from "../../api/sluice.js";
 import type { TranslationInput } from "../input.js";
@@ -25,6 +31,18 @@ export interface AttachmentPoint {
 
 export function pointKey(p: AttachmentPoint): string {
   return `${p.kind}|${p.namespace}|${p.name}|${p.section ?? ""}|${p.port ?? ""}`;
+}
+
+/** Attachments by attachment point (pointKey), each list in policy order. */
+export function indexByPoint(attachments: readonly Attachment[]): Map<string, Attachment[]> {
+  const byPoint = new Map<string, Attachment[]>();
+  for (const a of attachments) {
+    const key = pointKey(a.point);
+    const list = byPoint.get(key);
+    if (list === undefined) byPoint.set(key, [a]);
+    else list.push(a);
+  }
+  return byPoint;
 }
 
 /** Ancestor reference written into policy status (Gateway API ParentReference shape). */
@@ -103,7 +121,7 @@ export function subBackendsOf(be: GwBackend): SubBackend[] {
   return out;
 }
 
-function kindOf(t: PolicyTargetView): TargetKind | undefined {
+export function kindOf(t: PolicyTargetView): TargetKind | undefined {
   const gatewayGroups = [GATEWAY_API_GROUP, GATEWAY_API_X_GROUP];
   if (t.group === GATEWAY_API_GROUP && (t.kind === "Gateway" || t.kind === "HTTPRoute")) return t.kind;
   if (gatewayGroups.includes(t.group) && (t.kind === "ListenerSet" || t.kind === "XListenerSet")) return "ListenerSet";
@@ -179,30 +197,54 @@ function objectsOf(input: TranslationInput, kind: TargetKind): readonly Named[] 
   }
 }
 
-/** Objects by kind and namespace, built once per input: resolving targets must not scan every route per policy. */
-const INDEX = new WeakMap<TranslationInput, Map<string, Named[]>>();
+interface NamespaceIndex {
+  readonly all: Named[];
+  readonly byName: Map<string, Named[]>;
+}
+
+/** Objects by namespace and name, per list of the input: resolving targets must not scan every route per policy. */
+const INDEX = new WeakMap<readonly Named[], Map<string, NamespaceIndex>>();
 
 /** Objects of `kind` in `ns`, or only the one called `name` when given. */
 function objectsIn(input: TranslationInput, kind: TargetKind, ns: string, name?: string): readonly Named[] {
-  let index = INDEX.get(input);
+  const list = objectsOf(input, kind);
+  let index = INDEX.get(list);
   if (index === undefined) {
     index = new Map();
-    for (const k of ["Gateway", "ListenerSet", "HTTPRoute", "Service", "GwBackend"] as const) {
-      for (const o of objectsOf(input, k)) {
-        for (const key of [`${k}|${namespaceOf(o)}`, `${k}|${namespaceOf(o)}|${o.metadata.name}`]) {
-          const list = index.get(key) ?? [];
-          list.push(o);
-          index.set(key, list);
-        }
+    for (const o of list) {
+      const ons = namespaceOf(o);
+      let inNs = index.get(ons);
+      if (inNs === undefined) {
+        inNs = { all: [], byName: new Map() };
+        index.set(ons, inNs);
       }
+      inNs.all.push(o);
+      const named = inNs.byName.get(o.metadata.name);
+      if (named === undefined) inNs.byName.set(o.metadata.name, [o]);
+      else named.push(o);
     }
-    INDEX.set(input, index);
+    INDEX.set(list, index);
   }
-  return index.get(name === undefined ? `${kind}|${ns}` : `${kind}|${ns}|${name}`) ?? [];
+  const inNs = index.get(ns);
+  return (name === undefined ? inNs?.all : inNs?.byName.get(name)) ?? [];
 }
 
 function describe(kind: TargetKind, ns: string, name: string): string {
   return `${kind} ${ns}/${name}`;
+}
+
+/**
+ * What resolving the targets of `view` reads from the input: for each target the objects it may name (all objects of
+ * its kind in the namespace for a selector). Equal lists (same objects) resolve to the same attachments.
+ */
+export function targetCandidates(input: TranslationInput, view: PolicyView): readonly (readonly object[])[] {
+  return view.targets.map((t) => {
+    const kind = kindOf(t);
+    if (kind === undefined) return [];
+    return t.matchLabels !== undefined
+      ? objectsIn(input, kind, view.namespace)
+      : objectsIn(input, kind, view.namespace, t.name);
+  });
 }
 
 export interface ResolvedTargets {
@@ -270,7 +312,7 @@ export function resolveTargets(input: TranslationInput, view: PolicyView): Resol
       continue;
     }
     for (const obj of [...matched].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1))) {
-      const r = attachTo(input, view, t, kind, obj);
+      const r = attachTo(view, t, kind, obj);
       if ("reason" in r) rejections.push(r);
       else attachments.push(r);
     }
@@ -278,13 +320,7 @@ export function resolveTargets(input: TranslationInput, view: PolicyView): Resol
   return { attachments, rejections };
 }
 
-function attachTo(
-  input: TranslationInput,
-  view: PolicyView,
-  t: PolicyTargetView,
-  kind: TargetKind,
-  obj: Named,
-): Attachment | Rejection {
+function attachTo(view: PolicyView, t: PolicyTargetView, kind: TargetKind, obj: Named): Attachment | Rejection {
   const ns = view.namespace;
   const name = obj.metadata.name;
   const targetRef: AncestorRef = {
@@ -340,8 +376,8 @@ function attachTo(
       if (section === undefined) {
         return { view, point: { kind, namespace: ns, name }, level: "route", target: whole, targetRef };
       }
-      const route = input.httpRoutes.find((r) => r === obj);
-      if (!(route?.spec.rules ?? []).some((r) => r.name === section)) {
+      const route = obj as HTTPRoute;
+      if (!(route.spec.rules ?? []).some((r) => r.name === section)) {
         return notFound(`HTTPRoute ${ns}/${name} has no rule named ${section} (rules are named with rules[].name)`);
       }
       return {

@@ -1,15 +1,20 @@
 // GatewayIR → the xDS resources of that Gateway.
 
+import { fromBinary } from "@bufbuild/protobuf";
+import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
-import type { GatewayIR } from "../ir.js";
+import type { GatewayIR, RouteIR } from "../ir.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
 import { earlyRequestHeaders } from "./early-headers.js";
 import { buildFilterChain } from "./filters/chain.js";
+import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { buildListener } from "./listener.js";
+import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
 import type { XdsResources } from "./resources.js";
-import { buildRouteConfiguration } from "./route.js";
+import { buildRoute } from "./route.js";
+import { encodeRoute, encodeRouteConfiguration, encodeVirtualHost, joinBytes } from "./route-bytes.js";
 import { buildSecret } from "./secret.js";
 
 export interface BuildResult {
@@ -23,6 +28,8 @@ export interface BuildOptions {
   readonly authz?: Omit<AuthzContext, "note">;
   /** LLM table entry id by route name (this Gateway's routes to AI backends). */
   readonly llmEntries?: ReadonlyMap<string, string>;
+  /** Builds of earlier translations (src/translate/memo.ts); the result is the same with or without it. */
+  readonly memo?: XdsMemo;
 }
 
 export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
@@ -35,47 +42,73 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
     notes.push({ from, field, message, ...(reason !== undefined ? { reason } : {}) });
   };
   const clusterIRs = new Map(gw.clusters.map((c) => [c.name, c]));
-  const ctx: BuildContext = {
+  const gatewayCtx: BuildContext = {
     note,
     ...(opts.authz !== undefined ? { authz: { ...opts.authz, note } } : {}),
     llmEntry: (routeName) => opts.llmEntries?.get(routeName),
     cluster: (name) => clusterIRs.get(name),
   };
+  const memo = opts.memo?.forGateway(gatewayCtx, opts.llmEntries);
+  const ctx = memo?.ctx ?? gatewayCtx;
+  const contributions = memo !== undefined ? memo.contributions.bind(memo) : undefined;
   const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
   // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.
   const chains = new Map(
     gw.listeners.flatMap((l) =>
       l.filterChains.map((c) => {
         const rc = configs.get(c.routeConfigName);
-        return [c.name, buildFilterChain(rc === undefined ? [] : [rc], ctx)] as const;
+        return [
+          c.name,
+          buildFilterChain(rc === undefined ? [] : [rc], ctx, HTTP_FILTER_BUILDERS, contributions),
+        ] as const;
       }),
     ),
   );
+  // PreRouting request headers shared by a whole route configuration run in its HCM (early-headers.ts); its routes
+  // then leave them out. That depends on the sibling routes, so such routes are not taken from the memo.
+  const early = new Map(gw.routeConfigs.map((rc) => [rc.name, earlyRequestHeaders(rc)]));
+  const encode = (earlyHeaders: boolean) => (r: RouteIR) => encodeRoute(buildRoute(r, perRoute, ctx, earlyHeaders));
+  const routeBytes = (r: RouteIR, earlyHeaders: boolean): Uint8Array =>
+    memo !== undefined && !earlyHeaders
+      ? memo.routeBytes(r, perRoute.get(r.name), encode(false))
+      : encode(earlyHeaders)(r);
+  const joined = (name: string, key: string, parts: readonly Uint8Array[], join: () => Uint8Array) =>
+    memo !== undefined ? memo.joined(name, key, parts, join) : join();
   const perRoute = new Map([...chains.values()].flatMap((c) => [...c.perRoute]));
   const extraClusters = new Map([...chains.values()].flatMap((c) => c.clusters.map((cl) => [cl.name, cl] as const)));
   const clusters = gw.clusters.map(buildCluster);
   for (const c of clusters) extraClusters.delete(c.name);
-  return {
-    xds: {
-      clusters: [...clusters, ...[...extraClusters.values()].sort((a, b) => (a.name < b.name ? -1 : 1))],
-      endpoints: gw.clusters.flatMap((c) => {
-        const la = buildLoadAssignment(c);
-        return la === undefined ? [] : [la];
-      }),
-      listeners: gw.listeners.map((l) =>
-        buildListener(
-          l,
-          (chain) => chains.get(chain)?.httpFilters ?? [],
-          buildNetworkAuthorization(l, ctx),
-          (routeConfigName) => {
-            const rc = configs.get(routeConfigName);
-            return rc === undefined ? undefined : earlyRequestHeaders(rc);
-          },
-        ),
-      ),
-      routes: gw.routeConfigs.map((rc) => buildRouteConfiguration(rc, perRoute, ctx)),
-      secrets: gw.secrets.map(buildSecret),
+  const endpoints = gw.clusters.flatMap((c) => {
+    const la = buildLoadAssignment(c);
+    return la === undefined ? [] : [la];
+  });
+  const listeners = gw.listeners.map((l) =>
+    buildListener(
+      l,
+      (chain) => chains.get(chain)?.httpFilters ?? [],
+      buildNetworkAuthorization(l, ctx),
+      (routeConfigName) => early.get(routeConfigName),
+    ),
+  );
+  const encodedRoutes = gw.routeConfigs.map((rc) => {
+    const hosts = rc.virtualHosts.map((vh) => {
+      const routes = vh.routes.map((r) => routeBytes(r, early.get(rc.name) !== undefined));
+      return joined(vh.name, vh.domains.join("\n"), routes, () => encodeVirtualHost(vh.name, vh.domains, routes));
+    });
+    return { name: rc.name, parts: encodeRouteConfiguration(rc.name, hosts) };
+  });
+  let routes: RouteConfiguration[] | undefined;
+  const xds: XdsResources = {
+    clusters: [...clusters, ...[...extraClusters.values()].sort((a, b) => (a.name < b.name ? -1 : 1))],
+    endpoints,
+    listeners,
+    encodedRoutes,
+    // Decoded the first time someone asks (printing, tests); serving over ADS uses the bytes.
+    get routes() {
+      routes ??= encodedRoutes.map((r) => fromBinary(RouteConfigurationSchema, joinBytes(r.parts)));
+      return routes;
     },
-    notes,
+    secrets: gw.secrets.map(buildSecret),
   };
+  return { xds, notes };
 }

@@ -28,6 +28,14 @@ export interface XdsResources {
   readonly listeners: readonly Listener[];
   readonly routes: readonly RouteConfiguration[];
   readonly secrets: readonly Secret[];
+  /** The route configurations already serialized, in `routes` order; snapshots use these bytes as they are. */
+  readonly encodedRoutes?: readonly EncodedResource[];
+}
+
+/** A serialized xDS resource and its name; the bytes are the concatenation of `parts`. */
+export interface EncodedResource {
+  readonly name: string;
+  readonly parts: readonly Uint8Array[];
 }
 
 /** Every message type Sluice packs into an Any, so JSON/YAML output can print typed_config. */

@@ -106,7 +106,8 @@ const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCod
   308: RedirectAction_RedirectResponseCode.PERMANENT_REDIRECT,
 };
 
-function buildRoute(
+/** One Envoy route of `r`; `perRoute` holds the typed_per_filter_config of every route, by route name. */
+export function buildRoute(
   r: RouteIR,
   perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>>,
   ctx: BuildContext | undefined,
@@ -223,14 +224,18 @@ export function buildRouteConfiguration(
   // PreRouting request header modifiers shared by every route run in the HCM, before routing (early-headers.ts).
   const earlyHeaders = earlyRequestHeaders(l) !== undefined;
   return create(RouteConfigurationSchema, {
+    ...ROUTE_CONFIGURATION_FIELDS,
     name: l.name,
-    // Virtual hosts match on the host name alone, whatever port the client put in Host; hosts no route claims
-    // get a plain 404 from Envoy.
     virtualHosts: l.virtualHosts.map((vh) => ({
       name: vh.name,
       domains: [...vh.domains],
       routes: vh.routes.map((r) => buildRoute(r, perRoute, ctx, earlyHeaders)),
     })),
-    ignorePortInHostMatching: true,
   });
 }
+
+/**
+ * The RouteConfiguration fields besides name and virtual hosts. Virtual hosts match on the host name alone, whatever
+ * port the client put in Host; hosts no route claims get a plain 404 from Envoy.
+ */
+export const ROUTE_CONFIGURATION_FIELDS = { ignorePortInHostMatching: true } as const;

@@ -11,7 +11,7 @@ import type {
 } from "../../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import type { RouteConfigIR, RouteIR } from "../../ir.js";
 import { HTTP_FILTER_BUILDERS } from "./registry.js";
-import type { BuildContext, FilterInstance, HttpFilterBuilder } from "./types.js";
+import type { BuildContext, FilterInstance, HttpFilterBuilder, RouteContribution } from "./types.js";
 
 export interface FilterChainResult {
   readonly httpFilters: readonly import("@bufbuild/protobuf").MessageInitShape<typeof HttpFilterSchema>[];
@@ -22,27 +22,30 @@ export interface FilterChainResult {
 
 const ROUTER = "envoy.filters.http.router";
 
+/** What the builders contribute to one route; a memo (src/translate/xds/memo.ts) may answer instead of them. */
+export type RouteContributions = (
+  route: RouteIR,
+  compute: (route: RouteIR) => readonly (RouteContribution | undefined)[],
+) => readonly (RouteContribution | undefined)[];
+
 export function buildFilterChain(
   routeConfigs: readonly RouteConfigIR[],
   ctx: BuildContext,
   builders: readonly HttpFilterBuilder[] = HTTP_FILTER_BUILDERS,
+  contributionsOf: RouteContributions = (route, compute) => compute(route),
 ): FilterChainResult {
   const instances = new Map<string, FilterInstance>();
   const perRoute = new Map<string, Record<string, Any>>();
   const clusters = new Map<string, Cluster>();
+  const compute = (route: RouteIR) => builders.map((b) => b.forRoute(route, ctx));
   const visit = (route: RouteIR) => {
-    for (const b of builders) {
-      const c = b.forRoute(route, ctx);
+    for (const c of contributionsOf(route, compute)) {
       if (c === undefined) continue;
       for (const cl of c.clusters ?? []) if (!clusters.has(cl.name)) clusters.set(cl.name, cl);
       for (const f of c.filters ?? []) {
         if (!instances.has(f.name)) instances.set(f.name, f);
         const configs = perRoute.get(route.name) ?? {};
-        // FilterConfig enables the (disabled) filter for this route, with the per-route config if there is one.
-        configs[f.name] = anyPack(
-          FilterConfigSchema,
-          create(FilterConfigSchema, { ...(f.perRoute !== undefined ? { config: f.perRoute } : {}), disabled: false }),
-        );
+        configs[f.name] = enabling(f);
         perRoute.set(route.name, configs);
       }
     }
@@ -58,6 +61,24 @@ export function buildFilterChain(
     { name: ROUTER, configType: { case: "typedConfig" as const, value: anyPack(RouterSchema, create(RouterSchema)) } },
   ];
   return { httpFilters, perRoute, clusters: [...clusters.values()] };
+}
+
+const enablers = new WeakMap<FilterInstance, Any>();
+
+/**
+ * The FilterConfig that enables the (disabled) filter for a route, with the per-route config if there is one. One
+ * object per instance, so an unchanged route gets the same config objects and its memoized bytes stay valid.
+ */
+function enabling(f: FilterInstance): Any {
+  let any = enablers.get(f);
+  if (any === undefined) {
+    any = anyPack(
+      FilterConfigSchema,
+      create(FilterConfigSchema, { ...(f.perRoute !== undefined ? { config: f.perRoute } : {}), disabled: false }),
+    );
+    enablers.set(f, any);
+  }
+  return any;
 }
 
 export type { HttpFilter };
