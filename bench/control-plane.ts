@@ -263,6 +263,17 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
   running = false;
   await loop;
   const rss = await fetch(`http://127.0.0.1:${sluice.adminPort}/metrics`).then((r) => r.text());
+  // Envoy's own time to apply a RouteConfiguration (its histogram since start, cumulative): the floor under any
+  // change→ACK figure, whatever Sluice does.
+  const rdsLine = async () =>
+    (await request(envoy.adminPort, "/stats?filter=update_duration")).body.split("\n").find((l) => l.includes(".rds."));
+  // Histograms show in the admin output once Envoy has flushed its stats (every 5 s by default).
+  let rds = await rdsLine();
+  if (rds?.includes("P50") !== true) {
+    await sleep(5500);
+    rds = await rdsLine();
+  }
+  const envoyRds = (p: string) => new RegExp(` ${p}\\([^,]*,([^)]*)\\)`).exec(rds ?? "")?.[1] ?? "?";
   await envoy.stop();
   await sluice.stop();
   live.delete(envoy.stop);
@@ -277,6 +288,7 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
     "change→ACK p90 ms": quantile(toAck, 0.9).toFixed(1),
     "change→serving p50 ms": quantile(toServe, 0.5).toFixed(1),
     "change→serving p90 ms": quantile(toServe, 0.9).toFixed(1),
+    "Envoy RDS update p50/p90 ms": `${Number(envoyRds("P50")).toFixed(0)}/${Number(envoyRds("P90")).toFixed(0)}`,
     "sluice RSS MB": /sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1]
       ? mb(Number(/sluice_process_resident_memory_bytes (\d+)/.exec(rss)?.[1]))
       : "?",

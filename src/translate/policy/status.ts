@@ -172,9 +172,14 @@ export function policyStatuses(input: PolicyStatusInput): ResourceStatus[] {
       if (a.gateway !== undefined && input.servedGateways.has(a.gateway)) gateways.add(a.gateway);
       return [...gateways].map((gw) => [gw, attachedCondition(input.tracker.use(view, gw))] as const);
     });
-    const signature = reached
-      .map((gws) => gws.map(([gw, c]) => `${gw}\u0000${c.status}\u0000${c.reason}\u0000${c.message}`).join("\u0001"))
-      .join("\u0002");
+    const signature =
+      input.memo === undefined
+        ? ""
+        : reached
+            .map((gws) =>
+              gws.map(([gw, c]) => `${gw}\u0000${c.status}\u0000${c.reason}\u0000${c.message}`).join("\u0001"),
+            )
+            .join("\u0002");
     const known = input.memo?.get(view);
     if (
       known !== undefined &&
