@@ -6,6 +6,7 @@ import { checkValue } from "./check.js";
 import { GATEWAY_API_GROUP, GATEWAY_API_X_GROUP } from "./gateway-api.js";
 import { error, type Problem } from "./problems.js";
 import type { Resource } from "./resource.js";
+import { checkShape, KIND_SHAPES } from "./shapes.js";
 import { SLUICE_API_VERSION, SLUICE_KINDS, type SluiceKind } from "./sluice.js";
 import type { ValidationResult } from "./validate.js";
 
@@ -22,6 +23,10 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 function envelopeOnly(doc: Record<string, unknown>, specRequired: boolean): ValidationResult {
   const problems: Problem[] = [];
   if (specRequired && !isRecord(doc["spec"])) problems.push(error("spec", "spec is required and must be a mapping"));
+  if (problems.length > 0) return { problems };
+  // The types of the fields Sluice reads (./shapes.ts).
+  const shape = KIND_SHAPES[String(doc["kind"])];
+  if (shape !== undefined) checkShape(doc, shape, "", problems);
   if (problems.length > 0) return { problems };
   return { resource: doc as unknown as Resource, problems };
 }

@@ -134,13 +134,17 @@ describe("basic authentication", () => {
   it("remembers a successful bcrypt verification, never a failed one", async () => {
     const auth = compile({});
     const ok = req({ authorization: basic("bob", "hunter2") });
+    let t0 = performance.now();
     await checkBasicAuth(auth, ok);
+    const bcrypt = performance.now() - t0;
     assert.equal(auth.verified.size, 1);
     await checkBasicAuth(auth, req({ authorization: basic("bob", "wrong") }));
     assert.equal(auth.verified.size, 1);
-    const t0 = performance.now();
+    t0 = performance.now();
     assert.equal((await checkBasicAuth(auth, ok)).outcome, "authenticated");
-    assert.ok(performance.now() - t0 < 5, "the cached check does not run bcrypt");
+    // Relative to the bcrypt run it replaces, so a loaded machine slows both alike.
+    const cached = performance.now() - t0;
+    assert.ok(cached < bcrypt / 4, `the cached check does not run bcrypt (${cached} ms against ${bcrypt} ms)`);
   });
 
   it("reports configuration problems instead of throwing", () => {
