@@ -13,6 +13,7 @@ import {
   type IncomingHttpStatusHeader,
 } from "node:http2";
 import { connect as netConnect } from "node:net";
+import { frame } from "./unary-server.js";
 
 /** Where a call goes: a TCP host (name or IP) and port, or a Unix socket. */
 export type UnaryTarget = { readonly host: string; readonly port: number } | { readonly unixPath: string };
@@ -38,14 +39,6 @@ export function targetKey(t: UnaryTarget): string {
     : t.host.includes(":")
       ? `[${t.host}]:${t.port}`
       : `${t.host}:${t.port}`;
-}
-
-function frame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.byteLength);
-  out[0] = 0;
-  out.writeUInt32BE(message.byteLength, 1);
-  out.set(message, 5);
-  return out;
 }
 
 export class UnaryGrpcClient {

@@ -44,7 +44,8 @@ function fail(stream: ServerHttp2Stream, code: number, message: string): void {
   );
 }
 
-function frame(message: Uint8Array): Buffer {
+/** A gRPC length-prefixed message (uncompressed). */
+export function frame(message: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(5 + message.byteLength);
   out[0] = 0;
   out.writeUInt32BE(message.byteLength, 1);
