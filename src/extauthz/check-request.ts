@@ -3,7 +3,7 @@
 // protobuf-es decodes the whole message by reflection (about 16 µs for a request with ten headers, more than the
 // decision itself); this walks the bytes once, keeps only the request line, headers, peer address, context
 // extensions and the jwt_authn metadata, and decodes that metadata (a Struct) only when a policy reads `jwt`.
-// Every other field is skipped. The result equals what buildActivation() derives from the decoded message
+// Every other field is skipped. The result equals checkFieldsOf() on the message protobuf-es decodes
 // (test/unit/extauthz-check-request.test.ts compares both on the same bytes).
 //
 // Field numbers (envoy.service.auth.v3, envoy.config.core.v3):
@@ -18,6 +18,7 @@
 
 import { fromBinary } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
+import type { CheckRequest } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
 
 export interface CheckFields {
   method: string;
@@ -30,8 +31,8 @@ export interface CheckFields {
   sourceAddress?: string;
   sourcePort: number;
   contextExtensions: Map<string, string>;
-  /** filter_metadata entries by namespace, as undecoded Struct bytes. */
-  filterMetadata: Map<string, Uint8Array>;
+  /** filter_metadata entries by namespace: undecoded Struct bytes from the wire, or already decoded. */
+  filterMetadata: Map<string, Uint8Array | Record<string, unknown>>;
 }
 
 // One cursor for the whole read: `pos` moves forward, `varint()` and `len()` read at it. Each message is read by a
@@ -232,7 +233,7 @@ function metadata(end: number, out: CheckFields): void {
 /** The Struct stored under `namespace` as a plain JSON object, or undefined. */
 export function filterMetadataStruct(fieldsOf: CheckFields, namespace: string): Record<string, unknown> | undefined {
   const bytes = fieldsOf.filterMetadata.get(namespace);
-  if (bytes === undefined) return undefined;
+  if (bytes === undefined || !(bytes instanceof Uint8Array)) return bytes;
   const struct = fromBinary(StructSchema, bytes);
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(struct.fields)) out[k] = valueToJson(v);
@@ -259,4 +260,36 @@ function valueToJson(v: WktValue): unknown {
     default:
       return null;
   }
+}
+
+/** The same fields from a message protobuf-es has decoded (the grpc-js path). */
+export function checkFieldsOf(request: CheckRequest): CheckFields {
+  const attrs = request.attributes;
+  const http = attrs?.request?.http;
+  const addr = attrs?.source?.address?.address;
+  const socket = addr?.case === "socketAddress" ? addr.value : undefined;
+  const headers = new Map<string, string>();
+  if (http?.headerMap !== undefined && http.headerMap.headers.length > 0) {
+    // Envoy sends header_map instead of headers when encode_raw_headers is set; repeats are joined with ",".
+    for (const h of http.headerMap.headers) {
+      const name = h.key.toLowerCase();
+      const value = h.rawValue.length > 0 ? Buffer.from(h.rawValue).toString("utf8") : h.value;
+      const prev = headers.get(name);
+      headers.set(name, prev === undefined ? value : `${prev},${value}`);
+    }
+  } else {
+    for (const [k, v] of Object.entries(http?.headers ?? {})) headers.set(k, v);
+  }
+  return {
+    method: http?.method ?? "",
+    path: http?.path ?? "",
+    host: http?.host ?? "",
+    scheme: http?.scheme ?? "",
+    hasHttp: http !== undefined,
+    headers,
+    ...(socket !== undefined ? { sourceAddress: socket.address } : {}),
+    sourcePort: socket?.portSpecifier.case === "portValue" ? socket.portSpecifier.value : 0,
+    contextExtensions: new Map(Object.entries(attrs?.contextExtensions ?? {})),
+    filterMetadata: new Map(Object.entries(attrs?.metadataContext?.filterMetadata ?? {})),
+  };
 }

@@ -16,7 +16,6 @@ import { type CelActivation, ipValue, parsePeerIp } from "../cel/index.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../cel/rbac.js";
 import type { HeaderValueOption } from "../gen/envoy/config/core/v3/base_pb.js";
 import { HeaderValueOption_HeaderAppendAction, HeaderValueOptionSchema } from "../gen/envoy/config/core/v3/base_pb.js";
-import type { AttributeContext_HttpRequest } from "../gen/envoy/service/auth/v3/attribute_context_pb.js";
 import {
   Authorization,
   type CheckRequest,
@@ -30,7 +29,7 @@ import type { UnaryHandler } from "../grpc/unary-server.js";
 import { type ApiKeyAuth, checkApiKey } from "./api-keys.js";
 import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./authorization.js";
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
-import { type CheckFields, filterMetadataStruct, readCheckRequest } from "./check-request.js";
+import { type CheckFields, checkFieldsOf, filterMetadataStruct, readCheckRequest } from "./check-request.js";
 import { parseQuery } from "./credentials.js";
 import { checkUserExtAuth, copyCheckRequest, type UserExtAuth, UserExtAuthClients } from "./user-ext-auth.js";
 
@@ -160,37 +159,12 @@ const OK: CheckResponse = create(CheckResponseSchema, {
 
 const OK_BYTES = toBinary(CheckResponseSchema, OK);
 
-/** The CEL activation for a CheckRequest. */
+/** The CEL activation for a CheckRequest decoded by protobuf-es (the grpc-js path). */
 export function buildActivation(request: CheckRequest, jwt: boolean): CelActivation {
-  const attrs = request.attributes;
-  const http = attrs?.request?.http;
-  const out: { -readonly [K in "request" | "source" | "jwt"]?: NonNullable<CelActivation[K]> } = {};
-  if (http !== undefined) {
-    const full = http.path;
-    const q = full.indexOf("?");
-    out.request = {
-      method: http.method,
-      path: q < 0 ? full : full.slice(0, q),
-      host: http.host,
-      scheme: http.scheme,
-      headers: headerMap(http),
-      query: parseQuery(full),
-    };
-  }
-  const addr = attrs?.source?.address?.address;
-  if (addr?.case === "socketAddress") {
-    const ip = peerIpValue(addr.value.address);
-    const port = addr.value.portSpecifier.case === "portValue" ? addr.value.portSpecifier.value : 0;
-    if (ip !== undefined) out.source = { address: ip, port: BigInt(port) };
-  }
-  if (jwt) {
-    const payload = attrs?.metadataContext?.filterMetadata[JWT_METADATA_NAMESPACE]?.[JWT_PAYLOAD_KEY];
-    out.jwt = (payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {}) as never;
-  }
-  return out;
+  return activationOf(checkFieldsOf(request), jwt);
 }
 
-/** buildActivation() for fields read from the wire; same result for the same bytes. */
+/** The CEL activation for the fields of a CheckRequest (check-request.ts). */
 export function activationOf(f: CheckFields, jwt: boolean): CelActivation {
   const out: { -readonly [K in "request" | "source" | "jwt"]?: NonNullable<CelActivation[K]> } = {};
   if (f.hasHttp) {
@@ -213,51 +187,6 @@ export function activationOf(f: CheckFields, jwt: boolean): CelActivation {
     out.jwt = (payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {}) as never;
   }
   return out;
-}
-
-function headerMap(http: AttributeContext_HttpRequest): ReadonlyMap<string, string> {
-  // Envoy sends `header_map` instead of `headers` when encode_raw_headers is set; repeated headers join with ",".
-  if (http.headerMap !== undefined && http.headerMap.headers.length > 0) {
-    const out = new Map<string, string>();
-    for (const h of http.headerMap.headers) {
-      const name = h.key.toLowerCase();
-      const value = h.rawValue.length > 0 ? Buffer.from(h.rawValue).toString("utf8") : h.value;
-      const prev = out.get(name);
-      out.set(name, prev === undefined ? value : `${prev},${value}`);
-    }
-    return out;
-  }
-  // Envoy's header names are lowercase already, so the request's map is used as it is, not copied.
-  return new RecordMap(http.headers);
-}
-
-/** A read-only Map view of a protobuf map field (a plain object), without copying it. */
-class RecordMap implements ReadonlyMap<string, string> {
-  constructor(private readonly record: Readonly<Record<string, string>>) {}
-  get size(): number {
-    return Object.keys(this.record).length;
-  }
-  get(key: string): string | undefined {
-    return Object.hasOwn(this.record, key) ? this.record[key] : undefined;
-  }
-  has(key: string): boolean {
-    return Object.hasOwn(this.record, key);
-  }
-  forEach(fn: (value: string, key: string, map: ReadonlyMap<string, string>) => void): void {
-    for (const [k, v] of Object.entries(this.record)) fn(v, k, this);
-  }
-  *entries(): MapIterator<[string, string]> {
-    yield* Object.entries(this.record);
-  }
-  *keys(): MapIterator<string> {
-    yield* Object.keys(this.record);
-  }
-  *values(): MapIterator<string> {
-    yield* Object.values(this.record);
-  }
-  [Symbol.iterator](): MapIterator<[string, string]> {
-    return this.entries();
-  }
 }
 
 const peerIps = new Map<string, ReturnType<typeof ipValue> | undefined>();

@@ -45,9 +45,6 @@ export function backendClusterName(namespace: string, backend: string, h2 = fals
   return `backend/${namespace}/${backend}${h2 ? "/h2" : ""}`;
 }
 
-/** The bootstrap cluster (deploy/envoy/bootstrap.yaml) through which Envoy calls Sluice's own gRPC services. */
-export const SLUICE_SERVICES_CLUSTER = "sluice_services";
-
 /** The HTTP/2 twin of a backend cluster, for a gRPC service (ext_authz, ext_proc, rate limit) on a plain backend. */
 export function http2ClusterName(cluster: string): string {
   return `${cluster}/h2`;

@@ -1,6 +1,6 @@
 // ListenerIR → RouteConfiguration: virtual hosts per host name, routes in Gateway API precedence order.
 
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import type { create, MessageInitShape } from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
 import {
   HeaderValueOption_HeaderAppendAction,
@@ -13,11 +13,9 @@ import {
   type RouteMatchSchema,
   type RouteSchema,
 } from "../../gen/envoy/config/route/v3/route_components_pb.js";
-import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
-import type { HeaderMutationIR, PathRewriteIR, RouteConfigIR, RouteIR, RouteMatchIR } from "../ir.js";
-import { earlyRequestHeaders } from "./early-headers.js";
+import type { HeaderMutationIR, PathRewriteIR, RouteIR, RouteMatchIR } from "../ir.js";
 import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy, servesRealtime } from "./llm.js";
 import { applyTrafficToRoute } from "./traffic-route.js";
@@ -210,28 +208,6 @@ function buildGatewayApiRoute(
       return { ...base, action: { case: "route", value: route } };
     }
   }
-}
-
-/**
- * `perRoute`: typed_per_filter_config by route name, which enables the (disabled) HTTP filters a route needs.
- * `ctx` receives notes about traffic policy fields that are not applied.
- */
-export function buildRouteConfiguration(
-  l: RouteConfigIR,
-  perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>> = new Map(),
-  ctx?: BuildContext,
-): RouteConfiguration {
-  // PreRouting request header modifiers shared by every route run in the HCM, before routing (early-headers.ts).
-  const earlyHeaders = earlyRequestHeaders(l) !== undefined;
-  return create(RouteConfigurationSchema, {
-    ...ROUTE_CONFIGURATION_FIELDS,
-    name: l.name,
-    virtualHosts: l.virtualHosts.map((vh) => ({
-      name: vh.name,
-      domains: [...vh.domains],
-      routes: vh.routes.map((r) => buildRoute(r, perRoute, ctx, earlyHeaders)),
-    })),
-  });
 }
 
 /**
