@@ -4,6 +4,7 @@
 // Portkey gateway (npm @portkey-ai/gateway) and the LiteLLM proxy (PyPI litellm) translating to the same fake.
 //
 //   node dist/bench/llm.js [--seconds 5] [--concurrency 16] [--modes buffered,stream]
+//   bash scripts/bench-competitors.sh   # once: installs Portkey and LiteLLM into .cache/bench
 //   PORTKEY_DIR=.cache/bench/portkey LITELLM_BIN=.cache/bench/litellm-venv/bin/litellm node dist/bench/llm.js
 //
 // Prints requests/s, p50 and p99 latency per setup, and p50/p99 added over the direct call.
