@@ -3,8 +3,9 @@
 //   request in memory under an id it adds as a header, and translates the final response (buffered or streamed chunk
 //   by chunk) from the format of the provider that answered into the client's;
 // - upstream (cluster) level, once per attempt: finds the request by that id and the provider by the endpoint Envoy
-//   picked, applies the provider's AI request policies, translates the body, sets path, host and credentials (SigV4 on
-//   the final body), and replaces the request. A retry to a provider of another format is translated anew.
+//   picked, and does the provider work: applies the provider's AI request policies, translates the body, sets path,
+//   host and credentials (SigV4 on the final body), and replaces the request. A retry to a provider of another format
+//   is translated anew.
 // Never throws on input: every failure becomes an error in the client's own format.
 
 import { randomUUID } from "node:crypto";
@@ -169,6 +170,35 @@ function immediate(status: number, body: JsonObject | string, contentType = "app
 function clientErrorResponse(client: ClientFormat | undefined, error: LlmError): ProcessingResponse {
   const e = clientError(client ?? "chat-completions", error);
   return immediate(e.status, e.body);
+}
+
+/** The provider's request of an attempt: the header mutation and, for translated route types, the body. */
+interface ProviderMutation {
+  readonly set: Readonly<Record<string, string>>;
+  readonly remove: readonly string[];
+  readonly body?: Uint8Array;
+}
+
+/** The provider work's outcome: the provider's request, or the error the client gets instead (in its own format). */
+type ProviderWork = ProviderMutation | { readonly error: ProcessingResponse };
+
+/** The answer that sends the provider's request, or the error instead of it. */
+function providerResponse(phase: "requestHeaders" | "requestBody", w: ProviderWork): ProcessingResponse {
+  if ("error" in w) return w.error;
+  return respond(phase, {
+    headerMutation: mutation(w.set, w.remove),
+    ...(w.body !== undefined
+      ? {
+          status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
+          bodyMutation: { mutation: { case: "body" as const, value: w.body } },
+        }
+      : {}),
+  });
+}
+
+/** `f` of `v`: now when `v` is a value, once it settles when it is a promise (synchronous work stays synchronous). */
+function andThen<T, U>(v: T | Promise<T>, f: (t: T) => U): U | Promise<U> {
+  return v instanceof Promise ? v.then(f) : f(v);
 }
 
 const ROUTER_MODE = {
@@ -583,7 +613,8 @@ export class LlmExtProcService {
     call.on("data", (req: ProcessingRequest) => {
       if (req.request.case !== "requestHeaders") return;
       const h = req.request.value;
-      this.#attempt(req, h)
+      Promise.resolve()
+        .then(() => this.#attempt(req, h))
         .catch((e: unknown) => {
           this.#log(`llm ext_proc (upstream): ${(e as Error).message}`);
           return clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
@@ -596,54 +627,63 @@ export class LlmExtProcService {
     });
   }
 
-  /** A token for the provider's Google credentials (cloudB), if it has some; an error message when none is had. */
-  async #bearer(provider: LlmProviderEntry): Promise<{ token?: string; problem?: string }> {
-    const g = provider.auth.google;
-    if (g === undefined) return {};
-    try {
-      return { token: await this.#google.token(g) };
-    } catch (e) {
-      return { problem: (e as Error).message };
-    }
-  }
-
-  async #attempt(req: ProcessingRequest, h: HttpHeaders): Promise<ProcessingResponse> {
+  #attempt(req: ProcessingRequest, h: HttpHeaders): ProcessingResponse | Promise<ProcessingResponse> {
     const id = header(h, LLM_REQUEST_ID_HEADER);
     const state = id === undefined ? undefined : this.#requests.get(id);
     if (state === undefined) {
       return clientErrorResponse(undefined, { status: 500, kind: "server", message: "LLM request state not found" });
     }
-    const providerName = attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? "";
-    const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "";
+    const work = this.#providerWork(
+      state,
+      attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? "",
+      attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "",
+    );
+    return andThen(work, (w) => providerResponse("requestHeaders", w));
+  }
+
+  // ---- the provider work ----
+
+  /**
+   * One attempt's provider work for `providerName` of `cluster`: checks its credentials, then (#provide) applies its AI
+   * policy, translates and sets the destination. Synchronous, except while a Google token is fetched (cloudB).
+   */
+  #providerWork(state: RequestState, providerName: string, cluster: string): ProviderWork | Promise<ProviderWork> {
     const provider = state.entry.backends[cluster]?.providers[providerName];
-    const fail = (error: LlmError): ProcessingResponse => {
+    const fail = (error: LlmError): ProviderWork => {
       state.attempt = { provider: providerName, local: true };
-      return clientErrorResponse(state.client, error);
+      return { error: clientErrorResponse(state.client, error) };
+    };
+    const unavailable = (why: string) => {
+      this.#log(`llm provider ${providerName}: ${why}`);
+      return fail({
+        status: 500,
+        kind: "server",
+        message: `credentials of provider ${providerName} are not available`,
+      });
     };
     if (provider === undefined) {
       return fail({ status: 500, kind: "server", message: `provider ${providerName} of ${cluster} is not configured` });
     }
-    if (provider.auth.problem !== undefined) {
-      this.#log(`llm provider ${providerName}: ${provider.auth.problem}`);
-      return fail({
-        status: 500,
-        kind: "server",
-        message: `credentials of provider ${providerName} are not available`,
-      });
-    }
-    const bearer = await this.#bearer(provider);
-    if (bearer.problem !== undefined) {
-      this.#log(`llm provider ${providerName}: Google credentials: ${bearer.problem}`);
-      return fail({
-        status: 500,
-        kind: "server",
-        message: `credentials of provider ${providerName} are not available`,
-      });
-    }
+    if (provider.auth.problem !== undefined) return unavailable(provider.auth.problem);
+    const google = provider.auth.google;
+    if (google === undefined) return this.#provide(state, provider, undefined, fail);
+    return this.#google.token(google).then(
+      (token) => this.#provide(state, provider, token, fail),
+      (e: unknown) => unavailable(`Google credentials: ${(e as Error).message}`),
+    );
+  }
+
+  #provide(
+    state: RequestState,
+    provider: LlmProviderEntry,
+    bearer: string | undefined,
+    fail: (error: LlmError) => ProviderWork,
+  ): ProviderWork {
+    const providerName = provider.name;
     // The id header stays: retries need it, and the upstream filters' mutations persist into them.
     const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
     if (state.client === undefined || state.body === undefined) {
-      return this.#passthrough(state, provider, remove, bearer.token);
+      return this.#passthrough(state, provider, remove, bearer);
     }
     const client = state.client;
     const body = applyAiPolicy(
@@ -669,24 +709,14 @@ export class LlmExtProcService {
       });
     }
     const translated = direction.request(body, model, defaultContext);
-    if (!translated.ok) {
-      state.attempt = { provider: providerName, local: true };
-      return clientErrorResponse(client, translated.error);
-    }
+    if (!translated.ok) return fail(translated.error);
     // Cache points go on the final Converse body (they depend on its layout), before SigV4 signs it.
     const final =
       format === "converse" && provider.ai.promptCaching !== undefined
         ? addConverseCachePoints(translated.body, translated.meta.model, provider.ai.promptCaching)
         : translated.body;
     const bytes = te.encode(JSON.stringify(final));
-    const target = providerRequest(
-      provider,
-      format,
-      translated.meta.model,
-      translated.meta.stream,
-      bytes,
-      bearer.token,
-    );
+    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes, bearer);
     if (target === undefined) {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
@@ -699,14 +729,7 @@ export class LlmExtProcService {
       "content-length": String(bytes.byteLength),
       ...target.headers,
     };
-    return respond("requestHeaders", {
-      status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
-      headerMutation: mutation(
-        set,
-        remove.filter((r) => !(r in set)),
-      ),
-      bodyMutation: { mutation: { case: "body", value: bytes } },
-    });
+    return { set, remove: remove.filter((r) => !(r in set)), body: bytes };
   }
 
   /** Route types forwarded as they are: only the destination and the credentials change. */
@@ -715,7 +738,7 @@ export class LlmExtProcService {
     provider: LlmProviderEntry,
     remove: string[],
     bearer: string | undefined,
-  ): ProcessingResponse {
+  ): ProviderMutation {
     state.attempt = { provider: provider.name };
     const credentials = {
       ...provider.auth.headers,
@@ -734,12 +757,7 @@ export class LlmExtProcService {
       if (kept.length > 0) set["sec-websocket-protocol"] = kept.join(", ");
       else remove.push("sec-websocket-protocol");
     }
-    return respond("requestHeaders", {
-      headerMutation: mutation(
-        set,
-        remove.filter((r) => !(r in set)),
-      ),
-    });
+    return { set, remove: remove.filter((r) => !(r in set)) };
   }
 }
 
