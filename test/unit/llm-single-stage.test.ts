@@ -19,6 +19,7 @@ import {
 import type { BidiCall } from "../../src/grpc/unary-server.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { type FakeGoogleAuth, startFakeGoogleAuth } from "../helpers/fake-google-auth.js";
+import { gatewayYaml } from "../helpers/gateway.js";
 import { waitFor } from "../helpers/net.js";
 import { tempConfigDir } from "../helpers/processes.js";
 
@@ -46,13 +47,7 @@ spec:
   const rule = (name: string) => `
     - matches: [{ path: { type: PathPrefix, value: /${name} } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${name} }]`;
-  return `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  listeners: [{ name: http, protocol: HTTP, port: 8080 }]
----
+  return `${gatewayYaml(8080)}---
 apiVersion: v1
 kind: Secret
 metadata: { name: gcp, namespace: default }

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { xdsToJson } from "../../src/translate/xds/json.js";
-import { rulePolicy } from "../helpers/gateway.js";
+import { gatewayYaml, rulePolicy } from "../helpers/gateway.js";
 import { goldenDir } from "../helpers/golden.js";
 import { tempConfigDir } from "../helpers/processes.js";
 
@@ -60,13 +60,7 @@ test("one provider → one stage; several providers, or several backends by weig
   ]);
 });
 
-const BASE = `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  listeners: [{ name: http, protocol: HTTP, port: 8080 }]
----
+const BASE = `${gatewayYaml(8080)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: solo, namespace: default }
