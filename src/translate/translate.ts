@@ -6,6 +6,7 @@ import { PolicyTableBuilder } from "./authz/policy-table.js";
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
+import { planLlmStages } from "./llm/stages.js";
 import { compileLlmTable, type LlmTable } from "./llm/table.js";
 import type { TranslationMemo } from "./memo.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
@@ -60,11 +61,13 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   });
   const table = new PolicyTableBuilder();
   const authz = { input, path, table } as const;
-  const llm = compileLlmTable(gateways, input);
+  const stages = planLlmStages(gateways);
+  const llm = compileLlmTable(gateways, input, stages);
   const built = gateways.map((ir) => ({
     ir,
     ...buildXds(ir, {
       authz,
+      llmUpstreamClusters: stages.upstream.get(ir.key) ?? new Set(),
       llmEntries: new Map(
         [...llm.routes].filter(([k]) => k.startsWith(`${ir.key}|`)).map(([k, id]) => [k.slice(ir.key.length + 1), id]),
       ),

@@ -3,8 +3,12 @@
 //   request in memory under an id it adds as a header, and translates the final response (buffered or streamed chunk
 //   by chunk) from the format of the provider that answered into the client's;
 // - upstream (cluster) level, once per attempt: finds the request by that id and the provider by the endpoint Envoy
-//   picked, applies the provider's AI request policies, translates the body, sets path, host and credentials (SigV4 on
-//   the final body), and replaces the request. A retry to a provider of another format is translated anew.
+//   picked, and does the provider work: applies the provider's AI request policies, translates the body, sets path,
+//   host and credentials (SigV4 on the final body), and replaces the request. A retry to a provider of another format
+//   is translated anew.
+// A route whose requests reach one provider only (the table entry's `single`, translate/llm/stages.ts) is served in
+// one stage: the router level does the provider work itself, on the request body (or the request headers for route
+// types forwarded as they are), and Envoy opens no upstream stream for it.
 // Never throws on input: every failure becomes an error in the client's own format.
 
 import { randomUUID } from "node:crypto";
@@ -65,6 +69,8 @@ import { TokenLimiter } from "./token-limits.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 type Obj = Record<string, unknown>;
+/** What the router level answers a message with (nothing for messages it does not handle). */
+type Answer = ProcessingResponse | undefined;
 
 const te = new TextEncoder();
 const td = new TextDecoder();
@@ -169,6 +175,48 @@ function immediate(status: number, body: JsonObject | string, contentType = "app
 function clientErrorResponse(client: ClientFormat | undefined, error: LlmError): ProcessingResponse {
   const e = clientError(client ?? "chat-completions", error);
   return immediate(e.status, e.body);
+}
+
+/** The provider's request of an attempt: the header mutation and, for translated route types, the body. */
+interface ProviderMutation {
+  readonly set: Readonly<Record<string, string>>;
+  readonly remove: readonly string[];
+  readonly body?: Uint8Array;
+}
+
+/** The provider work's outcome: the provider's request, or the error the client gets instead (in its own format). */
+type ProviderWork = ProviderMutation | { readonly error: ProcessingResponse };
+
+/** The answer that sends the provider's request (`also`: more headers to set), or the error instead of it. */
+function providerResponse(
+  phase: "requestHeaders" | "requestBody",
+  w: ProviderWork,
+  extra: {
+    also?: Readonly<Record<string, string>>;
+    modeOverride?: Init<typeof ProcessingResponseSchema>["modeOverride"];
+    metadata?: JsonObject;
+  } = {},
+): ProcessingResponse {
+  if ("error" in w) return w.error;
+  const { also, ...rest } = extra;
+  return respond(
+    phase,
+    {
+      headerMutation: mutation({ ...w.set, ...also }, w.remove),
+      ...(w.body !== undefined
+        ? {
+            status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
+            bodyMutation: { mutation: { case: "body" as const, value: w.body } },
+          }
+        : {}),
+    },
+    rest,
+  );
+}
+
+/** `f` of `v`: now when `v` is a value, once it settles when it is a promise (synchronous work stays synchronous). */
+function andThen<T, U>(v: T | Promise<T>, f: (t: T) => U): U | Promise<U> {
+  return v instanceof Promise ? v.then(f) : f(v);
 }
 
 const ROUTER_MODE = {
@@ -303,17 +351,37 @@ export class LlmExtProcService {
     let id: string | undefined;
     let state: RequestState | undefined;
     const resp: ResponseState = { mode: "pass", status: 0, headers: {}, chunks: [] };
-    const done = () => {
+    let closed = false;
+    // An answer still being prepared (the provider work waits for a Google token): the messages after it wait too,
+    // so answers go out in the order Envoy expects them.
+    let pending: Promise<void> | undefined;
+    const forget = () => {
+      closed = true;
       if (id !== undefined) this.#requests.delete(id);
     };
-    call.on("error", done);
-    call.on("end", () => {
-      done();
+    const close = () => {
+      if (closed) return;
+      forget();
       call.end();
-    });
-    call.on("data", (req: ProcessingRequest) => {
+    };
+    const answer = (req: ProcessingRequest, out: Answer) => {
+      if (closed || out === undefined) return;
+      call.write(out);
+      // Close our side once the exchange is over: left open, Envoy resets the stream when the HTTP request ends,
+      // and a burst of resets makes nghttp2 (rapid-reset protection) drop the whole connection to Sluice.
+      if (isLast(req, out)) close();
+    };
+    const fail = (e: unknown) => {
+      if (closed) return;
+      // A bug, not input: answer in the client's format rather than leaving Envoy waiting.
+      this.#log(`llm ext_proc: ${(e as Error).message}`);
+      call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
+      close();
+    };
+    const handle = (req: ProcessingRequest): Promise<void> | undefined => {
+      let out: Answer | Promise<Answer>;
       try {
-        const out = this.#routerMessage(
+        out = this.#routerMessage(
           req,
           entryId,
           resp,
@@ -323,20 +391,27 @@ export class LlmExtProcService {
             id = i;
           },
         );
-        if (out !== undefined) call.write(out);
-        // Close our side once the exchange is over: left open, Envoy resets the stream when the HTTP request ends,
-        // and a burst of resets makes nghttp2 (rapid-reset protection) drop the whole connection to Sluice.
-        if (out !== undefined && isLast(req, out)) {
-          done();
-          call.end();
-        }
       } catch (e) {
-        // A bug, not input: answer in the client's format rather than leaving Envoy waiting.
-        this.#log(`llm ext_proc: ${(e as Error).message}`);
-        call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
-        done();
-        call.end();
+        fail(e);
+        return undefined;
       }
+      if (!(out instanceof Promise)) {
+        answer(req, out);
+        return undefined;
+      }
+      return out.then((o) => answer(req, o)).catch(fail);
+    };
+    call.on("error", forget);
+    call.on("end", () => {
+      if (pending === undefined) close();
+      else void pending.then(close);
+    });
+    call.on("data", (req: ProcessingRequest) => {
+      const next = pending === undefined ? handle(req) : pending.then(() => handle(req));
+      pending = next;
+      void next?.then(() => {
+        if (pending === next) pending = undefined;
+      });
     });
   }
 
@@ -346,7 +421,7 @@ export class LlmExtProcService {
     resp: ResponseState,
     get: () => RequestState | undefined,
     set: (s: RequestState, id: string) => void,
-  ): ProcessingResponse | undefined {
+  ): Answer | Promise<Answer> {
     const r = req.request;
     switch (r.case) {
       case "requestHeaders": {
@@ -363,49 +438,53 @@ export class LlmExtProcService {
         const state: RequestState = { entry, routeType, client, headers: headerMap(r.value) };
         this.#requests.set(id, state);
         set(state, id);
+        const also = { [LLM_REQUEST_ID_HEADER]: id };
         // Route types forwarded as they are need no body here: it streams (a Realtime websocket never ends).
-        return respond(
-          "requestHeaders",
-          { headerMutation: mutation({ [LLM_REQUEST_ID_HEADER]: id }) },
+        const extra =
           client === undefined
             ? { modeOverride: bodyMode(ProcessingMode_BodySendMode.BUFFERED, ProcessingMode_BodySendMode.NONE) }
-            : {},
-        );
+            : {};
+        const single = entry.single;
+        if (single !== undefined && (client === undefined || r.value.endOfStream)) {
+          // One stage, and no body to translate: the provider's destination and credentials are set now.
+          return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
+            providerResponse("requestHeaders", w, { also, ...extra }),
+          );
+        }
+        return respond("requestHeaders", { headerMutation: mutation(also) }, extra);
       }
       case "requestBody": {
         const state = get();
-        if (state?.client !== undefined) {
-          const body = r.value.body;
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(td.decode(body));
-          } catch {
-            parsed = undefined;
-          }
-          if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-            return clientErrorResponse(state.client, {
-              status: 400,
-              kind: "invalid_request",
-              message: "request body must be a JSON object",
-            });
-          }
-          state.body = parsed as Obj;
-          // Known from here on, for rate limit descriptors after this filter that read llm.requestModel/streaming.
-          const model = state.body.model;
-          return respond(
-            "requestBody",
-            {},
-            {
-              metadata: {
-                [LLM_METADATA_NAMESPACE]: {
-                  ...(typeof model === "string" ? { [LLM_METADATA_KEYS.requestModel]: model } : {}),
-                  [LLM_METADATA_KEYS.streaming]: state.body.stream === true,
-                },
-              },
-            },
-          );
+        if (state?.client === undefined) return respond("requestBody");
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(td.decode(r.value.body));
+        } catch {
+          parsed = undefined;
         }
-        return respond("requestBody");
+        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+          return clientErrorResponse(state.client, {
+            status: 400,
+            kind: "invalid_request",
+            message: "request body must be a JSON object",
+          });
+        }
+        state.body = parsed as Obj;
+        // Known from here on, for rate limit descriptors after this filter that read llm.requestModel/streaming.
+        const model = state.body.model;
+        const metadata = {
+          [LLM_METADATA_NAMESPACE]: {
+            ...(typeof model === "string" ? { [LLM_METADATA_KEYS.requestModel]: model } : {}),
+            [LLM_METADATA_KEYS.streaming]: state.body.stream === true,
+          },
+        };
+        const single = state.entry.single;
+        if (single === undefined) return respond("requestBody", {}, { metadata });
+        // One stage: the provider's request (headers and translated body) replaces the client's here. Envoy's router
+        // reads the new path and authority after this filter; the route stays the one already selected.
+        return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
+          providerResponse("requestBody", w, { metadata }),
+        );
       }
       case "responseHeaders":
         return this.#responseHeaders(get(), r.value, resp);
@@ -583,7 +662,8 @@ export class LlmExtProcService {
     call.on("data", (req: ProcessingRequest) => {
       if (req.request.case !== "requestHeaders") return;
       const h = req.request.value;
-      this.#attempt(req, h)
+      Promise.resolve()
+        .then(() => this.#attempt(req, h))
         .catch((e: unknown) => {
           this.#log(`llm ext_proc (upstream): ${(e as Error).message}`);
           return clientErrorResponse(undefined, { status: 500, kind: "server", message: "gateway error" });
@@ -596,54 +676,66 @@ export class LlmExtProcService {
     });
   }
 
-  /** A token for the provider's Google credentials (cloudB), if it has some; an error message when none is had. */
-  async #bearer(provider: LlmProviderEntry): Promise<{ token?: string; problem?: string }> {
-    const g = provider.auth.google;
-    if (g === undefined) return {};
-    try {
-      return { token: await this.#google.token(g) };
-    } catch (e) {
-      return { problem: (e as Error).message };
-    }
-  }
-
-  async #attempt(req: ProcessingRequest, h: HttpHeaders): Promise<ProcessingResponse> {
+  #attempt(req: ProcessingRequest, h: HttpHeaders): ProcessingResponse | Promise<ProcessingResponse> {
     const id = header(h, LLM_REQUEST_ID_HEADER);
     const state = id === undefined ? undefined : this.#requests.get(id);
     if (state === undefined) {
       return clientErrorResponse(undefined, { status: 500, kind: "server", message: "LLM request state not found" });
     }
-    const providerName = attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? "";
-    const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "";
+    // Served in one stage: the router level did the provider work. The cluster keeps this stage for other routes
+    // (or for this route's previous table entry, while Envoy changes configuration).
+    if (state.entry.single !== undefined) return respond("requestHeaders");
+    const work = this.#providerWork(
+      state,
+      attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? "",
+      attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "",
+    );
+    return andThen(work, (w) => providerResponse("requestHeaders", w));
+  }
+
+  // ---- the provider work, for either stage ----
+
+  /**
+   * One attempt's provider work for `providerName` of `cluster`: checks its credentials, then (#provide) applies its AI
+   * policy, translates and sets the destination. Synchronous, except while a Google token is fetched (cloudB).
+   */
+  #providerWork(state: RequestState, providerName: string, cluster: string): ProviderWork | Promise<ProviderWork> {
     const provider = state.entry.backends[cluster]?.providers[providerName];
-    const fail = (error: LlmError): ProcessingResponse => {
+    const fail = (error: LlmError): ProviderWork => {
       state.attempt = { provider: providerName, local: true };
-      return clientErrorResponse(state.client, error);
+      return { error: clientErrorResponse(state.client, error) };
+    };
+    const unavailable = (why: string) => {
+      this.#log(`llm provider ${providerName}: ${why}`);
+      return fail({
+        status: 500,
+        kind: "server",
+        message: `credentials of provider ${providerName} are not available`,
+      });
     };
     if (provider === undefined) {
       return fail({ status: 500, kind: "server", message: `provider ${providerName} of ${cluster} is not configured` });
     }
-    if (provider.auth.problem !== undefined) {
-      this.#log(`llm provider ${providerName}: ${provider.auth.problem}`);
-      return fail({
-        status: 500,
-        kind: "server",
-        message: `credentials of provider ${providerName} are not available`,
-      });
-    }
-    const bearer = await this.#bearer(provider);
-    if (bearer.problem !== undefined) {
-      this.#log(`llm provider ${providerName}: Google credentials: ${bearer.problem}`);
-      return fail({
-        status: 500,
-        kind: "server",
-        message: `credentials of provider ${providerName} are not available`,
-      });
-    }
+    if (provider.auth.problem !== undefined) return unavailable(provider.auth.problem);
+    const google = provider.auth.google;
+    if (google === undefined) return this.#provide(state, provider, undefined, fail);
+    return this.#google.token(google).then(
+      (token) => this.#provide(state, provider, token, fail),
+      (e: unknown) => unavailable(`Google credentials: ${(e as Error).message}`),
+    );
+  }
+
+  #provide(
+    state: RequestState,
+    provider: LlmProviderEntry,
+    bearer: string | undefined,
+    fail: (error: LlmError) => ProviderWork,
+  ): ProviderWork {
+    const providerName = provider.name;
     // The id header stays: retries need it, and the upstream filters' mutations persist into them.
     const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
     if (state.client === undefined || state.body === undefined) {
-      return this.#passthrough(state, provider, remove, bearer.token);
+      return this.#passthrough(state, provider, remove, bearer);
     }
     const client = state.client;
     const body = applyAiPolicy(
@@ -669,24 +761,14 @@ export class LlmExtProcService {
       });
     }
     const translated = direction.request(body, model, defaultContext);
-    if (!translated.ok) {
-      state.attempt = { provider: providerName, local: true };
-      return clientErrorResponse(client, translated.error);
-    }
+    if (!translated.ok) return fail(translated.error);
     // Cache points go on the final Converse body (they depend on its layout), before SigV4 signs it.
     const final =
       format === "converse" && provider.ai.promptCaching !== undefined
         ? addConverseCachePoints(translated.body, translated.meta.model, provider.ai.promptCaching)
         : translated.body;
     const bytes = te.encode(JSON.stringify(final));
-    const target = providerRequest(
-      provider,
-      format,
-      translated.meta.model,
-      translated.meta.stream,
-      bytes,
-      bearer.token,
-    );
+    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes, bearer);
     if (target === undefined) {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
@@ -699,14 +781,7 @@ export class LlmExtProcService {
       "content-length": String(bytes.byteLength),
       ...target.headers,
     };
-    return respond("requestHeaders", {
-      status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
-      headerMutation: mutation(
-        set,
-        remove.filter((r) => !(r in set)),
-      ),
-      bodyMutation: { mutation: { case: "body", value: bytes } },
-    });
+    return { set, remove: remove.filter((r) => !(r in set)), body: bytes };
   }
 
   /** Route types forwarded as they are: only the destination and the credentials change. */
@@ -715,7 +790,7 @@ export class LlmExtProcService {
     provider: LlmProviderEntry,
     remove: string[],
     bearer: string | undefined,
-  ): ProcessingResponse {
+  ): ProviderMutation {
     state.attempt = { provider: provider.name };
     const credentials = {
       ...provider.auth.headers,
@@ -734,12 +809,7 @@ export class LlmExtProcService {
       if (kept.length > 0) set["sec-websocket-protocol"] = kept.join(", ");
       else remove.push("sec-websocket-protocol");
     }
-    return respond("requestHeaders", {
-      headerMutation: mutation(
-        set,
-        remove.filter((r) => !(r in set)),
-      ),
-    });
+    return { set, remove: remove.filter((r) => !(r in set)) };
   }
 }
 

@@ -1,8 +1,8 @@
 // The LLM policy table: per route (through one Gateway) that sends to AI backends, one immutable, content-addressed
 // entry (id = hash of its content) holding what the Sluice ext_proc needs: route types, token limits and, per AI
-// cluster and provider, how to reach and authenticate with it and the AI request policies that apply. Envoy names the
-// entry in the router-level ext_proc's per-route gRPC metadata; the upstream ext_proc finds the provider by the
-// endpoint metadata of the host Envoy picked.
+// cluster and provider, how to reach and authenticate with it and the AI request policies that apply, and, for a route
+// served in one stage (stages.ts), its one provider. Envoy names the entry in the router-level ext_proc's per-route
+// gRPC metadata; the upstream ext_proc finds the provider by the endpoint metadata of the host Envoy picked.
 
 import { createHash } from "node:crypto";
 import { type Secret, secretValue } from "../../api/core.js";
@@ -17,6 +17,7 @@ import type {
   PolicyFieldIR,
   RouteIR,
 } from "../ir.js";
+import type { LlmStagePlan, SingleStage } from "./stages.js";
 
 /** Envoy endpoint metadata namespace naming the provider, and the dynamic metadata namespace of token counts. */
 export const LLM_METADATA_NAMESPACE = "sluice.dev/llm";
@@ -130,6 +131,8 @@ export interface LlmRouteEntry {
   readonly tokenCosts: readonly TokenCost[];
   /** By cluster name. */
   readonly backends: Readonly<Record<string, LlmBackendEntry>>;
+  /** Every request reaches this provider: the router-level stage does the provider work (stages.ts). */
+  readonly single?: SingleStage;
 }
 
 export interface LlmTable {
@@ -367,7 +370,11 @@ export function entryId(content: unknown): string {
 }
 
 /** The entries of every route of the given Gateways that forwards to an AI backend. */
-export function compileLlmTable(gateways: readonly GatewayIR[], input: TranslationInput): LlmTable {
+export function compileLlmTable(
+  gateways: readonly GatewayIR[],
+  input: TranslationInput,
+  stages: LlmStagePlan,
+): LlmTable {
   const entries = new Map<string, LlmRouteEntry>();
   const routes = new Map<string, string>();
   for (const gw of gateways) {
@@ -393,11 +400,13 @@ export function compileLlmTable(gateways: readonly GatewayIR[], input: Translati
             types ??= routeTypes(value(bp?.policy, "ai")?.value);
           }
           if (Object.keys(backends).length === 0) continue;
+          const single = stages.single.get(`${gw.key}|${route.name}`);
           const content = {
             routes: types ?? [],
             tokenLimits: tokenLimits(route, gw.key),
             tokenCosts: tokenCosts(route),
             backends,
+            ...(single !== undefined ? { single } : {}),
           };
           const id = entryId(content);
           entries.set(id, { id, ...content });

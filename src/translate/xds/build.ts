@@ -28,6 +28,8 @@ export interface BuildOptions {
   readonly authz?: Omit<AuthzContext, "note">;
   /** LLM table entry id by route name (this Gateway's routes to AI backends). */
   readonly llmEntries?: ReadonlyMap<string, string>;
+  /** The AI clusters that keep the upstream LLM ext_proc (llm/stages.ts); without it, all of them do. */
+  readonly llmUpstreamClusters?: ReadonlySet<string>;
   /** Builds of earlier translations (src/translate/memo.ts); the result is the same with or without it. */
   readonly memo?: XdsMemo;
 }
@@ -76,7 +78,8 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
     memo !== undefined ? memo.joined(name, key, parts, join) : join();
   const perRoute = new Map([...chains.values()].flatMap((c) => [...c.perRoute]));
   const extraClusters = new Map([...chains.values()].flatMap((c) => c.clusters.map((cl) => [cl.name, cl] as const)));
-  const clusters = gw.clusters.map(buildCluster);
+  const upstream = opts.llmUpstreamClusters;
+  const clusters = gw.clusters.map((c) => buildCluster(c, upstream === undefined || upstream.has(c.name)));
   for (const c of clusters) extraClusters.delete(c.name);
   const endpoints = gw.clusters.flatMap((c) => {
     const la = buildLoadAssignment(c);

@@ -39,8 +39,9 @@ function loadAssignment(
   };
 }
 
-export function buildCluster(c: ClusterIR): Cluster {
-  if (c.kind === "llm") return buildLlmCluster(c);
+/** `llmUpstreamStage`: for an AI cluster, whether it keeps the upstream LLM ext_proc (llm/stages.ts). */
+export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
+  if (c.kind === "llm") return buildLlmCluster(c, llmUpstreamStage);
   const base: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
     connectTimeout: durationFromMs(CONNECT_TIMEOUT_MS),

@@ -1,9 +1,11 @@
 // Envoy side of AI backends (ARCHITECTURE.md, "Envoy filter chain"):
 // - the cluster: one locality per priority group, one endpoint per provider whose metadata names it, per-provider TLS
-//   (transport_socket_matches), outlier detection for eviction, and an upstream ext_proc → Sluice that translates the
-//   request for the provider Envoy picked (so a retry can fail over to a provider speaking another format);
-// - the router-level ext_proc → Sluice's hot-path gRPC server (route type, token limits, response translation), enabled per route with the
-//   id of the route's LLM table entry in its gRPC metadata;
+//   (transport_socket_matches), outlier detection for eviction, and, while a route reaching it needs two stages
+//   (llm/stages.ts), an upstream ext_proc → Sluice that translates the request for the provider Envoy picked (so a
+//   retry can fail over to a provider speaking another format);
+// - the router-level ext_proc → Sluice's hot-path gRPC server (route type, token limits, response translation, and
+//   the provider work on routes served in one stage), enabled per route with the id of the route's LLM table entry in
+//   its gRPC metadata;
 // - the retry policy that moves a failed attempt to another provider and then to the next priority group.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -70,7 +72,11 @@ function upstreamExtProc(): ExternalProcessor {
   });
 }
 
-/** Router level: the whole request body once; response headers, then the body buffered or streamed per response. */
+/**
+ * Router level: the whole request body once; response headers, then the body buffered or streamed per response. On a
+ * route served in one stage it also sets the provider's path and authority (headers Envoy's router reads after it;
+ * the route is not selected again, as no response asks to clear the route cache).
+ */
 export function routerExtProc(): ExternalProcessor {
   return create(ExternalProcessorSchema, {
     grpcService: grpcService("router"),
@@ -85,6 +91,8 @@ export function routerExtProc(): ExternalProcessor {
     allowModeOverride: true,
     messageTimeout: durationFromMs(MESSAGE_TIMEOUT_MS),
     metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE] } },
+    // One stage: the provider's `:authority` (a routing header, refused without this) and the translated length.
+    mutationRules: { allowAllRouting: true, allowEnvoy: false },
     allowContentLengthHeader: true,
   });
 }
@@ -93,7 +101,8 @@ function endpointMetadata(provider: string) {
   return { filterMetadata: { [LLM_METADATA_NAMESPACE]: { provider }, "envoy.transport_socket_match": { provider } } };
 }
 
-export function buildLlmCluster(c: LlmClusterIR): Cluster {
+/** `upstreamStage`: whether the cluster keeps the upstream LLM ext_proc (some route reaching it needs two stages). */
+export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluster {
   const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
   const init: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
@@ -175,16 +184,24 @@ export function buildLlmCluster(c: LlmClusterIR): Cluster {
           },
           // Close idle provider connections before providers typically do, so Envoy does not reuse one just closed.
           commonHttpProtocolOptions: { idleTimeout: durationFromMs(30_000) },
-          httpFilters: [
-            {
-              name: LLM_UPSTREAM_FILTER,
-              configType: { case: "typedConfig", value: anyPack(ExternalProcessorSchema, upstreamExtProc()) },
-            },
-            {
-              name: "envoy.filters.http.upstream_codec",
-              configType: { case: "typedConfig", value: anyPack(UpstreamCodecSchema, create(UpstreamCodecSchema)) },
-            },
-          ],
+          // Without the upstream stage, Envoy's default upstream filter chain (the codec alone).
+          ...(upstreamStage
+            ? {
+                httpFilters: [
+                  {
+                    name: LLM_UPSTREAM_FILTER,
+                    configType: { case: "typedConfig", value: anyPack(ExternalProcessorSchema, upstreamExtProc()) },
+                  },
+                  {
+                    name: "envoy.filters.http.upstream_codec",
+                    configType: {
+                      case: "typedConfig",
+                      value: anyPack(UpstreamCodecSchema, create(UpstreamCodecSchema)),
+                    },
+                  },
+                ],
+              }
+            : {}),
         }),
       ),
     },

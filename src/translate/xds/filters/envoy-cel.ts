@@ -16,11 +16,13 @@ const LLM_REQUEST_FIELDS: Readonly<Record<string, string>> = {
 };
 const LLM_MEMBER = /\bllm\.([A-Za-z_][A-Za-z0-9_]*)/g;
 
-/** Whether the expression reads `llm` at all. */
-export function readsLlm(expr: string): boolean {
+/** Whether the expression reads the variable `name` (`llm`, `request` ...) at all. */
+export function readsVariable(expr: string, name: string): boolean {
   const compiled = compileExpression(expr);
-  return "ok" in compiled && referencedVariables(compiled.ok).has("llm");
+  return "ok" in compiled && referencedVariables(compiled.ok).has(name);
 }
+
+export const readsLlm = (expr: string): boolean => readsVariable(expr, "llm");
 
 const withoutStrings = (s: string) => s.replace(/'[^']*'|"[^"]*"/g, "");
 

@@ -56,7 +56,7 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
       g.descriptors.forEach((d, i) => {
         const at = `rateLimit.global.descriptors[${i}]`;
         const tokens = (d.unit ?? "Requests") === "Tokens";
-        const afterLlm = tokens || d.entries.some((e) => readsLlm(e.expression));
+        const afterLlm = runsAfterLlmExtProc(d);
         if (afterLlm && !llmRoute) {
           ctx.note(
             f.from,
@@ -114,6 +114,11 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
     return filters.length === 0 ? undefined : { filters, clusters };
   },
 };
+
+/** Whether a descriptor goes to the rate limit filter placed after the Sluice LLM ext_proc: it counts tokens or reads `llm`. */
+export function runsAfterLlmExtProc(d: Descriptor): boolean {
+  return (d.unit ?? "Requests") === "Tokens" || d.entries.some((e) => readsLlm(e.expression));
+}
 
 /** The expr descriptor actions of a descriptor's entries; undefined (and noted) when an entry cannot be evaluated. */
 function descriptorActions(
