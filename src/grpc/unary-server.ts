@@ -4,7 +4,13 @@
 // messages both ways, response headers, trailers), so it is served directly here. ADS stays on grpc-js.
 
 import { EventEmitter } from "node:events";
-import { constants, createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import {
+  constants,
+  createServer,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type ServerHttp2Stream,
+} from "node:http2";
 import type { AddressInfo } from "node:net";
 
 export type UnaryHandler = (message: Uint8Array, headers: IncomingHttpHeaders) => Promise<Uint8Array>;

@@ -17,6 +17,7 @@ import {
   ProcessingResponseSchema,
 } from "../../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import type { BidiCall } from "../../src/grpc/unary-server.js";
+import { LLM_CLUSTER_ATTRIBUTE, LLM_SINGLE_PROVIDER_ATTRIBUTE } from "../../src/translate/llm/table.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { type FakeGoogleAuth, startFakeGoogleAuth } from "../helpers/fake-google-auth.js";
 import { gatewayYaml } from "../helpers/gateway.js";
@@ -104,8 +105,12 @@ class Call extends EventEmitter implements BidiCall {
   end(): void {
     this.ended = true;
   }
-  send(request: NonNullable<MessageInitShape<typeof ProcessingRequestSchema>["request"]>): void {
-    this.emit("data", toBinary(ProcessingRequestSchema, create(ProcessingRequestSchema, { request })));
+  send(
+    request: NonNullable<MessageInitShape<typeof ProcessingRequestSchema>["request"]>,
+    attributes: Record<string, string> = {},
+  ): void {
+    const init = { request, attributes: { "envoy.filters.http.ext_proc": attributes } };
+    this.emit("data", toBinary(ProcessingRequestSchema, create(ProcessingRequestSchema, init)));
   }
 }
 
@@ -167,6 +172,29 @@ test("no Google token: the provider's request replaces the client's on the body 
     assert.equal(upstream.written.length, 1);
     assert.deepEqual(mutationOf(upstream.written[0]), { set: {}, remove: [] });
   });
+});
+
+test("an entry expecting an upstream stage, to a cluster Envoy has without one (CDS before RDS): served in one stage", () => {
+  const id = result.llm.routes.get("default/gw|httproute/default/llm/rule/0/match/0") ?? "";
+  const entry = result.llm.entries.get(id);
+  assert.ok(entry?.single !== undefined);
+  // The route's previous entry, from when its cluster still had the upstream stage.
+  const { single, ...twoStage } = entry;
+  const entries = new Map([...result.llm.entries, ["two-stage", twoStage]]);
+  service.update({ ...result, llm: { ...result.llm, entries } });
+  const call = new Call({ "x-sluice-llm-entry": "two-stage" });
+  const attributes = { [LLM_CLUSTER_ATTRIBUTE]: single.cluster, [LLM_SINGLE_PROVIDER_ATTRIBUTE]: single.provider };
+  call.send(requestHeaders("/openai/v1/chat/completions"), attributes);
+  call.send(chatBody);
+  const { set } = mutationOf(call.written[1]);
+  assert.equal(set[":authority"], "127.0.0.1:9", "the provider's request, not the client's");
+  assert.equal(set.authorization, "Bearer sk-openai");
+
+  // Without the cluster's mark, the same entry leaves the provider work to the upstream stage.
+  const other = new Call({ "x-sluice-llm-entry": "two-stage" });
+  other.send(requestHeaders("/openai/v1/chat/completions"), { [LLM_CLUSTER_ATTRIBUTE]: single.cluster });
+  other.send(chatBody);
+  assert.deepEqual(mutationOf(other.written[1]), { set: {}, remove: [] });
 });
 
 test("while a Google token is fetched, later messages wait: answers keep their order", async () => {

@@ -48,6 +48,7 @@ import {
   translateError,
 } from "../../llm/index.js";
 import { extractUsage } from "../../llm/usage.js";
+import type { SingleStage } from "../../translate/llm/stages.js";
 import {
   LLM_CLUSTER_ATTRIBUTE,
   LLM_ENTRY_METADATA,
@@ -55,6 +56,7 @@ import {
   LLM_METADATA_NAMESPACE,
   LLM_PROVIDER_ATTRIBUTE,
   LLM_REQUEST_ID_HEADER,
+  LLM_SINGLE_PROVIDER_ATTRIBUTE,
   LLM_STAGE_METADATA,
   type LlmProviderEntry,
   type LlmRouteEntry,
@@ -89,6 +91,8 @@ interface RequestState {
   readonly entry: LlmRouteEntry;
   readonly routeType: RouteType;
   readonly client: ClientFormat | undefined;
+  /** Served in one stage: the router level does the provider work (decided once, on the request headers). */
+  readonly single: SingleStage | undefined;
   body?: Obj;
   /** Request headers, for CEL transformations. */
   headers: Record<string, string>;
@@ -129,6 +133,18 @@ function headerMap(h: HttpHeaders | undefined): Record<string, string> {
 function attribute(req: ProcessingRequest, name: string): string | undefined {
   const v = req.attributes["envoy.filters.http.ext_proc"]?.[name];
   return typeof v === "string" ? v : undefined;
+}
+
+/**
+ * One stage when the route's entry says so, or when the cluster Envoy routes to has no upstream stage (its metadata
+ * names its one provider): Envoy applies a new cluster before the routes that go with it, so for a moment a route's
+ * entry may still expect an upstream stage its cluster no longer has.
+ */
+function singleOf(entry: LlmRouteEntry, req: ProcessingRequest): SingleStage | undefined {
+  if (entry.single !== undefined) return entry.single;
+  const provider = attribute(req, LLM_SINGLE_PROVIDER_ATTRIBUTE);
+  const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE);
+  return provider !== undefined && cluster !== undefined ? { cluster, provider } : undefined;
 }
 
 function mutation(
@@ -435,7 +451,13 @@ export class LlmExtProcService {
           return clientErrorResponse(client, { status: 429, kind: "rate_limit", message: "token rate limit exceeded" });
         }
         const id = randomUUID();
-        const state: RequestState = { entry, routeType, client, headers: headerMap(r.value) };
+        const state: RequestState = {
+          entry,
+          routeType,
+          client,
+          single: singleOf(entry, req),
+          headers: headerMap(r.value),
+        };
         this.#requests.set(id, state);
         set(state, id);
         const also = { [LLM_REQUEST_ID_HEADER]: id };
@@ -444,7 +466,7 @@ export class LlmExtProcService {
           client === undefined
             ? { modeOverride: bodyMode(ProcessingMode_BodySendMode.BUFFERED, ProcessingMode_BodySendMode.NONE) }
             : {};
-        const single = entry.single;
+        const single = state.single;
         if (single !== undefined && (client === undefined || r.value.endOfStream)) {
           // One stage, and no body to translate: the provider's destination and credentials are set now.
           return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
@@ -478,7 +500,7 @@ export class LlmExtProcService {
             [LLM_METADATA_KEYS.streaming]: state.body.stream === true,
           },
         };
-        const single = state.entry.single;
+        const single = state.single;
         if (single === undefined) return respond("requestBody", {}, { metadata });
         // One stage: the provider's request (headers and translated body) replaces the client's here. Envoy's router
         // reads the new path and authority after this filter; the route stays the one already selected.
@@ -684,7 +706,7 @@ export class LlmExtProcService {
     }
     // Served in one stage: the router level did the provider work. The cluster keeps this stage for other routes
     // (or for this route's previous table entry, while Envoy changes configuration).
-    if (state.entry.single !== undefined) return respond("requestHeaders");
+    if (state.single !== undefined) return respond("requestHeaders");
     const work = this.#providerWork(
       state,
       attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? "",

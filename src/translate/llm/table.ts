@@ -28,6 +28,14 @@ export const LLM_ENTRY_METADATA = "x-sluice-llm-entry";
 export const LLM_STAGE_METADATA = "x-sluice-llm-stage";
 export const LLM_PROVIDER_ATTRIBUTE = `xds.upstream_host_metadata.filter_metadata['${LLM_METADATA_NAMESPACE}']['provider']`;
 export const LLM_CLUSTER_ATTRIBUTE = "xds.cluster_name";
+/**
+ * Cluster metadata key present on an AI cluster without the upstream ext_proc (every route to it is served in one
+ * stage): the name of its one provider. The router-level stage reads it from the cluster Envoy actually routes to, so
+ * a request whose route still names a two-stage entry while Envoy already has the cluster without the upstream stage
+ * (CDS is applied before RDS) is served in one stage instead of reaching the provider untranslated.
+ */
+export const LLM_SINGLE_PROVIDER_KEY = "single_provider";
+export const LLM_SINGLE_PROVIDER_ATTRIBUTE = `xds.cluster_metadata.filter_metadata['${LLM_METADATA_NAMESPACE}']['${LLM_SINGLE_PROVIDER_KEY}']`;
 
 export type RouteType =
   | "Completions"

@@ -33,6 +33,8 @@ import {
   LLM_ENTRY_METADATA,
   LLM_METADATA_NAMESPACE,
   LLM_PROVIDER_ATTRIBUTE,
+  LLM_SINGLE_PROVIDER_ATTRIBUTE,
+  LLM_SINGLE_PROVIDER_KEY,
   LLM_STAGE_METADATA,
 } from "../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
@@ -89,6 +91,8 @@ export function routerExtProc(): ExternalProcessor {
       responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
     },
     allowModeOverride: true,
+    // The cluster Envoy routes to, and its one provider when it has no upstream stage (see singleOf in the service).
+    requestAttributes: [LLM_CLUSTER_ATTRIBUTE, LLM_SINGLE_PROVIDER_ATTRIBUTE],
     messageTimeout: durationFromMs(MESSAGE_TIMEOUT_MS),
     metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE] } },
     // One stage: the provider's `:authority` (a routing header, refused without this) and the translated length.
@@ -104,6 +108,7 @@ function endpointMetadata(provider: string) {
 /** `upstreamStage`: whether the cluster keeps the upstream LLM ext_proc (some route reaching it needs two stages). */
 export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluster {
   const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
+  const only = upstreamStage ? undefined : c.groups.flat()[0];
   const init: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
     connectTimeout: durationFromMs(5000),
@@ -174,6 +179,10 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
     // Envoy's panic mode does exactly that; a 1 % threshold enters it only when (almost) nothing healthy is left, so a
     // healthy lower-priority group still takes over from an evicted higher one.
     commonLbConfig: { healthyPanicThreshold: { value: 1 } },
+    // Without the upstream stage the router-level stage serves every request to it, whatever entry its route names.
+    ...(only === undefined
+      ? {}
+      : { metadata: { filterMetadata: { [LLM_METADATA_NAMESPACE]: { [LLM_SINGLE_PROVIDER_KEY]: only.name } } } }),
     typedExtensionProtocolOptions: {
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
         HttpProtocolOptionsSchema,
