@@ -7,6 +7,8 @@ cd "$root"
 bash scripts/setup.sh
 source scripts/env.sh
 export PATH="$root/node_modules/.bin:$PATH"
+# The LLM ext_proc's own wire reader/writer is checked against protobuf-es on every message the suite exchanges.
+export SLUICE_EXTPROC_WIRE_CHECK=1
 tsc -p tsconfig.json
 biome ci --error-on-warnings --colors=off .
 if [ "$#" -gt 0 ]; then files=("$@"); else mapfile -t files < <(find dist/test -name '*.test.js' | sort); fi

@@ -25,8 +25,6 @@ import {
   type CommonResponseSchema,
   ExternalProcessor,
   type HeaderMutationSchema,
-  type HttpHeaders,
-  type ProcessingRequest,
   ProcessingRequestSchema,
   type ProcessingResponse,
   ProcessingResponseSchema,
@@ -68,6 +66,7 @@ import { GoogleTokens } from "./google-tokens.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import { clientFormatOf, providerFormatFor, providerRequest, routeTypeOf } from "./provider.js";
 import { TokenLimiter } from "./token-limits.js";
+import { type ExtProcHeaders, type ExtProcRequest, readProcessingRequest, writeProcessingResponse } from "./wire.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 type Obj = Record<string, unknown>;
@@ -117,20 +116,20 @@ export interface LlmServiceOptions {
   readonly now?: () => number;
 }
 
-function header(h: HttpHeaders | undefined, name: string): string | undefined {
+function header(h: ExtProcHeaders | undefined, name: string): string | undefined {
   for (const x of h?.headers?.headers ?? []) {
     if (x.key === name) return x.value !== "" ? x.value : td.decode(x.rawValue);
   }
   return undefined;
 }
 
-function headerMap(h: HttpHeaders | undefined): Record<string, string> {
+function headerMap(h: ExtProcHeaders | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const x of h?.headers?.headers ?? []) out[x.key] = x.value !== "" ? x.value : td.decode(x.rawValue);
   return out;
 }
 
-function attribute(req: ProcessingRequest, name: string): string | undefined {
+function attribute(req: ExtProcRequest, name: string): string | undefined {
   const v = req.attributes["envoy.filters.http.ext_proc"]?.[name];
   return typeof v === "string" ? v : undefined;
 }
@@ -140,7 +139,7 @@ function attribute(req: ProcessingRequest, name: string): string | undefined {
  * names its one provider): Envoy applies a new cluster before the routes that go with it, so for a moment a route's
  * entry may still expect an upstream stage its cluster no longer has.
  */
-function singleOf(entry: LlmRouteEntry, req: ProcessingRequest): SingleStage | undefined {
+function singleOf(entry: LlmRouteEntry, req: ExtProcRequest): SingleStage | undefined {
   if (entry.single !== undefined) return entry.single;
   const provider = attribute(req, LLM_SINGLE_PROVIDER_ATTRIBUTE);
   const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE);
@@ -235,6 +234,42 @@ function andThen<T, U>(v: T | Promise<T>, f: (t: T) => U): U | Promise<U> {
   return v instanceof Promise ? v.then(f) : f(v);
 }
 
+/**
+ * `SLUICE_EXTPROC_WIRE_CHECK=1` (the test suite sets it): every message the hot path reads or writes is also decoded or
+ * encoded by protobuf-es, and a difference is an error.
+ */
+const WIRE_CHECK = process.env["SLUICE_EXTPROC_WIRE_CHECK"] === "1";
+
+/** The parts of a request the service reads, comparable as JSON. */
+function wireView(req: ExtProcRequest): string {
+  const r = req.request;
+  const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+  const value =
+    r.case === "requestHeaders" || r.case === "responseHeaders"
+      ? {
+          headers: r.value.headers?.headers.map((h) => [h.key, h.value, hex(h.rawValue)]),
+          endOfStream: r.value.endOfStream,
+        }
+      : r.case === "requestBody" || r.case === "responseBody"
+        ? { body: hex(r.value.body), endOfStream: r.value.endOfStream }
+        : undefined;
+  return JSON.stringify({ case: r.case, value, attributes: req.attributes });
+}
+
+function checkRead(bytes: Uint8Array, req: ExtProcRequest): void {
+  const reference = fromBinary(ProcessingRequestSchema, bytes);
+  if (wireView(reference) !== wireView(req)) {
+    throw new Error(`wire reader differs from protobuf-es: ${wireView(req)} vs ${wireView(reference)}`);
+  }
+}
+
+function checkWrite(r: ProcessingResponse, bytes: Uint8Array): void {
+  const reference = toBinary(ProcessingResponseSchema, r);
+  if (Buffer.compare(Buffer.from(reference), Buffer.from(bytes)) !== 0) {
+    throw new Error(`wire writer differs from protobuf-es for ${r.response.case ?? "a response"}`);
+  }
+}
+
 const ROUTER_MODE = {
   requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
   requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
@@ -267,7 +302,7 @@ const CLIENT_CREDENTIAL_HEADERS = ["authorization", "x-api-key", "api-key", "x-g
 
 /** What the handlers use of a Process call, on grpc-js or on the hot-path server. */
 interface ExtProcCall {
-  on(event: "data", fn: (req: ProcessingRequest) => void): void;
+  on(event: "data", fn: (req: ExtProcRequest) => void): void;
   on(event: "end", fn: () => void): void;
   on(event: "error", fn: (e: Error) => void): void;
   write(r: ProcessingResponse): void;
@@ -325,18 +360,23 @@ export class LlmExtProcService {
             return;
           }
           raw.on("data", (bytes) => {
-            let req: ProcessingRequest;
+            let req: ExtProcRequest;
             try {
-              req = fromBinary(ProcessingRequestSchema, bytes);
+              req = readProcessingRequest(bytes);
+              if (WIRE_CHECK) checkRead(bytes, req);
             } catch (e) {
               this.#log(`llm ext_proc: undecodable message: ${(e as Error).message}`);
               raw.end();
               return;
             }
-            (fn as (r: ProcessingRequest) => void)(req);
+            (fn as (r: ExtProcRequest) => void)(req);
           });
         }) as ExtProcCall["on"],
-        write: (r) => raw.write(toBinary(ProcessingResponseSchema, r)),
+        write: (r) => {
+          const bytes = writeProcessingResponse(r);
+          if (WIRE_CHECK) checkWrite(r, bytes);
+          raw.write(bytes);
+        },
         end: () => raw.end(),
       };
       this.#process(call, (key) => {
@@ -380,7 +420,7 @@ export class LlmExtProcService {
       forget();
       call.end();
     };
-    const answer = (req: ProcessingRequest, out: Answer) => {
+    const answer = (req: ExtProcRequest, out: Answer) => {
       if (closed || out === undefined) return;
       call.write(out);
       // Close our side once the exchange is over: left open, Envoy resets the stream when the HTTP request ends,
@@ -394,7 +434,7 @@ export class LlmExtProcService {
       call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
       close();
     };
-    const handle = (req: ProcessingRequest): Promise<void> | undefined => {
+    const handle = (req: ExtProcRequest): Promise<void> | undefined => {
       let out: Answer | Promise<Answer>;
       try {
         out = this.#routerMessage(
@@ -422,7 +462,7 @@ export class LlmExtProcService {
       if (pending === undefined) close();
       else void pending.then(close);
     });
-    call.on("data", (req: ProcessingRequest) => {
+    call.on("data", (req: ExtProcRequest) => {
       const next = pending === undefined ? handle(req) : pending.then(() => handle(req));
       pending = next;
       void next?.then(() => {
@@ -432,7 +472,7 @@ export class LlmExtProcService {
   }
 
   #routerMessage(
-    req: ProcessingRequest,
+    req: ExtProcRequest,
     entryId: string,
     resp: ResponseState,
     get: () => RequestState | undefined,
@@ -517,7 +557,7 @@ export class LlmExtProcService {
     }
   }
 
-  #responseHeaders(state: RequestState | undefined, h: HttpHeaders, resp: ResponseState): ProcessingResponse {
+  #responseHeaders(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): ProcessingResponse {
     resp.status = Number(header(h, ":status") ?? "0");
     resp.headers = headerMap(h);
     const attempt = state?.attempt;
@@ -681,7 +721,7 @@ export class LlmExtProcService {
   #upstream(call: ExtProcCall): void {
     call.on("error", () => {});
     call.on("end", () => call.end());
-    call.on("data", (req: ProcessingRequest) => {
+    call.on("data", (req: ExtProcRequest) => {
       if (req.request.case !== "requestHeaders") return;
       const h = req.request.value;
       Promise.resolve()
@@ -698,7 +738,7 @@ export class LlmExtProcService {
     });
   }
 
-  #attempt(req: ProcessingRequest, h: HttpHeaders): ProcessingResponse | Promise<ProcessingResponse> {
+  #attempt(req: ExtProcRequest, h: ExtProcHeaders): ProcessingResponse | Promise<ProcessingResponse> {
     const id = header(h, LLM_REQUEST_ID_HEADER);
     const state = id === undefined ? undefined : this.#requests.get(id);
     if (state === undefined) {
@@ -836,7 +876,7 @@ export class LlmExtProcService {
 }
 
 /** Whether `out`, the answer to `req`, ends the ext_proc exchange for this HTTP request. */
-function isLast(req: ProcessingRequest, out: ProcessingResponse): boolean {
+function isLast(req: ExtProcRequest, out: ProcessingResponse): boolean {
   if (out.response.case === "immediateResponse") return true;
   const r = req.request;
   return (

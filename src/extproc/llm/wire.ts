@@ -1,0 +1,481 @@
+// The ext_proc messages of the LLM hot path, read and written directly on the wire.
+//
+// protobuf-es decodes and encodes by reflection: for the four or five messages of each LLM request that was about a
+// third of the Sluice CPU per request (bench/llm.ts, profiled). The reader keeps only what the LLM service reads of a
+// ProcessingRequest (the request oneof with headers, bodies and end of stream, and the attributes); the writer covers
+// every field the service sets on a ProcessingResponse and refuses any other (a bug, caught by the tests), writing
+// fields in field-number order as protobuf-es does, so its bytes equal toBinary()'s
+// (test/unit/llm-wire.test.ts compares both, and `SLUICE_EXTPROC_WIRE_CHECK=1` makes the server compare every message).
+//
+// Field numbers (envoy.service.ext_proc.v3, envoy.config.core.v3, google.protobuf):
+//   ProcessingRequest   2 request_headers, 3 response_headers (HttpHeaders), 4 request_body, 5 response_body
+//                       (HttpBody), 6 request_trailers, 7 response_trailers, 9 attributes (map<string, Struct>)
+//   HttpHeaders         1 headers (HeaderMap), 3 end_of_stream          HttpBody   1 body, 2 end_of_stream
+//   HeaderMap           1 headers (HeaderValue: 1 key, 2 value, 3 raw_value)
+//   ProcessingResponse  1..6 headers/body/trailers responses, 7 immediate_response, 8 dynamic_metadata (Struct),
+//                       9 mode_override (ProcessingMode)
+//   HeadersResponse, BodyResponse   1 response (CommonResponse)
+//   CommonResponse      1 status, 2 header_mutation, 3 body_mutation, 5 clear_route_cache
+//   HeaderMutation      1 set_headers (HeaderValueOption: 1 header, 3 append_action, 4 keep_empty_value),
+//                       2 remove_headers
+//   BodyMutation        1 body, 2 clear_body (oneof)
+//   ImmediateResponse   1 status (HttpStatus: 1 code), 2 headers (HeaderMutation), 3 body, 5 details
+//   ProcessingMode      1..6 header and body send modes
+//   Struct 1 fields (map<string, Value>); Value 1 null, 2 number, 3 string, 4 bool, 5 struct, 6 list; ListValue 1 values
+
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type {
+  CommonResponse,
+  HeaderMutation,
+  ProcessingResponse,
+} from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
+
+/** A header as Envoy sends it: `raw_value` (bytes) when Envoy is configured so, `value` otherwise. */
+export interface ExtProcHeader {
+  readonly key: string;
+  readonly value: string;
+  readonly rawValue: Uint8Array;
+}
+
+export interface ExtProcHeaders {
+  readonly headers?: { readonly headers: readonly ExtProcHeader[] } | undefined;
+  readonly endOfStream: boolean;
+}
+
+export interface ExtProcBody {
+  readonly body: Uint8Array;
+  readonly endOfStream: boolean;
+}
+
+/** What the LLM service reads of a ProcessingRequest; protobuf-es's ProcessingRequest is one too. */
+export interface ExtProcRequest {
+  readonly request:
+    | { readonly case: "requestHeaders" | "responseHeaders"; readonly value: ExtProcHeaders }
+    | { readonly case: "requestBody" | "responseBody"; readonly value: ExtProcBody }
+    | { readonly case: "requestTrailers" | "responseTrailers"; readonly value: unknown }
+    | { readonly case: undefined; readonly value?: undefined };
+  readonly attributes: { readonly [namespace: string]: JsonObject };
+}
+
+// ---- reading ----
+
+class Reader {
+  pos = 0;
+  readonly buf: Buffer;
+  constructor(bytes: Uint8Array) {
+    this.buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  varint(): number {
+    let result = 0;
+    for (let shift = 0; shift < 64; shift += 7) {
+      const b = this.buf[this.pos++];
+      if (b === undefined) throw new Error("truncated varint");
+      result += (b & 0x7f) * 2 ** shift;
+      if ((b & 0x80) === 0) return result;
+    }
+    throw new Error("varint too long");
+  }
+
+  /** The end of the length-delimited field at the cursor, which is left at its start. */
+  end(): number {
+    const n = this.varint();
+    const end = this.pos + n;
+    if (end > this.buf.byteLength) throw new Error("truncated field");
+    return end;
+  }
+
+  bytes(): Uint8Array {
+    const end = this.end();
+    const v = this.buf.subarray(this.pos, end);
+    this.pos = end;
+    return v;
+  }
+
+  string(): string {
+    const end = this.end();
+    const v = this.buf.toString("utf8", this.pos, end);
+    this.pos = end;
+    return v;
+  }
+
+  double(): number {
+    if (this.pos + 8 > this.buf.byteLength) throw new Error("truncated double");
+    const v = this.buf.readDoubleLE(this.pos);
+    this.pos += 8;
+    return v;
+  }
+
+  skip(wireType: number): void {
+    if (wireType === 0) this.varint();
+    else if (wireType === 2) this.pos = this.end();
+    else if (wireType === 1) this.pos += 8;
+    else if (wireType === 5) this.pos += 4;
+    else throw new Error(`unsupported wire type ${wireType}`);
+    if (this.pos > this.buf.byteLength) throw new Error("truncated field");
+  }
+}
+
+const EMPTY: Uint8Array = new Uint8Array(0);
+
+function readHeaderValue(r: Reader, end: number): ExtProcHeader {
+  let key = "";
+  let value = "";
+  let rawValue = EMPTY;
+  while (r.pos < end) {
+    const tag = r.varint();
+    const field = tag >>> 3;
+    if (field === 1 && (tag & 7) === 2) key = r.string();
+    else if (field === 2 && (tag & 7) === 2) value = r.string();
+    else if (field === 3 && (tag & 7) === 2) rawValue = r.bytes();
+    else r.skip(tag & 7);
+  }
+  return { key, value, rawValue };
+}
+
+function readHeaders(r: Reader, end: number): ExtProcHeaders {
+  let headers: ExtProcHeader[] | undefined;
+  let endOfStream = false;
+  while (r.pos < end) {
+    const tag = r.varint();
+    const field = tag >>> 3;
+    if (field === 1 && (tag & 7) === 2) {
+      const mapEnd = r.end();
+      headers ??= [];
+      while (r.pos < mapEnd) {
+        const t = r.varint();
+        if (t >>> 3 === 1 && (t & 7) === 2) headers.push(readHeaderValue(r, r.end()));
+        else r.skip(t & 7);
+      }
+    } else if (field === 3 && (tag & 7) === 0) endOfStream = r.varint() !== 0;
+    else r.skip(tag & 7);
+  }
+  return { ...(headers !== undefined ? { headers: { headers } } : {}), endOfStream };
+}
+
+function readBody(r: Reader, end: number): ExtProcBody {
+  let body = EMPTY;
+  let endOfStream = false;
+  while (r.pos < end) {
+    const tag = r.varint();
+    const field = tag >>> 3;
+    if (field === 1 && (tag & 7) === 2) body = r.bytes();
+    else if (field === 2 && (tag & 7) === 0) endOfStream = r.varint() !== 0;
+    else r.skip(tag & 7);
+  }
+  return { body, endOfStream };
+}
+
+function readValue(r: Reader, end: number): JsonValue {
+  let v: JsonValue = null;
+  while (r.pos < end) {
+    const tag = r.varint();
+    const field = tag >>> 3;
+    if (field === 1 && (tag & 7) === 0) {
+      r.varint();
+      v = null;
+    } else if (field === 2 && (tag & 7) === 1) v = r.double();
+    else if (field === 3 && (tag & 7) === 2) v = r.string();
+    else if (field === 4 && (tag & 7) === 0) v = r.varint() !== 0;
+    else if (field === 5 && (tag & 7) === 2) v = readStruct(r, r.end());
+    else if (field === 6 && (tag & 7) === 2) {
+      const listEnd = r.end();
+      const list: JsonValue[] = [];
+      while (r.pos < listEnd) {
+        const t = r.varint();
+        if (t >>> 3 === 1 && (t & 7) === 2) list.push(readValue(r, r.end()));
+        else r.skip(t & 7);
+      }
+      v = list;
+    } else r.skip(tag & 7);
+  }
+  return v;
+}
+
+function readStruct(r: Reader, end: number): JsonObject {
+  const out: JsonObject = {};
+  while (r.pos < end) {
+    const tag = r.varint();
+    if (tag >>> 3 !== 1 || (tag & 7) !== 2) {
+      r.skip(tag & 7);
+      continue;
+    }
+    const entryEnd = r.end();
+    let key = "";
+    let value: JsonValue = null;
+    while (r.pos < entryEnd) {
+      const t = r.varint();
+      if (t >>> 3 === 1 && (t & 7) === 2) key = r.string();
+      else if (t >>> 3 === 2 && (t & 7) === 2) value = readValue(r, r.end());
+      else r.skip(t & 7);
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+const HEADER_CASES = { 2: "requestHeaders", 3: "responseHeaders" } as const;
+const BODY_CASES = { 4: "requestBody", 5: "responseBody" } as const;
+const TRAILER_CASES = { 6: "requestTrailers", 7: "responseTrailers" } as const;
+
+/** Reads a ProcessingRequest; throws on malformed bytes. */
+export function readProcessingRequest(bytes: Uint8Array): ExtProcRequest {
+  const r = new Reader(bytes);
+  let request: ExtProcRequest["request"] = { case: undefined };
+  const attributes: { [namespace: string]: JsonObject } = {};
+  while (r.pos < bytes.byteLength) {
+    const tag = r.varint();
+    const field = tag >>> 3;
+    if ((tag & 7) !== 2) {
+      r.skip(tag & 7);
+      continue;
+    }
+    if (field === 2 || field === 3) request = { case: HEADER_CASES[field], value: readHeaders(r, r.end()) };
+    else if (field === 4 || field === 5) request = { case: BODY_CASES[field], value: readBody(r, r.end()) };
+    else if (field === 6 || field === 7) {
+      r.pos = r.end();
+      request = { case: TRAILER_CASES[field], value: {} };
+    } else if (field === 9) {
+      const entryEnd = r.end();
+      let key = "";
+      let value: JsonObject = {};
+      while (r.pos < entryEnd) {
+        const t = r.varint();
+        if (t >>> 3 === 1 && (t & 7) === 2) key = r.string();
+        else if (t >>> 3 === 2 && (t & 7) === 2) value = readStruct(r, r.end());
+        else r.skip(t & 7);
+      }
+      attributes[key] = value;
+    } else r.skip(2);
+  }
+  return { request, attributes };
+}
+
+// ---- writing ----
+
+/** Grows as needed; `mark`/`close` write a length-delimited field whose length is known once its content is written. */
+class Writer {
+  buf = Buffer.allocUnsafe(1024);
+  pos = 0;
+
+  #room(n: number): void {
+    if (this.pos + n <= this.buf.byteLength) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.byteLength * 2, this.pos + n));
+    this.buf.copy(next, 0, 0, this.pos);
+    this.buf = next;
+  }
+
+  varint(v: number): void {
+    this.#room(10);
+    while (v > 0x7f) {
+      this.buf[this.pos++] = (v & 0x7f) | 0x80;
+      v = Math.floor(v / 128);
+    }
+    this.buf[this.pos++] = v;
+  }
+
+  tag(field: number, wireType: number): void {
+    this.varint(field * 8 + wireType);
+  }
+
+  /** Starts a length-delimited field: reserves room for a length of up to 5 bytes. */
+  mark(field: number): number {
+    this.tag(field, 2);
+    this.#room(5);
+    const at = this.pos;
+    this.pos += 5;
+    return at;
+  }
+
+  /** Ends the field started at `at`: writes its length, moving the content back over the unused reserved bytes. */
+  close(at: number): void {
+    const start = at + 5;
+    const n = this.pos - start;
+    let lenBytes = 1;
+    while (n >= 2 ** (7 * lenBytes)) lenBytes++;
+    if (lenBytes < 5) this.buf.copy(this.buf, at + lenBytes, start, this.pos);
+    let v = n;
+    for (let i = 0; i < lenBytes; i++) {
+      this.buf[at + i] = i === lenBytes - 1 ? v : (v & 0x7f) | 0x80;
+      v = Math.floor(v / 128);
+    }
+    this.pos = at + lenBytes + n;
+  }
+
+  bytes(field: number, v: Uint8Array): void {
+    this.tag(field, 2);
+    this.varint(v.byteLength);
+    this.#room(v.byteLength);
+    this.buf.set(v, this.pos);
+    this.pos += v.byteLength;
+  }
+
+  string(field: number, v: string): void {
+    const n = Buffer.byteLength(v, "utf8");
+    this.tag(field, 2);
+    this.varint(n);
+    this.#room(n);
+    this.pos += this.buf.write(v, this.pos, "utf8");
+  }
+
+  double(field: number, v: number): void {
+    this.tag(field, 1);
+    this.#room(8);
+    this.buf.writeDoubleLE(v, this.pos);
+    this.pos += 8;
+  }
+
+  /** Proto3 implicit presence: zero values are not written. */
+  enumOrBool(field: number, v: number | boolean): void {
+    const n = typeof v === "boolean" ? (v ? 1 : 0) : v;
+    if (n === 0) return;
+    this.tag(field, 0);
+    this.varint(n);
+  }
+}
+
+function unsupported(what: string): never {
+  throw new Error(`ext_proc wire writer: ${what} is not supported`);
+}
+
+function writeValue(w: Writer, v: JsonValue): void {
+  if (v === null) {
+    w.tag(1, 0);
+    w.varint(0);
+  } else if (typeof v === "number") w.double(2, v);
+  else if (typeof v === "string") w.string(3, v);
+  else if (typeof v === "boolean") {
+    w.tag(4, 0);
+    w.varint(v ? 1 : 0);
+  } else if (Array.isArray(v)) {
+    const at = w.mark(6);
+    for (const x of v) {
+      const e = w.mark(1);
+      writeValue(w, x);
+      w.close(e);
+    }
+    w.close(at);
+  } else {
+    const at = w.mark(5);
+    writeStruct(w, v);
+    w.close(at);
+  }
+}
+
+function writeStruct(w: Writer, o: JsonObject): void {
+  for (const key of Object.keys(o)) {
+    const entry = w.mark(1);
+    w.string(1, key);
+    const value = w.mark(2);
+    writeValue(w, o[key] ?? null);
+    w.close(value);
+    w.close(entry);
+  }
+}
+
+function writeHeaderMutation(w: Writer, m: HeaderMutation): void {
+  for (const o of m.setHeaders) {
+    const option = w.mark(1);
+    if (o.header !== undefined) {
+      const h = w.mark(1);
+      if (o.header.key !== "") w.string(1, o.header.key);
+      if (o.header.value !== "") w.string(2, o.header.value);
+      if (o.header.rawValue.byteLength > 0) w.bytes(3, o.header.rawValue);
+      w.close(h);
+    }
+    if (o.append !== undefined) unsupported("HeaderValueOption.append");
+    w.enumOrBool(3, o.appendAction);
+    w.enumOrBool(4, o.keepEmptyValue);
+    w.close(option);
+  }
+  for (const name of m.removeHeaders) w.string(2, name);
+}
+
+function writeCommon(w: Writer, c: CommonResponse): void {
+  w.enumOrBool(1, c.status);
+  if (c.headerMutation !== undefined) {
+    const at = w.mark(2);
+    writeHeaderMutation(w, c.headerMutation);
+    w.close(at);
+  }
+  if (c.bodyMutation !== undefined) {
+    const at = w.mark(3);
+    const m = c.bodyMutation.mutation;
+    if (m.case === "body") w.bytes(1, m.value);
+    else if (m.case === "clearBody") {
+      w.tag(2, 0);
+      w.varint(m.value ? 1 : 0);
+    } else if (m.case !== undefined) unsupported(`BodyMutation.${m.case}`);
+    w.close(at);
+  }
+  if (c.trailers !== undefined) unsupported("CommonResponse.trailers");
+  w.enumOrBool(5, c.clearRouteCache);
+}
+
+const RESPONSE_FIELDS = { requestHeaders: 1, responseHeaders: 2, requestBody: 3, responseBody: 4 } as const;
+
+/** Writes a ProcessingResponse (the fields the LLM service sets; any other throws). */
+export function writeProcessingResponse(r: ProcessingResponse): Uint8Array {
+  const w = new Writer();
+  const resp = r.response;
+  switch (resp.case) {
+    case "requestHeaders":
+    case "responseHeaders":
+    case "requestBody":
+    case "responseBody": {
+      const at = w.mark(RESPONSE_FIELDS[resp.case]);
+      if (resp.value.response !== undefined) {
+        const common = w.mark(1);
+        writeCommon(w, resp.value.response);
+        w.close(common);
+      }
+      w.close(at);
+      break;
+    }
+    case "immediateResponse": {
+      const i = resp.value;
+      const at = w.mark(7);
+      if (i.status !== undefined) {
+        const s = w.mark(1);
+        w.enumOrBool(1, i.status.code);
+        w.close(s);
+      }
+      if (i.headers !== undefined) {
+        const h = w.mark(2);
+        writeHeaderMutation(w, i.headers);
+        w.close(h);
+      }
+      if (i.body.byteLength > 0) w.bytes(3, i.body);
+      if (i.grpcStatus !== undefined) unsupported("ImmediateResponse.grpc_status");
+      if (i.details !== "") w.string(5, i.details);
+      w.close(at);
+      break;
+    }
+    case undefined:
+      break;
+    default:
+      unsupported(`ProcessingResponse.${resp.case}`);
+  }
+  if (r.dynamicMetadata !== undefined) {
+    const at = w.mark(8);
+    writeStruct(w, r.dynamicMetadata);
+    w.close(at);
+  }
+  if (r.modeOverride !== undefined) {
+    const m = r.modeOverride;
+    const at = w.mark(9);
+    w.enumOrBool(1, m.requestHeaderMode);
+    w.enumOrBool(2, m.responseHeaderMode);
+    w.enumOrBool(3, m.requestBodyMode);
+    w.enumOrBool(4, m.responseBodyMode);
+    w.enumOrBool(5, m.requestTrailerMode);
+    w.enumOrBool(6, m.responseTrailerMode);
+    w.close(at);
+  }
+  if (r.overrideMessageTimeout !== undefined) unsupported("ProcessingResponse.override_message_timeout");
+  if (Object.keys(r.typedDynamicMetadata).length > 0) unsupported("ProcessingResponse.typed_dynamic_metadata");
+  if (r.requestDrain || r.requestDrainRequests || r.requestDrainResponses)
+    unsupported("ProcessingResponse.request_drain");
+  if (r.serverWindowUpdate !== undefined) unsupported("ProcessingResponse.server_window_update");
+  return w.buf.subarray(0, w.pos);
+}
