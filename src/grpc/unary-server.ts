@@ -43,6 +43,7 @@ const ERROR = {
   PROTOCOL_ERROR: 1,
   INTERNAL_ERROR: 2,
   FLOW_CONTROL_ERROR: 3,
+  REFUSED_STREAM: 7,
   FRAME_SIZE_ERROR: 6,
   COMPRESSION_ERROR: 9,
 };
@@ -50,6 +51,8 @@ const ERROR = {
 const MAX_FRAME = 16_384;
 const MAX_WINDOW = 2 ** 31 - 1;
 const MAX_HEADER_LIST = 64 * 1024;
+/** Streams open at once on a connection (advertised; Envoy's circuit breaker for sluice_authz allows as many). */
+const MAX_STREAMS = 65_536;
 /** Larger requests are refused: a CheckRequest carries headers and at most a bounded body. */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
@@ -137,7 +140,7 @@ class Connection {
     // Our SETTINGS: streams may carry up to 2^31-1 bytes before a WINDOW_UPDATE; the connection window is opened too.
     const settings = Buffer.alloc(12);
     settings.writeUInt16BE(0x3, 0); // MAX_CONCURRENT_STREAMS
-    settings.writeUInt32BE(65_536, 2);
+    settings.writeUInt32BE(MAX_STREAMS, 2);
     settings.writeUInt16BE(0x4, 6); // INITIAL_WINDOW_SIZE
     settings.writeUInt32BE(MAX_WINDOW, 8);
     this.#queue(frameHeader(12, FRAME.SETTINGS, 0, 0), settings);
@@ -307,6 +310,13 @@ class Connection {
     }
     if (id % 2 === 0 || id <= this.#lastStream) return; // a stream already closed here, or not a client stream
     this.#lastStream = id;
+    if (this.#streams.size >= MAX_STREAMS) {
+      // Above what this side advertised (SETTINGS_MAX_CONCURRENT_STREAMS).
+      const p = Buffer.allocUnsafe(4);
+      p.writeUInt32BE(ERROR.REFUSED_STREAM, 0);
+      this.#queue(frameHeader(4, FRAME.RST_STREAM, 0, id), p);
+      return;
+    }
     const headers: Record<string, string> = {};
     for (const [name, value] of list) headers[name] = name in headers ? `${headers[name]},${value}` : value;
     const s = new Stream(id, headers, this.#peerInitialWindow);
