@@ -2,8 +2,12 @@
 // holds; a response carries only resources whose version differs and the names that went away. A reconnecting client
 // tells what it holds in initial_resource_versions, so only the difference is sent.
 //
-// Envoys get RouteConfigurations without virtual hosts and subscribe to VirtualHosts (VHDS) by route configuration
-// name, a namespace: every virtual host named `<route configuration>/<hostname>` belongs to it.
+// Envoys get RouteConfigurations without virtual hosts and fetch VirtualHosts (VHDS). Envoy matches a virtual host to
+// its route configuration by namespace (the name before the last '/': `<route configuration>/<hostname>`) but does
+// not tell the server the namespaces: its VHDS request names nothing (a wildcard; new_grpc_mux_impl.cc). So a client
+// is sent the virtual hosts of the route configurations it holds, and all of a route configuration's virtual hosts
+// again whenever it is sent a route configuration it did not hold (Envoy then starts a new VHDS watch, which sees
+// only what arrives after it).
 import { create } from "@bufbuild/protobuf";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
 import {
@@ -15,7 +19,15 @@ import {
 import { setVersion, type XdsResource } from "./resource.js";
 import { resourcesOf, type Snapshot } from "./snapshot.js";
 import { StreamBase, type StreamDeps } from "./stream-base.js";
-import { isKnownType, isNamespacedType, isWildcardType, namespaceOf, ROUTE_TYPE, shortTypeName } from "./type-urls.js";
+import {
+  isKnownType,
+  isNamespacedType,
+  isWildcardType,
+  namespaceOf,
+  ROUTE_TYPE,
+  shortTypeName,
+  VIRTUAL_HOST_TYPE,
+} from "./type-urls.js";
 
 interface DeltaTypeState {
   wildcard: boolean;
@@ -119,7 +131,7 @@ export class DeltaStream extends StreamBase {
       const legacyWildcard =
         request.resourceNamesSubscribe.length === 0 &&
         request.resourceNamesUnsubscribe.length === 0 &&
-        isWildcardType(typeUrl);
+        (isWildcardType(typeUrl) || isNamespacedType(typeUrl));
       if (legacyWildcard) state.wildcard = true;
       for (const [name, version] of Object.entries(request.initialResourceVersions)) {
         if (subscribed(state, typeUrl, name)) state.known.set(name, version);
@@ -133,6 +145,23 @@ export class DeltaStream extends StreamBase {
 
     const snapshot = this.snapshot();
     if (snapshot) this.respond(typeUrl, snapshot);
+  }
+
+  /** Names of the route configurations this client holds (or is being sent) in their VHDS form. */
+  #vhdsRoutesHeld(snapshot: Snapshot): Set<string> {
+    const held = new Set<string>();
+    if (!this.#vhds) return held;
+    for (const name of this.#states.get(ROUTE_TYPE)?.known.keys() ?? [])
+      if (snapshot.vhdsRoutes.has(name)) held.add(name);
+    return held;
+  }
+
+  /** The client's VHDS watch for route configuration `name` is new or gone: it holds none of its virtual hosts. */
+  #forgetVirtualHosts(name: string): void {
+    const state = this.#states.get(VIRTUAL_HOST_TYPE);
+    if (!state) return;
+    forgetKnown(state, VIRTUAL_HOST_TYPE, name);
+    state.toldAbsent.delete(name);
   }
 
   /** The resources of `typeUrl` this client is served: for Envoys, RouteConfigurations in their VHDS form. */
@@ -151,8 +180,13 @@ export class DeltaStream extends StreamBase {
 
     const all = this.#served(typeUrl, snapshot);
     const desired = new Map<string, XdsResource>();
+    // Virtual hosts go only with a route configuration the client holds (in their VHDS form: a whole one has them).
+    const held = typeUrl === VIRTUAL_HOST_TYPE ? this.#vhdsRoutesHeld(snapshot) : undefined;
     if (state.wildcard || isNamespacedType(typeUrl)) {
-      for (const [name, r] of all) if (subscribed(state, typeUrl, name)) desired.set(name, r);
+      for (const [name, r] of all) {
+        if (subscribed(state, typeUrl, name) && (held === undefined || held.has(namespaceOf(name))))
+          desired.set(name, r);
+      }
     }
     for (const name of state.names) {
       const r = all.get(name);
@@ -165,7 +199,7 @@ export class DeltaStream extends StreamBase {
     const removed = [...state.known.keys()].filter((name) => !desired.has(name));
     // Subscribed names that do not exist: saying so lets the client stop waiting for them (no 15 s timeout). A
     // namespace is absent while it has no resources: Envoy's VHDS then sees its name removed and stops waiting.
-    const absent = [...state.names].filter(
+    const absent = [...new Set([...state.names, ...(held ?? [])])].filter(
       (name) =>
         !desired.has(name) &&
         !state.known.has(name) &&
@@ -184,6 +218,10 @@ export class DeltaStream extends StreamBase {
       return;
     }
 
+    if (typeUrl === ROUTE_TYPE && this.#vhds) {
+      for (const r of updated) if (!state.known.has(r.name)) this.#forgetVirtualHosts(r.name);
+      for (const name of removed) this.#forgetVirtualHosts(name);
+    }
     const revert = new Map<string, string | undefined>();
     for (const r of updated) {
       revert.set(r.name, state.known.get(r.name));
@@ -195,7 +233,9 @@ export class DeltaStream extends StreamBase {
       revert.set(name, state.known.get(name));
       state.known.delete(name);
     }
-    for (const name of [...removed, ...absent]) if (state.names.has(name)) state.toldAbsent.add(name);
+    for (const name of [...removed, ...absent]) {
+      if (state.names.has(name) || held?.has(name)) state.toldAbsent.add(name);
+    }
     state.revert = revert;
 
     const nonce = this.nextNonce();
@@ -216,5 +256,7 @@ export class DeltaStream extends StreamBase {
         controlPlane: { identifier: "sluice" },
       }),
     );
+    // Route configurations the client did not hold need their virtual hosts, right after them.
+    if (typeUrl === ROUTE_TYPE && this.#vhds) this.respond(VIRTUAL_HOST_TYPE, snapshot);
   }
 }

@@ -577,8 +577,8 @@ describe("VHDS on delta ADS", () => {
     assert.equal(rc.vhds?.configSource?.configSourceSpecifier.case, "ads");
     s.write(deltaRequest({ typeUrl: ROUTE_TYPE, responseNonce: rds.nonce }));
 
-    // Envoy subscribes with the route configuration's name (use_namespace_matching).
-    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, resourceNamesSubscribe: ["r"] }));
+    // Envoy's VHDS request names nothing: it matches namespaces itself (use_namespace_matching).
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE }));
     const first = await s.next();
     assert.deepEqual(deltaNames(first), ["r/a.example", "r/b.example"]);
     for (const r of first.resources) {
@@ -606,19 +606,25 @@ describe("VHDS on delta ADS", () => {
     s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: third.nonce }));
     await s.expectNothing(50);
 
-    // A resubscription (Envoy restarting VHDS) gets the whole namespace again.
-    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, resourceNamesUnsubscribe: ["r"] }));
+    // The route configuration dropped and asked for again (a new VHDS watch in Envoy): its virtual hosts follow it.
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, resourceNamesUnsubscribe: ["r"] }));
     await s.expectNothing(50);
-    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, resourceNamesSubscribe: ["r"] }));
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, resourceNamesSubscribe: ["r"] }));
+    const rdsAgain = await s.next();
+    assert.equal(rdsAgain.typeUrl, ROUTE_TYPE);
     const again = await s.next();
+    assert.equal(again.typeUrl, VIRTUAL_HOST_TYPE);
     assert.deepEqual(deltaNames(again), ["r/a.example", "r/c.example"]);
     s.close();
   });
 
-  it("tells Envoy an empty namespace is absent, so its VHDS stops waiting", async () => {
+  it("tells Envoy a route configuration without virtual hosts is absent, so its VHDS stops waiting", async () => {
     h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({})));
     const s = h.client.delta();
-    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, node: ENVOY, resourceNamesSubscribe: ["r"] }));
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, node: ENVOY, resourceNamesSubscribe: ["r"] }));
+    const rds = await s.next();
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, responseNonce: rds.nonce }));
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE }));
     const empty = await s.next();
     assert.deepEqual(deltaNames(empty), []);
     assert.deepEqual(empty.removedResources, ["r"]);
@@ -635,7 +641,10 @@ describe("VHDS on delta ADS", () => {
   it("records a NACK of virtual hosts and resends them with the next change", async () => {
     h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "a", "b.example": "b" })));
     const s = h.client.delta();
-    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, node: ENVOY, resourceNamesSubscribe: ["r"] }));
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, node: ENVOY, resourceNamesSubscribe: ["r"] }));
+    const rds = await s.next();
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, responseNonce: rds.nonce }));
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE }));
     const first = await s.next();
     s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: first.nonce }));
     await s.expectNothing(50);
