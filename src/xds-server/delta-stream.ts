@@ -240,6 +240,10 @@ export class DeltaStream extends StreamBase {
 
     const nonce = this.nextNonce();
     this.markSent(typeUrl, version, nonce);
+    this.progressOf(typeUrl).lastSent = {
+      resources: updated.map((r) => r.name),
+      removed: [...removed, ...absent].sort(byName),
+    };
     this.#send(
       create(DeltaDiscoveryResponseSchema, {
         systemVersionInfo: version,

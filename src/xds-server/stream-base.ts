@@ -24,6 +24,8 @@ export interface TypeProgress {
   ackedVersion: string | undefined;
   /** A response was sent and its ACK/NACK has not arrived: hold further responses of this type until it does. */
   inFlight: boolean;
+  /** Delta: names in the latest response. */
+  lastSent?: { readonly resources: readonly string[]; readonly removed: readonly string[] };
 }
 
 /**
@@ -190,6 +192,7 @@ export abstract class StreamBase implements StatusSource {
         sentNonce: p.sentNonce,
         ackedVersion: p.ackedVersion,
         lastNack: this.#deps.tracker.lastNack(node.id, typeUrl),
+        ...(p.lastSent !== undefined ? { lastSent: p.lastSent } : {}),
       }))
       .sort((a, b) => (a.typeUrl < b.typeUrl ? -1 : 1));
     return {
