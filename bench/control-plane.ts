@@ -304,7 +304,10 @@ async function routeAcks(adminPort: number): Promise<unknown> {
   const s = (await (await fetch(`http://127.0.0.1:${adminPort}/status/xds`)).json()) as {
     streams: { types: { typeUrl: string; ackedVersion?: string }[] }[];
   };
-  return s.streams.map((st) => st.types.find((t) => t.typeUrl.endsWith("RouteConfiguration"))?.ackedVersion);
+  // Over delta, Envoy gets route changes as VirtualHosts (VHDS); a change is ACKed on one type or the other.
+  return s.streams.map((st) =>
+    st.types.filter((t) => /RouteConfiguration$|VirtualHost$/.test(t.typeUrl)).map((t) => t.ackedVersion),
+  );
 }
 
 console.log(

@@ -18,8 +18,12 @@ export function listenerChainName(gateway: string, port: number, listener: strin
   return `gateway/${gateway}/port/${port}/listener/${listener}`;
 }
 
+/**
+ * `<route configuration>/<hostname>`: over VHDS, Envoy takes everything before the last '/' of a VirtualHost's
+ * resource name as the route configuration it belongs to (its namespace), and a hostname has no '/'.
+ */
 export function virtualHostName(routeConfig: string, hostname: string): string {
-  return `${routeConfig}/host/${hostname}`;
+  return `${routeConfig}/${hostname}`;
 }
 
 export function secretName(namespace: string, name: string): string {

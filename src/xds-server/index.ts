@@ -16,4 +16,5 @@ export {
   ROUTE_TYPE,
   SECRET_TYPE,
   shortTypeName,
+  VIRTUAL_HOST_TYPE,
 } from "./type-urls.js";

@@ -13,6 +13,12 @@ export interface XdsServerOptions {
   /** The cache to serve; a new one when omitted (reach it as `server.cache`). */
   readonly cache?: SnapshotCache;
   readonly logger?: XdsLogger;
+  /**
+   * Envoys on delta ADS get RouteConfigurations without virtual hosts and fetch those over VHDS, so a change sends
+   * and Envoy decodes only the virtual hosts it touched (default true). SotW streams and other clients always get
+   * whole RouteConfigurations.
+   */
+  readonly vhds?: boolean;
 }
 
 export interface ListenOptions {
@@ -37,7 +43,12 @@ export class XdsServer {
 
   constructor(options: XdsServerOptions = {}) {
     this.cache = options.cache ?? new SnapshotCache();
-    this.#deps = { cache: this.cache, tracker: this.#tracker, logger: options.logger ?? stderrLogger };
+    this.#deps = {
+      cache: this.cache,
+      tracker: this.#tracker,
+      logger: options.logger ?? stderrLogger,
+      vhds: options.vhds ?? true,
+    };
   }
 
   /** Adds the ADS service to a grpc-js server (to share one port with other Sluice services). */

@@ -13,6 +13,8 @@ export interface StreamDeps {
   readonly cache: SnapshotCache;
   readonly tracker: XdsTracker;
   readonly logger: XdsLogger;
+  /** Serve VHDS to Envoys on delta ADS (XdsServerOptions.vhds). */
+  readonly vhds: boolean;
 }
 
 /** Per stream and type: the last response sent and what the client said about it. */
@@ -22,6 +24,8 @@ export interface TypeProgress {
   ackedVersion: string | undefined;
   /** A response was sent and its ACK/NACK has not arrived: hold further responses of this type until it does. */
   inFlight: boolean;
+  /** Delta: names in the latest response. */
+  lastSent?: { readonly resources: readonly string[]; readonly removed: readonly string[] };
 }
 
 /**
@@ -38,7 +42,7 @@ export abstract class StreamBase implements StatusSource {
   readonly #kind: StreamKind;
   readonly #id: number;
   readonly #connectedAt = new Date();
-  #node: { readonly id: string; readonly group: string } | undefined;
+  #node: { readonly id: string; readonly group: string; readonly userAgent: string } | undefined;
   #nonce = 0;
   #unwatch: (() => void) | undefined;
   #closed = false;
@@ -57,6 +61,11 @@ export abstract class StreamBase implements StatusSource {
 
   protected get nodeId(): string {
     return this.#node?.id ?? "";
+  }
+
+  /** The node's user_agent_name ("envoy" for Envoy), once the node is known. */
+  protected get userAgentName(): string {
+    return this.#node?.userAgent ?? "";
   }
 
   protected get closed(): boolean {
@@ -81,7 +90,7 @@ export abstract class StreamBase implements StatusSource {
       return false;
     }
     const group = nodeGroup(node);
-    this.#node = { id: node.id, group };
+    this.#node = { id: node.id, group, userAgent: node.userAgentName };
     this.#deps.logger.info("stream connected", { stream: this.#id, kind: this.#kind, node: node.id, group });
     this.#unwatch = this.#deps.cache.watch(group, (snapshot) => this.#onSnapshot(snapshot));
     return true;
@@ -183,6 +192,7 @@ export abstract class StreamBase implements StatusSource {
         sentNonce: p.sentNonce,
         ackedVersion: p.ackedVersion,
         lastNack: this.#deps.tracker.lastNack(node.id, typeUrl),
+        ...(p.lastSent !== undefined ? { lastSent: p.lastSent } : {}),
       }))
       .sort((a, b) => (a.typeUrl < b.typeUrl ? -1 : 1));
     return {

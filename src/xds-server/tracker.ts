@@ -19,6 +19,8 @@ export interface TypeStatus {
   readonly ackedVersion: string | undefined;
   /** Last NACK of this type by this node, on this stream or an earlier one. */
   readonly lastNack: NackRecord | undefined;
+  /** Delta: names in the latest response, changed and removed (shows that one change sent one virtual host). */
+  readonly lastSent?: { readonly resources: readonly string[]; readonly removed: readonly string[] } | undefined;
 }
 
 export interface StreamStatus {

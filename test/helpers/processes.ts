@@ -157,11 +157,17 @@ export async function startTestEnvoy(
 }
 
 /** A temporary directory for a test's YAML files. */
-export function tempConfigDir(): { dir: string; write(name: string, text: string): void; cleanup(): void } {
+export function tempConfigDir(): {
+  dir: string;
+  write(name: string, text: string): void;
+  remove(name: string): void;
+  cleanup(): void;
+} {
   const dir = mkdtempSync(join(tmpdir(), "sluice-e2e-"));
   return {
     dir,
     write: (name, text) => writeFileSync(join(dir, name), text),
+    remove: (name) => rmSync(join(dir, name), { force: true }),
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

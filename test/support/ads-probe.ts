@@ -95,6 +95,12 @@ export class AdsProbeClient {
 export interface NodeInit {
   readonly id: string;
   readonly cluster?: string;
+  /** "envoy" makes the server treat the client as Envoy (VHDS on delta). */
+  readonly userAgentName?: string;
+}
+
+function node(init: NodeInit) {
+  return { id: init.id, cluster: init.cluster ?? "", userAgentName: init.userAgentName ?? "" };
 }
 
 type SotwInit = Partial<Pick<DiscoveryRequest, "versionInfo" | "resourceNames" | "responseNonce">> & {
@@ -109,7 +115,7 @@ export function sotwRequest(init: SotwInit): DiscoveryRequest {
     versionInfo: init.versionInfo ?? "",
     resourceNames: init.resourceNames ?? [],
     responseNonce: init.responseNonce ?? "",
-    ...(init.node ? { node: { id: init.node.id, cluster: init.node.cluster ?? "" } } : {}),
+    ...(init.node ? { node: node(init.node) } : {}),
     ...(init.error !== undefined ? { errorDetail: { code: 3, message: init.error } } : {}),
   });
 }
@@ -132,7 +138,7 @@ export function deltaRequest(init: DeltaInit): DeltaDiscoveryRequest {
     resourceNamesUnsubscribe: init.resourceNamesUnsubscribe ?? [],
     initialResourceVersions: init.initialResourceVersions ?? {},
     responseNonce: init.responseNonce ?? "",
-    ...(init.node ? { node: { id: init.node.id, cluster: init.node.cluster ?? "" } } : {}),
+    ...(init.node ? { node: node(init.node) } : {}),
     ...(init.error !== undefined ? { errorDetail: { code: 3, message: init.error } } : {}),
   });
 }

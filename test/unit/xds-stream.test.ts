@@ -1,15 +1,24 @@
 // The ADS stream logic, driven through a real grpc-js client on loopback: nonces, stale nonces, ACK, NACK, pushes.
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, it } from "node:test";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { Cluster_LbPolicy } from "../../src/gen/envoy/config/cluster/v3/cluster_pb.js";
+import { VirtualHostSchema } from "../../src/gen/envoy/config/route/v3/route_components_pb.js";
+import { RouteConfigurationSchema } from "../../src/gen/envoy/config/route/v3/route_pb.js";
 import type {
   DeltaDiscoveryResponse,
   DiscoveryResponse,
 } from "../../src/gen/envoy/service/discovery/v3/discovery_pb.js";
 import { buildSnapshot, type SnapshotInput } from "../../src/xds-server/snapshot.js";
 import type { TypeStatus } from "../../src/xds-server/tracker.js";
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from "../../src/xds-server/type-urls.js";
+import {
+  CLUSTER_TYPE,
+  ENDPOINT_TYPE,
+  LISTENER_TYPE,
+  ROUTE_TYPE,
+  VIRTUAL_HOST_TYPE,
+} from "../../src/xds-server/type-urls.js";
 import { deltaRequest, sotwRequest } from "../support/ads-probe.js";
 import { apiListener, edsCluster, endpoints, routeTo } from "../support/xds-fixtures.js";
 import { startXds, type XdsHarness } from "../support/xds-harness.js";
@@ -522,5 +531,165 @@ describe("incremental (delta) ADS", () => {
     assert.deepEqual(deltaNames(third), ["b"]);
     assert.equal(h.server.status().counters.nacks, 0);
     s.close();
+  });
+});
+
+describe("VHDS on delta ADS", () => {
+  let h: XdsHarness;
+  beforeEach(async () => {
+    h = await startXds();
+  });
+  afterEach(async () => {
+    await h.close();
+  });
+
+  const ENVOY = { ...NODE, userAgentName: "envoy" };
+
+  /** Route configuration r with one virtual host per entry of `hosts` (hostname → cluster). */
+  function vhdsInput(hosts: Readonly<Record<string, string>>): SnapshotInput {
+    const base = input();
+    return {
+      ...base,
+      routes: [
+        create(RouteConfigurationSchema, {
+          name: "r",
+          virtualHosts: Object.entries(hosts).flatMap(([host, cluster]) =>
+            routeTo("r", cluster, [host]).virtualHosts.map((vh) => Object.assign(vh, { name: `r/${host}` })),
+          ),
+        }),
+      ],
+    };
+  }
+
+  function decodeRoute(response: DeltaDiscoveryResponse) {
+    const value = response.resources[0]?.resource?.value;
+    assert.ok(value);
+    return fromBinary(RouteConfigurationSchema, value);
+  }
+
+  it("serves Envoy the route configuration without virtual hosts and the virtual hosts by namespace", async () => {
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "a", "b.example": "b" })));
+    const s = h.client.delta();
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, node: ENVOY, resourceNamesSubscribe: ["r"] }));
+    const rds = await s.next();
+    const rc = decodeRoute(rds);
+    assert.equal(rc.virtualHosts.length, 0);
+    assert.equal(rc.vhds?.configSource?.configSourceSpecifier.case, "ads");
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, responseNonce: rds.nonce }));
+
+    // Envoy's VHDS request names nothing: it matches namespaces itself (use_namespace_matching).
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE }));
+    const first = await s.next();
+    assert.deepEqual(deltaNames(first), ["r/a.example", "r/b.example"]);
+    for (const r of first.resources) {
+      const vh = fromBinary(VirtualHostSchema, r.resource?.value ?? new Uint8Array());
+      assert.equal(vh.name, r.name, "Envoy removes a virtual host by matching removed_resources against its name");
+    }
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: first.nonce }));
+    await s.expectNothing(50);
+    assert.equal(typeStatus(h, VIRTUAL_HOST_TYPE)?.ackedVersion, first.systemVersionInfo);
+
+    // One virtual host changes: only it is sent; the route configuration is not.
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "b", "b.example": "b" })));
+    const second = await s.next();
+    assert.equal(second.typeUrl, VIRTUAL_HOST_TYPE);
+    assert.deepEqual(deltaNames(second), ["r/a.example"]);
+    assert.deepEqual(second.removedResources, []);
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: second.nonce }));
+    await s.expectNothing(50);
+
+    // A hostname goes away and another appears.
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "b", "c.example": "a" })));
+    const third = await s.next();
+    assert.deepEqual(deltaNames(third), ["r/c.example"]);
+    assert.deepEqual(third.removedResources, ["r/b.example"]);
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: third.nonce }));
+    await s.expectNothing(50);
+
+    // The route configuration dropped and asked for again (a new VHDS watch in Envoy): its virtual hosts follow it.
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, resourceNamesUnsubscribe: ["r"] }));
+    await s.expectNothing(50);
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, resourceNamesSubscribe: ["r"] }));
+    const rdsAgain = await s.next();
+    assert.equal(rdsAgain.typeUrl, ROUTE_TYPE);
+    const again = await s.next();
+    assert.equal(again.typeUrl, VIRTUAL_HOST_TYPE);
+    assert.deepEqual(deltaNames(again), ["r/a.example", "r/c.example"]);
+    s.close();
+  });
+
+  it("tells Envoy a route configuration without virtual hosts is absent, so its VHDS stops waiting", async () => {
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({})));
+    const s = h.client.delta();
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, node: ENVOY, resourceNamesSubscribe: ["r"] }));
+    const rds = await s.next();
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, responseNonce: rds.nonce }));
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE }));
+    const empty = await s.next();
+    assert.deepEqual(deltaNames(empty), []);
+    assert.deepEqual(empty.removedResources, ["r"]);
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: empty.nonce }));
+    await s.expectNothing(50);
+
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "a" })));
+    const added = await s.next();
+    assert.deepEqual(deltaNames(added), ["r/a.example"]);
+    assert.deepEqual(added.removedResources, []);
+    s.close();
+  });
+
+  it("records a NACK of virtual hosts and resends them with the next change", async () => {
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "a", "b.example": "b" })));
+    const s = h.client.delta();
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, node: ENVOY, resourceNamesSubscribe: ["r"] }));
+    const rds = await s.next();
+    s.write(deltaRequest({ typeUrl: ROUTE_TYPE, responseNonce: rds.nonce }));
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE }));
+    const first = await s.next();
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: first.nonce }));
+    await s.expectNothing(50);
+
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "nowhere", "b.example": "b" })));
+    const rejected = await s.next();
+    assert.deepEqual(deltaNames(rejected), ["r/a.example"]);
+    s.write(deltaRequest({ typeUrl: VIRTUAL_HOST_TYPE, responseNonce: rejected.nonce, error: "unknown cluster" }));
+    await s.expectNothing();
+    assert.equal(typeStatus(h, VIRTUAL_HOST_TYPE)?.lastNack?.message, "unknown cluster");
+    assert.equal(typeStatus(h, VIRTUAL_HOST_TYPE)?.ackedVersion, first.systemVersionInfo);
+
+    // The client kept its previous a.example: a new version of it goes out with the change to b.example.
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "b", "b.example": "a" })));
+    const next = await s.next();
+    assert.deepEqual(deltaNames(next), ["r/a.example", "r/b.example"]);
+    s.close();
+  });
+
+  it("serves whole route configurations to other delta clients and to Envoy over SotW", async () => {
+    h.server.cache.setSnapshot(GROUP, buildSnapshot(vhdsInput({ "a.example": "a" })));
+    const grpc = h.client.delta();
+    grpc.write(
+      deltaRequest({ typeUrl: ROUTE_TYPE, node: { id: "grpc-1", cluster: GROUP }, resourceNamesSubscribe: ["r"] }),
+    );
+    const rc = decodeRoute(await grpc.next());
+    assert.equal(rc.vhds, undefined);
+    assert.deepEqual(
+      rc.virtualHosts.map((vh) => vh.name),
+      ["r/a.example"],
+    );
+    grpc.close();
+
+    const sotw = h.client.sotw();
+    sotw.write(
+      sotwRequest({
+        typeUrl: ROUTE_TYPE,
+        node: { id: "envoy-2", cluster: GROUP, userAgentName: "envoy" },
+        resourceNames: ["r"],
+      }),
+    );
+    const response = await sotw.next();
+    const whole = fromBinary(RouteConfigurationSchema, response.resources[0]?.value ?? new Uint8Array());
+    assert.equal(whole.vhds, undefined);
+    assert.equal(whole.virtualHosts.length, 1);
+    sotw.close();
   });
 });

@@ -14,7 +14,13 @@ import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
 import type { XdsResources } from "./resources.js";
 import { buildRoute } from "./route.js";
-import { encodeRoute, encodeRouteConfiguration, encodeVirtualHost, joinBytes } from "./route-bytes.js";
+import {
+  encodeRoute,
+  encodeRouteConfiguration,
+  encodeVhdsRouteConfiguration,
+  encodeVirtualHost,
+  joinBytes,
+} from "./route-bytes.js";
 import { buildSecret } from "./secret.js";
 
 export interface BuildResult {
@@ -98,7 +104,12 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
       const routes = vh.routes.map((r) => routeBytes(r, early.get(rc.name) !== undefined));
       return joined(vh.name, vh.domains.join("\n"), routes, () => encodeVirtualHost(vh.name, vh.domains, routes));
     });
-    return { name: rc.name, parts: encodeRouteConfiguration(rc.name, hosts) };
+    return {
+      name: rc.name,
+      parts: encodeRouteConfiguration(rc.name, hosts),
+      virtualHosts: rc.virtualHosts.map((vh, i) => ({ name: vh.name, value: hosts[i] as Uint8Array })),
+      vhds: encodeVhdsRouteConfiguration(rc.name),
+    };
   });
   let routes: RouteConfiguration[] | undefined;
   const xds: XdsResources = {

@@ -29,13 +29,21 @@ export interface XdsResources {
   readonly routes: readonly RouteConfiguration[];
   readonly secrets: readonly Secret[];
   /** The route configurations already serialized, in `routes` order; snapshots use these bytes as they are. */
-  readonly encodedRoutes?: readonly EncodedResource[];
+  readonly encodedRoutes?: readonly EncodedRouteConfiguration[];
 }
 
 /** A serialized xDS resource and its name; the bytes are the concatenation of `parts`. */
 export interface EncodedResource {
   readonly name: string;
   readonly parts: readonly Uint8Array[];
+}
+
+/** A serialized route configuration, with what VHDS serves instead of it (see xds-server/snapshot.ts). */
+export interface EncodedRouteConfiguration extends EncodedResource {
+  /** Its virtual hosts' bytes (shared with `parts`), by name. */
+  readonly virtualHosts: readonly { readonly name: string; readonly value: Uint8Array }[];
+  /** The route configuration without virtual hosts, fetching them over VHDS. */
+  readonly vhds: Uint8Array;
 }
 
 /** Every message type Sluice packs into an Any, so JSON/YAML output can print typed_config. */

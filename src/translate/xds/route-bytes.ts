@@ -5,6 +5,7 @@
 
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { RouteSchema, VirtualHostSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { ROUTE_CONFIGURATION_FIELDS } from "./route.js";
@@ -43,6 +44,21 @@ export function encodeRouteConfiguration(name: string, virtualHosts: readonly Ui
   }
   parts.push(TRAILER);
   return parts;
+}
+
+/**
+ * The same route configuration for VHDS: no virtual hosts (Envoy fetches them over ADS, one resource each, named
+ * `<name>/<hostname>`), the other fields as in encodeRouteConfiguration.
+ */
+export function encodeVhdsRouteConfiguration(name: string): Uint8Array {
+  return toBinary(
+    RouteConfigurationSchema,
+    create(RouteConfigurationSchema, {
+      name,
+      vhds: { configSource: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 } },
+      ...ROUTE_CONFIGURATION_FIELDS,
+    }),
+  );
 }
 
 /** The bytes of a resource given in parts. */
