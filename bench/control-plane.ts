@@ -2,7 +2,8 @@
 //
 // Measures, per size: load + validation, full translation (without and with the memo `sluice serve` keeps),
 // translation after a one-route change with that memo,
-// snapshot size, process memory, and — with a real Envoy over SotW and delta ADS — the time from a file change to
+// snapshot size, process memory, and — with a real Envoy over SotW ADS, delta ADS (virtual hosts over VHDS) and delta
+// ADS with `--no-vhds` (whole RouteConfigurations, the baseline VHDS is measured against) — the time from a file change to
 // Envoy's ACK and to the new route answering, while a client keeps sending requests (failures counted).
 //
 //   node dist/bench/control-plane.js [--sizes 100,1000,5000] [--changes 20]
@@ -174,14 +175,18 @@ async function inProcess(n: number): Promise<Record<string, string>> {
   };
 }
 
-async function withEnvoy(n: number, delta: boolean): Promise<Record<string, string>> {
+/** How Envoy gets its xDS: state of the world, delta with virtual hosts over VHDS, or delta with whole RouteConfigurations. */
+type XdsMode = "sotw" | "delta" | "delta-no-vhds";
+
+async function withEnvoy(n: number, mode: XdsMode): Promise<Record<string, string>> {
+  const delta = mode !== "sotw";
   const cfg = tempConfigDir();
   const a = await startEchoUpstream("a");
   const b = await startEchoUpstream("b");
   const port = await freePort();
   cfg.write("gateway.yaml", gatewayYaml(port) + backendsYaml(a.port, b.port));
   writeRoutes(cfg.write, n);
-  const sluice = await startSluice("serve", cfg.dir);
+  const sluice = await startSluice("serve", cfg.dir, mode === "delta-no-vhds" ? { extraArgs: ["--no-vhds"] } : {});
   live.add(sluice.stop);
   const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw", delta });
   live.add(envoy.stop);
@@ -283,7 +288,7 @@ async function withEnvoy(n: number, delta: boolean): Promise<Record<string, stri
   cfg.cleanup();
   return {
     routes: String(n),
-    xds: delta ? "delta" : "sotw",
+    xds: mode,
     "change→ACK p50 ms": quantile(toAck, 0.5).toFixed(1),
     "change→ACK p90 ms": quantile(toAck, 0.9).toFixed(1),
     "change→serving p50 ms": quantile(toServe, 0.5).toFixed(1),
@@ -321,7 +326,9 @@ if (values["in-process-only"]) process.exit(0);
 console.log("\n== through Envoy: file change to ACK and to serving, with a client running ==");
 const rows: Record<string, string>[] = [];
 try {
-  for (const n of sizes) for (const delta of [false, true]) rows.push(await withEnvoy(n, delta));
+  for (const n of sizes) {
+    for (const mode of ["sotw", "delta", "delta-no-vhds"] as const) rows.push(await withEnvoy(n, mode));
+  }
 } finally {
   await Promise.all([...live].map((stop) => stop()));
 }

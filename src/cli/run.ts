@@ -86,6 +86,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
     authorizationPath: parseAuthorizationPath(values["authorization-path"]),
+    vhds: !values["no-vhds"],
     log,
     onGateways: syncEnvoys,
   });

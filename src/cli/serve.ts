@@ -15,6 +15,8 @@ export const SERVER_OPTIONS = {
   "admin-port": { type: "string", default: "18001" },
   // auto: authorization rules that compile to Envoy RBAC run natively; sluice: all of them in Sluice's ext_authz.
   "authorization-path": { type: "string", default: "auto" },
+  // Envoys on delta ADS get virtual hosts over VHDS unless this is set (then whole RouteConfigurations, as on SotW).
+  "no-vhds": { type: "boolean", default: false },
 } as const;
 
 export function parseAuthorizationPath(value: string): AuthorizationPath {
@@ -57,6 +59,7 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
     authorizationPath: parseAuthorizationPath(values["authorization-path"]),
+    vhds: !values["no-vhds"],
     log: (line) => io.stderr(`${line}\n`),
   });
   await server.start();

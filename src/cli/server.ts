@@ -24,6 +24,8 @@ export interface SluiceServerOptions {
   readonly log: (line: string) => void;
   /** See TranslateOptions.authorizationPath. */
   readonly authorizationPath?: AuthorizationPath;
+  /** Virtual hosts over VHDS to Envoys on delta ADS (default true; XdsServerOptions.vhds). */
+  readonly vhds?: boolean;
   /** Called after each successful publish with the Gateways now served. */
   readonly onGateways?: (gateways: readonly string[]) => void;
 }
@@ -67,7 +69,7 @@ export class SluiceServer {
       warn: (m, f) => opts.log(`xds warning: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
       error: (m, f) => opts.log(`xds error: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
     };
-    this.xds = new XdsServer({ logger });
+    this.xds = new XdsServer({ logger, vhds: opts.vhds ?? true });
     this.#services = defaultServices({ log: opts.log });
   }
 
