@@ -133,3 +133,35 @@ describe("VHDS through Envoy on delta ADS", () => {
     assert.equal(await upstreamOf(port, "two.example"), "b");
   });
 });
+
+describe("--no-vhds: delta Envoys get whole RouteConfigurations", () => {
+  const cfg = tempConfigDir();
+  let up: Upstream;
+  let port = 0;
+  let sluice: SluiceProcess;
+  let envoy: TestEnvoy;
+
+  before(async () => {
+    up = await startEchoUpstream("a");
+    port = await freePort();
+    cfg.write("gateway.yaml", gatewayYaml(port));
+    cfg.write("backends.yaml", backendsYaml({ a: up }));
+    cfg.write("one.yaml", routeYaml("one.example", "a"));
+    sluice = await startSluice("serve", cfg.dir, { extraArgs: ["--no-vhds"] });
+    envoy = await startTestEnvoy(sluice, { delta: true });
+  });
+
+  after(async () => {
+    await envoy?.stop();
+    await sluice?.stop();
+    await up?.close();
+    cfg.cleanup();
+  });
+
+  test("routes are served, and no VirtualHost resource is ever sent", async () => {
+    await waitFor("one.example", async () => ((await upstreamOf(port, "one.example")) === "a" ? true : undefined));
+    assert.ok((await typeStatus(sluice, RDS))?.ackedVersion, "the RouteConfiguration was acknowledged");
+    assert.equal((await vhdsStatus(sluice))?.sentVersion, undefined);
+    assert.equal(await envoyCounter(envoy, ".vhds.config_reload"), 0);
+  });
+});
