@@ -68,16 +68,31 @@ function toSourceProblem(doc: LoadedDocument, p: Problem): SourceProblem {
   };
 }
 
+/** Whether a parsed document holds a number JSON does not print as itself (NaN, ±Infinity, -0). */
+function hasSpecialNumber(v: unknown): boolean {
+  if (typeof v === "number") return !Number.isFinite(v) || Object.is(v, -0);
+  if (typeof v !== "object" || v === null) return false;
+  if (Array.isArray(v)) {
+    for (const x of v) if (hasSpecialNumber(x)) return true;
+    return false;
+  }
+  for (const k in v) if (hasSpecialNumber((v as Record<string, unknown>)[k])) return true;
+  return false;
+}
+
 /**
  * A digest of a parsed document's JSON, written so that it tells apart what JSON alone would not (`.nan`, `.inf` and
  * `-0` print as null/0).
  */
-function contentKey(value: unknown): string {
-  const json = JSON.stringify(value, (_, v: unknown) =>
-    typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0))
-      ? `\u0000number:${Object.is(v, -0) ? "-0" : v}`
-      : v,
-  );
+export function contentKey(value: unknown): string {
+  // The replacer costs several times JSON.stringify itself, and such numbers are rare: it runs only when there is one.
+  const json = hasSpecialNumber(value)
+    ? JSON.stringify(value, (_, v: unknown) =>
+        typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0))
+          ? `\u0000number:${Object.is(v, -0) ? "-0" : v}`
+          : v,
+      )
+    : JSON.stringify(value);
   // Kept for every document while its file is unchanged: a digest, not the JSON itself.
   return createHash("sha256").update(json).digest("base64");
 }
