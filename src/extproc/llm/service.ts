@@ -423,8 +423,8 @@ export class LlmExtProcService {
     const answer = (req: ExtProcRequest, out: Answer) => {
       if (closed || out === undefined) return;
       call.write(out);
-      // Close our side once the exchange is over: left open, Envoy resets the stream when the HTTP request ends,
-      // and a burst of resets makes nghttp2 (rapid-reset protection) drop the whole connection to Sluice.
+      // Close our side once the exchange is over: the stream ends with our trailers rather than Envoy's reset when the
+      // HTTP request ends (on grpc-js, a burst of such resets trips nghttp2's rapid-reset protection).
       if (isLast(req, out)) close();
     };
     const fail = (e: unknown) => {
