@@ -149,11 +149,16 @@ class Connection {
 
   #teardown(): void {
     if (this.#dead) return;
+    this.#abandon("connection closed");
+    this.#socket.destroy();
+  }
+
+  /** The connection is over: no more output, the server forgets it, open calls end with an error. */
+  #abandon(why: string): void {
     this.#dead = true;
     this.#server.forget(this);
-    for (const s of this.#streams.values()) s.bidi?.abort(new Error("connection closed"));
+    for (const s of this.#streams.values()) s.bidi?.abort(new Error(why));
     this.#streams.clear();
-    this.#socket.destroy();
   }
 
   close(): void {
@@ -312,9 +317,7 @@ class Connection {
     this.#lastStream = id;
     if (this.#streams.size >= MAX_STREAMS) {
       // Above what this side advertised (SETTINGS_MAX_CONCURRENT_STREAMS).
-      const p = Buffer.allocUnsafe(4);
-      p.writeUInt32BE(ERROR.REFUSED_STREAM, 0);
-      this.#queue(frameHeader(4, FRAME.RST_STREAM, 0, id), p);
+      this.#frame32(FRAME.RST_STREAM, id, ERROR.REFUSED_STREAM);
       return;
     }
     const headers: Record<string, string> = {};
@@ -417,9 +420,14 @@ class Connection {
   }
 
   #windowUpdate(id: number, inc: number): void {
+    this.#frame32(WINDOW_UPDATE, id, inc);
+  }
+
+  /** A frame whose payload is one 32-bit number (RST_STREAM's error code, WINDOW_UPDATE's increment). */
+  #frame32(type: number, id: number, value: number): void {
     const p = Buffer.allocUnsafe(4);
-    p.writeUInt32BE(inc, 0);
-    this.#queue(frameHeader(4, WINDOW_UPDATE, 0, id), p);
+    p.writeUInt32BE(value, 0);
+    this.#queue(frameHeader(4, type, 0, id), p);
   }
 
   #goaway(code: number, reason: string): void {
@@ -431,10 +439,7 @@ class Connection {
     this.#out.push(frameHeader(p.byteLength, FRAME.GOAWAY, 0, 0), p);
     this.#flush();
     this.#socket.end();
-    this.#dead = true;
-    this.#server.forget(this);
-    for (const s of this.#streams.values()) s.bidi?.abort(new Error(`connection closed: ${reason}`));
-    this.#streams.clear();
+    this.#abandon(`connection closed: ${reason}`);
   }
 
   #sendHeaders(s: Stream): void {
@@ -481,11 +486,7 @@ class Connection {
   /** Our side of the stream is done: forget it, and tell a client still sending that nothing more is needed. */
   #finish(s: Stream): void {
     this.#streams.delete(s.id);
-    if (!s.remoteEnded) {
-      const p = Buffer.allocUnsafe(4);
-      p.writeUInt32BE(ERROR.NO_ERROR, 0);
-      this.#queue(frameHeader(4, FRAME.RST_STREAM, 0, s.id), p);
-    }
+    if (!s.remoteEnded) this.#frame32(FRAME.RST_STREAM, s.id, ERROR.NO_ERROR);
   }
 
   #drain(s: Stream): void {
