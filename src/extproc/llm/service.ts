@@ -13,7 +13,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { HeaderValueOption_HeaderAppendAction } from "../../gen/envoy/config/core/v3/base_pb.js";
 import {
@@ -25,7 +25,6 @@ import {
   type CommonResponseSchema,
   ExternalProcessor,
   type HeaderMutationSchema,
-  ProcessingRequestSchema,
   type ProcessingResponse,
   ProcessingResponseSchema,
 } from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
@@ -66,7 +65,15 @@ import { GoogleTokens } from "./google-tokens.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import { clientFormatOf, providerFormatFor, providerRequest, routeTypeOf } from "./provider.js";
 import { TokenLimiter } from "./token-limits.js";
-import { type ExtProcHeaders, type ExtProcRequest, readProcessingRequest, writeProcessingResponse } from "./wire.js";
+import {
+  checkRead,
+  checkWrite,
+  type ExtProcHeaders,
+  type ExtProcRequest,
+  readProcessingRequest,
+  WIRE_CHECK,
+  writeProcessingResponse,
+} from "./wire.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 type Obj = Record<string, unknown>;
@@ -232,42 +239,6 @@ function providerResponse(
 /** `f` of `v`: now when `v` is a value, once it settles when it is a promise (synchronous work stays synchronous). */
 function andThen<T, U>(v: T | Promise<T>, f: (t: T) => U): U | Promise<U> {
   return v instanceof Promise ? v.then(f) : f(v);
-}
-
-/**
- * `SLUICE_EXTPROC_WIRE_CHECK=1` (the test suite sets it): every message the hot path reads or writes is also decoded or
- * encoded by protobuf-es, and a difference is an error.
- */
-const WIRE_CHECK = process.env["SLUICE_EXTPROC_WIRE_CHECK"] === "1";
-
-/** The parts of a request the service reads, comparable as JSON. */
-function wireView(req: ExtProcRequest): string {
-  const r = req.request;
-  const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
-  const value =
-    r.case === "requestHeaders" || r.case === "responseHeaders"
-      ? {
-          headers: r.value.headers?.headers.map((h) => [h.key, h.value, hex(h.rawValue)]),
-          endOfStream: r.value.endOfStream,
-        }
-      : r.case === "requestBody" || r.case === "responseBody"
-        ? { body: hex(r.value.body), endOfStream: r.value.endOfStream }
-        : undefined;
-  return JSON.stringify({ case: r.case, value, attributes: req.attributes });
-}
-
-function checkRead(bytes: Uint8Array, req: ExtProcRequest): void {
-  const reference = fromBinary(ProcessingRequestSchema, bytes);
-  if (wireView(reference) !== wireView(req)) {
-    throw new Error(`wire reader differs from protobuf-es: ${wireView(req)} vs ${wireView(reference)}`);
-  }
-}
-
-function checkWrite(r: ProcessingResponse, bytes: Uint8Array): void {
-  const reference = toBinary(ProcessingResponseSchema, r);
-  if (Buffer.compare(Buffer.from(reference), Buffer.from(bytes)) !== 0) {
-    throw new Error(`wire writer differs from protobuf-es for ${r.response.case ?? "a response"}`);
-  }
 }
 
 const ROUTER_MODE = {

@@ -23,11 +23,13 @@
 //   ProcessingMode      1..6 header and body send modes
 //   Struct 1 fields (map<string, Value>); Value 1 null, 2 number, 3 string, 4 bool, 5 struct, 6 list; ListValue 1 values
 
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import type {
-  CommonResponse,
-  HeaderMutation,
-  ProcessingResponse,
+import { fromBinary, type JsonObject, type JsonValue, toBinary } from "@bufbuild/protobuf";
+import {
+  type CommonResponse,
+  type HeaderMutation,
+  ProcessingRequestSchema,
+  type ProcessingResponse,
+  ProcessingResponseSchema,
 } from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 
 /** A header as Envoy sends it: `raw_value` (bytes) when Envoy is configured so, `value` otherwise. */
@@ -196,22 +198,29 @@ function readStruct(r: Reader, end: number): JsonObject {
   const out: JsonObject = {};
   while (r.pos < end) {
     const tag = r.varint();
-    if (tag >>> 3 !== 1 || (tag & 7) !== 2) {
-      r.skip(tag & 7);
-      continue;
-    }
-    const entryEnd = r.end();
-    let key = "";
-    let value: JsonValue = null;
-    while (r.pos < entryEnd) {
-      const t = r.varint();
-      if (t >>> 3 === 1 && (t & 7) === 2) key = r.string();
-      else if (t >>> 3 === 2 && (t & 7) === 2) value = readValue(r, r.end());
-      else r.skip(t & 7);
-    }
-    out[key] = value;
+    if (tag >>> 3 === 1 && (tag & 7) === 2) readMapEntry(r, r.end(), null, readValue, out);
+    else r.skip(tag & 7);
   }
   return out;
+}
+
+/** A map entry (1 key string, 2 value message, read by `value`) ending at `end`, stored into `into`. */
+function readMapEntry<T>(
+  r: Reader,
+  end: number,
+  absent: T,
+  value: (r: Reader, end: number) => T,
+  into: Record<string, T>,
+): void {
+  let key = "";
+  let v = absent;
+  while (r.pos < end) {
+    const t = r.varint();
+    if (t >>> 3 === 1 && (t & 7) === 2) key = r.string();
+    else if (t >>> 3 === 2 && (t & 7) === 2) v = value(r, r.end());
+    else r.skip(t & 7);
+  }
+  into[key] = v;
 }
 
 const HEADER_CASES = { 2: "requestHeaders", 3: "responseHeaders" } as const;
@@ -235,18 +244,8 @@ export function readProcessingRequest(bytes: Uint8Array): ExtProcRequest {
     else if (field === 6 || field === 7) {
       r.pos = r.end();
       request = { case: TRAILER_CASES[field], value: {} };
-    } else if (field === 9) {
-      const entryEnd = r.end();
-      let key = "";
-      let value: JsonObject = {};
-      while (r.pos < entryEnd) {
-        const t = r.varint();
-        if (t >>> 3 === 1 && (t & 7) === 2) key = r.string();
-        else if (t >>> 3 === 2 && (t & 7) === 2) value = readStruct(r, r.end());
-        else r.skip(t & 7);
-      }
-      attributes[key] = value;
-    } else r.skip(2);
+    } else if (field === 9) readMapEntry<JsonObject>(r, r.end(), {}, readStruct, attributes);
+    else r.skip(2);
   }
   return { request, attributes };
 }
@@ -478,4 +477,42 @@ export function writeProcessingResponse(r: ProcessingResponse): Uint8Array {
     unsupported("ProcessingResponse.request_drain");
   if (r.serverWindowUpdate !== undefined) unsupported("ProcessingResponse.server_window_update");
   return w.buf.subarray(0, w.pos);
+}
+
+// ---- the check against protobuf-es ----
+
+/**
+ * `SLUICE_EXTPROC_WIRE_CHECK=1` (the test suite sets it): every message the hot path reads or writes is also decoded or
+ * encoded by protobuf-es, and a difference is an error.
+ */
+export const WIRE_CHECK = process.env["SLUICE_EXTPROC_WIRE_CHECK"] === "1";
+
+/** The parts of a request the service reads, comparable as JSON. */
+function wireView(req: ExtProcRequest): string {
+  const r = req.request;
+  const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+  const value =
+    r.case === "requestHeaders" || r.case === "responseHeaders"
+      ? {
+          headers: r.value.headers?.headers.map((h) => [h.key, h.value, hex(h.rawValue)]),
+          endOfStream: r.value.endOfStream,
+        }
+      : r.case === "requestBody" || r.case === "responseBody"
+        ? { body: hex(r.value.body), endOfStream: r.value.endOfStream }
+        : undefined;
+  return JSON.stringify({ case: r.case, value, attributes: req.attributes });
+}
+
+export function checkRead(bytes: Uint8Array, req: ExtProcRequest): void {
+  const reference = fromBinary(ProcessingRequestSchema, bytes);
+  if (wireView(reference) !== wireView(req)) {
+    throw new Error(`wire reader differs from protobuf-es: ${wireView(req)} vs ${wireView(reference)}`);
+  }
+}
+
+export function checkWrite(r: ProcessingResponse, bytes: Uint8Array): void {
+  const reference = toBinary(ProcessingResponseSchema, r);
+  if (Buffer.compare(Buffer.from(reference), Buffer.from(bytes)) !== 0) {
+    throw new Error(`wire writer differs from protobuf-es for ${r.response.case ?? "a response"}`);
+  }
 }
