@@ -22,12 +22,28 @@ export function contentHash(data: Uint8Array | string | readonly Uint8Array[]): 
 }
 
 /**
+ * Hashes of serialized values by identity: the translation memo hands unchanged bytes (a virtual host's, say) over as
+ * the same object, so a reload hashes only what changed. Bytes are never mutated once serialized.
+ */
+const hashes = new WeakMap<Uint8Array, string>();
+
+function bytesHash(value: Uint8Array): string {
+  let h = hashes.get(value);
+  if (h === undefined) {
+    h = contentHash(value);
+    hashes.set(value, h);
+  }
+  return h;
+}
+
+/**
  * `value` may be given in parts (a route configuration made of its virtual hosts' bytes): the parts are kept and
  * joined each time `value` is read, for a response. A large resource then lives in the snapshot as parts shared
  * with the last one, not as a new copy of the whole on every change (which would be garbage until a full collection).
  */
 export function xdsResource(typeUrl: string, name: string, value: Uint8Array | readonly Uint8Array[]): XdsResource {
-  if (!Array.isArray(value)) return { name, typeUrl, value: value as Uint8Array, version: contentHash(value) };
+  if (!Array.isArray(value))
+    return { name, typeUrl, value: value as Uint8Array, version: bytesHash(value as Uint8Array) };
   const parts = value as readonly Uint8Array[];
   return {
     name,
