@@ -4,13 +4,31 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
-import { FileSource, formatProblem, type SourceProblem } from "../sources/file-source.js";
+import { FileSource, formatProblem, type LoadResult, type SourceProblem } from "../sources/file-source.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
 import { TranslationMemo } from "../translate/memo.js";
 import type { ResourceStatus } from "../translate/status/conditions.js";
+import type { TranslationResult } from "../translate/translate.js";
 import { buildSnapshot, type XdsLogger, XdsServer } from "../xds-server/index.js";
 import { translateLoad } from "./load.js";
 import { defaultServices, type SluiceService } from "./services.js";
+
+/** Quiet time after a file event before a reload starts: the events of one save usually arrive within a millisecond. */
+const START_QUIET_MS = 2;
+/**
+ * What is published was read with no file event in the SETTLE_MS after the last one (the debounce that keeps
+ * half-written files out); a reload that saw an event after it began reading is thrown away and done again.
+ */
+const SETTLE_MS = 10;
+
+/**
+ * Resolves after the event loop has polled for I/O once more, so that events which arrived while this thread was busy
+ * (file watchers') have been delivered: one setImmediate may still run in the turn whose poll phase came before.
+ */
+async function pollOnce(): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+}
 
 export interface SluiceServerOptions {
   readonly paths: readonly string[];
@@ -53,6 +71,11 @@ export class SluiceServer {
   #reloads = 0;
   #reloading: Promise<void> | undefined;
   #again = false;
+  /** File events seen, the time of the last one, and reloads thrown away because files changed while being read. */
+  #events = 0;
+  #lastEventAt = 0;
+  #discarded = 0;
+  #startTimer: NodeJS.Timeout | undefined;
   xdsPort = 0;
   authzPort = 0;
   adminPort = 0;
@@ -95,7 +118,29 @@ export class SluiceServer {
     this.authzPort = await this.#unary.start(this.#opts.xdsHost, this.#opts.authzPort);
     this.#opts.log(`sluice: ext_authz on ${this.#opts.xdsHost}:${this.authzPort}`);
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);
-    await this.#source.watch(() => void this.reload());
+    await this.#source.watch(() => this.#onFileEvent());
+  }
+
+  /**
+   * A file under the paths changed. A save is often several events (truncate then write; write then rename; a
+   * ConfigMap's symlink swap), usually within a millisecond: the reload starts once the files have been quiet for
+   * START_QUIET_MS. What keeps a half-written file from being served is not that wait but the check before publishing
+   * (#reloadOnce): the files must have stayed quiet for SETTLE_MS since the last event and since the read began, or
+   * the reload is thrown away and done again. A large configuration's reload takes longer than SETTLE_MS, so a change
+   * reaches Envoy sooner than after a plain debounce; a small one is published when a debounce would have.
+   */
+  #onFileEvent(): void {
+    this.#events++;
+    this.#lastEventAt = performance.now();
+    if (this.#reloading !== undefined) {
+      this.#again = true;
+      return;
+    }
+    if (this.#startTimer !== undefined) clearTimeout(this.#startTimer);
+    this.#startTimer = setTimeout(() => {
+      this.#startTimer = undefined;
+      void this.reload();
+    }, START_QUIET_MS);
   }
 
   /** Reloads the files and publishes; concurrent calls coalesce into one more run. */
@@ -115,11 +160,50 @@ export class SluiceServer {
   }
 
   async #reloadOnce(): Promise<void> {
-    const started = performance.now();
-    const load = await this.#source.load();
-    const loaded = performance.now();
-    const result = translateLoad(load, { authorizationPath: this.#opts.authorizationPath ?? "auto", memo: this.#memo });
-    const translated = performance.now();
+    for (;;) {
+      const events = this.#events;
+      const started = performance.now();
+      const load = await this.#source.load();
+      const loaded = performance.now();
+      const result = translateLoad(load, {
+        authorizationPath: this.#opts.authorizationPath ?? "auto",
+        memo: this.#memo,
+      });
+      const translated = performance.now();
+      // Let the watchers report what happened while the files were read and translated (their events wait for the
+      // event loop). A file that changed meanwhile may have been read half written: read everything again once the
+      // files are quiet, and publish nothing from this round (the memo keeps the work that is still valid).
+      // A save's events may also be further apart than this reload took: publish no sooner than SETTLE_MS after the
+      // last event, as a plain debounce would.
+      await pollOnce();
+      await this.#quiet(SETTLE_MS, events);
+      if (this.#events !== events) {
+        this.#discarded++;
+        await this.#quiet(SETTLE_MS);
+        this.#again = false;
+        continue;
+      }
+      this.#publish(load, result, { started, loaded, translated });
+      return;
+    }
+  }
+
+  /** Resolves once no file event has arrived for `ms`, or (with `events`) as soon as one arrives after those. */
+  async #quiet(ms: number, events?: number): Promise<void> {
+    for (;;) {
+      if (events !== undefined && this.#events !== events) return;
+      const wait = this.#lastEventAt + ms - performance.now();
+      if (wait <= 0) return;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  #publish(
+    load: LoadResult,
+    result: TranslationResult,
+    t: { readonly started: number; readonly loaded: number; readonly translated: number },
+  ): void {
+    const { started, loaded, translated } = t;
     // Services learn the new policy tables before Envoy can learn their ids.
     for (const s of this.#services) s.update(result);
     const rejected: string[] = [];
@@ -187,6 +271,9 @@ export class SluiceServer {
       "# HELP sluice_reloads_total Configuration reloads.",
       "# TYPE sluice_reloads_total counter",
       `sluice_reloads_total ${this.#reloads}`,
+      "# HELP sluice_reloads_discarded_total Reloads thrown away because files changed while they were read.",
+      "# TYPE sluice_reloads_discarded_total counter",
+      `sluice_reloads_discarded_total ${this.#discarded}`,
       "# HELP sluice_config_problems Problems in the current configuration files.",
       "# TYPE sluice_config_problems gauge",
       `sluice_config_problems ${this.#last?.problems.length ?? 0}`,
@@ -235,6 +322,8 @@ export class SluiceServer {
 
   async stop(): Promise<void> {
     this.#source.close();
+    if (this.#startTimer !== undefined) clearTimeout(this.#startTimer);
+    this.#startTimer = undefined;
     await this.xds.stop();
     await this.#unary?.stop();
     for (const s of this.#services) s.close?.();

@@ -397,21 +397,14 @@ export class FileSource {
   }
 
   /**
-   * Calls `onChange` (debounced) whenever a file under the paths changes. 10 ms gathers the events of one save
-   * (truncate + write, an editor's write-and-rename, a ConfigMap's symlink swap arrive within a millisecond or two)
-   * while adding little to a change's way to Envoy. A writer slower than that is read again on its next event
-   * (reloads during a reload coalesce into one more); meanwhile a syntax error keeps the file's last good content.
+   * Calls `onChange` on every change event under the paths; one save is often several events (the caller gathers
+   * them: SluiceServer).
    */
-  async watch(onChange: () => void, debounceMs = 10): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const fire = () => {
-      if (timer !== undefined) clearTimeout(timer);
-      timer = setTimeout(onChange, debounceMs);
-    };
+  async watch(onChange: () => void): Promise<void> {
     for (const p of this.#paths) {
       const isDir = (await stat(p).catch(() => undefined))?.isDirectory() ?? false;
       // Watching the parent of a single file survives editors that replace the file on save.
-      const w = watch(isDir ? p : dirname(p), { recursive: isDir }, fire);
+      const w = watch(isDir ? p : dirname(p), { recursive: isDir }, () => onChange());
       w.on("error", () => {});
       this.#watchers.push(w);
     }
