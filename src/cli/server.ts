@@ -44,6 +44,8 @@ export interface SluiceServerOptions {
   readonly authorizationPath?: AuthorizationPath;
   /** Virtual hosts over VHDS to Envoys on delta ADS (default true; XdsServerOptions.vhds). */
   readonly vhds?: boolean;
+  /** See SETTLE_MS (the default); tests set a longer one to make their timing independent of the host's load. */
+  readonly reloadSettleMs?: number;
   /** Called after each successful publish with the Gateways now served. */
   readonly onGateways?: (gateways: readonly string[]) => void;
 }
@@ -176,10 +178,11 @@ export class SluiceServer {
       // A save's events may also be further apart than this reload took: publish no sooner than SETTLE_MS after the
       // last event, as a plain debounce would.
       await pollOnce();
-      await this.#quiet(SETTLE_MS, events);
+      const settle = this.#opts.reloadSettleMs ?? SETTLE_MS;
+      await this.#quiet(settle, events);
       if (this.#events !== events) {
         this.#discarded++;
-        await this.#quiet(SETTLE_MS);
+        await this.#quiet(settle);
         this.#again = false;
         continue;
       }

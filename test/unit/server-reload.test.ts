@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { Worker } from "node:worker_threads";
 import { SluiceServer } from "../../src/cli/server.js";
 import type { Snapshot } from "../../src/xds-server/snapshot.js";
@@ -63,69 +63,75 @@ function writeTwice(file: string, first: string, gapMs: number, second: string):
   });
 }
 
-const cfg = tempConfigDir();
-const published: string[][] = [];
-let server: SluiceServer;
-const log: string[] = [];
-
-before(async () => {
+/** A server on its own directory, with the routes of `routes(3, "old")`, and every snapshot it publishes. */
+async function startServer(reloadSettleMs?: number) {
+  const cfg = tempConfigDir();
   cfg.write("gateway.yaml", GATEWAY);
   cfg.write("routes.yaml", routes(3, "old"));
-  server = new SluiceServer({
+  const log: string[] = [];
+  const server = new SluiceServer({
     paths: [cfg.dir],
     xdsHost: "127.0.0.1",
     xdsPort: 0,
     authzPort: 0,
     adminHost: "127.0.0.1",
     log: (l) => log.push(`${performance.now().toFixed(1)} ${l}`),
+    ...(reloadSettleMs !== undefined ? { reloadSettleMs } : {}),
   });
   await server.start();
+  const published: string[][] = [];
   server.xds.cache.watch("t/gw", (s) => published.push(hosts(s)));
-});
+  const metric = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(server.metrics())?.[1]);
+  const stop = async () => {
+    await server.stop();
+    cfg.cleanup();
+  };
+  return { file: join(cfg.dir, "routes.yaml"), published, log, metric, stop };
+}
 
-after(async () => {
-  await server.stop();
-  cfg.cleanup();
-});
-
-const metric = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(server.metrics())?.[1]);
-
-test("a save in two writes 5 ms apart (truncated, then whole) publishes only the whole file", async () => {
-  published.length = 0;
-  const file = join(cfg.dir, "routes.yaml");
-  writeFileSync(file, "");
-  await sleep(5);
-  writeFileSync(file, routes(3, "new"));
-  const want = ["h0-new.example.com", "h1-new.example.com", "h2-new.example.com"];
-  await waitFor("new routes", async () => (published.at(-1)?.join() === want.join() ? true : undefined), 5000, 2);
-  await sleep(50);
-  // Every publish is the whole new file: never the empty one read between the writes.
-  assert.ok(published.length >= 1);
-  for (const p of published) assert.deepEqual(p, want, `published ${JSON.stringify(published)}`);
+test("a save in two writes 50 ms apart (truncated, then whole) publishes only the whole file", async () => {
+  // A settle time of 200 ms (10 by default) keeps the test independent of how busy the host is.
+  const s = await startServer(200);
+  try {
+    await writeTwice(s.file, "", 50, routes(3, "new"));
+    const want = ["h0-new.example.com", "h1-new.example.com", "h2-new.example.com"];
+    await waitFor("new routes", async () => (s.published.at(-1)?.join() === want.join() ? true : undefined), 5000, 2);
+    await sleep(50);
+    // Every publish is the whole new file: never the empty one read between the writes.
+    assert.ok(s.published.length >= 1);
+    for (const p of s.published) assert.deepEqual(p, want, `published ${JSON.stringify(s.published)}`);
+    assert.ok(s.metric("sluice_reloads_discarded_total") >= 1);
+  } finally {
+    await s.stop();
+  }
 });
 
 test("a file changed while a long reload reads it: that reload is thrown away, and the last content is published", async () => {
-  // Enough routes that a reload takes longer than the gap between the writes below.
-  writeFileSync(join(cfg.dir, "routes.yaml"), routes(2000, "a"));
-  await waitFor("2,000 routes", async () => (published.at(-1)?.length === 2000 ? true : undefined), 20_000, 5);
-  await sleep(50);
-  published.length = 0;
-  const discarded = metric("sluice_reloads_discarded_total");
-  const file = join(cfg.dir, "routes.yaml");
-  // Half the routes first (a valid file on its own), the rest a few milliseconds later, once the reload is reading.
-  // The writer is a thread of its own: this thread is the server's, busy while it reloads.
-  await writeTwice(file, routes(1000, "b"), 8, routes(2000, "b"));
-  await waitFor(
-    "2,000 new routes",
-    async () =>
-      published.at(-1)?.length === 2000 && published.at(-1)?.[0]?.endsWith("-b.example.com") ? true : undefined,
-    20_000,
-    5,
-  );
-  await sleep(100);
-  for (const p of published) {
-    assert.equal(p.length, 2000, `a half-written file was published: ${log.slice(-6).join("\n")}`);
-    assert.ok(p.every((h) => h.endsWith("-b.example.com")));
+  const s = await startServer();
+  try {
+    // Enough routes that a reload takes longer than the gap between the writes below.
+    writeFileSync(s.file, routes(2000, "a"));
+    await waitFor("2,000 routes", async () => (s.published.at(-1)?.length === 2000 ? true : undefined), 20_000, 5);
+    await sleep(50);
+    s.published.length = 0;
+    const discarded = s.metric("sluice_reloads_discarded_total");
+    // Half the routes first (a valid file on its own), the rest a few milliseconds later, once the reload is reading.
+    // The writer is a thread of its own: this thread is the server's, busy while it reloads.
+    await writeTwice(s.file, routes(1000, "b"), 8, routes(2000, "b"));
+    await waitFor(
+      "2,000 new routes",
+      async () =>
+        s.published.at(-1)?.length === 2000 && s.published.at(-1)?.[0]?.endsWith("-b.example.com") ? true : undefined,
+      20_000,
+      5,
+    );
+    await sleep(100);
+    for (const p of s.published) {
+      assert.equal(p.length, 2000, `a half-written file was published: ${s.log.slice(-6).join("\n")}`);
+      assert.ok(p.every((h) => h.endsWith("-b.example.com")));
+    }
+    assert.ok(s.metric("sluice_reloads_discarded_total") > discarded, "the reload that read the first write was kept");
+  } finally {
+    await s.stop();
   }
-  assert.ok(metric("sluice_reloads_discarded_total") > discarded, "the reload that read the first write was kept");
 });
