@@ -59,6 +59,7 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
   const memo = opts.memo?.forGateway(gatewayCtx, opts.llmEntries);
   const ctx = memo?.ctx ?? gatewayCtx;
   const contributions = memo !== undefined ? memo.contributions.bind(memo) : undefined;
+  const hostContributions = memo !== undefined ? memo.hostContributions.bind(memo) : undefined;
   const configs = new Map(gw.routeConfigs.map((rc) => [rc.name, rc]));
   // Each filter chain serves exactly one route configuration; its HTTP filters come from that configuration's routes.
   const chains = new Map(
@@ -67,7 +68,7 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
         const rc = configs.get(c.routeConfigName);
         return [
           c.name,
-          buildFilterChain(rc === undefined ? [] : [rc], ctx, HTTP_FILTER_BUILDERS, contributions),
+          buildFilterChain(rc === undefined ? [] : [rc], ctx, HTTP_FILTER_BUILDERS, contributions, hostContributions),
         ] as const;
       }),
     ),
@@ -100,8 +101,17 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
     ),
   );
   const encodedRoutes = gw.routeConfigs.map((rc) => {
+    const earlyHeaders = early.get(rc.name) !== undefined;
     const hosts = rc.virtualHosts.map((vh) => {
-      const routes = vh.routes.map((r) => routeBytes(r, early.get(rc.name) !== undefined));
+      const each = () => vh.routes.map((r) => routeBytes(r, earlyHeaders));
+      const routes =
+        memo !== undefined && !earlyHeaders
+          ? memo.hostRouteBytes(
+              vh.routes,
+              vh.routes.map((r) => perRoute.get(r.name)),
+              each,
+            )
+          : each();
       return joined(vh.name, vh.domains.join("\n"), routes, () => encodeVirtualHost(vh.name, vh.domains, routes));
     });
     return {

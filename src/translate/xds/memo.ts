@@ -12,6 +12,7 @@ import type { ExtAuthzPolicy } from "../../extauthz/server.js";
 import type { PolicyTableSink } from "../authz/policy-table.js";
 import type { ClusterIR, RouteIR } from "../ir.js";
 import { sameItems } from "../policy/memo.js";
+import type { HostContributions } from "./filters/chain.js";
 import type { BuildContext, RouteContribution } from "./filters/types.js";
 
 type NoteArgs = Parameters<BuildContext["note"]>;
@@ -38,6 +39,22 @@ interface BytesEntry extends Effects {
   readonly bytes: Uint8Array;
 }
 
+/** A virtual host's routes list (the same array while none of its routes changed): what its routes brought. */
+interface HostEntry extends Effects {
+  readonly epoch: number;
+  /** The LLM table entry of each route, or undefined when none has one. */
+  readonly llmEntries: readonly (string | undefined)[] | undefined;
+  readonly clusters: readonly (readonly [string, string])[];
+  readonly value: HostContributions;
+}
+
+/** A virtual host's bytes, from the bytes of its routes with their typed_per_filter_config. */
+interface HostBytesEntry extends Effects {
+  readonly epoch: number;
+  readonly filterConfigs: readonly (Readonly<Record<string, Any>> | undefined)[];
+  readonly routes: readonly Uint8Array[];
+}
+
 interface JoinedEntry {
   readonly key: string;
   readonly parts: readonly Uint8Array[];
@@ -49,6 +66,8 @@ export class XdsMemo {
   #env: readonly unknown[] = [];
   readonly #builds = new WeakMap<RouteIR, BuildEntry>();
   readonly #bytes = new WeakMap<RouteIR, BytesEntry>();
+  readonly #hosts = new WeakMap<readonly RouteIR[], HostEntry>();
+  readonly #hostBytes = new WeakMap<readonly RouteIR[], HostBytesEntry>();
   #joined = new Map<string, JoinedEntry>();
   #nextJoined = new Map<string, JoinedEntry>();
   /** Routes whose filter contributions were reused / built in the last translation. */
@@ -101,6 +120,28 @@ export class XdsMemo {
   }
 
   /** @internal */
+  host(routes: readonly RouteIR[]): HostEntry | undefined {
+    const e = this.#hosts.get(routes);
+    return e !== undefined && e.epoch === this.#epoch ? e : undefined;
+  }
+
+  /** @internal */
+  keepHost(routes: readonly RouteIR[], entry: Omit<HostEntry, "epoch">): void {
+    this.#hosts.set(routes, { ...entry, epoch: this.#epoch });
+  }
+
+  /** @internal */
+  hostBytes(routes: readonly RouteIR[]): HostBytesEntry | undefined {
+    const e = this.#hostBytes.get(routes);
+    return e !== undefined && e.epoch === this.#epoch ? e : undefined;
+  }
+
+  /** @internal */
+  keepHostBytes(routes: readonly RouteIR[], entry: Omit<HostBytesEntry, "epoch">): void {
+    this.#hostBytes.set(routes, { ...entry, epoch: this.#epoch });
+  }
+
+  /** @internal */
   joined(name: string, key: string, parts: readonly Uint8Array[], join: () => Uint8Array): Uint8Array {
     let e = this.#joined.get(name) ?? this.#nextJoined.get(name);
     if (e === undefined || e.key !== key || !sameItems(e.parts, parts)) e = { key, parts, bytes: join() };
@@ -115,9 +156,12 @@ export class GatewayXdsMemo {
   readonly #inner: BuildContext;
   /** The context to build with: reports go to the Gateway's context and, while a route is built, to its record. */
   readonly ctx: BuildContext;
-  #notes: NoteArgs[] | undefined;
-  #added: [string, ExtAuthzPolicy][] | undefined;
-  #clusters: [string, string][] | undefined;
+  /** What is being recorded: a route's build, inside a virtual host's (each records what happens within it). */
+  readonly #recording: {
+    notes: NoteArgs[];
+    added: [string, ExtAuthzPolicy][];
+    clusters: (readonly [string, string])[];
+  }[] = [];
 
   readonly #llmEntries: ReadonlyMap<string, string> | undefined;
 
@@ -126,7 +170,7 @@ export class GatewayXdsMemo {
     this.#inner = inner;
     this.#llmEntries = llmEntries !== undefined && llmEntries.size > 0 ? llmEntries : undefined;
     const note: BuildContext["note"] = (...args) => {
-      this.#notes?.push(args);
+      for (const r of this.#recording) r.notes.push(args);
       inner.note(...args);
     };
     const authz = inner.authz;
@@ -136,11 +180,11 @@ export class GatewayXdsMemo {
         add: (content, compile) => {
           const id = authz.table.add(content, compile);
           const policy = authz.table.get(id);
-          if (policy !== undefined) this.#added?.push([id, policy]);
+          if (policy !== undefined) for (const r of this.#recording) r.added.push([id, policy]);
           return id;
         },
         addCompiled: (id, policy) => {
-          this.#added?.push([id, policy]);
+          for (const r of this.#recording) r.added.push([id, policy]);
           authz.table.addCompiled(id, policy);
         },
         get: (id) => authz.table.get(id),
@@ -155,7 +199,8 @@ export class GatewayXdsMemo {
         ? {
             cluster: (name: string) => {
               const c = cluster(name);
-              this.#clusters?.push([name, clusterSignature(c)]);
+              const sig = clusterSignature(c);
+              for (const r of this.#recording) r.clusters.push([name, sig]);
               return c;
             },
           }
@@ -164,38 +209,35 @@ export class GatewayXdsMemo {
   }
 
   /** Whether the clusters an entry looked up are still what they were. */
-  #sameClusters(entry: BuildEntry): boolean {
+  #sameClusters(entry: { readonly clusters: readonly (readonly [string, string])[] }): boolean {
     return entry.clusters.every(([name, sig]) => clusterSignature(this.#inner.cluster?.(name)) === sig);
   }
 
-  #record<T>(
-    compute: (route: RouteIR) => T,
-    route: RouteIR,
-  ): { value: T; clusters: readonly (readonly [string, string])[] } & Effects {
-    const notes: NoteArgs[] = [];
-    const added: [string, ExtAuthzPolicy][] = [];
-    const clusters: [string, string][] = [];
-    this.#notes = notes;
-    this.#added = added;
-    this.#clusters = clusters;
+  #record<T>(compute: () => T): { value: T; clusters: readonly (readonly [string, string])[] } & Effects {
+    const r = {
+      notes: [] as NoteArgs[],
+      added: [] as [string, ExtAuthzPolicy][],
+      clusters: [] as (readonly [string, string])[],
+    };
+    this.#recording.push(r);
     try {
-      const value = compute(route);
+      const value = compute();
       return {
         value,
-        notes: notes.length > 0 ? notes : NONE,
-        added: added.length > 0 ? added : NONE,
-        clusters: clusters.length > 0 ? clusters : NONE,
+        notes: r.notes.length > 0 ? r.notes : NONE,
+        added: r.added.length > 0 ? r.added : NONE,
+        clusters: r.clusters.length > 0 ? r.clusters : NONE,
       };
     } finally {
-      this.#notes = undefined;
-      this.#added = undefined;
-      this.#clusters = undefined;
+      this.#recording.pop();
     }
   }
 
-  #replay(effects: Effects): void {
-    for (const args of effects.notes) this.#inner.note(...args);
-    for (const [id, policy] of effects.added) this.#inner.authz?.table.addCompiled(id, policy);
+  /** Reports again what a reused build reported, to the Gateway's context and to whatever is being recorded. */
+  #replay(effects: Effects, clusters: readonly (readonly [string, string])[] = NONE): void {
+    for (const args of effects.notes) this.ctx.note(...args);
+    for (const [id, policy] of effects.added) this.ctx.authz?.table.addCompiled(id, policy);
+    if (clusters.length > 0) for (const r of this.#recording) r.clusters.push(...clusters);
   }
 
   /** The filter contributions of `route` (one per builder, in builder order), reused while the route is unchanged. */
@@ -207,11 +249,11 @@ export class GatewayXdsMemo {
     const known = this.#memo.build(route, llmEntry);
     if (known !== undefined && this.#sameClusters(known)) {
       this.#memo.hits++;
-      this.#replay(known);
+      this.#replay(known, known.clusters);
       return known.contributions;
     }
     this.#memo.misses++;
-    const r = this.#record(compute, route);
+    const r = this.#record(() => compute(route));
     // Most routes get nothing from most builders: one shared list stands for "nothing at all".
     const contributions = r.value.every((c) => c === undefined) ? NOTHING : r.value;
     this.#memo.keepBuild(route, { llmEntry, contributions, notes: r.notes, added: r.added, clusters: r.clusters });
@@ -229,8 +271,55 @@ export class GatewayXdsMemo {
       this.#replay(known);
       return known.bytes;
     }
-    const r = this.#record(compute, route);
+    const r = this.#record(() => compute(route));
     this.#memo.keepBytes(route, { filterConfigs, bytes: r.value, notes: r.notes, added: r.added });
+    return r.value;
+  }
+
+  /**
+   * What the routes of a virtual host bring to the filter chain, reused while its routes list is the same array (the
+   * route memo keeps a host's list while none of its routes changed) and their LLM entries and clusters are the same.
+   */
+  hostContributions(
+    routes: readonly RouteIR[],
+    compute: (routes: readonly RouteIR[]) => HostContributions,
+  ): HostContributions {
+    const llm = this.#llmEntries;
+    const known = this.#memo.host(routes);
+    if (
+      known !== undefined &&
+      (known.llmEntries === undefined
+        ? llm === undefined || routes.every((r) => !llm.has(r.name))
+        : routes.every((r, i) => llm?.get(r.name) === known.llmEntries?.[i])) &&
+      this.#sameClusters(known)
+    ) {
+      this.#memo.hits += routes.length;
+      this.#replay(known, known.clusters);
+      return known.value;
+    }
+    const r = this.#record(() => compute(routes));
+    const llmEntries =
+      llm !== undefined && routes.some((x) => llm.has(x.name)) ? routes.map((x) => llm.get(x.name)) : undefined;
+    this.#memo.keepHost(routes, { llmEntries, value: r.value, notes: r.notes, added: r.added, clusters: r.clusters });
+    return r.value;
+  }
+
+  /**
+   * The bytes of each route of a virtual host, reused while its routes list is the same array and each route has the
+   * same typed_per_filter_config.
+   */
+  hostRouteBytes(
+    routes: readonly RouteIR[],
+    filterConfigs: readonly (Readonly<Record<string, Any>> | undefined)[],
+    compute: () => readonly Uint8Array[],
+  ): readonly Uint8Array[] {
+    const known = this.#memo.hostBytes(routes);
+    if (known !== undefined && known.filterConfigs.every((c, i) => sameRecord(c, filterConfigs[i]))) {
+      this.#replay(known);
+      return known.routes;
+    }
+    const r = this.#record(compute);
+    this.#memo.keepHostBytes(routes, { filterConfigs, routes: r.value, notes: r.notes, added: r.added });
     return r.value;
   }
 

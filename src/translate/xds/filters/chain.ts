@@ -28,29 +28,61 @@ export type RouteContributions = (
   compute: (route: RouteIR) => readonly (RouteContribution | undefined)[],
 ) => readonly (RouteContribution | undefined)[];
 
+/** What the routes of one virtual host bring to the chain, each part in the order the routes first bring it. */
+export interface HostContributions {
+  readonly instances: readonly FilterInstance[];
+  /** typed_per_filter_config of the routes that have one, by route name. */
+  readonly perRoute: readonly (readonly [string, Readonly<Record<string, Any>>])[];
+  readonly clusters: readonly Cluster[];
+}
+
+/** The contributions of a virtual host's routes; a memo may answer for a routes list it has seen. */
+export type VirtualHostContributions = (
+  routes: readonly RouteIR[],
+  compute: (routes: readonly RouteIR[]) => HostContributions,
+) => HostContributions;
+
 export function buildFilterChain(
   routeConfigs: readonly RouteConfigIR[],
   ctx: BuildContext,
   builders: readonly HttpFilterBuilder[] = HTTP_FILTER_BUILDERS,
   contributionsOf: RouteContributions = (route, compute) => compute(route),
+  hostContributionsOf: VirtualHostContributions = (routes, compute) => compute(routes),
 ): FilterChainResult {
-  const instances = new Map<string, FilterInstance>();
-  const perRoute = new Map<string, Record<string, Any>>();
-  const clusters = new Map<string, Cluster>();
   const compute = (route: RouteIR) => builders.map((b) => b.forRoute(route, ctx));
-  const visit = (route: RouteIR) => {
-    for (const c of contributionsOf(route, compute)) {
-      if (c === undefined) continue;
-      for (const cl of c.clusters ?? []) if (!clusters.has(cl.name)) clusters.set(cl.name, cl);
-      for (const f of c.filters ?? []) {
-        if (!instances.has(f.name)) instances.set(f.name, f);
-        const configs = perRoute.get(route.name) ?? {};
-        configs[f.name] = enabling(f);
-        perRoute.set(route.name, configs);
+  const computeHost = (routes: readonly RouteIR[]): HostContributions => {
+    const instances = new Map<string, FilterInstance>();
+    const perRoute = new Map<string, Record<string, Any>>();
+    const clusters = new Map<string, Cluster>();
+    for (const route of routes) {
+      for (const c of contributionsOf(route, compute)) {
+        if (c === undefined) continue;
+        for (const cl of c.clusters ?? []) if (!clusters.has(cl.name)) clusters.set(cl.name, cl);
+        for (const f of c.filters ?? []) {
+          if (!instances.has(f.name)) instances.set(f.name, f);
+          const configs = perRoute.get(route.name) ?? {};
+          configs[f.name] = enabling(f);
+          perRoute.set(route.name, configs);
+        }
       }
     }
+    return { instances: [...instances.values()], perRoute: [...perRoute], clusters: [...clusters.values()] };
   };
-  for (const rc of routeConfigs) for (const vh of rc.virtualHosts) for (const r of vh.routes) visit(r);
+  const instances = new Map<string, FilterInstance>();
+  const perRoute = new Map<string, Readonly<Record<string, Any>>>();
+  const clusters = new Map<string, Cluster>();
+  for (const rc of routeConfigs) {
+    for (const vh of rc.virtualHosts) {
+      const host = hostContributionsOf(vh.routes, computeHost);
+      for (const f of host.instances) if (!instances.has(f.name)) instances.set(f.name, f);
+      for (const cl of host.clusters) if (!clusters.has(cl.name)) clusters.set(cl.name, cl);
+      for (const [name, configs] of host.perRoute) {
+        // A route served under several host names is visited once per virtual host: its configs are the union.
+        const known = perRoute.get(name);
+        perRoute.set(name, known === undefined ? configs : { ...known, ...configs });
+      }
+    }
+  }
   const ordered = [...instances.values()].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : 1));
   const httpFilters: FilterChainResult["httpFilters"] = [
     ...ordered.map((f) => ({
