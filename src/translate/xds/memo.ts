@@ -314,7 +314,7 @@ export class GatewayXdsMemo {
     compute: () => readonly Uint8Array[],
   ): readonly Uint8Array[] {
     const known = this.#memo.hostBytes(routes);
-    if (known !== undefined && known.filterConfigs.every((c, i) => sameRecord(c, filterConfigs[i]))) {
+    if (known?.filterConfigs.every((c, i) => sameRecord(c, filterConfigs[i]))) {
       this.#replay(known);
       return known.routes;
     }
