@@ -1,7 +1,7 @@
 // `sluice bootstrap --gateway ns/name`: prints the Envoy bootstrap for running Envoy yourself against `sluice serve`.
 
 import { parseArgs } from "node:util";
-import { renderBootstrap } from "./envoy.js";
+import { deltaXds, renderBootstrap, XDS_MODE_OPTIONS } from "./envoy.js";
 import type { CommandIO } from "./io.js";
 import { parsePort } from "./serve.js";
 
@@ -15,13 +15,15 @@ export async function runBootstrap(argv: string[], io: CommandIO): Promise<numbe
       "xds-port": { type: "string", default: "18000" },
       "authz-port": { type: "string", default: "18002" },
       "envoy-admin-port": { type: "string", default: "19000" },
-      delta: { type: "boolean", default: false },
+      ...XDS_MODE_OPTIONS,
     },
   });
   if (values.gateway === undefined || !/^[^/]+\/[^/]+$/.test(values.gateway)) {
     io.stderr("sluice bootstrap: --gateway <namespace>/<name> is required\n");
     return 2;
   }
+  const delta = deltaXds(values, "sluice bootstrap", io);
+  if (delta === undefined) return 2;
   io.stdout(
     renderBootstrap({
       nodeId: values["node-id"] ?? `envoy-${values.gateway.replace("/", "-")}`,
@@ -30,7 +32,7 @@ export async function runBootstrap(argv: string[], io: CommandIO): Promise<numbe
       xdsHost: values["xds-host"],
       xdsPort: parsePort("xds-port", values["xds-port"]),
       authzPort: parsePort("authz-port", values["authz-port"]),
-      delta: values.delta,
+      delta,
     }),
   );
   return 0;

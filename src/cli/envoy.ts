@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
+import type { CommandIO } from "./io.js";
 import { projectRoot } from "./paths.js";
 
 /** Envoy from $ENVOY_BIN, then PATH, then the copy `npm run setup` installs from PyPI. */
@@ -28,6 +29,28 @@ export interface BootstrapOptions {
   /** Port of Sluice's unary gRPC server (ext_authz). */
   readonly authzPort: number;
   readonly delta: boolean;
+}
+
+/**
+ * How Envoy gets its configuration: delta xDS by default (a route change sends only the virtual host it touches, over
+ * VHDS), `--sotw` for state-of-the-world (every RouteConfiguration whole on each change). `--delta` is still accepted.
+ */
+export const XDS_MODE_OPTIONS = {
+  delta: { type: "boolean" },
+  sotw: { type: "boolean", default: false },
+} as const;
+
+/** Whether the options choose delta xDS; undefined (after telling why) when they contradict each other. */
+export function deltaXds(
+  values: { readonly delta?: boolean | undefined; readonly sotw?: boolean | undefined },
+  command: string,
+  io: CommandIO,
+): boolean | undefined {
+  if (values.delta === true && values.sotw === true) {
+    io.stderr(`${command}: --delta and --sotw choose different xDS protocols; give one\n`);
+    return undefined;
+  }
+  return values.sotw !== true;
 }
 
 /** deploy/envoy/bootstrap.yaml with its placeholders filled in. */

@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type EnvoyProcess, renderBootstrap, startEnvoy } from "./envoy.js";
+import { deltaXds, type EnvoyProcess, renderBootstrap, startEnvoy, XDS_MODE_OPTIONS } from "./envoy.js";
 import type { CommandIO } from "./io.js";
 import { parseAuthorizationPath, parsePort, SERVER_OPTIONS, untilSignal } from "./serve.js";
 import { SluiceServer } from "./server.js";
@@ -15,7 +15,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
     args: argv,
     options: {
       ...SERVER_OPTIONS,
-      delta: { type: "boolean", default: false },
+      ...XDS_MODE_OPTIONS,
       "envoy-log-level": { type: "string", default: "warn" },
     },
   });
@@ -23,6 +23,8 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
     io.stderr("sluice run: -f <dir> is required\n");
     return 2;
   }
+  const delta = deltaXds(values, "sluice run", io);
+  if (delta === undefined) return 2;
   const log = (line: string) => io.stderr(`${line}\n`);
   const workDir = mkdtempSync(join(tmpdir(), "sluice-run-"));
   const envoys = new Map<string, EnvoyProcess>();
@@ -43,7 +45,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
       xdsHost: values["xds-host"] === "0.0.0.0" ? "127.0.0.1" : values["xds-host"],
       xdsPort: server.xdsPort,
       authzPort: server.authzPort,
-      delta: values.delta,
+      delta,
     });
     const envoy = startEnvoy(bootstrap, {
       logLevel: values["envoy-log-level"],
@@ -51,7 +53,9 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
       onOutput: (line) => log(`envoy[${gateway}] ${line}`),
     });
     envoys.set(gateway, envoy);
-    log(`sluice: started Envoy (pid ${envoy.child.pid}) for Gateway ${gateway}${values.delta ? " (delta xDS)" : ""}`);
+    log(
+      `sluice: started Envoy (pid ${envoy.child.pid}) for Gateway ${gateway} (${delta ? "delta" : "state-of-the-world"} xDS)`,
+    );
     setTimeout(() => {
       try {
         log(`sluice: Envoy admin for ${gateway} at http://${readFileSync(adminPath, "utf8").trim()}`);

@@ -119,7 +119,8 @@ export interface TestEnvoy {
 }
 
 /** An Envoy booted from deploy/envoy/bootstrap.yaml, fetching its config from `sluice` (Gateway `default/gw` unless
- * told otherwise; state-of-the-world xDS unless `delta`). */
+ * told otherwise; delta xDS, as `sluice run` uses by default, unless `delta: false` or SLUICE_TEST_XDS=sotw, which runs
+ * the suite over state-of-the-world xDS). */
 export async function startTestEnvoy(
   sluice: Pick<SluiceProcess, "xdsPort" | "authzPort">,
   opts: { gateway?: string; delta?: boolean } = {},
@@ -133,7 +134,7 @@ export async function startTestEnvoy(
     xdsHost: "127.0.0.1",
     xdsPort: sluice.xdsPort,
     authzPort: sluice.authzPort,
-    delta: opts.delta ?? false,
+    delta: opts.delta ?? process.env["SLUICE_TEST_XDS"] !== "sotw",
   });
   const envoy = startEnvoy(bootstrap, {
     logLevel: process.env["SLUICE_TEST_ENVOY_LOG"] ?? "warn",
