@@ -13,15 +13,16 @@ export const SERVER_OPTIONS = {
   "authz-port": { type: "string", default: "18002" },
   "admin-host": { type: "string", default: "127.0.0.1" },
   "admin-port": { type: "string", default: "18001" },
-  // auto: authorization rules that compile to Envoy RBAC run natively; sluice: all of them in Sluice's ext_authz.
+  // auto: authorization rules that compile to Envoy RBAC run natively; sluice: all of them in Sluice's ext_authz;
+  // sluice-grpc: the same, always over gRPC (not the HTTP check where it would do).
   "authorization-path": { type: "string", default: "auto" },
   // Envoys on delta ADS get virtual hosts over VHDS unless this is set (then whole RouteConfigurations, as on SotW).
   "no-vhds": { type: "boolean", default: false },
 } as const;
 
 export function parseAuthorizationPath(value: string): AuthorizationPath {
-  if (value !== "auto" && value !== "sluice")
-    throw new Error(`--authorization-path must be auto or sluice, got "${value}"`);
+  if (value !== "auto" && value !== "sluice" && value !== "sluice-grpc")
+    throw new Error(`--authorization-path must be auto, sluice or sluice-grpc, got "${value}"`);
   return value;
 }
 

@@ -116,7 +116,8 @@ export class SluiceServer {
     this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
     const unary = new Map(this.#services.flatMap((s) => [...(s.unary ?? [])]));
     const bidi = new Map(this.#services.flatMap((s) => [...(s.bidi ?? [])]));
-    this.#unary = new UnaryGrpcServer(unary, bidi, { log: this.#opts.log });
+    const http1 = this.#services.find((s) => s.http1 !== undefined)?.http1;
+    this.#unary = new UnaryGrpcServer(unary, bidi, { log: this.#opts.log, ...(http1 !== undefined ? { http1 } : {}) });
     this.authzPort = await this.#unary.start(this.#opts.xdsHost, this.#opts.authzPort);
     this.#opts.log(`sluice: ext_authz on ${this.#opts.xdsHost}:${this.authzPort}`);
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);

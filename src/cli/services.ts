@@ -3,11 +3,13 @@
 // ext_proc Process stream) are also served by the lightweight HTTP/2 server on the authz port (bootstrap cluster
 // `sluice_authz`), which is the one the translator points Envoy at. Each service gets every new translation result, from which it takes its policy tables.
 
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type * as grpc from "@grpc/grpc-js";
 import {
   addExtAuthzService,
   type ExtAuthzOptions,
   type ExtAuthzPolicy,
+  extAuthzHttpHandler,
   extAuthzUnaryHandlers,
   type PolicyTable,
 } from "../extauthz/server.js";
@@ -21,6 +23,8 @@ export interface SluiceService {
   addTo(server: grpc.Server): void;
   /** Unary methods by gRPC path, for the hot-path server (src/grpc/unary-server.ts). */
   readonly unary?: ReadonlyMap<string, UnaryHandler>;
+  /** The hot-path server's HTTP/1.1 requests (Envoy's HTTP ext_authz); one service at most has them. */
+  readonly http1?: (req: IncomingMessage, res: ServerResponse) => void;
   /** Bidirectional-stream methods by gRPC path, for the same server. */
   readonly bidi?: ReadonlyMap<string, BidiHandler>;
   /** Called after every translation, before the new snapshot is published, so Envoy never sees an unknown id. */
@@ -68,6 +72,7 @@ export function extAuthzService(opts: ServiceOptions): SluiceService {
       addExtAuthzService(server, options);
     },
     unary: extAuthzUnaryHandlers(options),
+    http1: extAuthzHttpHandler(options),
     update(result) {
       if (result.extAuthzPolicies === published) return;
       published = result.extAuthzPolicies;

@@ -10,6 +10,7 @@
 // An entry with `userExtAuth` instead fronts the user's own authorization service with a decision cache
 // (user-ext-auth.ts).
 
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { create, fromBinary, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { type CelActivation, ipValue, parsePeerIp } from "../cel/index.js";
@@ -31,6 +32,7 @@ import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./au
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
 import { type CheckFields, checkFieldsOf, filterMetadataStruct, readCheckRequest } from "./check-request.js";
 import { parseQuery } from "./credentials.js";
+import { checkFieldsOfHttp, RESERVED_HEADERS, writeHttpCheckResponse } from "./http-check.js";
 import { checkUserExtAuth, copyCheckRequest, type UserExtAuth, UserExtAuthClients } from "./user-ext-auth.js";
 
 /** The context extension carrying the policy id. */
@@ -168,6 +170,8 @@ export function buildActivation(request: CheckRequest, jwt: boolean): CelActivat
 export function activationOf(f: CheckFields, jwt: boolean): CelActivation {
   const out: { -readonly [K in "request" | "source" | "jwt"]?: NonNullable<CelActivation[K]> } = {};
   if (f.hasHttp) {
+    // The headers Sluice has Envoy add to an HTTP check are not the client's to set (http-check.ts).
+    for (const h of RESERVED_HEADERS) f.headers.delete(h);
     const q = f.path.indexOf("?");
     out.request = {
       method: f.method,
@@ -215,6 +219,42 @@ function denied(grpcCode: number, http: StatusCode, body: string, headers: Heade
     status: { code: grpcCode, message: body },
     httpResponse: { case: "deniedResponse", value: { status: { code: http }, headers, body } },
   });
+}
+
+/**
+ * Whether a policy can be decided from an HTTP check (http-check.ts): it reads only the request and its source, and
+ * answers nothing but allow or deny. The translator sends exactly these over HTTP.
+ */
+export function httpCheckable(p: ExtAuthzPolicy): boolean {
+  return (
+    p.basicAuth === undefined &&
+    p.apiKey === undefined &&
+    p.userExtAuth === undefined &&
+    !p.jwt &&
+    p.upstreamHeaders === undefined
+  );
+}
+
+/** Envoy's HTTP ext_authz check (http-check.ts) on the hot-path server's HTTP/1.1 connections. */
+export function extAuthzHttpHandler(options: ExtAuthzOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const deny = (res: ServerResponse, why: string, fields?: Record<string, unknown>) => {
+    options.logger?.warn(`ext_authz: ${why}, denying`, fields);
+    writeHttpCheckResponse(res, denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "forbidden", []));
+  };
+  return (req, res) => {
+    // A check request has no body; reading to its end keeps the connection reusable.
+    req.resume();
+    const parsed = checkFieldsOfHttp(req);
+    if (typeof parsed === "string") return deny(res, `malformed HTTP check (${parsed})`);
+    const policy = options.policies().get(parsed.id);
+    // Fail closed on what only the gRPC check can carry (identity, metadata): the translator never sends those here.
+    if (policy !== undefined && !httpCheckable(policy))
+      return deny(res, "policy needs the gRPC check", { policy: parsed.id });
+    decide(parsed.id, (jwt) => activationOf(parsed.fields, jwt), options).then(
+      (response) => writeHttpCheckResponse(res, response),
+      (e: unknown) => deny(res, "internal error", { error: String(e) }),
+    );
+  };
 }
 
 /** The clients of `options`, or ones made on first use (tests that never close them). */

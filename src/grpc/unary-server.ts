@@ -10,6 +10,12 @@
 // gets GOAWAY and its connection closed; nothing else is affected. Tested against Node's own HTTP/2 client
 // (test/unit/unary-server.test.ts) and, end to end, Envoy.
 
+import {
+  createServer as createHttpServer,
+  type Server as HttpServer,
+  type IncomingMessage,
+  type ServerResponse,
+} from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { GRPC_RESPONSE_HEADERS, grpcTrailers, grpcTrailersOnly, HpackDecoder, HpackError } from "./hpack.js";
 
@@ -130,7 +136,8 @@ class Connection {
   #flushScheduled = false;
   #dead = false;
 
-  constructor(socket: Socket, server: UnaryGrpcServer) {
+  /** `first`: what the peer sent before the connection was recognised as HTTP/2. */
+  constructor(socket: Socket, server: UnaryGrpcServer, first?: Buffer) {
     this.#socket = socket;
     this.#server = server;
     socket.setNoDelay(true);
@@ -145,6 +152,7 @@ class Connection {
     settings.writeUInt32BE(MAX_WINDOW, 8);
     this.#queue(frameHeader(12, FRAME.SETTINGS, 0, 0), settings);
     this.#windowUpdate(0, MAX_WINDOW - 65_535);
+    if (first !== undefined) this.#onData(first);
   }
 
   #teardown(): void {
@@ -622,6 +630,9 @@ class Http2BidiCall implements BidiCall {
   }
 }
 
+/** How an HTTP/2 client starts (RFC 9113 §3.4); no HTTP/1.1 request line starts with it. */
+const H2_START = Buffer.from("PRI ");
+
 export class UnaryGrpcServer {
   readonly handlers: ReadonlyMap<string, UnaryHandler>;
   readonly bidi: ReadonlyMap<string, BidiHandler>;
@@ -629,20 +640,66 @@ export class UnaryGrpcServer {
   readonly log: (line: string) => void;
   readonly #connections = new Set<Connection>();
   #server: Server | undefined;
+  /** Serves the HTTP/1.1 connections of the same port (Envoy's HTTP ext_authz), when there is a handler for them. */
+  readonly #http1: HttpServer | undefined;
 
-  /** Handlers by gRPC path, e.g. `/envoy.service.auth.v3.Authorization/Check`. */
+  /**
+   * Handlers by gRPC path, e.g. `/envoy.service.auth.v3.Authorization/Check`. With `http1`, connections that do not
+   * start with the HTTP/2 preface are HTTP/1.1 and go to it.
+   */
   constructor(
     handlers: ReadonlyMap<string, UnaryHandler>,
     bidi: ReadonlyMap<string, BidiHandler> = new Map(),
-    opts: { log?: (line: string) => void } = {},
+    opts: { log?: (line: string) => void; http1?: (req: IncomingMessage, res: ServerResponse) => void } = {},
   ) {
     this.handlers = handlers;
     this.bidi = bidi;
     this.log = opts.log ?? ((line) => console.error(line));
+    if (opts.http1 !== undefined) {
+      const http1 = opts.http1;
+      this.#http1 = createHttpServer({ keepAliveTimeout: 0, requestTimeout: 0, headersTimeout: 10_000 }, (req, res) => {
+        try {
+          http1(req, res);
+        } catch (e) {
+          this.log(`sluice: HTTP/1.1 handler failed: ${String(e)}`);
+          if (!res.headersSent) res.writeHead(500);
+          res.end();
+        }
+      });
+    }
+  }
+
+  /** A new connection: HTTP/2 (gRPC) or, with an HTTP/1.1 handler, HTTP/1.1, told apart by its first bytes. */
+  #accept(socket: Socket): void {
+    const http1 = this.#http1;
+    if (http1 === undefined) {
+      this.#connections.add(new Connection(socket, this));
+      return;
+    }
+    let seen: Buffer = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      seen = seen.byteLength === 0 ? chunk : Buffer.concat([seen, chunk]);
+      const n = Math.min(seen.byteLength, H2_START.byteLength);
+      const h2 = seen.subarray(0, n).equals(H2_START.subarray(0, n));
+      if (h2 && n < H2_START.byteLength) return;
+      socket.off("data", onData);
+      socket.pause();
+      if (h2) {
+        this.#connections.add(new Connection(socket, this, seen));
+        socket.resume();
+        return;
+      }
+      // Node's HTTP server takes injected connections; what was read goes back in front of the socket's input.
+      socket.unshift(seen);
+      http1.emit("connection", socket);
+      socket.resume();
+    };
+    socket.on("data", onData);
+    socket.on("error", () => socket.destroy());
   }
 
   async start(host: string, port: number): Promise<number> {
-    const server = createServer((socket) => this.#connections.add(new Connection(socket, this)));
+    const server = createServer((socket) => this.#accept(socket));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, host, () => resolve());
@@ -661,6 +718,7 @@ export class UnaryGrpcServer {
     this.#server = undefined;
     if (server === undefined) return;
     for (const c of [...this.#connections]) c.close();
+    this.#http1?.closeAllConnections();
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, 1000);
       server.close(() => {

@@ -66,3 +66,5 @@ export function filterInstanceName(filter: string, key: string): string {
 
 /** The bootstrap cluster of Sluice's unary gRPC server (ext_authz Check, on Envoy's hot path). */
 export const SLUICE_AUTHZ_CLUSTER = "sluice_authz";
+/** The same server over HTTP/1.1, for Envoy's HTTP ext_authz checks (deploy/envoy/bootstrap.yaml). */
+export const SLUICE_AUTHZ_HTTP_CLUSTER = "sluice_authz_http";

@@ -1,6 +1,8 @@
 // The spec's authorization rules end to end through a real Envoy fed by `sluice serve`, with JWTs minted by `jose`.
-// Run twice with identical cases: authz-native.test.ts (`--authorization-path auto`: rules that compile to RBAC run
-// in Envoy's rbac filter) and authz-sluice.test.ts (`--authorization-path sluice`: every rule in Sluice's ext_authz).
+// Run three times with identical cases: authz-native.test.ts (`--authorization-path auto`: rules that compile to RBAC
+// run in Envoy's rbac filter), authz-sluice.test.ts (`--authorization-path sluice`: every rule in Sluice's ext_authz,
+// over HTTP where the policy reads only the request and its source) and authz-sluice-grpc.test.ts
+// (`--authorization-path sluice-grpc`: the same, always over gRPC).
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -130,8 +132,14 @@ spec:
   return `${docs.join("\n---\n")}\n`;
 }
 
-export function authzSuite(path: "auto" | "sluice"): void {
-  describe(`authorization through Envoy, ${path === "auto" ? "native RBAC where it compiles" : "all in Sluice ext_authz"}`, () => {
+const TITLES = {
+  auto: "native RBAC where it compiles",
+  sluice: "all in Sluice ext_authz",
+  "sluice-grpc": "all in Sluice ext_authz over gRPC",
+} as const;
+
+export function authzSuite(path: keyof typeof TITLES): void {
+  describe(`authorization through Envoy, ${TITLES[path]}`, () => {
     const cfg = tempConfigDir();
     let port = 0;
     let up: Upstream;
@@ -173,6 +181,9 @@ export function authzSuite(path: "auto" | "sluice"): void {
       if (path === "auto") assert.match(dump, /sluice\.rbac\.allow/);
       else assert.doesNotMatch(dump, /sluice\.rbac\./);
       assert.match(dump, /sluice\.ext_authz\.authz/); // cel-only always needs Sluice
+      // cel-only reads only the request: an HTTP check, unless gRPC is asked for.
+      if (path === "sluice-grpc") assert.doesNotMatch(dump, /sluice\.ext_authz\.authz_http/);
+      else assert.match(dump, /sluice\.ext_authz\.authz_http/);
     });
 
     test("decision matrix: Allow jwt.sub == 'alice', Require x-internal == 'true'", async () => {

@@ -71,7 +71,7 @@ export interface HttpResult {
 export function request(
   port: number,
   path: string,
-  opts: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
+  opts: { method?: string; headers?: Record<string, string | string[]>; body?: string; timeoutMs?: number } = {},
 ): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { translateLoad } from "../../src/cli/load.js";
+import { httpCheckable } from "../../src/extauthz/server.js";
 import { FileSource } from "../../src/sources/file-source.js";
 import { xdsToJson } from "../../src/translate/xds/json.js";
 import { goldenDir } from "../helpers/golden.js";
@@ -19,10 +20,28 @@ describe("authorization path", () => {
     const text = JSON.stringify(xdsToJson(sluice.gateways[0]!.xds));
     assert.doesNotMatch(text, /sluice\.rbac\.|network_rbac/);
     assert.match(text, /sluice\.network_ext_authz/);
-    // Every id Envoy is given is in the table.
+    // Every id Envoy is given (a context extension, or route metadata for an HTTP check) is in the table.
     const ids = [...text.matchAll(/"(p-[0-9a-f]{32})"/g)].map((m) => m[1]!);
     assert.ok(ids.length >= 4);
     for (const id of ids) assert.ok(sluice.extAuthzPolicies.has(id), id);
+  });
+
+  it("sluice: authorization that reads only the request and its source is an HTTP check; sluice-grpc: gRPC only", async () => {
+    const load = await new FileSource([file]).load();
+    const sluice = translateLoad(load, { authorizationPath: "sluice" });
+    const text = JSON.stringify(xdsToJson(sluice.gateways[0]!.xds));
+    const httpIds = [...text.matchAll(/"authzPolicy":"(p-[0-9a-f]{32})"/g)].map((m) => m[1]!);
+    assert.ok(httpIds.length >= 1, "no HTTP check");
+    for (const id of httpIds) {
+      const policy = sluice.extAuthzPolicies.get(id);
+      assert.ok(policy !== undefined && httpCheckable(policy), id);
+    }
+    // The JWT-reading and authentication policies of the golden stay on gRPC.
+    const grpcIds = [...text.matchAll(/"sluice\.policy":"(p-[0-9a-f]{32})"/g)].map((m) => m[1]!);
+    assert.ok(grpcIds.some((id) => !httpCheckable(sluice.extAuthzPolicies.get(id)!)));
+    const grpc = JSON.stringify(xdsToJson(translateLoad(load, { authorizationPath: "sluice-grpc" }).gateways[0]!.xds));
+    assert.doesNotMatch(grpc, /sluice\.ext_authz\.authz_http|authzPolicy/);
+    assert.match(grpc, /sluice\.ext_authz\.authz"/);
   });
 
   it("ids are content hashes: the same input gives the same ids, a changed rule a new one", async () => {

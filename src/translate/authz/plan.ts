@@ -5,7 +5,9 @@
 // Native or Sluice: the authorization rules of a route go to Envoy's RBAC when every expression of every rule compiles
 // to RBAC (src/cel/rbac.ts), all or nothing, so one decision is never split between the two. Otherwise they go to
 // Sluice's ext_authz. `authorizationPath: "sluice"` (translate option; `sluice serve|run --authorization-path sluice`)
-// forces the Sluice path everywhere, which is how the e2e tests run the same cases on both paths.
+// forces the Sluice path everywhere, which is how the e2e tests run the same cases on both paths; `sluice-grpc` does
+// too, and has Envoy call Sluice over gRPC even where the HTTP check would do (xds/filters/ext-authz-sluice.ts), so
+// the tests run the same cases on both transports.
 //
 // Filter positions (ARCHITECTURE.md): basic/API key authentication is one ext_authz call at `sluiceAuthn`; the
 // authorization is RBAC or an ext_authz call at `authorization`; with no user `extAuth` in between, a Sluice
@@ -31,7 +33,7 @@ import type { TranslationInput } from "../input.js";
 import type { EffectivePolicyIR, PolicySourceIR, PolicyValueIR } from "../ir.js";
 import { type PolicyTableSink, secretDigest } from "./policy-table.js";
 
-export type AuthorizationPath = "auto" | "sluice";
+export type AuthorizationPath = "auto" | "sluice" | "sluice-grpc";
 
 /** Annotations of the GwPolicy carrying an authentication field: the identity sent to the upstream as headers. */
 export const API_KEY_METADATA_HEADER_ANNOTATION = "sluice.dev/api-key-metadata-header";
@@ -149,7 +151,7 @@ function providerOf(variable: string): string {
 }
 
 function rbacOf(a: CompiledAuthorization, ctx: AuthzContext): HttpAuthzPlan["rbac"] {
-  if (ctx.path === "sluice" || isEmptyAuthorization(a)) return undefined;
+  if (ctx.path !== "auto" || isEmptyAuthorization(a)) return undefined;
   const rules = [...a.deny, ...a.require, ...a.allow];
   const filters = buildRbacFilters(rules);
   if (filters === undefined) return undefined;

@@ -12,6 +12,7 @@ import {
 import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { RouteIR } from "../ir.js";
+import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
 import { type BuildContext, SLUICE_ROUTE_METADATA } from "./filters/types.js";
@@ -80,6 +81,16 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
       out.responseHeadersToAdd = [...(out.responseHeadersToAdd ?? []), ...options(response)];
       out.responseHeadersToRemove = [...(out.responseHeadersToRemove ?? []), ...(response.remove ?? [])];
     }
+  }
+
+  // The policy of the route's HTTP authorization check, which Envoy reads from here (filters/ext-authz-sluice.ts).
+  const httpAuthz = ctx !== undefined ? httpAuthzPolicyId(r, ctx) : undefined;
+  if (httpAuthz !== undefined) {
+    const md = out.metadata?.filterMetadata ?? {};
+    const ns = md[SLUICE_ROUTE_METADATA] ?? {};
+    out.metadata = {
+      filterMetadata: { ...md, [SLUICE_ROUTE_METADATA]: { ...ns, [AUTHZ_POLICY_METADATA_KEY]: httpAuthz } },
+    };
   }
 
   // Marks the route for the listener's 502 mapping of an oversized buffered response (filters/route-scoped.ts).

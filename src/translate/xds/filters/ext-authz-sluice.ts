@@ -1,22 +1,39 @@
 // ext_authz → Sluice (src/extauthz/server.ts): basic and API key authentication at `sluiceAuthn`, and CEL
 // authorization that does not compile to RBAC at `authorization` (or joined with authentication in one call).
-// Envoy names the policy-table entry with the per-route context extension `sluice.policy`.
+// Envoy names the policy-table entry with the per-route context extension `sluice.policy`, or, for an authorization
+// that reads only the request and its source, checks over HTTP with the id in the path (src/extauthz/http-check.ts).
 
 import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { JWT_METADATA_NAMESPACE } from "../../../cel/rbac.js";
-import { POLICY_CONTEXT_KEY } from "../../../extauthz/server.js";
+import {
+  HTTP_AUTHZ_HEADERS,
+  HTTP_AUTHZ_PREFIX,
+  ORIGINAL_PREFIX,
+  SHADOWED_HEADERS,
+} from "../../../extauthz/http-check.js";
+import { httpCheckable, POLICY_CONTEXT_KEY } from "../../../extauthz/server.js";
 import { ApiVersion } from "../../../gen/envoy/config/core/v3/config_source_pb.js";
 import {
   ExtAuthzPerRouteSchema,
   ExtAuthzSchema,
+  HttpServiceSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js";
-import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
+import type { RouteIR } from "../../ir.js";
+import { SLUICE_AUTHZ_CLUSTER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../../names.js";
 import { routeAuthzPlan } from "./authz-plan.js";
-import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
+import {
+  type BuildContext,
+  type FilterInstance,
+  FilterOrder,
+  type HttpFilterBuilder,
+  SLUICE_ROUTE_METADATA,
+} from "./types.js";
 
 export const SLUICE_AUTHN_FILTER = "sluice.ext_authz.authn";
 export const SLUICE_AUTHZ_FILTER = "sluice.ext_authz.authz";
+/** The authorization for policies that read only the request and its source, as an HTTP check (http-check.ts). */
+export const SLUICE_AUTHZ_HTTP_FILTER = "sluice.ext_authz.authz_http";
 
 /** Listener-level config: call Sluice over the bootstrap cluster, fail closed, pass the JWT payload. */
 export function sluiceExtAuthz() {
@@ -35,6 +52,55 @@ export function sluiceExtAuthz() {
   });
 }
 
+/** Route metadata (namespace `sluice`) naming the policy of a route's HTTP check. */
+export const AUTHZ_POLICY_METADATA_KEY = "authzPolicy";
+
+/**
+ * Listener-level config of the HTTP check: every header goes to Sluice, with the policy id from the route's metadata
+ * and what the gRPC check has in its attributes; failures deny. Routes only enable it (a per-route http_service would
+ * name the policy too, but Envoy then makes a client per check: about 10% fewer checks per second in bench/authz).
+ */
+export function sluiceExtAuthzHttp() {
+  return create(ExtAuthzSchema, {
+    services: {
+      case: "httpService",
+      value: create(HttpServiceSchema, {
+        serverUri: {
+          uri: `http://${SLUICE_AUTHZ_HTTP_CLUSTER}`,
+          httpUpstreamType: { case: "cluster", value: SLUICE_AUTHZ_HTTP_CLUSTER },
+          timeout: { seconds: 2n },
+        },
+        pathPrefix: HTTP_AUTHZ_PREFIX,
+        authorizationRequest: {
+          headersToAdd: [
+            {
+              key: HTTP_AUTHZ_HEADERS.policy,
+              value: `%METADATA(ROUTE:${SLUICE_ROUTE_METADATA}:${AUTHZ_POLICY_METADATA_KEY})%`,
+            },
+            { key: HTTP_AUTHZ_HEADERS.source, value: "%DOWNSTREAM_REMOTE_ADDRESS%" },
+            { key: HTTP_AUTHZ_HEADERS.scheme, value: "%REQ(:SCHEME)%" },
+            ...SHADOWED_HEADERS.map((h) => ({ key: `${ORIGINAL_PREFIX}${h}`, value: `%REQ(${h})%` })),
+          ],
+        },
+      }),
+    },
+    transportApiVersion: ApiVersion.V3,
+    failureModeAllow: false,
+    allowedHeaders: { patterns: [{ matchPattern: { case: "safeRegex", value: { regex: ".*" } } }] },
+  });
+}
+
+/**
+ * The id of the route's Sluice authorization when it goes over HTTP: a policy that reads only the request and its
+ * source (Envoy's HTTP client costs it about half of what its gRPC client does per check), unless gRPC is asked for.
+ */
+export function httpAuthzPolicyId(route: RouteIR, ctx: BuildContext): string | undefined {
+  const id = routeAuthzPlan(route, ctx)?.authzPolicyId;
+  if (id === undefined || ctx.authz?.path === "sluice-grpc") return undefined;
+  const policy = ctx.authz?.table.get(id);
+  return policy !== undefined && httpCheckable(policy) ? id : undefined;
+}
+
 function instance(name: string, order: number, policyId: string): FilterInstance {
   return {
     name,
@@ -49,6 +115,18 @@ function instance(name: string, order: number, policyId: string): FilterInstance
   };
 }
 
+/** The HTTP check, enabled on a route; its policy id is in the route's metadata (traffic-route.ts). */
+const HTTP_INSTANCE: FilterInstance = {
+  name: SLUICE_AUTHZ_HTTP_FILTER,
+  order: FilterOrder.authorization,
+  config: anyPack(ExtAuthzSchema, sluiceExtAuthzHttp()),
+  // Envoy wants a per-route config for ext_authz; empty check settings change nothing.
+  perRoute: anyPack(
+    ExtAuthzPerRouteSchema,
+    create(ExtAuthzPerRouteSchema, { override: { case: "checkSettings", value: {} } }),
+  ),
+};
+
 export const sluiceExtAuthzBuilder: HttpFilterBuilder = {
   id: "sluice-ext-authz",
   schemas: [ExtAuthzSchema, ExtAuthzPerRouteSchema],
@@ -60,7 +138,11 @@ export const sluiceExtAuthzBuilder: HttpFilterBuilder = {
       filters.push(instance(SLUICE_AUTHN_FILTER, FilterOrder.sluiceAuthn, plan.authnPolicyId));
     }
     if (plan.authzPolicyId !== undefined) {
-      filters.push(instance(SLUICE_AUTHZ_FILTER, FilterOrder.authorization, plan.authzPolicyId));
+      filters.push(
+        httpAuthzPolicyId(route, ctx) !== undefined
+          ? HTTP_INSTANCE
+          : instance(SLUICE_AUTHZ_FILTER, FilterOrder.authorization, plan.authzPolicyId),
+      );
     }
     return filters.length > 0 ? { filters } : undefined;
   },

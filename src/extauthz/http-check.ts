@@ -1,0 +1,132 @@
+// The HTTP form of Sluice's ext_authz check, for policies that read only the request and its source (no JWT claims,
+// API key or basic-auth identity, no user extAuth, no headers to the upstream): Envoy's HTTP ext_authz client costs
+// Envoy about half as much per check as its gRPC client, and the check needs nothing gRPC carries beyond the request.
+//
+// Envoy sends the request's method and headers, with path `/sluice/authz<the request's path>`, plus headers the
+// translator has it add (src/translate/xds/filters/ext-authz-sluice.ts): the policy id (from route metadata), the
+// downstream address, the scheme, and the request's own values of the headers Envoy's client sets on the check
+// request (content-length: the check carries none of the body; x-envoy-internal: the check is Envoy's own request).
+// The fields rebuilt here are the ones the gRPC CheckRequest carries for the same request, pseudo-headers included,
+// so CEL sees the same `request` and `source` on both transports (test/e2e/authz-transports.test.ts). Sluice's own
+// added headers are reserved: CEL never sees them, on either transport.
+//
+// The answer is 200 to allow; a denial is its status, headers and body, which Envoy passes to the client.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { CheckResponse } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
+import type { CheckFields } from "./check-request.js";
+
+/** The path prefix of every HTTP check: the request's own path follows it. */
+export const HTTP_AUTHZ_PREFIX = "/sluice/authz";
+
+/** Headers Envoy adds to each HTTP check (a client-sent header of the same name is replaced). */
+export const HTTP_AUTHZ_HEADERS = {
+  /** The policy id, from the route's metadata. */
+  policy: "x-sluice-authz-policy",
+  /** %DOWNSTREAM_REMOTE_ADDRESS%: `ip:port`, `[ipv6]:port`, or a pipe's path. */
+  source: "x-sluice-authz-source",
+  /** %REQ(:SCHEME)% */
+  scheme: "x-sluice-authz-scheme",
+} as const;
+
+/**
+ * Headers Envoy's HTTP client sets on the check request itself, whatever the request had: the request's own value
+ * (or none) comes in `x-sluice-authz-original-<name>`, from %REQ(<name>)%.
+ */
+export const SHADOWED_HEADERS = ["content-length", "x-envoy-internal", "x-envoy-expected-rq-timeout-ms"] as const;
+export const ORIGINAL_PREFIX = "x-sluice-authz-original-";
+
+/**
+ * The headers of Sluice's own that Envoy adds to a check: a client cannot send them through (Envoy replaces them),
+ * so the gRPC check hides a client's too, and CEL sees the same headers on both transports.
+ */
+export const RESERVED_HEADERS: readonly string[] = [
+  HTTP_AUTHZ_HEADERS.policy,
+  HTTP_AUTHZ_HEADERS.source,
+  HTTP_AUTHZ_HEADERS.scheme,
+  ...SHADOWED_HEADERS.map((h) => `${ORIGINAL_PREFIX}${h}`),
+];
+
+/** Not part of the request being checked: Sluice's own headers, the check request's, and hop-by-hop ones. */
+const CHECK_REQUEST_ONLY = new Set<string>([...RESERVED_HEADERS, ...SHADOWED_HEADERS, "connection", "keep-alive"]);
+
+/** The policy id and the fields of the request being checked; a string says why the check request is malformed. */
+export function checkFieldsOfHttp(
+  req: IncomingMessage,
+): { readonly id: string; readonly fields: CheckFields } | string {
+  const url = req.url ?? "";
+  if (!url.startsWith(HTTP_AUTHZ_PREFIX)) return `path does not start with ${HTTP_AUTHZ_PREFIX}`;
+  const distinct = req.headersDistinct;
+  const id = distinct[HTTP_AUTHZ_HEADERS.policy]?.[0] ?? "";
+  if (id === "") return `no policy id (${HTTP_AUTHZ_HEADERS.policy})`;
+  const path = url.slice(HTTP_AUTHZ_PREFIX.length) || "/";
+  const method = req.method ?? "";
+  const host = distinct["host"]?.join(",") ?? "";
+  const scheme = distinct[HTTP_AUTHZ_HEADERS.scheme]?.[0] ?? "";
+  const headers = new Map<string, string>();
+  for (const name in distinct) {
+    if (CHECK_REQUEST_ONLY.has(name) || name === "host") continue;
+    // Envoy joins a repeated header's values with "," in a gRPC CheckRequest.
+    headers.set(name, (distinct[name] as string[]).join(","));
+  }
+  for (const name of SHADOWED_HEADERS) {
+    const original = distinct[`${ORIGINAL_PREFIX}${name}`]?.[0];
+    if (original !== undefined && original !== "") headers.set(name, original);
+  }
+  // The pseudo-headers, as the gRPC CheckRequest's header map has them.
+  headers.set(":authority", host);
+  headers.set(":path", path);
+  headers.set(":method", method);
+  if (scheme !== "") headers.set(":scheme", scheme);
+  const source = parseAddress(distinct[HTTP_AUTHZ_HEADERS.source]?.[0] ?? "");
+  const fields: CheckFields = {
+    method,
+    path,
+    host,
+    scheme,
+    hasHttp: true,
+    headers,
+    sourcePort: source?.port ?? 0,
+    contextExtensions: new Map(),
+    filterMetadata: new Map(),
+    ...(source !== undefined ? { sourceAddress: source.address } : {}),
+  };
+  return { id, fields };
+}
+
+/** `ip:port` or `[ipv6]:port` as Envoy formats a socket address; undefined for anything else (a pipe, `-`). */
+export function parseAddress(text: string): { readonly address: string; readonly port: number } | undefined {
+  let address: string;
+  let portText: string;
+  if (text.startsWith("[")) {
+    const close = text.indexOf("]:");
+    if (close < 0) return undefined;
+    address = text.slice(1, close);
+    portText = text.slice(close + 2);
+  } else {
+    const colon = text.lastIndexOf(":");
+    if (colon <= 0 || text.indexOf(":") !== colon) return undefined;
+    address = text.slice(0, colon);
+    portText = text.slice(colon + 1);
+  }
+  if (!/^[0-9]{1,5}$/.test(portText)) return undefined;
+  const port = Number(portText);
+  return port <= 65_535 ? { address, port } : undefined;
+}
+
+/** Writes a CheckResponse as the HTTP answer Envoy's HTTP ext_authz client expects. */
+export function writeHttpCheckResponse(res: ServerResponse, response: CheckResponse): void {
+  if (response.status?.code === 0 || response.status === undefined) {
+    res.writeHead(200, { "content-length": "0" });
+    res.end();
+    return;
+  }
+  const denied = response.httpResponse.case === "deniedResponse" ? response.httpResponse.value : undefined;
+  const status = denied?.status?.code || 403;
+  const body = denied?.body ?? "";
+  const headers: [string, string][] = [];
+  for (const h of denied?.headers ?? []) if (h.header !== undefined) headers.push([h.header.key, h.header.value]);
+  headers.push(["content-length", String(Buffer.byteLength(body))]);
+  res.writeHead(status, headers.flat());
+  res.end(body);
+}
