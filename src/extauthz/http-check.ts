@@ -19,7 +19,12 @@ import type { CheckFields } from "./check-request.js";
 /** The path prefix of every HTTP check: the request's own path follows it. */
 export const HTTP_AUTHZ_PREFIX = "/sluice/authz";
 
-/** Headers Envoy adds to each HTTP check (a client-sent header of the same name is replaced). */
+/** The prefix of the headers Sluice has Envoy add to a check; Envoy drops a client's (disallowed_headers). */
+export const RESERVED_PREFIX = "x-sluice-authz-";
+/** What each added header's value starts with, so that an empty value is still sent (and told from none). */
+export const VALUE_MARK = "v=";
+
+/** Headers Envoy adds to each HTTP check; each value is VALUE_MARK and then the value. */
 export const HTTP_AUTHZ_HEADERS = {
   /** The policy id, from the route's metadata. */
   policy: "x-sluice-authz-policy",
@@ -36,10 +41,7 @@ export const HTTP_AUTHZ_HEADERS = {
 export const SHADOWED_HEADERS = ["content-length", "x-envoy-internal", "x-envoy-expected-rq-timeout-ms"] as const;
 export const ORIGINAL_PREFIX = "x-sluice-authz-original-";
 
-/**
- * The headers of Sluice's own that Envoy adds to a check: a client cannot send them through (Envoy replaces them),
- * so the gRPC check hides a client's too, and CEL sees the same headers on both transports.
- */
+/** The headers of Sluice's own that Envoy adds to a check (all under RESERVED_PREFIX). */
 export const RESERVED_HEADERS: readonly string[] = [
   HTTP_AUTHZ_HEADERS.policy,
   HTTP_AUTHZ_HEADERS.source,
@@ -47,8 +49,24 @@ export const RESERVED_HEADERS: readonly string[] = [
   ...SHADOWED_HEADERS.map((h) => `${ORIGINAL_PREFIX}${h}`),
 ];
 
+/**
+ * Removes the headers under RESERVED_PREFIX from a check's header map. Envoy drops a client's from an HTTP check, so
+ * the gRPC check hides them too, and CEL sees the same headers on both transports.
+ */
+export function dropReservedHeaders(headers: Map<string, string>): void {
+  for (const name of headers.keys()) if (name.startsWith(RESERVED_PREFIX)) headers.delete(name);
+}
+
 /** Not part of the request being checked: Sluice's own headers, the check request's, and hop-by-hop ones. */
 const CHECK_REQUEST_ONLY = new Set<string>([...RESERVED_HEADERS, ...SHADOWED_HEADERS, "connection", "keep-alive"]);
+
+/** The value of a header Sluice has Envoy add (without VALUE_MARK); undefined when absent or not marked. */
+function added(distinct: NodeJS.Dict<string[]>, name: string): string | undefined {
+  const v = distinct[name];
+  if (v === undefined || v.length !== 1) return undefined;
+  const text = v[0] as string;
+  return text.startsWith(VALUE_MARK) ? text.slice(VALUE_MARK.length) : undefined;
+}
 
 /** The policy id and the fields of the request being checked; a string says why the check request is malformed. */
 export function checkFieldsOfHttp(
@@ -57,20 +75,20 @@ export function checkFieldsOfHttp(
   const url = req.url ?? "";
   if (!url.startsWith(HTTP_AUTHZ_PREFIX)) return `path does not start with ${HTTP_AUTHZ_PREFIX}`;
   const distinct = req.headersDistinct;
-  const id = distinct[HTTP_AUTHZ_HEADERS.policy]?.[0] ?? "";
+  const id = added(distinct, HTTP_AUTHZ_HEADERS.policy) ?? "";
   if (id === "") return `no policy id (${HTTP_AUTHZ_HEADERS.policy})`;
   const path = url.slice(HTTP_AUTHZ_PREFIX.length) || "/";
   const method = req.method ?? "";
   const host = distinct["host"]?.join(",") ?? "";
-  const scheme = distinct[HTTP_AUTHZ_HEADERS.scheme]?.[0] ?? "";
+  const scheme = added(distinct, HTTP_AUTHZ_HEADERS.scheme) ?? "";
   const headers = new Map<string, string>();
   for (const name in distinct) {
-    if (CHECK_REQUEST_ONLY.has(name) || name === "host") continue;
+    if (CHECK_REQUEST_ONLY.has(name) || name === "host" || name.startsWith(RESERVED_PREFIX)) continue;
     // Envoy joins a repeated header's values with "," in a gRPC CheckRequest.
     headers.set(name, (distinct[name] as string[]).join(","));
   }
   for (const name of SHADOWED_HEADERS) {
-    const original = distinct[`${ORIGINAL_PREFIX}${name}`]?.[0];
+    const original = added(distinct, `${ORIGINAL_PREFIX}${name}`);
     if (original !== undefined && original !== "") headers.set(name, original);
   }
   // The pseudo-headers, as the gRPC CheckRequest's header map has them.
@@ -78,7 +96,7 @@ export function checkFieldsOfHttp(
   headers.set(":path", path);
   headers.set(":method", method);
   if (scheme !== "") headers.set(":scheme", scheme);
-  const source = parseAddress(distinct[HTTP_AUTHZ_HEADERS.source]?.[0] ?? "");
+  const source = parseAddress(added(distinct, HTTP_AUTHZ_HEADERS.source) ?? "");
   const fields: CheckFields = {
     method,
     path,

@@ -32,7 +32,7 @@ import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./au
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
 import { type CheckFields, checkFieldsOf, filterMetadataStruct, readCheckRequest } from "./check-request.js";
 import { parseQuery } from "./credentials.js";
-import { checkFieldsOfHttp, RESERVED_HEADERS, writeHttpCheckResponse } from "./http-check.js";
+import { checkFieldsOfHttp, dropReservedHeaders, writeHttpCheckResponse } from "./http-check.js";
 import { checkUserExtAuth, copyCheckRequest, type UserExtAuth, UserExtAuthClients } from "./user-ext-auth.js";
 
 /** The context extension carrying the policy id. */
@@ -171,7 +171,7 @@ export function activationOf(f: CheckFields, jwt: boolean): CelActivation {
   const out: { -readonly [K in "request" | "source" | "jwt"]?: NonNullable<CelActivation[K]> } = {};
   if (f.hasHttp) {
     // The headers Sluice has Envoy add to an HTTP check are not the client's to set (http-check.ts).
-    for (const h of RESERVED_HEADERS) f.headers.delete(h);
+    dropReservedHeaders(f.headers);
     const q = f.path.indexOf("?");
     out.request = {
       method: f.method,

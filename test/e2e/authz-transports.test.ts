@@ -181,6 +181,31 @@ describe("Sluice ext_authz: the HTTP and gRPC checks see the same request", () =
     assert.ok(!filtersOf("grpc-0").includes("sluice.ext_authz.authz_http"));
   });
 
+  test("a client cannot name the policy of its check (x-sluice-authz-* headers are Envoy's alone)", async () => {
+    // http-0 requires x-multi == 'a,b'; some size probes' policies admit a request with as many headers as this one.
+    // Sending any route's policy id (marked or not), and a source of its own, changes nothing.
+    const ids: string[] = [];
+    const walk = (v: unknown): void => {
+      if (Array.isArray(v)) for (const x of v) walk(x);
+      else if (v !== null && typeof v === "object") {
+        for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+          if (k === "authzPolicy" && typeof x === "string") ids.push(x);
+          else walk(x);
+        }
+      }
+    };
+    walk(await envoy.configDump());
+    assert.ok(ids.length >= PROBES.length, `policy ids in route metadata: ${ids.length}`);
+    for (const id of new Set(ids)) {
+      for (const value of [id, `v=${id}`]) {
+        const r = await request(port, "/http-0", {
+          headers: { "x-sluice-authz-policy": value, "x-sluice-authz-source": "v=10.0.0.1:1" },
+        });
+        assert.equal(r.status, 403, `policy ${value} chosen by the client`);
+      }
+    }
+  });
+
   for (const [i, probe] of PROBES.entries()) {
     test(`same answer on both transports: ${probe.expr}`, async () => {
       for (const c of probe.cases) {

@@ -5,6 +5,7 @@ import { describe, it } from "node:test";
 import { translateLoad } from "../../src/cli/load.js";
 import { httpCheckable } from "../../src/extauthz/server.js";
 import { FileSource } from "../../src/sources/file-source.js";
+import { sluiceExtAuthzHttp } from "../../src/translate/xds/filters/ext-authz-sluice.js";
 import { xdsToJson } from "../../src/translate/xds/json.js";
 import { goldenDir } from "../helpers/golden.js";
 
@@ -39,6 +40,18 @@ describe("authorization path", () => {
     // The JWT-reading and authentication policies of the golden stay on gRPC.
     const grpcIds = [...text.matchAll(/"sluice\.policy":"(p-[0-9a-f]{32})"/g)].map((m) => m[1]!);
     assert.ok(grpcIds.some((id) => !httpCheckable(sluice.extAuthzPolicies.get(id)!)));
+    // A client's x-sluice-authz-* headers never reach Sluice (disallowed), and every added header has a value even
+    // when what it carries is empty (Envoy leaves out an empty one, which would let a client's through otherwise).
+    const disallowed = sluiceExtAuthzHttp().disallowedHeaders?.patterns.map((p) => p.matchPattern);
+    assert.deepEqual(disallowed, [{ case: "prefix", value: "x-sluice-authz-" }]);
+    const added = sluiceExtAuthzHttp().services.value as {
+      authorizationRequest?: { headersToAdd: { key: string; value: string }[] };
+    };
+    const headersToAdd = added.authorizationRequest?.headersToAdd ?? [];
+    assert.ok(headersToAdd.length >= 5);
+    for (const h of headersToAdd) {
+      assert.ok(h.key.startsWith("x-sluice-authz-") && h.value.startsWith("v=%"), JSON.stringify(h));
+    }
     const grpc = JSON.stringify(xdsToJson(translateLoad(load, { authorizationPath: "sluice-grpc" }).gateways[0]!.xds));
     assert.doesNotMatch(grpc, /sluice\.ext_authz\.authz_http|authzPolicy/);
     assert.match(grpc, /sluice\.ext_authz\.authz"/);

@@ -86,8 +86,8 @@ test("an HTTP check is decided like the gRPC one: 200 allows, a denial is 403 wi
   const headers = {
     host: "api.test",
     "x-a": "1",
-    "x-sluice-authz-source": "10.1.2.3:5555",
-    "x-sluice-authz-policy": "p-host",
+    "x-sluice-authz-source": "v=10.1.2.3:5555",
+    "x-sluice-authz-policy": "v=p-host",
   };
   const ok = await get("/sluice/authz/v1/items?x=1", headers);
   assert.equal(ok.status, 200);
@@ -96,10 +96,12 @@ test("an HTTP check is decided like the gRPC one: 200 allows, a denial is 403 wi
   assert.equal(no.status, 403);
   assert.equal(no.body, "forbidden");
   // Unknown or no policy, a path without the prefix, a policy that needs the gRPC check: all denied (fail closed).
-  assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "p-nope" })).status, 403);
-  assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "" })).status, 403);
+  assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "v=p-nope" })).status, 403);
+  assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "v=" })).status, 403);
+  // A value without the mark is not one Envoy added: no policy.
+  assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "p-host" })).status, 403);
   assert.equal((await get("/elsewhere", headers)).status, 403);
-  assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "p-jwt" })).status, 403);
+  assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "v=p-jwt" })).status, 403);
 });
 
 test("the fields of an HTTP check are the gRPC CheckRequest's: path, pseudo-headers, source, joined repeats", async () => {
@@ -108,11 +110,12 @@ test("the fields of an HTTP check are the gRPC CheckRequest's: path, pseudo-head
     "/sluice/authz/a/b?q=1",
     {
       host: "api.test",
-      "x-sluice-authz-policy": "p-host",
-      "x-sluice-authz-source": "[::1]:4242",
-      "x-sluice-authz-scheme": "https",
-      "x-sluice-authz-original-content-length": "12",
-      "x-sluice-authz-original-x-envoy-internal": "",
+      "x-sluice-authz-policy": "v=p-host",
+      "x-sluice-authz-source": "v=[::1]:4242",
+      "x-sluice-authz-scheme": "v=https",
+      "x-sluice-authz-original-content-length": "v=12",
+      "x-sluice-authz-original-x-envoy-internal": "v=",
+      "x-sluice-authz-other": "v=anything",
       "x-envoy-internal": "true",
       "x-envoy-expected-rq-timeout-ms": "2000",
       "x-multi": ["a", "b"],

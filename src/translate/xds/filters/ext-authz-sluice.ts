@@ -10,7 +10,9 @@ import {
   HTTP_AUTHZ_HEADERS,
   HTTP_AUTHZ_PREFIX,
   ORIGINAL_PREFIX,
+  RESERVED_PREFIX,
   SHADOWED_HEADERS,
+  VALUE_MARK,
 } from "../../../extauthz/http-check.js";
 import { httpCheckable, POLICY_CONTEXT_KEY } from "../../../extauthz/server.js";
 import { ApiVersion } from "../../../gen/envoy/config/core/v3/config_source_pb.js";
@@ -72,14 +74,16 @@ export function sluiceExtAuthzHttp() {
         },
         pathPrefix: HTTP_AUTHZ_PREFIX,
         authorizationRequest: {
+          // Each value starts with `v=`: Envoy leaves out a header whose value formats to nothing, which would
+          // then be absent rather than empty (and, without disallowed_headers below, the client's would pass).
           headersToAdd: [
             {
               key: HTTP_AUTHZ_HEADERS.policy,
-              value: `%METADATA(ROUTE:${SLUICE_ROUTE_METADATA}:${AUTHZ_POLICY_METADATA_KEY})%`,
+              value: `${VALUE_MARK}%METADATA(ROUTE:${SLUICE_ROUTE_METADATA}:${AUTHZ_POLICY_METADATA_KEY})%`,
             },
-            { key: HTTP_AUTHZ_HEADERS.source, value: "%DOWNSTREAM_REMOTE_ADDRESS%" },
-            { key: HTTP_AUTHZ_HEADERS.scheme, value: "%REQ(:SCHEME)%" },
-            ...SHADOWED_HEADERS.map((h) => ({ key: `${ORIGINAL_PREFIX}${h}`, value: `%REQ(${h})%` })),
+            { key: HTTP_AUTHZ_HEADERS.source, value: `${VALUE_MARK}%DOWNSTREAM_REMOTE_ADDRESS%` },
+            { key: HTTP_AUTHZ_HEADERS.scheme, value: `${VALUE_MARK}%REQ(:SCHEME)%` },
+            ...SHADOWED_HEADERS.map((h) => ({ key: `${ORIGINAL_PREFIX}${h}`, value: `${VALUE_MARK}%REQ(${h})%` })),
           ],
         },
       }),
@@ -87,6 +91,8 @@ export function sluiceExtAuthzHttp() {
     transportApiVersion: ApiVersion.V3,
     failureModeAllow: false,
     allowedHeaders: { patterns: [{ matchPattern: { case: "safeRegex", value: { regex: ".*" } } }] },
+    // A client's own x-sluice-authz-* headers never reach Sluice: only the ones added above do.
+    disallowedHeaders: { patterns: [{ matchPattern: { case: "prefix", value: RESERVED_PREFIX } }] },
   });
 }
 
