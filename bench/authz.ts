@@ -12,7 +12,7 @@
 // a 0.5 ms target). Each connection count in `--connections` is a separate table: few connections show the latency
 // a check adds, many show what it costs once the host's cores are saturated.
 //
-//   node dist/bench/authz.js [--connections 4,32] [--seconds 5] [--rounds 3]
+//   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3]
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { availableParallelism, loadavg } from "node:os";
@@ -24,7 +24,7 @@ import { cpuMs } from "./proc.js";
 
 const { values } = parseArgs({
   options: {
-    connections: { type: "string", default: "4,32" },
+    connections: { type: "string", default: "1,4,32" },
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
   },
