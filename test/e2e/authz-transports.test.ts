@@ -77,6 +77,16 @@ const PROBES: readonly Probe[] = [
       },
     ],
   },
+  // Body framing: Envoy's codec keeps transfer-encoding out of the header map on both transports, and a chunked body
+  // does not hold up the HTTP check (which carries no body).
+  {
+    expr: "!('transfer-encoding' in request.headers) && request.method == 'POST'",
+    cases: [{ method: "POST", headers: { "transfer-encoding": "chunked" }, body: "abc", status: 200 }, { status: 403 }],
+  },
+  {
+    expr: "request.headers['expect'] == '100-continue' || !('expect' in request.headers)",
+    cases: [{ method: "POST", headers: { expect: "100-continue" }, body: "abc", status: 200 }],
+  },
   {
     expr: "request.headers['x-Mixed-Case'] == 'v' || request.headers['x-mixed-case'] == 'v'",
     cases: [{ headers: { "X-Mixed-Case": "v" }, status: 200 }],
