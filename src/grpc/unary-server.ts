@@ -657,7 +657,15 @@ export class UnaryGrpcServer {
     this.log = opts.log ?? ((line) => console.error(line));
     if (opts.http1 !== undefined) {
       const http1 = opts.http1;
-      this.#http1 = createHttpServer({ keepAliveTimeout: 0, requestTimeout: 0, headersTimeout: 10_000 }, (req, res) => {
+      // Headers up to Envoy's own ceiling (max_request_headers_kb is at most 8 MiB; 60 KiB by default), plus what
+      // Envoy adds to a check: node:http's default of 16 KiB would refuse a check Envoy accepted the request for.
+      const options = {
+        keepAliveTimeout: 0,
+        requestTimeout: 0,
+        headersTimeout: 10_000,
+        maxHeaderSize: 8 * 1024 * 1024 + 64 * 1024,
+      };
+      this.#http1 = createHttpServer(options, (req, res) => {
         try {
           http1(req, res);
         } catch (e) {

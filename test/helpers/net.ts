@@ -31,7 +31,8 @@ export interface Upstream {
 /** An HTTP server that answers every request with a JSON echo of it, naming itself. */
 export async function startEchoUpstream(name: string, port = 0): Promise<Upstream> {
   const requests: EchoBody[] = [];
-  const server: Server = createServer((req, res) => {
+  // Headers up to 256 KiB, more than Envoy passes by default: a large request reaches the upstream whole.
+  const server: Server = createServer({ maxHeaderSize: 256 * 1024 }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
