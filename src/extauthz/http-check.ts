@@ -60,6 +60,14 @@ export function dropReservedHeaders(headers: Map<string, string>): void {
 /** Not part of the request being checked: Sluice's own headers, the check request's, and hop-by-hop ones. */
 const CHECK_REQUEST_ONLY = new Set<string>([...RESERVED_HEADERS, ...SHADOWED_HEADERS, "connection", "keep-alive"]);
 
+/**
+ * node:http gives each byte of a header as one character (latin1); the gRPC CheckRequest has the bytes as UTF-8, and
+ * so must CEL here. Plain ASCII, nearly every header, is the same either way.
+ */
+function utf8(text: string): string {
+  return /[\x80-\xff]/.test(text) ? Buffer.from(text, "latin1").toString("utf8") : text;
+}
+
 /** The value of a header Sluice has Envoy add (without VALUE_MARK); undefined when absent or not marked. */
 function added(distinct: NodeJS.Dict<string[]>, name: string): string | undefined {
   const v = distinct[name];
@@ -77,19 +85,19 @@ export function checkFieldsOfHttp(
   const distinct = req.headersDistinct;
   const id = added(distinct, HTTP_AUTHZ_HEADERS.policy) ?? "";
   if (id === "") return `no policy id (${HTTP_AUTHZ_HEADERS.policy})`;
-  const path = url.slice(HTTP_AUTHZ_PREFIX.length) || "/";
+  const path = utf8(url.slice(HTTP_AUTHZ_PREFIX.length)) || "/";
   const method = req.method ?? "";
-  const host = distinct["host"]?.join(",") ?? "";
+  const host = utf8(distinct["host"]?.join(",") ?? "");
   const scheme = added(distinct, HTTP_AUTHZ_HEADERS.scheme) ?? "";
   const headers = new Map<string, string>();
   for (const name in distinct) {
     if (CHECK_REQUEST_ONLY.has(name) || name === "host" || name.startsWith(RESERVED_PREFIX)) continue;
     // Envoy joins a repeated header's values with "," in a gRPC CheckRequest.
-    headers.set(name, (distinct[name] as string[]).join(","));
+    headers.set(name, utf8((distinct[name] as string[]).join(",")));
   }
   for (const name of SHADOWED_HEADERS) {
     const original = added(distinct, `${ORIGINAL_PREFIX}${name}`);
-    if (original !== undefined && original !== "") headers.set(name, original);
+    if (original !== undefined && original !== "") headers.set(name, utf8(original));
   }
   // The pseudo-headers, as the gRPC CheckRequest's header map has them.
   headers.set(":authority", host);

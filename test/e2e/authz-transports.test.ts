@@ -87,6 +87,11 @@ const PROBES: readonly Probe[] = [
     expr: "request.headers['expect'] == '100-continue' || !('expect' in request.headers)",
     cases: [{ method: "POST", headers: { expect: "100-continue" }, body: "abc", status: 200 }],
   },
+  // A UTF-8 header value (sent as its bytes: Node writes each character of a string below U+0100 as one byte).
+  {
+    expr: "request.headers['x-utf8'] == 'café ✓'",
+    cases: [{ headers: { "x-utf8": Buffer.from("café ✓").toString("latin1") }, status: 200 }],
+  },
   // A large header (a big cookie or token), more than Node's HTTP parser accepts by default (16 KiB).
   {
     expr: "request.headers['x-big'].size() == 20000",
