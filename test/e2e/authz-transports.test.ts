@@ -87,6 +87,11 @@ const PROBES: readonly Probe[] = [
     expr: "request.headers['expect'] == '100-continue' || !('expect' in request.headers)",
     cases: [{ method: "POST", headers: { expect: "100-continue" }, body: "abc", status: 200 }],
   },
+  // Cookies given as a list (Node's client sends them as one line joined with "; ").
+  {
+    expr: "request.headers['cookie'] == 'a=1; b=2'",
+    cases: [{ headers: { cookie: ["a=1", "b=2"] }, status: 200 }],
+  },
   // A UTF-8 header value (sent as its bytes: Node writes each character of a string below U+0100 as one byte).
   {
     expr: "request.headers['x-utf8'] == 'café ✓'",
