@@ -41,14 +41,6 @@ export const HTTP_AUTHZ_HEADERS = {
 export const SHADOWED_HEADERS = ["content-length", "x-envoy-internal", "x-envoy-expected-rq-timeout-ms"] as const;
 export const ORIGINAL_PREFIX = "x-sluice-authz-original-";
 
-/** The headers of Sluice's own that Envoy adds to a check (all under RESERVED_PREFIX). */
-export const RESERVED_HEADERS: readonly string[] = [
-  HTTP_AUTHZ_HEADERS.policy,
-  HTTP_AUTHZ_HEADERS.source,
-  HTTP_AUTHZ_HEADERS.scheme,
-  ...SHADOWED_HEADERS.map((h) => `${ORIGINAL_PREFIX}${h}`),
-];
-
 /**
  * Removes the headers under RESERVED_PREFIX from a check's header map. Envoy drops a client's from an HTTP check, so
  * the gRPC check hides them too, and CEL sees the same headers on both transports.
@@ -57,8 +49,8 @@ export function dropReservedHeaders(headers: Map<string, string>): void {
   for (const name of headers.keys()) if (name.startsWith(RESERVED_PREFIX)) headers.delete(name);
 }
 
-/** Not part of the request being checked: Sluice's own headers, the check request's, and hop-by-hop ones. */
-const CHECK_REQUEST_ONLY = new Set<string>([...RESERVED_HEADERS, ...SHADOWED_HEADERS, "connection", "keep-alive"]);
+/** Not part of the request being checked: the check request's own headers, and hop-by-hop ones. */
+const CHECK_REQUEST_ONLY = new Set<string>([...SHADOWED_HEADERS, "connection", "keep-alive"]);
 
 /**
  * node:http gives each byte of a header as one character (latin1); the gRPC CheckRequest has the bytes as UTF-8, and
@@ -91,6 +83,7 @@ export function checkFieldsOfHttp(
   const scheme = added(distinct, HTTP_AUTHZ_HEADERS.scheme) ?? "";
   const headers = new Map<string, string>();
   for (const name in distinct) {
+    // Sluice's own headers (RESERVED_PREFIX) are read above and below, not part of the request either.
     if (CHECK_REQUEST_ONLY.has(name) || name === "host" || name.startsWith(RESERVED_PREFIX)) continue;
     // Envoy joins a repeated header's values with "," in a gRPC CheckRequest.
     headers.set(name, utf8((distinct[name] as string[]).join(",")));

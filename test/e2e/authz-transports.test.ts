@@ -7,14 +7,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { exportJWK, generateKeyPair } from "jose";
-import { freePort, request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import {
-  type SluiceProcess,
-  startSluice,
-  startTestEnvoy,
-  type TestEnvoy,
-  tempConfigDir,
-} from "../helpers/processes.js";
+import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { request, startEchoUpstream, type Upstream } from "../helpers/net.js";
+import type { TestEnvoy } from "../helpers/processes.js";
 
 interface Probe {
   readonly expr: string;
@@ -111,15 +106,9 @@ const PROBES: readonly Probe[] = [
 /** Header counts probed with `request.headers.size() == k`. */
 const SIZES = Array.from({ length: 24 }, (_, i) => i + 4);
 
-function configYaml(port: number, up: Upstream, jwks: string): string {
+/** The routes and policies of the probes (the Gateway is the helper's). */
+function configYaml(up: Upstream, jwks: string): string {
   const docs = [
-    `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]`,
     `apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: echo, namespace: default }
@@ -153,32 +142,39 @@ spec:
     route(`http-${i}`, expr, false);
     route(`grpc-${i}`, expr, true);
   });
-  return `${docs.join("\n---\n")}\n`;
+  return `---\n${docs.join("\n---\n")}\n`;
+}
+
+/** Calls `visit` on every object of an Envoy config dump. */
+function walk(v: unknown, visit: (o: Record<string, unknown>) => void): void {
+  if (Array.isArray(v)) for (const x of v) walk(x, visit);
+  else if (v !== null && typeof v === "object") {
+    visit(v as Record<string, unknown>);
+    for (const x of Object.values(v)) walk(x, visit);
+  }
 }
 
 describe("Sluice ext_authz: the HTTP and gRPC checks see the same request", () => {
-  const cfg = tempConfigDir();
-  let port = 0;
   let up: Upstream;
-  let sluice: SluiceProcess;
+  let gw: TestGateway;
+  let port = 0;
   let envoy: TestEnvoy;
 
   before(async () => {
     const { publicKey } = await generateKeyPair("RS256");
     const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" };
     up = await startEchoUpstream("echo");
-    port = await freePort();
-    cfg.write("config.yaml", configYaml(port, up, JSON.stringify({ keys: [jwk] })));
-    sluice = await startSluice("serve", cfg.dir, { extraArgs: ["--authorization-path", "sluice"] });
-    envoy = await startTestEnvoy(sluice);
-    await waitFor("the routes", async () => ((await request(port, "/http-4")).status !== 404 ? true : undefined));
+    gw = await startTestGateway(() => configYaml(up, JSON.stringify({ keys: [jwk] })), "/http-4", undefined, [
+      "--authorization-path",
+      "sluice",
+    ]);
+    port = gw.port;
+    envoy = gw.envoy;
   });
 
   after(async () => {
-    await envoy?.stop();
-    await sluice?.stop();
+    await gw?.stop();
     await up?.close();
-    cfg.cleanup();
   });
 
   test("the plain routes are checked over HTTP, the JWT ones over gRPC", async () => {
@@ -186,17 +182,11 @@ describe("Sluice ext_authz: the HTTP and gRPC checks see the same request", () =
     /** The typed_per_filter_config keys of the route named `name`, wherever it is in the dump. */
     const filtersOf = (name: string): string[] => {
       const found: string[][] = [];
-      const walk = (v: unknown): void => {
-        if (Array.isArray(v)) for (const x of v) walk(x);
-        else if (v !== null && typeof v === "object") {
-          const o = v as Record<string, unknown>;
-          if (o["name"] === `httproute/default/${name}/rule/0/match/0`) {
-            found.push(Object.keys((o["typed_per_filter_config"] ?? {}) as object));
-          }
-          for (const x of Object.values(o)) walk(x);
+      walk(dump, (o) => {
+        if (o["name"] === `httproute/default/${name}/rule/0/match/0`) {
+          found.push(Object.keys((o["typed_per_filter_config"] ?? {}) as object));
         }
-      };
-      walk(dump);
+      });
       assert.ok(found.length >= 1, name);
       return found[0] ?? [];
     };
@@ -210,16 +200,9 @@ describe("Sluice ext_authz: the HTTP and gRPC checks see the same request", () =
     // http-0 requires x-multi == 'a,b'; some size probes' policies admit a request with as many headers as this one.
     // Sending any route's policy id (marked or not), and a source of its own, changes nothing.
     const ids: string[] = [];
-    const walk = (v: unknown): void => {
-      if (Array.isArray(v)) for (const x of v) walk(x);
-      else if (v !== null && typeof v === "object") {
-        for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-          if (k === "authzPolicy" && typeof x === "string") ids.push(x);
-          else walk(x);
-        }
-      }
-    };
-    walk(await envoy.configDump());
+    walk(await envoy.configDump(), (o) => {
+      if (typeof o["authzPolicy"] === "string") ids.push(o["authzPolicy"]);
+    });
     assert.ok(ids.length >= PROBES.length, `policy ids in route metadata: ${ids.length}`);
     for (const id of new Set(ids)) {
       for (const value of [id, `v=${id}`]) {

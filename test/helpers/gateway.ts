@@ -57,16 +57,20 @@ endpoints: [{ addresses: [127.0.0.1] }]
 `;
 }
 
-/** Starts Sluice with a Gateway `gw` (one HTTP listener) plus `resources`, and an Envoy; waits until `readyPath` answers. */
+/**
+ * Starts Sluice with a Gateway `gw` (one HTTP listener) plus `resources`, and an Envoy; waits until `readyPath` answers.
+ * `sluiceArgs`: more arguments to `sluice serve`.
+ */
 export async function startTestGateway(
   resources: (port: number) => string,
   readyPath: string,
   ready: (status: number) => boolean = (s) => s !== 404,
+  sluiceArgs: readonly string[] = [],
 ): Promise<TestGateway> {
   const cfg = tempConfigDir();
   const port = await freePort();
   cfg.write("gw.yaml", `${gatewayYaml(port)}${resources(port)}`);
-  const sluice = await startSluice("serve", cfg.dir);
+  const sluice = await startSluice("serve", cfg.dir, { extraArgs: [...sluiceArgs] });
   let envoy: TestEnvoy | undefined;
   try {
     envoy = await startTestEnvoy(sluice);

@@ -85,21 +85,11 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
 
   // The policy of the route's HTTP authorization check, which Envoy reads from here (filters/ext-authz-sluice.ts).
   const httpAuthz = ctx !== undefined ? httpAuthzPolicyId(r, ctx) : undefined;
-  if (httpAuthz !== undefined) {
-    const md = out.metadata?.filterMetadata ?? {};
-    const ns = md[SLUICE_ROUTE_METADATA] ?? {};
-    out.metadata = {
-      filterMetadata: { ...md, [SLUICE_ROUTE_METADATA]: { ...ns, [AUTHZ_POLICY_METADATA_KEY]: httpAuthz } },
-    };
-  }
+  if (httpAuthz !== undefined) setSluiceMetadata(out, AUTHZ_POLICY_METADATA_KEY, httpAuthz);
 
   // Marks the route for the listener's 502 mapping of an oversized buffered response (filters/route-scoped.ts).
   if (phaseFields<NonNullable<T["buffer"]>>(r, "buffer").at(-1)?.value.response !== undefined) {
-    const md = out.metadata?.filterMetadata ?? {};
-    const ns = md[SLUICE_ROUTE_METADATA] ?? {};
-    out.metadata = {
-      filterMetadata: { ...md, [SLUICE_ROUTE_METADATA]: { ...ns, [BUFFER_RESPONSE_METADATA_KEY]: true } },
-    };
+    setSluiceMetadata(out, BUFFER_RESPONSE_METADATA_KEY, true);
   }
 
   for (const f of phaseFields<NonNullable<T["timeouts"]>>(r, "timeouts")) {
@@ -169,4 +159,11 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
     };
     out.responseHeadersToAdd = [...(out.responseHeadersToAdd ?? []), ...headers];
   }
+}
+
+/** Sets `key` in the route's metadata namespace `sluice`, keeping what the route already has there and elsewhere. */
+function setSluiceMetadata(out: Init, key: string, value: string | boolean): void {
+  const md = out.metadata?.filterMetadata ?? {};
+  const ns = md[SLUICE_ROUTE_METADATA] ?? {};
+  out.metadata = { filterMetadata: { ...md, [SLUICE_ROUTE_METADATA]: { ...ns, [key]: value } } };
 }

@@ -21,6 +21,7 @@ import {
   ExtAuthzSchema,
   HttpServiceSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js";
+import type { HttpAuthzPlan } from "../../authz/plan.js";
 import type { RouteIR } from "../../ir.js";
 import { SLUICE_AUTHZ_CLUSTER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../../names.js";
 import { routeAuthzPlan } from "./authz-plan.js";
@@ -101,7 +102,11 @@ export function sluiceExtAuthzHttp() {
  * source (Envoy's HTTP client costs it about half of what its gRPC client does per check), unless gRPC is asked for.
  */
 export function httpAuthzPolicyId(route: RouteIR, ctx: BuildContext): string | undefined {
-  const id = routeAuthzPlan(route, ctx)?.authzPolicyId;
+  return httpAuthzOf(routeAuthzPlan(route, ctx), ctx);
+}
+
+function httpAuthzOf(plan: HttpAuthzPlan | undefined, ctx: BuildContext): string | undefined {
+  const id = plan?.authzPolicyId;
   if (id === undefined || ctx.authz?.path === "sluice-grpc") return undefined;
   const policy = ctx.authz?.table.get(id);
   return policy !== undefined && httpCheckable(policy) ? id : undefined;
@@ -145,7 +150,7 @@ export const sluiceExtAuthzBuilder: HttpFilterBuilder = {
     }
     if (plan.authzPolicyId !== undefined) {
       filters.push(
-        httpAuthzPolicyId(route, ctx) !== undefined
+        httpAuthzOf(plan, ctx) !== undefined
           ? HTTP_INSTANCE
           : instance(SLUICE_AUTHZ_FILTER, FilterOrder.authorization, plan.authzPolicyId),
       );
