@@ -112,11 +112,16 @@ export function createCelEnvironment(options: CelEnvironmentOptions): CelEnviron
 }
 
 /** The spec's environment: its variables, the strings extension and the Kubernetes IP/CIDR library. */
-export const specEnvironment: CelEnvironment = createCelEnvironment({
-  variables: SPEC_VARIABLES,
-  funcs: [...strings, ...netFunctions],
-  registry: netRegistry,
-});
+export const specEnvironment: CelEnvironment = specEnvironmentWith([]);
+
+/** The spec's environment plus variables of one context (`response` where an answer is read). */
+export function specEnvironmentWith(extra: readonly string[]): CelEnvironment {
+  return createCelEnvironment({
+    variables: [...SPEC_VARIABLES, ...extra],
+    funcs: [...strings, ...netFunctions],
+    registry: netRegistry,
+  });
+}
 
 /** Parses, checks and plans an expression. Never throws. */
 export function compileExpression(text: string, environment: CelEnvironment = specEnvironment): CompileResult {

@@ -19,5 +19,7 @@ export {
   SPEC_VARIABLES,
   type SpecVariable,
   specEnvironment,
+  specEnvironmentWith,
 } from "./env.js";
 export { formatIp, ipValue, netFunctions, netRegistry, parseCidr, parseIp, parsePeerIp } from "./net.js";
+export { fromCel, toCel } from "./values.js";

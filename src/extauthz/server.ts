@@ -13,7 +13,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { create, fromBinary, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
-import { type CelActivation, ipValue, parsePeerIp } from "../cel/index.js";
+import { type CelActivation, ipValue, parsePeerIp, toCel } from "../cel/index.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../cel/rbac.js";
 import type { HeaderValueOption } from "../gen/envoy/config/core/v3/base_pb.js";
 import { HeaderValueOption_HeaderAppendAction, HeaderValueOptionSchema } from "../gen/envoy/config/core/v3/base_pb.js";
@@ -33,7 +33,14 @@ import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
 import { type CheckFields, checkFieldsOf, filterMetadataStruct, readCheckRequest } from "./check-request.js";
 import { parseQuery } from "./credentials.js";
 import { checkFieldsOfHttp, dropReservedHeaders, writeHttpCheckResponse } from "./http-check.js";
-import { checkUserExtAuth, copyCheckRequest, type UserExtAuth, UserExtAuthClients } from "./user-ext-auth.js";
+import {
+  checkUserExtAuth,
+  copyCheckRequest,
+  EXTAUTHZ_METADATA_KEY,
+  EXTAUTHZ_METADATA_NAMESPACE,
+  type UserExtAuth,
+  UserExtAuthClients,
+} from "./user-ext-auth.js";
 
 /** The context extension carrying the policy id. */
 export const POLICY_CONTEXT_KEY = "sluice.policy";
@@ -53,6 +60,8 @@ export interface ExtAuthzPolicy {
   readonly authorization: CompiledAuthorization;
   /** JWT authentication applies to the route, so `jwt` exists (empty when no token was presented under Optional). */
   readonly jwt: boolean;
+  /** The authorization reads `extauthz`, which the user's extAuth (fronted by Sluice) left in the request metadata. */
+  readonly extauthz?: boolean;
   /** Optional headers to the upstream carrying the identity. */
   readonly upstreamHeaders?: {
     /** header receiving the basic-auth username */
@@ -87,18 +96,18 @@ export const EMPTY_POLICY: ExtAuthzPolicy = { authorization: EMPTY_AUTHORIZATION
  */
 export function check(request: CheckRequest, options: ExtAuthzOptions, metadataId?: string): Promise<CheckResponse> {
   const id = request.attributes?.contextExtensions[POLICY_CONTEXT_KEY] ?? metadataId;
-  return decide(id, (jwt) => buildActivation(request, jwt), options);
+  return decide(id, (p) => activationOf(checkFieldsOf(request), p.jwt, p.extauthz === true), options);
 }
 
 /** check() on the fields read straight from the wire (check-request.ts), for the unary hot path. */
 export function checkFields(f: CheckFields, options: ExtAuthzOptions, metadataId?: string): Promise<CheckResponse> {
   const id = f.contextExtensions.get(POLICY_CONTEXT_KEY) ?? metadataId;
-  return decide(id, (jwt) => activationOf(f, jwt), options);
+  return decide(id, (p) => activationOf(f, p.jwt, p.extauthz === true), options);
 }
 
 async function decide(
   id: string | undefined,
-  activationFor: (jwt: boolean) => CelActivation,
+  activationFor: (policy: ExtAuthzPolicy) => CelActivation,
   options: ExtAuthzOptions,
 ): Promise<CheckResponse> {
   const policy = id === undefined ? undefined : options.policies().get(id);
@@ -106,7 +115,7 @@ async function decide(
     options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: id ?? null });
     return denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "unknown policy", []);
   }
-  const activation = activationFor(policy.jwt);
+  const activation = activationFor(policy);
   const metadata: JsonObject = {};
   const upstream: HeaderValueOption[] = [];
   // Identity headers are Sluice's to set: a client-sent value never reaches the upstream (anonymous requests too).
@@ -167,8 +176,8 @@ export function buildActivation(request: CheckRequest, jwt: boolean): CelActivat
 }
 
 /** The CEL activation for the fields of a CheckRequest (check-request.ts). */
-export function activationOf(f: CheckFields, jwt: boolean): CelActivation {
-  const out: { -readonly [K in "request" | "source" | "jwt"]?: NonNullable<CelActivation[K]> } = {};
+export function activationOf(f: CheckFields, jwt: boolean, extauthz = false): CelActivation {
+  const out: { -readonly [K in "request" | "source" | "jwt" | "extauthz"]?: NonNullable<CelActivation[K]> } = {};
   if (f.hasHttp) {
     // The headers Sluice has Envoy add to an HTTP check are not the client's to set (http-check.ts).
     dropReservedHeaders(f.headers);
@@ -189,6 +198,11 @@ export function activationOf(f: CheckFields, jwt: boolean): CelActivation {
   if (jwt) {
     const payload = filterMetadataStruct(f, JWT_METADATA_NAMESPACE)?.[JWT_PAYLOAD_KEY];
     out.jwt = (payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {}) as never;
+  }
+  if (extauthz) {
+    // Absent when the extAuth did not run or allow: then expressions reading it fail to evaluate.
+    const v = filterMetadataStruct(f, EXTAUTHZ_METADATA_NAMESPACE)?.[EXTAUTHZ_METADATA_KEY];
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) out.extauthz = toCel(v) as never;
   }
   return out;
 }
@@ -231,6 +245,7 @@ export function httpCheckable(p: ExtAuthzPolicy): boolean {
     p.apiKey === undefined &&
     p.userExtAuth === undefined &&
     !p.jwt &&
+    p.extauthz !== true &&
     p.upstreamHeaders === undefined
   );
 }
@@ -250,7 +265,7 @@ export function extAuthzHttpHandler(options: ExtAuthzOptions): (req: IncomingMes
     // Fail closed on what only the gRPC check can carry (identity, metadata): the translator never sends those here.
     if (policy !== undefined && !httpCheckable(policy))
       return deny(res, "policy needs the gRPC check", { policy: parsed.id });
-    decide(parsed.id, (jwt) => activationOf(parsed.fields, jwt), options).then(
+    decide(parsed.id, (p) => activationOf(parsed.fields, p.jwt), options).then(
       (response) => writeHttpCheckResponse(res, response),
       (e: unknown) => deny(res, "internal error", { error: String(e) }),
     );

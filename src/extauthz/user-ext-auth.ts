@@ -1,7 +1,12 @@
-// A user's `extAuth` with a decision `cache`, fronted by Sluice. Envoy has no ext_authz cache, so for such a route
-// Envoy's ext_authz filter calls Sluice (policy-table entry named by `sluice.policy`), and Sluice answers from the
-// cache or calls the user's service (gRPC: the CheckRequest with the user's context extensions; HTTP: the request
-// Envoy's HTTP ext_authz would send) and caches its decision, allow or deny, for the ttl.
+// A user's `extAuth` fronted by Sluice, for what Envoy's ext_authz lacks: a decision `cache`, CEL in the call (HTTP
+// path, added headers, body; gRPC metadata), a `redirect` for denials, and `responseMetadata`. For such a route Envoy's
+// ext_authz filter calls Sluice (policy-table entry named by `sluice.policy`), and Sluice answers from the cache or
+// calls the user's service (gRPC: the CheckRequest with the user's context extensions; HTTP: the request Envoy's HTTP
+// ext_authz would send, with the CEL applied) and caches its decision, allow or deny, for the ttl.
+//
+// - What the service tells later steps is `extauthz` in their CEL: the gRPC service's dynamic metadata, or the
+//   evaluated responseMetadata of an HTTP answer. Sluice returns it as dynamic metadata of the ext_authz namespace
+//   under EXTAUTHZ_METADATA_KEY, where Sluice's authorization check reads it (server.ts).
 //
 // - The key comes from the request's CEL activation; a key that fails to evaluate means "call, don't cache" (spec).
 //   The ttl may read `extauthz`: the service's dynamic metadata (gRPC). A failing ttl also means "don't cache".
@@ -36,6 +41,13 @@ import {
 } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
 import { targetKey, UnaryGrpcClient, type UnaryTarget } from "../grpc/unary-client.js";
 import type { DecisionCache } from "./decision-cache.js";
+import {
+  type CompiledUserExtAuth,
+  evalBody,
+  evalResponseMetadata,
+  evalString,
+  type UserExtAuthExpressions,
+} from "./user-ext-auth-cel.js";
 
 export type { UnaryTarget };
 
@@ -54,10 +66,13 @@ export interface UserExtAuthConfig {
   readonly failureMode: "FailClosed" | "FailOpen";
   readonly http?: UserExtAuthHttp;
   /**
-   * The key or ttl reads `jwt` and JWT authentication applies: Envoy sends Sluice the jwt_authn metadata, `jwt` exists
-   * for the key (empty when no token was presented), and the metadata is removed before the request is passed on.
+   * The key, the ttl or an expression reads `jwt` and JWT authentication applies: Envoy sends Sluice the jwt_authn
+   * metadata, `jwt` exists (empty when no token was presented), and the metadata is removed before the request is
+   * passed on.
    */
   readonly jwt: boolean;
+  /** The CEL fields, as written. */
+  readonly expressions?: UserExtAuthExpressions;
 }
 
 /** The HTTP protocol's options, with Envoy's http_service semantics. */
@@ -76,14 +91,20 @@ export interface UserExtAuth extends UserExtAuthConfig {
   /** Entries of equal scope share `state` across translations (a hash of everything but `targets`). */
   readonly scope: string;
   readonly state: UserExtAuthState;
+  /** `expressions` compiled (those that do not compile are left out; the translator reported them). */
+  readonly compiled?: CompiledUserExtAuth;
 }
 
-/** The decisions (CheckResponse bytes as Envoy gets them) and the calls in flight, by cache key. */
+/** Where the `extauthz` of later steps travels: a key of the ext_authz filter's dynamic metadata namespace. */
+export const EXTAUTHZ_METADATA_NAMESPACE = "envoy.filters.http.ext_authz";
+export const EXTAUTHZ_METADATA_KEY = "sluice_extauthz";
+
+/** The decisions (CheckResponse bytes as Envoy gets them) and the calls in flight, by cache key; no cache: none. */
 export class UserExtAuthState {
   readonly inflight = new Map<string, Promise<Uint8Array>>();
   next = 0;
   lastWarning = 0;
-  constructor(readonly cache: DecisionCache<Uint8Array>) {}
+  constructor(readonly cache?: DecisionCache<Uint8Array>) {}
 }
 
 /** Connections to users' services: HTTP/2 sessions for gRPC, a keep-alive agent for HTTP. */
@@ -123,7 +144,17 @@ const FAIL_CLOSED_BYTES = toBinary(
 
 type Outcome =
   | { readonly decision: Uint8Array; readonly metadata?: JsonObject }
-  | { readonly failure: string; readonly target?: string };
+  | { readonly failure: string; readonly target?: string }
+  /** An expression of the call failed: the request is denied, whatever the failure mode, and nothing is cached. */
+  | { readonly rejected: string };
+
+const REJECTED_BYTES = toBinary(
+  CheckResponseSchema,
+  create(CheckResponseSchema, {
+    status: { code: GRPC_PERMISSION_DENIED, message: "extAuth expression failed" },
+    httpResponse: { case: "deniedResponse", value: { status: { code: 403 } } },
+  }),
+);
 
 /**
  * The answer to one CheckRequest for the entry: cached, or the service's (then cached), or the failure mode's.
@@ -137,20 +168,24 @@ export function checkUserExtAuth(
   logger?: UserExtAuthLogger,
 ): Promise<Uint8Array> {
   const { cache, inflight } = ua.state;
-  const key = cache.keyFor(activation);
-  if (key !== undefined) {
+  const key = cache?.keyFor(activation);
+  if (cache !== undefined && key !== undefined) {
     const hit = cache.get(key);
     if (hit !== undefined) return Promise.resolve(hit);
     const pending = inflight.get(key);
     if (pending !== undefined) return pending;
   }
-  const answer = callService(ua, request, clients).then(
+  const answer = callService(ua, activation, request, clients).then(
     (o) => {
       if ("decision" in o) {
-        if (key !== undefined) {
+        if (cache !== undefined && key !== undefined) {
           cache.set(key, o.decision, o.metadata === undefined ? activation : { ...activation, extauthz: o.metadata });
         }
         return o.decision;
+      }
+      if ("rejected" in o) {
+        warn(ua, logger, { failure: o.rejected }, "ext_authz: an extAuth expression failed, denying");
+        return REJECTED_BYTES;
       }
       warn(ua, logger, o);
       return ua.failureMode === "FailOpen" ? OK_BYTES : FAIL_CLOSED_BYTES;
@@ -167,11 +202,16 @@ export function checkUserExtAuth(
   return answer;
 }
 
-function warn(ua: UserExtAuth, logger: UserExtAuthLogger | undefined, o: { failure: string; target?: string }): void {
+function warn(
+  ua: UserExtAuth,
+  logger: UserExtAuthLogger | undefined,
+  o: { failure: string; target?: string },
+  message = "ext_authz: the extAuth service failed, applying the failure mode",
+): void {
   const now = Date.now();
   if (logger === undefined || now - ua.state.lastWarning < WARN_INTERVAL_MS) return;
   ua.state.lastWarning = now;
-  logger.warn("ext_authz: the extAuth service failed, applying the failure mode", {
+  logger.warn(message, {
     service: ua.service,
     ...(o.target !== undefined ? { target: o.target } : {}),
     error: o.failure,
@@ -181,20 +221,29 @@ function warn(ua: UserExtAuth, logger: UserExtAuthLogger | undefined, o: { failu
 
 async function callService(
   ua: UserExtAuth,
+  activation: CelActivation,
   request: () => CheckRequest,
   clients: UserExtAuthClients,
 ): Promise<Outcome> {
   if (ua.targets.length === 0) return { failure: "the service has no ready endpoints" };
   const target = ua.targets[ua.state.next++ % ua.targets.length]!;
   if (ua.state.next >= 2 ** 31) ua.state.next = 0;
-  const req = request();
   if (ua.protocol === "http" && ua.http !== undefined) {
-    const r = await callHttp(ua.http, target, req, ua.timeoutMs, clients.http);
+    const call = httpCall(ua.http, ua.compiled, activation);
+    if ("rejected" in call) return call;
+    const r = await callHttp(call, target, request(), ua.timeoutMs, clients.http);
     return "failure" in r ? { ...r, target: targetKey(target) } : r;
   }
-  const r = await clients.grpc.call(target, CHECK_PATH, forwardedCheckRequest(ua, req), {
+  const metadata: Record<string, string> = {};
+  for (const [k, expr] of ua.compiled?.grpcMetadata ?? []) {
+    const v = evalString(expr, activation, `grpc.requestMetadata.${k}`);
+    if ("error" in v) return { rejected: v.error };
+    metadata[k] = v.value;
+  }
+  const r = await clients.grpc.call(target, CHECK_PATH, forwardedCheckRequest(ua, request()), {
     timeoutMs: ua.timeoutMs,
     authority: ua.authority,
+    metadata,
   });
   if (!r.ok) return { failure: r.error, target: targetKey(target) };
   let response: CheckResponse;
@@ -203,9 +252,53 @@ async function callService(
   } catch (e) {
     return { failure: `malformed CheckResponse: ${String(e)}`, target: targetKey(target) };
   }
-  // Copied: the bytes outlive the call in the cache.
-  const decision = Uint8Array.from(r.message);
-  return response.dynamicMetadata === undefined ? { decision } : { decision, metadata: response.dynamicMetadata };
+  if (response.status?.code !== 0) return { decision: Uint8Array.from(r.message) };
+  // An allow carries the service's metadata for later steps as `extauthz` too ({} when it sent none).
+  const own = response.dynamicMetadata ?? {};
+  response.dynamicMetadata = { ...own, [EXTAUTHZ_METADATA_KEY]: own };
+  return { decision: toBinary(CheckResponseSchema, response), metadata: own };
+}
+
+/** The HTTP call's options with the CEL fields evaluated for this request. */
+interface HttpCall extends UserExtAuthHttp {
+  readonly body?: Buffer;
+  readonly compiled?: CompiledUserExtAuth;
+  readonly activation: CelActivation;
+}
+
+function httpCall(
+  cfg: UserExtAuthHttp,
+  compiled: CompiledUserExtAuth | undefined,
+  activation: CelActivation,
+): HttpCall | { rejected: string } {
+  if (compiled === undefined) return { ...cfg, activation };
+  let path = cfg.path;
+  if (compiled.path !== undefined) {
+    const v = evalString(compiled.path, activation, "http.path");
+    if ("error" in v) return { rejected: v.error };
+    if (!v.value.startsWith("/")) return { rejected: `http.path must start with "/", got ${JSON.stringify(v.value)}` };
+    path = v.value;
+  }
+  const headersToAdd = [...cfg.headersToAdd];
+  for (const [k, expr] of compiled.headers) {
+    const v = evalString(expr, activation, `http.addRequestHeaders.${k}`);
+    if ("error" in v) return { rejected: v.error };
+    headersToAdd.push({ key: k, value: v.value });
+  }
+  let body: Buffer | undefined;
+  if (compiled.body !== undefined) {
+    const v = evalBody(compiled.body, activation);
+    if ("error" in v) return { rejected: v.error };
+    body = v.value;
+  }
+  return {
+    ...cfg,
+    ...(path !== undefined ? { path } : {}),
+    headersToAdd,
+    ...(body !== undefined ? { body } : {}),
+    compiled,
+    activation,
+  };
 }
 
 /** The CheckRequest the user's service would get from Envoy directly: its own context extensions, no Sluice data. */
@@ -266,7 +359,7 @@ type HeaderOption = MessageInitShape<typeof HeaderValueOptionSchema>;
  * allowed headers upstream, 5xx is a failure, anything else denies with the service's status, headers and body.
  */
 function callHttp(
-  cfg: UserExtAuthHttp,
+  cfg: HttpCall,
   target: UnaryTarget,
   req: CheckRequest,
   timeoutMs: number,
@@ -283,11 +376,13 @@ function callHttp(
   }
   for (const h of cfg.headersToAdd) headers[h.key.toLowerCase()] = h.value;
   const body =
-    http === undefined
-      ? Buffer.alloc(0)
-      : http.rawBody.byteLength > 0
-        ? Buffer.from(http.rawBody)
-        : Buffer.from(http.body);
+    cfg.body !== undefined
+      ? cfg.body
+      : http === undefined
+        ? Buffer.alloc(0)
+        : http.rawBody.byteLength > 0
+          ? Buffer.from(http.rawBody)
+          : Buffer.from(http.body);
   headers["content-length"] = String(body.byteLength);
   headers["host"] = http?.host ?? "";
   return new Promise<Outcome>((resolve) => {
@@ -326,7 +421,7 @@ function callHttp(
   });
 }
 
-function readAnswer(res: IncomingMessage, cfg: UserExtAuthHttp): Promise<Outcome> {
+function readAnswer(res: IncomingMessage, cfg: HttpCall): Promise<Outcome> {
   return new Promise<Outcome>((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -342,13 +437,29 @@ function readAnswer(res: IncomingMessage, cfg: UserExtAuthHttp): Promise<Outcome
   });
 }
 
-function httpDecision(res: IncomingMessage, body: Buffer, cfg: UserExtAuthHttp): Outcome {
+function httpDecision(res: IncomingMessage, body: Buffer, cfg: HttpCall): Outcome {
   const status = res.statusCode ?? 0;
   if (status >= 500 || status < 100) return { failure: `HTTP status ${status}` };
   const pairs: [string, string][] = [];
   for (let i = 0; i + 1 < res.rawHeaders.length; i += 2)
     pairs.push([res.rawHeaders[i]!.toLowerCase(), res.rawHeaders[i + 1]!]);
   let response: CheckResponse;
+  let metadata: JsonObject | undefined;
+  const redirect = status === 200 ? undefined : cfg.compiled?.redirect;
+  if (redirect !== undefined) {
+    const to = evalString(redirect, cfg.activation, "http.redirect");
+    // The denial as the service gave it when the redirect cannot be computed.
+    if ("value" in to) {
+      response = create(CheckResponseSchema, {
+        status: { code: GRPC_PERMISSION_DENIED },
+        httpResponse: {
+          case: "deniedResponse",
+          value: { status: { code: 302 }, headers: [overwrite("location", to.value)] },
+        },
+      });
+      return { decision: toBinary(CheckResponseSchema, response) };
+    }
+  }
   if (status === 200) {
     const upstream = new Set(cfg.allowedUpstreamHeaders);
     const remove = pairs
@@ -365,6 +476,16 @@ function httpDecision(res: IncomingMessage, body: Buffer, cfg: UserExtAuthHttp):
         },
       },
     });
+    if (cfg.compiled !== undefined && cfg.compiled.responseMetadata.length > 0) {
+      const answerHeaders = new Map<string, string>();
+      for (const [k, v] of pairs) answerHeaders.set(k, answerHeaders.has(k) ? `${answerHeaders.get(k)},${v}` : v);
+      metadata = evalResponseMetadata(cfg.compiled, cfg.activation, {
+        code: BigInt(status),
+        headers: answerHeaders,
+        body: body.toString("utf8"),
+      }) as JsonObject;
+    }
+    response.dynamicMetadata = { [EXTAUTHZ_METADATA_KEY]: metadata ?? {} };
   } else {
     const seen = new Set<string>();
     const headers: HeaderOption[] = [];
@@ -382,7 +503,8 @@ function httpDecision(res: IncomingMessage, body: Buffer, cfg: UserExtAuthHttp):
       },
     });
   }
-  return { decision: toBinary(CheckResponseSchema, response) };
+  const decision = toBinary(CheckResponseSchema, response);
+  return metadata === undefined ? { decision } : { decision, metadata };
 }
 
 function overwrite(key: string, value: string): HeaderOption {

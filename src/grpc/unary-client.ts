@@ -26,6 +26,8 @@ export interface UnaryCallOptions {
   readonly timeoutMs: number;
   /** The `:authority` of the call. */
   readonly authority: string;
+  /** Custom metadata (lowercase names; the translator leaves out reserved ones). */
+  readonly metadata?: Readonly<Record<string, string>>;
 }
 
 /** Larger answers are refused (a CheckResponse carries a few headers and a body). */
@@ -67,6 +69,7 @@ export class UnaryGrpcClient {
       try {
         session = this.#session(target);
         stream = session.request({
+          ...opts.metadata,
           ":method": "POST",
           ":path": method,
           ":authority": opts.authority,

@@ -81,16 +81,24 @@ export async function startRateLimitService(limit: number): Promise<
   return { ...s, seen, hits, calls };
 }
 
-/** A gRPC ext_authz: allows when `x-allow: yes`, and adds `x-authz: grpc` and the context extensions upstream. */
-export async function startGrpcExtAuthz(): Promise<GrpcTestServer & { readonly checks: CheckRequest[] }> {
+/**
+ * A gRPC ext_authz: allows when `x-allow: yes`, and adds `x-authz: grpc` and the context extensions upstream; an
+ * `x-role` header comes back as dynamic metadata `role`. Records each CheckRequest and the call's metadata.
+ */
+export async function startGrpcExtAuthz(): Promise<
+  GrpcTestServer & { readonly checks: CheckRequest[]; readonly metadata: Record<string, unknown>[] }
+> {
   const checks: CheckRequest[] = [];
+  const metadata: Record<string, unknown>[] = [];
   const s = await serve((server) =>
     addGrpcService(server, Authorization, {
       check(call, callback) {
         checks.push(call.request);
+        metadata.push(call.metadata.getMap());
         const headers = call.request.attributes?.request?.http?.headers ?? {};
         const allow = headers["x-allow"] === "yes";
         const ext = call.request.attributes?.contextExtensions ?? {};
+        const role = headers["x-role"];
         callback(
           null,
           create(
@@ -107,6 +115,8 @@ export async function startGrpcExtAuthz(): Promise<GrpcTestServer & { readonly c
                       ],
                     },
                   },
+                  // What later steps read as `extauthz` when Sluice fronts the service.
+                  ...(role !== undefined ? { dynamicMetadata: { role } } : {}),
                 }
               : {
                   status: { code: 7 },
@@ -117,7 +127,7 @@ export async function startGrpcExtAuthz(): Promise<GrpcTestServer & { readonly c
       },
     }),
   );
-  return { ...s, checks };
+  return { ...s, checks, metadata };
 }
 
 /**

@@ -288,7 +288,7 @@ describe("extAuth cache over a gRPC service", () => {
     setTable({ p: entry({ cache: { key: ["request.headers['x-user']"], ttl: "1h" } }) });
     for (let i = 0; i < 3; i++) assert.equal(statusOf(await call("p", { headers: { "x-allow": "yes" } })), 200);
     assert.equal(grpcService.checks.length, 3);
-    assert.equal(table.get("p")?.userExtAuth?.state.cache.size, 0);
+    assert.equal(table.get("p")?.userExtAuth?.state.cache?.size, 0);
     await call("p", { headers: { "x-user": "u", "x-allow": "yes" } });
     await call("p", { headers: { "x-user": "u", "x-allow": "yes" } });
     assert.equal(grpcService.checks.length, 4);
@@ -302,7 +302,7 @@ describe("extAuth cache over a gRPC service", () => {
     assert.equal(grpcService.checks.length, 3);
     await call("p", { headers: { authorization: "b", "x-allow": "yes" } });
     assert.equal(grpcService.checks.length, 4);
-    assert.equal(table.get("p")?.userExtAuth?.state.cache.size, 2);
+    assert.equal(table.get("p")?.userExtAuth?.state.cache?.size, 2);
   });
 
   it("concurrent requests with one key share one call", async () => {
@@ -338,8 +338,8 @@ describe("extAuth cache: failure modes (never cached)", () => {
     const closed = await call("closed", { headers: { authorization: "a" } });
     assert.equal(statusOf(closed), 403);
     assert.equal(statusOf(await call("open", { headers: { authorization: "a" } })), 200);
-    assert.equal(table.get("closed")?.userExtAuth?.state.cache.size, 0);
-    assert.equal(table.get("open")?.userExtAuth?.state.cache.size, 0);
+    assert.equal(table.get("closed")?.userExtAuth?.state.cache?.size, 0);
+    assert.equal(table.get("open")?.userExtAuth?.state.cache?.size, 0);
     assert.equal(warnings.length, 2, "one line per entry");
   });
 
@@ -366,7 +366,7 @@ describe("extAuth cache: failure modes (never cached)", () => {
     grpcService.slowMs = 400;
     assert.equal(statusOf(await call("closed", { headers: { authorization: "a", "x-allow": "yes" } })), 403);
     assert.equal(statusOf(await call("open", { headers: { authorization: "a" } })), 200);
-    assert.equal(table.get("closed")?.userExtAuth?.state.cache.size, 0);
+    assert.equal(table.get("closed")?.userExtAuth?.state.cache?.size, 0);
   });
 
   it("no endpoints: every call fails and the failure mode decides", async () => {

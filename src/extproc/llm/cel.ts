@@ -1,8 +1,9 @@
 // CEL for the LLM ext_proc: expressions compiled once per text, JSON ↔ CEL values, and the `request` and `llm`
 // variables of the spec's environment as this service knows them.
 
-import { isCelList, isCelMap, isCelUint } from "@bufbuild/cel";
-import { type CompiledExpr, compileExpression, evaluate } from "../../cel/index.js";
+import { type CompiledExpr, compileExpression, evaluate, fromCel } from "../../cel/index.js";
+
+export { toCel } from "../../cel/index.js";
 
 const compiled = new Map<string, CompiledExpr | undefined>();
 
@@ -16,25 +17,6 @@ export function compileCached(text: string): CompiledExpr | undefined {
 }
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** JSON → CEL: integers become int, objects maps. */
-export function toCel(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(toCel);
-  if (typeof v === "number") return Number.isInteger(v) ? BigInt(v) : v;
-  if (isObj(v)) return new Map(Object.entries(v).map(([k, x]) => [k, toCel(x)]));
-  return v;
-}
-
-/** CEL → JSON. */
-export function fromCel(v: unknown): unknown {
-  if (typeof v === "bigint") return Number(v);
-  if (isCelUint(v)) return Number(v.value);
-  if (isCelList(v)) return [...v].map(fromCel);
-  if (isCelMap(v)) return Object.fromEntries([...v].map(([k, x]) => [String(k), fromCel(x)]));
-  if (v instanceof Uint8Array) return new TextDecoder().decode(v);
-  return v;
-}
 
 /** The HTTP request as the spec's `request` variable (from the request headers the router stage saw). */
 export function requestVariable(headers: Readonly<Record<string, string>>): Obj {

@@ -57,6 +57,8 @@ export interface HttpAuthzPlan {
   readonly authzPolicyId?: string;
   /** The payload of the jwt_authn filter is needed by Sluice (metadata_context_namespaces). */
   readonly readsJwt: boolean;
+  /** Sluice's authorization reads `extauthz`: the user's extAuth is fronted by Sluice, which passes it on. */
+  readonly readsExtauthz: boolean;
 }
 
 export interface NetworkAuthzPlan {
@@ -369,17 +371,24 @@ export function planHttpAuthz(traffic: EffectivePolicyIR | undefined, ctx: Authz
   const authn = basic !== undefined || apiKey !== undefined;
   const rbac = rbacOf(authorization, ctx);
   const sluiceAuthz = !isEmptyAuthorization(authorization) && rbac === undefined;
+  const extauthz =
+    userExtAuth &&
+    [...authorization.deny, ...authorization.require, ...authorization.allow].some((r) =>
+      r.expressions.some((e) => e.variables.has("extauthz")),
+    );
   const upstreamHeaders = { ...basic?.policy.upstreamHeaders, ...apiKey?.policy.upstreamHeaders };
   const policyOf = (withAuthn: boolean, withAuthz: boolean): string =>
     ctx.table.add(
       {
         authorization: withAuthz ? authorizationContent(authorization) : undefined,
         jwt,
+        ...(withAuthz && extauthz ? { extauthz } : {}),
         ...(withAuthn ? { ...basic?.content, ...apiKey?.content } : {}),
       },
       () => ({
         authorization: withAuthz ? authorization : EMPTY_AUTHORIZATION,
         jwt,
+        ...(withAuthz && extauthz ? { extauthz } : {}),
         ...(withAuthn && basic !== undefined ? { basicAuth: basic.policy.basicAuth! } : {}),
         ...(withAuthn && apiKey !== undefined ? { apiKey: apiKey.policy.apiKey! } : {}),
         ...(withAuthn && Object.keys(upstreamHeaders).length > 0 ? { upstreamHeaders } : {}),
@@ -393,6 +402,7 @@ export function planHttpAuthz(traffic: EffectivePolicyIR | undefined, ctx: Authz
     ...(rbac !== undefined ? { rbac } : {}),
     ...(sluiceAuthz && !joined ? { authzPolicyId: policyOf(authn, true) } : {}),
     readsJwt: jwt && sluiceAuthz,
+    readsExtauthz: extauthz && sluiceAuthz,
   };
 }
 

@@ -15,6 +15,7 @@ import {
   VALUE_MARK,
 } from "../../../extauthz/http-check.js";
 import { httpCheckable, POLICY_CONTEXT_KEY } from "../../../extauthz/server.js";
+import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
 import { ApiVersion } from "../../../gen/envoy/config/core/v3/config_source_pb.js";
 import {
   ExtAuthzPerRouteSchema,
@@ -51,7 +52,8 @@ export function sluiceExtAuthz() {
     transportApiVersion: ApiVersion.V3,
     // A Sluice that cannot answer must not open the gate (status_on_error defaults to 403).
     failureModeAllow: false,
-    metadataContextNamespaces: [JWT_METADATA_NAMESPACE],
+    // The JWT payload (`jwt`), and what a user's extAuth fronted by Sluice left for later steps (`extauthz`).
+    metadataContextNamespaces: [JWT_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE],
   });
 }
 

@@ -1,11 +1,12 @@
 // traffic.extAuth → envoy.filters.http.ext_authz calling the user's authorization service, gRPC
 // (envoy.service.auth.v3) or HTTP. The service and its options are listener-level in Envoy, so there is one instance
-// per distinct configuration; per-request context (contextExtensions) goes on the route. Fields that need CEL per
-// request are reported as not yet supported; they are for the Sluice ext_authz service.
+// per distinct configuration; per-request context (contextExtensions) goes on the route.
 //
-// With `cache`, which Envoy lacks, the filter calls Sluice's ext_authz instead (cluster `sluice_authz`), naming a
-// policy-table entry that holds the user's service (its endpoints, protocol and options) and the decision cache;
-// Sluice answers from the cache or asks the service (src/extauthz/user-ext-auth.ts).
+// What Envoy lacks — a decision `cache`, CEL per request (a non-constant HTTP path or added header, the body, the
+// redirect of a denial, responseMetadata, gRPC requestMetadata), or an authorization on the route reading `extauthz` —
+// makes the filter call Sluice's ext_authz instead (cluster `sluice_authz`), naming a policy-table entry that holds
+// the user's service (its endpoints, protocol and options), the compiled CEL and the cache; Sluice answers from the
+// cache or asks the service (src/extauthz/user-ext-auth.ts).
 
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
@@ -21,6 +22,7 @@ import {
   type UserExtAuthHttp,
   UserExtAuthState,
 } from "../../../extauthz/user-ext-auth.js";
+import { compileUserExtAuthExpressions, type UserExtAuthExpressions } from "../../../extauthz/user-ext-auth-cel.js";
 import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import { ApiVersion } from "../../../gen/envoy/config/core/v3/config_source_pb.js";
 import {
@@ -33,6 +35,7 @@ import { parseByteSize } from "../../bytes.js";
 import { durationFromMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
+import { routeAuthzPlan } from "./authz-plan.js";
 import {
   celStringLiteral,
   grpcService,
@@ -61,19 +64,22 @@ function headerList(names: readonly string[]): MessageInitShape<typeof ListStrin
   };
 }
 
-/** The HTTP options Envoy (or Sluice on its behalf) applies as they are; the CEL-only ones are reported. */
-function httpOptions(h: NonNullable<ExtAuthT["http"]>, note: Note): UserExtAuthHttp {
+/**
+ * The HTTP options Envoy (or Sluice on its behalf) applies as they are; constants are taken out of the CEL, and what
+ * needs evaluating per request goes to `expressions` (then Sluice fronts the service).
+ */
+function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions): UserExtAuthHttp {
   const path = h.path !== undefined ? celStringLiteral(h.path) : undefined;
-  if (h.path !== undefined && path === undefined) {
-    note("http.path", "only a constant path (a CEL string literal) is supported yet; the original path is sent");
-  }
-  for (const k of ["redirect", "body", "responseMetadata"] as const) {
-    if (h[k] !== undefined) note(`http.${k}`, "needs CEL per request (Sluice ext_authz); not supported yet");
+  if (h.path !== undefined && path === undefined) expressions.path = h.path;
+  if (h.redirect !== undefined) expressions.redirect = h.redirect;
+  if (h.body !== undefined) expressions.body = h.body;
+  if (h.responseMetadata !== undefined && Object.keys(h.responseMetadata).length > 0) {
+    expressions.responseMetadata = { ...h.responseMetadata };
   }
   const headersToAdd: { key: string; value: string }[] = [];
   for (const [name, expr] of Object.entries(h.addRequestHeaders ?? {})) {
     const v = celStringLiteral(expr);
-    if (v === undefined) note(`http.addRequestHeaders.${name}`, "only constant values (CEL string literals) yet");
+    if (v === undefined) expressions.headers = { ...expressions.headers, [name.toLowerCase()]: expr };
     else headersToAdd.push({ key: name, value: v });
   }
   return {
@@ -83,6 +89,24 @@ function httpOptions(h: NonNullable<ExtAuthT["http"]>, note: Note): UserExtAuthH
     headersToAdd,
     allowedUpstreamHeaders: (h.allowedResponseHeaders ?? []).map((n) => n.toLowerCase()),
   };
+}
+
+type Expressions = { -readonly [K in keyof UserExtAuthExpressions]: UserExtAuthExpressions[K] };
+
+/** Names gRPC and HTTP/2 keep for themselves: a requestMetadata entry cannot set them. */
+const RESERVED_METADATA = /^(:|grpc-)|^(content-type|te|user-agent|host|connection|transfer-encoding|upgrade)$/;
+
+function grpcMetadata(g: NonNullable<ExtAuthT["grpc"]>, expressions: Expressions, note: Note): void {
+  const out: Record<string, string> = {};
+  for (const [name, expr] of Object.entries(g.requestMetadata ?? {})) {
+    const key = name.toLowerCase();
+    if (RESERVED_METADATA.test(key) || !/^[0-9a-z_.-]+$/.test(key)) {
+      note(`grpc.requestMetadata.${name}`, "not a metadata name a gRPC call can carry; left out", "Ignored");
+      continue;
+    }
+    out[key] = expr;
+  }
+  if (Object.keys(out).length > 0) expressions.grpcMetadata = out;
 }
 
 function withRequestBody(a: ExtAuthT, packAsBytes: boolean) {
@@ -106,11 +130,14 @@ export const extAuthzBuilder: HttpFilterBuilder = {
     for (const f of phaseFields<ExtAuthT>(route, "extAuth")) {
       const a = f.value;
       const note: Note = (field, message, reason) => ctx.note(f.from, `extAuth.${field}`, message, reason);
-      const http = a.http === undefined ? undefined : httpOptions(a.http, note);
-      if (a.grpc?.requestMetadata !== undefined) {
-        note("grpc.requestMetadata", "needs CEL per request (Sluice ext_authz); not supported yet");
-      }
-      const fronted = a.cache === undefined ? undefined : sluiceFronted(route, f, http, ctx, note);
+      const expressions: Expressions = {};
+      const http = a.http === undefined ? undefined : httpOptions(a.http, expressions);
+      if (http === undefined && a.grpc !== undefined) grpcMetadata(a.grpc, expressions, note);
+      const needsSluice =
+        a.cache !== undefined ||
+        Object.keys(expressions).length > 0 ||
+        routeAuthzPlan(route, ctx)?.readsExtauthz === true;
+      const fronted = needsSluice ? sluiceFronted(route, f, http, expressions, ctx, note) : undefined;
       if (fronted !== undefined) {
         filters.push(fronted);
         continue;
@@ -162,39 +189,50 @@ export const extAuthzBuilder: HttpFilterBuilder = {
 };
 
 /**
- * extAuth with `cache`: the filter instance calling Sluice, whose table entry holds the service and the cache.
- * Undefined when the cache cannot be used (a ttl that is neither a duration, a timestamp nor CEL; no policy table in
- * bare builder tests): then Envoy calls the service directly and every request is checked, as the status says.
+ * The filter instance calling Sluice, whose table entry holds the service, the compiled CEL and the cache. Undefined
+ * without a policy table (bare builder tests): then Envoy calls the service directly and the CEL fields are reported.
+ * A cache that cannot be used (a ttl that is neither a duration, a timestamp nor CEL) is reported and left out.
  */
 function sluiceFronted(
   route: RouteIR,
   f: PhaseField<ExtAuthT>,
   http: UserExtAuthHttp | undefined,
+  expressions: UserExtAuthExpressions,
   ctx: BuildContext,
   note: Note,
 ): FilterInstance | undefined {
   const a = f.value;
-  const spec = a.cache!;
   const table = ctx.authz?.table;
-  if (table === undefined) return undefined;
-  const compiled = DecisionCache.compile<Uint8Array>(spec, `spec.${f.path}.cache`);
-  if (compiled.cache === undefined) {
-    for (const p of compiled.problems) {
-      note(
-        "cache",
-        `${p.path}: ${p.message}; the cache is not used, every request is checked by the service`,
-        "Ignored",
-      );
-    }
+  if (table === undefined) {
+    for (const k of Object.keys(expressions)) note(k, "needs the Sluice ext_authz service, which is not configured");
     return undefined;
   }
-  const cache = compiled.cache;
+  const spec = a.cache;
+  const compiled = spec === undefined ? undefined : DecisionCache.compile<Uint8Array>(spec, `spec.${f.path}.cache`);
+  for (const p of compiled?.problems ?? []) {
+    note("cache", `${p.path}: ${p.message}; the cache is not used, every request is checked by the service`, "Ignored");
+  }
+  const cache = compiled?.cache;
+  if (spec !== undefined && cache === undefined && Object.keys(expressions).length === 0) {
+    if (routeAuthzPlan(route, ctx)?.readsExtauthz !== true) return undefined;
+  }
+  const cel = compileUserExtAuthExpressions(expressions);
+  for (const p of cel.problems) note(p.path, `${p.message}; left out`, "Ignored");
   // jwt_authn runs before extAuth, except a PostRouting one for a PreRouting extAuth.
   const jwt =
     route.policy?.preRouting?.["jwtAuthentication"] !== undefined ||
     (f.phase === "traffic" && route.policy?.traffic?.["jwtAuthentication"] !== undefined);
   const seen = ["request", "source", ...(jwt ? ["jwt"] : [])];
-  for (const v of cache.keyVariables) {
+  for (const v of cel.compiled.variables) {
+    if (seen.includes(v)) continue;
+    note(
+      http === undefined ? "grpc.requestMetadata" : "http",
+      `an expression reads ${v}, which the call to the service does not see (it sees ${seen.join(", ")}): it fails ` +
+        "to evaluate, and the request is denied",
+      "NeverMatches",
+    );
+  }
+  for (const v of cache?.keyVariables ?? []) {
     if (seen.includes(v)) continue;
     note(
       "cache.key",
@@ -203,8 +241,8 @@ function sluiceFronted(
       "NeverMatches",
     );
   }
-  const ttlSeen = [...seen, ...(http === undefined ? ["extauthz"] : [])];
-  for (const v of cache.ttlVariables) {
+  const ttlSeen = [...seen, ...(http === undefined || expressions.responseMetadata !== undefined ? ["extauthz"] : [])];
+  for (const v of cache?.ttlVariables ?? []) {
     if (ttlSeen.includes(v)) continue;
     note(
       "cache.ttl",
@@ -213,7 +251,11 @@ function sluiceFronted(
       "NeverMatches",
     );
   }
-  const readsJwt = jwt && (cache.keyVariables.has("jwt") || cache.ttlVariables.has("jwt"));
+  const readsJwt =
+    jwt &&
+    (cache?.keyVariables.has("jwt") === true ||
+      cache?.ttlVariables.has("jwt") === true ||
+      cel.compiled.variables.has("jwt"));
   const ref = a.backendRef;
   const config: Omit<UserExtAuthConfig, "targets"> & { forwardBody?: string | number } = {
     service: `${ref.kind ?? "Service"} ${ref.namespace ?? f.from.name.split("/")[0]}/${ref.name}${
@@ -228,17 +270,26 @@ function sluiceFronted(
     jwt: readsJwt,
     // The service sees the body only with forwardBody, so its decisions are kept apart.
     ...(a.forwardBody !== undefined ? { forwardBody: a.forwardBody.maxSize } : {}),
+    ...(Object.keys(expressions).length > 0 ? { expressions } : {}),
   };
   const content = {
     ...config,
-    cache: { key: spec.key, ttl: spec.ttl, maxEntries: spec.maxEntries ?? DEFAULT_MAX_ENTRIES },
+    ...(spec !== undefined && cache !== undefined
+      ? { cache: { key: spec.key, ttl: spec.ttl, maxEntries: spec.maxEntries ?? DEFAULT_MAX_ENTRIES } }
+      : {}),
   };
   const targets = serviceTargets(route, f, ctx);
   const scope = policyId({ userExtAuthScope: content });
   const id = table.add({ userExtAuth: { ...content, targets } }, () => ({
     authorization: EMPTY_AUTHORIZATION,
     jwt: false,
-    userExtAuth: { ...config, targets, scope, state: new UserExtAuthState(cache) },
+    userExtAuth: {
+      ...config,
+      targets,
+      scope,
+      state: new UserExtAuthState(cache),
+      ...(Object.keys(expressions).length > 0 ? { compiled: cel.compiled } : {}),
+    },
   }));
   const built = create(ExtAuthzSchema, {
     services: {
