@@ -4,6 +4,9 @@
 //   native  a Require rule that compiles to Envoy RBAC (header equality and source CIDR)
 //   sluice  a Require rule only CEL can express (lowerAscii()), so Envoy calls Sluice's ext_authz per request; the
 //           rule reads only the request and its source, so the call is the HTTP check (src/extauthz/http-check.ts)
+//   floor   no Sluice: a user extAuth over HTTP (Envoy's own HTTP ext_authz, the same client as the sluice route's)
+//           to a server in its own process that only compares the header. What any external check costs here, so
+//           "sluice / floor" is the share of the gap that Sluice's own work accounts for
 // Targets (issue 6): native >= 0.9x the baseline; Sluice ext_authz >= 0.5x with at most 0.5 ms added at p50.
 //
 // The load generator is autocannon (npm, a devDependency): nothing to install beyond `npm ci`. Rounds interleave
@@ -35,12 +38,13 @@ const rounds = Number(values.rounds);
 
 const ROUTES = {
   none: undefined,
+  floor: undefined,
   native: "request.headers['x-internal'] == 'true' && cidr('127.0.0.0/8').containsIP(source.address)",
   sluice: "request.headers['x-internal'].lowerAscii() == 'true' && cidr('127.0.0.0/8').containsIP(source.address)",
 } as const;
 type RouteName = keyof typeof ROUTES;
 
-function config(port: number, upstreamPort: number): string {
+function config(port: number, upstreamPort: number, checkerPort: number): string {
   const docs = [
     `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -53,6 +57,10 @@ spec:
 kind: GwBackend
 metadata: { name: up, namespace: bench }
 spec: { static: { host: 127.0.0.1, port: ${upstreamPort} } }`,
+    `apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: checker, namespace: bench }
+spec: { static: { host: 127.0.0.1, port: ${checkerPort} } }`,
   ];
   for (const [name, expr] of Object.entries(ROUTES)) {
     docs.push(`apiVersion: gateway.networking.k8s.io/v1
@@ -61,6 +69,16 @@ metadata: { name: ${name}, namespace: bench }
 spec:
   parentRefs: [{ name: gw }]
   rules: [{ matches: [{ path: { type: PathPrefix, value: /${name} } }], backendRefs: [{ group: sluice.dev, kind: GwBackend, name: up }] }]`);
+    if (name === "floor") {
+      docs.push(`apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: floor, namespace: bench }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: floor }]
+  traffic:
+    extAuth: { backendRef: { group: sluice.dev, kind: GwBackend, name: checker }, http: { allowedRequestHeaders: [x-internal] } }`);
+      continue;
+    }
     if (expr === undefined) continue;
     docs.push(`apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
@@ -87,18 +105,36 @@ async function startUpstream(port: number): Promise<ChildProcess> {
   return child;
 }
 
+/** The floor's authorization server: allows `x-internal: true`, nothing more (node:http, as Sluice's HTTP check). */
+async function startChecker(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      "-e",
+      `require("node:http").createServer({ keepAliveTimeout: 0 }, (q, s) => { q.resume(); s.writeHead(q.headers["x-internal"] === "true" ? 200 : 403, { "content-length": "0" }); s.end(); }).listen(${port}, "127.0.0.1")`,
+    ],
+    { stdio: "ignore" },
+  );
+  await waitFor("the checker", async () => ((await request(port, "/")).status === 403 ? true : undefined));
+  return child;
+}
+
 interface Figures {
   readonly rps: number;
   readonly p50: number;
   readonly p99: number;
   readonly errors: number;
-  /** CPU time of the Sluice process per request (user + system), which contention on the host does not inflate. */
+  /**
+   * CPU time of the route's checker per request (user + system; Sluice, or the floor's server), which contention on
+   * the host does not inflate.
+   */
   readonly sluiceCpuUs: number;
   /** The same for Envoy (all its threads). */
   readonly envoyCpuUs: number;
 }
 
 let sluicePid: number | undefined;
+let checkerPid: number | undefined;
 let envoyPid: number | undefined;
 
 function quantile(sorted: readonly number[], q: number): number {
@@ -106,7 +142,8 @@ function quantile(sorted: readonly number[], q: number): number {
 }
 
 async function load(port: number, route: RouteName, duration: number, connections: number): Promise<Figures> {
-  const sluice0 = cpuMs(sluicePid);
+  const checker = route === "floor" ? checkerPid : sluicePid;
+  const sluice0 = cpuMs(checker);
   const envoy0 = cpuMs(envoyPid);
   const latencies: number[] = [];
   const r = await new Promise<autocannon.Result>((resolve, reject) => {
@@ -125,7 +162,7 @@ async function load(port: number, route: RouteName, duration: number, connection
     p50: quantile(latencies, 0.5),
     p99: quantile(latencies, 0.99),
     errors: r.errors + r.timeouts + r.non2xx,
-    sluiceCpuUs: ((cpuMs(sluicePid) - sluice0) * 1000) / total,
+    sluiceCpuUs: ((cpuMs(checker) - sluice0) * 1000) / total,
     envoyCpuUs: ((cpuMs(envoyPid) - envoy0) * 1000) / total,
   };
 }
@@ -138,8 +175,11 @@ function median(xs: readonly number[]): number {
 const cfg = tempConfigDir();
 const upstreamPort = await freePort();
 const port = await freePort();
+const checkerPort = await freePort();
 const upstream = await startUpstream(upstreamPort);
-cfg.write("bench.yaml", config(port, upstreamPort));
+const checker = await startChecker(checkerPort);
+checkerPid = checker.pid;
+cfg.write("bench.yaml", config(port, upstreamPort, checkerPort));
 const sluice = await startSluice("serve", cfg.dir);
 sluicePid = sluice.child.pid;
 const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw" });
@@ -165,7 +205,7 @@ try {
   for (const connections of connectionCounts) {
     // Warm-up: connections, JIT, Envoy's gRPC connection to Sluice.
     for (const route of Object.keys(ROUTES) as RouteName[]) await load(port, route, 1, connections);
-    const results: Record<RouteName, Figures[]> = { none: [], native: [], sluice: [] };
+    const results: Record<RouteName, Figures[]> = { none: [], floor: [], native: [], sluice: [] };
     for (let i = 0; i < rounds; i++) {
       for (const route of Object.keys(ROUTES) as RouteName[]) {
         results[route].push(await load(port, route, seconds, connections));
@@ -192,7 +232,7 @@ try {
       `\nauthz through Envoy: ${connections} connections, ${rounds} rounds x ${seconds} s per route (median round)\n`,
     );
     console.log(
-      `${"route".padEnd(8)} ${"req/s".padStart(9)} ${"ratio".padStart(6)} ${"p50 ms".padStart(7)} ${"+p50 ms".padStart(8)} ${"p99 ms".padStart(7)} ${"errors".padStart(7)} ${"sluice CPU µs/req".padStart(18)} ${"envoy CPU µs/req".padStart(17)}`,
+      `${"route".padEnd(8)} ${"req/s".padStart(9)} ${"ratio".padStart(6)} ${"p50 ms".padStart(7)} ${"+p50 ms".padStart(8)} ${"p99 ms".padStart(7)} ${"errors".padStart(7)} ${"checker CPU µs/req".padStart(18)} ${"envoy CPU µs/req".padStart(17)}`,
     );
     for (const route of Object.keys(ROUTES) as RouteName[]) {
       const s = summary[route];
@@ -205,10 +245,14 @@ try {
     console.log(
       `targets at ${connections} connections: native >= 0.90x ${nativeOk ? "met" : "NOT met"}; sluice >= 0.50x and <= +0.5 ms p50 ${sluiceOk ? "met" : "NOT met"}`,
     );
+    console.log(
+      `sluice / floor: ${(summary.sluice.rps / summary.floor.rps).toFixed(2)}x the requests/s, ${(summary.sluice.p50 - summary.floor.p50).toFixed(3)} ms more at p50 (Sluice's own work; the floor's ratio to none is what an external check costs Envoy and the host)`,
+    );
   }
 } finally {
   await envoy.stop();
   await sluice.stop();
   upstream.kill();
+  checker.kill();
   cfg.cleanup();
 }

@@ -8,6 +8,11 @@
 //   PORTKEY_DIR=.cache/bench/portkey LITELLM_BIN=.cache/bench/litellm-venv/bin/litellm node dist/bench/llm.js
 //
 // Prints requests/s, p50 and p99 latency per setup, and p50/p99 added over the direct call.
+//
+// The floor (buffered only): the same request through Envoy with an ext_proc in Sluice's processing modes (request
+// headers and buffered body, response headers and buffered body: the four messages of a one-stage LLM route) to a
+// processor that changes nothing (bench/extproc-noop.ts), configured as a user extProc. No ext_proc design can beat
+// it here; "sluice / floor" is the share Sluice's own work takes.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -50,6 +55,8 @@ interface Target {
   readonly headers: Record<string, string>;
   /** The Sluice process this target goes through, for its CPU time per request. */
   readonly sluicePid?: number;
+  /** Measured without streaming only (the floor's processing modes buffer the response). */
+  readonly bufferedOnly?: boolean;
 }
 
 interface Result {
@@ -126,7 +133,7 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   };
 }
 
-function resources(fakePort: number, port: number): string {
+function resources(fakePort: number, port: number, noopPort: number): string {
   return `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -148,6 +155,25 @@ kind: GwBackend
 metadata: { name: plain, namespace: default }
 spec: { static: { host: 127.0.0.1, port: ${fakePort} } }
 ---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: noop, namespace: default }
+spec: { static: { host: 127.0.0.1, port: ${noopPort} } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: floor, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: llm, sectionName: floor }]
+  traffic:
+    extProc:
+      backendRef: { group: sluice.dev, kind: GwBackend, name: noop }
+      processingOptions:
+        requestHeaderMode: Send
+        requestBodyMode: Buffered
+        responseHeaderMode: Send
+        responseBodyMode: Buffered
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }
@@ -155,6 +181,10 @@ spec:
   parentRefs: [{ name: gw }]
   rules:
     - matches: [{ path: { type: PathPrefix, value: /passthrough } }]
+      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefix: / } } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: plain }]
+    - name: floor
+      matches: [{ path: { type: PathPrefix, value: /floor } }]
       filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefix: / } } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: plain }]
     - backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude }]
@@ -187,12 +217,26 @@ const fakePort = await new Promise<number>((resolve) =>
   fakeChild.stdout?.once("data", (c: Buffer) => resolve(Number(c.toString().trim()))),
 );
 const fake = { port: fakePort, close: async () => void fakeChild.kill("SIGTERM") };
+const noopChild = spawn(process.execPath, [join(import.meta.dirname, "extproc-noop.js")], {
+  stdio: ["ignore", "pipe", "inherit"],
+});
+const noopPort = await new Promise<number>((resolve) =>
+  noopChild.stdout?.once("data", (c: Buffer) => resolve(Number(c.toString().trim()))),
+);
 const port = await freePort();
 const cfg = tempConfigDir();
-cfg.write("all.yaml", resources(fake.port, port));
+cfg.write("all.yaml", resources(fake.port, port, noopPort));
 const sluice = await startSluice("serve", cfg.dir);
 const envoy = await startTestEnvoy(sluice);
 const children: ChildProcess[] = [];
+
+/** ext_proc streams Envoy has opened, all filters summed (its `streams_started` counters). */
+async function extProcStreams(): Promise<number> {
+  const text = await fetch(`http://127.0.0.1:${envoy.adminPort}/stats?filter=ext_proc.streams_started`).then((r) =>
+    r.text(),
+  );
+  return text.split("\n").reduce((n, l) => n + (Number(l.split(": ")[1]) || 0), 0);
+}
 try {
   await waitFor(
     "route",
@@ -207,6 +251,13 @@ try {
   const targets: Target[] = [
     { name: "direct (fake, chat-completions)", port: fake.port, path: "/v1/chat/completions", headers: {} },
     { name: "envoy passthrough", port, path: "/passthrough/v1/chat/completions", headers: {} },
+    {
+      name: "floor: envoy + no-op ext_proc",
+      port,
+      path: "/floor/v1/chat/completions",
+      headers: {},
+      bufferedOnly: true,
+    },
     {
       name: "sluice chat→messages",
       port,
@@ -259,12 +310,18 @@ try {
   const modes = values.modes.split(",");
   for (const stream of [false, true].filter((st) => modes.includes(st ? "stream" : "buffered"))) {
     for (const t of targets) {
+      if (stream && t.bufferedOnly === true) continue;
       if (stream && t.name.startsWith("direct")) {
         rows.push({ setup: t.name, mode: "stream", r: await load(t, true) });
         continue;
       }
       try {
+        const streams0 = t.bufferedOnly === true ? await extProcStreams() : 0;
         const r = await load(t, stream);
+        // The floor must really go through its processor: one ext_proc stream per request (only it runs meanwhile).
+        if (t.bufferedOnly === true && (await extProcStreams()) - streams0 < r.rps * seconds * 0.9) {
+          throw new Error(`${t.name}: Envoy opened fewer ext_proc streams than it served requests`);
+        }
         rows.push({ setup: t.name, mode: stream ? "stream" : "buffered", r });
         if (r.errors > 0) console.log(`${t.name}: ${r.errors} errors (${[...lastErrors].join(", ")})`);
         lastErrors.clear();
@@ -290,6 +347,7 @@ try {
   await envoy.stop();
   await sluice.stop();
   await fake.close();
+  noopChild.kill("SIGTERM");
   cfg.cleanup();
   agent.destroy();
 }
@@ -308,4 +366,21 @@ for (const row of rows) {
         8,
       )} ${add(row.r.p50, direct?.p50).padStart(9)} ${add(row.r.p99, direct?.p99).padStart(8)} ${String(row.r.errors).padStart(7)} ${(row.r.sluiceCpuUs?.toFixed(0) ?? "").padStart(18)}`,
   );
+}
+
+// Ratios the targets are stated in (issue 7: at least 5x Portkey and 10x LiteLLM), and Sluice against the floor.
+for (const mode of ["buffered", "stream"]) {
+  const rps = (prefix: string) => rows.find((x) => x.mode === mode && x.setup.startsWith(prefix))?.r.rps;
+  const sluiceRps = rps("sluice");
+  if (sluiceRps === undefined) continue;
+  const parts: string[] = [];
+  for (const [label, prefix] of [
+    ["floor", "floor"],
+    ["Portkey", "portkey"],
+    ["LiteLLM", "litellm"],
+  ] as const) {
+    const other = rps(prefix);
+    if (other !== undefined && other > 0) parts.push(`${(sluiceRps / other).toFixed(2)}x ${label}`);
+  }
+  if (parts.length > 0) console.log(`${mode}: sluice = ${parts.join(", ")}`);
 }
