@@ -764,7 +764,9 @@ export class LlmExtProcService {
     if (provider.auth.problem !== undefined) return unavailable(provider.auth.problem);
     const google = provider.auth.google;
     const aws = provider.auth.aws;
-    if (aws !== undefined) {
+    // Route types forwarded as they are get no SigV4 signature (#passthrough), so no credentials are looked up.
+    const signed = state.client !== undefined && state.body !== undefined;
+    if (aws !== undefined && signed) {
       const keys = AwsCredentialSource.immediate(aws);
       if (keys !== undefined) return this.#provide(state, provider, { aws: keys }, fail);
       let role: RoleSession | undefined;
