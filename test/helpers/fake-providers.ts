@@ -8,7 +8,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { encodeJsonEvent } from "../../src/llm/codec/eventstream.js";
-import { signSigV4 } from "../../src/llm/codec/sigv4.js";
+import type { AwsCredentials } from "../../src/llm/codec/sigv4.js";
+import { verifySigV4 } from "./sigv4-verify.js";
 
 export interface FakeRequest {
   readonly method: string;
@@ -23,7 +24,10 @@ export interface FakeProviderOptions {
   readonly name: string;
   /** Expected credentials: OpenAI/Azure/Anthropic/Gemini key, or AWS keys for SigV4. */
   readonly apiKey?: string;
-  readonly aws?: { accessKeyId: string; secretAccessKey: string; region: string };
+  /** SigV4: the one key accepted, or the keys an issuer (the fake STS) gave out, session tokens included. */
+  readonly aws?:
+    | (AwsCredentials & { readonly region: string })
+    | { readonly region: string; readonly lookup: (accessKeyId: string) => AwsCredentials | undefined };
   /** Vertex AI: whether a Bearer token is valid (Google's token endpoint issued it). */
   readonly bearer?: (token: string) => boolean;
 }
@@ -287,41 +291,16 @@ function openai(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
 
 // ---- Bedrock Converse ----
 
-function verifySigV4(o: FakeProviderOptions, req: FakeRequest): string | undefined {
+function checkSigV4(o: FakeProviderOptions, req: FakeRequest): string | undefined {
   const aws = o.aws;
   if (aws === undefined) return undefined;
-  const auth = String(req.headers.authorization ?? "");
-  const m =
-    /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/.exec(
-      auth,
-    );
-  if (m === null) return "missing or malformed SigV4 authorization";
-  if (m[1] !== aws.accessKeyId) return "unknown access key";
-  if (m[3] !== aws.region || m[4] !== "bedrock") return "wrong credential scope";
-  const amzDate = String(req.headers["x-amz-date"] ?? "");
-  const date = new Date(
-    `${amzDate.slice(0, 4)}-${amzDate.slice(4, 6)}-${amzDate.slice(6, 8)}T${amzDate.slice(9, 11)}:${amzDate.slice(11, 13)}:${amzDate.slice(13, 15)}Z`,
-  );
-  const signed = (m[5] ?? "").split(";");
-  const headers: Record<string, string> = {};
-  for (const h of signed) if (h !== "host" && !h.startsWith("x-amz-")) headers[h] = String(req.headers[h] ?? "");
-  const q = req.path.indexOf("?");
-  const expect = signSigV4(
-    {
-      method: req.method,
-      host: String(req.headers.host ?? ""),
-      path: q < 0 ? req.path : req.path.slice(0, q),
-      query: q < 0 ? "" : req.path.slice(q + 1),
-      headers,
-      body: req.body,
-    },
-    { region: aws.region, service: "bedrock", credentials: aws, date },
-  );
-  return expect.signature === m[6] ? undefined : "signature does not match";
+  const lookup = "lookup" in aws ? aws.lookup : (id: string) => (id === aws.accessKeyId ? aws : undefined);
+  const r = verifySigV4(req, { region: aws.region, service: "bedrock" }, lookup);
+  return "error" in r ? r.error : undefined;
 }
 
 function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
-  const bad = verifySigV4(o, req);
+  const bad = checkSigV4(o, req);
   if (bad !== undefined) {
     json(res, 403, { message: bad }, { "x-amzn-errortype": "UnrecognizedClientException" });
     return;

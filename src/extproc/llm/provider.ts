@@ -2,6 +2,7 @@
 // table's credentials. SigV4 is computed here too, on the final body.
 
 import {
+  type AwsCredentials,
   type ClientFormat,
   findDirection,
   type ProviderFormat,
@@ -176,9 +177,21 @@ export interface ProviderRequest {
   readonly headers: Record<string, string>;
 }
 
+/** Credentials the caller obtained for a request: a token for Google credentials, AWS keys for SigV4. */
+export interface ProviderCredentials {
+  readonly bearer?: string;
+  readonly aws?: AwsCredentials;
+}
+
+/** The region a provider's requests are signed for (cloudA `region`, else the provider's), and STS is asked in. */
+export function awsRegion(p: LlmProviderEntry): string {
+  const r = p.auth.aws?.region;
+  return r !== undefined && r !== "" ? r : (s(p.settings.region) ?? "us-east-1");
+}
+
 /**
- * Authority, path and headers (credentials and signature included) of the request to the provider. `bearer` is a token
- * the caller obtained for the provider's Google credentials.
+ * Authority, path and headers (credentials and signature included) of the request to the provider, with the
+ * credentials the caller obtained for it.
  */
 export function providerRequest(
   p: LlmProviderEntry,
@@ -186,7 +199,7 @@ export function providerRequest(
   model: string,
   stream: boolean,
   body: Uint8Array,
-  bearer?: string,
+  creds: ProviderCredentials = {},
 ): ProviderRequest | undefined {
   let path: string;
   let headers: Record<string, string> = {};
@@ -201,7 +214,7 @@ export function providerRequest(
     headers = { ...t.headers };
   }
   Object.assign(headers, p.auth.headers);
-  if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
+  if (creds.bearer !== undefined) headers.authorization = `Bearer ${creds.bearer}`;
   const query = Object.entries(p.auth.query);
   if (query.length > 0) {
     const qs = query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
@@ -209,6 +222,8 @@ export function providerRequest(
   }
   const aws = p.auth.aws;
   if (aws !== undefined) {
+    // A bug: the caller obtains the credentials for every provider with cloudA.
+    if (creds.aws === undefined) throw new Error(`no AWS credentials were obtained for provider ${p.name}`);
     const q = path.indexOf("?");
     const signed = signSigV4(
       {
@@ -220,13 +235,9 @@ export function providerRequest(
         body,
       },
       {
-        region: aws.region !== "" ? aws.region : (s(p.settings.region) ?? "us-east-1"),
+        region: awsRegion(p),
         service: aws.service,
-        credentials: {
-          accessKeyId: aws.accessKeyId,
-          secretAccessKey: aws.secretAccessKey,
-          ...(aws.sessionToken !== undefined ? { sessionToken: aws.sessionToken } : {}),
-        },
+        credentials: creds.aws,
         date: new Date(),
       },
     );

@@ -60,10 +60,19 @@ import {
   type RouteType,
 } from "../../translate/llm/table.js";
 import type { TranslationResult } from "../../translate/translate.js";
+import { AwsCredentialSource, type RoleSession, roleSession } from "./aws-credentials.js";
+import { requestVariable, toCel } from "./cel.js";
 import { type Completion, completionMetadata } from "./completion.js";
 import { GoogleTokens } from "./google-tokens.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
-import { clientFormatOf, providerFormatFor, providerRequest, routeTypeOf } from "./provider.js";
+import {
+  awsRegion,
+  clientFormatOf,
+  type ProviderCredentials,
+  providerFormatFor,
+  providerRequest,
+  routeTypeOf,
+} from "./provider.js";
 import { TokenLimiter } from "./token-limits.js";
 import {
   checkRead,
@@ -288,11 +297,13 @@ export class LlmExtProcService {
   readonly #requests = new Map<string, RequestState>();
   readonly #limiter: TokenLimiter;
   readonly #google: GoogleTokens;
+  readonly #aws: AwsCredentialSource;
   readonly #log: (line: string) => void;
 
   constructor(opts: LlmServiceOptions = {}) {
     this.#limiter = new TokenLimiter(opts.now);
     this.#google = new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
+    this.#aws = new AwsCredentialSource(opts.now !== undefined ? { now: opts.now } : {});
     this.#log = opts.log ?? (() => {});
   }
 
@@ -729,8 +740,9 @@ export class LlmExtProcService {
   // ---- the provider work, for either stage ----
 
   /**
-   * One attempt's provider work for `providerName` of `cluster`: checks its credentials, then (#provide) applies its AI
-   * policy, translates and sets the destination. Synchronous, except while a Google token is fetched (cloudB).
+   * One attempt's provider work for `providerName` of `cluster`: obtains its credentials, then (#provide) applies its AI
+   * policy, translates and sets the destination. Synchronous, except while a Google token (cloudB) or AWS credentials
+   * other than a Secret's keys (cloudA) are obtained.
    */
   #providerWork(state: RequestState, providerName: string, cluster: string): ProviderWork | Promise<ProviderWork> {
     const provider = state.entry.backends[cluster]?.providers[providerName];
@@ -751,9 +763,31 @@ export class LlmExtProcService {
     }
     if (provider.auth.problem !== undefined) return unavailable(provider.auth.problem);
     const google = provider.auth.google;
-    if (google === undefined) return this.#provide(state, provider, undefined, fail);
+    const aws = provider.auth.aws;
+    // Route types forwarded as they are get no SigV4 signature (#passthrough), so no credentials are looked up.
+    const signed = state.client !== undefined && state.body !== undefined;
+    if (aws !== undefined && signed) {
+      const keys = AwsCredentialSource.immediate(aws);
+      if (keys !== undefined) return this.#provide(state, provider, { aws: keys }, fail);
+      let role: RoleSession | undefined;
+      if (aws.assumeRole !== undefined) {
+        const r = roleSession(aws.assumeRole, celVariables(state, providerName));
+        if ("error" in r) {
+          this.#log(`llm provider ${providerName}: request rejected: ${r.error}`);
+          return fail({ status: 400, kind: "invalid_request", message: `provider ${providerName}: ${r.error}` });
+        }
+        role = r;
+      }
+      return this.#aws
+        .credentials({ auth: aws, region: awsRegion(provider), ...(role !== undefined ? { role } : {}) })
+        .then(
+          (c) => this.#provide(state, provider, { aws: c }, fail),
+          (e: unknown) => unavailable(`AWS credentials: ${(e as Error).message}`),
+        );
+    }
+    if (google === undefined) return this.#provide(state, provider, {}, fail);
     return this.#google.token(google).then(
-      (token) => this.#provide(state, provider, token, fail),
+      (bearer) => this.#provide(state, provider, { bearer }, fail),
       (e: unknown) => unavailable(`Google credentials: ${(e as Error).message}`),
     );
   }
@@ -761,14 +795,14 @@ export class LlmExtProcService {
   #provide(
     state: RequestState,
     provider: LlmProviderEntry,
-    bearer: string | undefined,
+    creds: ProviderCredentials,
     fail: (error: LlmError) => ProviderWork,
   ): ProviderWork {
     const providerName = provider.name;
     // The id header stays: retries need it, and the upstream filters' mutations persist into them.
     const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
     if (state.client === undefined || state.body === undefined) {
-      return this.#passthrough(state, provider, remove, bearer);
+      return this.#passthrough(state, provider, remove, creds.bearer);
     }
     const client = state.client;
     const body = applyAiPolicy(
@@ -801,7 +835,7 @@ export class LlmExtProcService {
         ? addConverseCachePoints(translated.body, translated.meta.model, provider.ai.promptCaching)
         : translated.body;
     const bytes = te.encode(JSON.stringify(final));
-    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes, bearer);
+    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes, creds);
     if (target === undefined) {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
@@ -844,6 +878,22 @@ export class LlmExtProcService {
     }
     return { set, remove: remove.filter((r) => !(r in set)) };
   }
+}
+
+/** The CEL activation of a request's credential expressions: `request`, and `llm` as AI transformations see it. */
+function celVariables(state: RequestState, provider: string): Record<string, unknown> {
+  const model = typeof state.body?.model === "string" ? state.body.model : undefined;
+  const streaming = state.body?.stream === true;
+  return {
+    request: requestVariable(state.headers),
+    llm: toCel({
+      model: model ?? null,
+      stream: streaming,
+      ...(model !== undefined ? { requestModel: model } : {}),
+      streaming,
+      provider,
+    }),
+  };
 }
 
 /** Whether `out`, the answer to `req`, ends the ext_proc exchange for this HTTP request. */

@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import { type Secret, secretValue } from "../../api/core.js";
 import { namespaceOf } from "../../api/resource.js";
+import { compileExpression } from "../../cel/index.js";
 import type { TranslationInput } from "../input.js";
 import type {
   BackendPolicyIR,
@@ -62,14 +63,8 @@ export interface ProviderAuth {
   readonly headers: Readonly<Record<string, string>>;
   /** Query parameters to add. */
   readonly query: Readonly<Record<string, string>>;
-  /** SigV4 credentials (providerG with cloudA). */
-  readonly aws?: {
-    readonly accessKeyId: string;
-    readonly secretAccessKey: string;
-    readonly sessionToken?: string;
-    readonly region: string;
-    readonly service: string;
-  };
+  /** SigV4 signing (cloudA): where the credentials come from, and what they are signed for. */
+  readonly aws?: AwsAuth;
   /**
    * Google credentials (cloudB): the Sluice ext_proc mints an access or ID token from them (or from the ambient
    * credentials when `credentials` is absent) and sends it as `Authorization: Bearer`.
@@ -83,6 +78,34 @@ export interface ProviderAuth {
   };
   /** Why credentials could not be resolved (a missing Secret ...); the request fails rather than going out bare. */
   readonly problem?: string;
+}
+
+/**
+ * cloudA as the Sluice ext_proc applies it. Discovered credentials are never part of the entry: without `keys` the
+ * ext_proc finds them at request time (the AWS SDK's default chain), so the entry stays a pure function of the input.
+ */
+export interface AwsAuth {
+  /** Keys of the policy's Secret; absent = the default credential discovery of the Sluice process. */
+  readonly keys?: {
+    readonly accessKeyId: string;
+    readonly secretAccessKey: string;
+    readonly sessionToken?: string;
+  };
+  /** STS AssumeRole with the keys (or the discovered credentials); the role's credentials sign. */
+  readonly assumeRole?: AwsAssumeRole;
+  /** Signing region; "" = the provider's region. */
+  readonly region: string;
+  readonly service: string;
+}
+
+export interface AwsAssumeRole {
+  readonly roleArn: string;
+  /** Exactly one of the two; the translator writes the default session name when the policy gives neither. */
+  readonly sessionName?: string;
+  /** CEL, evaluated per request (`request`, `llm`). */
+  readonly sessionNameExpression?: string;
+  /** Session tags in the policy's order, each a static value or a CEL expression evaluated per request. */
+  readonly tags: readonly { readonly key: string; readonly value?: string; readonly expression?: string }[];
 }
 
 /** AI request policies (Document 2, `backend.ai`) as written, minus `routes`. */
@@ -184,12 +207,60 @@ function findSecret(secrets: readonly Secret[], ns: string, name: string): Secre
   return secrets.find((s) => namespaceOf(s) === ns && s.metadata.name === name);
 }
 
+/** The CEL variables the LLM ext_proc gives credential expressions (service.ts). */
+const CREDENTIAL_VARIABLES: readonly string[] = ["request", "llm"];
+
+/** Role session names STS accepts. */
+export const ROLE_SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
+
+/** The role session name when the policy gives none: `sluice-<namespace>.<backend>`, what CloudTrail then shows. */
+export function defaultSessionName(backend: string): string {
+  return `sluice-${backend.replace("/", ".")}`.replace(/[^\w+=,.@-]/g, "-").slice(0, 64);
+}
+
+/** cloudA.assumeRole as the ext_proc needs it; its CEL expressions are compiled here, so a bad one is named now. */
+function assumeRole(r: Rec, sessionDefault: string, problems: string[]): AwsAssumeRole | undefined {
+  if (typeof r.roleArn !== "string") return undefined;
+  const at = "auth.cloudA.assumeRole";
+  const expression = (path: string, text: unknown): string | undefined => {
+    if (typeof text !== "string") return undefined;
+    const c = compileExpression(text);
+    if ("errors" in c) {
+      problems.push(`${at}.${path}: invalid CEL expression: ${c.errors.map((e) => e.message).join("; ")}`);
+      return text;
+    }
+    const missing = [...c.ok.variables].filter((v) => !CREDENTIAL_VARIABLES.includes(v));
+    if (missing.length > 0) {
+      problems.push(
+        `${at}.${path}: reads ${missing.join(", ")}, which the LLM ext_proc does not have (only ${CREDENTIAL_VARIABLES.join(" and ")})`,
+      );
+    }
+    return text;
+  };
+  const sessionNameExpression = expression("sessionNameExpression", r.sessionNameExpression);
+  const tags: AwsAssumeRole["tags"][number][] = [];
+  (Array.isArray(r.tags) ? r.tags : []).forEach((t: unknown, i) => {
+    if (!isRec(t) || typeof t.key !== "string") return;
+    const e = expression(`tags[${i}].expression`, t.expression);
+    if (e !== undefined) tags.push({ key: t.key, expression: e });
+    else if (typeof t.value === "string") tags.push({ key: t.key, value: t.value });
+  });
+  return {
+    roleArn: r.roleArn,
+    ...(sessionNameExpression !== undefined
+      ? { sessionNameExpression }
+      : { sessionName: typeof r.sessionName === "string" ? r.sessionName : sessionDefault }),
+    tags,
+  };
+}
+
 function compileAuth(
   kind: LlmProviderIR["kind"],
   host: string,
   auth: unknown,
   ns: string,
   secrets: readonly Secret[],
+  sessionDefault: string,
 ): ProviderAuth {
   const headers: Record<string, string> = {};
   const query: Record<string, string> = {};
@@ -243,22 +314,29 @@ function compileAuth(
   if (isRec(auth.cloudA)) {
     const a = auth.cloudA;
     const ref = a.secretRef;
+    let keys: AwsAuth["keys"];
     if (isRec(ref)) {
       const id = secretKey({ ...ref, key: "accessKey" }, "accessKey");
       const secret = secretKey({ ...ref, key: "secretKey" }, "secretKey");
       const sec = findSecret(secrets, ns, String(ref.name));
       const token = sec === undefined ? undefined : secretValue(sec, "sessionToken");
       if (id !== undefined && secret !== undefined) {
-        aws = {
+        keys = {
           accessKeyId: id.value,
           secretAccessKey: secret.value,
           ...(token !== undefined ? { sessionToken: token.trim() } : {}),
-          region: typeof a.region === "string" ? a.region : "",
-          service: typeof a.serviceName === "string" ? a.serviceName : "bedrock",
         };
       }
-    } else {
-      problems.push("cloudA credential discovery from the environment is not supported yet; use secretRef");
+    }
+    const role = isRec(a.assumeRole) ? assumeRole(a.assumeRole, sessionDefault, problems) : undefined;
+    // A secretRef whose keys are missing is a problem above; it never falls back to discovered credentials.
+    if (!isRec(ref) || keys !== undefined) {
+      aws = {
+        ...(keys !== undefined ? { keys } : {}),
+        ...(role !== undefined ? { assumeRole: role } : {}),
+        region: typeof a.region === "string" ? a.region : "",
+        service: typeof a.serviceName === "string" ? a.serviceName : "bedrock",
+      };
     }
   }
   let google: ProviderAuth["google"];
@@ -310,8 +388,9 @@ function providerEntry(
   p: LlmProviderIR,
   bp: BackendPolicyIR | undefined,
   secrets: readonly Secret[],
-  backendNs: string,
+  backend: string,
 ): LlmProviderEntry {
+  const backendNs = backend.split("/")[0] ?? "";
   const sub = bp?.subBackends?.find((s) => s.name === p.name)?.policy ?? bp?.policy;
   const auth = value(sub, "auth");
   const ai = value(sub, "ai");
@@ -322,7 +401,7 @@ function providerEntry(
     settings: p.settings,
     ...(p.path !== undefined ? { path: p.path } : {}),
     ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
-    auth: compileAuth(p.kind, p.address, auth?.value, auth?.ns ?? backendNs, secrets),
+    auth: compileAuth(p.kind, p.address, auth?.value, auth?.ns ?? backendNs, secrets, defaultSessionName(backend)),
     ai: aiPolicy(ai?.value),
   };
 }
@@ -400,9 +479,8 @@ export function compileLlmTable(
             const c = llm.get(b.cluster);
             if (c === undefined) continue;
             const bp = route.policy?.backends?.find((x) => x.cluster === c.name);
-            const ns = c.backend.split("/")[0] ?? "";
             const providers: Record<string, LlmProviderEntry> = {};
-            for (const p of c.groups.flat()) providers[p.name] = providerEntry(p, bp, input.secrets, ns);
+            for (const p of c.groups.flat()) providers[p.name] = providerEntry(p, bp, input.secrets, c.backend);
             backends[c.name] = { backend: c.backend, providers };
             // Route types come from the backend-wide AI policy (the first AI backend of the rule).
             types ??= routeTypes(value(bp?.policy, "ai")?.value);
