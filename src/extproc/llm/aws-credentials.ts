@@ -10,10 +10,10 @@
 
 import { createHash } from "node:crypto";
 import { fromNodeProviderChain, fromTemporaryCredentials } from "@aws-sdk/credential-providers";
-import { evaluate } from "../../cel/index.js";
+import { evaluate, fromCel } from "../../cel/index.js";
 import type { AwsCredentials } from "../../llm/index.js";
 import { type AwsAssumeRole, type AwsAuth, ROLE_SESSION_NAME } from "../../translate/llm/table.js";
-import { compileCached, fromCel } from "./cel.js";
+import { compileCached } from "./cel.js";
 
 /** Credentials are replaced this long before they expire (the SDK's own margin), so none lapses on the way. */
 const REFRESH_MARGIN_MS = 5 * 60_000;
