@@ -24,7 +24,10 @@ metadata: { name: bedrock, namespace: default }
 spec:
   ai:
     provider:
-      providerG: { region: ${AWS.region}, model: us.anthropic.claude-sonnet-4-20250514-v1:0 }
+      providerG:
+        region: ${AWS.region}
+        model: us.anthropic.claude-sonnet-4-20250514-v1:0
+        guardrail: { identifier: gr-abc123, version: "2" }
       host: 127.0.0.1
       port: ${bedrockPort}
   policies:
@@ -132,7 +135,7 @@ describe("AI request policies and token limits", { timeout: 60_000 }, () => {
     assert.deepEqual(sent.stop_sequences, ["STOP"], "transformation wins over the override");
   });
 
-  test("promptCaching: cache points on the system prompt and the second-to-last message, signed with the body", async () => {
+  test("promptCaching and the guardrail: cache points on the system prompt and the second-to-last message, signed with the body", async () => {
     const client = new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/cached/v1`, maxRetries: 0 });
     const r = await client.chat.completions.create({
       model: "m",
@@ -152,6 +155,8 @@ describe("AI request policies and token limits", { timeout: 60_000 }, () => {
     const messages = sent.messages as { content: unknown[] }[];
     assert.deepEqual(messages[1]?.content.at(-1), cp);
     assert.equal(messages.filter((m) => m.content.some((b) => JSON.stringify(b) === JSON.stringify(cp))).length, 1);
+    // providerG's guardrail rides along on every Converse request, inside the signed body.
+    assert.deepEqual(sent.guardrailConfig, { guardrailIdentifier: "gr-abc123", guardrailVersion: "2" });
   });
 
   test("a tokens limit answers 429 once the tokens counted from responses are spent", async () => {

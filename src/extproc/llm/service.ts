@@ -44,6 +44,7 @@ import {
   type TokenUsage,
   translateError,
 } from "../../llm/index.js";
+import { isObject } from "../../llm/json.js";
 import { extractUsage } from "../../llm/usage.js";
 import type { SingleStage } from "../../translate/llm/stages.js";
 import {
@@ -829,11 +830,13 @@ export class LlmExtProcService {
     }
     const translated = direction.request(body, model, defaultContext);
     if (!translated.ok) return fail(translated.error);
-    // Cache points go on the final Converse body (they depend on its layout), before SigV4 signs it.
-    const final =
+    // Cache points and the guardrail go on the final Converse body (cache points depend on its layout), before SigV4
+    // signs it.
+    const cached =
       format === "converse" && provider.ai.promptCaching !== undefined
         ? addConverseCachePoints(translated.body, translated.meta.model, provider.ai.promptCaching)
         : translated.body;
+    const final = format === "converse" ? withGuardrail(cached, provider.settings) : cached;
     const bytes = te.encode(JSON.stringify(final));
     const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes, creds);
     if (target === undefined) {
@@ -905,4 +908,14 @@ function isLast(req: ExtProcRequest, out: ProcessingResponse): boolean {
     (r.case === "responseHeaders" && r.value.endOfStream) ||
     r.case === "responseTrailers"
   );
+}
+
+/**
+ * providerG `guardrail`: Bedrock applies the guardrail to the conversation (`guardrailConfig`); its interventions come
+ * back as the `guardrail_intervened` stop reason, which the response translators map.
+ */
+function withGuardrail<B extends object>(body: B, settings: Readonly<Record<string, unknown>>): B {
+  const g = settings["guardrail"];
+  if (!isObject(g) || typeof g["identifier"] !== "string" || typeof g["version"] !== "string") return body;
+  return { ...body, guardrailConfig: { guardrailIdentifier: g["identifier"], guardrailVersion: g["version"] } };
 }
