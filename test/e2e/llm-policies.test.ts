@@ -73,6 +73,44 @@ spec:
   rules:
     - backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude }]
 ---
+apiVersion: v1
+kind: Secret
+metadata: { name: client-keys, namespace: default }
+stringData:
+  one: ${JSON.stringify(JSON.stringify({ key: "sk-client-1", metadata: { user: "u-42" } }))}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: claude-id, namespace: default }
+spec:
+  ai:
+    provider: { providerD: {}, host: 127.0.0.1, port: ${port} }
+  policies:
+    ai:
+      transformations:
+        - { field: user, expression: "apiKey.user + '@' + request.headers['x-team']" }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ident, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - name: keyed
+      matches: [{ path: { type: PathPrefix, value: /ident } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude-id }]
+    - name: open
+      matches: [{ path: { type: PathPrefix, value: /anon } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude-id }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: keyed, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ident, sectionName: keyed }]
+  traffic:
+    apiKeyAuthentication: { secretRef: { name: client-keys } }
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: limited, namespace: default }
@@ -157,6 +195,29 @@ describe("AI request policies and token limits", { timeout: 60_000 }, () => {
     assert.equal(messages.filter((m) => m.content.some((b) => JSON.stringify(b) === JSON.stringify(cp))).length, 1);
     // providerG's guardrail rides along on every Converse request, inside the signed body.
     assert.deepEqual(sent.guardrailConfig, { guardrailIdentifier: "gr-abc123", guardrailVersion: "2" });
+  });
+
+  test("transformations read the request's identity: the API key's metadata becomes the provider's user id", async () => {
+    const ask = (path: string, apiKey: string) =>
+      new OpenAI({
+        apiKey,
+        baseURL: `${env.baseUrl}${path}/v1`,
+        maxRetries: 0,
+        defaultHeaders: { "x-team": "red" },
+      }).chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }] });
+    await ask("/ident", "sk-client-1");
+    const sent = fake.requests.at(-1)?.json ?? {};
+    assert.deepEqual(
+      sent.metadata,
+      { user_id: "u-42@red" },
+      "chat `user` (from apiKey.user) → messages metadata.user_id",
+    );
+    await assert.rejects(ask("/ident", "sk-wrong"), (e: unknown) => e instanceof OpenAI.AuthenticationError);
+    // No authentication on the route: `apiKey` is absent, the expression fails, and the field is left as it was.
+    const before = fake.requests.length;
+    await ask("/anon", "whatever");
+    assert.equal(fake.requests.length, before + 1);
+    assert.equal(fake.requests.at(-1)?.json?.metadata, undefined);
   });
 
   test("a tokens limit answers 429 once the tokens counted from responses are spent", async () => {

@@ -55,9 +55,17 @@ const REQUESTS: Record<string, RequestInit> = {
     request: { case: "responseBody", value: { body: te.encode('data: {"a":1}\n\n') } },
   },
   "response trailers": { request: { case: "responseTrailers", value: { trailers: headers({ "grpc-status": "0" }) } } },
-  "fields the service does not read (metadata context, observability mode) are skipped": {
+  "metadata context (the identity a route forwards), several namespaces": {
+    request: { case: "requestHeaders", value: { headers: headers({ ":path": "/" }) } },
+    metadataContext: {
+      filterMetadata: {
+        "envoy.filters.http.jwt_authn": { jwt_payload: { sub: "alice", groups: ["a", "b"], exp: 1.7e9 } },
+        "envoy.filters.http.ext_authz": { apiKey: { user: "u-42" }, sluice_extauthz: {} },
+      },
+    },
+  },
+  "fields the service does not read (observability mode) are skipped": {
     request: { case: "requestBody", value: { body: te.encode("{}"), endOfStream: true } },
-    metadataContext: { filterMetadata: { ns: { k: "v" } } },
     observabilityMode: true,
   },
   "an empty message": {},
@@ -70,6 +78,7 @@ test("the reader yields what protobuf-es decodes, for every field the service re
     const read = readProcessingRequest(bytes);
     assert.equal(read.request.case, reference.request.case, name);
     assert.deepEqual(read.attributes, reference.attributes, name);
+    assert.deepEqual(read.metadataContext?.filterMetadata ?? {}, reference.metadataContext?.filterMetadata ?? {}, name);
     const r = reference.request;
     const w = read.request;
     if ((r.case === "requestHeaders" || r.case === "responseHeaders") && w.case === r.case) {

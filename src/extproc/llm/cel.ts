@@ -1,9 +1,11 @@
 // CEL for the LLM ext_proc: expressions compiled once per text, JSON ↔ CEL values, and the `request` and `llm`
 // variables of the spec's environment as this service knows them.
 
-import { type CompiledExpr, compileExpression, evaluate, fromCel } from "../../cel/index.js";
+import { type CompiledExpr, compileExpression, evaluate, fromCel, toCel } from "../../cel/index.js";
+import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../cel/rbac.js";
+import { EXTAUTHZ_METADATA_KEY, EXTAUTHZ_METADATA_NAMESPACE } from "../../extauthz/user-ext-auth.js";
 
-export { toCel } from "../../cel/index.js";
+export { toCel };
 
 const compiled = new Map<string, CompiledExpr | undefined>();
 
@@ -17,6 +19,7 @@ export function compileCached(text: string): CompiledExpr | undefined {
 }
 
 type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The HTTP request as the spec's `request` variable (from the request headers the router stage saw). */
 export function requestVariable(headers: Readonly<Record<string, string>>): Obj {
@@ -38,4 +41,26 @@ export function evaluateText(text: string, vars: Obj): unknown {
   if (expr === undefined) return undefined;
   const r = evaluate(expr, vars as Parameters<typeof evaluate>[1]);
   return "value" in r ? fromCel(r.value) : undefined;
+}
+
+/**
+ * `jwt`, `apiKey`, `basicAuth` and `extauthz` from the dynamic metadata the route forwards to the LLM ext_proc
+ * (llm.ts): the JWT filter's payload, and what Sluice's ext_authz left (authentication identity, the user extAuth's
+ * answer). A variable whose source did not run is absent, so an expression reading it fails (as in authorization).
+ */
+export function identityVariables(metadata: { readonly [namespace: string]: unknown } | undefined): Obj {
+  const out: Obj = {};
+  if (metadata === undefined) return out;
+  const jwt = (metadata[JWT_METADATA_NAMESPACE] as Obj | undefined)?.[JWT_PAYLOAD_KEY];
+  if (isObj(jwt)) out["jwt"] = toCel(jwt);
+  const authz = metadata[EXTAUTHZ_METADATA_NAMESPACE] as Obj | undefined;
+  for (const [variable, key] of [
+    ["apiKey", "apiKey"],
+    ["basicAuth", "basicAuth"],
+    ["extauthz", EXTAUTHZ_METADATA_KEY],
+  ] as const) {
+    const v = authz?.[key];
+    if (isObj(v)) out[variable] = toCel(v);
+  }
+  return out;
 }

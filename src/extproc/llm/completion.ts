@@ -52,8 +52,9 @@ export function costOf(
   expression: string,
   c: Completion,
   headers: Readonly<Record<string, string>>,
+  identity: Readonly<Record<string, unknown>> = {},
 ): { value: number; failed: boolean } {
-  const v = evaluateText(expression, { request: requestVariable(headers), llm: toCel(llmVariable(c)) });
+  const v = evaluateText(expression, { ...identity, request: requestVariable(headers), llm: toCel(llmVariable(c)) });
   if (typeof v === "number" && Number.isFinite(v)) return { value: Math.max(0, Math.ceil(v)), failed: false };
   return { value: c.usage?.totalTokens ?? 0, failed: true };
 }
@@ -64,12 +65,13 @@ export function completionMetadata(
   costs: readonly TokenCost[],
   headers: Readonly<Record<string, string>>,
   onCostFailure: (expression: string) => void,
+  identity: Readonly<Record<string, unknown>> = {},
 ): JsonObject | undefined {
   const u = c.usage;
   if (u === undefined && c.countTokens === undefined) return undefined;
   const costValues: Record<string, number> = {};
   for (const cost of costs) {
-    const r = costOf(cost.expression, c, headers);
+    const r = costOf(cost.expression, c, headers, identity);
     if (r.failed) onCostFailure(cost.expression);
     costValues[cost.key] = r.value;
   }

@@ -11,6 +11,8 @@ export interface PolicyRequest {
   readonly method: string;
   readonly path: string;
   readonly headers: Readonly<Record<string, string>>;
+  /** `jwt`, `apiKey`, `basicAuth`, `extauthz` where the request has them (cel.ts identityVariables). */
+  readonly identity?: Readonly<Record<string, unknown>>;
 }
 
 type Obj = Record<string, unknown>;
@@ -101,6 +103,7 @@ export function applyAiPolicy(
     const model = typeof input.model === "string" ? input.model : undefined;
     const streaming = input.stream === true;
     const vars = {
+      ...request?.identity,
       request: requestVariable({
         ":method": request?.method ?? "POST",
         ":path": request?.path ?? "/",

@@ -62,7 +62,7 @@ import {
 } from "../../translate/llm/table.js";
 import type { TranslationResult } from "../../translate/translate.js";
 import { AwsCredentialSource, type RoleSession, roleSession } from "./aws-credentials.js";
-import { requestVariable, toCel } from "./cel.js";
+import { identityVariables, requestVariable, toCel } from "./cel.js";
 import { type Completion, completionMetadata } from "./completion.js";
 import { GoogleTokens } from "./google-tokens.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
@@ -112,6 +112,8 @@ interface RequestState {
   body?: Obj;
   /** Request headers, for CEL transformations. */
   headers: Record<string, string>;
+  /** `jwt`, `apiKey`, `basicAuth`, `extauthz` for CEL, from the metadata the route forwards (empty when none). */
+  readonly identity: Readonly<Record<string, unknown>>;
   attempt?: Attempt;
   /**
    * Headers the previous attempt set: Envoy's upstream filters mutate the router's own request headers, so a retry to
@@ -480,6 +482,7 @@ export class LlmExtProcService {
           client,
           single: singleOf(entry, req),
           headers: headerMap(r.value),
+          identity: identityVariables(req.metadataContext?.filterMetadata),
         };
         this.#requests.set(id, state);
         set(state, id);
@@ -694,8 +697,12 @@ export class LlmExtProcService {
       ...(used !== undefined ? { usage: used } : {}),
       ...(counting ? { countTokens: usage.inputTokens } : {}),
     };
-    return completionMetadata(completion, state.entry.tokenCosts, state.headers, (expr) =>
-      this.#log(`llm cost expression ${JSON.stringify(expr)} failed; counting total tokens`),
+    return completionMetadata(
+      completion,
+      state.entry.tokenCosts,
+      state.headers,
+      (expr) => this.#log(`llm cost expression ${JSON.stringify(expr)} failed; counting total tokens`),
+      state.identity,
     );
   }
 
@@ -810,7 +817,12 @@ export class LlmExtProcService {
       client,
       state.body,
       provider.ai,
-      { method: state.headers[":method"] ?? "POST", path: state.headers[":path"] ?? "/", headers: state.headers },
+      {
+        method: state.headers[":method"] ?? "POST",
+        path: state.headers[":path"] ?? "/",
+        headers: state.headers,
+        identity: state.identity,
+      },
       providerName,
     );
     const model = providerModel(provider.settings, provider.ai, body.model);
@@ -888,6 +900,7 @@ function celVariables(state: RequestState, provider: string): Record<string, unk
   const model = typeof state.body?.model === "string" ? state.body.model : undefined;
   const streaming = state.body?.stream === true;
   return {
+    ...state.identity,
     request: requestVariable(state.headers),
     llm: toCel({
       model: model ?? null,

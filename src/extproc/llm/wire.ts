@@ -9,7 +9,9 @@
 //
 // Field numbers (envoy.service.ext_proc.v3, envoy.config.core.v3, google.protobuf):
 //   ProcessingRequest   2 request_headers, 3 response_headers (HttpHeaders), 4 request_body, 5 response_body
-//                       (HttpBody), 6 request_trailers, 7 response_trailers, 9 attributes (map<string, Struct>)
+//                       (HttpBody), 6 request_trailers, 7 response_trailers, 8 metadata_context (Metadata),
+//                       9 attributes (map<string, Struct>)
+//   Metadata            1 filter_metadata (map<string, Struct>)
 //   HttpHeaders         1 headers (HeaderMap), 3 end_of_stream          HttpBody   1 body, 2 end_of_stream
 //   HeaderMap           1 headers (HeaderValue: 1 key, 2 value, 3 raw_value)
 //   ProcessingResponse  1..6 headers/body/trailers responses, 7 immediate_response, 8 dynamic_metadata (Struct),
@@ -57,6 +59,8 @@ export interface ExtProcRequest {
     | { readonly case: "requestTrailers" | "responseTrailers"; readonly value: unknown }
     | { readonly case: undefined; readonly value?: undefined };
   readonly attributes: { readonly [namespace: string]: JsonObject };
+  /** The dynamic metadata of the namespaces the route forwards (the identity of authenticated requests). */
+  readonly metadataContext?: { readonly filterMetadata: { readonly [namespace: string]: JsonObject } } | undefined;
 }
 
 // ---- reading ----
@@ -232,6 +236,7 @@ export function readProcessingRequest(bytes: Uint8Array): ExtProcRequest {
   const r = new Reader(bytes);
   let request: ExtProcRequest["request"] = { case: undefined };
   const attributes: { [namespace: string]: JsonObject } = {};
+  let filterMetadata: { [namespace: string]: JsonObject } | undefined;
   while (r.pos < bytes.byteLength) {
     const tag = r.varint();
     const field = tag >>> 3;
@@ -245,9 +250,19 @@ export function readProcessingRequest(bytes: Uint8Array): ExtProcRequest {
       r.pos = r.end();
       request = { case: TRAILER_CASES[field], value: {} };
     } else if (field === 9) readMapEntry<JsonObject>(r, r.end(), {}, readStruct, attributes);
-    else r.skip(2);
+    else if (field === 8) {
+      const end = r.end();
+      filterMetadata ??= {};
+      while (r.pos < end) {
+        const t = r.varint();
+        if (t >>> 3 === 1 && (t & 7) === 2) readMapEntry<JsonObject>(r, r.end(), {}, readStruct, filterMetadata);
+        else r.skip(t & 7);
+      }
+    } else r.skip(2);
   }
-  return { request, attributes };
+  return filterMetadata === undefined
+    ? { request, attributes }
+    : { request, attributes, metadataContext: { filterMetadata } };
 }
 
 // ---- writing ----
@@ -500,7 +515,8 @@ function wireView(req: ExtProcRequest): string {
       : r.case === "requestBody" || r.case === "responseBody"
         ? { body: hex(r.value.body), endOfStream: r.value.endOfStream }
         : undefined;
-  return JSON.stringify({ case: r.case, value, attributes: req.attributes });
+  const metadata = req.metadataContext?.filterMetadata ?? {};
+  return JSON.stringify({ case: r.case, value, attributes: req.attributes, metadata });
 }
 
 export function checkRead(bytes: Uint8Array, req: ExtProcRequest): void {

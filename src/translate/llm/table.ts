@@ -207,8 +207,12 @@ function findSecret(secrets: readonly Secret[], ns: string, name: string): Secre
   return secrets.find((s) => namespaceOf(s) === ns && s.metadata.name === name);
 }
 
-/** The CEL variables the LLM ext_proc gives credential expressions (service.ts). */
-const CREDENTIAL_VARIABLES: readonly string[] = ["request", "llm"];
+/**
+ * The CEL variables the LLM ext_proc's expressions see (service.ts): `request`, `llm`, and the identity the route
+ * forwards to it where it has one (extproc/llm/cel.ts identityVariables).
+ */
+export const LLM_CEL_VARIABLES: readonly string[] = ["request", "llm", "jwt", "apiKey", "basicAuth", "extauthz"];
+const CREDENTIAL_VARIABLES = LLM_CEL_VARIABLES;
 
 /** Role session names STS accepts. */
 export const ROLE_SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
@@ -232,7 +236,7 @@ function assumeRole(r: Rec, sessionDefault: string, problems: string[]): AwsAssu
     const missing = [...c.ok.variables].filter((v) => !CREDENTIAL_VARIABLES.includes(v));
     if (missing.length > 0) {
       problems.push(
-        `${at}.${path}: reads ${missing.join(", ")}, which the LLM ext_proc does not have (only ${CREDENTIAL_VARIABLES.join(" and ")})`,
+        `${at}.${path}: reads ${missing.join(", ")}, which the LLM ext_proc does not have (only ${CREDENTIAL_VARIABLES.join(", ")})`,
       );
     }
     return text;

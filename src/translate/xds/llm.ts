@@ -10,6 +10,8 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
+import { JWT_METADATA_NAMESPACE } from "../../cel/rbac.js";
+import { EXTAUTHZ_METADATA_NAMESPACE } from "../../extauthz/user-ext-auth.js";
 import { type Cluster, Cluster_DiscoveryType, ClusterSchema } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import type { RetryPolicySchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import {
@@ -99,6 +101,15 @@ export function routerExtProc(): ExternalProcessor {
     mutationRules: { allowAllRouting: true, allowEnvoy: false },
     allowContentLengthHeader: true,
   });
+}
+
+const IDENTITY_NAMESPACES = [JWT_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE];
+const IDENTITY_FIELDS = ["jwtAuthentication", "apiKeyAuthentication", "basicAuthentication", "extAuth"];
+
+/** Whether something on the route leaves an identity in the dynamic metadata (JWT, API key, basic auth, extAuth). */
+function hasIdentity(route: RouteIR): boolean {
+  const p = route.policy;
+  return IDENTITY_FIELDS.some((f) => p?.traffic?.[f] !== undefined || p?.preRouting?.[f] !== undefined);
 }
 
 function endpointMetadata(provider: string) {
@@ -285,7 +296,17 @@ export const llmExtProcBuilder: HttpFilterBuilder = {
       perRoute: anyPack(
         ExtProcPerRouteSchema,
         create(ExtProcPerRouteSchema, {
-          override: { case: "overrides", value: { grpcInitialMetadata: [{ key: LLM_ENTRY_METADATA, value: id }] } },
+          override: {
+            case: "overrides",
+            value: {
+              grpcInitialMetadata: [{ key: LLM_ENTRY_METADATA, value: id }],
+              // The identity CEL reads as jwt, apiKey, basicAuth, extauthz (only where the route has a source of it:
+              // Envoy sends these namespaces with every message).
+              ...(hasIdentity(route)
+                ? { metadataOptions: { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } }
+                : {}),
+            },
+          },
         }),
       ),
     };
