@@ -6,6 +6,7 @@
 // request (403): the call cannot be made as configured, and that is not the service failing, so FailOpen does not
 // apply. A responseMetadata entry that fails is left out of `extauthz` (as a missing claim is absent from `jwt`).
 
+import { validateHeaderValue } from "node:http";
 import {
   type CelActivation,
   type CompiledExpr,
@@ -99,6 +100,30 @@ export function evalString(expr: CompiledExpr, activation: CelActivation, field:
   if (typeof v === "string") return { value: v };
   if (typeof v === "number" || typeof v === "boolean") return { value: String(v) };
   return { error: `${field} must be a string, got ${v === null ? "null" : typeof v}` };
+}
+
+/**
+ * A header (or gRPC metadata) value: what evalString gives, refused when HTTP cannot carry it (CR, LF, NUL ...). Checked
+ * here, not left to the client library: its refusal would count as the service failing, and FailOpen would then let
+ * in a request whose own data (a decoded query parameter, say) made the value invalid.
+ */
+export function evalHeaderValue(expr: CompiledExpr, activation: CelActivation, field: string): Evaluated<string> {
+  const v = evalString(expr, activation, field);
+  if ("error" in v) return v;
+  try {
+    validateHeaderValue("x", v.value);
+  } catch {
+    return { error: `${field} is not a valid header value` };
+  }
+  return v;
+}
+
+/** A request path: starts with "/", visible ASCII only (as a request line carries it); else refused, as above. */
+export function evalPath(expr: CompiledExpr, activation: CelActivation, field: string): Evaluated<string> {
+  const v = evalString(expr, activation, field);
+  if ("error" in v) return v;
+  if (!/^\/[\x21-\x7e]*$/.test(v.value)) return { error: `${field} must start with "/" and hold visible ASCII only` };
+  return v;
 }
 
 /** The call's body: strings and bytes as they are, other values as JSON (as directResponse bodies). */

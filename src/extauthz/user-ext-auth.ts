@@ -44,8 +44,9 @@ import type { DecisionCache } from "./decision-cache.js";
 import {
   type CompiledUserExtAuth,
   evalBody,
+  evalHeaderValue,
+  evalPath,
   evalResponseMetadata,
-  evalString,
   type UserExtAuthExpressions,
 } from "./user-ext-auth-cel.js";
 
@@ -236,7 +237,7 @@ async function callService(
   }
   const metadata: Record<string, string> = {};
   for (const [k, expr] of ua.compiled?.grpcMetadata ?? []) {
-    const v = evalString(expr, activation, `grpc.requestMetadata.${k}`);
+    const v = evalHeaderValue(expr, activation, `grpc.requestMetadata.${k}`);
     if ("error" in v) return { rejected: v.error };
     metadata[k] = v.value;
   }
@@ -252,7 +253,8 @@ async function callService(
   } catch (e) {
     return { failure: `malformed CheckResponse: ${String(e)}`, target: targetKey(target) };
   }
-  if (response.status?.code !== 0) return { decision: Uint8Array.from(r.message) };
+  // No status is OK, as for Envoy.
+  if ((response.status?.code ?? 0) !== 0) return { decision: Uint8Array.from(r.message) };
   // An allow carries the service's metadata for later steps as `extauthz` too ({} when it sent none).
   const own = response.dynamicMetadata ?? {};
   response.dynamicMetadata = { ...own, [EXTAUTHZ_METADATA_KEY]: own };
@@ -274,14 +276,13 @@ function httpCall(
   if (compiled === undefined) return { ...cfg, activation };
   let path = cfg.path;
   if (compiled.path !== undefined) {
-    const v = evalString(compiled.path, activation, "http.path");
+    const v = evalPath(compiled.path, activation, "http.path");
     if ("error" in v) return { rejected: v.error };
-    if (!v.value.startsWith("/")) return { rejected: `http.path must start with "/", got ${JSON.stringify(v.value)}` };
     path = v.value;
   }
   const headersToAdd = [...cfg.headersToAdd];
   for (const [k, expr] of compiled.headers) {
-    const v = evalString(expr, activation, `http.addRequestHeaders.${k}`);
+    const v = evalHeaderValue(expr, activation, `http.addRequestHeaders.${k}`);
     if ("error" in v) return { rejected: v.error };
     headersToAdd.push({ key: k, value: v.value });
   }
@@ -447,7 +448,7 @@ function httpDecision(res: IncomingMessage, body: Buffer, cfg: HttpCall): Outcom
   let metadata: JsonObject | undefined;
   const redirect = status === 200 ? undefined : cfg.compiled?.redirect;
   if (redirect !== undefined) {
-    const to = evalString(redirect, cfg.activation, "http.redirect");
+    const to = evalHeaderValue(redirect, cfg.activation, "http.redirect");
     // The denial as the service gave it when the redirect cannot be computed.
     if ("value" in to) {
       response = create(CheckResponseSchema, {

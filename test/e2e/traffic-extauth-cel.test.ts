@@ -65,7 +65,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${["meta", "call", "redirect", "badexpr", "grpcmeta", "open"].map(rule).join("\n")}
+${["meta", "call", "redirect", "badexpr", "crlf", "grpcmeta", "open"].map(rule).join("\n")}
 ${rulePolicy(
   "meta",
   `${http(`responseMetadata: { role: "response.headers['x-role']", level: "int(response.headers['x-level'])", code: "response.code" }`)}
@@ -78,7 +78,7 @@ ${requireAdmin}`,
 )}${rulePolicy("redirect", http(`redirect: "'/login?next=' + request.path"`))}${rulePolicy(
   "badexpr",
   http(`path: "'/check/' + request.headers['x-missing']"`, "FailOpen"),
-)}${rulePolicy(
+)}${rulePolicy("crlf", http(`addRequestHeaders: { x-q: "request.query['q']" }`, "FailOpen"))}${rulePolicy(
   "grpcmeta",
   `extAuth: { backendRef: { name: grpcauthz, port: 80 }, grpc: { requestMetadata: { x-tenant-id: "request.headers['x-tenant'] + '-t'" } } }
 ${requireAdmin}`,
@@ -143,6 +143,16 @@ ${requireAdmin}`,
     const r = await request(gw.port, "/badexpr", { headers: { "x-user": "alice" } });
     assert.equal(r.status, 403);
     assert.equal(httpChecks.length, before);
+  });
+
+  test("a value HTTP cannot carry (CR LF from a decoded query parameter) denies, even with FailOpen", async () => {
+    const before = httpChecks.length;
+    const bad = await request(gw.port, "/crlf?q=a%0D%0Ax-user:%20alice", { headers: { "x-user": "alice" } });
+    assert.equal(bad.status, 403, "not let in as if the service had failed");
+    assert.equal(httpChecks.length, before);
+    const good = await request(gw.port, "/crlf?q=fine", { headers: { "x-user": "alice" } });
+    assert.equal(good.status, 200);
+    assert.equal(httpChecks.at(-1)?.headers["x-q"], "fine");
   });
 
   test("gRPC: requestMetadata reaches the service; its dynamic metadata is extauthz", async () => {

@@ -68,7 +68,7 @@ function headerList(names: readonly string[]): MessageInitShape<typeof ListStrin
  * The HTTP options Envoy (or Sluice on its behalf) applies as they are; constants are taken out of the CEL, and what
  * needs evaluating per request goes to `expressions` (then Sluice fronts the service).
  */
-function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions): UserExtAuthHttp {
+function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions, note: Note): UserExtAuthHttp {
   const path = h.path !== undefined ? celStringLiteral(h.path) : undefined;
   if (h.path !== undefined && path === undefined) expressions.path = h.path;
   if (h.redirect !== undefined) expressions.redirect = h.redirect;
@@ -78,6 +78,10 @@ function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions)
   }
   const headersToAdd: { key: string; value: string }[] = [];
   for (const [name, expr] of Object.entries(h.addRequestHeaders ?? {})) {
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+      note(`http.addRequestHeaders.${name}`, "not an HTTP header name; left out", "Ignored");
+      continue;
+    }
     const v = celStringLiteral(expr);
     if (v === undefined) expressions.headers = { ...expressions.headers, [name.toLowerCase()]: expr };
     else headersToAdd.push({ key: name, value: v });
@@ -131,7 +135,7 @@ export const extAuthzBuilder: HttpFilterBuilder = {
       const a = f.value;
       const note: Note = (field, message, reason) => ctx.note(f.from, `extAuth.${field}`, message, reason);
       const expressions: Expressions = {};
-      const http = a.http === undefined ? undefined : httpOptions(a.http, expressions);
+      const http = a.http === undefined ? undefined : httpOptions(a.http, expressions, note);
       if (http === undefined && a.grpc !== undefined) grpcMetadata(a.grpc, expressions, note);
       const needsSluice =
         a.cache !== undefined ||
