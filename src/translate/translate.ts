@@ -7,7 +7,7 @@ import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
 import { planLlmStages } from "./llm/stages.js";
-import { compileLlmTable, type LlmTable } from "./llm/table.js";
+import { compileLlmTable, type LlmTable, llmBackendProblems } from "./llm/table.js";
 import type { TranslationMemo } from "./memo.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
@@ -82,7 +82,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
       policies.statuses(),
       built.flatMap((b) => b.notes),
     ),
-    ...sluiceKindStatuses(input),
+    ...sluiceKindStatuses(input, undefined, llmBackendProblems(llm)),
   ];
   const finalStatuses = memo?.sameStatuses(allStatuses) ?? allStatuses;
   memo?.end();

@@ -507,3 +507,23 @@ export function compileLlmTable(
   }
   return { entries, routes };
 }
+
+/**
+ * The credential problems of each AI backend's providers (a missing Secret, an expression the LLM ext_proc cannot
+ * evaluate), by backend `namespace/name`, for its status: requests to such a provider fail (500, logged), so the
+ * status must say why before the first request does.
+ */
+export function llmBackendProblems(table: LlmTable): ReadonlyMap<string, readonly string[]> {
+  const out = new Map<string, Set<string>>();
+  for (const entry of table.entries.values()) {
+    for (const b of Object.values(entry.backends)) {
+      for (const p of Object.values(b.providers)) {
+        if (p.auth.problem === undefined) continue;
+        let set = out.get(b.backend);
+        if (set === undefined) out.set(b.backend, (set = new Set()));
+        set.add(`provider ${p.name}: ${p.auth.problem}`);
+      }
+    }
+  }
+  return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
+}

@@ -22,9 +22,14 @@ function invalidStatus(r: InvalidResource, conditions: (c: Condition) => unknown
   };
 }
 
+/**
+ * `backendProblems`: credential problems of AI backends' providers by `namespace/name` (llm/table.ts): a Secret that
+ * is missing or malformed is `ResolvedRefs: False` (SecretNotFound), the rest (expressions) a `NeverMatches` warning.
+ */
 export function sluiceKindStatuses(
   input: TranslationInput,
   servedVariants = SERVED_BACKEND_VARIANTS,
+  backendProblems: ReadonlyMap<string, readonly string[]> = new Map(),
 ): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const be of input.backends) {
@@ -33,6 +38,29 @@ export function sluiceKindStatuses(
     if (!servedVariants.has(variant)) {
       conditions.push(
         condition("Warning", true, "NotYetSupported", `the ${variant} backend type is accepted but not served yet`),
+      );
+    }
+    const problems = backendProblems.get(`${namespaceOf(be)}/${be.metadata.name}`) ?? [];
+    const secrets = problems.filter((p) => / Secret /.test(p));
+    const others = problems.filter((p) => !/ Secret /.test(p));
+    if (secrets.length > 0) {
+      conditions.push(
+        condition(
+          "ResolvedRefs",
+          false,
+          "SecretNotFound",
+          `${secrets.join("; ")}; requests to these providers fail (500) until it is fixed`,
+        ),
+      );
+    }
+    if (others.length > 0) {
+      conditions.push(
+        condition(
+          "Warning",
+          true,
+          "NeverMatches",
+          `${others.join("; ")}; requests to these providers fail (500) until it is fixed`,
+        ),
       );
     }
     out.push({ kind: "GwBackend", namespace: namespaceOf(be), name: be.metadata.name, status: { conditions } });
