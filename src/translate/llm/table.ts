@@ -519,9 +519,9 @@ export function llmBackendProblems(table: LlmTable): ReadonlyMap<string, readonl
     for (const b of Object.values(entry.backends)) {
       for (const p of Object.values(b.providers)) {
         if (p.auth.problem === undefined) continue;
-        let set = out.get(b.backend);
-        if (set === undefined) out.set(b.backend, (set = new Set()));
+        const set = out.get(b.backend) ?? new Set<string>();
         set.add(`provider ${p.name}: ${p.auth.problem}`);
+        out.set(b.backend, set);
       }
     }
   }
