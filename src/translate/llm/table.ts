@@ -212,7 +212,6 @@ function findSecret(secrets: readonly Secret[], ns: string, name: string): Secre
  * forwards to it where it has one (extproc/llm/cel.ts identityVariables).
  */
 export const LLM_CEL_VARIABLES: readonly string[] = ["request", "llm", "jwt", "apiKey", "basicAuth", "extauthz"];
-const CREDENTIAL_VARIABLES = LLM_CEL_VARIABLES;
 
 /** Role session names STS accepts. */
 export const ROLE_SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
@@ -233,10 +232,10 @@ function assumeRole(r: Rec, sessionDefault: string, problems: string[]): AwsAssu
       problems.push(`${at}.${path}: invalid CEL expression: ${c.errors.map((e) => e.message).join("; ")}`);
       return text;
     }
-    const missing = [...c.ok.variables].filter((v) => !CREDENTIAL_VARIABLES.includes(v));
+    const missing = [...c.ok.variables].filter((v) => !LLM_CEL_VARIABLES.includes(v));
     if (missing.length > 0) {
       problems.push(
-        `${at}.${path}: reads ${missing.join(", ")}, which the LLM ext_proc does not have (only ${CREDENTIAL_VARIABLES.join(", ")})`,
+        `${at}.${path}: reads ${missing.join(", ")}, which the LLM ext_proc does not have (only ${LLM_CEL_VARIABLES.join(", ")})`,
       );
     }
     return text;

@@ -118,8 +118,6 @@ export function sluiceExtAuthzHttp(reads: RequestReads = READS_EVERYTHING) {
   });
 }
 
-const READS_EVERYTHING: RequestReads = { headers: "all", scheme: true, source: true };
-
 /**
  * The id of the route's Sluice authorization when it goes over HTTP: a policy that reads only the request and its
  * source (Envoy's HTTP client costs it about half of what its gRPC client does per check), unless gRPC is asked for.
@@ -161,14 +159,21 @@ const HTTP_PER_ROUTE = anyPack(
   ExtAuthzPerRouteSchema,
   create(ExtAuthzPerRouteSchema, { override: { case: "checkSettings", value: {} } }),
 );
+/** What a policy reading the whole request needs; the default of sluiceExtAuthzHttp. */
+const READS_EVERYTHING: RequestReads = { headers: "all", scheme: true, source: true };
+
 /** HTTP check instances by what their policies read: routes whose policies read the same share one. */
 const httpInstances = new Map<string, FilterInstance>();
+/** The instance of each policy id (ids are content hashes), so a policy's expressions are read once. */
+const httpInstanceOfPolicy = new Map<string, FilterInstance>();
 
 /**
  * The HTTP check for a policy, enabled on its route (its id is in the route's metadata, traffic-route.ts): one
  * instance per distinct set of what policies read, `sluice.ext_authz.authz_http` when they read everything.
  */
-function httpInstance(policy: ExtAuthzPolicy): FilterInstance {
+function httpInstance(id: string, policy: ExtAuthzPolicy): FilterInstance {
+  const known = httpInstanceOfPolicy.get(id);
+  if (known !== undefined) return known;
   const a = policy.authorization;
   const reads = requestReads([...a.deny, ...a.require, ...a.allow].flatMap((r) => r.expressions));
   const key = JSON.stringify([reads.headers === "all" ? "all" : [...reads.headers].sort(), reads.scheme, reads.source]);
@@ -187,6 +192,8 @@ function httpInstance(policy: ExtAuthzPolicy): FilterInstance {
     if (httpInstances.size >= 4096) httpInstances.clear();
     httpInstances.set(key, instance);
   }
+  if (httpInstanceOfPolicy.size >= 4096) httpInstanceOfPolicy.clear();
+  httpInstanceOfPolicy.set(id, instance);
   return instance;
 }
 
@@ -204,7 +211,7 @@ export const sluiceExtAuthzBuilder: HttpFilterBuilder = {
       const http = httpPolicyOf(plan, ctx);
       filters.push(
         http !== undefined
-          ? httpInstance(http.policy)
+          ? httpInstance(http.id, http.policy)
           : instance(SLUICE_AUTHZ_FILTER, FilterOrder.authorization, plan.authzPolicyId),
       );
     }

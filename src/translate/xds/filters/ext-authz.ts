@@ -131,17 +131,17 @@ export const extAuthzBuilder: HttpFilterBuilder = {
   forRoute(route, ctx) {
     const filters: FilterInstance[] = [];
     const clusters: Cluster[] = [];
-    for (const f of phaseFields<ExtAuthT>(route, "extAuth")) {
+    const fields = phaseFields<ExtAuthT>(route, "extAuth");
+    // The route's authorization reads what the user's service told: Sluice must front it to pass that on.
+    const readsExtauthz = fields.length > 0 && routeAuthzPlan(route, ctx)?.readsExtauthz === true;
+    for (const f of fields) {
       const a = f.value;
       const note: Note = (field, message, reason) => ctx.note(f.from, `extAuth.${field}`, message, reason);
       const expressions: Expressions = {};
       const http = a.http === undefined ? undefined : httpOptions(a.http, expressions, note);
       if (http === undefined && a.grpc !== undefined) grpcMetadata(a.grpc, expressions, note);
-      const needsSluice =
-        a.cache !== undefined ||
-        Object.keys(expressions).length > 0 ||
-        routeAuthzPlan(route, ctx)?.readsExtauthz === true;
-      const fronted = needsSluice ? sluiceFronted(route, f, http, expressions, ctx, note) : undefined;
+      const needsSluice = a.cache !== undefined || Object.keys(expressions).length > 0 || readsExtauthz;
+      const fronted = needsSluice ? sluiceFronted(route, f, http, expressions, readsExtauthz, ctx, note) : undefined;
       if (fronted !== undefined) {
         filters.push(fronted);
         continue;
@@ -202,6 +202,7 @@ function sluiceFronted(
   f: PhaseField<ExtAuthT>,
   http: UserExtAuthHttp | undefined,
   expressions: UserExtAuthExpressions,
+  readsExtauthz: boolean,
   ctx: BuildContext,
   note: Note,
 ): FilterInstance | undefined {
@@ -217,8 +218,8 @@ function sluiceFronted(
     note("cache", `${p.path}: ${p.message}; the cache is not used, every request is checked by the service`, "Ignored");
   }
   const cache = compiled?.cache;
-  if (spec !== undefined && cache === undefined && Object.keys(expressions).length === 0) {
-    if (routeAuthzPlan(route, ctx)?.readsExtauthz !== true) return undefined;
+  if (spec !== undefined && cache === undefined && Object.keys(expressions).length === 0 && !readsExtauthz) {
+    return undefined;
   }
   const cel = compileUserExtAuthExpressions(expressions);
   for (const p of cel.problems) note(p.path, `${p.message}; left out`, "Ignored");
