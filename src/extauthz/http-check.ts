@@ -56,52 +56,66 @@ const CHECK_REQUEST_ONLY = new Set<string>([...SHADOWED_HEADERS, "connection", "
  * node:http gives each byte of a header as one character (latin1); the gRPC CheckRequest has the bytes as UTF-8, and
  * so must CEL here. Plain ASCII, nearly every header, is the same either way.
  */
+const NON_ASCII = /[\x80-\xff]/;
+
 function utf8(text: string): string {
-  return /[\x80-\xff]/.test(text) ? Buffer.from(text, "latin1").toString("utf8") : text;
+  return NON_ASCII.test(text) ? Buffer.from(text, "latin1").toString("utf8") : text;
 }
 
-/** The value of a header Sluice has Envoy add (without VALUE_MARK); undefined when absent or not marked. */
-function added(distinct: NodeJS.Dict<string[]>, name: string): string | undefined {
-  const v = distinct[name];
-  if (v === undefined || v.length !== 1) return undefined;
-  const text = v[0] as string;
-  return text.startsWith(VALUE_MARK) ? text.slice(VALUE_MARK.length) : undefined;
+/** A value of a header Sluice has Envoy add, without VALUE_MARK; null when repeated or not marked (not Envoy's). */
+function marked(previous: string | null | undefined, value: string): string | null {
+  return previous === undefined && value.startsWith(VALUE_MARK) ? value.slice(VALUE_MARK.length) : null;
 }
 
-/** The policy id and the fields of the request being checked; a string says why the check request is malformed. */
+/**
+ * The policy id and the fields of the request being checked; a string says why the check request is malformed. One
+ * pass over node's raw header list (names as sent, which Envoy sends in lowercase; values in order).
+ */
 export function checkFieldsOfHttp(
   req: IncomingMessage,
 ): { readonly id: string; readonly fields: CheckFields } | string {
   const url = req.url ?? "";
   if (!url.startsWith(HTTP_AUTHZ_PREFIX)) return `path does not start with ${HTTP_AUTHZ_PREFIX}`;
-  const distinct = req.headersDistinct;
-  const id = added(distinct, HTTP_AUTHZ_HEADERS.policy) ?? "";
+  const raw = req.rawHeaders;
+  const headers = new Map<string, string>();
+  // Sluice's own headers (RESERVED_PREFIX), by name: their value, or null when one is repeated or not marked.
+  const own = new Map<string, string | null>();
+  let host: string | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = (raw[i] as string).toLowerCase();
+    const value = raw[i + 1] as string;
+    if (name.startsWith(RESERVED_PREFIX)) {
+      own.set(name, marked(own.get(name), value));
+      continue;
+    }
+    // Envoy joins a repeated header's values with "," in a gRPC CheckRequest.
+    if (name === "host") host = host === undefined ? value : `${host},${value}`;
+    else if (!CHECK_REQUEST_ONLY.has(name)) {
+      const before = headers.get(name);
+      headers.set(name, before === undefined ? value : `${before},${value}`);
+    }
+  }
+  const id = own.get(HTTP_AUTHZ_HEADERS.policy) ?? "";
   if (id === "") return `no policy id (${HTTP_AUTHZ_HEADERS.policy})`;
+  for (const [name, value] of headers) if (NON_ASCII.test(value)) headers.set(name, utf8(value));
   const path = utf8(url.slice(HTTP_AUTHZ_PREFIX.length)) || "/";
   const method = req.method ?? "";
-  const host = utf8(distinct["host"]?.join(",") ?? "");
-  const scheme = added(distinct, HTTP_AUTHZ_HEADERS.scheme) ?? "";
-  const headers = new Map<string, string>();
-  for (const name in distinct) {
-    // Sluice's own headers (RESERVED_PREFIX) are read above and below, not part of the request either.
-    if (CHECK_REQUEST_ONLY.has(name) || name === "host" || name.startsWith(RESERVED_PREFIX)) continue;
-    // Envoy joins a repeated header's values with "," in a gRPC CheckRequest.
-    headers.set(name, utf8((distinct[name] as string[]).join(",")));
-  }
+  const authority = utf8(host ?? "");
+  const scheme = own.get(HTTP_AUTHZ_HEADERS.scheme) ?? "";
   for (const name of SHADOWED_HEADERS) {
-    const original = added(distinct, `${ORIGINAL_PREFIX}${name}`);
-    if (original !== undefined && original !== "") headers.set(name, utf8(original));
+    const original = own.get(`${ORIGINAL_PREFIX}${name}`);
+    if (original !== undefined && original !== null && original !== "") headers.set(name, utf8(original));
   }
   // The pseudo-headers, as the gRPC CheckRequest's header map has them.
-  headers.set(":authority", host);
+  headers.set(":authority", authority);
   headers.set(":path", path);
   headers.set(":method", method);
   if (scheme !== "") headers.set(":scheme", scheme);
-  const source = parseAddress(added(distinct, HTTP_AUTHZ_HEADERS.source) ?? "");
+  const source = parseAddress(own.get(HTTP_AUTHZ_HEADERS.source) ?? "");
   const fields: CheckFields = {
     method,
     path,
-    host,
+    host: authority,
     scheme,
     hasHttp: true,
     headers,

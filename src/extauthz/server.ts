@@ -113,7 +113,7 @@ async function decide(
   const policy = id === undefined ? undefined : options.policies().get(id);
   if (policy === undefined) {
     options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: id ?? null });
-    return denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "unknown policy", []);
+    return UNKNOWN_POLICY;
   }
   const activation = activationFor(policy);
   const metadata: JsonObject = {};
@@ -169,6 +169,8 @@ const OK: CheckResponse = create(CheckResponseSchema, {
 });
 
 const OK_BYTES = toBinary(CheckResponseSchema, OK);
+const FORBIDDEN: CheckResponse = denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "forbidden", []);
+const UNKNOWN_POLICY: CheckResponse = denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "unknown policy", []);
 
 /** The CEL activation for a CheckRequest decoded by protobuf-es (the grpc-js path). */
 export function buildActivation(request: CheckRequest, jwt: boolean): CelActivation {
@@ -262,13 +264,21 @@ export function extAuthzHttpHandler(options: ExtAuthzOptions): (req: IncomingMes
     const parsed = checkFieldsOfHttp(req);
     if (typeof parsed === "string") return deny(res, `malformed HTTP check (${parsed})`);
     const policy = options.policies().get(parsed.id);
+    if (policy === undefined) {
+      options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: parsed.id });
+      return writeHttpCheckResponse(res, UNKNOWN_POLICY);
+    }
     // Fail closed on what only the gRPC check can carry (identity, metadata): the translator never sends those here.
-    if (policy !== undefined && !httpCheckable(policy))
-      return deny(res, "policy needs the gRPC check", { policy: parsed.id });
-    decide(parsed.id, (p) => activationOf(parsed.fields, p.jwt), options).then(
-      (response) => writeHttpCheckResponse(res, response),
-      (e: unknown) => deny(res, "internal error", { error: String(e) }),
-    );
+    if (!httpCheckable(policy)) return deny(res, "policy needs the gRPC check", { policy: parsed.id });
+    // What an HTTP check decides needs nothing asynchronous (no basic-auth hash, no user extAuth): answered in the
+    // same turn of the event loop, without a promise per check.
+    let allowed: boolean;
+    try {
+      allowed = authorize(policy.authorization, activationOf(parsed.fields, false)).allowed;
+    } catch (e) {
+      return deny(res, "internal error", { error: String(e) });
+    }
+    writeHttpCheckResponse(res, allowed ? OK : FORBIDDEN);
   };
 }
 

@@ -102,6 +102,11 @@ test("an HTTP check is decided like the gRPC one: 200 allows, a denial is 403 wi
   assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "p-host" })).status, 403);
   assert.equal((await get("/elsewhere", headers)).status, 403);
   assert.equal((await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": "v=p-jwt" })).status, 403);
+  // Envoy adds its header once: a repeated one names no policy.
+  assert.equal(
+    (await get("/sluice/authz/", { ...headers, "x-sluice-authz-policy": ["v=p-host", "v=p-host"] })).status,
+    403,
+  );
 });
 
 test("the fields of an HTTP check are the gRPC CheckRequest's: path, pseudo-headers, source, joined repeats", async () => {
@@ -119,6 +124,8 @@ test("the fields of an HTTP check are the gRPC CheckRequest's: path, pseudo-head
       "x-envoy-internal": "true",
       "x-envoy-expected-rq-timeout-ms": "2000",
       "x-multi": ["a", "b"],
+      // UTF-8 bytes, which node:http reads one character per byte.
+      "x-name": Buffer.from("Zoë", "utf8").toString("latin1"),
     },
     "POST",
   );
@@ -137,6 +144,7 @@ test("the fields of an HTTP check are the gRPC CheckRequest's: path, pseudo-head
     ":scheme": "https",
     "content-length": "12",
     "x-multi": "a,b",
+    "x-name": "Zoë",
   });
 });
 
