@@ -17,8 +17,10 @@
 // never "x absent", matching the CEL path.
 
 import type { Constant, Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { CelExpressionConfigSchema } from "../gen/envoy/config/core/v3/cel_pb.js";
 import {
+  type PolicySchema,
   type Principal,
   PrincipalSchema,
   type RBAC,
@@ -26,6 +28,7 @@ import {
   RBACSchema,
 } from "../gen/envoy/config/rbac/v3/rbac_pb.js";
 import type { CompiledExpr } from "./env.js";
+import { allOf, type EnvoyCondition, toEnvoyCondition } from "./envoy-condition.js";
 import { parseCidr } from "./net.js";
 
 /** Where the translator's jwt_authn filter writes the verified payload (`payload_in_metadata`). */
@@ -101,7 +104,7 @@ function translate(e: Expr): TF | undefined {
   if (k.case === "selectExpr" && k.value.testOnly) {
     // has(request.headers.h)
     if (k.value.operand && isHeaders(k.value.operand))
-      return total(header(k.value.field.toLowerCase(), { present: true }));
+      return lowercase(k.value.field) ? total(header(k.value.field, { present: true })) : undefined;
     // has(jwt.c): defined whenever jwt exists, which the jwt_authn payload metadata stands for.
     if (k.value.operand && isIdent(k.value.operand, "jwt")) return total(claim(k.value.field, { present: true }));
     return undefined;
@@ -141,8 +144,8 @@ function translate(e: Expr): TF | undefined {
     case "@in": {
       const [l, r] = args;
       const name = l && stringConst(l);
-      if (name === undefined || !r || !isHeaders(r)) return undefined;
-      return total(header(name.toLowerCase(), { present: true }));
+      if (name === undefined || !lowercase(name) || !r || !isHeaders(r)) return undefined;
+      return total(header(name, { present: true }));
     }
     case "containsIP": {
       const text = target && cidrLiteral(target);
@@ -200,11 +203,19 @@ function isHeaders(e: Expr): boolean {
   return isRequestField(e, "headers");
 }
 
-/** `request.headers['h']` or `request.headers.h`, lowercased as the activation keys them. */
+/**
+ * The spec's header map is keyed by lowercase name, so `request.headers['X-A']` is a missing key there (an error),
+ * while an RBAC header matcher ignores case: only lowercase names mean the same on both paths.
+ */
+function lowercase(name: string): boolean {
+  return name === name.toLowerCase();
+}
+
+/** `request.headers['h']` or `request.headers.h`, with a lowercase name (see lowercase()). */
 function headerName(e: Expr): string | undefined {
   const k = e.exprKind;
   if (k.case === "selectExpr" && !k.value.testOnly && k.value.operand && isHeaders(k.value.operand)) {
-    return k.value.field.toLowerCase();
+    return lowercase(k.value.field) ? k.value.field : undefined;
   }
   if (
     k.case === "callExpr" &&
@@ -212,7 +223,8 @@ function headerName(e: Expr): string | undefined {
     k.value.args.length === 2 &&
     isHeaders(k.value.args[0]!)
   ) {
-    return stringConst(k.value.args[1]!)?.toLowerCase();
+    const name = stringConst(k.value.args[1]!);
+    return name !== undefined && lowercase(name) ? name : undefined;
   }
   return undefined;
 }
@@ -259,38 +271,109 @@ export interface RbacRuleInput {
 }
 
 /**
+ * What one expression becomes in Envoy: principals and conditions that all hold exactly when it is true. A principal
+ * when the whole expression is one; else each operand of a top-level `&&` is a principal or an Envoy CEL condition
+ * (envoy-condition.ts): `a && b` is true exactly when both are.
+ */
+interface NativeExpr {
+  readonly principals: readonly P[];
+  readonly conditions: readonly EnvoyCondition[];
+}
+
+function nativeExpr(expr: CompiledExpr, withConditions: boolean): NativeExpr | undefined {
+  const whole = toRbacPrincipal(expr);
+  if (whole !== undefined) return { principals: [whole], conditions: [] };
+  if (!withConditions) return undefined;
+  const principals: P[] = [];
+  const conditions: EnvoyCondition[] = [];
+  for (const part of conjuncts(expr.ast.expr)) {
+    const p = translate(part)?.t;
+    if (p !== undefined) {
+      principals.push(p);
+      continue;
+    }
+    const c = toEnvoyCondition(part);
+    if (c === undefined) return undefined;
+    conditions.push(c);
+  }
+  return { principals, conditions };
+}
+
+function conjuncts(e: Expr): Expr[] {
+  const k = e.exprKind;
+  if (k.case === "callExpr" && k.value.function === "_&&_" && k.value.args.length === 2 && !k.value.target) {
+    return k.value.args.flatMap(conjuncts);
+  }
+  return [e];
+}
+
+/** One RBAC policy matching exactly when every part holds. */
+function policyOf(parts: readonly NativeExpr[]): RbacPolicyInit {
+  const principals = parts.flatMap((p) => p.principals);
+  const conditions = parts.flatMap((p) => p.conditions);
+  const principal = principals.length === 0 ? any() : principals.length === 1 ? principals[0]! : and(...principals);
+  if (conditions.length === 0) return policy(principal);
+  const c = allOf(conditions);
+  const withCondition: RbacPolicyInit = { ...policy(principal), condition: c.expr };
+  if (!c.stringFunctions && !c.stringConcat) return withCondition;
+  return {
+    ...withCondition,
+    celConfig: create(CelExpressionConfigSchema, {
+      enableStringFunctions: c.stringFunctions,
+      enableStringConcat: c.stringConcat,
+    }),
+  };
+}
+
+/**
  * The RBAC filters, in filter-chain order, equivalent to the rules; undefined when any expression is not expressible
  * (then the whole set goes to Sluice's ext_authz, so the two paths never split one decision).
  *
- * Mapping: Deny rules → one DENY filter, one policy per rule matching when any of its expressions is true. Require
- * rules → one ALLOW filter with one policy matching when every expression is true. Allow rules (if any) → one ALLOW
- * filter, one policy per rule matching when any expression is true. A request passes only if it passes every filter;
- * the filters are side-effect free and all deny with 403, so the outcome is their conjunction, which is the spec's
- * Deny → Require → Allow order (the order only decides which filter reports the denial; we keep the spec's).
+ * Mapping: Deny rules → one DENY filter, matching when any expression of any rule is true. Require rules → one ALLOW
+ * filter with one policy matching when every expression is true. Allow rules (if any) → one ALLOW filter matching
+ * when any expression is true. A rule whose expressions are all principals is one policy (their `or`); otherwise each
+ * expression is its own policy (`<rule>.policy.matchExpressions[i]`), since a policy holds one condition. A condition that
+ * fails to evaluate does not match its policy, which is the spec's "an expression that fails does not match". A
+ * request passes only if it passes every filter; the filters are side-effect free and all deny with 403, so the
+ * outcome is their conjunction, which is the spec's Deny → Require → Allow order (the order only decides which filter
+ * reports the denial; we keep the spec's).
  */
-export function buildRbacFilters(rules: readonly RbacRuleInput[]): RBAC[] | undefined {
-  const principalsOf = (r: RbacRuleInput) => r.expressions.map(toRbacPrincipal);
-  const deny: Record<string, ReturnType<typeof policy>> = {};
-  const allow: Record<string, ReturnType<typeof policy>> = {};
-  const require: P[] = [];
+export function buildRbacFilters(
+  rules: readonly RbacRuleInput[],
+  opts: { readonly conditions?: boolean } = {},
+): RBAC[] | undefined {
+  const deny: Record<string, RbacPolicyInit> = {};
+  const allow: Record<string, RbacPolicyInit> = {};
+  const require: NativeExpr[] = [];
   for (const r of rules) {
-    const ps = principalsOf(r);
-    if (ps.length === 0 || ps.some((p) => p === undefined)) return undefined;
-    const defined = ps as P[];
-    if (r.action === "Deny") deny[r.path] = policy(defined.length === 1 ? defined[0]! : or(...defined));
-    else if (r.action === "Allow") allow[r.path] = policy(defined.length === 1 ? defined[0]! : or(...defined));
-    else require.push(...defined);
+    const natives = r.expressions.map((e) => nativeExpr(e, opts.conditions !== false));
+    if (natives.length === 0 || natives.some((n) => n === undefined)) return undefined;
+    const defined = natives as NativeExpr[];
+    if (r.action === "Require") {
+      require.push(...defined);
+      continue;
+    }
+    const into = r.action === "Deny" ? deny : allow;
+    if (defined.every((n) => n.conditions.length === 0 && n.principals.length === 1)) {
+      const ps = defined.map((n) => n.principals[0]!);
+      into[r.path] = policy(ps.length === 1 ? ps[0]! : or(...ps));
+    } else {
+      defined.forEach((n, i) => {
+        into[`${r.path}.policy.matchExpressions[${i}]`] = policyOf([n]);
+      });
+    }
   }
   const out: RBAC[] = [];
   if (Object.keys(deny).length > 0) out.push(create(RBACSchema, { action: RBAC_Action.DENY, policies: deny }));
   if (require.length > 0) {
-    const p = require.length === 1 ? require[0]! : and(...require);
-    out.push(create(RBACSchema, { action: RBAC_Action.ALLOW, policies: { require: policy(p) } }));
+    out.push(create(RBACSchema, { action: RBAC_Action.ALLOW, policies: { require: policyOf(require) } }));
   }
   if (Object.keys(allow).length > 0) out.push(create(RBACSchema, { action: RBAC_Action.ALLOW, policies: allow }));
   return out;
 }
 
-function policy(principal: P) {
+type RbacPolicyInit = MessageInitShape<typeof PolicySchema>;
+
+function policy(principal: P): RbacPolicyInit {
   return { permissions: [{ rule: { case: "any" as const, value: true } }], principals: [principal] };
 }

@@ -74,9 +74,55 @@ const CASES: Readonly<Record<string, Case>> = {
   },
   // Reads jwt with no JWT authentication on the route: never matches, so all traffic is denied (still Accepted).
   "no-jwt-authn": { policies: [{ action: "Allow", exprs: ["jwt.sub == 'alice'"] }] },
-  // Not expressible in RBAC: always Sluice, on both runs.
-  "cel-only": { policies: [{ action: "Allow", exprs: ["request.headers['x-n'].size() > 2"] }] },
+  // Neither RBAC principals nor Envoy's CEL can say it (request.query is a map only here): always Sluice.
+  "cel-only": { policies: [{ action: "Allow", exprs: ["request.query['n'].size() > 2"] }] },
+  // Envoy CEL conditions on the native path (src/cel/envoy-condition.ts), Sluice on the others; same answers.
+  "cel-lower": {
+    policies: [
+      {
+        action: "Require",
+        exprs: [
+          "request.headers['x-internal'].lowerAscii() == 'true' && cidr('127.0.0.0/8').containsIP(source.address)",
+        ],
+      },
+    ],
+  },
+  "cel-size": { policies: [{ action: "Allow", exprs: ["size(request.headers['x-n']) > 2"] }] },
+  "cel-in": {
+    policies: [{ action: "Allow", exprs: ["request.method in ['GET', 'HEAD'] && request.path.endsWith('.json')"] }],
+  },
+  "cel-deny-error": { policies: [{ action: "Deny", exprs: ["!request.headers['x-e'].startsWith('ok')"] }] },
+  "cel-require-mixed": {
+    policies: [
+      {
+        action: "Require",
+        exprs: [
+          "request.headers['x-a'] == '1'",
+          "request.headers['x-b'].upperAscii() == 'B' || request.host + request.path == 'api.test/cel-require-mixed/cat'",
+        ],
+      },
+    ],
+  },
+  "cel-ternary": { policies: [{ action: "Allow", exprs: ["(request.headers['x-t'] == 'a' ? source.port : 0) > 0"] }] },
+  "cel-has": {
+    policies: [{ action: "Deny", exprs: ["has(request.headers.xblock) && request.headers.xblock != 'no'"] }],
+  },
+  "cel-allow-mixed": {
+    policies: [{ action: "Allow", exprs: ["request.headers['x-a'] == '1'", "request.path.endsWith('.txt')"] }],
+  },
 };
+
+/** Cases whose every rule runs in Envoy on the native path: RBAC principals and Envoy CEL conditions. */
+const ENVOY_CEL_CASES = [
+  "cel-lower",
+  "cel-size",
+  "cel-in",
+  "cel-deny-error",
+  "cel-require-mixed",
+  "cel-ternary",
+  "cel-has",
+  "cel-allow-mixed",
+];
 
 function configYaml(port: number, up: Upstream, jwks: string): string {
   const docs = [
@@ -130,6 +176,28 @@ spec:
     });
   }
   return `${docs.join("\n---\n")}\n`;
+}
+
+/** The names of the per-route filter configs of each route in a config dump, by the route's path prefix. */
+function routeFilters(dump: unknown): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const visit = (v: unknown): void => {
+    if (Array.isArray(v)) {
+      for (const x of v) visit(x);
+      return;
+    }
+    if (v === null || typeof v !== "object") return;
+    const o = v as Record<string, unknown>;
+    const prefix = (o["match"] as { prefix?: string; path_separated_prefix?: string } | undefined) ?? undefined;
+    const key = prefix?.path_separated_prefix ?? prefix?.prefix;
+    if (key !== undefined && o["route"] !== undefined) {
+      const own = Object.keys((o["typed_per_filter_config"] as object | undefined) ?? {});
+      out.set(key, [...(out.get(key) ?? []), ...own]);
+    }
+    for (const x of Object.values(o)) visit(x);
+  };
+  visit(dump);
+  return out;
 }
 
 const TITLES = {
@@ -279,10 +347,63 @@ export function authzSuite(path: keyof typeof TITLES): void {
       assert.match(byType["Warning"]?.["message"] ?? "", /reads jwt but no JWT authentication applies/);
     });
 
-    test("an expression RBAC cannot express runs in Sluice on either path", async () => {
-      assert.equal(await status("/cel-only", { "x-n": "abc" }), 200);
-      assert.equal(await status("/cel-only", { "x-n": "ab" }), 403);
+    test("an expression Envoy cannot evaluate runs in Sluice on either path", async () => {
+      assert.equal(await status("/cel-only?n=abc"), 200);
+      assert.equal(await status("/cel-only?n=ab"), 403);
       assert.equal(await status("/cel-only"), 403);
+    });
+
+    test("CEL beyond RBAC principals: in Envoy's CEL on the native path, the same answers everywhere", async () => {
+      const filters = routeFilters(await envoy.configDump());
+      for (const name of ENVOY_CEL_CASES) {
+        const names = filters.get(`/${name}`) ?? [];
+        if (path === "auto") {
+          assert.ok(
+            names.some((n) => n.startsWith("sluice.rbac.")),
+            `${name}: ${names.join(", ")}`,
+          );
+          assert.ok(!names.some((n) => n.includes("ext_authz")), `${name} calls no ext_authz: ${names.join(", ")}`);
+        } else
+          assert.ok(
+            names.some((n) => n.includes("ext_authz")),
+            `${name}: ${names.join(", ")}`,
+          );
+      }
+      // lowerAscii (Envoy's string functions), && with a source CIDR principal
+      assert.equal(await status("/cel-lower", { "x-internal": "TRUE" }), 200);
+      assert.equal(await status("/cel-lower", { "x-internal": "false" }), 403);
+      assert.equal(await status("/cel-lower"), 403);
+      // size() of a header; a missing header is an error, which does not match
+      assert.equal(await status("/cel-size", { "x-n": "abc" }), 200);
+      assert.equal(await status("/cel-size", { "x-n": "ab" }), 403);
+      assert.equal(await status("/cel-size"), 403);
+      // `in` a list; request.path has no query (Envoy's url_path)
+      assert.equal(await status("/cel-in/a.json?x=1"), 200);
+      assert.equal((await request(port, "/cel-in/a.json", { method: "HEAD" })).status, 200);
+      assert.equal(await status("/cel-in/a.txt"), 403);
+      assert.equal((await request(port, "/cel-in/a.json", { method: "POST", body: "x" })).status, 403);
+      // A Deny whose expression fails (no header) does not deny
+      assert.equal(await status("/cel-deny-error"), 200);
+      assert.equal(await status("/cel-deny-error", { "x-e": "okay" }), 200);
+      assert.equal(await status("/cel-deny-error", { "x-e": "bad" }), 403);
+      // Require: a principal and a condition; `error || true` is true; string concatenation
+      assert.equal(await status("/cel-require-mixed", { "x-a": "1", "x-b": "b" }), 200);
+      assert.equal(await status("/cel-require-mixed/cat", { "x-a": "1", host: "api.test" }), 200);
+      assert.equal(await status("/cel-require-mixed/dog", { "x-a": "1", host: "api.test" }), 403);
+      assert.equal(await status("/cel-require-mixed", { "x-a": "1", "x-b": "c" }), 403);
+      assert.equal(await status("/cel-require-mixed", { "x-a": "2", "x-b": "b" }), 403);
+      // A conditional over ints (source.port)
+      assert.equal(await status("/cel-ternary", { "x-t": "a" }), 200);
+      assert.equal(await status("/cel-ternary", { "x-t": "b" }), 403);
+      assert.equal(await status("/cel-ternary"), 403);
+      // has() on the header map
+      assert.equal(await status("/cel-has"), 200);
+      assert.equal(await status("/cel-has", { xblock: "no" }), 200);
+      assert.equal(await status("/cel-has", { xblock: "yes" }), 403);
+      // One Allow rule, one expression a principal and the other a condition: either grants
+      assert.equal(await status("/cel-allow-mixed", { "x-a": "1" }), 200);
+      assert.equal(await status("/cel-allow-mixed/f.txt"), 200);
+      assert.equal(await status("/cel-allow-mixed/f.json"), 403);
     });
   });
 }

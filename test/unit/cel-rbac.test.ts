@@ -182,6 +182,10 @@ describe("native RBAC translation", () => {
     "cidr('10.0.0.0/8').containsIP(request.headers['x-forwarded-for'])",
     "size(request.headers) > 3",
     "apiKey.group == 'gold'",
+    // The spec's header map has lowercase keys: an uppercase name is a missing key there, so never native.
+    "request.headers['X-A'] == '1'",
+    "has(request.headers.X)",
+    "'X-A' in request.headers",
   ]) {
     it(`not expressible: ${text}`, () => assert.equal(toRbacPrincipal(compile(text)), undefined));
   }
@@ -224,8 +228,50 @@ describe("native RBAC translation", () => {
 
   it("any inexpressible expression sends the whole rule set to ext_authz", () => {
     const { authorization } = compileAuthorization([
-      { path: "a", rule: { policy: { matchExpressions: ["jwt.sub == 'a'", "request.path.endsWith('x')"] } } },
+      { path: "a", rule: { policy: { matchExpressions: ["jwt.sub == 'a'", "request.query['x'] == 'y'"] } } },
     ]);
     assert.equal(buildRbacFilters(authorization.allow), undefined);
+  });
+
+  it("what principals cannot say becomes an Envoy CEL condition, per expression, with the features it needs", () => {
+    const { authorization } = compileAuthorization([
+      {
+        path: "allow",
+        rule: {
+          policy: {
+            matchExpressions: [
+              "request.headers['x-a'] == '1'",
+              "request.headers['x-t'].lowerAscii() == 'red' && cidr('10.0.0.0/8').containsIP(source.address)",
+            ],
+          },
+        },
+      },
+      {
+        path: "require",
+        rule: {
+          action: "Require",
+          policy: { matchExpressions: ["request.method == 'GET'", "size(request.host) < 64"] },
+        },
+      },
+    ]);
+    const filters = buildRbacFilters([...authorization.require, ...authorization.allow]);
+    assert.ok(filters);
+    const [require, allow] = filters;
+    // Require: one policy; the principal and the condition both hold.
+    const r = require?.policies["require"];
+    assert.equal(r?.principals[0]?.identifier.case, "header");
+    assert.equal(r?.condition?.exprKind.case, "callExpr");
+    assert.equal(r?.celConfig, undefined, "size() and < need no optional feature");
+    // Allow: one policy per expression, as a policy holds one condition.
+    const keys = Object.keys(allow?.policies ?? {}).sort();
+    assert.deepEqual(keys, ["allow.policy.matchExpressions[0]", "allow.policy.matchExpressions[1]"]);
+    const second = allow?.policies["allow.policy.matchExpressions[1]"];
+    assert.equal(second?.principals[0]?.identifier.case, "directRemoteIp");
+    assert.equal(second?.celConfig?.enableStringFunctions, true);
+    assert.equal(second?.celConfig?.enableStringConcat, false);
+    for (const f of filters) {
+      const bytes = toBinary(RBACSchema, f);
+      assert.deepEqual(toBinary(RBACSchema, fromBinary(RBACSchema, bytes)), bytes);
+    }
   });
 });
