@@ -48,7 +48,7 @@ ${rulePolicy("local", "rateLimit: { local: [{ requests: 3, unit: Minutes }] }")}
   global:
     backendRef: { name: rls, port: 80 }
     domain: sluice-e2e
-    descriptors: [{ entries: [{ name: user, expression: "request.headers['x-user']" }] }]`,
+    descriptors: [{ entries: [{ name: user, expression: "request.headers['x-user']" }, { name: path, expression: request.path }] }]`,
 )}${rulePolicy(
   "cors",
   `cors: { allowOrigins: ["https://app.test"], allowMethods: [GET, PUT], allowHeaders: [x-custom], exposeHeaders: [x-upstream], maxAge: 60 }`,
@@ -93,10 +93,13 @@ ${rulePolicy("local", "rateLimit: { local: [{ requests: 3, unit: Minutes }] }")}
 
   test("global rate limit: the RLS sees the CEL descriptor and its answer is enforced", async () => {
     const as: number[] = [];
-    for (let i = 0; i < 3; i++) as.push((await request(gw.port, "/global", { headers: { "x-user": "a" } })).status);
+    // request.path is the path without the query (Envoy's url_path): a new query string is the same descriptor.
+    for (let i = 0; i < 3; i++) {
+      as.push((await request(gw.port, `/global?n=${i}`, { headers: { "x-user": "a" } })).status);
+    }
     assert.deepEqual(as, [200, 200, 429], `${rls.seen.join(" ")} ${gw.envoy.output.slice(-5).join("\n")}`);
     assert.equal((await request(gw.port, "/global", { headers: { "x-user": "b" } })).status, 200);
-    assert.ok(rls.seen.includes("sluice-e2e|user=a"), rls.seen.join(" "));
+    assert.ok(rls.seen.includes("sluice-e2e|user=a,path=/global"), rls.seen.join(" "));
   });
 
   test("CORS: preflight answered by Envoy, response headers on allowed origins only", async () => {

@@ -26,12 +26,26 @@ export const readsLlm = (expr: string): boolean => readsVariable(expr, "llm");
 
 const withoutStrings = (s: string) => s.replace(/'[^']*'|"[^"]*"/g, "");
 
+const REQUEST_PATH = /\brequest\s*\.\s*path\b/g;
+const STRING_OR_TOKEN = /'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^'"]+/g;
+
+/** `text` with each match of `pattern` outside string literals replaced by `by`. */
+function outsideStrings(text: string, pattern: RegExp, by: string): string {
+  return text.replace(STRING_OR_TOKEN, (part) =>
+    part.startsWith("'") || part.startsWith('"') ? part : part.replace(pattern, by),
+  );
+}
+
 export function toEnvoyCel(expr: string, opts: { readonly llm?: boolean } = {}): string | undefined {
   const compiled = compileExpression(expr);
   if (!("ok" in compiled)) return undefined;
   const vars = referencedVariables(compiled.ok);
   for (const v of vars) if (v !== "request" && v !== "jwt" && !(v === "llm" && opts.llm === true)) return undefined;
-  let rewritten = expr;
+  // The spec's request.query is a map; Envoy's is the raw query string.
+  if (/\brequest\s*\.\s*query\b/.test(withoutStrings(expr))) return undefined;
+  // The spec's request.path has no query; Envoy's has it (a descriptor keyed on it would change with the query, so a
+  // client could leave a path's limit by adding one). Envoy's url_path is the spec's path.
+  let rewritten = outsideStrings(expr, REQUEST_PATH, "request.url_path");
   if (vars.has("jwt")) {
     // Only `jwt.<claim>` member reads are rewritten; any other use of jwt (jwt['x'], has(jwt.x), jwt alone) is not.
     rewritten = rewritten.replace(
