@@ -22,6 +22,7 @@
 import { type Expr, ExprSchema } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { type Expr as EnvoyExpr, ExprSchema as EnvoyExprSchema } from "../gen/google/api/expr/v1alpha1/syntax_pb.js";
+import { isFieldOf, isIdent, stringConst } from "./ast.js";
 
 /** A condition for Envoy's RBAC, with the CEL features its policy must switch on. */
 export interface EnvoyCondition {
@@ -192,19 +193,8 @@ function renumber(e: EnvoyExpr, counter: { next: number }): void {
   }
 }
 
-function isIdent(e: Expr, name: string): boolean {
-  return e.exprKind.case === "identExpr" && e.exprKind.value.name === name;
-}
-
 function isHeaders(e: Expr): boolean {
-  const k = e.exprKind;
-  return (
-    k.case === "selectExpr" &&
-    !k.value.testOnly &&
-    k.value.field === "headers" &&
-    k.value.operand !== undefined &&
-    isIdent(k.value.operand, "request")
-  );
+  return isFieldOf(e, "request", "headers");
 }
 
 /**
@@ -213,9 +203,4 @@ function isHeaders(e: Expr): boolean {
  */
 function isHeaderName(name: string): boolean {
   return name !== "" && name === name.toLowerCase();
-}
-
-function stringConst(e: Expr): string | undefined {
-  const k = e.exprKind;
-  return k.case === "constExpr" && k.value.constantKind.case === "stringValue" ? k.value.constantKind.value : undefined;
 }

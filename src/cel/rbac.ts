@@ -16,7 +16,7 @@
 // and an expression matches exactly when T holds. So `!(request.headers['x'] == 'v')` becomes "x present and not v",
 // never "x absent", matching the CEL path.
 
-import type { Constant, Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { CelExpressionConfigSchema } from "../gen/envoy/config/core/v3/cel_pb.js";
 import {
@@ -27,6 +27,7 @@ import {
   RBAC_Action,
   RBACSchema,
 } from "../gen/envoy/config/rbac/v3/rbac_pb.js";
+import { isFieldOf, isIdent, stringConst } from "./ast.js";
 import type { CompiledExpr } from "./env.js";
 import { allOf, type EnvoyCondition, toEnvoyCondition } from "./envoy-condition.js";
 import { parseCidr } from "./net.js";
@@ -178,26 +179,8 @@ function equality(subject: Expr, value: string): TF | undefined {
   return undefined;
 }
 
-function stringConst(e: Expr): string | undefined {
-  if (e.exprKind.case !== "constExpr") return undefined;
-  const c: Constant = e.exprKind.value;
-  return c.constantKind.case === "stringValue" ? c.constantKind.value : undefined;
-}
-
-function isIdent(e: Expr, name: string): boolean {
-  return e.exprKind.case === "identExpr" && e.exprKind.value.name === name;
-}
-
-function isRequestField(e: Expr, field: string): boolean {
-  const k = e.exprKind;
-  return (
-    k.case === "selectExpr" &&
-    !k.value.testOnly &&
-    k.value.field === field &&
-    !!k.value.operand &&
-    isIdent(k.value.operand, "request")
-  );
-}
+const isRequestField = (e: Expr, field: string): boolean => isFieldOf(e, "request", field);
+const isSourceAddress = (e: Expr): boolean => isFieldOf(e, "source", "address");
 
 function isHeaders(e: Expr): boolean {
   return isRequestField(e, "headers");
@@ -250,17 +233,6 @@ function cidrLiteral(e: Expr): string | undefined {
   if (k.case !== "callExpr" || k.value.function !== "cidr" || k.value.target || k.value.args.length !== 1)
     return undefined;
   return stringConst(k.value.args[0]!);
-}
-
-function isSourceAddress(e: Expr): boolean {
-  const k = e.exprKind;
-  return (
-    k.case === "selectExpr" &&
-    !k.value.testOnly &&
-    k.value.field === "address" &&
-    !!k.value.operand &&
-    isIdent(k.value.operand, "source")
-  );
 }
 
 /** A compiled rule as the authorization module holds it. */
