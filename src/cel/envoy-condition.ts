@@ -11,7 +11,7 @@
 //             as both sides do; a missing header is an error on both), has(request.headers.<name>) → bool,
 //             source.port → int
 //   literals  string, int, bool
-//   calls     == != between operands of one type; < <= > >= between two strings or two ints; && || ! over bools;
+//   calls     == != between operands of one type; < <= > >= between two ints; && || ! over bools;
 //             c ? a : b with branches of one type; x in [literals of x's type]; size(), startsWith(), endsWith(),
 //             contains() on strings; lowerAscii() and upperAscii() (Envoy's string functions, switched on per policy);
 //             string + string (Envoy's string concatenation, switched on per policy)
@@ -131,9 +131,9 @@ class Walk {
           : undefined;
       }
       default: {
+        // Ints only: strings order by UTF-8 bytes in Envoy and may order by UTF-16 units here (beyond U+FFFF).
         if (!COMPARISONS.has(fn) || args.length !== 2 || !a || !b) return undefined;
-        const t = this.type(a);
-        return (t === "string" || t === "int") && this.type(b) === t ? "bool" : undefined;
+        return this.type(a) === "int" && this.type(b) === "int" ? "bool" : undefined;
       }
     }
   }
