@@ -4,6 +4,7 @@
 // header lookup reads every header.
 
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { isIdent, stringConst } from "./ast.js";
 import type { CompiledExpr } from "./env.js";
 
 export interface RequestReads {
@@ -34,7 +35,7 @@ export function requestReads(exprs: readonly CompiledExpr[]): RequestReads {
         return;
       case "selectExpr": {
         const operand = k.value.operand;
-        if (operand?.exprKind.case === "identExpr" && operand.exprKind.value.name === "request") {
+        if (operand !== undefined && isIdent(operand, "request")) {
           if (k.value.field === "scheme") scheme = true;
           if (k.value.field === "headers") {
             const name = literalKeyOf(parent, e);
@@ -93,11 +94,7 @@ function literalKeyOf(parent: Expr | undefined, headers: Expr): string | undefin
   if (k.case === "selectExpr" && k.value.operand === headers) return k.value.field;
   if (k.case === "callExpr" && (k.value.function === "_[_]" || k.value.function === "_[?_]")) {
     const [target, key] = k.value.args;
-    if (target !== headers) return undefined;
-    const c = key?.exprKind;
-    return c?.case === "constExpr" && c.value.constantKind.case === "stringValue"
-      ? c.value.constantKind.value
-      : undefined;
+    return target === headers && key !== undefined ? stringConst(key) : undefined;
   }
   return undefined;
 }

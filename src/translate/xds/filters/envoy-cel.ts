@@ -24,17 +24,24 @@ export function readsVariable(expr: string, name: string): boolean {
 
 export const readsLlm = (expr: string): boolean => readsVariable(expr, "llm");
 
-const withoutStrings = (s: string) => s.replace(/'[^']*'|"[^"]*"/g, "");
-
 const REQUEST_PATH = /\brequest\s*\.\s*path\b/g;
 const STRING_OR_TOKEN = /'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^'"]+/g;
 
-/** `text` with each match of `pattern` outside string literals replaced by `by`. */
-function outsideStrings(text: string, pattern: RegExp, by: string): string {
+/** `text` with each part outside string literals passed through `f`, and each literal through `literal`. */
+function mapOutsideStrings(text: string, f: (code: string) => string, literal = (s: string) => s): string {
   return text.replace(STRING_OR_TOKEN, (part) =>
-    part.startsWith("'") || part.startsWith('"') ? part : part.replace(pattern, by),
+    part.startsWith("'") || part.startsWith('"') ? literal(part) : f(part),
   );
 }
+
+const withoutStrings = (s: string) =>
+  mapOutsideStrings(
+    s,
+    (code) => code,
+    () => "",
+  );
+const outsideStrings = (text: string, pattern: RegExp, by: string) =>
+  mapOutsideStrings(text, (code) => code.replace(pattern, by));
 
 export function toEnvoyCel(expr: string, opts: { readonly llm?: boolean } = {}): string | undefined {
   const compiled = compileExpression(expr);
