@@ -53,8 +53,8 @@ interface Target {
   readonly port: number;
   readonly path: string;
   readonly headers: Record<string, string>;
-  /** The Sluice process this target goes through, for its CPU time per request. */
-  readonly sluicePid?: number;
+  /** The processes this target goes through besides the load generator and the fake, for CPU time per request. */
+  readonly pids: Record<string, number | undefined>;
   /** Measured without streaming only (the floor's processing modes buffer the response). */
   readonly bufferedOnly?: boolean;
 }
@@ -64,8 +64,8 @@ interface Result {
   readonly p50: number;
   readonly p99: number;
   readonly errors: number;
-  /** CPU time of the Sluice process per request, when the target goes through Sluice. */
-  readonly sluiceCpuUs?: number;
+  /** CPU time per request of each process taking part (µs): load generator, fake provider, Envoy, processor. */
+  readonly cpuUs: Record<string, number>;
 }
 
 const lastErrors = new Set<string>();
@@ -105,7 +105,8 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   for (let i = 0; i < 200; i++) await once(t, payload); // warm up (JIT, connections)
   const lat: number[] = [];
   let errors = 0;
-  const cpu0 = t.sluicePid !== undefined ? cpuMs(t.sluicePid) : 0;
+  const pids: Record<string, number | undefined> = { load: process.pid, fake: fakeChild.pid, ...t.pids };
+  const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]));
   const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
   await Promise.all(
@@ -123,13 +124,15 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   const elapsed = (performance.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(lat.length * p))] ?? Number.NaN;
-  const cpuUs = t.sluicePid !== undefined ? ((cpuMs(t.sluicePid) - cpu0) * 1000) / Math.max(1, lat.length) : undefined;
+  const cpuUs = Object.fromEntries(
+    Object.entries(pids).map(([k, pid]) => [k, ((cpuMs(pid) - cpu0[k]!) * 1000) / Math.max(1, lat.length)]),
+  );
   return {
     rps: lat.length / elapsed,
     p50: q(0.5),
     p99: q(0.99),
     errors,
-    ...(cpuUs !== undefined ? { sluiceCpuUs: cpuUs } : {}),
+    cpuUs,
   };
 }
 
@@ -228,6 +231,7 @@ const cfg = tempConfigDir();
 cfg.write("all.yaml", resources(fake.port, port, noopPort));
 const sluice = await startSluice("serve", cfg.dir);
 const envoy = await startTestEnvoy(sluice);
+const envoyPid = envoy.process.child.pid;
 const children: ChildProcess[] = [];
 
 /** ext_proc streams Envoy has opened, all filters summed (its `streams_started` counters). */
@@ -241,7 +245,7 @@ try {
   await waitFor(
     "route",
     async () =>
-      (await once({ name: "", port, path: "/v1/chat/completions", headers: {} }, body(false)).catch(
+      (await once({ name: "", port, path: "/v1/chat/completions", headers: {}, pids: {} }, body(false)).catch(
         () => undefined,
       )) !== undefined
         ? true
@@ -249,13 +253,20 @@ try {
     20_000,
   );
   const targets: Target[] = [
-    { name: "direct (fake, chat-completions)", port: fake.port, path: "/v1/chat/completions", headers: {} },
-    { name: "envoy passthrough", port, path: "/passthrough/v1/chat/completions", headers: {} },
+    { name: "direct (fake, chat-completions)", port: fake.port, path: "/v1/chat/completions", headers: {}, pids: {} },
+    {
+      name: "envoy passthrough",
+      port,
+      path: "/passthrough/v1/chat/completions",
+      headers: {},
+      pids: { envoy: envoyPid },
+    },
     {
       name: "floor: envoy + no-op ext_proc",
       port,
       path: "/floor/v1/chat/completions",
       headers: {},
+      pids: { envoy: envoyPid, processor: noopChild.pid },
       bufferedOnly: true,
     },
     {
@@ -263,17 +274,19 @@ try {
       port,
       path: "/v1/chat/completions",
       headers: { authorization: "Bearer client" },
-      ...(sluice.child.pid !== undefined ? { sluicePid: sluice.child.pid } : {}),
+      pids: { envoy: envoyPid, processor: sluice.child.pid },
     },
   ];
   const portkeyDir = process.env.PORTKEY_DIR;
   if (portkeyDir !== undefined && existsSync(join(portkeyDir, "node_modules/@portkey-ai/gateway"))) {
     const pkPort = await freePort();
     const entry = join(portkeyDir, "node_modules/@portkey-ai/gateway/build/start-server.js");
-    children.push(await startProcess(process.execPath, [entry, `--port=${pkPort}`], {}, pkPort, "/"));
+    const pk = await startProcess(process.execPath, [entry, `--port=${pkPort}`], {}, pkPort, "/");
+    children.push(pk);
     targets.push({
       name: "portkey chat→messages",
       port: pkPort,
+      pids: { processor: pk.pid },
       path: "/v1/chat/completions",
       headers: {
         "x-portkey-provider": "anthropic",
@@ -291,18 +304,18 @@ try {
       `model_list:\n  - model_name: claude-sonnet-4\n    litellm_params:\n      model: anthropic/claude-sonnet-4\n      api_base: http://127.0.0.1:${fake.port}\n      api_key: sk-bench\n`,
     );
     const masterKey = `sk-${randomBytes(32).toString("hex")}`;
-    children.push(
-      await startProcess(
-        litellm,
-        ["--config", conf, "--port", String(llPort), "--num_workers", "1"],
-        { LITELLM_MASTER_KEY: masterKey },
-        llPort,
-        "/health/liveliness",
-      ),
+    const ll = await startProcess(
+      litellm,
+      ["--config", conf, "--port", String(llPort), "--num_workers", "1"],
+      { LITELLM_MASTER_KEY: masterKey },
+      llPort,
+      "/health/liveliness",
     );
+    children.push(ll);
     targets.push({
       name: "litellm chat→messages",
       port: llPort,
+      pids: { processor: ll.pid },
       path: "/v1/chat/completions",
       headers: { authorization: `Bearer ${masterKey}` },
     });
@@ -354,7 +367,7 @@ try {
 
 console.log(`\n${seconds}s per setup, ${concurrency} concurrent clients, 1 KB chat-completions request\n`);
 console.log(
-  "mode      setup                             req/s     p50 ms   p99 ms   +p50 ms  +p99 ms  errors  sluice CPU µs/req",
+  "mode      setup                             req/s     p50 ms   p99 ms   +p50 ms  +p99 ms  errors   CPU µs/req: load fake envoy proc",
 );
 for (const row of rows) {
   const direct = rows.find((x) => x.mode === row.mode && x.setup.startsWith("direct"))?.r;
@@ -364,7 +377,7 @@ for (const row of rows) {
       .toFixed(2)
       .padStart(
         8,
-      )} ${add(row.r.p50, direct?.p50).padStart(9)} ${add(row.r.p99, direct?.p99).padStart(8)} ${String(row.r.errors).padStart(7)} ${(row.r.sluiceCpuUs?.toFixed(0) ?? "").padStart(18)}`,
+      )} ${add(row.r.p50, direct?.p50).padStart(9)} ${add(row.r.p99, direct?.p99).padStart(8)} ${String(row.r.errors).padStart(7)} ${["load", "fake", "envoy", "processor"].map((k) => (row.r.cpuUs[k]?.toFixed(0) ?? "-").padStart(5)).join("")}`,
   );
 }
 
