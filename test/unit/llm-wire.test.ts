@@ -1,10 +1,11 @@
 // The LLM ext_proc's wire reader and writer (src/extproc/llm/wire.ts) against protobuf-es on the same messages: the
-// reader yields what protobuf-es decodes for every field the service reads, the writer the same bytes as toBinary().
+// reader yields what protobuf-es decodes for every field the service reads, the writer the same bytes as toBinary() of
+// the same answer built as a protobuf-es message.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
-import { readProcessingRequest, writeProcessingResponse } from "../../src/extproc/llm/wire.js";
+import { type Reply, readProcessingRequest, replyMessage, writeReply } from "../../src/extproc/llm/wire.js";
 import { HeaderValueOption_HeaderAppendAction } from "../../src/gen/envoy/config/core/v3/base_pb.js";
 import {
   ProcessingMode_BodySendMode,
@@ -20,7 +21,6 @@ import { StatusCode } from "../../src/gen/envoy/type/v3/http_status_pb.js";
 const te = new TextEncoder();
 
 type RequestInit = MessageInitShape<typeof ProcessingRequestSchema>;
-type ResponseInit = MessageInitShape<typeof ProcessingResponseSchema>;
 
 const headers = (h: Record<string, string>, raw = true) => ({
   headers: Object.entries(h).map(([key, v]) => (raw ? { key, rawValue: te.encode(v) } : { key, value: v })),
@@ -102,85 +102,62 @@ test("the reader refuses truncated bytes", () => {
   assert.throws(() => readProcessingRequest(bytes.subarray(0, bytes.byteLength - 10)), /truncated/);
 });
 
-const mutation = {
-  setHeaders: [
-    {
-      header: { key: ":path", rawValue: te.encode("/v1/messages") },
-      appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
-    },
-    { header: { key: "x-ünïcode", rawValue: te.encode("✓") }, keepEmptyValue: true },
-  ],
-  removeHeaders: ["authorization", "accept-encoding"],
+const headerChange = {
+  set: { ":path": "/v1/messages", "x-ünïcode": "✓", empty: "" },
+  remove: ["authorization", "accept-encoding"],
 };
 
-const RESPONSES: Record<string, ResponseInit> = {
-  "request headers: a header mutation": {
-    response: { case: "requestHeaders", value: { response: { headerMutation: mutation } } },
-  },
-  "request body: replaced (CONTINUE_AND_REPLACE), metadata of every JSON kind": {
-    response: {
-      case: "requestBody",
-      value: {
-        response: {
-          status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
-          headerMutation: mutation,
-          bodyMutation: { mutation: { case: "body", value: te.encode(JSON.stringify({ model: "m", text: "é" })) } },
-        },
-      },
-    },
-    dynamicMetadata: {
+const MODE = {
+  requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+  requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
+  responseHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+  responseBodyMode: ProcessingMode_BodySendMode.STREAMED,
+  requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+  responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+};
+
+const REPLIES: Record<string, Reply> = {
+  "request headers: a header mutation": { phase: "requestHeaders", headers: headerChange },
+  "request body: replaced (CONTINUE_AND_REPLACE) from a string, metadata of every JSON kind": {
+    phase: "requestBody",
+    replace: true,
+    headers: headerChange,
+    body: JSON.stringify({ model: "m", text: "é ✓ 😀" }),
+    metadata: {
       "sluice.dev/llm": { request_model: "m", streaming: false, tokens: 12, costs: { a: 1.5 }, list: [null, "x"] },
     },
   },
-  "response headers: a mode override": {
-    response: { case: "responseHeaders", value: { response: { clearRouteCache: true } } },
-    modeOverride: {
-      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-      requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
-      responseHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-      responseBodyMode: ProcessingMode_BodySendMode.STREAMED,
-      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-    },
+  "response headers: a mode override, nothing else": { phase: "responseHeaders", modeOverride: MODE },
+  "response body: 3 MB replaced from bytes (lengths of 1 to 4 bytes)": {
+    phase: "responseBody",
+    body: new Uint8Array(3_000_000).fill(97),
   },
-  "response body: 3 MB replaced (lengths of 1 to 4 bytes)": {
-    response: {
-      case: "responseBody",
-      value: { response: { bodyMutation: { mutation: { case: "body", value: new Uint8Array(3_000_000).fill(97) } } } },
-    },
+  "response body: 200 KB of multi-byte text (more than the writer first allocates)": {
+    phase: "responseBody",
+    body: "ü✓".repeat(70_000),
   },
-  "response body: an empty body and an empty answer": {
-    response: {
-      case: "responseBody",
-      value: { response: { bodyMutation: { mutation: { case: "body", value: new Uint8Array() } } } },
-    },
-  },
-  "response body: cleared": {
-    response: {
-      case: "responseBody",
-      value: { response: { bodyMutation: { mutation: { case: "clearBody", value: true } } } },
-    },
-  },
-  "a headers answer without a common response": { response: { case: "responseHeaders", value: {} } },
+  "response body: an empty body": { phase: "responseBody", body: "" },
+  "response body: continue unchanged": { phase: "responseBody" },
   "immediate response": {
-    response: {
-      case: "immediateResponse",
-      value: {
-        status: { code: StatusCode.TooManyRequests },
-        headers: { setHeaders: [{ header: { key: "content-type", rawValue: te.encode("application/json") } }] },
-        body: te.encode('{"error":"slow down"}'),
-        details: "sluice_llm",
-      },
-    },
+    phase: "immediate",
+    status: StatusCode.TooManyRequests,
+    headers: { set: { "content-type": "application/json" } },
+    body: '{"error":"slow down ✓"}',
+    details: "sluice_llm",
   },
-  "nothing set": {},
+  "immediate response without a body": {
+    phase: "immediate",
+    status: 502,
+    headers: { set: {}, remove: ["x"] },
+    body: "",
+    details: "",
+  },
 };
 
-test("the writer's bytes equal protobuf-es's toBinary", () => {
-  for (const [name, init] of Object.entries(RESPONSES)) {
-    const message = create(ProcessingResponseSchema, init);
-    const expected = Buffer.from(toBinary(ProcessingResponseSchema, message));
-    const actual = Buffer.from(writeProcessingResponse(message));
+test("the writer's bytes equal protobuf-es's toBinary of the same answer", () => {
+  for (const [name, reply] of Object.entries(REPLIES)) {
+    const expected = Buffer.from(toBinary(ProcessingResponseSchema, replyMessage(reply)));
+    const actual = Buffer.from(writeReply(reply));
     assert.ok(
       actual.equals(expected),
       `${name}: ${actual.toString("hex").slice(0, 200)} vs ${expected.toString("hex").slice(0, 200)}`,
@@ -188,15 +165,46 @@ test("the writer's bytes equal protobuf-es's toBinary", () => {
   }
 });
 
-test("a field the writer does not know is refused, not dropped", () => {
-  const cases: ResponseInit[] = [
-    { response: { case: "requestTrailers", value: {} } },
-    { response: { case: "requestBody", value: { response: { trailers: {} } } } },
-    { response: { case: "immediateResponse", value: { grpcStatus: { status: 1 } } } },
-    { overrideMessageTimeout: { seconds: BigInt(1) } },
-    { requestDrain: true },
-  ];
-  for (const init of cases) {
-    assert.throws(() => writeProcessingResponse(create(ProcessingResponseSchema, init)), /not supported/);
+test("an answer means what Envoy reads from it: decoded by protobuf-es", () => {
+  const decode = (r: Reply) => fromBinary(ProcessingResponseSchema, writeReply(r));
+  const body = decode(
+    REPLIES["request body: replaced (CONTINUE_AND_REPLACE) from a string, metadata of every JSON kind"]!,
+  );
+  assert.equal(body.response.case, "requestBody");
+  const common = body.response.case === "requestBody" ? body.response.value.response : undefined;
+  assert.equal(common?.status, CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE);
+  assert.deepEqual(
+    common?.headerMutation?.setHeaders.map((o) => [o.header?.key, Buffer.from(o.header?.rawValue ?? []).toString()]),
+    [
+      [":path", "/v1/messages"],
+      ["x-ünïcode", "✓"],
+      ["empty", ""],
+    ],
+  );
+  for (const o of common?.headerMutation?.setHeaders ?? []) {
+    assert.equal(o.appendAction, HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD);
   }
+  assert.deepEqual(common?.headerMutation?.removeHeaders, ["authorization", "accept-encoding"]);
+  const m = common?.bodyMutation?.mutation;
+  assert.equal(m?.case, "body");
+  assert.deepEqual(JSON.parse(Buffer.from(m?.case === "body" ? m.value : []).toString()), {
+    model: "m",
+    text: "é ✓ 😀",
+  });
+  assert.equal(body.dynamicMetadata?.["sluice.dev/llm"] !== undefined, true);
+
+  const plain = decode({ phase: "responseBody", body: "x" });
+  const c = plain.response.case === "responseBody" ? plain.response.value.response : undefined;
+  assert.equal(c?.status, CommonResponse_ResponseStatus.CONTINUE, "a body phase's body replaces the body only");
+
+  const imm = decode(REPLIES["immediate response"]!);
+  assert.equal(imm.response.case, "immediateResponse");
+  if (imm.response.case === "immediateResponse") {
+    assert.equal(imm.response.value.status?.code, 429);
+    assert.equal(Buffer.from(imm.response.value.body).toString(), '{"error":"slow down ✓"}');
+    assert.equal(imm.response.value.details, "sluice_llm");
+  }
+  const mode = decode(REPLIES["response headers: a mode override, nothing else"]!);
+  assert.equal(mode.modeOverride?.responseBodyMode, ProcessingMode_BodySendMode.STREAMED);
+  assert.equal(mode.response.case, "responseHeaders");
 });

@@ -198,7 +198,7 @@ export function providerRequest(
   format: ProviderFormat,
   model: string,
   stream: boolean,
-  body: Uint8Array,
+  body: string,
   creds: ProviderCredentials = {},
 ): ProviderRequest | undefined {
   let path: string;

@@ -13,21 +13,12 @@
 
 import { randomUUID } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
-import { HeaderValueOption_HeaderAppendAction } from "../../gen/envoy/config/core/v3/base_pb.js";
 import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
 } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
-import {
-  CommonResponse_ResponseStatus,
-  type CommonResponseSchema,
-  ExternalProcessor,
-  type HeaderMutationSchema,
-  type ProcessingResponse,
-  ProcessingResponseSchema,
-} from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
+import { ExternalProcessor } from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import { addGrpcService } from "../../grpc/service.js";
 import type { BidiHandler } from "../../grpc/unary-server.js";
 import {
@@ -80,17 +71,20 @@ import {
   checkWrite,
   type ExtProcHeaders,
   type ExtProcRequest,
+  type PhaseReply,
+  type Reply,
+  type ReplyHeaders,
+  type ReplyMode,
   readProcessingRequest,
+  replyMessage,
   WIRE_CHECK,
-  writeProcessingResponse,
+  writeReply,
 } from "./wire.js";
 
-type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 type Obj = Record<string, unknown>;
 /** What the router level answers a message with (nothing for messages it does not handle). */
-type Answer = ProcessingResponse | undefined;
+type Answer = Reply | undefined;
 
-const te = new TextEncoder();
 const td = new TextDecoder();
 
 /** The attempt the upstream stage prepared, for the router stage to read the response with. */
@@ -165,48 +159,35 @@ function singleOf(entry: LlmRouteEntry, req: ExtProcRequest): SingleStage | unde
   return provider !== undefined && cluster !== undefined ? { cluster, provider } : undefined;
 }
 
-function mutation(
-  set: Readonly<Record<string, string>>,
-  remove: readonly string[] = [],
-): Init<typeof HeaderMutationSchema> {
-  return {
-    setHeaders: Object.entries(set).map(([key, v]) => ({
-      header: { key, rawValue: te.encode(v) },
-      appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
-    })),
-    removeHeaders: [...remove],
-  };
+function mutation(set: Readonly<Record<string, string>>, remove: readonly string[] = []): ReplyHeaders {
+  return remove.length > 0 ? { set, remove } : { set };
 }
 
 function respond(
-  phase: "requestHeaders" | "responseHeaders" | "requestBody" | "responseBody",
-  common: Init<typeof CommonResponseSchema> = {},
-  extra: { modeOverride?: Init<typeof ProcessingResponseSchema>["modeOverride"]; metadata?: JsonObject } = {},
-): ProcessingResponse {
-  return create(ProcessingResponseSchema, {
-    response: { case: phase, value: { response: common } },
+  phase: PhaseReply["phase"],
+  change: Pick<PhaseReply, "replace" | "headers" | "body"> = {},
+  extra: { modeOverride?: ReplyMode; metadata?: JsonObject } = {},
+): PhaseReply {
+  return {
+    phase,
+    ...change,
     ...(extra.modeOverride !== undefined ? { modeOverride: extra.modeOverride } : {}),
-    ...(extra.metadata !== undefined ? { dynamicMetadata: extra.metadata } : {}),
-  });
+    ...(extra.metadata !== undefined ? { metadata: extra.metadata } : {}),
+  };
 }
 
-function immediate(status: number, body: JsonObject | string, contentType = "application/json"): ProcessingResponse {
-  const text = typeof body === "string" ? body : JSON.stringify(body);
-  return create(ProcessingResponseSchema, {
-    response: {
-      case: "immediateResponse",
-      value: {
-        status: { code: status },
-        headers: mutation({ "content-type": contentType }),
-        body: te.encode(text),
-        details: "sluice_llm",
-      },
-    },
-  });
+function immediate(status: number, body: JsonObject | string, contentType = "application/json"): Reply {
+  return {
+    phase: "immediate",
+    status,
+    headers: mutation({ "content-type": contentType }),
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    details: "sluice_llm",
+  };
 }
 
 /** An error the client sees in its own format (chat-completions style when the route is not an LLM format). */
-function clientErrorResponse(client: ClientFormat | undefined, error: LlmError): ProcessingResponse {
+function clientErrorResponse(client: ClientFormat | undefined, error: LlmError): Reply {
   const e = clientError(client ?? "chat-completions", error);
   return immediate(e.status, e.body);
 }
@@ -215,11 +196,11 @@ function clientErrorResponse(client: ClientFormat | undefined, error: LlmError):
 interface ProviderMutation {
   readonly set: Readonly<Record<string, string>>;
   readonly remove: readonly string[];
-  readonly body?: Uint8Array;
+  readonly body?: string;
 }
 
 /** The provider work's outcome: the provider's request, or the error the client gets instead (in its own format). */
-type ProviderWork = ProviderMutation | { readonly error: ProcessingResponse };
+type ProviderWork = ProviderMutation | { readonly error: Reply };
 
 /** The answer that sends the provider's request (`also`: more headers to set), or the error instead of it. */
 function providerResponse(
@@ -227,22 +208,17 @@ function providerResponse(
   w: ProviderWork,
   extra: {
     also?: Readonly<Record<string, string>>;
-    modeOverride?: Init<typeof ProcessingResponseSchema>["modeOverride"];
+    modeOverride?: ReplyMode;
     metadata?: JsonObject;
   } = {},
-): ProcessingResponse {
+): Reply {
   if ("error" in w) return w.error;
   const { also, ...rest } = extra;
   return respond(
     phase,
     {
-      headerMutation: mutation({ ...w.set, ...also }, w.remove),
-      ...(w.body !== undefined
-        ? {
-            status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
-            bodyMutation: { mutation: { case: "body" as const, value: w.body } },
-          }
-        : {}),
+      headers: mutation({ ...w.set, ...also }, w.remove),
+      ...(w.body !== undefined ? { replace: true, body: w.body } : {}),
     },
     rest,
   );
@@ -263,7 +239,7 @@ const ROUTER_MODE = {
 const bodyMode = (
   response: ProcessingMode_BodySendMode,
   request: ProcessingMode_BodySendMode = ProcessingMode_BodySendMode.BUFFERED,
-): Init<typeof ProcessingResponseSchema>["modeOverride"] => ({
+): ReplyMode => ({
   ...ROUTER_MODE,
   requestBodyMode: request,
   responseBodyMode: response,
@@ -288,7 +264,7 @@ interface ExtProcCall {
   on(event: "data", fn: (req: ExtProcRequest) => void): void;
   on(event: "end", fn: () => void): void;
   on(event: "error", fn: (e: Error) => void): void;
-  write(r: ProcessingResponse): void;
+  write(r: Reply): void;
   end(): void;
 }
 
@@ -323,7 +299,14 @@ export class LlmExtProcService {
           const v = call.metadata.get(key)[0];
           return v === undefined ? undefined : String(v);
         };
-        this.#process(call, meta);
+        this.#process(
+          {
+            on: call.on.bind(call) as ExtProcCall["on"],
+            write: (r) => call.write(replyMessage(r)),
+            end: () => call.end(),
+          },
+          meta,
+        );
       },
     });
   }
@@ -358,7 +341,7 @@ export class LlmExtProcService {
           });
         }) as ExtProcCall["on"],
         write: (r) => {
-          const bytes = writeProcessingResponse(r);
+          const bytes = writeReply(r);
           if (WIRE_CHECK) checkWrite(r, bytes);
           raw.write(bytes);
         },
@@ -499,7 +482,7 @@ export class LlmExtProcService {
             providerResponse("requestHeaders", w, { also, ...extra }),
           );
         }
-        return respond("requestHeaders", { headerMutation: mutation(also) }, extra);
+        return respond("requestHeaders", { headers: mutation(also) }, extra);
       }
       case "requestBody": {
         const state = get();
@@ -543,7 +526,7 @@ export class LlmExtProcService {
     }
   }
 
-  #responseHeaders(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): ProcessingResponse {
+  #responseHeaders(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): Reply {
     resp.status = Number(header(h, ":status") ?? "0");
     resp.headers = headerMap(h);
     const attempt = state?.attempt;
@@ -567,20 +550,16 @@ export class LlmExtProcService {
       if (h.endOfStream) {
         // No body will follow (a 429 of a rate limit filter after this one ...): the error body is added here.
         const e = translateError(state.client, resp.status, "", resp.headers);
-        const bytes = te.encode(JSON.stringify(e.body));
+        const text = JSON.stringify(e.body);
         const set: Record<string, string> = {
           "content-type": "application/json",
-          "content-length": String(bytes.byteLength),
+          "content-length": String(Buffer.byteLength(text)),
         };
         if (e.status !== resp.status) set[":status"] = String(e.status);
-        return respond("responseHeaders", {
-          status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE,
-          headerMutation: mutation(set),
-          bodyMutation: { mutation: { case: "body", value: bytes } },
-        });
+        return respond("responseHeaders", { replace: true, headers: mutation(set), body: text });
       }
       return respond("responseHeaders", {
-        headerMutation: mutation({ "content-type": "application/json" }, ["content-length"]),
+        headers: mutation({ "content-type": "application/json" }, ["content-length"]),
       });
     }
     if (attempt.meta.stream && attempt.direction.stream !== undefined) {
@@ -589,25 +568,18 @@ export class LlmExtProcService {
       return respond(
         "responseHeaders",
         {
-          headerMutation: mutation({ "content-type": "text/event-stream", "cache-control": "no-cache" }, [
-            "content-length",
-          ]),
+          headers: mutation({ "content-type": "text/event-stream", "cache-control": "no-cache" }, ["content-length"]),
         },
         { modeOverride: bodyMode(ProcessingMode_BodySendMode.STREAMED) },
       );
     }
     resp.mode = "buffered";
     return respond("responseHeaders", {
-      headerMutation: mutation({ "content-type": "application/json" }, ["content-length"]),
+      headers: mutation({ "content-type": "application/json" }, ["content-length"]),
     });
   }
 
-  #responseBody(
-    state: RequestState | undefined,
-    chunk: Uint8Array,
-    end: boolean,
-    resp: ResponseState,
-  ): ProcessingResponse {
+  #responseBody(state: RequestState | undefined, chunk: Uint8Array, end: boolean, resp: ResponseState): Reply {
     const attempt = state?.attempt;
     const client = state?.client ?? "chat-completions";
     if (resp.mode === "stream" && resp.stream !== undefined) {
@@ -618,11 +590,7 @@ export class LlmExtProcService {
         out = concat([out, tail]);
         metadata = this.#complete(state, resp.stream.usage(), attempt?.meta?.model);
       }
-      return respond(
-        "responseBody",
-        { bodyMutation: { mutation: { case: "body", value: out } } },
-        metadata !== undefined ? { metadata } : {},
-      );
+      return respond("responseBody", { body: out }, metadata !== undefined ? { metadata } : {});
     }
     // Buffered: Envoy sends the whole body once (end of stream).
     const text = td.decode(chunk);
@@ -661,15 +629,11 @@ export class LlmExtProcService {
     return this.#replaceBody(r.body, undefined, metadata);
   }
 
-  #replaceBody(body: JsonObject | object, status?: number, metadata?: JsonObject): ProcessingResponse {
-    const bytes = te.encode(JSON.stringify(body));
-    const set: Record<string, string> = { "content-length": String(bytes.byteLength) };
+  #replaceBody(body: JsonObject | object, status?: number, metadata?: JsonObject): Reply {
+    const text = JSON.stringify(body);
+    const set: Record<string, string> = { "content-length": String(Buffer.byteLength(text)) };
     if (status !== undefined) set[":status"] = String(status);
-    return respond(
-      "responseBody",
-      { headerMutation: mutation(set), bodyMutation: { mutation: { case: "body", value: bytes } } },
-      metadata !== undefined ? { metadata } : {},
-    );
+    return respond("responseBody", { headers: mutation(set), body: text }, metadata !== undefined ? { metadata } : {});
   }
 
   /**
@@ -728,7 +692,7 @@ export class LlmExtProcService {
     });
   }
 
-  #attempt(req: ExtProcRequest, h: ExtProcHeaders): ProcessingResponse | Promise<ProcessingResponse> {
+  #attempt(req: ExtProcRequest, h: ExtProcHeaders): Reply | Promise<Reply> {
     const id = header(h, LLM_REQUEST_ID_HEADER);
     const state = id === undefined ? undefined : this.#requests.get(id);
     if (state === undefined) {
@@ -849,8 +813,8 @@ export class LlmExtProcService {
         ? addConverseCachePoints(translated.body, translated.meta.model, provider.ai.promptCaching)
         : translated.body;
     const final = format === "converse" ? withGuardrail(cached, provider.settings) : cached;
-    const bytes = te.encode(JSON.stringify(final));
-    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, bytes, creds);
+    const text = JSON.stringify(final);
+    const target = providerRequest(provider, format, translated.meta.model, translated.meta.stream, text, creds);
     if (target === undefined) {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
@@ -860,10 +824,10 @@ export class LlmExtProcService {
       ":path": target.path,
       ":authority": target.authority,
       "content-type": "application/json",
-      "content-length": String(bytes.byteLength),
+      "content-length": String(Buffer.byteLength(text)),
       ...target.headers,
     };
-    return { set, remove: remove.filter((r) => !(r in set)), body: bytes };
+    return { set, remove: remove.filter((r) => !(r in set)), body: text };
   }
 
   /** Route types forwarded as they are: only the destination and the credentials change. */
@@ -913,8 +877,8 @@ function celVariables(state: RequestState, provider: string): Record<string, unk
 }
 
 /** Whether `out`, the answer to `req`, ends the ext_proc exchange for this HTTP request. */
-function isLast(req: ExtProcRequest, out: ProcessingResponse): boolean {
-  if (out.response.case === "immediateResponse") return true;
+function isLast(req: ExtProcRequest, out: Reply): boolean {
+  if (out.phase === "immediate") return true;
   const r = req.request;
   return (
     (r.case === "responseBody" && r.value.endOfStream) ||

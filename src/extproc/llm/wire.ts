@@ -25,10 +25,22 @@
 //   ProcessingMode      1..6 header and body send modes
 //   Struct 1 fields (map<string, Value>); Value 1 null, 2 number, 3 string, 4 bool, 5 struct, 6 list; ListValue 1 values
 
-import { fromBinary, type JsonObject, type JsonValue, toBinary } from "@bufbuild/protobuf";
 import {
-  type CommonResponse,
-  type HeaderMutation,
+  create,
+  fromBinary,
+  type JsonObject,
+  type JsonValue,
+  type MessageInitShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { HeaderValueOption_HeaderAppendAction } from "../../gen/envoy/config/core/v3/base_pb.js";
+import type {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import {
+  CommonResponse_ResponseStatus,
+  type HeaderMutationSchema,
   ProcessingRequestSchema,
   type ProcessingResponse,
   ProcessingResponseSchema,
@@ -269,8 +281,12 @@ export function readProcessingRequest(bytes: Uint8Array): ExtProcRequest {
 
 /** Grows as needed; `mark`/`close` write a length-delimited field whose length is known once its content is written. */
 class Writer {
-  buf = Buffer.allocUnsafe(1024);
+  buf: Buffer;
   pos = 0;
+
+  constructor(size: number) {
+    this.buf = Buffer.allocUnsafe(size);
+  }
 
   #room(n: number): void {
     if (this.pos + n <= this.buf.byteLength) return;
@@ -348,10 +364,6 @@ class Writer {
   }
 }
 
-function unsupported(what: string): never {
-  throw new Error(`ext_proc wire writer: ${what} is not supported`);
-}
-
 function writeValue(w: Writer, v: JsonValue): void {
   if (v === null) {
     w.tag(1, 0);
@@ -387,111 +399,166 @@ function writeStruct(w: Writer, o: JsonObject): void {
   }
 }
 
-function writeHeaderMutation(w: Writer, m: HeaderMutation): void {
-  for (const o of m.setHeaders) {
+/** HeaderValueOption.append_action OVERWRITE_IF_EXISTS_OR_ADD: every header the service sets replaces the client's. */
+const OVERWRITE = HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD;
+
+function writeHeaderMutation(w: Writer, m: ReplyHeaders): void {
+  for (const key of Object.keys(m.set)) {
+    const value = m.set[key] as string;
     const option = w.mark(1);
-    if (o.header !== undefined) {
-      const h = w.mark(1);
-      if (o.header.key !== "") w.string(1, o.header.key);
-      if (o.header.value !== "") w.string(2, o.header.value);
-      if (o.header.rawValue.byteLength > 0) w.bytes(3, o.header.rawValue);
-      w.close(h);
-    }
-    if (o.append !== undefined) unsupported("HeaderValueOption.append");
-    w.enumOrBool(3, o.appendAction);
-    w.enumOrBool(4, o.keepEmptyValue);
+    const h = w.mark(1);
+    if (key !== "") w.string(1, key);
+    // raw_value (bytes): the UTF-8 of the value, written straight from the string.
+    if (value !== "") w.string(3, value);
+    w.close(h);
+    w.enumOrBool(3, OVERWRITE);
     w.close(option);
   }
-  for (const name of m.removeHeaders) w.string(2, name);
+  for (const name of m.remove ?? []) w.string(2, name);
 }
 
-function writeCommon(w: Writer, c: CommonResponse): void {
-  w.enumOrBool(1, c.status);
-  if (c.headerMutation !== undefined) {
-    const at = w.mark(2);
-    writeHeaderMutation(w, c.headerMutation);
-    w.close(at);
-  }
-  if (c.bodyMutation !== undefined) {
-    const at = w.mark(3);
-    const m = c.bodyMutation.mutation;
-    if (m.case === "body") w.bytes(1, m.value);
-    else if (m.case === "clearBody") {
-      w.tag(2, 0);
-      w.varint(m.value ? 1 : 0);
-    } else if (m.case !== undefined) unsupported(`BodyMutation.${m.case}`);
-    w.close(at);
-  }
-  if (c.trailers !== undefined) unsupported("CommonResponse.trailers");
-  w.enumOrBool(5, c.clearRouteCache);
+/** The answer to one message of the exchange: continue, with the changes given. */
+export interface PhaseReply {
+  readonly phase: "requestHeaders" | "responseHeaders" | "requestBody" | "responseBody";
+  /** CONTINUE_AND_REPLACE: `body` replaces the whole message (headers phases) rather than the body seen so far. */
+  readonly replace?: boolean;
+  readonly headers?: ReplyHeaders;
+  /** The new body; a string is sent as its UTF-8. */
+  readonly body?: string | Uint8Array;
+  readonly metadata?: JsonObject;
+  readonly modeOverride?: ReplyMode;
 }
 
-const RESPONSE_FIELDS = { requestHeaders: 1, responseHeaders: 2, requestBody: 3, responseBody: 4 } as const;
+/** An answer Envoy sends to the client instead of going on (the exchange ends). */
+export interface ImmediateReply {
+  readonly phase: "immediate";
+  readonly status: number;
+  readonly headers: ReplyHeaders;
+  readonly body: string;
+  readonly details: string;
+}
 
-/** Writes a ProcessingResponse (the fields the LLM service sets; any other throws). */
-export function writeProcessingResponse(r: ProcessingResponse): Uint8Array {
-  const w = new Writer();
-  const resp = r.response;
-  switch (resp.case) {
-    case "requestHeaders":
-    case "responseHeaders":
-    case "requestBody":
-    case "responseBody": {
-      const at = w.mark(RESPONSE_FIELDS[resp.case]);
-      if (resp.value.response !== undefined) {
-        const common = w.mark(1);
-        writeCommon(w, resp.value.response);
-        w.close(common);
-      }
-      w.close(at);
-      break;
-    }
-    case "immediateResponse": {
-      const i = resp.value;
-      const at = w.mark(7);
-      if (i.status !== undefined) {
-        const s = w.mark(1);
-        w.enumOrBool(1, i.status.code);
-        w.close(s);
-      }
-      if (i.headers !== undefined) {
-        const h = w.mark(2);
-        writeHeaderMutation(w, i.headers);
-        w.close(h);
-      }
-      if (i.body.byteLength > 0) w.bytes(3, i.body);
-      if (i.grpcStatus !== undefined) unsupported("ImmediateResponse.grpc_status");
-      if (i.details !== "") w.string(5, i.details);
-      w.close(at);
-      break;
-    }
-    case undefined:
-      break;
-    default:
-      unsupported(`ProcessingResponse.${resp.case}`);
-  }
-  if (r.dynamicMetadata !== undefined) {
-    const at = w.mark(8);
-    writeStruct(w, r.dynamicMetadata);
+/**
+ * What the LLM service answers: the part of a ProcessingResponse it uses, as plain values (no protobuf-es message is
+ * built on the hot path; `replyMessage` builds one for grpc-js and for the wire check).
+ */
+export type Reply = PhaseReply | ImmediateReply;
+
+/** Headers set (each replacing any the message has, values as UTF-8 raw_value) and header names removed. */
+export interface ReplyHeaders {
+  readonly set: Readonly<Record<string, string>>;
+  readonly remove?: readonly string[];
+}
+
+export interface ReplyMode {
+  readonly requestHeaderMode: ProcessingMode_HeaderSendMode;
+  readonly responseHeaderMode: ProcessingMode_HeaderSendMode;
+  readonly requestBodyMode: ProcessingMode_BodySendMode;
+  readonly responseBodyMode: ProcessingMode_BodySendMode;
+  readonly requestTrailerMode: ProcessingMode_HeaderSendMode;
+  readonly responseTrailerMode: ProcessingMode_HeaderSendMode;
+}
+
+const PHASE_FIELDS = { requestHeaders: 1, responseHeaders: 2, requestBody: 3, responseBody: 4 } as const;
+
+function writeBody(w: Writer, field: number, body: string | Uint8Array): void {
+  if (typeof body === "string") w.string(field, body);
+  else w.bytes(field, body);
+}
+
+/** A ProcessingResponse's bytes for `r`, as protobuf-es would encode `replyMessage(r)`. */
+export function writeReply(r: Reply): Uint8Array {
+  // Room for the body (a string's UTF-8 is usually its length: JSON is mostly ASCII) and the rest; more is added when needed.
+  const w = new Writer((typeof r.body === "string" ? r.body.length : (r.body?.byteLength ?? 0)) + 512);
+  if (r.phase === "immediate") {
+    const at = w.mark(7);
+    const s = w.mark(1);
+    w.enumOrBool(1, r.status);
+    w.close(s);
+    const h = w.mark(2);
+    writeHeaderMutation(w, r.headers);
+    w.close(h);
+    if (r.body !== "") w.string(3, r.body);
+    if (r.details !== "") w.string(5, r.details);
     w.close(at);
+    return w.buf.subarray(0, w.pos);
+  }
+  const at = w.mark(PHASE_FIELDS[r.phase]);
+  const common = w.mark(1);
+  w.enumOrBool(1, r.replace === true ? CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE : 0);
+  if (r.headers !== undefined) {
+    const h = w.mark(2);
+    writeHeaderMutation(w, r.headers);
+    w.close(h);
+  }
+  if (r.body !== undefined) {
+    const b = w.mark(3);
+    writeBody(w, 1, r.body);
+    w.close(b);
+  }
+  w.close(common);
+  w.close(at);
+  if (r.metadata !== undefined) {
+    const m = w.mark(8);
+    writeStruct(w, r.metadata);
+    w.close(m);
   }
   if (r.modeOverride !== undefined) {
     const m = r.modeOverride;
-    const at = w.mark(9);
+    const o = w.mark(9);
     w.enumOrBool(1, m.requestHeaderMode);
     w.enumOrBool(2, m.responseHeaderMode);
     w.enumOrBool(3, m.requestBodyMode);
     w.enumOrBool(4, m.responseBodyMode);
     w.enumOrBool(5, m.requestTrailerMode);
     w.enumOrBool(6, m.responseTrailerMode);
-    w.close(at);
+    w.close(o);
   }
-  if (r.overrideMessageTimeout !== undefined) unsupported("ProcessingResponse.override_message_timeout");
-  if (Object.keys(r.typedDynamicMetadata).length > 0) unsupported("ProcessingResponse.typed_dynamic_metadata");
-  if (r.requestDrain || r.requestDrainRequests || r.requestDrainResponses)
-    unsupported("ProcessingResponse.request_drain");
-  if (r.serverWindowUpdate !== undefined) unsupported("ProcessingResponse.server_window_update");
   return w.buf.subarray(0, w.pos);
+}
+
+const te = new TextEncoder();
+
+function headerMutationInit(m: ReplyHeaders): MessageInitShape<typeof HeaderMutationSchema> {
+  return {
+    setHeaders: Object.entries(m.set).map(([key, v]) => ({
+      header: { key, rawValue: te.encode(v) },
+      appendAction: OVERWRITE,
+    })),
+    removeHeaders: [...(m.remove ?? [])],
+  };
+}
+
+/** `r` as a protobuf-es ProcessingResponse (for grpc-js, and the reference of the wire check). */
+export function replyMessage(r: Reply): ProcessingResponse {
+  if (r.phase === "immediate") {
+    return create(ProcessingResponseSchema, {
+      response: {
+        case: "immediateResponse",
+        value: {
+          status: { code: r.status },
+          headers: headerMutationInit(r.headers),
+          body: te.encode(r.body),
+          details: r.details,
+        },
+      },
+    });
+  }
+  const body = r.body === undefined ? undefined : typeof r.body === "string" ? te.encode(r.body) : r.body;
+  return create(ProcessingResponseSchema, {
+    response: {
+      case: r.phase,
+      value: {
+        response: {
+          ...(r.replace === true ? { status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE } : {}),
+          ...(r.headers !== undefined ? { headerMutation: headerMutationInit(r.headers) } : {}),
+          ...(body !== undefined ? { bodyMutation: { mutation: { case: "body" as const, value: body } } } : {}),
+        },
+      },
+    },
+    ...(r.metadata !== undefined ? { dynamicMetadata: r.metadata } : {}),
+    ...(r.modeOverride !== undefined ? { modeOverride: r.modeOverride } : {}),
+  });
 }
 
 // ---- the check against protobuf-es ----
@@ -526,9 +593,9 @@ export function checkRead(bytes: Uint8Array, req: ExtProcRequest): void {
   }
 }
 
-export function checkWrite(r: ProcessingResponse, bytes: Uint8Array): void {
-  const reference = toBinary(ProcessingResponseSchema, r);
+export function checkWrite(r: Reply, bytes: Uint8Array): void {
+  const reference = toBinary(ProcessingResponseSchema, replyMessage(r));
   if (Buffer.compare(Buffer.from(reference), Buffer.from(bytes)) !== 0) {
-    throw new Error(`wire writer differs from protobuf-es for ${r.response.case ?? "a response"}`);
+    throw new Error(`wire writer differs from protobuf-es for ${r.phase}`);
   }
 }
