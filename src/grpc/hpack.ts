@@ -33,7 +33,24 @@ const tree: number[] = [0, 0];
 
 const latin1 = new TextDecoder("latin1");
 
+// Envoy's encoder sends some strings as Huffman-coded literals on every stream (`:path` is never indexed): short codes
+// are decoded once and remembered by their bytes. Bounded: emptied when full.
+const HUFFMAN_MEMO_MAX_BYTES = 64;
+const HUFFMAN_MEMO_ENTRIES = 256;
+const huffmanMemo = new Map<string, string>();
+
 function huffmanDecode(b: Uint8Array, start: number, end: number): string {
+  if (end - start > HUFFMAN_MEMO_MAX_BYTES) return huffmanDecodeBits(b, start, end);
+  const key = latin1.decode(b.subarray(start, end));
+  const known = huffmanMemo.get(key);
+  if (known !== undefined) return known;
+  const s = huffmanDecodeBits(b, start, end);
+  if (huffmanMemo.size >= HUFFMAN_MEMO_ENTRIES) huffmanMemo.clear();
+  huffmanMemo.set(key, s);
+  return s;
+}
+
+function huffmanDecodeBits(b: Uint8Array, start: number, end: number): string {
   const out: number[] = [];
   let node = 0;
   // Bits read since the last symbol: padding is at most 7 one-bits (RFC 7541 §5.2).
@@ -191,10 +208,13 @@ export const GRPC_RESPONSE_HEADERS: Buffer = Buffer.concat([
 
 /** The trailers of a call: `grpc-status` and, for a failure, `grpc-message` (percent-encoded, RFC 3986 unreserved kept). */
 export function grpcTrailers(status: number, message?: string): Buffer {
+  if (status === 0 && message === undefined) return GRPC_OK_TRAILERS;
   const parts = [literal(0, "grpc-status", String(status))];
   if (message !== undefined) parts.push(literal(0, "grpc-message", encodeURIComponent(message)));
   return Buffer.concat(parts);
 }
+
+const GRPC_OK_TRAILERS: Buffer = literal(0, "grpc-status", "0");
 
 /** A trailers-only response (RFC: gRPC over HTTP/2, "Trailers-Only"): status, content type and the gRPC status. */
 export function grpcTrailersOnly(status: number, message: string): Buffer {

@@ -77,11 +77,15 @@ class ProtocolError extends Error {
 
 function frameHeader(length: number, type: number, flags: number, stream: number): Buffer {
   const h = Buffer.allocUnsafe(9);
+  writeFrameHeader(h, length, type, flags, stream);
+  return h;
+}
+
+function writeFrameHeader(h: Buffer, length: number, type: number, flags: number, stream: number): void {
   h.writeUIntBE(length, 0, 3);
   h[3] = type;
   h[4] = flags;
   h.writeUInt32BE(stream, 5);
-  return h;
 }
 
 /** A gRPC length-prefixed message (uncompressed). */
@@ -463,6 +467,19 @@ class Connection {
   sendMessage(s: Stream, message: Uint8Array): void {
     if (s.closed || this.#streams.get(s.id) !== s) return;
     this.#sendHeaders(s);
+    const n = 5 + message.byteLength;
+    if (s.blocked.length === 0 && n <= Math.min(this.#peerMaxFrame, this.#sendWindow, s.sendWindow)) {
+      // The usual case: the message fits one DATA frame now, written with its frame header in one buffer.
+      const out = Buffer.allocUnsafe(9 + n);
+      writeFrameHeader(out, n, FRAME.DATA, 0, s.id);
+      out[9] = 0;
+      out.writeUInt32BE(message.byteLength, 10);
+      out.set(message, 14);
+      this.#queue(out);
+      this.#sendWindow -= n;
+      s.sendWindow -= n;
+      return;
+    }
     s.blocked.push({ data: frame(message) });
     this.#drain(s);
   }

@@ -323,7 +323,7 @@ class Writer {
     const n = this.pos - start;
     let lenBytes = 1;
     while (n >= 2 ** (7 * lenBytes)) lenBytes++;
-    if (lenBytes < 5) this.buf.copy(this.buf, at + lenBytes, start, this.pos);
+    if (lenBytes < 5) this.buf.copyWithin(at + lenBytes, start, this.pos);
     let v = n;
     for (let i = 0; i < lenBytes; i++) {
       this.buf[at + i] = i === lenBytes - 1 ? v : (v & 0x7f) | 0x80;
@@ -340,8 +340,7 @@ class Writer {
     this.pos += v.byteLength;
   }
 
-  string(field: number, v: string): void {
-    const n = Buffer.byteLength(v, "utf8");
+  string(field: number, v: string, n = Buffer.byteLength(v, "utf8")): void {
     this.tag(field, 2);
     this.varint(n);
     this.#room(n);
@@ -402,17 +401,34 @@ function writeStruct(w: Writer, o: JsonObject): void {
 /** HeaderValueOption.append_action OVERWRITE_IF_EXISTS_OR_ADD: every header the service sets replaces the client's. */
 const OVERWRITE = HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD;
 
+/** Bytes of a varint. */
+function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 2 ** (7 * size)) size++;
+  return size;
+}
+
+/** Bytes of a length-delimited field of `n` bytes (tag of a field number below 16), 0 when empty (not written). */
+function fieldSize(n: number): number {
+  return n === 0 ? 0 : 1 + varintSize(n) + n;
+}
+
 function writeHeaderMutation(w: Writer, m: ReplyHeaders): void {
+  // Each HeaderValueOption's length is known from its strings': no length to fix up afterwards.
   for (const key of Object.keys(m.set)) {
     const value = m.set[key] as string;
-    const option = w.mark(1);
-    const h = w.mark(1);
-    if (key !== "") w.string(1, key);
+    const keyBytes = Buffer.byteLength(key, "utf8");
+    const valueBytes = Buffer.byteLength(value, "utf8");
+    const header = fieldSize(keyBytes) + fieldSize(valueBytes);
+    w.tag(1, 2);
+    w.varint(1 + varintSize(header) + header + 2);
+    w.tag(1, 2);
+    w.varint(header);
+    if (keyBytes > 0) w.string(1, key, keyBytes);
     // raw_value (bytes): the UTF-8 of the value, written straight from the string.
-    if (value !== "") w.string(3, value);
-    w.close(h);
-    w.enumOrBool(3, OVERWRITE);
-    w.close(option);
+    if (valueBytes > 0) w.string(3, value, valueBytes);
+    w.tag(3, 0);
+    w.varint(OVERWRITE);
   }
   for (const name of m.remove ?? []) w.string(2, name);
 }
