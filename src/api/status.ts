@@ -150,6 +150,10 @@ export const messages = {
   llmInAuthorization(path: string): string {
     return `${path} reads llm, which authorization never sees (it runs before the LLM request is read; llm is available to token rate limit costs and descriptors and to AI transformations), so its expressions never match`;
   },
+  /** A literal `request.headers` key with an uppercase letter: the map is keyed by lowercase names. */
+  uppercaseHeaderKey(path: string, name: string): string {
+    return `${path} looks up request.headers[${JSON.stringify(name)}], which is never present: header names are lowercase in request.headers; write ${JSON.stringify(name.toLowerCase())}`;
+  },
   invalid(problems: readonly { readonly path: string; readonly message: string }[]): string {
     const shown = problems.slice(0, 5).map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`));
     const more = problems.length > 5 ? ` (and ${problems.length - 5} more)` : "";

@@ -22,3 +22,24 @@ export function stringConst(e: Expr): string | undefined {
   const k = e.exprKind;
   return k.case === "constExpr" && k.value.constantKind.case === "stringValue" ? k.value.constantKind.value : undefined;
 }
+
+/** The direct subexpressions of `e`. */
+export function childrenOf(e: Expr): (Expr | undefined)[] {
+  const k = e.exprKind;
+  switch (k.case) {
+    case "selectExpr":
+      return [k.value.operand];
+    case "callExpr":
+      return [k.value.target, ...k.value.args];
+    case "listExpr":
+      return k.value.elements;
+    case "structExpr":
+      return k.value.entries.flatMap((x) => [x.keyKind.case === "mapKey" ? x.keyKind.value : undefined, x.value]);
+    case "comprehensionExpr": {
+      const c = k.value;
+      return [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result];
+    }
+    default:
+      return [];
+  }
+}

@@ -4,7 +4,7 @@
 // header lookup reads every header.
 
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
-import { isIdent, stringConst } from "./ast.js";
+import { childrenOf, isIdent, stringConst } from "./ast.js";
 import type { CompiledExpr } from "./env.js";
 
 export interface RequestReads {
@@ -97,4 +97,40 @@ function literalKeyOf(parent: Expr | undefined, headers: Expr): string | undefin
     return target === headers && key !== undefined ? stringConst(key) : undefined;
   }
   return undefined;
+}
+
+/**
+ * The header names, as written, that an expression looks `request.headers` up with by a literal: `[…]`, `[?…]`,
+ * `.name`, `has()` and `'name' in request.headers`. The map is keyed by lowercase names, so a name with an uppercase
+ * letter is never present (reported at translation).
+ */
+export function literalHeaderKeys(expr: CompiledExpr): string[] {
+  const out: string[] = [];
+  const visit = (e: Expr | undefined, parent: Expr | undefined): void => {
+    if (e === undefined) return;
+    const k = e.exprKind;
+    if (k.case === "selectExpr" && k.value.field === "headers" && !k.value.testOnly && k.value.operand !== undefined) {
+      if (isIdent(k.value.operand, "request")) {
+        const name = literalKeyOf(parent, e) ?? inKeyOf(parent, e);
+        if (name !== undefined) out.push(name);
+        return;
+      }
+    }
+    // A comprehension variable named `request` hides the spec's: its reads are not the request's headers.
+    if (k.case === "comprehensionExpr" && [k.value.iterVar, k.value.iterVar2, k.value.accuVar].includes("request")) {
+      visit(k.value.iterRange, e);
+      return;
+    }
+    for (const c of childrenOf(e)) visit(c, e);
+  };
+  visit(expr.ast.expr, undefined);
+  return out;
+}
+
+/** The literal name of `'name' in request.headers` (`headers` being the select `request.headers`). */
+function inKeyOf(parent: Expr | undefined, headers: Expr): string | undefined {
+  const k = parent?.exprKind;
+  if (k?.case !== "callExpr" || k.value.function !== "@in") return undefined;
+  const [key, target] = k.value.args;
+  return target === headers && key !== undefined ? stringConst(key) : undefined;
 }

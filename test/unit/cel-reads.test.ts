@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type CompiledExpr, compileExpression } from "../../src/cel/index.js";
-import { requestReads } from "../../src/cel/reads.js";
+import { literalHeaderKeys, requestReads } from "../../src/cel/reads.js";
 
 function compiled(...texts: string[]): CompiledExpr[] {
   return texts.map((t) => {
@@ -77,5 +77,29 @@ describe("requestReads", () => {
       scheme: false,
       source: true,
     });
+  });
+});
+
+describe("literalHeaderKeys", () => {
+  const keys = (text: string) => literalHeaderKeys(compiled(text)[0]!);
+
+  it("every literal lookup of request.headers, as written: index, field, has(), in", () => {
+    assert.deepEqual(
+      keys(
+        "request.headers['X-A'] == '1' || request.headers.X_C == '' || has(request.headers.X_D) || 'X-E' in request.headers",
+      ),
+      ["X-A", "X_C", "X_D", "X-E"],
+    );
+  });
+
+  it("not header keys: other maps, computed keys, literals elsewhere, a comprehension variable named request", () => {
+    for (const e of [
+      "request.query['X-A'] == '1'",
+      "request.headers[request.path] == 'x'",
+      "request.path == 'X-A' && 'X-B' in ['X-B']",
+      "[{'headers': {'X-A': '1'}}].exists(request, request.headers['X-A'] == '1')",
+    ]) {
+      assert.deepEqual(keys(e), [], e);
+    }
   });
 });

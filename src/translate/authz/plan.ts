@@ -17,6 +17,7 @@ import { secretValue } from "../../api/core.js";
 import { messages } from "../../api/status.js";
 import { type CompiledExpr, compileExpression } from "../../cel/index.js";
 import { buildRbacFilters } from "../../cel/rbac.js";
+import { literalHeaderKeys } from "../../cel/reads.js";
 import { type ApiKeySource, compileApiKeyAuth } from "../../extauthz/api-keys.js";
 import {
   type AuthorizationAction,
@@ -125,6 +126,15 @@ function compileRules(
               ? messages.llmInAuthorization(at)
               : messages.contextWithoutProvider(at, v, providerOf(v));
         ctx.note(from, `${section}.${field}`, message, "NeverMatches");
+      }
+      for (const name of literalHeaderKeys(r.ok)) {
+        if (name === name.toLowerCase()) continue;
+        ctx.note(
+          from,
+          `${section}.${field}`,
+          messages.uppercaseHeaderKey(`${path}.policy.matchExpressions[${i}]`, name),
+          "NeverMatches",
+        );
       }
       return r.ok;
     });
