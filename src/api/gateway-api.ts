@@ -5,6 +5,8 @@ import type { Resource } from "./resource.js";
 
 export const GATEWAY_API_GROUP = "gateway.networking.k8s.io";
 export const GATEWAY_API_X_GROUP = "gateway.networking.x-k8s.io";
+/** The Gateway API Inference Extension's group (InferencePool). */
+export const INFERENCE_GROUP = "inference.networking.k8s.io";
 export const SLUICE_CONTROLLER_NAME = "sluice.dev/gateway-controller";
 
 export interface ParentReference {
@@ -192,6 +194,25 @@ export interface ReferenceGrantSpec {
   readonly to: readonly { readonly group: string; readonly kind: string; readonly name?: string }[];
 }
 export type ReferenceGrant = Resource<"ReferenceGrant", ReferenceGrantSpec>;
+
+/**
+ * Gateway API Inference Extension InferencePool (inference.networking.k8s.io/v1): model server Pods chosen per request
+ * by an endpoint picker (EPP) that the gateway calls over ext_proc. Only what Sluice reads; the EPP itself watches the
+ * Pods of `selector`.
+ */
+export interface InferencePoolSpec {
+  readonly selector?: unknown;
+  readonly targetPorts?: readonly { readonly number?: number }[];
+  readonly appProtocol?: string;
+  readonly endpointPickerRef?: {
+    readonly group?: string;
+    readonly kind?: string;
+    readonly name?: string;
+    readonly port?: { readonly number?: number };
+    readonly failureMode?: "FailOpen" | "FailClose";
+  };
+}
+export type InferencePool = Resource<"InferencePool", InferencePoolSpec>;
 
 export interface GRPCMethodMatch {
   readonly type?: "Exact" | "RegularExpression";

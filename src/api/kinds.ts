@@ -3,7 +3,7 @@
 // (the translator checks what it reads of them).
 
 import { checkValue } from "./check.js";
-import { GATEWAY_API_GROUP, GATEWAY_API_X_GROUP } from "./gateway-api.js";
+import { GATEWAY_API_GROUP, GATEWAY_API_X_GROUP, INFERENCE_GROUP } from "./gateway-api.js";
 import { error, type Problem } from "./problems.js";
 import type { Resource } from "./resource.js";
 import { checkShape, KIND_SHAPES } from "./shapes.js";
@@ -128,6 +128,11 @@ export const KINDS: ReadonlyMap<string, KindDef> = new Map<string, KindDef>([
   [
     "ReferenceGrant",
     { apiVersions: [`${GATEWAY_API_GROUP}/v1beta1`, gw], namespaced: true, validate: (d) => envelopeOnly(d, true) },
+  ],
+  [
+    "InferencePool",
+    // Read only as the target of a custom LLM provider's backendRef, which checks the fields it uses.
+    { apiVersions: [`${INFERENCE_GROUP}/v1`], namespaced: true, validate: (d) => envelopeOnly(d, true) },
   ],
   ["Service", { apiVersions: ["v1"], namespaced: true, validate: (d) => envelopeOnly(d, true) }],
   [

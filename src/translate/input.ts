@@ -1,7 +1,15 @@
 // What the translator reads: validated resources grouped by kind. Built by the sources; never mutated.
 
 import type { ConfigMap, EndpointSlice, Namespace, Secret, Service } from "../api/core.js";
-import type { Gateway, GatewayClass, GRPCRoute, HTTPRoute, ListenerSet, ReferenceGrant } from "../api/gateway-api.js";
+import type {
+  Gateway,
+  GatewayClass,
+  GRPCRoute,
+  HTTPRoute,
+  InferencePool,
+  ListenerSet,
+  ReferenceGrant,
+} from "../api/gateway-api.js";
 import type { Resource, SourceRef } from "../api/resource.js";
 import type { GwBackend, GwModel, GwParameters, GwPolicy } from "../api/sluice.js";
 
@@ -14,6 +22,7 @@ export interface TranslationInput {
   readonly referenceGrants: readonly ReferenceGrant[];
   readonly services: readonly Service[];
   readonly endpointSlices: readonly EndpointSlice[];
+  readonly inferencePools: readonly InferencePool[];
   readonly secrets: readonly Secret[];
   readonly configMaps: readonly ConfigMap[];
   readonly namespaces: readonly Namespace[];
@@ -49,6 +58,7 @@ const BUCKET_OF_KIND: Readonly<Record<string, keyof Bucket>> = {
   ReferenceGrant: "referenceGrants",
   Service: "services",
   EndpointSlice: "endpointSlices",
+  InferencePool: "inferencePools",
   Secret: "secrets",
   ConfigMap: "configMaps",
   Namespace: "namespaces",

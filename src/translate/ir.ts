@@ -183,6 +183,24 @@ export interface LlmProviderIR {
   readonly settings: Readonly<Record<string, unknown>>;
   readonly path?: string;
   readonly pathPrefix?: string;
+  /**
+   * A `custom` provider with an InferencePool backendRef: Envoy connects to the model server the pool's endpoint
+   * picker names per request (an ORIGINAL_DST cluster reading its answer), after calling the picker over ext_proc.
+   */
+  readonly pool?: InferencePoolIR;
+}
+
+export interface InferencePoolIR {
+  /** `namespace/name` of the InferencePool. */
+  readonly name: string;
+  /** The endpoint picker's cluster (HTTP/2, gRPC) and the Service it was resolved from. */
+  readonly picker: {
+    readonly cluster: string;
+    readonly service: string;
+    readonly endpoints: readonly EndpointIR[];
+  };
+  /** FailOpen: a request goes on when the picker cannot be reached (and then has no endpoint: see docs/llm.md). */
+  readonly failOpen: boolean;
 }
 
 // ---- Effective policies (src/translate/policy/). Each field keeps the policy it came from, for `sluice explain`.

@@ -98,10 +98,10 @@ export class TranslationMemo {
     const routeContext = [...context, ...input.referenceGrants];
     if (!sameItems(routeContext, this.#context)) this.#gateways.clear();
     this.#context = routeContext;
-    this.#pendingBackends = [input.services, input.endpointSlices, input.backends];
+    this.#pendingBackends = [input.services, input.endpointSlices, input.backends, input.inferencePools];
     this.resolutionsSame =
       this.#gateways.size > 0 &&
-      this.#backends.length === 3 &&
+      this.#backends.length === 4 &&
       this.#backends.every((l, i) => sameItems(l, this.#pendingBackends[i] ?? []));
     this.#seen = new Set();
     this.#statuses.begin();

@@ -211,3 +211,88 @@ export async function startExtProc(): Promise<GrpcTestServer & { readonly phases
   );
   return { ...s, phases };
 }
+
+/**
+ * An InferencePool endpoint picker (the Gateway API Inference Extension's endpoint picking protocol over ext_proc), in
+ * FULL_DUPLEX_STREAMED mode as real pickers run: it holds the request headers until the whole body has come, reads
+ * the model from it, and answers with the chosen `ip:port` in the dynamic metadata `envoy.lb` (and the
+ * `x-gateway-destination-endpoint` header), then streams the body back unchanged; response bodies are echoed chunk by
+ * chunk. `pick` maps a model to an endpoint; `picked` records each decision.
+ */
+export async function startEndpointPicker(
+  pick: (model: string) => string,
+): Promise<GrpcTestServer & { readonly picked: string[] }> {
+  const picked: string[] = [];
+  const te = new TextEncoder();
+  const s = await serve((server) =>
+    addGrpcService(server, ExternalProcessor, {
+      process(call) {
+        const body: Uint8Array[] = [];
+        const write = (init: Parameters<typeof create<typeof ProcessingResponseSchema>>[1]) =>
+          call.write(create(ProcessingResponseSchema, init));
+        const streamed = (value: Uint8Array, endOfStream: boolean) => ({
+          response: {
+            bodyMutation: { mutation: { case: "streamedResponse" as const, value: { body: value, endOfStream } } },
+          },
+        });
+        const answerHeaders = (model: string) => {
+          const endpoint = pick(model);
+          picked.push(`${model}→${endpoint}`);
+          write({
+            response: {
+              case: "requestHeaders",
+              value: {
+                response: {
+                  headerMutation: {
+                    setHeaders: [{ header: { key: "x-gateway-destination-endpoint", rawValue: te.encode(endpoint) } }],
+                  },
+                },
+              },
+            },
+            dynamicMetadata: { "envoy.lb": { "x-gateway-destination-endpoint": endpoint } },
+          });
+        };
+        call.on("data", (req: ProcessingRequest) => {
+          const r = req.request;
+          switch (r.case) {
+            case "requestHeaders":
+              // Answered once the body is read (allowed in full duplex mode), or now when there is none.
+              if (r.value.endOfStream) answerHeaders("");
+              return;
+            case "requestBody": {
+              body.push(r.value.body);
+              if (!r.value.endOfStream) return;
+              const all = Buffer.concat(body);
+              let model = "";
+              try {
+                model = String((JSON.parse(all.toString()) as { model?: unknown }).model ?? "");
+              } catch {
+                model = "";
+              }
+              answerHeaders(model);
+              write({ response: { case: "requestBody", value: streamed(all, true) } });
+              return;
+            }
+            case "requestTrailers":
+              write({ response: { case: "requestTrailers", value: {} } });
+              return;
+            case "responseHeaders":
+              write({ response: { case: "responseHeaders", value: {} } });
+              return;
+            case "responseBody":
+              write({ response: { case: "responseBody", value: streamed(r.value.body, r.value.endOfStream) } });
+              return;
+            case "responseTrailers":
+              write({ response: { case: "responseTrailers", value: {} } });
+              return;
+            default:
+              return;
+          }
+        });
+        call.on("end", () => call.end());
+        call.on("error", () => undefined);
+      },
+    }),
+  );
+  return { ...s, picked };
+}

@@ -701,11 +701,12 @@ export class LlmExtProcService {
     // Served in one stage: the router level did the provider work. The cluster keeps this stage for other routes
     // (or for this route's previous table entry, while Envoy changes configuration).
     if (state.single !== undefined) return respond("requestHeaders");
-    const work = this.#providerWork(
-      state,
-      attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? "",
-      attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "",
-    );
+    const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "";
+    // The endpoint's metadata names its provider; an endpoint without any (ORIGINAL_DST, where an InferencePool's
+    // picker chose the address) is the cluster's one provider.
+    const providers = Object.keys(state.entry.backends[cluster]?.providers ?? {});
+    const provider = attribute(req, LLM_PROVIDER_ATTRIBUTE) ?? (providers.length === 1 ? providers[0] : undefined);
+    const work = this.#providerWork(state, provider ?? "", cluster);
     return andThen(work, (w) => providerResponse("requestHeaders", w));
   }
 

@@ -1,8 +1,9 @@
 // GwBackend `ai` → an LLM cluster: priority groups of providers, each with where Envoy connects and what it speaks.
 // Credentials and AI request policies are not here: they come from the effective backend policies (llm table).
 
+import type { InferencePool } from "../../api/gateway-api.js";
 import { parseDurationMs } from "../duration.js";
-import type { LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
+import type { EndpointIR, InferencePoolIR, LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
 import type { ServiceEndpoints } from "./resolve.js";
 
 type Rec = Readonly<Record<string, unknown>>;
@@ -49,27 +50,21 @@ export type ProviderResult = { ok: true; provider: LlmProviderIR } | { ok: false
 export interface AiBackendRefs {
   /** The endpoints of a Service port (see serviceEndpoints in resolve.ts). */
   service(name: string, port: number | undefined): ServiceEndpoints;
+  /** An InferencePool of the namespace. */
+  inferencePool?(name: string): InferencePool | undefined;
 }
+
+/** The cluster of an InferencePool's endpoint picker. */
+export const pickerClusterName = (ns: string, pool: string) => `inferencepool/${ns}/${pool}/picker`;
 
 /** Kind of the custom provider's backendRef ("Service" or "InferencePool"). */
 const refKind = (ref: Rec): string => str(ref.kind) ?? "Service";
 
 /** Where a custom provider with a backendRef is reached: the ready endpoints of the Service. */
-function backendRefEndpoints(
-  ref: Rec,
-  ns: string,
-  refs: AiBackendRefs,
-):
-  | { ok: true; host: string; port: number; endpoints: { address: string; port: number }[] }
-  | { ok: false; message: string } {
+function backendRefEndpoints(ref: Rec, ns: string, refs: AiBackendRefs): Target {
   const kind = refKind(ref);
   const name = str(ref.name) ?? "";
-  if (kind === "InferencePool") {
-    return {
-      ok: false,
-      message: `custom.backendRef: InferencePool ${name} is not served yet (it needs the inference extension's endpoint picker); refer to a Service`,
-    };
-  }
+  if (kind === "InferencePool") return inferencePoolTarget(ref, name, ns, refs);
   if (kind !== "Service" || (str(ref.group) ?? "") !== "") {
     return { ok: false, message: `custom.backendRef: kind ${kind} is not supported; refer to a Service` };
   }
@@ -80,6 +75,55 @@ function backendRefEndpoints(
   // A Service of FQDN endpoints (an external name) is reached by DNS, as STRICT_DNS clusters resolve host names.
   if (endpoints.length === 0 && r.fqdn !== undefined) endpoints.push({ address: r.fqdn.host, port: r.fqdn.port });
   return { ok: true, host: `${name}.${ns}.svc.cluster.local`, port: r.port, endpoints };
+}
+
+type Target =
+  | {
+      ok: true;
+      host: string;
+      port: number;
+      endpoints: { address: string; port: number }[];
+      pool?: InferencePoolIR;
+    }
+  | { ok: false; message: string };
+
+/**
+ * An InferencePool backendRef: the pool's first target port, and its endpoint picker (a Service, called over gRPC).
+ * No endpoints: Envoy connects where the picker says, per request.
+ */
+function inferencePoolTarget(ref: Rec, name: string, ns: string, refs: AiBackendRefs): Target {
+  const at = `custom.backendRef: InferencePool ${ns}/${name}`;
+  const group = str(ref.group) ?? "";
+  if (group !== "inference.networking.k8s.io") {
+    return { ok: false, message: `${at}: group must be inference.networking.k8s.io (got ${JSON.stringify(group)})` };
+  }
+  const pool = refs.inferencePool?.(name);
+  if (pool === undefined) return { ok: false, message: `${at} not found` };
+  const port = pool.spec.targetPorts?.[0]?.number;
+  if (typeof port !== "number") return { ok: false, message: `${at}: spec.targetPorts[0].number is required` };
+  const picker = pool.spec.endpointPickerRef;
+  const pickerKind = picker?.kind ?? "Service";
+  if (picker?.name === undefined || (picker.group ?? "") !== "" || pickerKind !== "Service") {
+    return { ok: false, message: `${at}: spec.endpointPickerRef must name a Service` };
+  }
+  const pickerPort = picker.port?.number;
+  if (typeof pickerPort !== "number") {
+    return { ok: false, message: `${at}: spec.endpointPickerRef.port.number is required` };
+  }
+  const svc = refs.service(picker.name, pickerPort);
+  if (!svc.ok) return { ok: false, message: `${at}: endpoint picker: ${svc.message}` };
+  const endpoints: EndpointIR[] = svc.endpoints.filter((e) => e.ready);
+  return {
+    ok: true,
+    host: `${name}.${ns}`,
+    port,
+    endpoints: [],
+    pool: {
+      name: `${ns}/${name}`,
+      picker: { cluster: pickerClusterName(ns, name), service: `${ns}/${picker.name}`, endpoints },
+      failOpen: picker.failureMode === "FailOpen",
+    },
+  };
 }
 
 /** One LLMProvider (or named provider) of the spec → where and how to reach it. */
@@ -98,7 +142,9 @@ export function translateProvider(
     const missing = variant === "providerF" ? "projectId" : variant === "providerB" ? "endpoint" : "resourceName";
     return { ok: false, message: `${variant} needs ${missing}` };
   }
-  let service: { host: string; port: number; endpoints: { address: string; port: number }[] } | undefined;
+  let service:
+    | { host: string; port: number; endpoints: { address: string; port: number }[]; pool?: InferencePoolIR }
+    | undefined;
   if (v.kind === "custom" && isRec(settings.backendRef)) {
     if (refs === undefined) return { ok: false, message: "custom.backendRef cannot be resolved here" };
     const r = backendRefEndpoints(settings.backendRef, ns, refs);
@@ -122,7 +168,8 @@ export function translateProvider(
       ...(tls ? { tls: { sni: address } } : {}),
       authority,
       settings,
-      ...(service !== undefined ? { endpoints: service.endpoints } : {}),
+      ...(service !== undefined && service.pool === undefined ? { endpoints: service.endpoints } : {}),
+      ...(service?.pool !== undefined ? { pool: service.pool } : {}),
       ...(str(p.path) !== undefined ? { path: str(p.path) as string } : {}),
       ...(str(p.pathPrefix) !== undefined ? { pathPrefix: str(p.pathPrefix) as string } : {}),
     },
@@ -165,6 +212,15 @@ export function translateAiBackend(
       });
       if (g.length > 0) groups.push(g);
     });
+  }
+  if (Array.isArray(ai.groups)) {
+    for (const p of groups.flat()) {
+      if (p.pool !== undefined) {
+        problems.push(
+          `spec.ai.groups: provider ${p.name} refers to InferencePool ${p.pool.name}, which only a single spec.ai.provider may do (its endpoint picker, not Envoy's priorities, chooses where each request goes)`,
+        );
+      }
+    }
   }
   if (problems.length > 0) return { ok: false, message: problems.join("; ") };
   if (groups.length === 0) return { ok: false, message: "spec.ai has no provider" };

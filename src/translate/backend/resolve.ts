@@ -259,6 +259,7 @@ export class BackendResolver {
     if (be.spec.ai !== undefined) {
       const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>, {
         service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
+        inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
       });
       if (r.ok) return { ok: true, cluster: r.cluster };
       return {

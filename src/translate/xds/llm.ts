@@ -12,7 +12,12 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { JWT_METADATA_NAMESPACE } from "../../cel/rbac.js";
 import { EXTAUTHZ_METADATA_NAMESPACE } from "../../extauthz/user-ext-auth.js";
-import { type Cluster, Cluster_DiscoveryType, ClusterSchema } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import {
+  type Cluster,
+  Cluster_DiscoveryType,
+  Cluster_LbPolicy,
+  ClusterSchema,
+} from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import type { RetryPolicySchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import {
   type ExternalProcessor,
@@ -116,13 +121,36 @@ function endpointMetadata(provider: string) {
   return { filterMetadata: { [LLM_METADATA_NAMESPACE]: { provider }, "envoy.transport_socket_match": { provider } } };
 }
 
-/** `upstreamStage`: whether the cluster keeps the upstream LLM ext_proc (some route reaching it needs two stages). */
-export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluster {
-  const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
-  const only = upstreamStage ? undefined : c.groups.flat()[0];
-  const init: MessageInitShape<typeof ClusterSchema> = {
-    name: c.name,
-    connectTimeout: durationFromMs(5000),
+/** Where an InferencePool's endpoint picker names the model server for a request (the inference extension's protocol). */
+export const PICKED_ENDPOINT_METADATA = { namespace: "envoy.lb", key: "x-gateway-destination-endpoint" } as const;
+
+/**
+ * The cluster of an AI backend. A single provider with an InferencePool has no endpoints: Envoy connects to the
+ * address the pool's endpoint picker left in the dynamic metadata (ORIGINAL_DST). Only filters write dynamic metadata,
+ * so a client cannot choose the address (a header would let it).
+ */
+type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, Cluster>;
+
+function llmClusterTargets(
+  c: LlmClusterIR,
+): Pick<ClusterInit, "clusterDiscoveryType" | "lbPolicy" | "lbConfig" | "loadAssignment"> {
+  const pool = c.groups.flat()[0]?.pool;
+  if (pool !== undefined) {
+    return {
+      clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.ORIGINAL_DST },
+      lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED,
+      lbConfig: {
+        case: "originalDstLbConfig",
+        value: {
+          metadataKey: {
+            key: PICKED_ENDPOINT_METADATA.namespace,
+            path: [{ segment: { case: "key", value: PICKED_ENDPOINT_METADATA.key } }],
+          },
+        },
+      },
+    };
+  }
+  return {
     // Providers are host names (api.openai.com ...); IP literals resolve to themselves.
     clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STRICT_DNS },
     loadAssignment: {
@@ -150,6 +178,17 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
         ),
       })),
     },
+  };
+}
+
+/** `upstreamStage`: whether the cluster keeps the upstream LLM ext_proc (some route reaching it needs two stages). */
+export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluster {
+  const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
+  const only = upstreamStage ? undefined : c.groups.flat()[0];
+  const init: MessageInitShape<typeof ClusterSchema> = {
+    name: c.name,
+    connectTimeout: durationFromMs(5000),
+    ...llmClusterTargets(c),
     transportSocketMatches: tlsProviders.map((p) => ({
       name: `provider-${p.name}`,
       match: { provider: p.name },

@@ -5,6 +5,7 @@ import { extAuthzBuilder } from "./ext-authz.js";
 import { sluiceExtAuthzBuilder } from "./ext-authz-sluice.js";
 import { extProcBuilder } from "./ext-proc.js";
 import { globalRateLimitBuilder } from "./global-ratelimit.js";
+import { endpointPickerBuilder } from "./inference-pool.js";
 import { jwtAuthnBuilder } from "./jwt-authn.js";
 import { localRateLimitBuilder } from "./local-ratelimit.js";
 import { rbacBuilder } from "./rbac.js";
@@ -22,6 +23,7 @@ export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [
   bufferBuilder,
   extProcBuilder,
   llmExtProcBuilder,
+  endpointPickerBuilder,
   csrfBuilder,
   faultBuilder,
 ];

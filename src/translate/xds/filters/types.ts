@@ -22,6 +22,8 @@ export const FilterOrder = {
   buffer: 700,
   userExtProc: 750,
   sluiceExtProc: 800,
+  /** An InferencePool's endpoint picker: after the LLM ext_proc, so it sees the body the model server gets. */
+  endpointPicker: 810,
   /** Global rate limits that count LLM tokens or read `llm`: after the LLM ext_proc (global-ratelimit.ts says why). */
   llmRateLimit: 820,
   csrf: 850,
