@@ -26,15 +26,27 @@ export async function startLlmEnv(
   cfg.write("gateway.yaml", gatewayYaml(port));
   cfg.write("resources.yaml", yaml);
   const sluice = await startSluice("serve", cfg.dir, sluiceEnv !== undefined ? { env: sluiceEnv } : {});
-  const envoy = await startTestEnvoy(sluice);
-  await waitFor(
-    "the LLM route in Envoy",
-    async () => {
-      const r = await request(port, probePath, { method: "OPTIONS" }).catch(() => undefined);
-      return r !== undefined && r.status !== 404 ? true : undefined;
-    },
-    20_000,
-  );
+  const envoy = await startTestEnvoy(sluice).catch(async (e: unknown) => {
+    await sluice.stop();
+    cfg.cleanup();
+    throw e;
+  });
+  try {
+    await waitFor(
+      "the LLM route in Envoy",
+      async () => {
+        const r = await request(port, probePath, { method: "OPTIONS" }).catch(() => undefined);
+        return r !== undefined && r.status !== 404 ? true : undefined;
+      },
+      20_000,
+    );
+  } catch (e) {
+    // The caller never gets the environment to stop: nothing may outlive the failed start.
+    await envoy.stop();
+    await sluice.stop();
+    cfg.cleanup();
+    throw e;
+  }
   return {
     port,
     baseUrl: `http://127.0.0.1:${port}`,
