@@ -1,8 +1,9 @@
 // A `custom` provider whose backendRef is an InferencePool (Gateway API Inference Extension), end to end through a real
 // Envoy: Envoy calls the pool's endpoint picker (a picker written for the test, speaking the extension's protocol in
 // full duplex mode) with the request, after Sluice has translated it, and connects to the model server the picker
-// names. The picker decides by the model in the body. Without the picker (FailClose) the client gets an error in its
-// own format; a client cannot name the endpoint itself.
+// names. The picker decides by the model in the body. Routes in one stage and in two (the upstream stage translating
+// for the pool's one provider) both work. Without the picker (FailClose) the client gets an error in its own format;
+// a client cannot name the endpoint itself.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -59,6 +60,11 @@ spec:
   parentRefs: [{ name: gw }]
   rules:
     - matches: [{ path: { type: PathPrefix, value: /pool } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llama }]
+    # A request header modifier keeps this route in two stages (llm/stages.ts): the upstream stage translates, for
+    # the cluster's one provider, on the connection to the pod the picker chose.
+    - matches: [{ path: { type: PathPrefix, value: /staged } }]
+      filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: x-team, value: blue }] } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llama }]
 `;
 }
@@ -139,6 +145,24 @@ describe("custom provider with an InferencePool backendRef", { timeout: 90_000 }
       { headers: { "x-gateway-destination-endpoint": `127.0.0.1:${b.port}` } },
     );
     assert.equal(r.choices[0]?.message.content, "Hello from pod-a: sneaky");
+  });
+
+  test("in two stages too: the upstream stage serves the pool's one provider on the pod the picker chose", async () => {
+    const c = new Anthropic({ apiKey: "client", baseURL: `${env.baseUrl}/staged`, maxRetries: 0 });
+    const m = await c.messages.create({
+      model: "llama-b",
+      max_tokens: 20,
+      messages: [{ role: "user", content: "två" }],
+    });
+    assert.equal((m.content[0] as { text: string }).text, "Hello from pod-b: två");
+    const seen = b.requests.at(-1);
+    assert.equal(seen?.path, "/v1/chat/completions");
+    assert.equal(seen?.headers["x-team"], "blue");
+    assert.equal(seen?.headers.authorization, "Bearer pool-key");
+    // The picker read the client's own (messages) body: in two stages the translation comes after it.
+    assert.equal(picker.picked.at(-1), `llama-b→127.0.0.1:${b.port}`);
+    const dump = JSON.stringify(await env.envoy.configDump());
+    assert.match(dump, /sluice\.llm_upstream_ext_proc/, "the pool's cluster keeps the upstream stage");
   });
 
   test("FailClose: without the picker the request fails, in the client's format", async () => {
