@@ -734,7 +734,8 @@ export class LlmExtProcService {
     if (provider === undefined) {
       return fail({ status: 500, kind: "server", message: `provider ${providerName} of ${cluster} is not configured` });
     }
-    if (provider.auth.problem !== undefined) return unavailable(provider.auth.problem);
+    const problems = provider.auth.problems ?? [];
+    if (problems.length > 0) return unavailable(problems.map((p) => p.message).join("; "));
     const google = provider.auth.google;
     const aws = provider.auth.aws;
     // Route types forwarded as they are get no SigV4 signature (#passthrough), so no credentials are looked up.

@@ -76,8 +76,17 @@ export interface ProviderAuth {
     /** ID tokens only: the audience (default `https://` + the provider's host). */
     readonly audience?: string;
   };
-  /** Why credentials could not be resolved (a missing Secret ...); the request fails rather than going out bare. */
-  readonly problem?: string;
+  /**
+   * Why credentials could not be resolved (a missing Secret ...), each with its kind (for the GwBackend's status); the
+   * request fails rather than going out bare.
+   */
+  readonly problems?: readonly AuthProblem[];
+}
+
+/** A credential problem: a Secret (missing, malformed) or an expression the LLM ext_proc cannot evaluate. */
+export interface AuthProblem {
+  readonly kind: "secret" | "expression";
+  readonly message: string;
 }
 
 /**
@@ -222,21 +231,25 @@ export function defaultSessionName(backend: string): string {
 }
 
 /** cloudA.assumeRole as the ext_proc needs it; its CEL expressions are compiled here, so a bad one is named now. */
-function assumeRole(r: Rec, sessionDefault: string, problems: string[]): AwsAssumeRole | undefined {
+function assumeRole(r: Rec, sessionDefault: string, problems: AuthProblem[]): AwsAssumeRole | undefined {
   if (typeof r.roleArn !== "string") return undefined;
   const at = "auth.cloudA.assumeRole";
   const expression = (path: string, text: unknown): string | undefined => {
     if (typeof text !== "string") return undefined;
     const c = compileExpression(text);
     if ("errors" in c) {
-      problems.push(`${at}.${path}: invalid CEL expression: ${c.errors.map((e) => e.message).join("; ")}`);
+      problems.push({
+        kind: "expression",
+        message: `${at}.${path}: invalid CEL expression: ${c.errors.map((e) => e.message).join("; ")}`,
+      });
       return text;
     }
     const missing = [...c.ok.variables].filter((v) => !LLM_CEL_VARIABLES.includes(v));
     if (missing.length > 0) {
-      problems.push(
-        `${at}.${path}: reads ${missing.join(", ")}, which the LLM ext_proc does not have (only ${LLM_CEL_VARIABLES.join(", ")})`,
-      );
+      problems.push({
+        kind: "expression",
+        message: `${at}.${path}: reads ${missing.join(", ")}, which the LLM ext_proc does not have (only ${LLM_CEL_VARIABLES.join(", ")})`,
+      });
     }
     return text;
   };
@@ -268,13 +281,13 @@ function compileAuth(
   const headers: Record<string, string> = {};
   const query: Record<string, string> = {};
   if (!isRec(auth)) return { headers, query };
-  const problems: string[] = [];
+  const problems: AuthProblem[] = [];
   const secretKey = (ref: unknown, defaultKey: string): { value: string; key: string } | undefined => {
     if (!isRec(ref) || typeof ref.name !== "string") return undefined;
     const key = typeof ref.key === "string" ? ref.key : defaultKey;
     const secret = findSecret(secrets, ns, ref.name);
     const v = secret === undefined ? undefined : secretValue(secret, key);
-    if (v === undefined) problems.push(`Secret ${ns}/${ref.name} key ${key} not found`);
+    if (v === undefined) problems.push({ kind: "secret", message: `Secret ${ns}/${ref.name} key ${key} not found` });
     return v === undefined ? undefined : { value: v.trim(), key };
   };
   const write = (location: unknown, v: string) => {
@@ -353,9 +366,17 @@ function compileAuth(
         try {
           const parsed: unknown = JSON.parse(s.value);
           if (isRec(parsed)) credentials = { ...parsed };
-          else problems.push(`Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not a JSON object`);
+          else {
+            problems.push({
+              kind: "secret",
+              message: `Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not a JSON object`,
+            });
+          }
         } catch {
-          problems.push(`Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not valid JSON`);
+          problems.push({
+            kind: "secret",
+            message: `Secret ${ns}/${String((b.secretRef as Rec).name)} key ${s.key} is not valid JSON`,
+          });
         }
       }
     }
@@ -370,7 +391,7 @@ function compileAuth(
     query,
     ...(aws !== undefined ? { aws } : {}),
     ...(google !== undefined ? { google } : {}),
-    ...(problems.length > 0 ? { problem: problems.join("; ") } : {}),
+    ...(problems.length > 0 ? { problems } : {}),
   };
 }
 
@@ -512,17 +533,24 @@ export function compileLlmTable(
  * evaluate), by backend `namespace/name`, for its status: requests to such a provider fail (500, logged), so the
  * status must say why before the first request does.
  */
-export function llmBackendProblems(table: LlmTable): ReadonlyMap<string, readonly string[]> {
-  const out = new Map<string, Set<string>>();
+export function llmBackendProblems(table: LlmTable): ReadonlyMap<string, readonly AuthProblem[]> {
+  const out = new Map<string, Map<string, AuthProblem>>();
   for (const entry of table.entries.values()) {
     for (const b of Object.values(entry.backends)) {
       for (const p of Object.values(b.providers)) {
-        if (p.auth.problem === undefined) continue;
-        const set = out.get(b.backend) ?? new Set<string>();
-        set.add(`provider ${p.name}: ${p.auth.problem}`);
-        out.set(b.backend, set);
+        for (const problem of p.auth.problems ?? []) {
+          const seen = out.get(b.backend) ?? new Map<string, AuthProblem>();
+          const message = `provider ${p.name}: ${problem.message}`;
+          seen.set(`${problem.kind}|${message}`, { kind: problem.kind, message });
+          out.set(b.backend, seen);
+        }
       }
     }
   }
-  return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
+  return new Map(
+    [...out].map(([k, v]) => [
+      k,
+      [...v.values()].sort((a, b) => (a.message < b.message ? -1 : a.message > b.message ? 1 : 0)),
+    ]),
+  );
 }

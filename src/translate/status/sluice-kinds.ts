@@ -3,6 +3,7 @@
 
 import { namespaceOf, type Resource } from "../../api/resource.js";
 import type { InvalidResource, TranslationInput } from "../input.js";
+import type { AuthProblem } from "../llm/table.js";
 import { type Condition, condition, type ResourceStatus } from "./conditions.js";
 
 /** The GwBackend variants the translator turns into clusters today. */
@@ -29,7 +30,7 @@ function invalidStatus(r: InvalidResource, conditions: (c: Condition) => unknown
 export function sluiceKindStatuses(
   input: TranslationInput,
   servedVariants = SERVED_BACKEND_VARIANTS,
-  backendProblems: ReadonlyMap<string, readonly string[]> = new Map(),
+  backendProblems: ReadonlyMap<string, readonly AuthProblem[]> = new Map(),
 ): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const be of input.backends) {
@@ -41,8 +42,8 @@ export function sluiceKindStatuses(
       );
     }
     const problems = backendProblems.get(`${namespaceOf(be)}/${be.metadata.name}`) ?? [];
-    const secrets = problems.filter((p) => / Secret /.test(p));
-    const others = problems.filter((p) => !/ Secret /.test(p));
+    const secrets = problems.filter((p) => p.kind === "secret").map((p) => p.message);
+    const others = problems.filter((p) => p.kind !== "secret").map((p) => p.message);
     if (secrets.length > 0) {
       conditions.push(
         condition(
