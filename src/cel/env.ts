@@ -210,6 +210,7 @@ export function prepareActivation(activation: CelActivation | PreparedActivation
           ["scheme", r.scheme],
           ["headers", celMap(r.headers as Map<string, string>)],
           ["query", celMap(r.query as Map<string, string>)],
+          ...(r.body !== undefined ? [["body", r.body] as [string, CelInput]] : []),
         ]),
       );
     } else if (name === "source") {
@@ -249,6 +250,8 @@ export interface CelActivation {
     /** keyed by lowercase header name; repeated headers joined with "," as Envoy does */
     readonly headers: ReadonlyMap<string, string>;
     readonly query: ReadonlyMap<string, string>;
+    /** The request body as UTF-8, where a transformation has it sent (src/extproc/transformation.ts). */
+    readonly body?: string;
   };
   readonly source?: { readonly address: CelInput; readonly port: bigint };
   readonly jwt?: CelInput;

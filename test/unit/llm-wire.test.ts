@@ -104,6 +104,10 @@ test("the reader refuses truncated bytes", () => {
 
 const headerChange = {
   set: { ":path": "/v1/messages", "x-ünïcode": "✓", empty: "" },
+  add: [
+    ["x-added", "one"],
+    ["x-added", "two ✓"],
+  ] as const,
   remove: ["authorization", "accept-encoding"],
 };
 
@@ -179,11 +183,17 @@ test("an answer means what Envoy reads from it: decoded by protobuf-es", () => {
       [":path", "/v1/messages"],
       ["x-ünïcode", "✓"],
       ["empty", ""],
+      ["x-added", "one"],
+      ["x-added", "two ✓"],
     ],
   );
-  for (const o of common?.headerMutation?.setHeaders ?? []) {
-    assert.equal(o.appendAction, HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD);
-  }
+  assert.deepEqual(
+    common?.headerMutation?.setHeaders.map((o) => o.appendAction),
+    [
+      ...Array(3).fill(HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD),
+      ...Array(2).fill(HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD),
+    ],
+  );
   assert.deepEqual(common?.headerMutation?.removeHeaders, ["authorization", "accept-encoding"]);
   const m = common?.bodyMutation?.mutation;
   assert.equal(m?.case, "body");

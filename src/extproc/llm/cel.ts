@@ -1,21 +1,37 @@
 // CEL for the LLM ext_proc: expressions compiled once per text, JSON ↔ CEL values, and the `request` and `llm`
 // variables of the spec's environment as this service knows them.
 
-import { type CompiledExpr, compileExpression, evaluate, fromCel, toCel } from "../../cel/index.js";
+import {
+  type CelEnvironment,
+  type CompiledExpr,
+  compileExpression,
+  evaluate,
+  fromCel,
+  specEnvironment,
+  toCel,
+} from "../../cel/index.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../cel/rbac.js";
 import { EXTAUTHZ_METADATA_KEY, EXTAUTHZ_METADATA_NAMESPACE } from "../../extauthz/user-ext-auth.js";
 
 export { toCel };
 
-const compiled = new Map<string, CompiledExpr | undefined>();
+const compiled = new Map<CelEnvironment, Map<string, CompiledExpr | undefined>>();
 
-/** The compiled expression, or undefined when it does not compile (the translator has reported it already). */
-export function compileCached(text: string): CompiledExpr | undefined {
-  if (!compiled.has(text)) {
-    const r = compileExpression(text);
-    compiled.set(text, "ok" in r ? r.ok : undefined);
+/**
+ * The compiled expression, or undefined when it does not compile (the translator has reported it already). Cached per
+ * text and environment (the spec's, or one with more variables such as `response`).
+ */
+export function compileCached(text: string, environment: CelEnvironment = specEnvironment): CompiledExpr | undefined {
+  let cache = compiled.get(environment);
+  if (cache === undefined) {
+    cache = new Map();
+    compiled.set(environment, cache);
   }
-  return compiled.get(text);
+  if (!cache.has(text)) {
+    const r = compileExpression(text, environment);
+    cache.set(text, "ok" in r ? r.ok : undefined);
+  }
+  return cache.get(text);
 }
 
 type Obj = Record<string, unknown>;
@@ -36,8 +52,8 @@ export function requestVariable(headers: Readonly<Record<string, string>>): Obj 
 }
 
 /** Evaluates `text` with `vars`; undefined when it does not compile or fails. */
-export function evaluateText(text: string, vars: Obj): unknown {
-  const expr = compileCached(text);
+export function evaluateText(text: string, vars: Obj, environment: CelEnvironment = specEnvironment): unknown {
+  const expr = compileCached(text, environment);
   if (expr === undefined) return undefined;
   const r = evaluate(expr, vars as Parameters<typeof evaluate>[1]);
   return "value" in r ? fromCel(r.value) : undefined;

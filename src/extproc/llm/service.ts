@@ -52,6 +52,12 @@ import {
   type RouteType,
 } from "../../translate/llm/table.js";
 import type { TranslationResult } from "../../translate/translate.js";
+import {
+  decodeTransformation,
+  serveTransformation,
+  TRANSFORMATION_METADATA,
+  TRANSFORMATION_STAGE,
+} from "../transformation.js";
 import { AwsCredentialSource, type RoleSession, roleSession } from "./aws-credentials.js";
 import { identityVariables, requestVariable, toCel } from "./cel.js";
 import { type Completion, completionMetadata } from "./completion.js";
@@ -356,7 +362,13 @@ export class LlmExtProcService {
   }
 
   #process(call: ExtProcCall, meta: (key: string) => string | undefined): void {
-    if (meta(LLM_STAGE_METADATA) === "upstream") this.#upstream(call);
+    const stage = meta(LLM_STAGE_METADATA);
+    // The same ext_proc service serves GwPolicy transformations (src/extproc/transformation.ts).
+    if (stage === TRANSFORMATION_STAGE) {
+      serveTransformation(call, decodeTransformation(meta(TRANSFORMATION_METADATA) ?? ""), this.#log);
+      return;
+    }
+    if (stage === "upstream") this.#upstream(call);
     else this.#router(call, meta(LLM_ENTRY_METADATA) ?? "");
   }
 

@@ -413,23 +413,28 @@ function fieldSize(n: number): number {
   return n === 0 ? 0 : 1 + varintSize(n) + n;
 }
 
-function writeHeaderMutation(w: Writer, m: ReplyHeaders): void {
-  // Each HeaderValueOption's length is known from its strings': no length to fix up afterwards.
-  for (const key of Object.keys(m.set)) {
-    const value = m.set[key] as string;
-    const keyBytes = Buffer.byteLength(key, "utf8");
-    const valueBytes = Buffer.byteLength(value, "utf8");
-    const header = fieldSize(keyBytes) + fieldSize(valueBytes);
-    w.tag(1, 2);
-    w.varint(1 + varintSize(header) + header + 2);
-    w.tag(1, 2);
-    w.varint(header);
-    if (keyBytes > 0) w.string(1, key, keyBytes);
-    // raw_value (bytes): the UTF-8 of the value, written straight from the string.
-    if (valueBytes > 0) w.string(3, value, valueBytes);
+/** One HeaderValueOption; its length is known from its strings': no length to fix up afterwards. */
+function writeHeaderOption(w: Writer, key: string, value: string, overwrite: boolean): void {
+  const keyBytes = Buffer.byteLength(key, "utf8");
+  const valueBytes = Buffer.byteLength(value, "utf8");
+  const header = fieldSize(keyBytes) + fieldSize(valueBytes);
+  w.tag(1, 2);
+  w.varint(1 + varintSize(header) + header + (overwrite ? 2 : 0));
+  w.tag(1, 2);
+  w.varint(header);
+  if (keyBytes > 0) w.string(1, key, keyBytes);
+  // raw_value (bytes): the UTF-8 of the value, written straight from the string.
+  if (valueBytes > 0) w.string(3, value, valueBytes);
+  // APPEND_IF_EXISTS_OR_ADD is 0, not written.
+  if (overwrite) {
     w.tag(3, 0);
     w.varint(OVERWRITE);
   }
+}
+
+function writeHeaderMutation(w: Writer, m: ReplyHeaders): void {
+  for (const key of Object.keys(m.set)) writeHeaderOption(w, key, m.set[key] as string, true);
+  for (const [key, value] of m.add ?? []) writeHeaderOption(w, key, value, false);
   for (const name of m.remove ?? []) w.string(2, name);
 }
 
@@ -460,9 +465,13 @@ export interface ImmediateReply {
  */
 export type Reply = PhaseReply | ImmediateReply;
 
-/** Headers set (each replacing any the message has, values as UTF-8 raw_value) and header names removed. */
+/**
+ * Headers set (each replacing any the message has, values as UTF-8 raw_value), headers added (appended to any the
+ * message has) and header names removed.
+ */
 export interface ReplyHeaders {
   readonly set: Readonly<Record<string, string>>;
+  readonly add?: readonly (readonly [name: string, value: string])[];
   readonly remove?: readonly string[];
 }
 
@@ -537,10 +546,16 @@ const te = new TextEncoder();
 
 function headerMutationInit(m: ReplyHeaders): MessageInitShape<typeof HeaderMutationSchema> {
   return {
-    setHeaders: Object.entries(m.set).map(([key, v]) => ({
-      header: { key, rawValue: te.encode(v) },
-      appendAction: OVERWRITE,
-    })),
+    setHeaders: [
+      ...Object.entries(m.set).map(([key, v]) => ({
+        header: { key, rawValue: te.encode(v) },
+        appendAction: OVERWRITE,
+      })),
+      ...(m.add ?? []).map(([key, v]) => ({
+        header: { key, rawValue: te.encode(v) },
+        appendAction: HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD,
+      })),
+    ],
     removeHeaders: [...(m.remove ?? [])],
   };
 }

@@ -121,14 +121,6 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
     else if (route.hostRewriteSpecifier?.case === "autoHostRewrite") delete route.hostRewriteSpecifier;
   }
 
-  for (const f of phaseFields<{ request?: unknown; response?: unknown; conditional?: unknown }>(r, "transformation")) {
-    note(
-      f.from,
-      "transformation",
-      "CEL transformations run in the Sluice ext_proc service, which does not do them yet; not applied",
-    );
-  }
-
   for (const f of phaseFields<NonNullable<T["directResponse"]>>(r, "directResponse")) {
     const d = f.value;
     if (d.bodyExpression !== undefined) {

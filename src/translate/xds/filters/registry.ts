@@ -10,6 +10,7 @@ import { jwtAuthnBuilder } from "./jwt-authn.js";
 import { localRateLimitBuilder } from "./local-ratelimit.js";
 import { rbacBuilder } from "./rbac.js";
 import { bufferBuilder, corsBuilder, csrfBuilder, faultBuilder } from "./route-scoped.js";
+import { transformationBuilder } from "./transformation.js";
 import type { HttpFilterBuilder } from "./types.js";
 
 export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [
@@ -22,6 +23,7 @@ export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [
   globalRateLimitBuilder,
   bufferBuilder,
   extProcBuilder,
+  transformationBuilder,
   llmExtProcBuilder,
   endpointPickerBuilder,
   csrfBuilder,

@@ -21,6 +21,8 @@ export const FilterOrder = {
   globalRateLimit: 650,
   buffer: 700,
   userExtProc: 750,
+  /** traffic.transformation in Sluice's ext_proc. */
+  transformation: 760,
   sluiceExtProc: 800,
   /** An InferencePool's endpoint picker: after the LLM ext_proc, so it sees the body the model server gets. */
   endpointPicker: 810,

@@ -1,0 +1,278 @@
+// GwPolicy `traffic.transformation` in Sluice's ext_proc: request and response headers, bodies and dynamic metadata
+// computed with CEL per request (Envoy has no CEL for these). The route's filter config carries the transformation
+// itself (src/translate/xds/filters/transformation.ts), encoded in the gRPC metadata of each stream, so there is no
+// table to keep in step with Envoy; the expressions are compiled once per text.
+//
+// The CEL variables: `request` (method, path, host, scheme, headers, query, and `body` as a UTF-8 string when the route
+// has the request body sent), `source` (address, port: when the route sends them), the identity variables the route
+// forwards (`jwt`, `apiKey`, `basicAuth`, `extauthz`), and on the response side `response` (`code`, `headers`, and
+// `body` when the route has the response body sent). A value is used as written when it is a string (bytes as UTF-8)
+// and as JSON otherwise; an expression that fails leaves its header out, or the body or metadata key as it was.
+//
+// The conditional form: the first entry whose condition is true applies to the request and its response (conditions are
+// evaluated once, on the request: with its body when the route has it sent).
+
+import type { JsonObject } from "@bufbuild/protobuf";
+import { specEnvironment, specEnvironmentWith } from "../cel/index.js";
+import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
+import type { ExtProcHeaders, ExtProcRequest, Reply, ReplyHeaders } from "./llm/wire.js";
+
+/** gRPC metadata of a transformation stream: its spec, base64url of JSON (TransformationSpec). */
+export const TRANSFORMATION_METADATA = "x-sluice-transformation";
+/** The stage metadata value that routes a Sluice ext_proc stream here. */
+export const TRANSFORMATION_STAGE = "transformation";
+/** The CEL environment of response-side expressions: the spec's, and `response`. */
+export const RESPONSE_ENVIRONMENT = specEnvironmentWith(["response"]);
+
+/** Dynamic metadata namespace the `metadata` entries are written to. */
+export const TRANSFORMATION_METADATA_NAMESPACE = "sluice.transformation";
+
+/** One direction's changes, each value a CEL expression (the API's Transform). */
+export interface TransformSpec {
+  readonly set?: readonly { readonly name: string; readonly value: string }[];
+  readonly add?: readonly { readonly name: string; readonly value: string }[];
+  readonly remove?: readonly string[];
+  readonly body?: string;
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+export interface TransformationEntry {
+  /** Absent: always applies (the top-level form, or the conditional list's fallback). */
+  readonly condition?: string;
+  readonly request?: TransformSpec;
+  readonly response?: TransformSpec;
+}
+
+/** What a route's filter config carries: the entries in order, and which bodies Envoy sends. */
+export interface TransformationSpec {
+  readonly entries: readonly TransformationEntry[];
+  readonly requestBody: boolean;
+  readonly responseBody: boolean;
+}
+
+export function encodeTransformation(spec: TransformationSpec): string {
+  return Buffer.from(JSON.stringify(spec)).toString("base64url");
+}
+
+const decoded = new Map<string, TransformationSpec | undefined>();
+const DECODED_MAX = 1024;
+
+/** The spec of a stream's metadata (cached by its text), or undefined when malformed. */
+export function decodeTransformation(text: string): TransformationSpec | undefined {
+  if (decoded.has(text)) return decoded.get(text);
+  let spec: TransformationSpec | undefined;
+  try {
+    const v = JSON.parse(Buffer.from(text, "base64url").toString()) as TransformationSpec;
+    spec = Array.isArray(v.entries) ? v : undefined;
+  } catch {
+    spec = undefined;
+  }
+  if (decoded.size >= DECODED_MAX) decoded.clear();
+  decoded.set(text, spec);
+  return spec;
+}
+
+type Obj = Record<string, unknown>;
+
+/** A CEL result as a header value or body: strings as they are, everything else as JSON. */
+function asText(v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v === "string") return v;
+  return JSON.stringify(v);
+}
+
+/** The changes of one direction: header mutation, new body (undefined: unchanged), metadata. */
+export interface Applied {
+  readonly headers: ReplyHeaders;
+  readonly body?: string;
+  readonly metadata?: JsonObject;
+}
+
+/** Evaluates `t` with `vars`. Pure: the e2e and unit tests both go through it. */
+export function applyTransform(
+  t: TransformSpec | undefined,
+  vars: Obj,
+  log?: (m: string) => void,
+  environment = specEnvironment,
+): Applied {
+  const set: Record<string, string> = {};
+  const add: [string, string][] = [];
+  const value = (what: string, expr: string): string | undefined => {
+    const v = asText(evaluateText(expr, vars, environment));
+    if (v === undefined) log?.(`transformation: ${what} failed to evaluate; left out`);
+    return v;
+  };
+  for (const h of t?.set ?? []) {
+    const v = value(`set ${h.name}`, h.value);
+    if (v !== undefined) set[h.name.toLowerCase()] = v;
+  }
+  for (const h of t?.add ?? []) {
+    const v = value(`add ${h.name}`, h.value);
+    if (v !== undefined) add.push([h.name.toLowerCase(), v]);
+  }
+  let body: string | undefined;
+  if (t?.body !== undefined) body = value("body", t.body);
+  let metadata: JsonObject | undefined;
+  for (const [key, expr] of Object.entries(t?.metadata ?? {})) {
+    const v = evaluateText(expr, vars, environment);
+    if (v === undefined) {
+      log?.(`transformation: metadata ${key} failed to evaluate; left out`);
+      continue;
+    }
+    metadata ??= {};
+    metadata[key] = JSON.parse(JSON.stringify(v) ?? "null");
+  }
+  if (body !== undefined) set["content-length"] = String(Buffer.byteLength(body));
+  const remove = (t?.remove ?? []).map((n) => n.toLowerCase()).filter((n) => !(n in set));
+  return {
+    headers: { set, ...(add.length > 0 ? { add } : {}), ...(remove.length > 0 ? { remove } : {}) },
+    ...(body !== undefined ? { body } : {}),
+    ...(metadata !== undefined ? { metadata: { [TRANSFORMATION_METADATA_NAMESPACE]: metadata } } : {}),
+  };
+}
+
+function headerMap(h: ExtProcHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  const td = new TextDecoder();
+  for (const x of h.headers?.headers ?? []) {
+    const v = x.value !== "" ? x.value : td.decode(x.rawValue);
+    out[x.key] = x.key in out ? `${out[x.key]},${v}` : v;
+  }
+  return out;
+}
+
+/** The `source` variable from the request attributes Envoy sends when the route reads it. */
+function sourceVariable(req: ExtProcRequest): Obj | undefined {
+  const a = req.attributes["envoy.filters.http.ext_proc"];
+  const address = a?.["source.address"];
+  if (typeof address !== "string") return undefined;
+  // Envoy's source.address is `ip:port`; the spec's is the IP.
+  const ip = address.startsWith("[") ? address.slice(1, address.indexOf("]")) : address.replace(/:\d+$/, "");
+  const port = a?.["source.port"];
+  return { address: ip, port: BigInt(typeof port === "number" ? port : 0) };
+}
+
+/** What the processor uses of a stream (see ExtProcCall in llm/service.ts). */
+export interface TransformationCall {
+  on(event: "data", fn: (req: ExtProcRequest) => void): void;
+  on(event: "end", fn: () => void): void;
+  on(event: "error", fn: (e: Error) => void): void;
+  write(r: Reply): void;
+  end(): void;
+}
+
+/** One stream: one HTTP request and its response. */
+export function serveTransformation(
+  call: TransformationCall,
+  spec: TransformationSpec | undefined,
+  log: (m: string) => void,
+): void {
+  let vars: Obj = {};
+  let entry: TransformationEntry | undefined;
+  let requestHeaders: Record<string, string> = {};
+  const td = new TextDecoder();
+  let closed = false;
+  const answer = (r: Reply, last: boolean) => {
+    if (closed) return;
+    call.write(r);
+    if (last) {
+      closed = true;
+      call.end();
+    }
+  };
+  const choose = () => {
+    entry = spec?.entries.find((e) => {
+      if (e.condition === undefined) return true;
+      return evaluateText(e.condition, vars) === true;
+    });
+  };
+  const request = (phase: "requestHeaders" | "requestBody", replace: boolean) => {
+    const a = applyTransform(entry?.request, vars, log);
+    answer(
+      {
+        phase,
+        headers: a.headers,
+        ...(a.body !== undefined ? { body: a.body, ...(replace ? { replace: true } : {}) } : {}),
+        ...(a.metadata !== undefined ? { metadata: a.metadata } : {}),
+      },
+      // Envoy sends the response only when some entry changes it: otherwise the exchange ends here.
+      !hasResponseStage(spec),
+    );
+  };
+  const response = (phase: "responseHeaders" | "responseBody", replace: boolean) => {
+    const a = applyTransform(entry?.response, vars, log, RESPONSE_ENVIRONMENT);
+    answer(
+      {
+        phase,
+        headers: a.headers,
+        ...(a.body !== undefined ? { body: a.body, ...(replace ? { replace: true } : {}) } : {}),
+        ...(a.metadata !== undefined ? { metadata: a.metadata } : {}),
+      },
+      true,
+    );
+  };
+  call.on("error", () => {
+    closed = true;
+  });
+  call.on("end", () => {
+    if (!closed) {
+      closed = true;
+      call.end();
+    }
+  });
+  call.on("data", (req) => {
+    const r = req.request;
+    switch (r.case) {
+      case "requestHeaders": {
+        requestHeaders = headerMap(r.value);
+        const source = sourceVariable(req);
+        vars = {
+          ...identityVariables(req.metadataContext?.filterMetadata),
+          request: requestVariable(requestHeaders),
+          ...(source !== undefined ? { source } : {}),
+        };
+        if (spec?.requestBody === true && !r.value.endOfStream) {
+          answer({ phase: "requestHeaders" }, false);
+          return;
+        }
+        if (spec?.requestBody === true) (vars["request"] as Obj)["body"] = "";
+        choose();
+        // No body follows: a new body replaces the whole (bodiless) request.
+        request("requestHeaders", r.value.endOfStream);
+        return;
+      }
+      case "requestBody":
+        (vars["request"] as Obj)["body"] = td.decode(r.value.body);
+        choose();
+        request("requestBody", false);
+        return;
+      case "responseHeaders": {
+        const h = headerMap(r.value);
+        vars["response"] = {
+          code: BigInt(Number(h[":status"] ?? "0")),
+          headers: new Map(Object.entries(h).filter(([k]) => !k.startsWith(":"))),
+          ...(spec?.responseBody === true ? { body: "" } : {}),
+        };
+        if (spec?.responseBody === true && !r.value.endOfStream) {
+          answer({ phase: "responseHeaders" }, false);
+          return;
+        }
+        response("responseHeaders", r.value.endOfStream);
+        return;
+      }
+      case "responseBody": {
+        const res = vars["response"] as Obj | undefined;
+        if (res !== undefined) res["body"] = td.decode(r.value.body);
+        response("responseBody", false);
+        return;
+      }
+      default:
+        return;
+    }
+  });
+}
+
+/** Whether Envoy sends the response to this processor (some entry changes it). */
+export function hasResponseStage(spec: TransformationSpec | undefined): boolean {
+  return spec?.entries.some((e) => e.response !== undefined) ?? false;
+}

@@ -1,0 +1,203 @@
+// traffic.transformation → an ext_proc filter to Sluice's hot-path gRPC server, which evaluates the CEL per request
+// (src/extproc/transformation.ts). One instance for every route; each route enables it with its transformation in the
+// stream's gRPC metadata and the processing modes it needs: the request headers always, a body only when an
+// expression writes or reads it, the response only when some entry changes it. Expressions that do not compile are
+// reported and left out; the rest applies.
+
+import { create } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import { compileExpression } from "../../../cel/index.js";
+import { JWT_METADATA_NAMESPACE } from "../../../cel/rbac.js";
+import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
+import {
+  encodeTransformation,
+  hasResponseStage,
+  RESPONSE_ENVIRONMENT,
+  TRANSFORMATION_METADATA,
+  TRANSFORMATION_METADATA_NAMESPACE,
+  TRANSFORMATION_STAGE,
+  type TransformationEntry,
+  type TransformationSpec,
+  type TransformSpec,
+} from "../../../extproc/transformation.js";
+import {
+  ExternalProcessorSchema,
+  ExtProcPerRouteSchema,
+} from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import { durationFromMs } from "../../duration.js";
+import { LLM_STAGE_METADATA } from "../../llm/table.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
+import { phaseFields, phaseOrder } from "./policy-fields.js";
+import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
+
+const FILTER = "sluice.transformation";
+const IDENTITY = new Set(["jwt", "apiKey", "basicAuth", "extauthz"]);
+/** `request.body` / `response.body` (or `['body']`) read by an expression. */
+const READS_BODY = {
+  request: /\brequest\s*(\.\s*body\b|\[\s*['"]body['"]\s*\])/,
+  response: /\bresponse\s*(\.\s*body\b|\[\s*['"]body['"]\s*\])/,
+};
+
+type TransformIn = {
+  set?: { name: string; value: string }[];
+  add?: { name: string; value: string }[];
+  remove?: string[];
+  body?: string;
+  metadata?: Record<string, string>;
+};
+type TransformationIn = {
+  request?: TransformIn;
+  response?: TransformIn;
+  conditional?: { condition?: string; policy: { request?: TransformIn; response?: TransformIn } }[];
+};
+
+function listenerConfig() {
+  return create(ExternalProcessorSchema, {
+    grpcService: {
+      targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
+      initialMetadata: [{ key: LLM_STAGE_METADATA, value: TRANSFORMATION_STAGE }],
+    },
+    // Each route sets its own modes; a route without a transformation has the filter disabled.
+    processingMode: {
+      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+      responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
+      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+    },
+    messageTimeout: durationFromMs(5000),
+    // Its own counters: http.<listener>.ext_proc.sluice_transformation.*
+    statPrefix: "sluice_transformation",
+    metadataOptions: { receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE] } },
+    // A new body comes with its length.
+    allowContentLengthHeader: true,
+  });
+}
+
+export const transformationBuilder: HttpFilterBuilder = {
+  id: "transformation",
+  schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema],
+  forRoute(route, ctx) {
+    const filters: FilterInstance[] = [];
+    for (const f of phaseFields<TransformationIn>(route, "transformation")) {
+      const variables = new Set<string>();
+      const texts: string[] = [];
+      /** The expression when it compiles; reported and left out otherwise. */
+      const cel = (path: string, text: string | undefined, response = false): string | undefined => {
+        if (text === undefined) return undefined;
+        const r = compileExpression(text, response ? RESPONSE_ENVIRONMENT : undefined);
+        if ("errors" in r) {
+          ctx.note(
+            f.from,
+            "transformation",
+            `${f.path}.${path}: ${r.errors.map((e) => e.message).join("; ")}; left out`,
+            "Ignored",
+          );
+          return undefined;
+        }
+        for (const v of r.ok.variables) variables.add(v);
+        texts.push(text);
+        return text;
+      };
+      const transform = (path: string, t: TransformIn | undefined, response: boolean): TransformSpec | undefined => {
+        if (t === undefined) return undefined;
+        const headers = (kind: "set" | "add") =>
+          (t[kind] ?? []).flatMap((h, i) => {
+            const value = cel(`${path}.${kind}[${i}].value`, h.value, response);
+            return value === undefined ? [] : [{ name: h.name, value }];
+          });
+        const set = headers("set");
+        const add = headers("add");
+        const body = cel(`${path}.body`, t.body, response);
+        const metadata = Object.fromEntries(
+          Object.entries(t.metadata ?? {}).flatMap(([k, v]) => {
+            const value = cel(`${path}.metadata.${k}`, v, response);
+            return value === undefined ? [] : [[k, value]];
+          }),
+        );
+        return {
+          ...(set.length > 0 ? { set } : {}),
+          ...(add.length > 0 ? { add } : {}),
+          ...(t.remove !== undefined && t.remove.length > 0 ? { remove: t.remove } : {}),
+          ...(body !== undefined ? { body } : {}),
+          ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
+        };
+      };
+      const v = f.value;
+      const entries: TransformationEntry[] = [];
+      if (v.conditional !== undefined) {
+        v.conditional.forEach((c, i) => {
+          const at = `conditional[${i}]`;
+          const condition = c.condition === undefined ? undefined : cel(`${at}.condition`, c.condition);
+          // An entry whose condition does not compile never applies.
+          if (c.condition !== undefined && condition === undefined) return;
+          const request = transform(`${at}.policy.request`, c.policy.request, false);
+          const response = transform(`${at}.policy.response`, c.policy.response, true);
+          entries.push({
+            ...(condition !== undefined ? { condition } : {}),
+            ...(request !== undefined ? { request } : {}),
+            ...(response !== undefined ? { response } : {}),
+          });
+        });
+      } else {
+        const request = transform("request", v.request, false);
+        const response = transform("response", v.response, true);
+        entries.push({
+          ...(request !== undefined ? { request } : {}),
+          ...(response !== undefined ? { response } : {}),
+        });
+      }
+      const spec: TransformationSpec = {
+        entries,
+        requestBody:
+          entries.some((e) => e.request?.body !== undefined) || texts.some((t) => READS_BODY.request.test(t)),
+        responseBody:
+          entries.some((e) => e.response?.body !== undefined) || texts.some((t) => READS_BODY.response.test(t)),
+      };
+      const identity = [...variables].some((x) => IDENTITY.has(x));
+      filters.push({
+        // A PreRouting and a PostRouting transformation are two filters.
+        name: f.phase === "preRouting" ? `${FILTER}.pre_routing` : FILTER,
+        order: phaseOrder(FilterOrder.transformation, f.phase),
+        config: anyPack(ExternalProcessorSchema, listenerConfig()),
+        perRoute: anyPack(
+          ExtProcPerRouteSchema,
+          create(ExtProcPerRouteSchema, {
+            override: {
+              case: "overrides",
+              value: {
+                processingMode: {
+                  requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+                  requestBodyMode: spec.requestBody
+                    ? ProcessingMode_BodySendMode.BUFFERED
+                    : ProcessingMode_BodySendMode.NONE,
+                  responseHeaderMode: hasResponseStage(spec)
+                    ? ProcessingMode_HeaderSendMode.SEND
+                    : ProcessingMode_HeaderSendMode.SKIP,
+                  responseBodyMode: spec.responseBody
+                    ? ProcessingMode_BodySendMode.BUFFERED
+                    : ProcessingMode_BodySendMode.NONE,
+                  requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+                  responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+                },
+                grpcInitialMetadata: [{ key: TRANSFORMATION_METADATA, value: encodeTransformation(spec) }],
+                ...(variables.has("source") ? { requestAttributes: ["source.address", "source.port"] } : {}),
+                ...(identity
+                  ? {
+                      metadataOptions: {
+                        forwardingNamespaces: { untyped: [JWT_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE] },
+                      },
+                    }
+                  : {}),
+              },
+            },
+          }),
+        ),
+      });
+    }
+    return filters.length === 0 ? undefined : { filters };
+  },
+};

@@ -1,0 +1,69 @@
+// applyTransform (src/extproc/transformation.ts): what one direction's transformation computes from the CEL variables.
+// The end-to-end file (test/e2e/traffic-transformation.test.ts) runs the same code through Envoy.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { requestVariable } from "../../src/extproc/llm/cel.js";
+import {
+  applyTransform,
+  decodeTransformation,
+  encodeTransformation,
+  RESPONSE_ENVIRONMENT,
+} from "../../src/extproc/transformation.js";
+
+const vars = () => ({
+  request: { ...requestVariable({ ":method": "POST", ":path": "/p?a=1", "x-name": "ada" }), body: '{"n":2}' },
+});
+
+test("headers set, added and removed; values that are not strings are JSON; a failing one is left out", () => {
+  const logged: string[] = [];
+  const a = applyTransform(
+    {
+      set: [
+        { name: "X-Who", value: "request.headers['x-name'] + '@' + request.query['a']" },
+        { name: "x-list", value: "[1, 'two']" },
+        { name: "x-fails", value: "request.headers['nope']" },
+      ],
+      add: [{ name: "x-add", value: "'one'" }],
+      remove: ["X-Secret", "x-who"],
+    },
+    vars(),
+    (m) => logged.push(m),
+  );
+  assert.deepEqual(a.headers, {
+    set: { "x-who": "ada@1", "x-list": '[1,"two"]' },
+    add: [["x-add", "one"]],
+    remove: ["x-secret"],
+  });
+  assert.equal(a.body, undefined);
+  assert.deepEqual(logged, ["transformation: set x-fails failed to evaluate; left out"]);
+});
+
+test("a new body with its length, from the old one; metadata as JSON under the transformation namespace", () => {
+  const a = applyTransform(
+    { body: "'{\"wrapped\":' + request.body + ',\"é\":true}'", metadata: { size: "size(request.body)", bad: "x.y" } },
+    vars(),
+  );
+  assert.equal(a.body, '{"wrapped":{"n":2},"é":true}');
+  assert.equal(a.headers.set["content-length"], String(Buffer.byteLength(a.body ?? "")));
+  assert.deepEqual(a.metadata, { "sluice.transformation": { size: 7 } });
+});
+
+test("response expressions see `response`, in the response environment only", () => {
+  const response = { code: 503n, headers: new Map([["x-up", "a"]]), body: "down" };
+  const a = applyTransform(
+    { set: [{ name: "x-s", value: "string(response.code) + response.headers['x-up'] + response.body" }] },
+    { ...vars(), response },
+    undefined,
+    RESPONSE_ENVIRONMENT,
+  );
+  assert.equal(a.headers.set["x-s"], "503adown");
+  const spec = applyTransform({ set: [{ name: "x-s", value: "string(response.code)" }] }, { ...vars(), response });
+  assert.deepEqual(spec.headers.set, {}, "the spec environment has no `response`");
+});
+
+test("the spec travels in the stream metadata and back; garbage decodes to nothing", () => {
+  const spec = { entries: [{ condition: "true", request: { remove: ["x"] } }], requestBody: false, responseBody: true };
+  assert.deepEqual(decodeTransformation(encodeTransformation(spec)), spec);
+  assert.equal(decodeTransformation("not base64 json"), undefined);
+});
