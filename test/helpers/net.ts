@@ -1,16 +1,47 @@
 // Loopback helpers for end-to-end tests: free ports, echo upstreams, HTTP requests, waiting.
 
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createServer as createNetServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
-/** A port free right now on 127.0.0.1 (the OS picks it). */
+const RESERVED_PORTS = join(tmpdir(), "sluice-test-ports");
+/** How long a port handed out stays reserved for the process that got it (longer than any test file runs). */
+const RESERVATION_MS = 15 * 60_000;
+
+/** Claims `port` for this process among the test processes running at once; false when another one holds it. */
+function reserve(port: number): boolean {
+  mkdirSync(RESERVED_PORTS, { recursive: true });
+  const file = join(RESERVED_PORTS, String(port));
+  try {
+    writeFileSync(file, String(process.pid), { flag: "wx" });
+    return true;
+  } catch {
+    try {
+      if (Date.now() - statSync(file).mtimeMs < RESERVATION_MS) return false;
+      writeFileSync(file, String(process.pid));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/**
+ * A port free right now on 127.0.0.1 (the OS picks it), and not handed to another test process in the last minutes.
+ * Test files run in parallel and Envoy binds its listeners with SO_REUSEPORT: two Envoys given the same port would
+ * both listen on it and share its connections without an error, so a port is never given out twice.
+ */
 export async function freePort(): Promise<number> {
-  const srv = createNetServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
+  for (;;) {
+    const srv = createNetServer();
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    const { port } = srv.address() as AddressInfo;
+    await new Promise<void>((r) => srv.close(() => r()));
+    if (reserve(port)) return port;
+  }
 }
 
 export interface EchoBody {
