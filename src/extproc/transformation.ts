@@ -11,6 +11,9 @@
 //
 // The conditional form: the first entry whose condition is true applies to the request and its response (conditions are
 // evaluated once, on the request: with its body when the route has it sent).
+//
+// The same stream answers a `directResponse` whose body or headers are CEL: an immediate response, computed from the
+// request (and its body when an expression reads it).
 
 import type { JsonObject } from "@bufbuild/protobuf";
 import { specEnvironment, specEnvironmentWith } from "../cel/index.js";
@@ -43,11 +46,41 @@ export interface TransformationEntry {
   readonly response?: TransformSpec;
 }
 
+/**
+ * `traffic.directResponse` with CEL (`bodyExpression`, or header values other than string literals): Sluice answers
+ * the request itself with this status, the evaluated headers and body (`body` and `bodyExpression` exclude each
+ * other; a failing `bodyExpression` gives an empty body, a failing header is left out).
+ */
+export interface DirectResponseSpec {
+  readonly status: number;
+  readonly body?: string;
+  readonly bodyExpression?: string;
+  readonly headers: readonly { readonly name: string; readonly value: string }[];
+}
+
 /** What a route's filter config carries: the entries in order, and which bodies Envoy sends. */
 export interface TransformationSpec {
   readonly entries: readonly TransformationEntry[];
+  readonly direct?: DirectResponseSpec;
   readonly requestBody: boolean;
   readonly responseBody: boolean;
+}
+
+/** The immediate response of a direct response with CEL. */
+export function directReply(d: DirectResponseSpec, vars: Obj, log?: (m: string) => void): Reply {
+  const set: Record<string, string> = {};
+  for (const h of d.headers) {
+    const v = asText(evaluateText(h.value, vars));
+    if (v === undefined) log?.(`directResponse: header ${h.name} failed to evaluate; left out`);
+    else set[h.name.toLowerCase()] = v;
+  }
+  let body = d.body ?? "";
+  if (d.bodyExpression !== undefined) {
+    const v = asText(evaluateText(d.bodyExpression, vars));
+    if (v === undefined) log?.("directResponse: bodyExpression failed to evaluate; the body is empty");
+    else body = v;
+  }
+  return { phase: "immediate", status: d.status, headers: { set }, body, details: "sluice_direct_response" };
 }
 
 export function encodeTransformation(spec: TransformationSpec): string {
@@ -236,6 +269,10 @@ export function serveTransformation(
           return;
         }
         if (spec?.requestBody === true) (vars["request"] as Obj)["body"] = "";
+        if (spec?.direct !== undefined) {
+          answer(directReply(spec.direct, vars, log), true);
+          return;
+        }
         choose();
         // No body follows: a new body replaces the whole (bodiless) request.
         request("requestHeaders", r.value.endOfStream);
@@ -243,6 +280,10 @@ export function serveTransformation(
       }
       case "requestBody":
         (vars["request"] as Obj)["body"] = td.decode(r.value.body);
+        if (spec?.direct !== undefined) {
+          answer(directReply(spec.direct, vars, log), true);
+          return;
+        }
         choose();
         request("requestBody", false);
         return;

@@ -1,8 +1,8 @@
 // traffic.transformation end to end through a real Envoy: Sluice's ext_proc computes request and response headers,
 // bodies and dynamic metadata with CEL per request (src/extproc/transformation.ts). Headers set, added and removed,
 // a body built from the request's, a response rewritten from its status and body, the conditional form picking an
-// entry per request, an expression that fails leaving its header out, and a route that needs no body not sending one
-// to Sluice (Envoy's own count of ext_proc messages).
+// entry per request, an expression that fails leaving its header out, a direct response whose body and headers are
+// CEL, and a route that needs no body not sending one to Sluice (Envoy's own count of ext_proc messages).
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -20,7 +20,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${["headers", "body", "response", "conditional"].map(rule).join("\n")}
+${["headers", "body", "response", "conditional", "direct"].map(rule).join("\n")}
 ${rulePolicy(
   "headers",
   `
@@ -57,6 +57,16 @@ transformation:
     - condition: "request.headers['x-tier'] == 'gold'"
       policy: { request: { set: [{ name: x-lane, value: "'fast'" }] } }
     - policy: { request: { set: [{ name: x-lane, value: "'slow'" }] } }
+`,
+)}${rulePolicy(
+  "direct",
+  `
+directResponse:
+  status: 418
+  bodyExpression: "{'path': request.path, 'who': request.headers['x-name'], 'n': size(request.body)}"
+  headers:
+    - { name: content-type, value: "'application/json'" }
+    - { name: x-method, value: "request.method" }
 `,
 )}`;
 }
@@ -116,6 +126,15 @@ describe("traffic.transformation through Sluice's ext_proc", { timeout: 60_000 }
     const other = echo((await request(gw.port, "/conditional", { headers: { "x-tier": "tin" } })).body);
     assert.equal(gold.headers["x-lane"], "fast");
     assert.equal(other.headers["x-lane"], "slow");
+  });
+
+  test("a direct response with a CEL body (JSON for a map) and CEL headers, from the request and its body", async () => {
+    const r = await request(gw.port, "/direct/x", { method: "PUT", headers: { "x-name": "eve" }, body: "12345" });
+    assert.equal(r.status, 418);
+    assert.equal(r.headers["x-method"], "PUT");
+    assert.equal(r.headers["content-type"], "application/json");
+    assert.deepEqual(JSON.parse(r.body), { path: "/direct/x", who: "eve", n: 5 });
+    assert.equal(upstream.requests.filter((q) => q.path.startsWith("/direct")).length, 0);
   });
 
   test("only what a route needs goes to Sluice: no body for header-only transformations", async () => {

@@ -7,6 +7,7 @@ import { requestVariable } from "../../src/extproc/llm/cel.js";
 import {
   applyTransform,
   decodeTransformation,
+  directReply,
   encodeTransformation,
   RESPONSE_ENVIRONMENT,
 } from "../../src/extproc/transformation.js";
@@ -66,4 +67,24 @@ test("the spec travels in the stream metadata and back; garbage decodes to nothi
   const spec = { entries: [{ condition: "true", request: { remove: ["x"] } }], requestBody: false, responseBody: true };
   assert.deepEqual(decodeTransformation(encodeTransformation(spec)), spec);
   assert.equal(decodeTransformation("not base64 json"), undefined);
+});
+
+test("a direct response: status, CEL headers (a failing one left out), a CEL body as written or as JSON", () => {
+  const d = {
+    status: 418,
+    headers: [
+      { name: "X-M", value: "request.method" },
+      { name: "x-bad", value: "request.headers['none']" },
+    ],
+    bodyExpression: "{'n': size(request.body), 'q': request.query['a']}",
+  };
+  assert.deepEqual(directReply(d, vars()), {
+    phase: "immediate",
+    status: 418,
+    headers: { set: { "x-m": "POST" } },
+    body: '{"n":7,"q":"1"}',
+    details: "sluice_direct_response",
+  });
+  const failing = directReply({ status: 200, headers: [], bodyExpression: "request.nope" }, vars());
+  assert.equal(failing.phase === "immediate" ? failing.body : undefined, "");
 });

@@ -15,6 +15,7 @@ import type { RouteIR } from "../ir.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
+import { directNeedsSluice } from "./filters/transformation.js";
 import { type BuildContext, SLUICE_ROUTE_METADATA } from "./filters/types.js";
 
 type T = Static<typeof Traffic>;
@@ -123,20 +124,14 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
 
   for (const f of phaseFields<NonNullable<T["directResponse"]>>(r, "directResponse")) {
     const d = f.value;
-    if (d.bodyExpression !== undefined) {
-      note(f.from, "directResponse.bodyExpression", "a CEL body needs the Sluice ext_proc service; not supported yet");
-    }
+    // With CEL, Sluice's ext_proc answers with the evaluated body and headers (filters/transformation.ts); the route's
+    // own direct response stays for its status and static body.
+    const bySluice = directNeedsSluice(d);
     const headers: MessageInitShape<typeof HeaderValueOptionSchema>[] = [];
-    for (const h of d.headers ?? []) {
+    for (const h of bySluice ? [] : (d.headers ?? [])) {
+      // Every value is a string literal here (otherwise Sluice answers).
       const v = celStringLiteral(h.value);
-      if (v === undefined) {
-        note(
-          f.from,
-          `directResponse.headers.${h.name}`,
-          "only constant values (CEL string literals) are supported yet",
-        );
-        continue;
-      }
+      if (v === undefined) continue;
       headers.push({
         header: { key: h.name, value: v },
         appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,

@@ -10,6 +10,7 @@ import { compileExpression } from "../../../cel/index.js";
 import { JWT_METADATA_NAMESPACE } from "../../../cel/rbac.js";
 import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
 import {
+  type DirectResponseSpec,
   encodeTransformation,
   hasResponseStage,
   RESPONSE_ENVIRONMENT,
@@ -31,7 +32,7 @@ import {
 import { durationFromMs } from "../../duration.js";
 import { LLM_STAGE_METADATA } from "../../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
-import { phaseFields, phaseOrder } from "./policy-fields.js";
+import { celStringLiteral, phaseFields, phaseOrder } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 const FILTER = "sluice.transformation";
@@ -77,23 +78,102 @@ function listenerConfig() {
   });
 }
 
+type DirectIn = {
+  status: number;
+  body?: string;
+  bodyExpression?: string;
+  headers?: { name: string; value: string }[];
+};
+
+/** A direct response Envoy cannot give itself: a CEL body, or a header value other than a string literal. */
+export function directNeedsSluice(d: DirectIn): boolean {
+  return d.bodyExpression !== undefined || (d.headers ?? []).some((h) => celStringLiteral(h.value) === undefined);
+}
+
+/** The entries of a transformation (top-level form: one entry without a condition), with expressions compiled. */
+function transformationEntries(
+  v: TransformationIn,
+  cel: (path: string, text: string | undefined, response: boolean) => string | undefined,
+): TransformationEntry[] {
+  const transform = (path: string, t: TransformIn | undefined, response: boolean): TransformSpec | undefined => {
+    if (t === undefined) return undefined;
+    const headers = (kind: "set" | "add") =>
+      (t[kind] ?? []).flatMap((h, i) => {
+        const value = cel(`${path}.${kind}[${i}].value`, h.value, response);
+        return value === undefined ? [] : [{ name: h.name, value }];
+      });
+    const set = headers("set");
+    const add = headers("add");
+    const body = cel(`${path}.body`, t.body, response);
+    const metadata = Object.fromEntries(
+      Object.entries(t.metadata ?? {}).flatMap(([k, x]) => {
+        const value = cel(`${path}.metadata.${k}`, x, response);
+        return value === undefined ? [] : [[k, value]];
+      }),
+    );
+    return {
+      ...(set.length > 0 ? { set } : {}),
+      ...(add.length > 0 ? { add } : {}),
+      ...(t.remove !== undefined && t.remove.length > 0 ? { remove: t.remove } : {}),
+      ...(body !== undefined ? { body } : {}),
+      ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
+    };
+  };
+  const entries: TransformationEntry[] = [];
+  if (v.conditional !== undefined) {
+    v.conditional.forEach((c, i) => {
+      const at = `conditional[${i}]`;
+      const condition = c.condition === undefined ? undefined : cel(`${at}.condition`, c.condition, false);
+      // An entry whose condition does not compile never applies.
+      if (c.condition !== undefined && condition === undefined) return;
+      const request = transform(`${at}.policy.request`, c.policy.request, false);
+      const response = transform(`${at}.policy.response`, c.policy.response, true);
+      entries.push({
+        ...(condition !== undefined ? { condition } : {}),
+        ...(request !== undefined ? { request } : {}),
+        ...(response !== undefined ? { response } : {}),
+      });
+    });
+  } else {
+    const request = transform("request", v.request, false);
+    const response = transform("response", v.response, true);
+    entries.push({
+      ...(request !== undefined ? { request } : {}),
+      ...(response !== undefined ? { response } : {}),
+    });
+  }
+  return entries;
+}
+
 export const transformationBuilder: HttpFilterBuilder = {
   id: "transformation",
   schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema],
   forRoute(route, ctx) {
     const filters: FilterInstance[] = [];
-    for (const f of phaseFields<TransformationIn>(route, "transformation")) {
+    const transformations = phaseFields<TransformationIn>(route, "transformation");
+    const directs = phaseFields<DirectIn>(route, "directResponse").filter((d) => directNeedsSluice(d.value));
+    for (const phase of ["preRouting", "traffic"] as const) {
+      const t = transformations.find((x) => x.phase === phase);
+      const d = directs.find((x) => x.phase === phase);
+      const f = t ?? d;
+      if (f === undefined) continue;
       const variables = new Set<string>();
       const texts: string[] = [];
       /** The expression when it compiles; reported and left out otherwise. */
-      const cel = (path: string, text: string | undefined, response = false): string | undefined => {
+      const compiled = (
+        at: typeof f,
+        field: string,
+        path: string,
+        text: string | undefined,
+        response = false,
+      ): string | undefined => {
         if (text === undefined) return undefined;
         const r = compileExpression(text, response ? RESPONSE_ENVIRONMENT : undefined);
         if ("errors" in r) {
           ctx.note(
-            f.from,
-            "transformation",
-            `${f.path}.${path}: ${r.errors.map((e) => e.message).join("; ")}; left out`,
+            at.from,
+            field,
+            `${at.path}.${path}: ${r.errors.map((e) => e.message).join("; ")}; left out`,
             "Ignored",
           );
           return undefined;
@@ -102,60 +182,36 @@ export const transformationBuilder: HttpFilterBuilder = {
         texts.push(text);
         return text;
       };
-      const transform = (path: string, t: TransformIn | undefined, response: boolean): TransformSpec | undefined => {
-        if (t === undefined) return undefined;
-        const headers = (kind: "set" | "add") =>
-          (t[kind] ?? []).flatMap((h, i) => {
-            const value = cel(`${path}.${kind}[${i}].value`, h.value, response);
-            return value === undefined ? [] : [{ name: h.name, value }];
-          });
-        const set = headers("set");
-        const add = headers("add");
-        const body = cel(`${path}.body`, t.body, response);
-        const metadata = Object.fromEntries(
-          Object.entries(t.metadata ?? {}).flatMap(([k, v]) => {
-            const value = cel(`${path}.metadata.${k}`, v, response);
-            return value === undefined ? [] : [[k, value]];
-          }),
-        );
-        return {
-          ...(set.length > 0 ? { set } : {}),
-          ...(add.length > 0 ? { add } : {}),
-          ...(t.remove !== undefined && t.remove.length > 0 ? { remove: t.remove } : {}),
-          ...(body !== undefined ? { body } : {}),
-          ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
+      const entries =
+        t === undefined
+          ? []
+          : transformationEntries(t.value, (path, text, response) =>
+              compiled(t, "transformation", path, text, response),
+            );
+      let direct: DirectResponseSpec | undefined;
+      if (d !== undefined) {
+        const v = d.value;
+        const headers = (v.headers ?? []).flatMap((h) => {
+          const value = compiled(d, "directResponse", `headers.${h.name}`, h.value);
+          return value === undefined ? [] : [{ name: h.name, value }];
+        });
+        const bodyExpression = compiled(d, "directResponse", "bodyExpression", v.bodyExpression);
+        direct = {
+          status: v.status,
+          headers,
+          ...(v.body !== undefined ? { body: v.body } : {}),
+          ...(bodyExpression !== undefined ? { bodyExpression } : {}),
         };
-      };
-      const v = f.value;
-      const entries: TransformationEntry[] = [];
-      if (v.conditional !== undefined) {
-        v.conditional.forEach((c, i) => {
-          const at = `conditional[${i}]`;
-          const condition = c.condition === undefined ? undefined : cel(`${at}.condition`, c.condition);
-          // An entry whose condition does not compile never applies.
-          if (c.condition !== undefined && condition === undefined) return;
-          const request = transform(`${at}.policy.request`, c.policy.request, false);
-          const response = transform(`${at}.policy.response`, c.policy.response, true);
-          entries.push({
-            ...(condition !== undefined ? { condition } : {}),
-            ...(request !== undefined ? { request } : {}),
-            ...(response !== undefined ? { response } : {}),
-          });
-        });
-      } else {
-        const request = transform("request", v.request, false);
-        const response = transform("response", v.response, true);
-        entries.push({
-          ...(request !== undefined ? { request } : {}),
-          ...(response !== undefined ? { response } : {}),
-        });
       }
       const spec: TransformationSpec = {
         entries,
+        ...(direct !== undefined ? { direct } : {}),
         requestBody:
-          entries.some((e) => e.request?.body !== undefined) || texts.some((t) => READS_BODY.request.test(t)),
+          entries.some((e) => e.request?.body !== undefined) || texts.some((x) => READS_BODY.request.test(x)),
+        // A direct response never reaches an upstream: no response to process.
         responseBody:
-          entries.some((e) => e.response?.body !== undefined) || texts.some((t) => READS_BODY.response.test(t)),
+          direct === undefined &&
+          (entries.some((e) => e.response?.body !== undefined) || texts.some((x) => READS_BODY.response.test(x))),
       };
       const identity = [...variables].some((x) => IDENTITY.has(x));
       filters.push({
