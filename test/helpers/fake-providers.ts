@@ -450,6 +450,70 @@ function providerError(path: string, status: number, res: ServerResponse): void 
   }
 }
 
+/** The provider's key, from either header form; false (after answering 401) when it is wrong. */
+function authorized(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): boolean {
+  if (o.apiKey === undefined) return true;
+  const header = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  const given = header("authorization")?.replace(/^Bearer /, "") ?? header("x-api-key");
+  if (given === o.apiKey) return true;
+  json(res, 401, { error: { message: "invalid api key", type: "invalid_request_error" } });
+  return false;
+}
+
+// ---- OpenAI model list (GET /v1/models), file list (a path no route type translates) ----
+
+function models(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  if (!authorized(o, req, res)) return;
+  json(res, 200, {
+    object: "list",
+    data: [`${o.name}-large`, `${o.name}-small`].map((id) => ({
+      id,
+      object: "model",
+      created: 1700000000,
+      owned_by: o.name,
+    })),
+  });
+}
+
+function files(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  if (!authorized(o, req, res)) return;
+  json(res, 200, { object: "list", data: [{ id: "file-1", object: "file", filename: `${o.name}.jsonl` }] });
+}
+
+// ---- Rerank, the Cohere v2 shape (POST /v2/rerank) ----
+
+function rerank(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  if (!authorized(o, req, res)) return;
+  const b = req.json ?? {};
+  const docs = Array.isArray(b.documents) ? b.documents : [];
+  const query = String(b.query ?? "");
+  // Documents sharing more words with the query rank higher.
+  const words = new Set(
+    query
+      .toLowerCase()
+      .split(/\W+/)
+      .filter((w) => w !== ""),
+  );
+  const scored = docs.map((d, index) => {
+    const text = String(typeof d === "string" ? d : ((d as { text?: unknown }).text ?? ""));
+    const hits = text
+      .toLowerCase()
+      .split(/\W+/)
+      .filter((w) => words.has(w)).length;
+    return { index, relevance_score: hits / Math.max(1, words.size) };
+  });
+  scored.sort((x, y) => y.relevance_score - x.relevance_score || x.index - y.index);
+  const top = typeof b.top_n === "number" ? scored.slice(0, b.top_n) : scored;
+  json(res, 200, {
+    id: "rerank-fake01",
+    results: top,
+    meta: { billed_units: { search_units: 1 }, tokens: { input_tokens: 23, output_tokens: 0 } },
+  });
+}
+
 export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promise<FakeProvider> {
   const requests: FakeRequest[] = [];
   const state = { failWith: undefined as number | undefined };
@@ -479,6 +543,9 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
       if (path.startsWith("/v1/projects/")) return vertex(o, fr, res);
       if (path.includes(":generateContent") || path.includes(":streamGenerateContent")) return gemini(o, fr, res);
       if (/\/(chat\/completions|responses|embeddings)(\?|$)/.test(path)) return openai(o, fr, res);
+      if (/\/v1\/models(\?|$)/.test(path)) return models(o, fr, res);
+      if (/\/v2\/rerank(\?|$)/.test(path)) return rerank(o, fr, res);
+      if (/\/v1\/files(\?|$)/.test(path)) return files(o, fr, res);
       json(res, 404, { error: { message: `no route ${path}`, type: "invalid_request_error" } });
     });
   });
