@@ -19,6 +19,7 @@ export { type ErrorKind, errorBody, type LlmError, parseProviderError } from "./
 export type { ClientFormat, ProviderFormat, StreamFraming } from "./formats/names.js";
 export {
   ANTHROPIC_VERSION,
+  modelsTarget,
   type ProviderSettings,
   resolveModel,
   type UpstreamTarget,

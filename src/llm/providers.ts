@@ -36,6 +36,40 @@ export const ANTHROPIC_VERSION = "2023-06-01";
  * The target for a request in `format` to a provider, for `model` (after override/alias) and streaming or not.
  * Undefined when the provider does not speak that format.
  */
+/**
+ * Where a provider lists its models (the `Models` route type), in its own API: OpenAI-compatible ones under their API
+ * prefix (Azure's deployment form at `/openai/models`), Anthropic's `/v1/models`, Gemini's `/v1beta/models`. Vertex AI
+ * and Bedrock have no such endpoint on the host Sluice calls: undefined.
+ */
+export function modelsTarget(p: ProviderSettings): UpstreamTarget | undefined {
+  switch (p.kind) {
+    case "openai":
+    case "azure-openai":
+    case "azure-foundry": {
+      // Their chat completions URL with `/models` in place of the operation (and no deployment in Azure's).
+      const t = upstreamTarget(
+        p.kind === "azure-openai" ? { ...p, deploymentName: "_" } : p,
+        "chat-completions",
+        "",
+        false,
+      );
+      if (t === undefined) return undefined;
+      const path = t.path.replace(/\/deployments\/_\//, "/").replace("/chat/completions", "/models");
+      return { ...t, path };
+    }
+    case "anthropic": {
+      const t = upstreamTarget(p, "messages", "", false);
+      return t === undefined ? undefined : { ...t, path: t.path.replace(/\/messages$/, "/models") };
+    }
+    case "gemini": {
+      const t = upstreamTarget(p, "generate-content", "m", false);
+      return t === undefined ? undefined : { ...t, path: "/v1beta/models" };
+    }
+    default:
+      return undefined;
+  }
+}
+
 export function upstreamTarget(
   p: ProviderSettings,
   format: ProviderFormat,

@@ -1,6 +1,6 @@
-// The LLM route types that are not translated, end to end through a real Envoy: Models and Passthrough go to the
-// provider as they are (path included), with the provider's credentials instead of the client's (the OpenAI client
-// lists models);
+// The LLM route types that are not translated, end to end through a real Envoy: Models goes to the provider's own
+// model list (`/v1/models` of an OpenAI or Anthropic provider, whatever the route's prefix) and Passthrough as it is
+// (path included), both with the provider's credentials instead of the client's (the OpenAI client lists models);
 // Detect forwards whatever format and still counts the tokens of the answer (a `tokens` limit fills up from them);
 // Rerank (the Cohere v2 shape) reaches a custom provider at its rerank path, and its usage counts too.
 
@@ -41,13 +41,13 @@ spec:
     rateLimit:
       local: [{ tokens: 30, unit: Minutes }]
 `;
-  return `${backend("openai", "      providerA: {}", `{ /v1/chat/completions: Completions, /v1/models: Models, /v1/files: Passthrough }`)}${backend("detect", "      providerA: {}", `{ "*": Detect }`)}${backend("reranker", "      custom: { formats: [{ type: Rerank }] }", `{ /v2/rerank: Rerank }`)}---
+  return `${backend("openai", "      providerA: {}", `{ /v1/chat/completions: Completions, /v1/models: Models, /v1/files: Passthrough }`)}${backend("detect", "      providerA: {}", `{ "*": Detect }`)}${backend("claude", "      providerD: {}", `{ /v1/models: Models }`)}${backend("reranker", "      custom: { formats: [{ type: Rerank }] }", `{ /v2/rerank: Rerank }`)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
-  rules:${rule("openai", "openai")}${rule("detect", "detect")}${rule("rerank", "reranker")}
+  rules:${rule("openai", "openai")}${rule("detect", "detect")}${rule("rerank", "reranker")}${rule("claude", "claude")}
 ${limit("detect")}${limit("rerank")}`;
 }
 
@@ -72,9 +72,18 @@ describe("LLM route types forwarded as they are", { timeout: 60_000 }, () => {
     assert.deepEqual(ids, ["prov-large", "prov-small"]);
     const seen = fake.requests.at(-1);
     assert.equal(seen?.method, "GET");
-    // Forwarded as it is: the path too (docs/llm.md; a URLRewrite on the rule would strip the prefix).
-    assert.equal(seen?.path, "/openai/v1/models");
+    // The provider's own list at its path, whatever the route's prefix (spec: Models is /v1/models).
+    assert.equal(seen?.path, "/v1/models");
     assert.equal(seen?.headers.authorization, "Bearer sk-provider");
+  });
+
+  test("Models on an Anthropic provider: its /v1/models with its own key header and API version", async () => {
+    const r = await request(env.port, "/claude/v1/models?limit=5", { headers: { "x-api-key": "client" } });
+    assert.equal(r.status, 200, r.body);
+    const seen = fake.requests.at(-1);
+    assert.equal(seen?.path, "/v1/models?limit=5", "the client's query goes along");
+    assert.equal(seen?.headers["x-api-key"], "sk-provider");
+    assert.ok(typeof seen?.headers["anthropic-version"] === "string");
   });
 
   test("Passthrough: any other path goes as it is, with the provider's credentials", async () => {

@@ -5,6 +5,7 @@ import {
   type AwsCredentials,
   type ClientFormat,
   findDirection,
+  modelsTarget,
   type ProviderFormat,
   type ProviderSettings,
   signSigV4,
@@ -189,6 +190,46 @@ export function awsRegion(p: LlmProviderEntry): string {
   return r !== undefined && r !== "" ? r : (s(p.settings.region) ?? "us-east-1");
 }
 
+/** The provider's credential headers (and query parameters, and a Google token) on a request's path and headers. */
+function withCredentials(
+  p: LlmProviderEntry,
+  path: string,
+  headers: Record<string, string>,
+  creds: ProviderCredentials,
+): { path: string; headers: Record<string, string> } {
+  const out = { ...headers, ...p.auth.headers };
+  if (creds.bearer !== undefined) out.authorization = `Bearer ${creds.bearer}`;
+  const query = Object.entries(p.auth.query);
+  if (query.length === 0) return { path, headers: out };
+  const qs = query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
+  return { path: path + (path.includes("?") ? "&" : "?") + qs, headers: out };
+}
+
+/**
+ * The `Models` route type: where the provider lists its models (its own API, its own answer), with its credentials;
+ * undefined where there is no such endpoint (Vertex AI, Bedrock: the request then goes as it is). A custom provider
+ * lists them next to its chat completions (`.../chat/completions` → `.../models`), else at `/v1/models`.
+ */
+export function modelsRequest(p: LlmProviderEntry, creds: ProviderCredentials = {}): ProviderRequest | undefined {
+  if (p.auth.aws !== undefined) return undefined;
+  let path: string;
+  let headers: Record<string, string> = {};
+  if (p.kind === "custom") {
+    const completions = customFormats(p).find((f) => f.format === "chat-completions")?.path ?? p.path;
+    path =
+      completions !== undefined && /\/chat\/completions$/.test(completions)
+        ? completions.replace(/\/chat\/completions$/, "/models")
+        : "/v1/models";
+  } else {
+    const settings = settingsOf(p);
+    const t = settings === undefined ? undefined : modelsTarget(settings);
+    if (t === undefined) return undefined;
+    path = t.path;
+    headers = { ...t.headers };
+  }
+  return { authority: p.authority, ...withCredentials(p, path, headers, creds) };
+}
+
 /**
  * Authority, path and headers (credentials and signature included) of the request to the provider, with the
  * credentials the caller obtained for it.
@@ -213,13 +254,7 @@ export function providerRequest(
     path = p.path ?? t.path;
     headers = { ...t.headers };
   }
-  Object.assign(headers, p.auth.headers);
-  if (creds.bearer !== undefined) headers.authorization = `Bearer ${creds.bearer}`;
-  const query = Object.entries(p.auth.query);
-  if (query.length > 0) {
-    const qs = query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
-    path += (path.includes("?") ? "&" : "?") + qs;
-  }
+  ({ path, headers } = withCredentials(p, path, headers, creds));
   const aws = p.auth.aws;
   if (aws !== undefined) {
     // A bug: the caller obtains the credentials for every provider with cloudA.

@@ -66,6 +66,7 @@ import { applyAiPolicy, providerModel } from "./policies.js";
 import {
   awsRegion,
   clientFormatOf,
+  modelsRequest,
   type ProviderCredentials,
   providerFormatFor,
   providerRequest,
@@ -787,6 +788,21 @@ export class LlmExtProcService {
     const providerName = provider.name;
     // The id header stays: retries need it, and the upstream filters' mutations persist into them.
     const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
+    if (state.routeType === "Models") {
+      // The provider's own model list, at its path (spec: Models is `/v1/models`), whatever the route's prefix.
+      const target = modelsRequest(provider, creds);
+      if (target !== undefined) {
+        state.attempt = { provider: providerName };
+        state.provided = Object.keys(target.headers);
+        // The client's query (paging: `limit`, `after_id` ...) goes along.
+        const clientPath = state.headers[":path"] ?? "";
+        const q = clientPath.indexOf("?");
+        const path =
+          q < 0 ? target.path : `${target.path}${target.path.includes("?") ? "&" : "?"}${clientPath.slice(q + 1)}`;
+        const set: Record<string, string> = { ":path": path, ":authority": target.authority, ...target.headers };
+        return { set, remove: remove.filter((r) => !(r in set)) };
+      }
+    }
     if (state.client === undefined || state.body === undefined) {
       return this.#passthrough(state, provider, remove, creds.bearer);
     }
