@@ -9,6 +9,7 @@ import { earlyRequestHeaders } from "./early-headers.js";
 import { buildFilterChain } from "./filters/chain.js";
 import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
+import { frontendOptions } from "./frontend.js";
 import { buildListener } from "./listener.js";
 import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
@@ -98,6 +99,7 @@ export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
       (chain) => chains.get(chain)?.httpFilters ?? [],
       buildNetworkAuthorization(l, ctx),
       (routeConfigName) => early.get(routeConfigName),
+      frontendOptions(l, ctx),
     ),
   );
   const encodedRoutes = gw.routeConfigs.map((rc) => {

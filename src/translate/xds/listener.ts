@@ -20,12 +20,20 @@ import type { FilterChainResult } from "./filters/chain.js";
 import { JWT_FAILURE_KEY, JWT_HEADER_KEY } from "./filters/jwt-authn.js";
 import { BUFFER_RESPONSE_METADATA_KEY, RESPONSE_BUFFER_FILTER } from "./filters/route-scoped.js";
 import { SLUICE_ROUTE_METADATA } from "./filters/types.js";
+import type { FrontendOptions } from "./frontend.js";
 import type { NetworkFilter } from "./network-authz.js";
 
 type HttpFilters = FilterChainResult["httpFilters"];
 
-function buildHcm(chain: FilterChainIR, httpFilters: HttpFilters, early: EarlyRequestHeaders | undefined) {
+function buildHcm(
+  chain: FilterChainIR,
+  httpFilters: HttpFilters,
+  early: EarlyRequestHeaders | undefined,
+  frontend: FrontendOptions,
+) {
   return create(HttpConnectionManagerSchema, {
+    // The Gateway's frontend policy (protocol options, access log), under what Sluice itself sets.
+    ...frontend.hcm,
     statPrefix: chain.name,
     codecType: HttpConnectionManager_CodecType.AUTO,
     routeSpecifier: {
@@ -184,8 +192,10 @@ export function buildListener(
   filtersOf: (chain: string) => HttpFilters,
   networkFilters: readonly NetworkFilter[] = [],
   earlyHeadersOf: (routeConfigName: string) => EarlyRequestHeaders | undefined = () => undefined,
+  frontend: FrontendOptions = { hcm: {}, listener: {}, listenerFilters: [] },
 ): Listener {
   return create(ListenerSchema, {
+    ...frontend.listener,
     name: l.name,
     address: {
       address: {
@@ -194,15 +204,21 @@ export function buildListener(
       },
     },
     // SNI is read before a chain is chosen.
-    listenerFilters:
-      l.protocol === "HTTPS"
+    // The PROXY protocol header comes first on the connection, before any TLS.
+    listenerFilters: [
+      ...frontend.listenerFilters,
+      ...(l.protocol === "HTTPS"
         ? [
             {
               name: "envoy.filters.listener.tls_inspector",
-              configType: { case: "typedConfig", value: anyPack(TlsInspectorSchema, create(TlsInspectorSchema)) },
+              configType: {
+                case: "typedConfig" as const,
+                value: anyPack(TlsInspectorSchema, create(TlsInspectorSchema)),
+              },
             },
           ]
-        : [],
+        : []),
+    ],
     filterChains: l.filterChains.map((chain) => {
       const transportSocket = buildTransportSocket(chain);
       return {
@@ -217,7 +233,7 @@ export function buildListener(
               case: "typedConfig" as const,
               value: anyPack(
                 HttpConnectionManagerSchema,
-                buildHcm(chain, filtersOf(chain.name), earlyHeadersOf(chain.routeConfigName)),
+                buildHcm(chain, filtersOf(chain.name), earlyHeadersOf(chain.routeConfigName), frontend),
               ),
             },
           },

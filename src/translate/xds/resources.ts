@@ -20,6 +20,7 @@ import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { EARLY_HEADER_MUTATION_SCHEMAS } from "./early-headers.js";
 import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
+import { FRONTEND_SCHEMAS } from "./frontend.js";
 import { NETWORK_AUTHZ_SCHEMAS } from "./network-authz.js";
 
 export interface XdsResources {
@@ -51,6 +52,7 @@ export const xdsTypeRegistry = createRegistry(
   FilterConfigSchema,
   ...HTTP_FILTER_BUILDERS.flatMap((b) => b.schemas),
   ...NETWORK_AUTHZ_SCHEMAS,
+  ...FRONTEND_SCHEMAS,
   ClusterSchema,
   ClusterLoadAssignmentSchema,
   ListenerSchema,

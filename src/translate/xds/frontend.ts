@@ -1,0 +1,277 @@
+// GwPolicy `frontend` (a Gateway's downstream side) → the listener and its HttpConnectionManager, natively:
+//   http           HCM protocol options (idle timeout, header count and size, HTTP/2 windows and keepalive, connection
+//                  duration, header case) and the listener's per-connection buffer limit
+//   tcp.keepalive  the listener's socket options (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT)
+//   proxyProtocol  the proxy_protocol listener filter (versions, Optional: plain connections accepted)
+//   accessLog      an access log on stdout, JSON lines with default fields and `attributes.add` as Envoy CEL
+//                  (%CEL(...)%; `request.path` is Envoy's url_path), `filter` as Envoy's CEL access log filter
+// `networkAuthorization` is network-authz.ts. What is not applied (tracing, metrics, OTLP export, CONNECT, TLS
+// parameters, HTTP/2 frame size, expressions Envoy cannot evaluate) is reported in the policy's status, never
+// dropped silently.
+
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import type { AccessLogSchema } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
+import { ProxyProtocolConfig_Version } from "../../gen/envoy/config/core/v3/proxy_protocol_pb.js";
+import type { ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
+import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
+import { StdoutAccessLogSchema } from "../../gen/envoy/extensions/access_loggers/stream/v3/stream_pb.js";
+import { ProxyProtocolSchema } from "../../gen/envoy/extensions/filters/listener/proxy_protocol/v3/proxy_protocol_pb.js";
+import type { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
+import { CelSchema } from "../../gen/envoy/extensions/formatter/cel/v3/cel_pb.js";
+import { PreserveCaseFormatterConfigSchema } from "../../gen/envoy/extensions/http/header_formatters/preserve_case/v3/preserve_case_pb.js";
+import { parseByteSize } from "../bytes.js";
+import { durationFromMs, parseDurationMs } from "../duration.js";
+import type { EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
+import { toEnvoyCel } from "./filters/envoy-cel.js";
+import type { BuildContext } from "./filters/types.js";
+
+type HcmInit = Exclude<MessageInitShape<typeof HttpConnectionManagerSchema>, { $typeName: string }>;
+type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, { $typeName: string }>;
+
+export const FRONTEND_SCHEMAS = [
+  ProxyProtocolSchema,
+  StdoutAccessLogSchema,
+  CelSchema,
+  PreserveCaseFormatterConfigSchema,
+] as const;
+
+/** What a Gateway port's frontend policy adds to its listener and to each HttpConnectionManager on it. */
+export interface FrontendOptions {
+  readonly hcm: Partial<HcmInit>;
+  readonly listener: Partial<ListenerInit>;
+  /** Listener filters, before TLS inspection. */
+  readonly listenerFilters: NonNullable<ListenerInit["listenerFilters"]>;
+}
+
+const NONE: FrontendOptions = { hcm: {}, listener: {}, listenerFilters: [] };
+
+type Rec = Record<string, unknown>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+const num = (v: unknown) => (typeof v === "number" ? v : undefined);
+const ms = (v: unknown) => (typeof v === "string" ? parseDurationMs(v) : undefined);
+const bytes = (v: unknown) => (typeof v === "string" || typeof v === "number" ? parseByteSize(v) : undefined);
+
+/** Fields of the access log entry when `attributes.remove` drops none (Envoy command operators). */
+const DEFAULT_LOG_FIELDS: Readonly<Record<string, string>> = {
+  start_time: "%START_TIME%",
+  method: "%REQ(:METHOD)%",
+  path: "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+  protocol: "%PROTOCOL%",
+  authority: "%REQ(:AUTHORITY)%",
+  status: "%RESPONSE_CODE%",
+  response_flags: "%RESPONSE_FLAGS%",
+  duration_ms: "%DURATION%",
+  bytes_received: "%BYTES_RECEIVED%",
+  bytes_sent: "%BYTES_SENT%",
+  upstream_host: "%UPSTREAM_HOST%",
+  source_address: "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%",
+  user_agent: "%REQ(USER-AGENT)%",
+  request_id: "%REQ(X-REQUEST-ID)%",
+  route_name: "%ROUTE_NAME%",
+};
+
+/** Linux socket option numbers (the listener's socket options are raw setsockopt calls). */
+const SOL_SOCKET = 1n;
+const SO_KEEPALIVE = 9n;
+const IPPROTO_TCP = 6n;
+const TCP_KEEPIDLE = 4n;
+const TCP_KEEPINTVL = 5n;
+const TCP_KEEPCNT = 6n;
+
+export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): FrontendOptions {
+  const policy: EffectivePolicyIR | undefined = l.policy?.frontend;
+  if (policy === undefined) return NONE;
+  const hcm: Partial<HcmInit> = {};
+  const listener: Partial<ListenerInit> = {};
+  const listenerFilters: NonNullable<ListenerInit["listenerFilters"]> = [];
+  const field = (name: string): { value: Rec; from: PolicySourceIR } | undefined => {
+    const f = policy[name];
+    if (f === undefined || "combined" in f || !isRec(f.value)) return undefined;
+    return { value: f.value, from: f.from };
+  };
+  const note = (from: PolicySourceIR, name: string, message: string) => ctx?.note(from, name, message);
+
+  const http = field("http");
+  if (http !== undefined) {
+    const h = http.value;
+    const common: Rec = {};
+    const idle = ms(h.http1IdleTimeout);
+    if (idle !== undefined) common.idleTimeout = durationFromMs(idle);
+    if (num(h.http1MaxHeaders) !== undefined) common.maxHeadersCount = num(h.http1MaxHeaders);
+    const maxDuration = ms(h.maxConnectionDuration);
+    if (maxDuration !== undefined) common.maxConnectionDuration = durationFromMs(maxDuration);
+    if (Object.keys(common).length > 0) hcm.commonHttpProtocolOptions = common;
+    if (h.http1HeaderCase === "Preserve") {
+      hcm.httpProtocolOptions = {
+        headerKeyFormat: {
+          headerFormat: {
+            case: "statefulFormatter",
+            value: {
+              name: "envoy.http.stateful_header_formatters.preserve_case",
+              typedConfig: anyPack(PreserveCaseFormatterConfigSchema, create(PreserveCaseFormatterConfigSchema)),
+            },
+          },
+        },
+      };
+    }
+    const h2: Rec = {};
+    const stream = bytes(h.http2WindowSize);
+    const connection = bytes(h.http2ConnectionWindowSize);
+    // Envoy's bounds: 65535 .. 2^31 - 1.
+    const window = (n: number) => Math.min(2 ** 31 - 1, Math.max(65535, n));
+    if (stream !== undefined) h2.initialStreamWindowSize = window(stream);
+    if (connection !== undefined) h2.initialConnectionWindowSize = window(connection);
+    const interval = ms(h.http2KeepaliveInterval);
+    const timeout = ms(h.http2KeepaliveTimeout);
+    if (interval !== undefined || timeout !== undefined) {
+      h2.connectionKeepalive = {
+        ...(interval !== undefined ? { interval: durationFromMs(interval) } : {}),
+        // Envoy requires a timeout; its own default when pings are sent is 20 s... written out here.
+        timeout: durationFromMs(timeout ?? 20_000),
+      };
+    }
+    if (Object.keys(h2).length > 0) hcm.http2ProtocolOptions = h2;
+    const headerBytes = bytes(h.http2MaxHeaderSize);
+    if (headerBytes !== undefined) {
+      // Envoy's limit is per request for every HTTP version, in KiB (1 .. 8192).
+      hcm.maxRequestHeadersKb = Math.min(8192, Math.max(1, Math.ceil(headerBytes / 1024)));
+    }
+    const buffer = bytes(h.maxBufferSize);
+    if (buffer !== undefined) listener.perConnectionBufferLimitBytes = buffer;
+    if (h.http2FrameSize !== undefined && bytes(h.http2FrameSize) !== 16_384) {
+      note(
+        http.from,
+        "http.http2FrameSize",
+        "Envoy has no setting for the HTTP/2 frame size (it uses 16 KiB); not applied",
+      );
+    }
+  }
+
+  const tcp = field("tcp");
+  const keepalive = tcp !== undefined && isRec(tcp.value.keepalive) ? tcp.value.keepalive : undefined;
+  if (keepalive !== undefined) {
+    const seconds = (v: unknown) => BigInt(Math.max(1, Math.round((ms(v) ?? 180_000) / 1000)));
+    listener.socketOptions = [
+      { level: SOL_SOCKET, name: SO_KEEPALIVE, value: { case: "intValue", value: 1n } },
+      { level: IPPROTO_TCP, name: TCP_KEEPIDLE, value: { case: "intValue", value: seconds(keepalive.time) } },
+      { level: IPPROTO_TCP, name: TCP_KEEPINTVL, value: { case: "intValue", value: seconds(keepalive.interval) } },
+      {
+        level: IPPROTO_TCP,
+        name: TCP_KEEPCNT,
+        value: { case: "intValue", value: BigInt(num(keepalive.retries) ?? 9) },
+      },
+    ];
+  }
+
+  const proxy = field("proxyProtocol");
+  if (proxy !== undefined) {
+    const version = str(proxy.value.version) ?? "V2";
+    listenerFilters.push({
+      name: "envoy.filters.listener.proxy_protocol",
+      configType: {
+        case: "typedConfig",
+        value: anyPack(
+          ProxyProtocolSchema,
+          create(ProxyProtocolSchema, {
+            allowRequestsWithoutProxyProtocol: proxy.value.mode === "Optional",
+            disallowedVersions:
+              version === "V1"
+                ? [ProxyProtocolConfig_Version.V2]
+                : version === "V2"
+                  ? [ProxyProtocolConfig_Version.V1]
+                  : [],
+          }),
+        ),
+      },
+    });
+  }
+
+  const log = field("accessLog");
+  if (log !== undefined) {
+    const entry = accessLog(log.value, (f, m) => note(log.from, `accessLog.${f}`, m));
+    if (entry !== undefined) hcm.accessLog = [entry];
+  }
+
+  for (const [name, why] of [
+    ["tracing", "tracing is not exported yet (OTLP)"],
+    ["metrics", "metric labels from CEL are not added yet"],
+    ["connect", "CONNECT handling is Envoy's default yet (rejected)"],
+    ["tls", "downstream TLS parameters (versions, ciphers, groups, ALPN, handshake timeout) are Envoy's defaults yet"],
+  ] as const) {
+    const f = policy[name];
+    if (f !== undefined && !("combined" in f)) note(f.from, name, `${why}; not applied`);
+  }
+  return { hcm, listener, listenerFilters };
+}
+
+const NOT_IN_ENVOY =
+  "Envoy cannot evaluate this expression as the spec means it (it reads request.query, or a variable other than request and jwt)";
+
+/** The access log entry: JSON lines on stdout, default fields minus `remove`, plus `add` as Envoy CEL. */
+function accessLog(
+  a: Rec,
+  note: (field: string, message: string) => void,
+): MessageInitShape<typeof AccessLogSchema> | undefined {
+  if (a.otlp !== undefined) note("otlp", "OTLP export of access logs is not served yet; entries go to stdout");
+  const attributes = isRec(a.attributes) ? a.attributes : {};
+  const fields: Record<string, string> = { ...DEFAULT_LOG_FIELDS };
+  for (const name of Array.isArray(attributes.remove) ? attributes.remove : []) delete fields[String(name)];
+  let cel = false;
+  (Array.isArray(attributes.add) ? attributes.add : []).forEach((x, i) => {
+    if (!isRec(x) || typeof x.name !== "string" || typeof x.expression !== "string") return;
+    const expr = toEnvoyCel(x.expression);
+    if (expr === undefined) {
+      note(`attributes.add[${i}]`, `${NOT_IN_ENVOY}; left out`);
+      return;
+    }
+    fields[x.name] = `%CEL(${expr})%`;
+    cel = true;
+  });
+  let filter: MessageInitShape<typeof AccessLogSchema>["filter"];
+  if (typeof a.filter === "string") {
+    const expr = toEnvoyCel(a.filter);
+    if (expr === undefined) {
+      note("filter", `${NOT_IN_ENVOY}; every entry is logged`);
+    } else {
+      filter = {
+        filterSpecifier: {
+          case: "extensionFilter",
+          value: {
+            name: "envoy.access_loggers.extension_filters.cel",
+            configType: {
+              case: "typedConfig",
+              value: anyPack(ExpressionFilterSchema, create(ExpressionFilterSchema, { expression: expr })),
+            },
+          },
+        },
+      };
+    }
+  }
+  return {
+    name: "envoy.access_loggers.stdout",
+    ...(filter !== undefined ? { filter } : {}),
+    configType: {
+      case: "typedConfig",
+      value: anyPack(
+        StdoutAccessLogSchema,
+        create(StdoutAccessLogSchema, {
+          accessLogFormat: {
+            case: "logFormat",
+            value: {
+              format: { case: "jsonFormat", value: fields },
+              // A value that is missing or an attribute whose expression fails is left out of the entry.
+              omitEmptyValues: true,
+              ...(cel
+                ? {
+                    formatters: [{ name: "envoy.formatter.cel", typedConfig: anyPack(CelSchema, create(CelSchema)) }],
+                  }
+                : {}),
+            },
+          },
+        }),
+      ),
+    },
+  };
+}
