@@ -61,6 +61,7 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
   const note = (from: Parameters<BuildContext["note"]>[0], field: string, message: string) =>
     ctx?.note(from, field, message);
   const route = out.action?.case === "route" ? out.action.value : undefined;
+  noteUnappliedBackendFields(r, ctx);
 
   for (const f of phaseFields<NonNullable<T["headerModifiers"]>>(r, "headerModifiers")) {
     const { response } = f.value;
@@ -145,6 +146,35 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
       },
     };
     out.responseHeadersToAdd = [...(out.responseHeadersToAdd ?? []), ...headers];
+  }
+}
+
+/** Backend policy fields the AI backends' LLM table applies (llm/table.ts); every other one is reported. */
+const AI_BACKEND_FIELDS = new Set(["ai", "auth"]);
+
+/**
+ * Backend policy fields that reach no Envoy or Sluice config yet are reported on the GwPolicy that set them, rather
+ * than shown as applied: every field on Service and static backends, and on AI backends all but `ai` and `auth`
+ * (`tls` and `health` of an AI backend come from the GwBackend's own `spec.policies`).
+ */
+export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undefined): void {
+  if (ctx === undefined) return;
+  for (const b of r.policy?.backends ?? []) {
+    const ai = ctx.cluster?.(b.cluster)?.kind === "llm";
+    const sections = [b.policy, ...(b.subBackends ?? []).map((s) => s.policy)];
+    for (const section of sections) {
+      for (const [field, f] of Object.entries(section)) {
+        if ("combined" in f || f.from.kind !== "GwPolicy") continue;
+        if (ai && AI_BACKEND_FIELDS.has(field)) continue;
+        ctx.note(
+          f.from,
+          `backend.${field}`,
+          ai
+            ? "not applied to AI backends yet when set by a GwPolicy (only ai and auth are; tls and health come from the GwBackend's own spec.policies)"
+            : `not applied to ${b.backend} yet: backend policies reach AI backends only`,
+        );
+      }
+    }
   }
 }
 
