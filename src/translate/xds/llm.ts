@@ -108,7 +108,8 @@ export function routerExtProc(): ExternalProcessor {
   });
 }
 
-const IDENTITY_NAMESPACES = [JWT_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE];
+/** Dynamic metadata namespaces holding a request's identity (`jwt`, and `apiKey`/`basicAuth`/`extauthz`). */
+export const IDENTITY_NAMESPACES = [JWT_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE];
 const IDENTITY_FIELDS = ["jwtAuthentication", "apiKeyAuthentication", "basicAuthentication", "extAuth"];
 
 /** Whether something on the route leaves an identity in the dynamic metadata (JWT, API key, basic auth, extAuth). */

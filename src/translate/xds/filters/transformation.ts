@@ -7,8 +7,6 @@
 import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { compileExpression } from "../../../cel/index.js";
-import { JWT_METADATA_NAMESPACE } from "../../../cel/rbac.js";
-import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
 import {
   type DirectResponseSpec,
   encodeTransformation,
@@ -32,6 +30,7 @@ import {
 import { durationFromMs } from "../../duration.js";
 import { LLM_STAGE_METADATA } from "../../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
+import { IDENTITY_NAMESPACES } from "../llm.js";
 import { celStringLiteral, phaseFields, phaseOrder } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
@@ -244,7 +243,7 @@ export const transformationBuilder: HttpFilterBuilder = {
                 ...(identity
                   ? {
                       metadataOptions: {
-                        forwardingNamespaces: { untyped: [JWT_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE] },
+                        forwardingNamespaces: { untyped: IDENTITY_NAMESPACES },
                       },
                     }
                   : {}),
