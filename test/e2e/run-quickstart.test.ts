@@ -29,7 +29,10 @@ test("sluice run serves the quickstart through Envoy", async () => {
         return res.status === 200 ? res : undefined;
       },
       30_000,
-    );
+    ).catch((e: unknown) => {
+      // What sluice run and its Envoy said, so a failure here can be told from a slow start.
+      throw new Error(`${(e as Error).message}\n--- sluice run output:\n${sluice.output.slice(-40).join("\n")}`);
+    });
     assert.equal(r.headers["x-served-by"], "sluice-quickstart");
     assert.equal(JSON.parse(r.body).path, "/hello?x=1");
     assert.ok(
