@@ -118,27 +118,47 @@ export interface EndpointIR {
   readonly ready: boolean;
 }
 
+/** Backend policy connection settings of a Service or static backend (xds/backend-connection.ts). */
+export interface BackendConnectionIR {
+  readonly connectTimeoutMs?: number;
+  readonly keepalive?: { readonly timeMs: number; readonly intervalMs: number; readonly probes: number };
+  /** `http.version`: HTTP/2 or HTTP/1.1 toward the backend, whatever the Service port says. */
+  readonly http2?: boolean;
+  readonly eviction?: { readonly consecutiveFailures: number; readonly durationMs: number };
+}
+
+/** A cluster variant made for a backend policy's connection settings; the base cluster's EDS name when EDS. */
+interface ConnectionVariant {
+  readonly connection?: BackendConnectionIR;
+  readonly edsServiceName?: string;
+}
+
 export type ClusterIR =
-  | {
+  | ({
       readonly kind: "eds";
       readonly name: string;
       readonly endpoints: readonly EndpointIR[];
       readonly http2: boolean;
-    }
-  | {
+    } & ConnectionVariant)
+  | ({
       readonly kind: "dns";
       readonly name: string;
       readonly host: string;
       readonly port: number;
       readonly http2: boolean;
-    }
-  | {
+    } & ConnectionVariant)
+  | ({
       readonly kind: "static";
       readonly name: string;
       readonly endpoints: readonly EndpointIR[];
       readonly http2: boolean;
-    }
-  | { readonly kind: "unix"; readonly name: string; readonly path: string; readonly http2: boolean }
+    } & ConnectionVariant)
+  | ({
+      readonly kind: "unix";
+      readonly name: string;
+      readonly path: string;
+      readonly http2: boolean;
+    } & ConnectionVariant)
   | LlmClusterIR;
 
 /**

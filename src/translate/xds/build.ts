@@ -4,6 +4,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
 import type { GatewayIR, RouteIR } from "../ir.js";
+import { withBackendConnections } from "./backend-connection.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
 import { earlyRequestHeaders } from "./early-headers.js";
 import { buildFilterChain } from "./filters/chain.js";
@@ -41,7 +42,9 @@ export interface BuildOptions {
   readonly memo?: XdsMemo;
 }
 
-export function buildXds(gw: GatewayIR, opts: BuildOptions = {}): BuildResult {
+export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
+  // Backend policy connection settings: cluster variants, and the routes that use them.
+  const gw = withBackendConnections(ir);
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const note: BuildContext["note"] = (from, field, message, reason) => {

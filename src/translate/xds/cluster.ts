@@ -42,10 +42,35 @@ function loadAssignment(
 /** `llmUpstreamStage`: for an AI cluster, whether it keeps the upstream LLM ext_proc (llm/stages.ts). */
 export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
   if (c.kind === "llm") return buildLlmCluster(c, llmUpstreamStage);
+  const conn = c.connection;
+  const http2 = conn?.http2 ?? c.http2;
   const base: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
-    connectTimeout: durationFromMs(CONNECT_TIMEOUT_MS),
-    ...(c.http2
+    connectTimeout: durationFromMs(conn?.connectTimeoutMs ?? CONNECT_TIMEOUT_MS),
+    ...(conn?.keepalive !== undefined
+      ? {
+          upstreamConnectionOptions: {
+            tcpKeepalive: {
+              keepaliveProbes: conn.keepalive.probes,
+              keepaliveTime: Math.max(1, Math.round(conn.keepalive.timeMs / 1000)),
+              keepaliveInterval: Math.max(1, Math.round(conn.keepalive.intervalMs / 1000)),
+            },
+          },
+        }
+      : {}),
+    // Backend policy health.eviction: an endpoint that fails is ejected for the duration, times its ejections.
+    ...(conn?.eviction !== undefined
+      ? {
+          outlierDetection: {
+            consecutive5xx: conn.eviction.consecutiveFailures,
+            consecutiveGatewayFailure: conn.eviction.consecutiveFailures,
+            baseEjectionTime: durationFromMs(conn.eviction.durationMs),
+            interval: durationFromMs(Math.min(1000, conn.eviction.durationMs)),
+            maxEjectionPercent: 100,
+          },
+        }
+      : {}),
+    ...(http2
       ? {
           typedExtensionProtocolOptions: {
             [HTTP_PROTOCOL_OPTIONS]: anyPack(
@@ -67,7 +92,7 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
         ...base,
         clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.EDS },
         edsClusterConfig: {
-          serviceName: c.name,
+          serviceName: c.edsServiceName ?? c.name,
           edsConfig: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 },
         },
       });
@@ -108,7 +133,8 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
 
 /** The EDS resource of an EDS cluster; undefined for clusters with inline endpoints. */
 export function buildLoadAssignment(c: ClusterIR): ClusterLoadAssignment | undefined {
-  if (c.kind !== "eds") return undefined;
+  // A variant reads its base cluster's endpoints.
+  if (c.kind !== "eds" || c.edsServiceName !== undefined) return undefined;
   return create(
     ClusterLoadAssignmentSchema,
     loadAssignment(

@@ -12,6 +12,7 @@ import {
 import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { RouteIR } from "../ir.js";
+import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
@@ -154,8 +155,9 @@ const AI_BACKEND_FIELDS = new Set(["ai", "auth"]);
 
 /**
  * Backend policy fields that reach no Envoy or Sluice config yet are reported on the GwPolicy that set them, rather
- * than shown as applied: every field on Service and static backends, and on AI backends all but `ai` and `auth`
- * (`tls` and `health` of an AI backend come from the GwBackend's own `spec.policies`).
+ * than shown as applied: on Service and static backends all but the connection settings of backend-connection.ts
+ * (`tcp`, `http.version`, `health.eviction`), and on AI backends all but `ai` and `auth` (`tls` and `health` of an AI
+ * backend come from the GwBackend's own `spec.policies`).
  */
 export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undefined): void {
   if (ctx === undefined) return;
@@ -165,14 +167,25 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
     for (const section of sections) {
       for (const [field, f] of Object.entries(section)) {
         if ("combined" in f || f.from.kind !== "GwPolicy") continue;
-        if (ai && AI_BACKEND_FIELDS.has(field)) continue;
-        ctx.note(
-          f.from,
-          `backend.${field}`,
-          ai
-            ? "not applied to AI backends yet when set by a GwPolicy (only ai and auth are; tls and health come from the GwBackend's own spec.policies)"
-            : `not applied to ${b.backend} yet: backend policies reach AI backends only`,
-        );
+        if (ai) {
+          if (AI_BACKEND_FIELDS.has(field)) continue;
+          ctx.note(
+            f.from,
+            `backend.${field}`,
+            "not applied to AI backends yet when set by a GwPolicy (only ai and auth are; tls and health come from the GwBackend's own spec.policies)",
+          );
+          continue;
+        }
+        // Connection settings become cluster settings (backend-connection.ts), but for the parts listed.
+        const partly = APPLIED_CONNECTION_FIELDS[field];
+        if (partly !== undefined) {
+          const value = (f.value ?? {}) as Record<string, unknown>;
+          for (const part of partly(value)) {
+            ctx.note(f.from, `backend.${field}.${part}`, `not applied to ${b.backend} yet`);
+          }
+          continue;
+        }
+        ctx.note(f.from, `backend.${field}`, `not applied to ${b.backend} yet`);
       }
     }
   }

@@ -1,0 +1,108 @@
+// Backend policy connection fields on Service and static backends (`backend.tcp`, `backend.http.version`,
+// `backend.health.eviction`) → Envoy cluster settings. A backend's effective policy can differ per route (a route-level
+// policy with a backend section), while Envoy clusters are shared; so each distinct setting gets its own cluster,
+// `<cluster>~<hash>`, which the routes with that policy use. An EDS variant reads the same endpoints (its EDS service
+// name is the base cluster's). AI backends are not changed here (their clusters are the LLM table's).
+
+import { createHash } from "node:crypto";
+import { parseDurationMs } from "../duration.js";
+import type { BackendConnectionIR, BackendPolicyIR, ClusterIR, EffectivePolicyIR, GatewayIR, RouteIR } from "../ir.js";
+
+type Rec = Record<string, unknown>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+const ms = (v: unknown) => (typeof v === "string" ? parseDurationMs(v) : undefined);
+
+function fieldValue(p: EffectivePolicyIR, name: string): Rec | undefined {
+  const f = p[name];
+  return f === undefined || "combined" in f || !isRec(f.value) ? undefined : f.value;
+}
+
+/** The connection settings of a backend's effective policy; undefined when it sets none. */
+export function backendConnection(p: EffectivePolicyIR): BackendConnectionIR | undefined {
+  const out: { -readonly [K in keyof BackendConnectionIR]: BackendConnectionIR[K] } = {};
+  const tcp = fieldValue(p, "tcp");
+  const connectTimeout = ms(tcp?.connectTimeout);
+  if (connectTimeout !== undefined) out.connectTimeoutMs = connectTimeout;
+  if (isRec(tcp?.keepalive)) {
+    const k = tcp.keepalive;
+    out.keepalive = {
+      timeMs: ms(k.time) ?? 180_000,
+      intervalMs: ms(k.interval) ?? 180_000,
+      probes: typeof k.retries === "number" ? k.retries : 9,
+    };
+  }
+  const http = fieldValue(p, "http");
+  if (http?.version === "HTTP2") out.http2 = true;
+  else if (http?.version === "HTTP1") out.http2 = false;
+  const eviction = fieldValue(p, "health")?.eviction;
+  if (isRec(eviction)) {
+    out.eviction = {
+      consecutiveFailures:
+        typeof eviction.consecutiveFailures === "number" && eviction.consecutiveFailures > 0
+          ? eviction.consecutiveFailures
+          : 1,
+      durationMs: ms(eviction.duration) ?? 3000,
+    };
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
+/** The fields `backendConnection` applies, for the status of what is not (traffic-route.ts). */
+export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => string[]>> = {
+  tcp: () => [],
+  http: (v) => (v.requestTimeout !== undefined ? ["requestTimeout"] : []),
+  health: (v) => (v.unhealthyCondition !== undefined ? ["unhealthyCondition"] : []),
+};
+
+function variantName(base: string, c: BackendConnectionIR): string {
+  const h = createHash("sha256").update(JSON.stringify(c)).digest("hex").slice(0, 10);
+  return `${base}~${h}`;
+}
+
+/**
+ * `gw` with a cluster per distinct backend connection setting, and the routes whose backends have one pointing at it.
+ * Routes and clusters without such a setting are the same objects as before (the route memo keeps them).
+ */
+export function withBackendConnections(gw: GatewayIR): GatewayIR {
+  const clusters = new Map(gw.clusters.map((c) => [c.name, c]));
+  const variants = new Map<string, ClusterIR>();
+  const routeOf = (r: RouteIR): RouteIR => {
+    const a = r.action;
+    if (a.kind !== "forward" || r.policy?.backends === undefined) return r;
+    let changed = false;
+    const backends = a.backends.map((b) => {
+      const bp: BackendPolicyIR | undefined = r.policy?.backends?.find((x) => x.cluster === b.cluster);
+      const base = clusters.get(b.cluster);
+      if (bp === undefined || base === undefined || base.kind === "llm") return b;
+      const connection = backendConnection(bp.policy);
+      if (connection === undefined) return b;
+      const name = variantName(base.name, connection);
+      if (!variants.has(name)) {
+        variants.set(name, {
+          ...base,
+          name,
+          connection,
+          ...(base.kind === "eds" ? { edsServiceName: base.name } : {}),
+        } as ClusterIR);
+      }
+      changed = true;
+      return { ...b, cluster: name };
+    });
+    return changed ? { ...r, action: { ...a, backends } } : r;
+  };
+  let touched = false;
+  const routeConfigs = gw.routeConfigs.map((rc) => {
+    let rcChanged = false;
+    const virtualHosts = rc.virtualHosts.map((vh) => {
+      const routes = vh.routes.map(routeOf);
+      if (routes.every((r, i) => r === vh.routes[i])) return vh;
+      rcChanged = true;
+      return { ...vh, routes };
+    });
+    if (!rcChanged) return rc;
+    touched = true;
+    return { ...rc, virtualHosts };
+  });
+  if (!touched) return gw;
+  return { ...gw, routeConfigs, clusters: [...gw.clusters, ...variants.values()] };
+}

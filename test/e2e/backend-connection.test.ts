@@ -1,0 +1,116 @@
+// Backend policy connection settings on Service backends through a real Envoy (xds/backend-connection.ts):
+// `http.version: HTTP2` makes Envoy speak HTTP/2 to a server that speaks nothing else (h2c), and `health.eviction`
+// ejects the endpoint that keeps failing, so the requests after it all reach the healthy one. The route uses a cluster
+// made for the policy, reading the same endpoints (EDS) as the Service's own.
+
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import { createServer as createH2Server } from "node:http2";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { request } from "../helpers/net.js";
+
+function service(name: string, ports: readonly number[]): string {
+  return `---
+apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: default }
+spec: { ports: [{ name: p, port: 80 }] }
+${ports
+  .map(
+    (port, i) => `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: ${name}-${i}, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
+addressType: IPv4
+ports: [{ name: p, port: ${port} }]
+endpoints: [{ addresses: [127.0.0.1] }]
+`,
+  )
+  .join("")}`;
+}
+
+function resources(h2: number, good: number, bad: number): string {
+  return `${service("h2only", [h2])}${service("pair", [good, bad])}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /h2 } }]
+      backendRefs: [{ name: h2only, port: 80 }]
+    - matches: [{ path: { type: PathPrefix, value: /pair } }]
+      backendRefs: [{ name: pair, port: 80 }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: h2, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: h2only }]
+  backend:
+    http: { version: HTTP2 }
+    tcp: { connectTimeout: 2s, keepalive: { time: 30s } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: eviction, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: pair }]
+  backend:
+    health: { eviction: { consecutiveFailures: 2, duration: 60s } }
+`;
+}
+
+async function listen(server: Server | ReturnType<typeof createH2Server>): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return (server.address() as AddressInfo).port;
+}
+
+describe("backend policy connection settings on Service backends", { timeout: 60_000 }, () => {
+  const h2 = createH2Server((req, res) => {
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end(`http ${req.httpVersion}`);
+  });
+  const good = createServer((_req, res) => res.end("good"));
+  const bad = createServer((_req, res) => {
+    res.writeHead(500);
+    res.end("bad");
+  });
+  let gw: TestGateway;
+
+  before(async () => {
+    const [h2Port, goodPort, badPort] = [await listen(h2), await listen(good), await listen(bad)];
+    gw = await startTestGateway(
+      () => resources(h2Port, goodPort, badPort),
+      "/h2",
+      (s) => s === 200,
+    );
+  });
+  after(async () => {
+    await gw?.stop();
+    h2.close();
+    good.close();
+    bad.close();
+  });
+
+  test("http.version HTTP2: Envoy speaks HTTP/2 to an h2c-only server; the cluster carries the TCP settings", async () => {
+    const r = await request(gw.port, "/h2");
+    assert.equal(r.status, 200);
+    assert.equal(r.body, "http 2.0");
+    const dump = JSON.stringify(await gw.envoy.configDump());
+    assert.match(dump, /"name":"service\/default\/h2only\/port\/80~[0-9a-f]{10}"/);
+    assert.match(dump, /"connect_timeout":"2s"/);
+    assert.match(dump, /"keepalive_time":30/);
+  });
+
+  test("health.eviction: the failing endpoint is ejected; the requests after it reach the healthy one", async () => {
+    const first: number[] = [];
+    for (let i = 0; i < 8; i++) first.push((await request(gw.port, "/pair")).status);
+    assert.ok(first.includes(500), `the bad endpoint answered at first: ${first}`);
+    const later: string[] = [];
+    for (let i = 0; i < 10; i++) later.push((await request(gw.port, "/pair")).body);
+    assert.deepEqual(later, Array(10).fill("good"));
+  });
+});
