@@ -5,9 +5,10 @@
 //   proxyProtocol  the proxy_protocol listener filter (versions, Optional: plain connections accepted)
 //   accessLog      an access log on stdout, JSON lines with default fields and `attributes.add` as Envoy CEL
 //                  (%CEL(...)%; `request.path` is Envoy's url_path), `filter` as Envoy's CEL access log filter
-// `networkAuthorization` is network-authz.ts. What is not applied (tracing, metrics, OTLP export, CONNECT, TLS
-// parameters, HTTP/2 frame size, expressions Envoy cannot evaluate) is reported in the policy's status, never
-// dropped silently.
+//   tls            each HTTPS filter chain's TLS parameters (versions, TLS 1.2 suites, groups), ALPN and handshake timeout
+// `networkAuthorization` is network-authz.ts. What is not applied (tracing, metrics, OTLP export, CONNECT, HTTP/2 frame
+// size, TLS 1.3 suite choice, expressions Envoy cannot evaluate) is reported in the policy's status, never dropped
+// silently.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
@@ -20,6 +21,7 @@ import { ProxyProtocolSchema } from "../../gen/envoy/extensions/filters/listener
 import type { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import { CelSchema } from "../../gen/envoy/extensions/formatter/cel/v3/cel_pb.js";
 import { PreserveCaseFormatterConfigSchema } from "../../gen/envoy/extensions/http/header_formatters/preserve_case/v3/preserve_case_pb.js";
+import { TlsParameters_TlsProtocol } from "../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js";
 import { parseByteSize } from "../bytes.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
@@ -36,12 +38,74 @@ export const FRONTEND_SCHEMAS = [
   PreserveCaseFormatterConfigSchema,
 ] as const;
 
+/** Downstream TLS of an HTTPS port (`frontend.tls`), for each filter chain's DownstreamTlsContext. */
+export interface FrontendTls {
+  readonly minVersion?: TlsParameters_TlsProtocol;
+  readonly maxVersion?: TlsParameters_TlsProtocol;
+  /** TLS 1.2 suites in BoringSSL's names (TLS 1.3 suites cannot be chosen in BoringSSL). */
+  readonly cipherSuites?: readonly string[];
+  readonly ecdhCurves?: readonly string[];
+  readonly alpn?: readonly string[];
+  readonly handshakeTimeoutMs?: number;
+}
+
 /** What a Gateway port's frontend policy adds to its listener and to each HttpConnectionManager on it. */
 export interface FrontendOptions {
   readonly hcm: Partial<HcmInit>;
   readonly listener: Partial<ListenerInit>;
   /** Listener filters, before TLS inspection. */
   readonly listenerFilters: NonNullable<ListenerInit["listenerFilters"]>;
+  readonly tls?: FrontendTls;
+}
+
+const TLS_VERSION: Readonly<Record<string, TlsParameters_TlsProtocol>> = {
+  "1.2": TlsParameters_TlsProtocol.TLSv1_2,
+  "1.3": TlsParameters_TlsProtocol.TLSv1_3,
+};
+
+/** The spec's TLS 1.2 suite names → BoringSSL's. */
+const TLS12_SUITES: Readonly<Record<string, string>> = {
+  TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384: "ECDHE-ECDSA-AES256-GCM-SHA384",
+  TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256: "ECDHE-ECDSA-AES128-GCM-SHA256",
+  TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256: "ECDHE-ECDSA-CHACHA20-POLY1305",
+  TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384: "ECDHE-RSA-AES256-GCM-SHA384",
+  TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256: "ECDHE-RSA-AES128-GCM-SHA256",
+  TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256: "ECDHE-RSA-CHACHA20-POLY1305",
+};
+
+const CURVES: Readonly<Record<string, string>> = {
+  X25519: "X25519",
+  "P-256": "P-256",
+  "P-384": "P-384",
+  X25519_MLKEM768: "X25519MLKEM768",
+};
+
+/** `frontend.tls` → the TLS parameters; the TLS 1.3 suites, which BoringSSL does not let one choose, are reported. */
+function frontendTls(t: Rec, note: (field: string, message: string) => void): FrontendTls {
+  const out: { -readonly [K in keyof FrontendTls]: FrontendTls[K] } = {};
+  const min = TLS_VERSION[str(t.minProtocolVersion) ?? ""];
+  const max = TLS_VERSION[str(t.maxProtocolVersion) ?? ""];
+  if (min !== undefined) out.minVersion = min;
+  if (max !== undefined) out.maxVersion = max;
+  if (Array.isArray(t.cipherSuites) && t.cipherSuites.length > 0) {
+    const names = t.cipherSuites.map(String);
+    const tls12 = names.flatMap((n) => (TLS12_SUITES[n] !== undefined ? [TLS12_SUITES[n]] : []));
+    if (names.some((n) => n.startsWith("TLS13_"))) {
+      note("cipherSuites", "TLS 1.3 suites cannot be chosen in Envoy (BoringSSL enables all three); they stay enabled");
+    }
+    if (tls12.length > 0) out.cipherSuites = tls12;
+    else {
+      // Only TLS 1.3 suites listed: no TLS 1.2 suite is allowed, so TLS 1.2 cannot be negotiated.
+      out.minVersion = TlsParameters_TlsProtocol.TLSv1_3;
+    }
+  }
+  if (Array.isArray(t.keyExchangeGroups) && t.keyExchangeGroups.length > 0) {
+    out.ecdhCurves = t.keyExchangeGroups.map((g) => CURVES[String(g)] ?? String(g));
+  }
+  if (Array.isArray(t.alpnProtocols)) out.alpn = t.alpnProtocols.map(String);
+  const handshake = ms(t.handshakeTimeout);
+  if (handshake !== undefined) out.handshakeTimeoutMs = handshake;
+  return out;
 }
 
 const NONE: FrontendOptions = { hcm: {}, listener: {}, listenerFilters: [] };
@@ -194,16 +258,22 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     if (entry !== undefined) hcm.accessLog = [entry];
   }
 
+  const tlsField = field("tls");
+  let tls: FrontendTls | undefined;
+  if (tlsField !== undefined) {
+    if (l.protocol === "HTTPS") tls = frontendTls(tlsField.value, (f, m) => note(tlsField.from, `tls.${f}`, m));
+    else note(tlsField.from, "tls", `port ${l.port} is plain HTTP: no TLS to set`);
+  }
+
   for (const [name, why] of [
     ["tracing", "tracing is not exported yet (OTLP)"],
     ["metrics", "metric labels from CEL are not added yet"],
     ["connect", "CONNECT handling is Envoy's default yet (rejected)"],
-    ["tls", "downstream TLS parameters (versions, ciphers, groups, ALPN, handshake timeout) are Envoy's defaults yet"],
   ] as const) {
     const f = policy[name];
     if (f !== undefined && !("combined" in f)) note(f.from, name, `${why}; not applied`);
   }
-  return { hcm, listener, listenerFilters };
+  return { hcm, listener, listenerFilters, ...(tls !== undefined ? { tls } : {}) };
 }
 
 const NOT_IN_ENVOY =

@@ -14,13 +14,14 @@ import {
 } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import type { ValueMatcherSchema } from "../../gen/envoy/type/matcher/v3/value_pb.js";
+import { durationFromMs } from "../duration.js";
 import type { FilterChainIR, ListenerIR } from "../ir.js";
 import { type EarlyRequestHeaders, earlyHeaderMutationExtension } from "./early-headers.js";
 import type { FilterChainResult } from "./filters/chain.js";
 import { JWT_FAILURE_KEY, JWT_HEADER_KEY } from "./filters/jwt-authn.js";
 import { BUFFER_RESPONSE_METADATA_KEY, RESPONSE_BUFFER_FILTER } from "./filters/route-scoped.js";
 import { SLUICE_ROUTE_METADATA } from "./filters/types.js";
-import type { FrontendOptions } from "./frontend.js";
+import type { FrontendOptions, FrontendTls } from "./frontend.js";
 import type { NetworkFilter } from "./network-authz.js";
 
 type HttpFilters = FilterChainResult["httpFilters"];
@@ -166,15 +167,22 @@ function metadataFilter(
   };
 }
 
-function buildTransportSocket(chain: FilterChainIR) {
+function buildTransportSocket(chain: FilterChainIR, params: FrontendTls | undefined) {
   if (chain.tls === undefined) return undefined;
+  const tlsParams = {
+    ...(params?.minVersion !== undefined ? { tlsMinimumProtocolVersion: params.minVersion } : {}),
+    ...(params?.maxVersion !== undefined ? { tlsMaximumProtocolVersion: params.maxVersion } : {}),
+    ...(params?.cipherSuites !== undefined ? { cipherSuites: [...params.cipherSuites] } : {}),
+    ...(params?.ecdhCurves !== undefined ? { ecdhCurves: [...params.ecdhCurves] } : {}),
+  };
   const tls = create(DownstreamTlsContextSchema, {
     commonTlsContext: {
       tlsCertificateSdsSecretConfigs: chain.tls.secrets.map((name) => ({
         name,
         sdsConfig: { configSourceSpecifier: { case: "ads" as const, value: {} }, resourceApiVersion: ApiVersion.V3 },
       })),
-      alpnProtocols: ["h2", "http/1.1"],
+      alpnProtocols: [...(params?.alpn ?? ["h2", "http/1.1"])],
+      ...(Object.keys(tlsParams).length > 0 ? { tlsParams } : {}),
     },
   });
   return {
@@ -220,11 +228,15 @@ export function buildListener(
         : []),
     ],
     filterChains: l.filterChains.map((chain) => {
-      const transportSocket = buildTransportSocket(chain);
+      const transportSocket = buildTransportSocket(chain, frontend.tls);
       return {
         name: chain.name,
         ...(chain.serverNames.length > 0 ? { filterChainMatch: { serverNames: [...chain.serverNames] } } : {}),
         ...(transportSocket !== undefined ? { transportSocket } : {}),
+        // frontend.tls.handshakeTimeout: the TLS handshake must be done within it.
+        ...(transportSocket !== undefined && frontend.tls?.handshakeTimeoutMs !== undefined
+          ? { transportSocketConnectTimeout: durationFromMs(frontend.tls.handshakeTimeoutMs) }
+          : {}),
         filters: [
           ...networkFilters,
           {
