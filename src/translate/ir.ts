@@ -125,6 +125,13 @@ export interface BackendConnectionIR {
   /** `http.version`: HTTP/2 or HTTP/1.1 toward the backend, whatever the Service port says. */
   readonly http2?: boolean;
   readonly eviction?: { readonly consecutiveFailures: number; readonly durationMs: number };
+  /** `backend.auth` injected by Envoy on this cluster's requests (xds/backend-credential.ts). */
+  readonly credential?: {
+    readonly secret: string;
+    readonly value: string;
+    readonly header: string;
+    readonly prefix: string;
+  };
 }
 
 /** A cluster variant made for a backend policy's connection settings; the base cluster's EDS name when EDS. */

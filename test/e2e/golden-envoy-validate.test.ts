@@ -1,5 +1,6 @@
 // Every xDS golden must be accepted by Envoy itself: each golden's resources are embedded in a bootstrap
-// (routes inlined into their HttpConnectionManager, EDS endpoints inlined into their cluster) and checked with
+// (routes inlined into their HttpConnectionManager, EDS endpoints inlined into their cluster, SDS secrets read from
+// static_resources) and checked with
 // `envoy --mode validate`, which builds every listener, filter and cluster factory.
 
 import assert from "node:assert/strict";
@@ -51,6 +52,20 @@ export function embedSnapshot(g: GoldenGateway): Json {
     delete c["eds_cluster_config"];
     return { ...c, type: "STATIC", load_assignment: la };
   });
+  // SDS references to the snapshot's secrets read them from static_resources instead (no ADS here).
+  const secretNames = new Set(g.secrets.map((sec) => sec["name"] as string));
+  const embedSecrets = (v: unknown): void => {
+    if (Array.isArray(v)) for (const x of v) embedSecrets(x);
+    else if (typeof v === "object" && v !== null) {
+      const o = v as Json;
+      if (typeof o["name"] === "string" && secretNames.has(o["name"]) && o["sds_config"] !== undefined) {
+        delete o["sds_config"];
+      }
+      for (const x of Object.values(o)) embedSecrets(x);
+    }
+  };
+  embedSecrets(listeners);
+  embedSecrets(clusters);
   return {
     node: { id: "validate", cluster: g.gateway },
     static_resources: { listeners, clusters, secrets: g.secrets },

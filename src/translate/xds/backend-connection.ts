@@ -1,12 +1,15 @@
 // Backend policy connection fields on Service and static backends (`backend.tcp`, `backend.http.version`,
-// `backend.health.eviction`) → Envoy cluster settings. A backend's effective policy can differ per route (a route-level
+// `backend.health.eviction`, and `backend.auth` injected by the cluster: backend-credential.ts) → Envoy cluster
+// settings. A backend's effective policy can differ per route (a route-level
 // policy with a backend section), while Envoy clusters are shared; so each distinct setting gets its own cluster,
 // `<cluster>~<hash>`, which the routes with that policy use. An EDS variant reads the same endpoints (its EDS service
 // name is the base cluster's). AI backends are not changed here (their clusters are the LLM table's).
 
 import { createHash } from "node:crypto";
 import { parseDurationMs } from "../duration.js";
+import type { TranslationInput } from "../input.js";
 import type { BackendConnectionIR, BackendPolicyIR, ClusterIR, EffectivePolicyIR, GatewayIR, RouteIR } from "../ir.js";
+import { backendCredential } from "./backend-credential.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -63,7 +66,7 @@ function variantName(base: string, c: BackendConnectionIR): string {
  * `gw` with a cluster per distinct backend connection setting, and the routes whose backends have one pointing at it.
  * Routes and clusters without such a setting are the same objects as before (the route memo keeps them).
  */
-export function withBackendConnections(gw: GatewayIR): GatewayIR {
+export function withBackendConnections(gw: GatewayIR, input?: TranslationInput): GatewayIR {
   const clusters = new Map(gw.clusters.map((c) => [c.name, c]));
   const variants = new Map<string, ClusterIR>();
   const routeOf = (r: RouteIR): RouteIR => {
@@ -74,7 +77,13 @@ export function withBackendConnections(gw: GatewayIR): GatewayIR {
       const bp: BackendPolicyIR | undefined = r.policy?.backends?.find((x) => x.cluster === b.cluster);
       const base = clusters.get(b.cluster);
       if (bp === undefined || base === undefined || base.kind === "llm") return b;
-      const connection = backendConnection(bp.policy);
+      const settings = backendConnection(bp.policy);
+      const auth = bp.policy.auth;
+      const credential =
+        auth !== undefined && !("combined" in auth)
+          ? backendCredential(auth.value, auth.from, bp.backend, input)
+          : undefined;
+      const connection = credential?.ok === true ? { ...settings, credential: credential.credential } : settings;
       if (connection === undefined) return b;
       const name = variantName(base.name, connection);
       if (!variants.has(name)) {

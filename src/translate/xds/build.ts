@@ -2,9 +2,11 @@
 
 import { fromBinary } from "@bufbuild/protobuf";
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
+import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
 import type { GatewayIR, RouteIR } from "../ir.js";
 import { withBackendConnections } from "./backend-connection.js";
+import { credentialSecret } from "./backend-credential.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
 import { earlyRequestHeaders } from "./early-headers.js";
 import { buildFilterChain } from "./filters/chain.js";
@@ -42,9 +44,19 @@ export interface BuildOptions {
   readonly memo?: XdsMemo;
 }
 
+/** The SDS secrets of the backend credentials the clusters inject (backend-credential.ts), once each. */
+function credentialSecrets(gw: GatewayIR): Secret[] {
+  const out = new Map<string, Secret>();
+  for (const c of gw.clusters) {
+    const cred = c.kind === "llm" ? undefined : c.connection?.credential;
+    if (cred !== undefined && !out.has(cred.secret)) out.set(cred.secret, credentialSecret(cred));
+  }
+  return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
+}
+
 export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   // Backend policy connection settings: cluster variants, and the routes that use them.
-  const gw = withBackendConnections(ir);
+  const gw = withBackendConnections(ir, opts.authz?.input);
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const note: BuildContext["note"] = (from, field, message, reason) => {
@@ -137,7 +149,7 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
       routes ??= encodedRoutes.map((r) => fromBinary(RouteConfigurationSchema, joinBytes(r.parts)));
       return routes;
     },
-    secrets: gw.secrets.map(buildSecret),
+    secrets: [...gw.secrets.map(buildSecret), ...credentialSecrets(gw)],
   };
   return { xds, notes };
 }

@@ -10,9 +10,11 @@ import {
   type ClusterLoadAssignment,
   ClusterLoadAssignmentSchema,
 } from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
+import { UpstreamCodecSchema } from "../../gen/envoy/extensions/filters/http/upstream_codec/v3/upstream_codec_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { durationFromMs } from "../duration.js";
-import type { ClusterIR, EndpointIR } from "../ir.js";
+import type { BackendConnectionIR, ClusterIR, EndpointIR } from "../ir.js";
+import { credentialInjector } from "./backend-credential.js";
 import { buildLlmCluster } from "./llm.js";
 
 const CONNECT_TIMEOUT_MS = 5000;
@@ -36,6 +38,52 @@ function loadAssignment(
         })),
       },
     ],
+  };
+}
+
+/**
+ * The cluster's HTTP protocol options: HTTP/2 when the backend speaks it, and the upstream filters (the
+ * credential_injector of `backend.auth`, then the codec); none when neither applies.
+ */
+function protocolOptions(
+  http2: boolean,
+  conn: BackendConnectionIR | undefined,
+): Pick<MessageInitShape<typeof ClusterSchema>, "typedExtensionProtocolOptions"> {
+  const credential = conn?.credential;
+  if (!http2 && credential === undefined) return {};
+  return {
+    typedExtensionProtocolOptions: {
+      [HTTP_PROTOCOL_OPTIONS]: anyPack(
+        HttpProtocolOptionsSchema,
+        create(HttpProtocolOptionsSchema, {
+          upstreamProtocolOptions: {
+            case: "explicitHttpConfig",
+            value: {
+              protocolConfig: http2
+                ? { case: "http2ProtocolOptions", value: {} }
+                : { case: "httpProtocolOptions", value: {} },
+            },
+          },
+          ...(credential !== undefined
+            ? {
+                httpFilters: [
+                  {
+                    name: "sluice.credential_injector",
+                    configType: { case: "typedConfig", value: credentialInjector(credential) },
+                  },
+                  {
+                    name: "envoy.filters.http.upstream_codec",
+                    configType: {
+                      case: "typedConfig",
+                      value: anyPack(UpstreamCodecSchema, create(UpstreamCodecSchema)),
+                    },
+                  },
+                ],
+              }
+            : {}),
+        }),
+      ),
+    },
   };
 }
 
@@ -70,21 +118,7 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
           },
         }
       : {}),
-    ...(http2
-      ? {
-          typedExtensionProtocolOptions: {
-            [HTTP_PROTOCOL_OPTIONS]: anyPack(
-              HttpProtocolOptionsSchema,
-              create(HttpProtocolOptionsSchema, {
-                upstreamProtocolOptions: {
-                  case: "explicitHttpConfig",
-                  value: { protocolConfig: { case: "http2ProtocolOptions", value: {} } },
-                },
-              }),
-            ),
-          },
-        }
-      : {}),
+    ...protocolOptions(http2, conn),
   };
   switch (c.kind) {
     case "eds":

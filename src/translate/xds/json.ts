@@ -21,13 +21,16 @@ export interface XdsJson {
   readonly secrets: JsonValue[];
 }
 
-/** With `redactSecrets`, private keys print as `[redacted]` (for output a person may paste somewhere). */
+/** With `redactSecrets`, private keys and backend credentials print as `[redacted]` (output a person may paste). */
 export function xdsToJson(x: XdsResources, opts: { redactSecrets?: boolean } = {}): XdsJson {
   const secrets = x.secrets.map((m) => json(SecretSchema, m));
   if (opts.redactSecrets) {
     for (const s of secrets) {
       const key = (s as { tls_certificate?: { private_key?: unknown } }).tls_certificate;
       if (key?.private_key !== undefined) key.private_key = "[redacted]";
+      // Backend credentials (credential_injector's SDS secrets).
+      const generic = (s as { generic_secret?: { secret?: unknown } }).generic_secret;
+      if (generic?.secret !== undefined) generic.secret = "[redacted]";
     }
   }
   return {

@@ -12,12 +12,14 @@ import type { RouteConfiguration } from "../../gen/envoy/config/route/v3/route_p
 import { RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
 import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/router_pb.js";
+import { UpstreamCodecSchema } from "../../gen/envoy/extensions/filters/http/upstream_codec/v3/upstream_codec_pb.js";
 import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
 import { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import { SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+import { CREDENTIAL_SCHEMAS } from "./backend-credential.js";
 import { EARLY_HEADER_MUTATION_SCHEMAS } from "./early-headers.js";
 import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import { FRONTEND_SCHEMAS } from "./frontend.js";
@@ -53,6 +55,8 @@ export const xdsTypeRegistry = createRegistry(
   ...HTTP_FILTER_BUILDERS.flatMap((b) => b.schemas),
   ...NETWORK_AUTHZ_SCHEMAS,
   ...FRONTEND_SCHEMAS,
+  ...CREDENTIAL_SCHEMAS,
+  UpstreamCodecSchema,
   ClusterSchema,
   ClusterLoadAssignmentSchema,
   ListenerSchema,

@@ -13,6 +13,7 @@ import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/rout
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { RouteIR } from "../ir.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
+import { routeCredentials } from "./backend-credential.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
@@ -61,8 +62,9 @@ function retryPolicy(r: NonNullable<T["retry"]>): MessageInitShape<typeof RetryP
 export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | undefined, earlyHeaders = false): void {
   const note = (from: Parameters<BuildContext["note"]>[0], field: string, message: string) =>
     ctx?.note(from, field, message);
-  const route = out.action?.case === "route" ? out.action.value : undefined;
   noteUnappliedBackendFields(r, ctx);
+  applyBackendCredentials(r, out, ctx);
+  const route = out.action?.case === "route" ? out.action.value : undefined;
 
   for (const f of phaseFields<NonNullable<T["headerModifiers"]>>(r, "headerModifiers")) {
     const { response } = f.value;
@@ -176,6 +178,8 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
           );
           continue;
         }
+        // Credentials: applyBackendCredentials.
+        if (field === "auth") continue;
         // Connection settings become cluster settings (backend-connection.ts), but for the parts listed.
         const partly = APPLIED_CONNECTION_FIELDS[field];
         if (partly !== undefined) {
@@ -188,6 +192,30 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
         ctx.note(f.from, `backend.${field}`, `not applied to ${b.backend} yet`);
       }
     }
+  }
+}
+
+/**
+ * `backend.auth` of the route's Service and static backends (backend-credential.ts): what is not injected is reported;
+ * a credential that cannot be had makes the route answer 503, so the request never goes out without it.
+ */
+function applyBackendCredentials(r: RouteIR, out: Init, ctx: BuildContext | undefined): void {
+  if (ctx === undefined) return;
+  const outcomes = routeCredentials(r, (name) => ctx.cluster?.(name), ctx.authz?.input);
+  let fatal = false;
+  for (const o of outcomes) {
+    if (o.ok) continue;
+    ctx.note(o.from, o.field, o.message);
+    fatal ||= o.fatal;
+  }
+  if (fatal) {
+    out.action = {
+      case: "directResponse",
+      value: {
+        status: 503,
+        body: { specifier: { case: "inlineString", value: "backend credentials are not available" } },
+      },
+    };
   }
 }
 
