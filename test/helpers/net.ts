@@ -1,6 +1,6 @@
 // Loopback helpers for end-to-end tests: free ports, echo upstreams, HTTP requests, waiting.
 
-import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createServer as createNetServer } from "node:net";
@@ -29,18 +29,44 @@ function reserve(port: number): boolean {
   }
 }
 
+/** The kernel's range for ports it picks itself (bind to port 0, outgoing connections). */
+function ephemeralRange(): readonly [number, number] {
+  try {
+    const [low, high] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+    if (low !== undefined && high !== undefined && low > 0 && high >= low) return [low, high];
+  } catch {
+    // not Linux: the usual default
+  }
+  return [32768, 60999];
+}
+
+/** Ports handed out for Envoy listeners and servers started with a fixed port: below the ephemeral range. */
+const [EPHEMERAL_LOW] = ephemeralRange();
+const POOL_LOW = 20_000;
+const POOL_HIGH = Math.max(POOL_LOW + 1000, EPHEMERAL_LOW - 1);
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createNetServer();
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
+  });
+}
+
 /**
- * A port free right now on 127.0.0.1 (the OS picks it), and not handed to another test process in the last minutes.
- * Test files run in parallel and Envoy binds its listeners with SO_REUSEPORT: two Envoys given the same port would
- * both listen on it and share its connections without an error, so a port is never given out twice.
+ * A port free right now on 127.0.0.1, for a process that binds it later (Envoy's listeners and admin, servers given a
+ * port). Test files run in parallel, so two things must not happen between now and that bind:
+ * - another test process is handed the same port: each port is reserved (a file per port) for some minutes. Envoy
+ *   listens with SO_REUSEPORT, so two gateways on one port would share its connections without an error;
+ * - the kernel gives the port to a server that binds port 0 or to an outgoing connection: the port is taken below the
+ *   kernel's ephemeral range, where it never picks one itself.
  */
 export async function freePort(): Promise<number> {
-  for (;;) {
-    const srv = createNetServer();
-    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-    const { port } = srv.address() as AddressInfo;
-    await new Promise<void>((r) => srv.close(() => r()));
+  for (let attempt = 0; ; attempt++) {
+    const port = POOL_LOW + Math.floor(Math.random() * (POOL_HIGH - POOL_LOW));
+    if (!(await canBind(port))) continue;
     if (reserve(port)) return port;
+    if (attempt > 10_000) throw new Error("no free port below the ephemeral range");
   }
 }
 
