@@ -125,6 +125,8 @@ export interface BackendConnectionIR {
   /** `http.version`: HTTP/2 or HTTP/1.1 toward the backend, whatever the Service port says. */
   readonly http2?: boolean;
   readonly eviction?: { readonly consecutiveFailures: number; readonly durationMs: number };
+  /** `backend.tls`: TLS from Envoy to the backend (xds/backend-tls.ts). */
+  readonly tls?: BackendTlsIR;
   /** `backend.auth` injected by Envoy on this cluster's requests (xds/backend-credential.ts). */
   readonly credential?: {
     readonly secret: string;
@@ -132,6 +134,19 @@ export interface BackendConnectionIR {
     readonly header: string;
     readonly prefix: string;
   };
+}
+
+export interface BackendTlsIR {
+  readonly sni?: string;
+  /** Names the backend's certificate must carry (empty: no name check). */
+  readonly sans: readonly string[];
+  /** PEM CA bundle; absent: the system bundle. */
+  readonly ca?: string;
+  readonly insecure?: "All" | "Hostname";
+  readonly alpn?: readonly string[];
+  readonly curves?: readonly string[];
+  /** mTLS: the client certificate, served to Envoy as an SDS secret. */
+  readonly clientCert?: { readonly secret: string; readonly chain: string; readonly key: string };
 }
 
 /** A cluster variant made for a backend policy's connection settings; the base cluster's EDS name when EDS. */

@@ -10,6 +10,7 @@ import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { BackendConnectionIR, BackendPolicyIR, ClusterIR, EffectivePolicyIR, GatewayIR, RouteIR } from "../ir.js";
 import { backendCredential } from "./backend-credential.js";
+import { backendTls } from "./backend-tls.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -83,7 +84,16 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         auth !== undefined && !("combined" in auth)
           ? backendCredential(auth.value, auth.from, bp.backend, input)
           : undefined;
-      const connection = credential?.ok === true ? { ...settings, credential: credential.credential } : settings;
+      const tlsField = bp.policy.tls;
+      const tls =
+        tlsField !== undefined && !("combined" in tlsField)
+          ? backendTls(tlsField.value, tlsField.from, bp.backend, base, input)
+          : undefined;
+      const extra = {
+        ...(credential?.ok === true ? { credential: credential.credential } : {}),
+        ...(tls?.ok === true ? { tls: tls.tls } : {}),
+      };
+      const connection = Object.keys(extra).length > 0 ? { ...settings, ...extra } : settings;
       if (connection === undefined) return b;
       const name = variantName(base.name, connection);
       if (!variants.has(name)) {

@@ -50,6 +50,11 @@ function credentialSecrets(gw: GatewayIR): Secret[] {
   for (const c of gw.clusters) {
     const cred = c.kind === "llm" ? undefined : c.connection?.credential;
     if (cred !== undefined && !out.has(cred.secret)) out.set(cred.secret, credentialSecret(cred));
+    // backend.tls client certificates (mTLS), as the listeners' certificates are.
+    const cert = c.kind === "llm" ? undefined : c.connection?.tls?.clientCert;
+    if (cert !== undefined && !out.has(cert.secret)) {
+      out.set(cert.secret, buildSecret({ name: cert.secret, certificateChain: cert.chain, privateKey: cert.key }));
+    }
   }
   return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }

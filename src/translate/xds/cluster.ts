@@ -11,9 +11,10 @@ import {
   ClusterLoadAssignmentSchema,
 } from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
 import { UpstreamCodecSchema } from "../../gen/envoy/extensions/filters/http/upstream_codec/v3/upstream_codec_pb.js";
+import { UpstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { durationFromMs } from "../duration.js";
-import type { BackendConnectionIR, ClusterIR, EndpointIR } from "../ir.js";
+import type { BackendConnectionIR, BackendTlsIR, ClusterIR, EndpointIR } from "../ir.js";
 import { credentialInjector } from "./backend-credential.js";
 import { buildLlmCluster } from "./llm.js";
 
@@ -50,20 +51,25 @@ function protocolOptions(
   conn: BackendConnectionIR | undefined,
 ): Pick<MessageInitShape<typeof ClusterSchema>, "typedExtensionProtocolOptions"> {
   const credential = conn?.credential;
-  if (!http2 && credential === undefined) return {};
+  // backend.tls offering both h2 and http/1.1 without http.version: the protocol ALPN agrees on.
+  const alpn = conn?.tls?.alpn;
+  const auto = conn?.http2 === undefined && alpn !== undefined && alpn.includes("h2") && alpn.includes("http/1.1");
+  if (!http2 && credential === undefined && !auto) return {};
   return {
     typedExtensionProtocolOptions: {
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
         HttpProtocolOptionsSchema,
         create(HttpProtocolOptionsSchema, {
-          upstreamProtocolOptions: {
-            case: "explicitHttpConfig",
-            value: {
-              protocolConfig: http2
-                ? { case: "http2ProtocolOptions", value: {} }
-                : { case: "httpProtocolOptions", value: {} },
-            },
-          },
+          upstreamProtocolOptions: auto
+            ? { case: "autoConfig", value: { httpProtocolOptions: {}, http2ProtocolOptions: {} } }
+            : {
+                case: "explicitHttpConfig",
+                value: {
+                  protocolConfig: http2
+                    ? { case: "http2ProtocolOptions", value: {} }
+                    : { case: "httpProtocolOptions", value: {} },
+                },
+              },
           ...(credential !== undefined
             ? {
                 httpFilters: [
@@ -84,6 +90,45 @@ function protocolOptions(
         }),
       ),
     },
+  };
+}
+
+/** System CAs, as for AI providers. */
+const SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt";
+
+/** backend.tls → the cluster's TLS transport socket (xds/backend-tls.ts says what each field becomes). */
+function upstreamTls(t: BackendTlsIR, http2: boolean) {
+  const sds = { configSourceSpecifier: { case: "ads" as const, value: {} }, resourceApiVersion: ApiVersion.V3 };
+  const validation =
+    t.insecure === "All"
+      ? undefined
+      : {
+          trustedCa: {
+            specifier:
+              t.ca !== undefined
+                ? { case: "inlineString" as const, value: t.ca }
+                : { case: "filename" as const, value: SYSTEM_CA },
+          },
+          matchTypedSubjectAltNames: t.sans.map((name) => ({
+            // DNS SAN
+            sanType: 2,
+            matcher: { matchPattern: { case: "exact" as const, value: name } },
+          })),
+        };
+  const tls = create(UpstreamTlsContextSchema, {
+    ...(t.sni !== undefined ? { sni: t.sni } : {}),
+    commonTlsContext: {
+      alpnProtocols: [...(t.alpn ?? [http2 ? "h2" : "http/1.1"])],
+      ...(t.curves !== undefined ? { tlsParams: { ecdhCurves: [...t.curves] } } : {}),
+      ...(t.clientCert !== undefined
+        ? { tlsCertificateSdsSecretConfigs: [{ name: t.clientCert.secret, sdsConfig: sds }] }
+        : {}),
+      ...(validation !== undefined ? { validationContextType: { case: "validationContext", value: validation } } : {}),
+    },
+  });
+  return {
+    name: "envoy.transport_sockets.tls",
+    configType: { case: "typedConfig" as const, value: anyPack(UpstreamTlsContextSchema, tls) },
   };
 }
 
@@ -119,6 +164,7 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
         }
       : {}),
     ...protocolOptions(http2, conn),
+    ...(conn?.tls !== undefined ? { transportSocket: upstreamTls(conn.tls, http2) } : {}),
   };
   switch (c.kind) {
     case "eds":

@@ -14,6 +14,7 @@ import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { RouteIR } from "../ir.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
 import { routeCredentials } from "./backend-credential.js";
+import { routeTlsOutcomes } from "./backend-tls.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
@@ -178,8 +179,8 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
           );
           continue;
         }
-        // Credentials: applyBackendCredentials.
-        if (field === "auth") continue;
+        // Credentials and TLS: applyBackendCredentials.
+        if (field === "auth" || field === "tls") continue;
         // Connection settings become cluster settings (backend-connection.ts), but for the parts listed.
         const partly = APPLIED_CONNECTION_FIELDS[field];
         if (partly !== undefined) {
@@ -201,19 +202,24 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
  */
 function applyBackendCredentials(r: RouteIR, out: Init, ctx: BuildContext | undefined): void {
   if (ctx === undefined) return;
-  const outcomes = routeCredentials(r, (name) => ctx.cluster?.(name), ctx.authz?.input);
+  const cluster = (name: string) => ctx.cluster?.(name);
   let fatal = false;
-  for (const o of outcomes) {
+  for (const o of routeCredentials(r, cluster, ctx.authz?.input)) {
     if (o.ok) continue;
     ctx.note(o.from, o.field, o.message);
     fatal ||= o.fatal;
+  }
+  for (const o of routeTlsOutcomes(r, cluster, ctx.authz?.input)) {
+    if (o.ok) continue;
+    ctx.note(o.from, o.field, o.message);
+    fatal = true;
   }
   if (fatal) {
     out.action = {
       case: "directResponse",
       value: {
         status: 503,
-        body: { specifier: { case: "inlineString", value: "backend credentials are not available" } },
+        body: { specifier: { case: "inlineString", value: "backend credentials or TLS settings are not available" } },
       },
     };
   }

@@ -1,0 +1,130 @@
+// backend.tls on Service backends through a real Envoy (xds/backend-tls.ts): Envoy originates TLS to HTTPS backends,
+// trusting the CA of a ConfigMap and checking the name SNI asks for; a backend whose certificate is not trusted, or
+// does not carry the names required, is refused (503); `insecureSkipVerify: All` trusts it anyway; mTLS presents the
+// client certificate of a Secret, which the backend checks; a CA ConfigMap that is missing makes the route answer 503.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:https";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { TLSSocket } from "node:tls";
+import { projectRoot } from "../../src/cli/paths.js";
+import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { request } from "../helpers/net.js";
+
+const fixture = (f: string) => readFileSync(join(projectRoot(), "test", "fixtures", "tls", f), "utf8");
+const indent = (t: string, n: number) =>
+  t
+    .trim()
+    .split("\n")
+    .map((l) => `${" ".repeat(n)}${l}`)
+    .join("\n");
+
+function resources(plain: number, mtls: number): string {
+  const rule = (name: string) => `
+    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
+      backendRefs: [{ name: ${name}, port: 80 }]`;
+  const policy = (name: string, tls: string) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: ${name} }]
+  backend:
+    tls: ${tls}
+`;
+  const services = ["trusted", "untrusted", "skip", "wrongname", "noca"].map((n) => localService(n, plain)).join("");
+  return `${services}${localService("mtls", mtls)}---
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: example-ca, namespace: default }
+data:
+  ca.crt: |
+${indent(fixture("example.com.crt"), 4)}
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: client-cert, namespace: default }
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+${indent(fixture("foo.example.com.crt"), 4)}
+  tls.key: |
+${indent(fixture("foo.example.com.key"), 4)}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:${["trusted", "untrusted", "skip", "wrongname", "noca", "mtls"].map(rule).join("")}
+${policy("trusted", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }")}${policy("untrusted", "{ sni: example.com }")}${policy("skip", "{ insecureSkipVerify: All, sni: example.com }")}${policy("wrongname", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, verifySubjectAltNames: [other.example.com] }")}${policy("noca", "{ caCertificateRefs: [{ name: nowhere }], sni: example.com }")}${policy("mtls", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }")}`;
+}
+
+async function listen(server: Server): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return (server.address() as AddressInfo).port;
+}
+
+describe("backend.tls: Envoy originates TLS to the backend", { timeout: 60_000 }, () => {
+  const plain = createServer({ cert: fixture("example.com.crt"), key: fixture("example.com.key") }, (req, res) =>
+    res.end(`tls ${(req.socket as TLSSocket).getProtocol()}`),
+  );
+  const mtls = createServer(
+    {
+      cert: fixture("example.com.crt"),
+      key: fixture("example.com.key"),
+      requestCert: true,
+      rejectUnauthorized: true,
+      ca: [fixture("foo.example.com.crt")],
+    },
+    (req, res) => {
+      const cn = (req.socket as TLSSocket).getPeerCertificate().subject?.CN;
+      res.end(`client ${cn}`);
+    },
+  );
+  let gw: TestGateway;
+
+  before(async () => {
+    const [p, m] = [await listen(plain), await listen(mtls)];
+    gw = await startTestGateway(
+      () => resources(p, m),
+      "/trusted",
+      (s) => s === 200,
+    );
+  });
+  after(async () => {
+    await gw?.stop();
+    plain.close();
+    mtls.close();
+  });
+
+  test("a CA from a ConfigMap and the SNI name: served over TLS", async () => {
+    const r = await request(gw.port, "/trusted");
+    assert.equal(r.status, 200);
+    assert.match(r.body, /^tls TLSv1\.[23]$/);
+  });
+
+  test("a certificate the system CAs do not trust, or without the names required: refused", async () => {
+    assert.equal((await request(gw.port, "/untrusted")).status, 503);
+    assert.equal((await request(gw.port, "/wrongname")).status, 503);
+  });
+
+  test("insecureSkipVerify All: trusted anyway", async () => {
+    assert.equal((await request(gw.port, "/skip")).status, 200);
+  });
+
+  test("mTLS: the backend sees the client certificate of the Secret", async () => {
+    const r = await request(gw.port, "/mtls");
+    assert.equal(r.status, 200, r.body);
+    assert.equal(r.body, "client foo.example.com");
+  });
+
+  test("a CA ConfigMap that does not exist: 503 without calling the backend", async () => {
+    const r = await request(gw.port, "/noca");
+    assert.equal(r.status, 503);
+    assert.equal(r.body, "backend credentials or TLS settings are not available");
+  });
+});
