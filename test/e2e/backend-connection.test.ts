@@ -1,6 +1,7 @@
 // Backend policy connection settings on Service backends through a real Envoy (xds/backend-connection.ts):
 // `http.version: HTTP2` makes Envoy speak HTTP/2 to a server that speaks nothing else (h2c), and `health.eviction`
-// ejects the endpoint that keeps failing, so the requests after it all reach the healthy one. The route uses a cluster
+// ejects the endpoint that keeps failing, so the requests after it all reach the healthy one; `http.requestTimeout`
+// is the route's deadline. The route uses a cluster
 // made for the policy, reading the same endpoints (EDS) as the Service's own.
 
 import assert from "node:assert/strict";
@@ -31,8 +32,8 @@ endpoints: [{ addresses: [127.0.0.1] }]
   .join("")}`;
 }
 
-function resources(h2: number, good: number, bad: number): string {
-  return `${service("h2only", [h2])}${service("pair", [good, bad])}---
+function resources(h2: number, good: number, bad: number, slow: number): string {
+  return `${service("h2only", [h2])}${service("pair", [good, bad])}${service("slow", [slow])}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: default }
@@ -43,6 +44,8 @@ spec:
       backendRefs: [{ name: h2only, port: 80 }]
     - matches: [{ path: { type: PathPrefix, value: /pair } }]
       backendRefs: [{ name: pair, port: 80 }]
+    - matches: [{ path: { type: PathPrefix, value: /slow } }]
+      backendRefs: [{ name: slow, port: 80 }]
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
@@ -60,6 +63,14 @@ spec:
   targetRefs: [{ group: "", kind: Service, name: pair }]
   backend:
     health: { eviction: { consecutiveFailures: 2, duration: 60s } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: deadline, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: slow }]
+  backend:
+    http: { requestTimeout: 300ms }
 `;
 }
 
@@ -78,12 +89,20 @@ describe("backend policy connection settings on Service backends", { timeout: 60
     res.writeHead(500);
     res.end("bad");
   });
+  const slow = createServer((_req, res) => {
+    setTimeout(() => res.end("late"), 2000);
+  });
   let gw: TestGateway;
 
   before(async () => {
-    const [h2Port, goodPort, badPort] = [await listen(h2), await listen(good), await listen(bad)];
+    const [h2Port, goodPort, badPort, slowPort] = [
+      await listen(h2),
+      await listen(good),
+      await listen(bad),
+      await listen(slow),
+    ];
     gw = await startTestGateway(
-      () => resources(h2Port, goodPort, badPort),
+      () => resources(h2Port, goodPort, badPort, slowPort),
       "/h2",
       (s) => s === 200,
     );
@@ -93,6 +112,8 @@ describe("backend policy connection settings on Service backends", { timeout: 60
     h2.close();
     good.close();
     bad.close();
+    slow.closeAllConnections();
+    slow.close();
   });
 
   test("http.version HTTP2: Envoy speaks HTTP/2 to an h2c-only server; the cluster carries the TCP settings", async () => {
@@ -112,5 +133,12 @@ describe("backend policy connection settings on Service backends", { timeout: 60
     const later: string[] = [];
     for (let i = 0; i < 10; i++) later.push((await request(gw.port, "/pair")).body);
     assert.deepEqual(later, Array(10).fill("good"));
+  });
+
+  test("http.requestTimeout: the route's deadline; a slower backend is answered 504", async () => {
+    const t0 = performance.now();
+    const r = await request(gw.port, "/slow");
+    assert.equal(r.status, 504);
+    assert.ok(performance.now() - t0 < 1500, `answered after ${performance.now() - t0} ms`);
   });
 });

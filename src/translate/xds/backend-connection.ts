@@ -54,7 +54,8 @@ export function backendConnection(p: EffectivePolicyIR): BackendConnectionIR | u
 /** The fields `backendConnection` applies, for the status of what is not (traffic-route.ts). */
 export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => string[]>> = {
   tcp: () => [],
-  http: (v) => (v.requestTimeout !== undefined ? ["requestTimeout"] : []),
+  // requestTimeout: the route's timeout (traffic-route.ts).
+  http: () => [],
   health: (v) => (v.unhealthyCondition !== undefined ? ["unhealthyCondition"] : []),
 };
 

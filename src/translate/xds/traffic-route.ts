@@ -11,7 +11,7 @@ import {
 } from "../../gen/envoy/config/core/v3/base_pb.js";
 import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
-import type { RouteIR } from "../ir.js";
+import type { PolicySourceIR, RouteIR } from "../ir.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
 import { routeCredentials } from "./backend-credential.js";
 import { routeTlsOutcomes } from "./backend-tls.js";
@@ -106,6 +106,26 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
     }
   }
 
+  // backend.http.requestTimeout: the route's deadline when nothing more specific set one (the HTTPRoute rule's own, a
+  // traffic policy's timeouts.request) and every backend of the route has the same one. Envoy has one per route.
+  const trafficTimeout = phaseFields<NonNullable<T["timeouts"]>>(r, "timeouts").some(
+    (f) => f.value.request !== undefined,
+  );
+  const backendTimeouts = backendRequestTimeouts(r, ctx);
+  if (backendTimeouts.length > 0 && route !== undefined && r.action.kind === "forward") {
+    const distinct = new Set(backendTimeouts.map((t) => t.ms));
+    const only = backendTimeouts[0];
+    if (distinct.size === 1 && only !== undefined && backendTimeouts.length === r.action.backends.length) {
+      if (r.action.timeout === undefined && !trafficTimeout) route.timeout = durationFromMs(only.ms);
+    } else if (only !== undefined) {
+      note(
+        only.from,
+        "backend.http.requestTimeout",
+        "the route's backends do not share one request timeout; Envoy has one per route, so none is applied",
+      );
+    }
+  }
+
   for (const f of phaseFields<NonNullable<T["retry"]>>(r, "retry")) {
     if (route !== undefined) route.retryPolicy = retryPolicy(f.value);
     for (const k of ["precondition", "condition"] as const) {
@@ -151,6 +171,21 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
     };
     out.responseHeadersToAdd = [...(out.responseHeadersToAdd ?? []), ...headers];
   }
+}
+
+/** The `backend.http.requestTimeout` of each backend of the route that has one (non-AI backends). */
+function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms: number; from: PolicySourceIR }[] {
+  const out: { ms: number; from: PolicySourceIR }[] = [];
+  for (const b of r.policy?.backends ?? []) {
+    // AI backends: reported with their other fields (noteUnappliedBackendFields).
+    if (ctx?.cluster?.(b.cluster)?.kind === "llm") continue;
+    const f = b.policy.http;
+    if (f === undefined || "combined" in f) continue;
+    const t = (f.value as { requestTimeout?: unknown } | undefined)?.requestTimeout;
+    const ms = typeof t === "string" ? parseDurationMs(t) : undefined;
+    if (ms !== undefined) out.push({ ms, from: f.from });
+  }
+  return out;
 }
 
 /** Backend policy fields the AI backends' LLM table applies (llm/table.ts); every other one is reported. */
