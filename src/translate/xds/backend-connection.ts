@@ -59,8 +59,22 @@ export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => stri
   health: (v) => (v.unhealthyCondition !== undefined ? ["unhealthyCondition"] : []),
 };
 
+/**
+ * `<base>~<hash of the settings>`. Secret material (a credential's key, a client certificate's key and chain) is left
+ * out of the hash: cluster names show in stats and admin output, and a changed key reaches Envoy through its SDS
+ * secret anyway, under the same name.
+ */
 function variantName(base: string, c: BackendConnectionIR): string {
-  const h = createHash("sha256").update(JSON.stringify(c)).digest("hex").slice(0, 10);
+  const { credential, tls, ...rest } = c;
+  const clientCert = tls?.clientCert;
+  const visible = {
+    ...rest,
+    ...(credential !== undefined ? { credential: { ...credential, value: undefined } } : {}),
+    ...(tls !== undefined
+      ? { tls: { ...tls, clientCert: clientCert === undefined ? undefined : clientCert.secret } }
+      : {}),
+  };
+  const h = createHash("sha256").update(JSON.stringify(visible)).digest("hex").slice(0, 10);
   return `${base}~${h}`;
 }
 
