@@ -113,13 +113,17 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
     const la = buildLoadAssignment(c);
     return la === undefined ? [] : [la];
   });
+  const frontends = new Map(gw.listeners.map((l) => [l.name, frontendOptions(l, ctx)] as const));
+  for (const f of frontends.values()) {
+    for (const cl of f.clusters ?? []) if (!extraClusters.has(cl.name)) extraClusters.set(cl.name, cl);
+  }
   const listeners = gw.listeners.map((l) =>
     buildListener(
       l,
       (chain) => chains.get(chain)?.httpFilters ?? [],
       buildNetworkAuthorization(l, ctx),
       (routeConfigName) => early.get(routeConfigName),
-      frontendOptions(l, ctx),
+      frontends.get(l.name),
     ),
   );
   const encodedRoutes = gw.routeConfigs.map((rc) => {

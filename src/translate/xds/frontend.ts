@@ -13,8 +13,10 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { AccessLogSchema } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
+import type { Cluster } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import { ProxyProtocolConfig_Version } from "../../gen/envoy/config/core/v3/proxy_protocol_pb.js";
 import type { ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
+import { OpenTelemetryConfigSchema } from "../../gen/envoy/config/trace/v3/opentelemetry_pb.js";
 import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
 import { StdoutAccessLogSchema } from "../../gen/envoy/extensions/access_loggers/stream/v3/stream_pb.js";
 import { ProxyProtocolSchema } from "../../gen/envoy/extensions/filters/listener/proxy_protocol/v3/proxy_protocol_pb.js";
@@ -22,9 +24,14 @@ import type { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/fil
 import { CelSchema } from "../../gen/envoy/extensions/formatter/cel/v3/cel_pb.js";
 import { PreserveCaseFormatterConfigSchema } from "../../gen/envoy/extensions/http/header_formatters/preserve_case/v3/preserve_case_pb.js";
 import { TlsParameters_TlsProtocol } from "../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js";
+import type { CustomTagSchema } from "../../gen/envoy/type/tracing/v3/custom_tag_pb.js";
+import { serviceEndpoints } from "../backend/resolve.js";
 import { parseByteSize } from "../bytes.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
+import type { TranslationInput } from "../input.js";
 import type { EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
+import { findNamed } from "../lookup.js";
+import { buildCluster } from "./cluster.js";
 import { toEnvoyCel } from "./filters/envoy-cel.js";
 import type { BuildContext } from "./filters/types.js";
 
@@ -32,6 +39,7 @@ type HcmInit = Exclude<MessageInitShape<typeof HttpConnectionManagerSchema>, { $
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, { $typeName: string }>;
 
 export const FRONTEND_SCHEMAS = [
+  OpenTelemetryConfigSchema,
   ProxyProtocolSchema,
   StdoutAccessLogSchema,
   CelSchema,
@@ -56,6 +64,8 @@ export interface FrontendOptions {
   /** Listener filters, before TLS inspection. */
   readonly listenerFilters: NonNullable<ListenerInit["listenerFilters"]>;
   readonly tls?: FrontendTls;
+  /** Clusters the listener's options call (the OTLP trace collector). */
+  readonly clusters?: readonly Cluster[];
 }
 
 const TLS_VERSION: Readonly<Record<string, TlsParameters_TlsProtocol>> = {
@@ -265,19 +275,160 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     else note(tlsField.from, "tls", `port ${l.port} is plain HTTP: no TLS to set`);
   }
 
+  const tracingField = field("tracing");
+  let clusters: Cluster[] = [];
+  if (tracingField !== undefined) {
+    const t = tracing(tracingField.value, ctx?.authz?.input, tracingField.from.name.split("/")[0] ?? "", l, (f, m) =>
+      note(tracingField.from, `tracing${f === "" ? "" : `.${f}`}`, m),
+    );
+    if (t !== undefined) {
+      hcm.tracing = t.tracing;
+      clusters = [t.cluster];
+    }
+  }
+
   for (const [name, why] of [
-    ["tracing", "tracing is not exported yet (OTLP)"],
     ["metrics", "metric labels from CEL are not added yet"],
     ["connect", "CONNECT handling is Envoy's default yet (rejected)"],
   ] as const) {
     const f = policy[name];
     if (f !== undefined && !("combined" in f)) note(f.from, name, `${why}; not applied`);
   }
-  return { hcm, listener, listenerFilters, ...(tls !== undefined ? { tls } : {}) };
+  return { hcm, listener, listenerFilters, clusters, ...(tls !== undefined ? { tls } : {}) };
 }
 
 const NOT_IN_ENVOY =
   "Envoy cannot evaluate this expression as the spec means it (it reads request.query, or a variable other than request and jwt)";
+
+/** A CEL literal: a number, a boolean or a string; undefined for anything else. */
+function celLiteral(text: string): number | boolean | string | undefined {
+  const t = text.trim();
+  if (t === "true") return true;
+  if (t === "false") return false;
+  if (/^[0-9]+(\.[0-9]+)?$/.test(t)) return Number(t);
+  const q = /^'([^'\\]*)'$|^"([^"\\]*)"$/.exec(t);
+  return q === null ? undefined : (q[1] ?? q[2] ?? "");
+}
+
+/** A CEL header read `request.headers['name']`: the header name. */
+function headerRead(text: string): string | undefined {
+  const m = /^request\.headers\[\s*'([a-z0-9-]+)'\s*\]$/.exec(text.trim());
+  return m?.[1];
+}
+
+/** A sampling expression (float 0..1 or boolean) as a percentage, when it is a literal. */
+function samplingPercent(text: unknown, note: (m: string) => void): number | undefined {
+  if (typeof text !== "string") return undefined;
+  const v = celLiteral(text);
+  if (typeof v === "boolean") return v ? 100 : 0;
+  if (typeof v === "number" && v >= 0 && v <= 1) return v * 100;
+  note("only a constant (a number from 0 to 1, or a boolean) is applied; per-request sampling is not served yet");
+  return undefined;
+}
+
+/**
+ * `frontend.tracing` → the HCM's OpenTelemetry tracer, exporting to the collector of `backendRef` (a Service, or a
+ * static GwBackend) over OTLP gRPC or HTTP. Sampling, span attributes and resource attributes are applied when Envoy
+ * can evaluate them itself (constants, request headers); the rest, and `filter`, are reported.
+ */
+function tracing(
+  t: Rec,
+  input: TranslationInput | undefined,
+  ns: string,
+  l: ListenerIR,
+  note: (field: string, message: string) => void,
+): { tracing: HcmInit["tracing"]; cluster: Cluster } | undefined {
+  const grpc = t.protocol !== "HTTP";
+  const ref = isRec(t.backendRef) ? t.backendRef : {};
+  const name = str(ref.name) ?? "";
+  const kind = str(ref.kind) ?? "Service";
+  const port = num(ref.port);
+  let endpoints: { address: string; port: number; ready: boolean }[] = [];
+  let host = name;
+  if (kind === "Service" && (str(ref.group) ?? "") === "" && input !== undefined) {
+    const r = serviceEndpoints(input, ns, name, port);
+    if (!r.ok) {
+      note("backendRef", `${r.message}; not applied`);
+      return undefined;
+    }
+    endpoints = r.endpoints.filter((e) => e.ready);
+    host = `${name}.${ns}.svc.cluster.local`;
+  } else if (kind === "GwBackend" && input !== undefined) {
+    const be = findNamed(input.backends, ns, name);
+    const st = be?.spec.static;
+    if (st === undefined || st.host === undefined || st.port === undefined) {
+      note("backendRef", `GwBackend ${ns}/${name} is not a static host and port; not applied`);
+      return undefined;
+    }
+    endpoints = [{ address: st.host, port: st.port, ready: true }];
+    host = st.host;
+  } else {
+    note("backendRef", `only a Service or a static GwBackend can receive traces; not applied`);
+    return undefined;
+  }
+  const clusterName = `tracing/${ns}/${name}`;
+  const cluster = buildCluster(
+    /^[0-9.]+$/.test(host) || kind === "Service"
+      ? { kind: "static", name: clusterName, endpoints, http2: grpc }
+      : { kind: "dns", name: clusterName, host, port: endpoints[0]?.port ?? 4317, http2: grpc },
+  );
+  const customTags: MessageInitShape<typeof CustomTagSchema>[] = [];
+  const attributes = isRec(t.attributes) ? t.attributes : {};
+  (Array.isArray(attributes.add) ? attributes.add : []).forEach((a, i) => {
+    if (!isRec(a) || typeof a.name !== "string" || typeof a.expression !== "string") return;
+    const literal = celLiteral(a.expression);
+    const header = headerRead(a.expression);
+    if (literal !== undefined)
+      customTags.push({ tag: a.name, type: { case: "literal", value: { value: String(literal) } } });
+    else if (header !== undefined) {
+      customTags.push({ tag: a.name, type: { case: "requestHeader", value: { name: header } } });
+    } else {
+      note(`attributes.add[${i}]`, "only constants and request.headers['<name>'] become span attributes; left out");
+    }
+  });
+  if (Array.isArray(attributes.remove) && attributes.remove.length > 0) {
+    note("attributes.remove", "Envoy's default span attributes cannot be removed; not applied");
+  }
+  if (Array.isArray(t.resources) && t.resources.length > 0) {
+    note("resources", "resource attributes are not set yet (the service name is the listener's); not applied");
+  }
+  if (t.filter !== undefined) note("filter", "span filters are not served yet; every sampled span is exported");
+  const random = samplingPercent(t.randomSampling, (m) => note("randomSampling", m));
+  const client = samplingPercent(t.clientSampling, (m) => note("clientSampling", m));
+  const path = str(t.path) ?? "/v1/traces";
+  const otel = create(OpenTelemetryConfigSchema, {
+    serviceName: `${l.name}`,
+    ...(grpc
+      ? {
+          grpcService: {
+            targetSpecifier: { case: "envoyGrpc", value: { clusterName, authority: name } },
+            timeout: durationFromMs(5000),
+          },
+        }
+      : {
+          httpService: {
+            httpUri: {
+              uri: `http://${host}${path}`,
+              httpUpstreamType: { case: "cluster", value: clusterName },
+              timeout: durationFromMs(5000),
+            },
+          },
+        }),
+  });
+  return {
+    cluster,
+    tracing: {
+      provider: {
+        name: "envoy.tracers.opentelemetry",
+        configType: { case: "typedConfig", value: anyPack(OpenTelemetryConfigSchema, otel) },
+      },
+      // Spec: random sampling unset disables it; client sampling unset is 100 %.
+      randomSampling: { value: random ?? 0 },
+      clientSampling: { value: client ?? 100 },
+      customTags,
+    },
+  };
+}
 
 /** The access log entry: JSON lines on stdout, default fields minus `remove`, plus `add` as Envoy CEL. */
 function accessLog(
