@@ -1,6 +1,7 @@
-// frontend.tracing through a real Envoy: its OpenTelemetry tracer exports the spans of sampled requests over OTLP/HTTP
-// to the collector of the policy's backendRef (a collector written for the test, which keeps what it receives), with
-// the span attributes the policy adds from a request header and a constant.
+// OTLP export through a real Envoy, to the collector of the policy's backendRef (a collector written for the test,
+// which keeps what it receives): frontend.tracing's spans of sampled requests, with the span attributes the policy
+// adds from a request header and a constant; accessLog.otlp's log records, with a CEL attribute, for the requests its
+// filter keeps.
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
@@ -38,10 +39,17 @@ spec:
         add:
           - { name: tenant, expression: "request.headers['x-tenant']" }
           - { name: stage, expression: "'e2e-stage'" }
+    accessLog:
+      attributes:
+        add: [{ name: log_tenant, expression: "'log-' + request.headers['x-tenant']" }]
+      otlp:
+        backendRef: { name: collector, port: 80 }
+        protocol: HTTP
+        filter: "request.path.startsWith('/logged')"
 `;
 }
 
-describe("frontend.tracing: spans over OTLP/HTTP", { timeout: 60_000 }, () => {
+describe("frontend tracing and access logs over OTLP/HTTP", { timeout: 60_000 }, () => {
   let upstream: Upstream;
   let gw: TestGateway;
   const exports: Export[] = [];
@@ -77,12 +85,24 @@ describe("frontend.tracing: spans over OTLP/HTTP", { timeout: 60_000 }, () => {
       assert.equal((await request(gw.port, `/traced/${i}`, { headers: { "x-tenant": "acme-corp" } })).status, 200);
     const e = await waitFor(
       "an OTLP export with the spans",
-      async () => exports.find((x) => x.body.includes("acme-corp")),
+      async () => exports.find((x) => x.path === "/v1/traces" && x.body.includes("acme-corp")),
       20_000,
     );
     assert.equal(e.path, "/v1/traces");
     assert.equal(e.contentType, "application/x-protobuf");
     assert.ok(e.body.includes("e2e-stage"), "the constant attribute");
     assert.ok(e.body.includes("/traced/"), "the request's URL is in the span");
+  });
+
+  test("access log records over OTLP/HTTP: the CEL attribute, only for requests the OTLP filter keeps", async () => {
+    await request(gw.port, "/unlogged", { headers: { "x-tenant": "hidden-one" } });
+    await request(gw.port, "/logged/x", { headers: { "x-tenant": "shown-one" } });
+    const e = await waitFor(
+      "an OTLP log export",
+      async () => exports.find((x) => x.path === "/v1/logs" && x.body.includes("log-shown-one")),
+      20_000,
+    );
+    assert.equal(e.contentType, "application/x-protobuf");
+    assert.ok(!exports.some((x) => x.path === "/v1/logs" && x.body.includes("log-hidden-one")));
   });
 });

@@ -18,6 +18,7 @@ import { ProxyProtocolConfig_Version } from "../../gen/envoy/config/core/v3/prox
 import type { ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
 import { OpenTelemetryConfigSchema } from "../../gen/envoy/config/trace/v3/opentelemetry_pb.js";
 import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
+import { OpenTelemetryAccessLogConfigSchema } from "../../gen/envoy/extensions/access_loggers/open_telemetry/v3/logs_service_pb.js";
 import { StdoutAccessLogSchema } from "../../gen/envoy/extensions/access_loggers/stream/v3/stream_pb.js";
 import { ProxyProtocolSchema } from "../../gen/envoy/extensions/filters/listener/proxy_protocol/v3/proxy_protocol_pb.js";
 import type { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
@@ -40,6 +41,7 @@ type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, { $typeName
 
 export const FRONTEND_SCHEMAS = [
   OpenTelemetryConfigSchema,
+  OpenTelemetryAccessLogConfigSchema,
   ProxyProtocolSchema,
   StdoutAccessLogSchema,
   CelSchema,
@@ -262,10 +264,14 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     });
   }
 
+  const logClusters: Cluster[] = [];
   const log = field("accessLog");
   if (log !== undefined) {
-    const entry = accessLog(log.value, (f, m) => note(log.from, `accessLog.${f}`, m));
-    if (entry !== undefined) hcm.accessLog = [entry];
+    const logs = accessLog(log.value, ctx?.authz?.input, log.from.name.split("/")[0] ?? "", (f, m) =>
+      note(log.from, `accessLog.${f}`, m),
+    );
+    hcm.accessLog = logs.entries;
+    if (logs.cluster !== undefined) logClusters.push(logs.cluster);
   }
 
   const tlsField = field("tls");
@@ -276,14 +282,14 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
   }
 
   const tracingField = field("tracing");
-  let clusters: Cluster[] = [];
+  let clusters: Cluster[] = [...logClusters];
   if (tracingField !== undefined) {
     const t = tracing(tracingField.value, ctx?.authz?.input, tracingField.from.name.split("/")[0] ?? "", l, (f, m) =>
       note(tracingField.from, `tracing${f === "" ? "" : `.${f}`}`, m),
     );
     if (t !== undefined) {
       hcm.tracing = t.tracing;
-      clusters = [t.cluster];
+      clusters = [...clusters, t.cluster];
     }
   }
 
@@ -326,6 +332,49 @@ function samplingPercent(text: unknown, note: (m: string) => void): number | und
   return undefined;
 }
 
+/** An OTLP collector's cluster, `<use>/<ns>/<name>`, from a backendRef: a Service's ready endpoints or a static GwBackend. */
+function collector(
+  use: "tracing" | "accesslog",
+  refValue: unknown,
+  grpc: boolean,
+  input: TranslationInput | undefined,
+  ns: string,
+  note: (field: string, message: string) => void,
+): { cluster: Cluster; clusterName: string; host: string; name: string } | undefined {
+  const ref = isRec(refValue) ? refValue : {};
+  const name = str(ref.name) ?? "";
+  const kind = str(ref.kind) ?? "Service";
+  let endpoints: { address: string; port: number; ready: boolean }[] = [];
+  let host = name;
+  if (kind === "Service" && (str(ref.group) ?? "") === "" && input !== undefined) {
+    const r = serviceEndpoints(input, ns, name, num(ref.port));
+    if (!r.ok) {
+      note("backendRef", `${r.message}; not applied`);
+      return undefined;
+    }
+    endpoints = r.endpoints.filter((e) => e.ready);
+    host = `${name}.${ns}.svc.cluster.local`;
+  } else if (kind === "GwBackend" && input !== undefined) {
+    const st = findNamed(input.backends, ns, name)?.spec.static;
+    if (st === undefined || st.host === undefined || st.port === undefined) {
+      note("backendRef", `GwBackend ${ns}/${name} is not a static host and port; not applied`);
+      return undefined;
+    }
+    endpoints = [{ address: st.host, port: st.port, ready: true }];
+    host = st.host;
+  } else {
+    note("backendRef", "only a Service or a static GwBackend can be an OTLP collector; not applied");
+    return undefined;
+  }
+  const clusterName = `${use}/${ns}/${name}`;
+  const cluster = buildCluster(
+    /^[0-9.]+$/.test(host) || kind === "Service"
+      ? { kind: "static", name: clusterName, endpoints, http2: grpc }
+      : { kind: "dns", name: clusterName, host, port: endpoints[0]?.port ?? 4317, http2: grpc },
+  );
+  return { cluster, clusterName, host, name };
+}
+
 /**
  * `frontend.tracing` → the HCM's OpenTelemetry tracer, exporting to the collector of `backendRef` (a Service, or a
  * static GwBackend) over OTLP gRPC or HTTP. Sampling, span attributes and resource attributes are applied when Envoy
@@ -339,39 +388,9 @@ function tracing(
   note: (field: string, message: string) => void,
 ): { tracing: HcmInit["tracing"]; cluster: Cluster } | undefined {
   const grpc = t.protocol !== "HTTP";
-  const ref = isRec(t.backendRef) ? t.backendRef : {};
-  const name = str(ref.name) ?? "";
-  const kind = str(ref.kind) ?? "Service";
-  const port = num(ref.port);
-  let endpoints: { address: string; port: number; ready: boolean }[] = [];
-  let host = name;
-  if (kind === "Service" && (str(ref.group) ?? "") === "" && input !== undefined) {
-    const r = serviceEndpoints(input, ns, name, port);
-    if (!r.ok) {
-      note("backendRef", `${r.message}; not applied`);
-      return undefined;
-    }
-    endpoints = r.endpoints.filter((e) => e.ready);
-    host = `${name}.${ns}.svc.cluster.local`;
-  } else if (kind === "GwBackend" && input !== undefined) {
-    const be = findNamed(input.backends, ns, name);
-    const st = be?.spec.static;
-    if (st === undefined || st.host === undefined || st.port === undefined) {
-      note("backendRef", `GwBackend ${ns}/${name} is not a static host and port; not applied`);
-      return undefined;
-    }
-    endpoints = [{ address: st.host, port: st.port, ready: true }];
-    host = st.host;
-  } else {
-    note("backendRef", `only a Service or a static GwBackend can receive traces; not applied`);
-    return undefined;
-  }
-  const clusterName = `tracing/${ns}/${name}`;
-  const cluster = buildCluster(
-    /^[0-9.]+$/.test(host) || kind === "Service"
-      ? { kind: "static", name: clusterName, endpoints, http2: grpc }
-      : { kind: "dns", name: clusterName, host, port: endpoints[0]?.port ?? 4317, http2: grpc },
-  );
+  const c = collector("tracing", t.backendRef, grpc, input, ns, note);
+  if (c === undefined) return undefined;
+  const { cluster, clusterName, host, name } = c;
   const customTags: MessageInitShape<typeof CustomTagSchema>[] = [];
   const attributes = isRec(t.attributes) ? t.attributes : {};
   (Array.isArray(attributes.add) ? attributes.add : []).forEach((a, i) => {
@@ -431,12 +450,9 @@ function tracing(
 }
 
 /** The access log entry: JSON lines on stdout, default fields minus `remove`, plus `add` as Envoy CEL. */
-function accessLog(
-  a: Rec,
-  note: (field: string, message: string) => void,
-): MessageInitShape<typeof AccessLogSchema> | undefined {
-  if (a.otlp !== undefined) note("otlp", "OTLP export of access logs is not served yet; entries go to stdout");
-  const attributes = isRec(a.attributes) ? a.attributes : {};
+/** The entry's fields: the defaults minus `remove`, plus `add` as Envoy CEL; whether any is CEL. */
+function logFields(attributesValue: unknown, note: (field: string, message: string) => void) {
+  const attributes = isRec(attributesValue) ? attributesValue : {};
   const fields: Record<string, string> = { ...DEFAULT_LOG_FIELDS };
   for (const name of Array.isArray(attributes.remove) ? attributes.remove : []) delete fields[String(name)];
   let cel = false;
@@ -450,49 +466,122 @@ function accessLog(
     fields[x.name] = `%CEL(${expr})%`;
     cel = true;
   });
-  let filter: MessageInitShape<typeof AccessLogSchema>["filter"];
-  if (typeof a.filter === "string") {
-    const expr = toEnvoyCel(a.filter);
-    if (expr === undefined) {
-      note("filter", `${NOT_IN_ENVOY}; every entry is logged`);
-    } else {
-      filter = {
-        filterSpecifier: {
-          case: "extensionFilter",
-          value: {
-            name: "envoy.access_loggers.extension_filters.cel",
-            configType: {
-              case: "typedConfig",
-              value: anyPack(ExpressionFilterSchema, create(ExpressionFilterSchema, { expression: expr })),
-            },
-          },
-        },
-      };
-    }
+  return { fields, cel };
+}
+
+/** `filter` as Envoy's CEL access log filter; undefined (every entry) when absent or not evaluable by Envoy. */
+function logFilter(
+  text: unknown,
+  note: (field: string, message: string) => void,
+): MessageInitShape<typeof AccessLogSchema>["filter"] {
+  if (typeof text !== "string") return undefined;
+  const expr = toEnvoyCel(text);
+  if (expr === undefined) {
+    note("filter", `${NOT_IN_ENVOY}; every entry is logged`);
+    return undefined;
   }
   return {
-    name: "envoy.access_loggers.stdout",
-    ...(filter !== undefined ? { filter } : {}),
-    configType: {
-      case: "typedConfig",
-      value: anyPack(
-        StdoutAccessLogSchema,
-        create(StdoutAccessLogSchema, {
-          accessLogFormat: {
-            case: "logFormat",
-            value: {
-              format: { case: "jsonFormat", value: fields },
-              // A value that is missing or an attribute whose expression fails is left out of the entry.
-              omitEmptyValues: true,
-              ...(cel
-                ? {
-                    formatters: [{ name: "envoy.formatter.cel", typedConfig: anyPack(CelSchema, create(CelSchema)) }],
-                  }
-                : {}),
+    filterSpecifier: {
+      case: "extensionFilter",
+      value: {
+        name: "envoy.access_loggers.extension_filters.cel",
+        configType: {
+          case: "typedConfig",
+          value: anyPack(
+            ExpressionFilterSchema,
+            create(ExpressionFilterSchema, { expression: expr, celConfig: CEL_CONFIG }),
+          ),
+        },
+      },
+    },
+  };
+}
+
+/** Envoy's CEL with the string functions and concatenation the spec's expressions may use (off by default). */
+const CEL_CONFIG = { enableStringConversion: true, enableStringConcat: true, enableStringFunctions: true };
+
+const CEL_FORMATTER = () => [
+  { name: "envoy.formatter.cel", typedConfig: anyPack(CelSchema, create(CelSchema, { celConfig: CEL_CONFIG })) },
+];
+
+/**
+ * The access logs: JSON lines on stdout, and with `otlp` also OTLP log records to its collector (gRPC, or HTTP at
+ * `path`), whose `filter` and `attributes` default to the parent's.
+ */
+function accessLog(
+  a: Rec,
+  input: TranslationInput | undefined,
+  ns: string,
+  note: (field: string, message: string) => void,
+): { entries: MessageInitShape<typeof AccessLogSchema>[]; cluster?: Cluster } {
+  const { fields, cel } = logFields(a.attributes, note);
+  const filter = logFilter(a.filter, note);
+  const entries: MessageInitShape<typeof AccessLogSchema>[] = [
+    {
+      name: "envoy.access_loggers.stdout",
+      ...(filter !== undefined ? { filter } : {}),
+      configType: {
+        case: "typedConfig",
+        value: anyPack(
+          StdoutAccessLogSchema,
+          create(StdoutAccessLogSchema, {
+            accessLogFormat: {
+              case: "logFormat",
+              value: {
+                format: { case: "jsonFormat", value: fields },
+                // A value that is missing or an attribute whose expression fails is left out of the entry.
+                omitEmptyValues: true,
+                ...(cel ? { formatters: CEL_FORMATTER() } : {}),
+              },
+            },
+          }),
+        ),
+      },
+    },
+  ];
+  if (!isRec(a.otlp)) return { entries };
+  const o = a.otlp;
+  const otlpNote = (f: string, m: string) => note(`otlp.${f}`, m);
+  const grpc = o.protocol !== "HTTP";
+  const c = collector("accesslog", o.backendRef, grpc, input, ns, otlpNote);
+  if (c === undefined) return { entries };
+  const own = o.attributes !== undefined ? logFields(o.attributes, otlpNote) : { fields, cel };
+  const otlpFilter = o.filter !== undefined ? logFilter(o.filter, otlpNote) : filter;
+  const path = str(o.path) ?? "/v1/logs";
+  const config = create(OpenTelemetryAccessLogConfigSchema, {
+    logName: "sluice",
+    statPrefix: "sluice_otlp",
+    ...(grpc
+      ? {
+          grpcService: {
+            targetSpecifier: { case: "envoyGrpc", value: { clusterName: c.clusterName, authority: c.name } },
+            timeout: durationFromMs(5000),
+          },
+        }
+      : {
+          httpService: {
+            httpUri: {
+              uri: `http://${c.host}${path}`,
+              httpUpstreamType: { case: "cluster", value: c.clusterName },
+              timeout: durationFromMs(5000),
             },
           },
         }),
-      ),
+    body: {
+      value: { case: "stringValue", value: "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %RESPONSE_CODE%" },
     },
-  };
+    attributes: {
+      values: Object.entries(own.fields).map(([key, v]) => ({
+        key,
+        value: { value: { case: "stringValue" as const, value: v } },
+      })),
+    },
+    ...(own.cel ? { formatters: CEL_FORMATTER() } : {}),
+  });
+  entries.push({
+    name: "envoy.access_loggers.open_telemetry",
+    ...(otlpFilter !== undefined ? { filter: otlpFilter } : {}),
+    configType: { case: "typedConfig", value: anyPack(OpenTelemetryAccessLogConfigSchema, config) },
+  });
+  return { entries, cluster: c.cluster };
 }
