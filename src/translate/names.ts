@@ -65,6 +65,31 @@ export function filterInstanceName(filter: string, key: string): string {
 }
 
 /** The bootstrap cluster of Sluice's unary gRPC server (ext_authz Check, on Envoy's hot path). */
+/** A backend cluster for one set of backend policy connection settings (xds/backend-connection.ts). */
+export function clusterVariantName(cluster: string, settingsHash: string): string {
+  return `${cluster}~${settingsHash}`;
+}
+
+/** An InferencePool's endpoint picker (HTTP/2, gRPC). */
+export function pickerClusterName(namespace: string, pool: string): string {
+  return `inferencepool/${namespace}/${pool}/picker`;
+}
+
+/** An OTLP collector of a frontend policy: its traces or its access logs. */
+export function collectorClusterName(use: "tracing" | "accesslog", namespace: string, name: string): string {
+  return `${use}/${namespace}/${name}`;
+}
+
+/** The SDS secret of a backend credential; `key` says where it is configured, never its value. */
+export function credentialSecretName(key: string): string {
+  return `sluice-credential/${key}`;
+}
+
+/** The SDS secret of a backend.tls client certificate (mTLS), from its Secret. */
+export function clientCertificateSecretName(namespace: string, name: string): string {
+  return `sluice-backend-tls/${namespace}/${name}`;
+}
+
 export const SLUICE_AUTHZ_CLUSTER = "sluice_authz";
 /** The same server over HTTP/1.1, for Envoy's HTTP ext_authz checks (deploy/envoy/bootstrap.yaml). */
 export const SLUICE_AUTHZ_HTTP_CLUSTER = "sluice_authz_http";

@@ -4,6 +4,7 @@
 import type { InferencePool } from "../../api/gateway-api.js";
 import { parseDurationMs } from "../duration.js";
 import type { EndpointIR, InferencePoolIR, LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
+import { pickerClusterName } from "../names.js";
 import type { ServiceEndpoints } from "./resolve.js";
 
 type Rec = Readonly<Record<string, unknown>>;
@@ -53,9 +54,6 @@ export interface AiBackendRefs {
   /** An InferencePool of the namespace. */
   inferencePool?(name: string): InferencePool | undefined;
 }
-
-/** The cluster of an InferencePool's endpoint picker. */
-export const pickerClusterName = (ns: string, pool: string) => `inferencepool/${ns}/${pool}/picker`;
 
 /** Kind of the custom provider's backendRef ("Service" or "InferencePool"). */
 const refKind = (ref: Rec): string => str(ref.kind) ?? "Service";

@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { BackendConnectionIR, BackendPolicyIR, ClusterIR, EffectivePolicyIR, GatewayIR, RouteIR } from "../ir.js";
+import { clusterVariantName } from "../names.js";
 import { backendCredential } from "./backend-credential.js";
 import { backendTls } from "./backend-tls.js";
 
@@ -75,7 +76,7 @@ function variantName(base: string, c: BackendConnectionIR): string {
       : {}),
   };
   const h = createHash("sha256").update(JSON.stringify(visible)).digest("hex").slice(0, 10);
-  return `${base}~${h}`;
+  return clusterVariantName(base, h);
 }
 
 /**

@@ -17,6 +17,7 @@ import { type Secret, SecretSchema } from "../../gen/envoy/extensions/transport_
 import type { TranslationInput } from "../input.js";
 import type { ClusterIR, PolicySourceIR, RouteIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
+import { credentialSecretName } from "../names.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -106,7 +107,9 @@ export function backendCredential(
   if (value === undefined) {
     return { ok: false, from, field: "backend.auth", message: `no key for ${backend}; not applied`, fatal: false };
   }
-  const secret = `sluice-credential/${createHash("sha256").update(`${from.kind}|${from.name}|${backend}|${header}`).digest("hex").slice(0, 16)}`;
+  const secret = credentialSecretName(
+    createHash("sha256").update(`${from.kind}|${from.name}|${backend}|${header}`).digest("hex").slice(0, 16),
+  );
   return { ok: true, credential: { secret, value, header: header.toLowerCase(), prefix } };
 }
 

@@ -11,6 +11,7 @@ import { secretValue } from "../../api/core.js";
 import type { TranslationInput } from "../input.js";
 import type { BackendTlsIR, ClusterIR, PolicySourceIR, RouteIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
+import { clientCertificateSecretName } from "../names.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -82,7 +83,7 @@ export function backendTls(
         `Secret ${ns}/${mtls.name}: tls.crt or tls.key is not a valid PEM certificate or key`,
       );
     }
-    clientCert = { secret: `sluice-backend-tls/${ns}/${mtls.name}`, chain, key };
+    clientCert = { secret: clientCertificateSecretName(ns, mtls.name), chain, key };
     secretCa = secret === undefined ? undefined : secretValue(secret, "ca.cert");
   }
   let ca: string | undefined;

@@ -32,6 +32,7 @@ import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
+import { collectorClusterName } from "../names.js";
 import { buildCluster } from "./cluster.js";
 import { toEnvoyCel } from "./filters/envoy-cel.js";
 import type { BuildContext } from "./filters/types.js";
@@ -366,7 +367,7 @@ function collector(
     note("backendRef", "only a Service or a static GwBackend can be an OTLP collector; not applied");
     return undefined;
   }
-  const clusterName = `${use}/${ns}/${name}`;
+  const clusterName = collectorClusterName(use, ns, name);
   const cluster = buildCluster(
     /^[0-9.]+$/.test(host) || kind === "Service"
       ? { kind: "static", name: clusterName, endpoints, http2: grpc }
