@@ -4,23 +4,16 @@
 // client certificate of a Secret, which the backend checks; a CA ConfigMap that is missing makes the route answer 503.
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { TLSSocket } from "node:tls";
-import { projectRoot } from "../../src/cli/paths.js";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
+import { indentLines, tlsFixture } from "../helpers/tls.js";
 
-const fixture = (f: string) => readFileSync(join(projectRoot(), "test", "fixtures", "tls", f), "utf8");
-const indent = (t: string, n: number) =>
-  t
-    .trim()
-    .split("\n")
-    .map((l) => `${" ".repeat(n)}${l}`)
-    .join("\n");
+const fixture = tlsFixture;
+const indent = indentLines;
 
 function resources(plain: number, mtls: number): string {
   const rule = (name: string) => `

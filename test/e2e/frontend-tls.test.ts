@@ -3,11 +3,8 @@
 // group (P-256 only: a client preferring X25519 gets P-256, one offering only X25519 is refused).
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { connect, type TLSSocket } from "node:tls";
-import { projectRoot } from "../../src/cli/paths.js";
 import { freePort, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import {
   type SluiceProcess,
@@ -16,14 +13,10 @@ import {
   type TestEnvoy,
   tempConfigDir,
 } from "../helpers/processes.js";
+import { indentLines, tlsFixture } from "../helpers/tls.js";
 
-const fixture = (f: string) => readFileSync(join(projectRoot(), "test", "fixtures", "tls", f), "utf8");
-const indent = (t: string) =>
-  t
-    .trim()
-    .split("\n")
-    .map((l) => `    ${l}`)
-    .join("\n");
+const fixture = tlsFixture;
+const indent = (t: string) => indentLines(t);
 
 function resources(port: number, upstream: number): string {
   return `apiVersion: gateway.networking.k8s.io/v1

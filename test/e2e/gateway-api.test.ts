@@ -2,11 +2,8 @@
 // rewrites, mirroring, and cross-namespace references with and without a ReferenceGrant.
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { projectRoot } from "../../src/cli/paths.js";
 import { type EchoBody, freePort, request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import {
   type SluiceProcess,
@@ -15,14 +12,10 @@ import {
   type TestEnvoy,
   tempConfigDir,
 } from "../helpers/processes.js";
+import { indentLines, tlsFixture } from "../helpers/tls.js";
 
-const fixture = (f: string) => readFileSync(join(projectRoot(), "test", "fixtures", "tls", f), "utf8");
-const indent = (t: string) =>
-  t
-    .trim()
-    .split("\n")
-    .map((l) => `    ${l}`)
-    .join("\n");
+const fixture = tlsFixture;
+const indent = (t: string) => indentLines(t);
 
 function tlsSecret(name: string, ns: string, host: string): string {
   return `---
