@@ -17,6 +17,7 @@
 
 import type { JsonObject } from "@bufbuild/protobuf";
 import { specEnvironment, specEnvironmentWith } from "../cel/index.js";
+import { parseDurationMs } from "../translate/duration.js";
 import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
 import type { ExtProcHeaders, ExtProcRequest, Reply, ReplyHeaders } from "./llm/wire.js";
 
@@ -58,10 +59,15 @@ export interface DirectResponseSpec {
   readonly headers: readonly { readonly name: string; readonly value: string }[];
 }
 
+/** Envoy's fault filter reads the delay to inject from this request header (on routes configured so only). */
+export const FAULT_DELAY_HEADER = "x-envoy-fault-delay-request";
+
 /** What a route's filter config carries: the entries in order, and which bodies Envoy sends. */
 export interface TransformationSpec {
   readonly entries: readonly TransformationEntry[];
   readonly direct?: DirectResponseSpec;
+  /** `delay.duration` as CEL: evaluated per request into the fault filter's delay header. */
+  readonly delay?: string;
   readonly requestBody: boolean;
   readonly responseBody: boolean;
 }
@@ -220,7 +226,8 @@ export function serveTransformation(
     });
   };
   const request = (phase: "requestHeaders" | "requestBody", replace: boolean) => {
-    const a = applyTransform(entry?.request, vars, log);
+    const t = applyTransform(entry?.request, vars, log);
+    const a = spec?.delay === undefined ? t : withDelay(t, spec.delay, vars, log);
     answer(
       {
         phase,
@@ -311,6 +318,33 @@ export function serveTransformation(
         return;
     }
   });
+}
+
+/**
+ * The fault delay header from `delay` (a CEL duration, or a duration string): set when it evaluates to a positive
+ * duration, removed otherwise, so a client's own value never gets through.
+ */
+export function withDelay(a: Applied, delay: string, vars: Obj, log: (m: string) => void): Applied {
+  const v = evaluateText(delay, vars);
+  let ms: number | undefined;
+  // A CEL duration comes as a reflected google.protobuf.Duration (its `message`).
+  const d = isDuration(v)
+    ? v
+    : isDuration((v as { message?: unknown } | null)?.message)
+      ? (v as { message: unknown }).message
+      : undefined;
+  if (typeof v === "string") ms = parseDurationMs(v.trim());
+  else if (isDuration(d)) ms = Number(d.seconds) * 1000 + d.nanos / 1e6;
+  if (ms === undefined) log(`delay.duration did not give a duration (${typeof v}); no delay`);
+  const set = { ...a.headers.set };
+  const remove = (a.headers.remove ?? []).filter((n) => n !== FAULT_DELAY_HEADER);
+  if (ms !== undefined && ms > 0) set[FAULT_DELAY_HEADER] = String(Math.round(ms));
+  else remove.push(FAULT_DELAY_HEADER);
+  return { ...a, headers: { ...a.headers, set, ...(remove.length > 0 ? { remove } : {}) } };
+}
+
+function isDuration(v: unknown): v is { seconds: bigint | number; nanos: number } {
+  return typeof v === "object" && v !== null && "seconds" in v && "nanos" in v;
 }
 
 /** Whether Envoy sends the response to this processor (some entry changes it). */

@@ -2,7 +2,8 @@
 // bodies and dynamic metadata with CEL per request (src/extproc/transformation.ts). Headers set, added and removed,
 // a body built from the request's, a response rewritten from its status and body, the conditional form picking an
 // entry per request, an expression that fails leaving its header out, a direct response whose body and headers are
-// CEL, and a route that needs no body not sending one to Sluice (Envoy's own count of ext_proc messages).
+// CEL, a CEL delay, and a route that needs no body not sending one to Sluice (Envoy's own count of ext_proc
+// messages).
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -20,7 +21,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${["headers", "body", "response", "conditional", "direct"].map(rule).join("\n")}
+${["headers", "body", "response", "conditional", "direct", "delayed"].map(rule).join("\n")}
 ${rulePolicy(
   "headers",
   `
@@ -57,6 +58,12 @@ transformation:
     - condition: "request.headers['x-tier'] == 'gold'"
       policy: { request: { set: [{ name: x-lane, value: "'fast'" }] } }
     - policy: { request: { set: [{ name: x-lane, value: "'slow'" }] } }
+`,
+)}${rulePolicy(
+  "delayed",
+  `
+delay:
+  duration: "request.headers['x-wait']"
 `,
 )}${rulePolicy(
   "direct",
@@ -135,6 +142,22 @@ describe("traffic.transformation through Sluice's ext_proc", { timeout: 60_000 }
     assert.equal(r.headers["content-type"], "application/json");
     assert.deepEqual(JSON.parse(r.body), { path: "/direct/x", who: "eve", n: 5 });
     assert.equal(upstream.requests.filter((q) => q.path.startsWith("/direct")).length, 0);
+  });
+
+  test("delay.duration as CEL: the delay the request asks for; none when it fails; a client's own fault header never", async () => {
+    const timed = async (headers: Record<string, string>, path = "/delayed") => {
+      const t0 = performance.now();
+      const r = await request(gw.port, path, { headers });
+      return { status: r.status, ms: performance.now() - t0 };
+    };
+    const waited = await timed({ "x-wait": "400ms" });
+    assert.equal(waited.status, 200);
+    assert.ok(waited.ms >= 380, `${waited.ms} ms`);
+    const none = await timed({ "x-envoy-fault-delay-request": "3000" });
+    assert.equal(none.status, 200);
+    assert.ok(none.ms < 1500, `no x-wait, and the client's fault header is removed: ${none.ms} ms`);
+    const elsewhere = await timed({ "x-envoy-fault-delay-request": "3000" }, "/headers");
+    assert.ok(elsewhere.ms < 1500, `other routes read no fault header: ${elsewhere.ms} ms`);
   });
 
   test("only what a route needs goes to Sluice: no body for header-only transformations", async () => {

@@ -10,6 +10,7 @@ import {
   directReply,
   encodeTransformation,
   RESPONSE_ENVIRONMENT,
+  withDelay,
 } from "../../src/extproc/transformation.js";
 
 const vars = () => ({
@@ -87,4 +88,20 @@ test("a direct response: status, CEL headers (a failing one left out), a CEL bod
   });
   const failing = directReply({ status: 200, headers: [], bodyExpression: "request.nope" }, vars());
   assert.equal(failing.phase === "immediate" ? failing.body : undefined, "");
+});
+
+test("delay.duration as CEL: a duration or a duration string sets the fault delay header; anything else removes it", () => {
+  const none = { headers: { set: {} } };
+  const log: string[] = [];
+  const at = (expr: string) =>
+    withDelay(none, expr, { ...vars(), request: { ...vars().request, headers: new Map([["x-wait", "250ms"]]) } }, (m) =>
+      log.push(m),
+    );
+  assert.equal(at("duration('1500ms')").headers.set["x-envoy-fault-delay-request"], "1500");
+  assert.equal(at("request.headers['x-wait']").headers.set["x-envoy-fault-delay-request"], "250");
+  for (const e of ["request.headers['missing']", "'0s'", "42"]) {
+    const r = at(e);
+    assert.equal(r.headers.set["x-envoy-fault-delay-request"], undefined, e);
+    assert.deepEqual(r.headers.remove, ["x-envoy-fault-delay-request"], e);
+  }
 });

@@ -6,6 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { CORS, Traffic } from "../../../api/policy.js";
 import type { Static } from "../../../api/schema-kit.js";
+import { compileExpression } from "../../../cel/index.js";
 import { RuntimeFractionalPercentSchema } from "../../../gen/envoy/config/core/v3/base_pb.js";
 import { BufferPerRouteSchema, BufferSchema } from "../../../gen/envoy/extensions/filters/http/buffer/v3/buffer_pb.js";
 import { CorsPolicySchema, CorsSchema } from "../../../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js";
@@ -106,12 +107,34 @@ export const faultBuilder: HttpFilterBuilder = {
     if (f === undefined) return undefined;
     const ms = parseDurationMs(f.value.duration.trim());
     if (ms === undefined) {
-      ctx.note(
-        f.from,
-        "delay.duration",
-        "a CEL duration is evaluated per request; that needs the Sluice ext_proc service and is not supported yet",
-      );
-      return undefined;
+      // CEL: Sluice's transformation ext_proc evaluates it per request and sets Envoy's fault delay header, which
+      // this route's fault filter reads (and no other route's does).
+      const compiled = compileExpression(f.value.duration);
+      if ("errors" in compiled) {
+        ctx.note(
+          f.from,
+          "delay.duration",
+          `${compiled.errors.map((e) => e.message).join("; ")}; not applied`,
+          "Ignored",
+        );
+        return undefined;
+      }
+      const byHeader = create(HTTPFaultSchema, {
+        delay: {
+          faultDelaySecifier: { case: "headerDelay", value: {} },
+          percentage: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
+        },
+      });
+      return {
+        filters: [
+          {
+            name: FAULT_FILTER,
+            order: FilterOrder.fault,
+            config: anyPack(HTTPFaultSchema, create(HTTPFaultSchema)),
+            perRoute: anyPack(HTTPFaultSchema, byHeader),
+          },
+        ],
+      };
     }
     // A non-positive duration injects nothing (durations cannot be negative here, so only zero).
     if (ms <= 0) return undefined;

@@ -27,7 +27,7 @@ import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
-import { durationFromMs } from "../../duration.js";
+import { durationFromMs, parseDurationMs } from "../../duration.js";
 import { LLM_STAGE_METADATA } from "../../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { IDENTITY_NAMESPACES } from "../llm.js";
@@ -74,6 +74,8 @@ function listenerConfig() {
     metadataOptions: { receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE] } },
     // A new body comes with its length.
     allowContentLengthHeader: true,
+    // The fault filter's delay header (x-envoy-fault-delay-request) for delay.duration as CEL.
+    mutationRules: { allowEnvoy: true },
   });
 }
 
@@ -151,10 +153,15 @@ export const transformationBuilder: HttpFilterBuilder = {
     const filters: FilterInstance[] = [];
     const transformations = phaseFields<TransformationIn>(route, "transformation");
     const directs = phaseFields<DirectIn>(route, "directResponse").filter((d) => directNeedsSluice(d.value));
+    // delay.duration as CEL (not a duration string): the fault filter reads what Sluice evaluates (route-scoped.ts).
+    const delays = phaseFields<{ duration: string }>(route, "delay").filter(
+      (x) => parseDurationMs(x.value.duration.trim()) === undefined,
+    );
     for (const phase of ["preRouting", "traffic"] as const) {
       const t = transformations.find((x) => x.phase === phase);
       const d = directs.find((x) => x.phase === phase);
-      const f = t ?? d;
+      const dl = delays.find((x) => x.phase === phase);
+      const f = t ?? d ?? dl;
       if (f === undefined) continue;
       const variables = new Set<string>();
       const texts: string[] = [];
@@ -202,9 +209,18 @@ export const transformationBuilder: HttpFilterBuilder = {
           ...(bodyExpression !== undefined ? { bodyExpression } : {}),
         };
       }
+      // A delay that does not compile is reported by the fault filter's builder (route-scoped.ts).
+      const dc = dl === undefined ? undefined : compileExpression(dl.value.duration);
+      let delay: string | undefined;
+      if (dl !== undefined && dc !== undefined && "ok" in dc) {
+        delay = dl.value.duration;
+        for (const v of dc.ok.variables) variables.add(v);
+        texts.push(delay);
+      }
       const spec: TransformationSpec = {
         entries,
         ...(direct !== undefined ? { direct } : {}),
+        ...(delay !== undefined ? { delay } : {}),
         requestBody:
           entries.some((e) => e.request?.body !== undefined) || texts.some((x) => READS_BODY.request.test(x)),
         // A direct response never reaches an upstream: no response to process.
