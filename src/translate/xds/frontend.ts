@@ -211,7 +211,9 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     }
     if (Object.keys(h2).length > 0) hcm.http2ProtocolOptions = h2;
     const headerBytes = bytes(h.http2MaxHeaderSize);
-    if (headerBytes !== undefined) {
+    // Envoy's limit covers every HTTP version, so the spec's HTTP/2 default (16 KiB, which the schema fills in) is
+    // not applied: only a size the policy chose replaces Envoy's own (60 KiB).
+    if (headerBytes !== undefined && headerBytes !== 16 * 1024) {
       // Envoy's limit is per request for every HTTP version, in KiB (1 .. 8192).
       hcm.maxRequestHeadersKb = Math.min(8192, Math.max(1, Math.ceil(headerBytes / 1024)));
     }
