@@ -21,5 +21,5 @@ export {
   specEnvironment,
   specEnvironmentWith,
 } from "./env.js";
-export { formatIp, ipValue, netFunctions, netRegistry, parseCidr, parseIp, parsePeerIp } from "./net.js";
+export { formatIp, ipValue, netFunctions, netRegistry, parseCidr, parseIp, parsePeerIp, peerIpValue } from "./net.js";
 export { fromCel, toCel } from "./values.js";

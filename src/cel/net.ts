@@ -196,6 +196,23 @@ export function ipValue(addr: IpBytes): ReflectMessage {
   return reflect(ipDesc, create(ipDesc, { addr }));
 }
 
+const peerIps = new Map<string, ReflectMessage | undefined>();
+
+/**
+ * The CEL `IP` value of a peer address as Envoy reports it (see parsePeerIp), undefined when it is not an IP. The few
+ * distinct peers (proxies, clients) are parsed once.
+ */
+export function peerIpValue(address: string): ReflectMessage | undefined {
+  let v = peerIps.get(address);
+  if (v === undefined && !peerIps.has(address)) {
+    const ip = parsePeerIp(address);
+    v = ip === undefined ? undefined : ipValue(ip);
+    if (peerIps.size >= 4096) peerIps.clear();
+    peerIps.set(address, v);
+  }
+  return v;
+}
+
 function cidrValue(c: ParsedCidr): ReflectMessage {
   return reflect(cidrDesc, create(cidrDesc, { addr: c.addr, prefix: c.prefix }));
 }

@@ -13,7 +13,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { create, fromBinary, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
-import { type CelActivation, ipValue, parsePeerIp, toCel } from "../cel/index.js";
+import { type CelActivation, peerIpValue, toCel } from "../cel/index.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../cel/rbac.js";
 import type { HeaderValueOption } from "../gen/envoy/config/core/v3/base_pb.js";
 import { HeaderValueOption_HeaderAppendAction, HeaderValueOptionSchema } from "../gen/envoy/config/core/v3/base_pb.js";
@@ -207,20 +207,6 @@ export function activationOf(f: CheckFields, jwt: boolean, extauthz = false): Ce
     if (v !== null && typeof v === "object" && !Array.isArray(v)) out.extauthz = toCel(v) as never;
   }
   return out;
-}
-
-const peerIps = new Map<string, ReturnType<typeof ipValue> | undefined>();
-
-/** The CEL value of a peer address; the few distinct peers (proxies, clients) are parsed once. */
-function peerIpValue(address: string): ReturnType<typeof ipValue> | undefined {
-  let v = peerIps.get(address);
-  if (v === undefined && !peerIps.has(address)) {
-    const ip = parsePeerIp(address);
-    v = ip === undefined ? undefined : ipValue(ip);
-    if (peerIps.size >= 4096) peerIps.clear();
-    peerIps.set(address, v);
-  }
-  return v;
 }
 
 function header(key: string, value: string): HeaderValueOption {

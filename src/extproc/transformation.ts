@@ -16,7 +16,7 @@
 // request (and its body when an expression reads it).
 
 import type { JsonObject } from "@bufbuild/protobuf";
-import { specEnvironment, specEnvironmentWith } from "../cel/index.js";
+import { peerIpValue, specEnvironment, specEnvironmentWith } from "../cel/index.js";
 import { parseDurationMs } from "../translate/duration.js";
 import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
 import type { ExtProcHeaders, ExtProcRequest, Reply, ReplyHeaders } from "./llm/wire.js";
@@ -170,23 +170,29 @@ export function applyTransform(
   };
 }
 
+const utf8 = new TextDecoder();
+
 function headerMap(h: ExtProcHeaders): Record<string, string> {
   const out: Record<string, string> = {};
-  const td = new TextDecoder();
   for (const x of h.headers?.headers ?? []) {
-    const v = x.value !== "" ? x.value : td.decode(x.rawValue);
+    const v = x.value !== "" ? x.value : utf8.decode(x.rawValue);
     out[x.key] = x.key in out ? `${out[x.key]},${v}` : v;
   }
   return out;
 }
 
-/** The `source` variable from the request attributes Envoy sends when the route reads it. */
-function sourceVariable(req: ExtProcRequest): Obj | undefined {
+/**
+ * The `source` variable from the request attributes Envoy sends when the route reads it. Envoy's source.address is
+ * `ip:port`; the spec's is an IP typed value, as in authorization (see peerIpValue).
+ */
+export function sourceVariable(req: Pick<ExtProcRequest, "attributes">): Obj | undefined {
   const a = req.attributes["envoy.filters.http.ext_proc"];
   const address = a?.["source.address"];
   if (typeof address !== "string") return undefined;
-  // Envoy's source.address is `ip:port`; the spec's is the IP.
-  const ip = address.startsWith("[") ? address.slice(1, address.indexOf("]")) : address.replace(/:\d+$/, "");
+  const ip = peerIpValue(
+    address.startsWith("[") ? address.slice(1, address.indexOf("]")) : address.replace(/:\d+$/, ""),
+  );
+  if (ip === undefined) return undefined;
   const port = a?.["source.port"];
   return { address: ip, port: BigInt(typeof port === "number" ? port : 0) };
 }
@@ -209,7 +215,6 @@ export function serveTransformation(
   let vars: Obj = {};
   let entry: TransformationEntry | undefined;
   let requestHeaders: Record<string, string> = {};
-  const td = new TextDecoder();
   let closed = false;
   const answer = (r: Reply, last: boolean) => {
     if (closed) return;
@@ -286,7 +291,7 @@ export function serveTransformation(
         return;
       }
       case "requestBody":
-        (vars["request"] as Obj)["body"] = td.decode(r.value.body);
+        (vars["request"] as Obj)["body"] = utf8.decode(r.value.body);
         if (spec?.direct !== undefined) {
           answer(directReply(spec.direct, vars, log), true);
           return;
@@ -310,7 +315,7 @@ export function serveTransformation(
       }
       case "responseBody": {
         const res = vars["response"] as Obj | undefined;
-        if (res !== undefined) res["body"] = td.decode(r.value.body);
+        if (res !== undefined) res["body"] = utf8.decode(r.value.body);
         response("responseBody", false);
         return;
       }

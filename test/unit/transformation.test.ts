@@ -3,13 +3,14 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { requestVariable } from "../../src/extproc/llm/cel.js";
+import { evaluateText, requestVariable } from "../../src/extproc/llm/cel.js";
 import {
   applyTransform,
   decodeTransformation,
   directReply,
   encodeTransformation,
   RESPONSE_ENVIRONMENT,
+  sourceVariable,
   withDelay,
 } from "../../src/extproc/transformation.js";
 
@@ -104,4 +105,22 @@ test("delay.duration as CEL: a duration or a duration string sets the fault dela
     assert.equal(r.headers.set["x-envoy-fault-delay-request"], undefined, e);
     assert.deepEqual(r.headers.remove, ["x-envoy-fault-delay-request"], e);
   }
+});
+
+test("source.address is the spec's IP typed value (as in authorization), from Envoy's `ip:port` attribute", () => {
+  const attributes = (address: string) => ({
+    "envoy.filters.http.ext_proc": { "source.address": address, "source.port": 41000 },
+  });
+  const inside = "cidr('127.0.0.0/8').containsIP(source.address) && source.port == 41000";
+  for (const [address, want] of [
+    ["127.0.0.1:41000", true],
+    ["[::ffff:127.0.0.1]:41000", true],
+    ["10.1.2.3:41000", false],
+    ["[2001:db8::1]:41000", false],
+  ] as const) {
+    const source = sourceVariable({ attributes: attributes(address) });
+    assert.equal(evaluateText(inside, { source }), want, address);
+  }
+  assert.equal(sourceVariable({ attributes: attributes("not-an-ip") }), undefined);
+  assert.equal(sourceVariable({ attributes: {} }), undefined);
 });
