@@ -22,7 +22,7 @@
 import { type Expr, ExprSchema } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { type Expr as EnvoyExpr, ExprSchema as EnvoyExprSchema } from "../gen/google/api/expr/v1alpha1/syntax_pb.js";
-import { isFieldOf, isIdent, stringConst } from "./ast.js";
+import { isIdent, isLowercase, isRequestHeaders, stringConst } from "./ast.js";
 
 /** A condition for Envoy's RBAC, with the CEL features its policy must switch on. */
 export interface EnvoyCondition {
@@ -62,7 +62,7 @@ class Walk {
       case "selectExpr": {
         const operand = k.value.operand;
         if (operand === undefined) return undefined;
-        if (k.value.testOnly) return isHeaders(operand) && isHeaderName(k.value.field) ? "bool" : undefined;
+        if (k.value.testOnly) return isRequestHeaders(operand) && isHeaderName(k.value.field) ? "bool" : undefined;
         if (isIdent(operand, "request")) {
           const renamed = REQUEST_STRINGS[k.value.field];
           if (renamed === undefined) return undefined;
@@ -70,7 +70,7 @@ class Walk {
           return "string";
         }
         if (isIdent(operand, "source")) return k.value.field === "port" ? "int" : undefined;
-        return isHeaders(operand) && isHeaderName(k.value.field) ? "string" : undefined;
+        return isRequestHeaders(operand) && isHeaderName(k.value.field) ? "string" : undefined;
       }
       case "callExpr":
         return this.#call(k.value.function, k.value.target, k.value.args);
@@ -94,7 +94,7 @@ class Walk {
     switch (fn) {
       case "_[_]": {
         const name = b ? stringConst(b) : undefined;
-        return args.length === 2 && a && isHeaders(a) && name !== undefined && isHeaderName(name)
+        return args.length === 2 && a && isRequestHeaders(a) && name !== undefined && isHeaderName(name)
           ? "string"
           : undefined;
       }
@@ -193,14 +193,10 @@ function renumber(e: EnvoyExpr, counter: { next: number }): void {
   }
 }
 
-function isHeaders(e: Expr): boolean {
-  return isFieldOf(e, "request", "headers");
-}
-
 /**
  * A key the spec's header map can hold: the map is keyed by lowercase name, so `request.headers['X-A']` is a missing
  * key (an error), while Envoy would find `x-a`. Only lowercase keys mean the same on both sides.
  */
 function isHeaderName(name: string): boolean {
-  return name !== "" && name === name.toLowerCase();
+  return name !== "" && isLowercase(name);
 }

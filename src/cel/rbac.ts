@@ -27,7 +27,7 @@ import {
   RBAC_Action,
   RBACSchema,
 } from "../gen/envoy/config/rbac/v3/rbac_pb.js";
-import { isFieldOf, isIdent, stringConst } from "./ast.js";
+import { isFieldOf, isIdent, isLowercase, isRequestHeaders, requestHeaderName, stringConst } from "./ast.js";
 import type { CompiledExpr } from "./env.js";
 import { allOf, type EnvoyCondition, toEnvoyCondition } from "./envoy-condition.js";
 import { parseCidr } from "./net.js";
@@ -104,8 +104,8 @@ function translate(e: Expr): TF | undefined {
   }
   if (k.case === "selectExpr" && k.value.testOnly) {
     // has(request.headers.h)
-    if (k.value.operand && isHeaders(k.value.operand))
-      return lowercase(k.value.field) ? total(header(k.value.field, { present: true })) : undefined;
+    if (k.value.operand && isRequestHeaders(k.value.operand))
+      return isLowercase(k.value.field) ? total(header(k.value.field, { present: true })) : undefined;
     // has(jwt.c): defined whenever jwt exists, which the jwt_authn payload metadata stands for.
     if (k.value.operand && isIdent(k.value.operand, "jwt")) return total(claim(k.value.field, { present: true }));
     return undefined;
@@ -137,7 +137,7 @@ function translate(e: Expr): TF | undefined {
     case "startsWith": {
       const prefix = args[0] && stringConst(args[0]);
       if (!target || prefix === undefined) return undefined;
-      const h = headerName(target);
+      const h = requestHeaderName(target);
       if (h !== undefined) return partial(header(h, { prefix }), header(h, { present: true }));
       if (isRequestField(target, "path")) return total(urlPath({ prefix }));
       return undefined;
@@ -145,7 +145,7 @@ function translate(e: Expr): TF | undefined {
     case "@in": {
       const [l, r] = args;
       const name = l && stringConst(l);
-      if (name === undefined || !lowercase(name) || !r || !isHeaders(r)) return undefined;
+      if (name === undefined || !isLowercase(name) || !r || !isRequestHeaders(r)) return undefined;
       return total(header(name, { present: true }));
     }
     case "containsIP": {
@@ -169,7 +169,7 @@ function translate(e: Expr): TF | undefined {
 }
 
 function equality(subject: Expr, value: string): TF | undefined {
-  const h = headerName(subject);
+  const h = requestHeaderName(subject);
   if (h !== undefined) return partial(header(h, { exact: value }), header(h, { present: true }));
   if (isRequestField(subject, "path")) return total(urlPath({ exact: value }));
   if (isRequestField(subject, "method")) return total(header(":method", { exact: value }));
@@ -181,36 +181,6 @@ function equality(subject: Expr, value: string): TF | undefined {
 
 const isRequestField = (e: Expr, field: string): boolean => isFieldOf(e, "request", field);
 const isSourceAddress = (e: Expr): boolean => isFieldOf(e, "source", "address");
-
-function isHeaders(e: Expr): boolean {
-  return isRequestField(e, "headers");
-}
-
-/**
- * The spec's header map is keyed by lowercase name, so `request.headers['X-A']` is a missing key there (an error),
- * while an RBAC header matcher ignores case: only lowercase names mean the same on both paths.
- */
-function lowercase(name: string): boolean {
-  return name === name.toLowerCase();
-}
-
-/** `request.headers['h']` or `request.headers.h`, with a lowercase name (see lowercase()). */
-function headerName(e: Expr): string | undefined {
-  const k = e.exprKind;
-  if (k.case === "selectExpr" && !k.value.testOnly && k.value.operand && isHeaders(k.value.operand)) {
-    return lowercase(k.value.field) ? k.value.field : undefined;
-  }
-  if (
-    k.case === "callExpr" &&
-    k.value.function === "_[_]" &&
-    k.value.args.length === 2 &&
-    isHeaders(k.value.args[0]!)
-  ) {
-    const name = stringConst(k.value.args[1]!);
-    return name !== undefined && lowercase(name) ? name : undefined;
-  }
-  return undefined;
-}
 
 /** `jwt.c` or `jwt['c']`. */
 function claimName(e: Expr): string | undefined {

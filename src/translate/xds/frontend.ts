@@ -10,8 +10,11 @@
 // size, TLS 1.3 suite choice, expressions Envoy cannot evaluate) is reported in the policy's status, never dropped
 // silently.
 
+import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
+import { constValue, requestHeaderName } from "../../cel/ast.js";
+import { compileExpression } from "../../cel/env.js";
 import type { AccessLogSchema } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
 import type { Cluster } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import { ProxyProtocolConfig_Version } from "../../gen/envoy/config/core/v3/proxy_protocol_pb.js";
@@ -309,26 +312,17 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
 const NOT_IN_ENVOY =
   "Envoy cannot evaluate this expression as the spec means it (it reads request.query, or a variable other than request and jwt)";
 
-/** A CEL literal: a number, a boolean or a string; undefined for anything else. */
-function celLiteral(text: string): number | boolean | string | undefined {
-  const t = text.trim();
-  if (t === "true") return true;
-  if (t === "false") return false;
-  if (/^[0-9]+(\.[0-9]+)?$/.test(t)) return Number(t);
-  const q = /^'([^'\\]*)'$|^"([^"\\]*)"$/.exec(t);
-  return q === null ? undefined : (q[1] ?? q[2] ?? "");
-}
-
-/** A CEL header read `request.headers['name']`: the header name. */
-function headerRead(text: string): string | undefined {
-  const m = /^request\.headers\[\s*'([a-z0-9-]+)'\s*\]$/.exec(text.trim());
-  return m?.[1];
+/** A CEL expression's parsed AST; undefined when it does not compile. */
+function celAst(text: string): Expr | undefined {
+  const c = compileExpression(text);
+  return "ok" in c ? c.ok.ast.expr : undefined;
 }
 
 /** A sampling expression (float 0..1 or boolean) as a percentage, when it is a literal. */
 function samplingPercent(text: unknown, note: (m: string) => void): number | undefined {
   if (typeof text !== "string") return undefined;
-  const v = celLiteral(text);
+  const ast = celAst(text);
+  const v = ast === undefined ? undefined : constValue(ast);
   if (typeof v === "boolean") return v ? 100 : 0;
   if (typeof v === "number" && v >= 0 && v <= 1) return v * 100;
   note("only a constant (a number from 0 to 1, or a boolean) is applied; per-request sampling is not served yet");
@@ -398,8 +392,9 @@ function tracing(
   const attributes = isRec(t.attributes) ? t.attributes : {};
   (Array.isArray(attributes.add) ? attributes.add : []).forEach((a, i) => {
     if (!isRec(a) || typeof a.name !== "string" || typeof a.expression !== "string") return;
-    const literal = celLiteral(a.expression);
-    const header = headerRead(a.expression);
+    const ast = celAst(a.expression);
+    const literal = ast === undefined ? undefined : constValue(ast);
+    const header = ast === undefined ? undefined : requestHeaderName(ast);
     if (literal !== undefined)
       customTags.push({ tag: a.name, type: { case: "literal", value: { value: String(literal) } } });
     else if (header !== undefined) {
