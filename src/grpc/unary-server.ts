@@ -88,12 +88,12 @@ function writeFrameHeader(h: Buffer, length: number, type: number, flags: number
   h.writeUInt32BE(stream, 5);
 }
 
-/** A gRPC length-prefixed message (uncompressed). */
-export function frame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.byteLength);
-  out[0] = 0;
-  out.writeUInt32BE(message.byteLength, 1);
-  out.set(message, 5);
+/** A gRPC length-prefixed message (uncompressed), after `headroom` bytes left for the caller (an HTTP/2 frame header). */
+export function frame(message: Uint8Array, headroom = 0): Buffer {
+  const out = Buffer.allocUnsafe(headroom + 5 + message.byteLength);
+  out[headroom] = 0;
+  out.writeUInt32BE(message.byteLength, headroom + 1);
+  out.set(message, headroom + 5);
   return out;
 }
 
@@ -470,11 +470,8 @@ class Connection {
     const n = 5 + message.byteLength;
     if (s.blocked.length === 0 && n <= Math.min(this.#peerMaxFrame, this.#sendWindow, s.sendWindow)) {
       // The usual case: the message fits one DATA frame now, written with its frame header in one buffer.
-      const out = Buffer.allocUnsafe(9 + n);
+      const out = frame(message, 9);
       writeFrameHeader(out, n, FRAME.DATA, 0, s.id);
-      out[9] = 0;
-      out.writeUInt32BE(message.byteLength, 10);
-      out.set(message, 14);
       this.#queue(out);
       this.#sendWindow -= n;
       s.sendWindow -= n;
