@@ -110,6 +110,18 @@ export interface RouteIR {
   readonly responseHeaders?: HeaderMutationIR;
   /** Effective traffic and backend policies of this rule, through the listener it is served on; absent when none. */
   readonly policy?: RoutePolicyIR;
+  /**
+   * `backend.auth` / `backend.tls` of this route's backends that could not be applied (xds/backend-connection.ts):
+   * reported, and a fatal one makes the route answer 503.
+   */
+  readonly backendProblems?: readonly BackendProblemIR[];
+}
+
+export interface BackendProblemIR {
+  readonly from: PolicySourceIR;
+  readonly field: string;
+  readonly message: string;
+  readonly fatal: boolean;
 }
 
 export interface EndpointIR {

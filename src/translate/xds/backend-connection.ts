@@ -3,12 +3,21 @@
 // settings. A backend's effective policy can differ per route (a route-level
 // policy with a backend section), while Envoy clusters are shared; so each distinct setting gets its own cluster,
 // `<cluster>~<hash>`, which the routes with that policy use. An EDS variant reads the same endpoints (its EDS service
-// name is the base cluster's). AI backends are not changed here (their clusters are the LLM table's).
+// name is the base cluster's). AI backends are not changed here (their clusters are the LLM table's). A credential or
+// TLS setting that cannot be had is left on the route (backendProblems) for traffic-route.ts to report and answer 503.
 
 import { createHash } from "node:crypto";
 import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
-import type { BackendConnectionIR, BackendPolicyIR, ClusterIR, EffectivePolicyIR, GatewayIR, RouteIR } from "../ir.js";
+import type {
+  BackendConnectionIR,
+  BackendPolicyIR,
+  BackendProblemIR,
+  ClusterIR,
+  EffectivePolicyIR,
+  GatewayIR,
+  RouteIR,
+} from "../ir.js";
 import { clusterVariantName } from "../names.js";
 import { backendCredential } from "./backend-credential.js";
 import { backendTls } from "./backend-tls.js";
@@ -90,6 +99,9 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     const a = r.action;
     if (a.kind !== "forward" || r.policy?.backends === undefined) return r;
     let changed = false;
+    // Credentials first, then TLS, each in backend order.
+    const credentialProblems: BackendProblemIR[] = [];
+    const tlsProblems: BackendProblemIR[] = [];
     const backends = a.backends.map((b) => {
       const bp: BackendPolicyIR | undefined = r.policy?.backends?.find((x) => x.cluster === b.cluster);
       const base = clusters.get(b.cluster);
@@ -105,6 +117,11 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         tlsField !== undefined && !("combined" in tlsField)
           ? backendTls(tlsField.value, tlsField.from, bp.backend, base, input)
           : undefined;
+      if (credential?.ok === false) {
+        const { from, field, message, fatal } = credential;
+        credentialProblems.push({ from, field, message, fatal });
+      }
+      if (tls?.ok === false) tlsProblems.push({ from: tls.from, field: tls.field, message: tls.message, fatal: true });
       const extra = {
         ...(credential?.ok === true ? { credential: credential.credential } : {}),
         ...(tls?.ok === true ? { tls: tls.tls } : {}),
@@ -123,7 +140,13 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
       changed = true;
       return { ...b, cluster: name };
     });
-    return changed ? { ...r, action: { ...a, backends } } : r;
+    const backendProblems = [...credentialProblems, ...tlsProblems];
+    if (!changed && backendProblems.length === 0) return r;
+    return {
+      ...r,
+      ...(changed ? { action: { ...a, backends } } : {}),
+      ...(backendProblems.length > 0 ? { backendProblems } : {}),
+    };
   };
   let touched = false;
   const routeConfigs = gw.routeConfigs.map((rc) => {

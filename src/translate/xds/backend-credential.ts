@@ -15,7 +15,7 @@ import { CredentialInjectorSchema } from "../../gen/envoy/extensions/filters/htt
 import { GenericSchema } from "../../gen/envoy/extensions/http/injected_credentials/generic/v3/generic_pb.js";
 import { type Secret, SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { TranslationInput } from "../input.js";
-import type { ClusterIR, PolicySourceIR, RouteIR } from "../ir.js";
+import type { PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
 import { credentialSecretName } from "../names.js";
 
@@ -111,28 +111,6 @@ export function backendCredential(
     createHash("sha256").update(`${from.kind}|${from.name}|${backend}|${header}`).digest("hex").slice(0, 16),
   );
   return { ok: true, credential: { secret, value, header: header.toLowerCase(), prefix } };
-}
-
-/**
- * The credential of each non-AI backend of `route` that has `backend.auth`, or why it is not applied. `cluster` tells
- * AI clusters apart (their credentials are the LLM table's).
- */
-export function routeCredentials(
-  route: RouteIR,
-  cluster: (name: string) => ClusterIR | undefined,
-  input: TranslationInput | undefined,
-): CredentialOutcome[] {
-  if (route.action.kind !== "forward") return [];
-  const out: CredentialOutcome[] = [];
-  for (const b of route.action.backends) {
-    const base = b.cluster.split("~")[0] ?? b.cluster;
-    if (cluster(base)?.kind === "llm") continue;
-    const bp = route.policy?.backends?.find((x) => x.cluster === base);
-    const f = bp?.policy.auth;
-    if (bp === undefined || f === undefined || "combined" in f || !isRec(f.value)) continue;
-    out.push(backendCredential(f.value, f.from, bp.backend, input));
-  }
-  return out;
 }
 
 export function credentialSecret(c: BackendCredential): Secret {

@@ -9,7 +9,7 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { secretValue } from "../../api/core.js";
 import type { TranslationInput } from "../input.js";
-import type { BackendTlsIR, ClusterIR, PolicySourceIR, RouteIR } from "../ir.js";
+import type { BackendTlsIR, ClusterIR, PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
 import { clientCertificateSecretName } from "../names.js";
 
@@ -124,24 +124,4 @@ export function backendTls(
       ...(clientCert !== undefined ? { clientCert } : {}),
     },
   };
-}
-
-/** The TLS outcome of each non-AI backend of `route` whose policy sets `backend.tls`. */
-export function routeTlsOutcomes(
-  route: RouteIR,
-  cluster: (name: string) => ClusterIR | undefined,
-  input: TranslationInput | undefined,
-): TlsOutcome[] {
-  if (route.action.kind !== "forward") return [];
-  const out: TlsOutcome[] = [];
-  for (const b of route.action.backends) {
-    const baseName = b.cluster.split("~")[0] ?? b.cluster;
-    const base = cluster(baseName);
-    if (base?.kind === "llm") continue;
-    const bp = route.policy?.backends?.find((x) => x.cluster === baseName);
-    const f = bp?.policy.tls;
-    if (bp === undefined || f === undefined || "combined" in f) continue;
-    out.push(backendTls(f.value, f.from, bp.backend, base, input));
-  }
-  return out;
 }

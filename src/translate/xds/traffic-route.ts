@@ -13,8 +13,6 @@ import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/rout
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { PolicySourceIR, RouteIR } from "../ir.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
-import { routeCredentials } from "./backend-credential.js";
-import { routeTlsOutcomes } from "./backend-tls.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
@@ -232,24 +230,14 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
 }
 
 /**
- * `backend.auth` of the route's Service and static backends (backend-credential.ts): what is not injected is reported;
- * a credential that cannot be had makes the route answer 503, so the request never goes out without it.
+ * `backend.auth` and `backend.tls` of the route's Service and static backends that could not be applied
+ * (backend-connection.ts found them): each is reported; a credential or TLS setting that cannot be had makes the route
+ * answer 503, so the request never goes out without it.
  */
 function applyBackendCredentials(r: RouteIR, out: Init, ctx: BuildContext | undefined): void {
-  if (ctx === undefined) return;
-  const cluster = (name: string) => ctx.cluster?.(name);
-  let fatal = false;
-  for (const o of routeCredentials(r, cluster, ctx.authz?.input)) {
-    if (o.ok) continue;
-    ctx.note(o.from, o.field, o.message);
-    fatal ||= o.fatal;
-  }
-  for (const o of routeTlsOutcomes(r, cluster, ctx.authz?.input)) {
-    if (o.ok) continue;
-    ctx.note(o.from, o.field, o.message);
-    fatal = true;
-  }
-  if (fatal) {
+  if (ctx === undefined || r.backendProblems === undefined) return;
+  for (const p of r.backendProblems) ctx.note(p.from, p.field, p.message);
+  if (r.backendProblems.some((p) => p.fatal)) {
     out.action = {
       case: "directResponse",
       value: {
