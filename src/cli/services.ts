@@ -3,7 +3,6 @@
 // ext_proc Process stream) are also served by the lightweight HTTP/2 server on the authz port (bootstrap cluster
 // `sluice_authz`), which is the one the translator points Envoy at. Each service gets every new translation result, from which it takes its policy tables.
 
-import type { IncomingMessage, ServerResponse } from "node:http";
 import type * as grpc from "@grpc/grpc-js";
 import {
   addExtAuthzService,
@@ -15,6 +14,7 @@ import {
 } from "../extauthz/server.js";
 import { carryOverState, UserExtAuthClients } from "../extauthz/user-ext-auth.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
+import type { Http1Handler } from "../grpc/http1.js";
 import type { BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
 import type { TranslationResult } from "../translate/translate.js";
 
@@ -24,7 +24,7 @@ export interface SluiceService {
   /** Unary methods by gRPC path, for the hot-path server (src/grpc/unary-server.ts). */
   readonly unary?: ReadonlyMap<string, UnaryHandler>;
   /** The hot-path server's HTTP/1.1 requests (Envoy's HTTP ext_authz); one service at most has them. */
-  readonly http1?: (req: IncomingMessage, res: ServerResponse) => void;
+  readonly http1?: Http1Handler;
   /** Bidirectional-stream methods by gRPC path, for the same server. */
   readonly bidi?: ReadonlyMap<string, BidiHandler>;
   /** Called after every translation, before the new snapshot is published, so Envoy never sees an unknown id. */

@@ -12,8 +12,8 @@
 //
 // The answer is 200 to allow; a denial is its status, headers and body, which Envoy passes to the client.
 
-import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CheckResponse } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
+import type { Http1Answer, Http1Request } from "../grpc/http1.js";
 import type { CheckFields } from "./check-request.js";
 
 /** The path prefix of every HTTP check: the request's own path follows it. */
@@ -53,7 +53,7 @@ export function dropReservedHeaders(headers: Map<string, string>): void {
 const CHECK_REQUEST_ONLY = new Set<string>([...SHADOWED_HEADERS, "connection", "keep-alive"]);
 
 /**
- * node:http gives each byte of a header as one character (latin1); the gRPC CheckRequest has the bytes as UTF-8, and
+ * The HTTP/1.1 server (src/grpc/http1.ts, as node:http) gives each byte of a header as one character (latin1); the gRPC CheckRequest has the bytes as UTF-8, and
  * so must CEL here. Plain ASCII, nearly every header, is the same either way.
  */
 const NON_ASCII = /[\x80-\xff]/;
@@ -71,10 +71,8 @@ function marked(previous: string | null | undefined, value: string): string | nu
  * The policy id and the fields of the request being checked; a string says why the check request is malformed. One
  * pass over node's raw header list (names as sent, which Envoy sends in lowercase; values in order).
  */
-export function checkFieldsOfHttp(
-  req: IncomingMessage,
-): { readonly id: string; readonly fields: CheckFields } | string {
-  const url = req.url ?? "";
+export function checkFieldsOfHttp(req: Http1Request): { readonly id: string; readonly fields: CheckFields } | string {
+  const url = req.url;
   if (!url.startsWith(HTTP_AUTHZ_PREFIX)) return `path does not start with ${HTTP_AUTHZ_PREFIX}`;
   const raw = req.rawHeaders;
   const headers = new Map<string, string>();
@@ -99,7 +97,7 @@ export function checkFieldsOfHttp(
   if (id === "") return `no policy id (${HTTP_AUTHZ_HEADERS.policy})`;
   for (const [name, value] of headers) if (NON_ASCII.test(value)) headers.set(name, utf8(value));
   const path = utf8(url.slice(HTTP_AUTHZ_PREFIX.length)) || "/";
-  const method = req.method ?? "";
+  const method = req.method;
   const authority = utf8(host ?? "");
   const scheme = own.get(HTTP_AUTHZ_HEADERS.scheme) ?? "";
   for (const name of SHADOWED_HEADERS) {
@@ -147,19 +145,13 @@ export function parseAddress(text: string): { readonly address: string; readonly
   return port <= 65_535 ? { address, port } : undefined;
 }
 
-/** Writes a CheckResponse as the HTTP answer Envoy's HTTP ext_authz client expects. */
-export function writeHttpCheckResponse(res: ServerResponse, response: CheckResponse): void {
-  if (response.status?.code === 0 || response.status === undefined) {
-    res.writeHead(200, { "content-length": "0" });
-    res.end();
-    return;
-  }
+const ALLOW: Http1Answer = { status: 200 };
+
+/** A CheckResponse as the HTTP answer Envoy's HTTP ext_authz client expects: 200 allows; a denial goes to the client. */
+export function httpCheckAnswer(response: CheckResponse): Http1Answer {
+  if (response.status?.code === 0 || response.status === undefined) return ALLOW;
   const denied = response.httpResponse.case === "deniedResponse" ? response.httpResponse.value : undefined;
-  const status = denied?.status?.code || 403;
-  const body = denied?.body ?? "";
   const headers: [string, string][] = [];
   for (const h of denied?.headers ?? []) if (h.header !== undefined) headers.push([h.header.key, h.header.value]);
-  headers.push(["content-length", String(Buffer.byteLength(body))]);
-  res.writeHead(status, headers.flat());
-  res.end(body);
+  return { status: denied?.status?.code || 403, headers, body: denied?.body ?? "" };
 }

@@ -10,7 +10,6 @@
 // An entry with `userExtAuth` instead fronts the user's own authorization service with a decision cache
 // (user-ext-auth.ts).
 
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { create, fromBinary, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { type CelActivation, peerIpValue, toCel } from "../cel/index.js";
@@ -25,6 +24,7 @@ import {
   CheckResponseSchema,
 } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
 import { StatusCode } from "../gen/envoy/type/v3/http_status_pb.js";
+import type { Http1Answer, Http1Handler } from "../grpc/http1.js";
 import { addGrpcService } from "../grpc/service.js";
 import type { UnaryHandler } from "../grpc/unary-server.js";
 import { type ApiKeyAuth, checkApiKey } from "./api-keys.js";
@@ -32,7 +32,7 @@ import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./au
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
 import { type CheckFields, checkFieldsOf, filterMetadataStruct, readCheckRequest } from "./check-request.js";
 import { parseQuery } from "./credentials.js";
-import { checkFieldsOfHttp, dropReservedHeaders, writeHttpCheckResponse } from "./http-check.js";
+import { checkFieldsOfHttp, dropReservedHeaders, httpCheckAnswer } from "./http-check.js";
 import {
   checkUserExtAuth,
   copyCheckRequest,
@@ -171,6 +171,9 @@ const OK: CheckResponse = create(CheckResponseSchema, {
 const OK_BYTES = toBinary(CheckResponseSchema, OK);
 const FORBIDDEN: CheckResponse = denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "forbidden", []);
 const UNKNOWN_POLICY: CheckResponse = denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "unknown policy", []);
+const ALLOW_ANSWER = httpCheckAnswer(OK);
+const FORBIDDEN_ANSWER = httpCheckAnswer(FORBIDDEN);
+const UNKNOWN_POLICY_ANSWER = httpCheckAnswer(UNKNOWN_POLICY);
 
 /** The CEL activation for a CheckRequest decoded by protobuf-es (the grpc-js path). */
 export function buildActivation(request: CheckRequest, jwt: boolean): CelActivation {
@@ -238,33 +241,31 @@ export function httpCheckable(p: ExtAuthzPolicy): boolean {
   );
 }
 
-/** Envoy's HTTP ext_authz check (http-check.ts) on the hot-path server's HTTP/1.1 connections. */
-export function extAuthzHttpHandler(options: ExtAuthzOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  const deny = (res: ServerResponse, why: string, fields?: Record<string, unknown>) => {
+/** Envoy's HTTP ext_authz check (http-check.ts) on the hot-path server's HTTP/1.1 connections (src/grpc/http1.ts). */
+export function extAuthzHttpHandler(options: ExtAuthzOptions): Http1Handler {
+  const deny = (why: string, fields?: Record<string, unknown>): Http1Answer => {
     options.logger?.warn(`ext_authz: ${why}, denying`, fields);
-    writeHttpCheckResponse(res, denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "forbidden", []));
+    return FORBIDDEN_ANSWER;
   };
-  return (req, res) => {
-    // A check request has no body; reading to its end keeps the connection reusable.
-    req.resume();
+  return (req) => {
     const parsed = checkFieldsOfHttp(req);
-    if (typeof parsed === "string") return deny(res, `malformed HTTP check (${parsed})`);
+    if (typeof parsed === "string") return deny(`malformed HTTP check (${parsed})`);
     const policy = options.policies().get(parsed.id);
     if (policy === undefined) {
       options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: parsed.id });
-      return writeHttpCheckResponse(res, UNKNOWN_POLICY);
+      return UNKNOWN_POLICY_ANSWER;
     }
     // Fail closed on what only the gRPC check can carry (identity, metadata): the translator never sends those here.
-    if (!httpCheckable(policy)) return deny(res, "policy needs the gRPC check", { policy: parsed.id });
+    if (!httpCheckable(policy)) return deny("policy needs the gRPC check", { policy: parsed.id });
     // What an HTTP check decides needs nothing asynchronous (no basic-auth hash, no user extAuth): answered in the
     // same turn of the event loop, without a promise per check.
     let allowed: boolean;
     try {
       allowed = authorize(policy.authorization, activationOf(parsed.fields, false)).allowed;
     } catch (e) {
-      return deny(res, "internal error", { error: String(e) });
+      return deny("internal error", { error: String(e) });
     }
-    writeHttpCheckResponse(res, allowed ? OK : FORBIDDEN);
+    return allowed ? ALLOW_ANSWER : FORBIDDEN_ANSWER;
   };
 }
 

@@ -10,14 +10,9 @@
 // gets GOAWAY and its connection closed; nothing else is affected. Tested against Node's own HTTP/2 client
 // (test/unit/unary-server.test.ts) and, end to end, Envoy.
 
-import {
-  createServer as createHttpServer,
-  type Server as HttpServer,
-  type IncomingMessage,
-  type ServerResponse,
-} from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { GRPC_RESPONSE_HEADERS, grpcTrailers, grpcTrailersOnly, HpackDecoder, HpackError } from "./hpack.js";
+import { Http1Connection, type Http1Handler } from "./http1.js";
 
 export type Headers = Readonly<Record<string, string>>;
 
@@ -654,41 +649,23 @@ export class UnaryGrpcServer {
   readonly log: (line: string) => void;
   readonly #connections = new Set<Connection>();
   #server: Server | undefined;
-  /** Serves the HTTP/1.1 connections of the same port (Envoy's HTTP ext_authz), when there is a handler for them. */
-  readonly #http1: HttpServer | undefined;
+  /** Answers the HTTP/1.1 connections of the same port (Envoy's HTTP ext_authz), when there is a handler for them. */
+  readonly #http1: Http1Handler | undefined;
+  readonly #http1Connections = new Set<Http1Connection>();
 
   /**
    * Handlers by gRPC path, e.g. `/envoy.service.auth.v3.Authorization/Check`. With `http1`, connections that do not
-   * start with the HTTP/2 preface are HTTP/1.1 and go to it.
+   * start with the HTTP/2 preface are HTTP/1.1 and go to it (./http1.ts).
    */
   constructor(
     handlers: ReadonlyMap<string, UnaryHandler>,
     bidi: ReadonlyMap<string, BidiHandler> = new Map(),
-    opts: { log?: (line: string) => void; http1?: (req: IncomingMessage, res: ServerResponse) => void } = {},
+    opts: { log?: (line: string) => void; http1?: Http1Handler } = {},
   ) {
     this.handlers = handlers;
     this.bidi = bidi;
     this.log = opts.log ?? ((line) => console.error(line));
-    if (opts.http1 !== undefined) {
-      const http1 = opts.http1;
-      // Headers up to Envoy's own ceiling (max_request_headers_kb is at most 8 MiB; 60 KiB by default), plus what
-      // Envoy adds to a check: node:http's default of 16 KiB would refuse a check Envoy accepted the request for.
-      const options = {
-        keepAliveTimeout: 0,
-        requestTimeout: 0,
-        headersTimeout: 10_000,
-        maxHeaderSize: 8 * 1024 * 1024 + 64 * 1024,
-      };
-      this.#http1 = createHttpServer(options, (req, res) => {
-        try {
-          http1(req, res);
-        } catch (e) {
-          this.log(`sluice: HTTP/1.1 handler failed: ${String(e)}`);
-          if (!res.headersSent) res.writeHead(500);
-          res.end();
-        }
-      });
-    }
+    this.#http1 = opts.http1;
   }
 
   /** A new connection: HTTP/2 (gRPC) or, with an HTTP/1.1 handler, HTTP/1.1, told apart by its first bytes. */
@@ -711,9 +688,9 @@ export class UnaryGrpcServer {
         socket.resume();
         return;
       }
-      // Node's HTTP server takes injected connections; what was read goes back in front of the socket's input.
-      socket.unshift(seen);
-      http1.emit("connection", socket);
+      const c = new Http1Connection(socket, http1, this.log, seen);
+      this.#http1Connections.add(c);
+      socket.once("close", () => this.#http1Connections.delete(c));
       socket.resume();
     };
     socket.on("data", onData);
@@ -740,7 +717,7 @@ export class UnaryGrpcServer {
     this.#server = undefined;
     if (server === undefined) return;
     for (const c of [...this.#connections]) c.close();
-    this.#http1?.closeAllConnections();
+    for (const c of [...this.#http1Connections]) c.close();
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, 1000);
       server.close(() => {

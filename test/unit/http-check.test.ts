@@ -56,10 +56,10 @@ before(async () => {
     ]),
     new Map(),
     {
-      http1: (req, res) => {
+      http1: (req) => {
         const parsed = checkFieldsOfHttp(req);
         if (typeof parsed !== "string") seen.push(parsed.fields);
-        handler(req, res);
+        return handler(req);
       },
     },
   );

@@ -1,0 +1,233 @@
+// The HTTP/1.1 side of the hot-path server: Envoy's HTTP ext_authz client, one request at a time per connection,
+// each a head without a body, each answered synchronously.
+//
+// Why not node:http: per check it costs Sluice more than the decision itself (an IncomingMessage and a
+// ServerResponse, their streams and events: about 14 µs of CPU per check on the bench machine), and bench/authz's
+// Sluice route is bounded by the CPU the host shares. Here a connection is a buffer, a head is one latin1 string split
+// into lines, and an answer is one write. The surface is small: request line and header fields (RFC 9112 §3, §5),
+// Content-Length bodies read and dropped, keep-alive and `Connection: close`, pipelined requests answered in order.
+// Anything else (chunked bodies, obs-fold, bad tokens, bare CR/LF in a value, a head over the limit) gets 400 or 431
+// and the connection is closed; nothing else is affected. Tested with Node's HTTP client and raw sockets
+// (test/unit/http1.test.ts) and, end to end, Envoy.
+
+import { STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
+
+/** What a handler gets: the fields node:http's IncomingMessage has under the same names (values as latin1). */
+export interface Http1Request {
+  readonly method: string;
+  readonly url: string;
+  /** Names and values in turn, as received (node:http's rawHeaders). */
+  readonly rawHeaders: readonly string[];
+}
+
+export interface Http1Answer {
+  readonly status: number;
+  readonly headers?: readonly (readonly [string, string])[];
+  readonly body?: string;
+}
+
+export type Http1Handler = (req: Http1Request) => Http1Answer;
+
+/**
+ * Headers up to Envoy's own ceiling (max_request_headers_kb is at most 8 MiB; 60 KiB by default), plus what Envoy adds
+ * to a check, so a check is never refused for a request Envoy accepted.
+ */
+export const MAX_HEAD = 8 * 1024 * 1024 + 64 * 1024;
+/** A head that has started must be complete within this (node:http's headersTimeout as the server had it). */
+const HEAD_TIMEOUT_MS = 10_000;
+
+const END_OF_HEAD = Buffer.from("\r\n\r\n", "latin1");
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([^\s]+) HTTP\/1\.([01])$/;
+/** In a field value: CTLs other than HTAB, which RFC 9110 §5.5 does not allow (a bare CR or LF included). */
+const BAD_VALUE = /[\0-\x08\x0a-\x1f\x7f]/;
+const OWS_START = /^[ \t]+/;
+const OWS_END = /[ \t]+$/;
+
+const ALLOW_200 = Buffer.from("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", "latin1");
+
+class BadRequest extends Error {
+  constructor(
+    readonly status: 400 | 431,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The bytes of an answer; names and values that would break the framing are a bug of the handler. */
+export function serializeAnswer(a: Http1Answer, close: boolean): Buffer {
+  if (a.status === 200 && (a.headers?.length ?? 0) === 0 && (a.body ?? "") === "" && !close) return ALLOW_200;
+  if (!Number.isInteger(a.status) || a.status < 200 || a.status > 999) throw new Error(`bad status ${a.status}`);
+  const body = Buffer.from(a.body ?? "", "utf8");
+  let head = `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status] ?? "Unknown"}\r\n`;
+  for (const [name, value] of a.headers ?? []) {
+    const lower = name.toLowerCase();
+    if (lower === "content-length" || lower === "connection" || lower === "transfer-encoding") continue;
+    if (!TOKEN.test(name) || BAD_VALUE.test(value)) throw new Error(`bad response header ${JSON.stringify(name)}`);
+    head += `${name}: ${value}\r\n`;
+  }
+  head += `content-length: ${body.byteLength}\r\n${close ? "connection: close\r\n" : ""}\r\n`;
+  return Buffer.concat([Buffer.from(head, "latin1"), body]);
+}
+
+/** One HTTP/1.1 connection. `initial`: bytes already read from the socket (the server looked at them first). */
+export class Http1Connection {
+  readonly #socket: Socket;
+  readonly #handler: Http1Handler;
+  readonly #log: (line: string) => void;
+  #buf: Buffer | undefined;
+  /** Where to look for the end of the head next (what was searched already cannot hold it). */
+  #scanned = 0;
+  /** Body bytes of the current request still to drop. */
+  #skip = 0;
+  #closed = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(socket: Socket, handler: Http1Handler, log: (line: string) => void, initial?: Buffer) {
+    this.#socket = socket;
+    this.#handler = handler;
+    this.#log = log;
+    socket.setNoDelay(true);
+    socket.on("data", (chunk: Buffer) => this.#onData(chunk));
+    socket.on("error", () => this.close());
+    socket.on("close", () => this.close());
+    if (initial !== undefined && initial.byteLength > 0) this.#onData(initial);
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#clearTimer();
+    this.#buf = undefined;
+    this.#socket.destroy();
+  }
+
+  #clearTimer(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #onData(chunk: Buffer): void {
+    if (this.#closed) return;
+    this.#buf = this.#buf === undefined || this.#buf.byteLength === 0 ? chunk : Buffer.concat([this.#buf, chunk]);
+    try {
+      this.#drain();
+    } catch (e) {
+      if (!(e instanceof BadRequest)) throw e;
+      this.#fail(e.status, e.message);
+    }
+  }
+
+  /** Answers every complete request in the buffer, in order. */
+  #drain(): void {
+    for (;;) {
+      let buf = this.#buf;
+      if (buf === undefined || this.#closed) return;
+      if (this.#skip > 0) {
+        const n = Math.min(this.#skip, buf.byteLength);
+        this.#skip -= n;
+        buf = this.#buf = buf.subarray(n);
+        if (this.#skip > 0) return;
+      }
+      if (buf.byteLength === 0) {
+        this.#clearTimer();
+        return;
+      }
+      const end = buf.indexOf(END_OF_HEAD, this.#scanned);
+      if (end < 0) {
+        if (buf.byteLength > MAX_HEAD) throw new BadRequest(431, "request head too large");
+        this.#scanned = Math.max(0, buf.byteLength - (END_OF_HEAD.byteLength - 1));
+        if (this.#timer === undefined) {
+          this.#timer = setTimeout(() => this.#fail(400, "request head not complete in time"), HEAD_TIMEOUT_MS);
+          this.#timer.unref();
+        }
+        return;
+      }
+      this.#clearTimer();
+      if (end > MAX_HEAD) throw new BadRequest(431, "request head too large");
+      const head = buf.toString("latin1", 0, end);
+      this.#buf = buf.subarray(end + END_OF_HEAD.byteLength);
+      this.#scanned = 0;
+      const { request, close, length } = parseHead(head);
+      this.#skip = length;
+      let answer: Http1Answer;
+      try {
+        answer = this.#handler(request);
+      } catch (e) {
+        this.#log(`sluice: HTTP/1.1 handler failed: ${String(e)}`);
+        answer = { status: 500 };
+      }
+      this.#socket.write(serializeAnswer(answer, close));
+      if (close) {
+        this.#closed = true;
+        this.#clearTimer();
+        this.#socket.end();
+        return;
+      }
+    }
+  }
+
+  #fail(status: 400 | 431, why: string): void {
+    if (this.#closed) return;
+    this.#log(`sluice: HTTP/1.1 connection closed: ${why}`);
+    this.#closed = true;
+    this.#clearTimer();
+    this.#buf = undefined;
+    this.#socket.end(serializeAnswer({ status }, true));
+  }
+}
+
+/** The request in a head (request line and fields, without the blank line); throws BadRequest. */
+export function parseHead(head: string): { request: Http1Request; close: boolean; length: number } {
+  const lines = head.split("\r\n");
+  // A server should ignore at least one empty line before the request line (RFC 9112 §2.2).
+  let i = 0;
+  while (i < lines.length && lines[i] === "") i++;
+  const m = REQUEST_LINE.exec(lines[i] ?? "");
+  if (m === null) throw new BadRequest(400, "malformed request line");
+  const [, method, url, minor] = m as unknown as [string, string, string, string];
+  const rawHeaders: string[] = [];
+  let length: number | undefined;
+  let close = minor === "0";
+  for (i++; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(":");
+    // obs-fold (a line starting with whitespace) is rejected, as RFC 9112 §5.2 allows.
+    if (colon <= 0) throw new BadRequest(400, "malformed header field");
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) throw new BadRequest(400, "malformed header name");
+    const value = line
+      .slice(colon + 1)
+      .replace(OWS_START, "")
+      .replace(OWS_END, "");
+    if (BAD_VALUE.test(value)) throw new BadRequest(400, "invalid character in a header value");
+    rawHeaders.push(name, value);
+    switch (name.length) {
+      case 10:
+        if (name.toLowerCase() === "connection") {
+          const tokens = value
+            .toLowerCase()
+            .split(",")
+            .map((t) => t.trim());
+          if (tokens.includes("close")) close = true;
+          else if (tokens.includes("keep-alive")) close = false;
+        }
+        break;
+      case 14:
+        if (name.toLowerCase() === "content-length") {
+          if (!/^[0-9]{1,15}$/.test(value)) throw new BadRequest(400, "invalid content-length");
+          const n = Number(value);
+          if (length !== undefined && length !== n) throw new BadRequest(400, "conflicting content-length");
+          length = n;
+        }
+        break;
+      case 17:
+        // A check has no body; chunked framing is not read here, and guessing its end could desynchronize.
+        if (name.toLowerCase() === "transfer-encoding") throw new BadRequest(400, "transfer-encoding not supported");
+        break;
+    }
+  }
+  return { request: { method, url, rawHeaders }, close, length: length ?? 0 };
+}
