@@ -1,6 +1,8 @@
 // The intermediate representation: per Gateway, plain readonly data with no Envoy or Kubernetes types.
 // translate<Kind> functions produce it from resources; build<EnvoyThing> functions turn it into xDS.
 
+import type { TunnelIR } from "./backend/tunnel.js";
+
 export interface GatewayIR {
   /** `namespace/name` of the Gateway; also the xDS node group its Envoys belong to. */
   readonly key: string;
@@ -139,6 +141,8 @@ export interface BackendConnectionIR {
   readonly eviction?: { readonly consecutiveFailures: number; readonly durationMs: number };
   /** `backend.tls`: TLS from Envoy to the backend (xds/backend-tls.ts). */
   readonly tls?: BackendTlsIR;
+  /** `backend.tunnel`: the HTTP CONNECT proxy the TLS connections go through (backend/tunnel.ts). */
+  readonly tunnel?: TunnelIR;
   /** `backend.auth` injected by Envoy on this cluster's requests (xds/backend-credential.ts). */
   readonly credential?: {
     readonly secret: string;
@@ -231,6 +235,8 @@ export interface LlmProviderIR {
   readonly endpoints?: readonly { readonly address: string; readonly port: number }[];
   /** TLS with this SNI (real provider hosts on 443, or a `tls` policy); absent = plain HTTP. */
   readonly tls?: { readonly sni: string };
+  /** The provider's `tunnel` policy: its TLS connections go through this HTTP CONNECT proxy (backend/tunnel.ts). */
+  readonly tunnel?: TunnelIR;
   /** `:authority` sent to the provider. */
   readonly authority: string;
   /** The provider variant's own settings as written (model, endpoint, deploymentName, region, formats ...). */

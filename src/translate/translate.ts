@@ -79,10 +79,9 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   const allStatuses = [
     ...statuses,
     ...withNotes(
-      policies.statuses(),
+      [...policies.statuses(), ...sluiceKindStatuses(input, undefined, llmBackendProblems(llm))],
       built.flatMap((b) => b.notes),
     ),
-    ...sluiceKindStatuses(input, undefined, llmBackendProblems(llm)),
   ];
   const finalStatuses = memo?.sameStatuses(allStatuses) ?? allStatuses;
   memo?.end();
@@ -107,28 +106,41 @@ const REASON_ORDER = ["NeverMatches", "Ignored", "NotYetSupported"] as const;
  * Notes become a `Warning` condition on every ancestor of the policy they came from, so nothing is dropped silently:
  * fields accepted but not applied (NotYetSupported), entries left out (Ignored), expressions that can never match,
  * such as rules reading `jwt` where no JWT authentication applies (NeverMatches; the policy stays Accepted and
- * Attached, as the spec requires). Notes about GwBackend-embedded policies go to the GwBackend's own status later.
+ * Attached, as the spec requires). Notes about a GwBackend's own policies (spec.policies) are a Warning on its status.
  */
 function withNotes(statuses: readonly ResourceStatus[], notes: readonly PolicyNote[]): ResourceStatus[] {
   if (notes.length === 0) return [...statuses];
-  const byPolicy = new Map<string, { messages: string[]; reasons: Set<string> }>();
+  // By `<kind> <namespace/name>` of the resource the policy came from: a GwPolicy, or a GwBackend's own policies.
+  const bySource = new Map<string, { messages: string[]; reasons: Set<string> }>();
   for (const n of notes) {
-    if (n.from.kind !== "GwPolicy") continue;
-    const entry = byPolicy.get(n.from.name) ?? { messages: [], reasons: new Set<string>() };
-    entry.messages.push(`${n.field}: ${n.message}`);
+    const key = `${n.from.kind} ${n.from.name}`;
+    const entry = bySource.get(key) ?? { messages: [], reasons: new Set<string>() };
+    // A GwBackend's policies are under spec.policies; a GwPolicy's fields are named by their section already.
+    const field = n.from.kind === "GwBackend" ? `spec.policies.${n.field.replace(/^backend\./, "")}` : n.field;
+    entry.messages.push(`${field}: ${n.message}`);
     entry.reasons.add(n.reason ?? "NotYetSupported");
-    byPolicy.set(n.from.name, entry);
+    bySource.set(key, entry);
   }
+  const warningOf = (entry: { messages: string[]; reasons: Set<string> }) => ({
+    type: "Warning",
+    status: "True",
+    reason: REASON_ORDER.find((r) => entry.reasons.has(r)) ?? "NotYetSupported",
+    message: [...new Set(entry.messages)].sort().join("; "),
+  });
   return statuses.map((s) => {
-    const entry = s.kind === "GwPolicy" ? byPolicy.get(`${s.namespace}/${s.name}`) : undefined;
+    const entry =
+      s.kind === "GwPolicy" || s.kind === "GwBackend" ? bySource.get(`${s.kind} ${s.namespace}/${s.name}`) : undefined;
     if (entry === undefined) return s;
+    const warning = warningOf(entry);
+    if (s.kind === "GwBackend") {
+      const status = s.status as { conditions?: { type?: string }[] };
+      if (status.conditions === undefined) return s;
+      return {
+        ...s,
+        status: { ...status, conditions: [...status.conditions.filter((c) => c.type !== "Warning"), warning] },
+      };
+    }
     const status = s.status as { ancestors: { conditions: { type?: string }[] }[] };
-    const warning = {
-      type: "Warning",
-      status: "True",
-      reason: REASON_ORDER.find((r) => entry.reasons.has(r)) ?? "NotYetSupported",
-      message: [...new Set(entry.messages)].sort().join("; "),
-    };
     return {
       ...s,
       status: {

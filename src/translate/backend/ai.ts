@@ -6,6 +6,7 @@ import { parseDurationMs } from "../duration.js";
 import type { EndpointIR, InferencePoolIR, LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
 import { pickerClusterName } from "../names.js";
 import type { ServiceEndpoints } from "./resolve.js";
+import { resolveTunnel, TUNNEL_NEEDS_TLS, type TunnelRefs } from "./tunnel.js";
 
 type Rec = Readonly<Record<string, unknown>>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -53,6 +54,8 @@ export interface AiBackendRefs {
   service(name: string, port: number | undefined): ServiceEndpoints;
   /** An InferencePool of the namespace. */
   inferencePool?(name: string): InferencePool | undefined;
+  /** Where a `tunnel` policy's proxy is found (the GwBackend's namespace). */
+  readonly tunnel?: TunnelRefs;
 }
 
 /** Kind of the custom provider's backendRef ("Service" or "InferencePool"). */
@@ -194,8 +197,25 @@ export function translateAiBackend(
   const add = (group: LlmProviderIR[], name: string, p: Rec, path: string) => {
     const own = isRec(p.policies) ? p.policies : {};
     const r = translateProvider(name, p, own.tls !== undefined || policies.tls !== undefined, ns, refs);
-    if (r.ok) group.push(r.provider);
-    else problems.push(`${path}: ${r.message}`);
+    if (!r.ok) {
+      problems.push(`${path}: ${r.message}`);
+      return;
+    }
+    // The provider's own tunnel wins over the GwBackend's (spec: GwBackend, then the provider's policies).
+    const tunnelValue = own.tunnel ?? policies.tunnel;
+    if (tunnelValue === undefined) {
+      group.push(r.provider);
+      return;
+    }
+    const at = own.tunnel !== undefined ? `${path}.policies.tunnel` : "spec.policies.tunnel";
+    if (refs?.tunnel === undefined) {
+      problems.push(`${at}: cannot be resolved here`);
+      return;
+    }
+    const t = resolveTunnel(tunnelValue, ns, refs.tunnel);
+    if (!t.ok) problems.push(`${at}: ${t.message}`);
+    else if (r.provider.tls === undefined) problems.push(`${at}: ${TUNNEL_NEEDS_TLS}`);
+    else group.push({ ...r.provider, tunnel: t.tunnel });
   };
   if (isRec(ai.provider)) {
     const g: LlmProviderIR[] = [];

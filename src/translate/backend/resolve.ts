@@ -8,6 +8,7 @@ import { findNamed, slicesOfService } from "../lookup.js";
 import { backendClusterName, http2ClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
 import { translateAiBackend } from "./ai.js";
+import type { TunnelRefs } from "./tunnel.js";
 
 export type ResolvedBackend =
   | { readonly ok: true; readonly cluster: ClusterIR }
@@ -47,6 +48,21 @@ export type ServiceEndpoints =
       readonly http2: boolean;
     }
   | { readonly ok: false; readonly message: string };
+
+/** Lookups of a tunnel's proxy in namespace `ns`; nothing is found without an input (unit tests of the IR). */
+export function tunnelRefs(input: TranslationInput | undefined, ns: string): TunnelRefs {
+  return {
+    service: (name, port) =>
+      input === undefined
+        ? { ok: false, message: `Service ${ns}/${name} not found` }
+        : serviceEndpoints(input, ns, name, port),
+    gwBackendStatic: (name) => {
+      const be = input === undefined ? undefined : findNamed(input.backends, ns, name);
+      if (be === undefined) return undefined;
+      return be.spec.static ?? "not-static";
+    },
+  };
+}
 
 /** The endpoints of one port of a Service, from its EndpointSlices (the Service port is mapped to the target port). */
 export function serviceEndpoints(
@@ -260,6 +276,7 @@ export class BackendResolver {
       const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>, {
         service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
         inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
+        tunnel: tunnelRefs(this.input, namespace),
       });
       if (r.ok) return { ok: true, cluster: r.cluster };
       return {

@@ -1,5 +1,6 @@
 // Backend policy connection fields on Service and static backends (`backend.tcp`, `backend.http.version`,
-// `backend.health.eviction`, and `backend.auth` injected by the cluster: backend-credential.ts) → Envoy cluster
+// `backend.health.eviction`, `backend.tunnel` (backend/tunnel.ts), and `backend.auth` injected by the cluster:
+// backend-credential.ts) → Envoy cluster
 // settings. A backend's effective policy can differ per route (a route-level
 // policy with a backend section), while Envoy clusters are shared; so each distinct setting gets its own cluster,
 // `<cluster>~<hash>`, which the routes with that policy use. An EDS variant reads the same endpoints (its EDS service
@@ -7,6 +8,9 @@
 // TLS setting that cannot be had is left on the route (backendProblems) for traffic-route.ts to report and answer 503.
 
 import { createHash } from "node:crypto";
+import { tunnelRefs } from "../backend/resolve.js";
+import type { TunnelIR } from "../backend/tunnel.js";
+import { resolveTunnel, TUNNEL_NEEDS_TLS } from "../backend/tunnel.js";
 import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type {
@@ -64,6 +68,8 @@ export function backendConnection(p: EffectivePolicyIR): BackendConnectionIR | u
 /** The fields `backendConnection` applies, for the status of what is not (traffic-route.ts). */
 export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => string[]>> = {
   tcp: () => [],
+  // Problems are backendProblems (withBackendConnections).
+  tunnel: () => [],
   // requestTimeout: the route's timeout (traffic-route.ts).
   http: () => [],
   health: (v) => (v.unhealthyCondition !== undefined ? ["unhealthyCondition"] : []),
@@ -102,6 +108,7 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     // Credentials first, then TLS, each in backend order.
     const credentialProblems: BackendProblemIR[] = [];
     const tlsProblems: BackendProblemIR[] = [];
+    const tunnelProblems: BackendProblemIR[] = [];
     const backends = a.backends.map((b) => {
       const bp: BackendPolicyIR | undefined = r.policy?.backends?.find((x) => x.cluster === b.cluster);
       const base = clusters.get(b.cluster);
@@ -122,9 +129,28 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         credentialProblems.push({ from, field, message, fatal });
       }
       if (tls?.ok === false) tlsProblems.push({ from: tls.from, field: tls.field, message: tls.message, fatal: true });
+      const tunnelField = bp.policy.tunnel;
+      let tunnel: TunnelIR | undefined;
+      if (tunnelField !== undefined && !("combined" in tunnelField)) {
+        const from = tunnelField.from;
+        const ns = from.name.split("/")[0] ?? "";
+        const r = resolveTunnel(tunnelField.value, ns, tunnelRefs(input, ns));
+        // Never around the proxy: a tunnel that cannot be had answers 503.
+        const fail = (message: string) =>
+          tunnelProblems.push({
+            from,
+            field: "backend.tunnel",
+            message: `${message}; requests to ${bp.backend} are answered 503 until it is`,
+            fatal: true,
+          });
+        if (!r.ok) fail(r.message);
+        else if (tls?.ok !== true) fail(TUNNEL_NEEDS_TLS);
+        else tunnel = r.tunnel;
+      }
       const extra = {
         ...(credential?.ok === true ? { credential: credential.credential } : {}),
         ...(tls?.ok === true ? { tls: tls.tls } : {}),
+        ...(tunnel !== undefined ? { tunnel } : {}),
       };
       const connection = Object.keys(extra).length > 0 ? { ...settings, ...extra } : settings;
       if (connection === undefined) return b;
@@ -140,7 +166,7 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
       changed = true;
       return { ...b, cluster: name };
     });
-    const backendProblems = [...credentialProblems, ...tlsProblems];
+    const backendProblems = [...credentialProblems, ...tlsProblems, ...tunnelProblems];
     if (!changed && backendProblems.length === 0) return r;
     return {
       ...r,

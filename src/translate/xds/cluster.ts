@@ -17,6 +17,7 @@ import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, BackendTlsIR, ClusterIR, EndpointIR } from "../ir.js";
 import { credentialInjector } from "./backend-credential.js";
 import { buildLlmCluster } from "./llm.js";
+import { throughTunnel } from "./tunnel.js";
 
 const CONNECT_TIMEOUT_MS = 5000;
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
@@ -164,7 +165,7 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
         }
       : {}),
     ...protocolOptions(http2, conn),
-    ...(conn?.tls !== undefined ? { transportSocket: upstreamTls(conn.tls, http2) } : {}),
+    ...(conn?.tls !== undefined ? { transportSocket: throughTunnel(upstreamTls(conn.tls, http2), conn.tunnel) } : {}),
   };
   switch (c.kind) {
     case "eds":

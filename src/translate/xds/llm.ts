@@ -46,6 +46,7 @@ import {
 } from "../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
+import { throughTunnel } from "./tunnel.js";
 
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 export const LLM_ROUTER_FILTER = "sluice.llm_ext_proc";
@@ -165,7 +166,9 @@ function llmClusterTargets(
             hostIdentifier: {
               case: "endpoint" as const,
               value: {
-                hostname: p.name,
+                // A tunnel's CONNECT asks the proxy for the endpoint's host name, else its address: the provider's own
+                // name, or a Service endpoint's address.
+                hostname: p.tunnel === undefined ? p.name : p.endpoints === undefined ? p.address : "",
                 address: {
                   address: {
                     case: "socketAddress" as const,
@@ -193,30 +196,33 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
     transportSocketMatches: tlsProviders.map((p) => ({
       name: `provider-${p.name}`,
       match: { provider: p.name },
-      transportSocket: {
-        name: "envoy.transport_sockets.tls",
-        configType: {
-          case: "typedConfig",
-          value: anyPack(
-            UpstreamTlsContextSchema,
-            create(UpstreamTlsContextSchema, {
-              sni: p.tls?.sni ?? p.address,
-              commonTlsContext: {
-                alpnProtocols: ["http/1.1"],
-                validationContextType: {
-                  case: "validationContext",
-                  value: {
-                    trustedCa: { specifier: { case: "filename", value: "/etc/ssl/certs/ca-certificates.crt" } },
-                    matchTypedSubjectAltNames: [
-                      { sanType: 2, matcher: { matchPattern: { case: "exact", value: p.tls?.sni ?? p.address } } },
-                    ],
+      transportSocket: throughTunnel(
+        {
+          name: "envoy.transport_sockets.tls",
+          configType: {
+            case: "typedConfig",
+            value: anyPack(
+              UpstreamTlsContextSchema,
+              create(UpstreamTlsContextSchema, {
+                sni: p.tls?.sni ?? p.address,
+                commonTlsContext: {
+                  alpnProtocols: ["http/1.1"],
+                  validationContextType: {
+                    case: "validationContext",
+                    value: {
+                      trustedCa: { specifier: { case: "filename", value: "/etc/ssl/certs/ca-certificates.crt" } },
+                      matchTypedSubjectAltNames: [
+                        { sanType: 2, matcher: { matchPattern: { case: "exact", value: p.tls?.sni ?? p.address } } },
+                      ],
+                    },
                   },
                 },
-              },
-            }),
-          ),
+              }),
+            ),
+          },
         },
-      },
+        p.tunnel,
+      ),
     })),
     // Eviction (spec Health): a provider that fails is ejected for `duration`, times the number of ejections.
     outlierDetection: {

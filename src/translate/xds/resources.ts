@@ -15,6 +15,7 @@ import { RouterSchema } from "../../gen/envoy/extensions/filters/http/router/v3/
 import { UpstreamCodecSchema } from "../../gen/envoy/extensions/filters/http/upstream_codec/v3/upstream_codec_pb.js";
 import { TlsInspectorSchema } from "../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js";
 import { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
+import { Http11ProxyUpstreamTransportSchema } from "../../gen/envoy/extensions/transport_sockets/http_11_proxy/v3/upstream_http_11_connect_pb.js";
 import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import { SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
@@ -69,4 +70,5 @@ export const xdsTypeRegistry = createRegistry(
   DownstreamTlsContextSchema,
   ExpressionFilterSchema,
   ...EARLY_HEADER_MUTATION_SCHEMAS,
+  Http11ProxyUpstreamTransportSchema,
 );
