@@ -18,6 +18,7 @@ import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
 import { directNeedsSluice } from "./filters/transformation.js";
 import { type BuildContext, SLUICE_ROUTE_METADATA } from "./filters/types.js";
+import { retryConditionCodes } from "./retry-condition.js";
 
 type T = Static<typeof Traffic>;
 type Init = MessageInitShape<typeof RouteSchema>;
@@ -36,9 +37,15 @@ function options(h: HeaderFilter): MessageInitShape<typeof HeaderValueOptionSche
   ];
 }
 
-/** Gateway API retries (codes, attempts, backoff): retry on connection failures and resets, and on these codes. */
-function retryPolicy(r: NonNullable<T["retry"]>): MessageInitShape<typeof RetryPolicySchema> {
-  const codes = r.codes ?? [];
+/**
+ * Gateway API retries (codes, attempts, backoff): retry on connection failures and resets, and on these codes; with
+ * `condition`, also on the status codes it is true for (retry-condition.ts).
+ */
+function retryPolicy(
+  r: NonNullable<T["retry"]>,
+  conditionCodes: readonly number[] = [],
+): MessageInitShape<typeof RetryPolicySchema> {
+  const codes = [...new Set([...(r.codes ?? []), ...conditionCodes])].sort((a, b) => a - b);
   const backoff = r.backoff !== undefined ? parseDurationMs(r.backoff) : undefined;
   return {
     retryOn: [
@@ -47,7 +54,7 @@ function retryPolicy(r: NonNullable<T["retry"]>): MessageInitShape<typeof RetryP
       "reset",
       ...(codes.length > 0 ? ["retriable-status-codes"] : []),
     ].join(","),
-    retriableStatusCodes: [...codes],
+    retriableStatusCodes: codes,
     ...(r.attempts !== undefined ? { numRetries: r.attempts } : {}),
     ...(backoff !== undefined && backoff > 0 ? { retryBackOff: { baseInterval: durationFromMs(backoff) } } : {}),
   };
@@ -59,8 +66,12 @@ function retryPolicy(r: NonNullable<T["retry"]>): MessageInitShape<typeof RetryP
  * routing (early-headers.ts), so they are not repeated on the route.
  */
 export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | undefined, earlyHeaders = false): void {
-  const note = (from: Parameters<BuildContext["note"]>[0], field: string, message: string) =>
-    ctx?.note(from, field, message);
+  const note = (
+    from: Parameters<BuildContext["note"]>[0],
+    field: string,
+    message: string,
+    reason?: Parameters<BuildContext["note"]>[3],
+  ) => ctx?.note(from, field, message, reason);
   noteUnappliedBackendFields(r, ctx);
   applyBackendCredentials(r, out, ctx);
   const route = out.action?.case === "route" ? out.action.value : undefined;
@@ -125,16 +136,26 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
   }
 
   for (const f of phaseFields<NonNullable<T["retry"]>>(r, "retry")) {
-    if (route !== undefined) route.retryPolicy = retryPolicy(f.value);
-    for (const k of ["precondition", "condition"] as const) {
-      if (f.value[k] !== undefined) {
+    let conditionCodes: readonly number[] = [];
+    if (f.value.condition !== undefined) {
+      const c = retryConditionCodes(f.value.condition);
+      if (!c.ok) note(f.from, "retry.condition", c.why);
+      else if (c.codes.length === 0) {
         note(
           f.from,
-          `retry.${k}`,
-          "a CEL retry condition is evaluated per response; Envoy retries only on status codes and resets, and " +
-            "Sluice has no service for it yet",
+          "retry.condition",
+          "is true for no status code (100 to 599): only connection failures and resets are retried",
+          "NeverMatches",
         );
-      }
+      } else conditionCodes = c.codes;
+    }
+    if (route !== undefined) route.retryPolicy = retryPolicy(f.value, conditionCodes);
+    if (f.value.precondition !== undefined) {
+      note(
+        f.from,
+        "retry.precondition",
+        "a CEL precondition per request is not applied yet: Envoy's retry policy is the route's, for every request",
+      );
     }
   }
 
