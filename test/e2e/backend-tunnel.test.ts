@@ -2,7 +2,7 @@
 // HTTP CONNECT proxy written for the test (node:http's `connect` event, piping bytes both ways), reached as a Service
 // or as a static GwBackend; the proxy sees `CONNECT <backend>`, the backend the TLS handshake and the request. A
 // backend without TLS, or whose proxy cannot be had, answers 503 and is never reached around the proxy; the
-// GwBackend's status says why.
+// GwBackend's status says why. And a client's own CONNECT to the gateway, with no frontend.connect, is refused (405).
 
 import assert from "node:assert/strict";
 import { createServer as createHttpServer } from "node:http";
@@ -177,5 +177,24 @@ describe("backend.tunnel: TLS to the backend through an HTTP CONNECT proxy", { t
     assert.match(warning("plain"), /spec\.policies\.tunnel: Envoy opens a CONNECT tunnel only around TLS/);
     assert.match(warning("noproxy"), /spec\.policies\.tunnel: backendRef: Service default\/idle has no ready endpoint/);
     assert.doesNotMatch(warning("viaservice"), /Warning/);
+  });
+
+  test("a client's CONNECT to the gateway (no frontend.connect) is 405 with Allow, and opens no tunnel", async () => {
+    connects.length = 0;
+    const answer = await new Promise<string>((resolve, reject) => {
+      const s = connect(gw.port, "127.0.0.1");
+      let text = "";
+      s.on("data", (d: Buffer) => (text += d.toString("latin1")));
+      s.on("end", () => resolve(text));
+      s.on("error", reject);
+      s.write(`CONNECT 127.0.0.1:${tlsPort} HTTP/1.1\r\nhost: 127.0.0.1:${tlsPort}\r\n\r\n`);
+    });
+    assert.match(answer, /^HTTP\/1\.1 405 /);
+    assert.match(answer, /\r\nallow: GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, PATCH\r\n/);
+    assert.deepEqual(connects, []);
+    assert.deepEqual(
+      served.filter((x) => !x.startsWith("tls /")),
+      [],
+    );
   });
 });

@@ -26,6 +26,7 @@ spec:
   frontend:
     http: { http1MaxHeaders: 20 }
     proxyProtocol: { version: V1, mode: Optional }
+    connect: { mode: Deny }
     accessLog:
       filter: "request.path.startsWith('/api')"
       attributes:
@@ -39,14 +40,16 @@ const jsonBody = (response: string): EchoBody =>
   JSON.parse(response.slice(response.indexOf("{"), response.lastIndexOf("}") + 1)) as EchoBody;
 
 /** One HTTP/1.1 request on a raw connection that starts with `prefix` (a PROXY header); the response text. */
-function raw(port: number, prefix: string, path: string): Promise<string> {
+function raw(port: number, prefix: string, path: string, method = "GET"): Promise<string> {
   return new Promise((resolve, reject) => {
     const s = connect(port, "127.0.0.1");
     const chunks: Buffer[] = [];
     s.on("data", (c: Buffer) => chunks.push(c));
     s.on("end", () => resolve(Buffer.concat(chunks).toString()));
     s.on("error", reject);
-    s.write(`${prefix}GET ${path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`);
+    s.write(
+      `${prefix}${method} ${path} HTTP/1.1\r\nhost: ${method === "CONNECT" ? path : "x"}\r\nconnection: close\r\n\r\n`,
+    );
   });
 }
 
@@ -97,5 +100,12 @@ describe("GwPolicy frontend through Envoy", { timeout: 60_000 }, () => {
     const headers = Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`x-h${i}`, "v"]));
     assert.equal((await request(gw.port, "/", { headers })).status, 431);
     assert.equal((await request(gw.port, "/", { headers: { "x-few": "1" } })).status, 200);
+  });
+
+  test("connect Deny: a CONNECT request is answered 403, other methods are served", async () => {
+    const denied = await raw(gw.port, "", "example.com:443", "CONNECT");
+    assert.match(denied, /^HTTP\/1\.1 403 /);
+    assert.match(denied, /CONNECT is denied by policy/);
+    assert.match(await raw(gw.port, "", "/after"), /^HTTP\/1\.1 200/);
   });
 });

@@ -72,6 +72,8 @@ export interface FrontendOptions {
   readonly tls?: FrontendTls;
   /** Clusters the listener's options call (the OTLP trace collector). */
   readonly clusters?: readonly Cluster[];
+  /** `connect.mode` (listener.ts answers CONNECT requests by it). */
+  readonly connect?: string;
 }
 
 const TLS_VERSION: Readonly<Record<string, TlsParameters_TlsProtocol>> = {
@@ -299,14 +301,32 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     }
   }
 
-  for (const [name, why] of [
-    ["metrics", "metric labels from CEL are not added yet"],
-    ["connect", "CONNECT handling is Envoy's default yet (rejected)"],
-  ] as const) {
-    const f = policy[name];
-    if (f !== undefined && !("combined" in f)) note(f.from, name, `${why}; not applied`);
+  const metrics = policy.metrics;
+  if (metrics !== undefined && !("combined" in metrics)) {
+    note(metrics.from, "metrics", "metric labels from CEL are not added yet; not applied");
   }
-  return { hcm, listener, listenerFilters, clusters, ...(tls !== undefined ? { tls } : {}) };
+  // CONNECT: unset 405, Deny 403 (listener.ts); Route and Tunnel need tunnels Sluice does not open yet, so they are
+  // answered as unset and said so.
+  const connectField = policy.connect;
+  const connect =
+    connectField !== undefined && !("combined" in connectField) && isRec(connectField.value)
+      ? str(connectField.value.mode)
+      : undefined;
+  if (connectField !== undefined && !("combined" in connectField) && connect !== "Deny") {
+    note(
+      connectField.from,
+      "connect.mode",
+      `${connect ?? "this mode"} is not served yet: CONNECT requests are answered 405 as when connect is unset`,
+    );
+  }
+  return {
+    hcm,
+    listener,
+    listenerFilters,
+    clusters,
+    ...(tls !== undefined ? { tls } : {}),
+    ...(connect === "Deny" ? { connect } : {}),
+  };
 }
 
 const NOT_IN_ENVOY =

@@ -48,18 +48,51 @@ function buildHcm(
     mergeSlashes: true,
     useRemoteAddress: true,
     httpFilters: [...httpFilters],
-    ...localReplyConfig(httpFilters),
+    ...localReplyConfig(httpFilters, frontend.connect),
     // PreRouting request header modifiers, before the route is chosen (early-headers.ts).
     ...(early !== undefined ? { earlyHeaderMutationExtensions: [earlyHeaderMutationExtension(early.value)] } : {}),
   });
 }
 
-function localReplyConfig(httpFilters: HttpFilters) {
+function localReplyConfig(httpFilters: HttpFilters, connect: string | undefined) {
   const mappers = [
+    connectReply(connect === "Deny" ? 403 : 405),
     ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER)) ? JWT_401_REPLY.mappers : []),
     ...(httpFilters.some((f) => f.name === RESPONSE_BUFFER_FILTER) ? [RESPONSE_TOO_LARGE_502] : []),
   ];
-  return mappers.length === 0 ? {} : { localReplyConfig: { mappers } };
+  return { localReplyConfig: { mappers } };
+}
+
+/**
+ * CONNECT without `frontend.connect` is answered 405 (spec), and 403 with mode Deny. Envoy opens no tunnel without
+ * CONNECT in the HCM's upgrade configs, and no route matches a CONNECT without a connect_matcher: the request always
+ * ends in a local reply (404, no route), which this mapper turns into the spec's answer.
+ */
+function connectReply(status: 403 | 405): MessageInitShape<typeof ResponseMapperSchema> {
+  return {
+    filter: {
+      filterSpecifier: {
+        case: "headerFilter",
+        value: {
+          header: {
+            name: ":method",
+            headerMatchSpecifier: { case: "stringMatch", value: { matchPattern: { case: "exact", value: "CONNECT" } } },
+          },
+        },
+      },
+    },
+    statusCode: status,
+    // RFC 9110 §15.5.6: a 405 says which methods are allowed (every standard one but CONNECT; routes decide the rest).
+    ...(status === 405
+      ? { headersToAdd: [{ header: { key: "allow", value: "GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, PATCH" } }] }
+      : {}),
+    body: {
+      specifier: {
+        case: "inlineString",
+        value: status === 405 ? "CONNECT is not allowed here\n" : "CONNECT is denied by policy\n",
+      },
+    },
+  };
 }
 
 /**
