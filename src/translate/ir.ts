@@ -197,6 +197,16 @@ export type ClusterIR =
       readonly path: string;
       readonly http2: boolean;
     } & ConnectionVariant)
+  | ({
+      /**
+       * An HTTPRoute's InferencePool backendRef: no endpoints; Envoy connects to the model server the pool's endpoint
+       * picker names per request (ORIGINAL_DST on the picked endpoint's dynamic metadata), on the pool's target port.
+       */
+      readonly kind: "pool";
+      readonly name: string;
+      readonly pool: InferencePoolIR;
+      readonly http2: boolean;
+    } & ConnectionVariant)
   | LlmClusterIR;
 
 /**

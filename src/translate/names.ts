@@ -71,6 +71,11 @@ export function clusterVariantName(cluster: string, settingsHash: string): strin
 }
 
 /** An InferencePool's endpoint picker (HTTP/2, gRPC). */
+/** The cluster of an InferencePool an HTTPRoute sends to (its model servers, reached where the picker says). */
+export function inferencePoolClusterName(namespace: string, pool: string): string {
+  return `inferencepool/${namespace}/${pool}`;
+}
+
 export function pickerClusterName(namespace: string, pool: string): string {
   return `inferencepool/${namespace}/${pool}/picker`;
 }

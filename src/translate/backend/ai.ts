@@ -88,16 +88,13 @@ type Target =
     }
   | { ok: false; message: string };
 
-/**
- * An InferencePool backendRef: the pool's first target port, and its endpoint picker (a Service, called over gRPC).
- * No endpoints: Envoy connects where the picker says, per request.
- */
-function inferencePoolTarget(ref: Rec, name: string, ns: string, refs: AiBackendRefs): Target {
-  const at = `custom.backendRef: InferencePool ${ns}/${name}`;
-  const group = str(ref.group) ?? "";
-  if (group !== "inference.networking.k8s.io") {
-    return { ok: false, message: `${at}: group must be inference.networking.k8s.io (got ${JSON.stringify(group)})` };
-  }
+/** An InferencePool of `ns` resolved: its first target port, and its endpoint picker (a Service, called over gRPC). */
+export function resolveInferencePool(
+  name: string,
+  ns: string,
+  refs: Pick<AiBackendRefs, "service" | "inferencePool">,
+  at: string,
+): { ok: true; port: number; pool: InferencePoolIR } | { ok: false; message: string } {
   const pool = refs.inferencePool?.(name);
   if (pool === undefined) return { ok: false, message: `${at} not found` };
   const port = pool.spec.targetPorts?.[0]?.number;
@@ -116,15 +113,27 @@ function inferencePoolTarget(ref: Rec, name: string, ns: string, refs: AiBackend
   const endpoints: EndpointIR[] = svc.endpoints.filter((e) => e.ready);
   return {
     ok: true,
-    host: `${name}.${ns}`,
     port,
-    endpoints: [],
     pool: {
       name: `${ns}/${name}`,
       picker: { cluster: pickerClusterName(ns, name), service: `${ns}/${picker.name}`, endpoints },
       failOpen: picker.failureMode === "FailOpen",
     },
   };
+}
+
+/**
+ * An InferencePool backendRef of a custom provider. No endpoints: Envoy connects where the picker says, per request.
+ */
+function inferencePoolTarget(ref: Rec, name: string, ns: string, refs: AiBackendRefs): Target {
+  const at = `custom.backendRef: InferencePool ${ns}/${name}`;
+  const group = str(ref.group) ?? "";
+  if (group !== "inference.networking.k8s.io") {
+    return { ok: false, message: `${at}: group must be inference.networking.k8s.io (got ${JSON.stringify(group)})` };
+  }
+  const r = resolveInferencePool(name, ns, refs, at);
+  if (!r.ok) return r;
+  return { ok: true, host: `${name}.${ns}`, port: r.port, endpoints: [], pool: r.pool };
 }
 
 /** One LLMProvider (or named provider) of the spec → where and how to reach it. */

@@ -5,9 +5,9 @@ import { namespaceOf } from "../../api/resource.js";
 import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
 import { findNamed, slicesOfService } from "../lookup.js";
-import { backendClusterName, http2ClusterName, serviceClusterName } from "../names.js";
+import { backendClusterName, http2ClusterName, inferencePoolClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
-import { translateAiBackend } from "./ai.js";
+import { resolveInferencePool, translateAiBackend } from "./ai.js";
 import type { TunnelRefs } from "./tunnel.js";
 
 export type ResolvedBackend =
@@ -217,11 +217,13 @@ export class BackendResolver {
     if (group === "" && kind === "Service") result = this.#service(namespace, ref);
     else if ((group === "sluice.dev" && kind === "GwBackend") || (group === "" && kind === "Backend")) {
       result = this.#gwBackend(namespace, ref.name);
+    } else if (group === "inference.networking.k8s.io" && kind === "InferencePool") {
+      result = this.#inferencePool(namespace, ref.name);
     } else {
       result = {
         ok: false,
         reason: RouteConditionReason.InvalidKind,
-        message: `backendRef kind ${group === "" ? "" : `${group}/`}${kind} is not supported; use a Service or a sluice.dev GwBackend`,
+        message: `backendRef kind ${group === "" ? "" : `${group}/`}${kind} is not supported; use a Service, a sluice.dev GwBackend or an inference.networking.k8s.io InferencePool`,
       };
     }
     // LLM clusters speak each provider's own protocol; gRPC does not go to them.
@@ -240,6 +242,24 @@ export class BackendResolver {
       return { ok: true, cluster: { kind: "dns", name, host: r.fqdn.host, port: r.fqdn.port, http2: r.http2 } };
     }
     return { ok: true, cluster: { kind: "eds", name, endpoints: r.endpoints, http2: r.http2 } };
+  }
+
+  /** An InferencePool: its endpoint picker chooses the model server per request (filters/inference-pool.ts). */
+  #inferencePool(namespace: string, name: string): ResolvedBackend {
+    const r = resolveInferencePool(
+      name,
+      namespace,
+      {
+        service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
+        inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
+      },
+      `InferencePool ${namespace}/${name}`,
+    );
+    if (!r.ok) return { ok: false, reason: RouteConditionReason.BackendNotFound, message: r.message };
+    return {
+      ok: true,
+      cluster: { kind: "pool", name: inferencePoolClusterName(namespace, name), pool: r.pool, http2: false },
+    };
   }
 
   #gwBackend(namespace: string, name: string): ResolvedBackend {

@@ -16,7 +16,7 @@ import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/
 import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, BackendTlsIR, ClusterIR, EndpointIR } from "../ir.js";
 import { credentialInjector } from "./backend-credential.js";
-import { buildLlmCluster } from "./llm.js";
+import { buildLlmCluster, pickedEndpointTargets } from "./llm.js";
 import { throughTunnel } from "./tunnel.js";
 
 const CONNECT_TIMEOUT_MS = 5000;
@@ -189,6 +189,9 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
         clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STRICT_DNS },
         loadAssignment: loadAssignment(c.name, [{ address: c.host, port: c.port, ready: true }]),
       });
+    case "pool":
+      // The picker names the model server per request; none is known here (filters/inference-pool.ts).
+      return create(ClusterSchema, { ...base, ...pickedEndpointTargets() });
     case "unix":
       return create(ClusterSchema, {
         ...base,

@@ -133,25 +133,28 @@ export const PICKED_ENDPOINT_METADATA = { namespace: "envoy.lb", key: "x-gateway
  */
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, Cluster>;
 
+/** ORIGINAL_DST on the endpoint an InferencePool's picker left in the dynamic metadata (PICKED_ENDPOINT_METADATA). */
+export function pickedEndpointTargets(): Pick<ClusterInit, "clusterDiscoveryType" | "lbPolicy" | "lbConfig"> {
+  return {
+    clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.ORIGINAL_DST },
+    lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED,
+    lbConfig: {
+      case: "originalDstLbConfig",
+      value: {
+        metadataKey: {
+          key: PICKED_ENDPOINT_METADATA.namespace,
+          path: [{ segment: { case: "key", value: PICKED_ENDPOINT_METADATA.key } }],
+        },
+      },
+    },
+  };
+}
+
 function llmClusterTargets(
   c: LlmClusterIR,
 ): Pick<ClusterInit, "clusterDiscoveryType" | "lbPolicy" | "lbConfig" | "loadAssignment"> {
   const pool = c.groups.flat()[0]?.pool;
-  if (pool !== undefined) {
-    return {
-      clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.ORIGINAL_DST },
-      lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED,
-      lbConfig: {
-        case: "originalDstLbConfig",
-        value: {
-          metadataKey: {
-            key: PICKED_ENDPOINT_METADATA.namespace,
-            path: [{ segment: { case: "key", value: PICKED_ENDPOINT_METADATA.key } }],
-          },
-        },
-      },
-    };
-  }
+  if (pool !== undefined) return pickedEndpointTargets();
   return {
     // Providers are host names (api.openai.com ...); IP literals resolve to themselves.
     clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STRICT_DNS },

@@ -346,10 +346,11 @@ function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildConte
     case "unix":
       return [{ unixPath: cluster.path }];
     case "llm":
+    case "pool":
       ctx.note(
         f.from,
         field,
-        "an AI backend cannot be an authorization service; calls fail (the failure mode applies)",
+        "an AI backend or an InferencePool cannot be an authorization service; calls fail (the failure mode applies)",
         "Ignored",
       );
       return [];

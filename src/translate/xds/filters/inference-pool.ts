@@ -1,7 +1,8 @@
-// A custom LLM provider with an InferencePool backendRef (Gateway API Inference Extension): on routes to it, Envoy's
-// ext_proc calls the pool's endpoint picker (EPP) with the request, as the extension's endpoint picking protocol
-// describes, and the picker answers with the model server to use in the dynamic metadata
-// `envoy.lb`/`x-gateway-destination-endpoint`, which the AI backend's ORIGINAL_DST cluster connects to (llm.ts).
+// An InferencePool (Gateway API Inference Extension), as an HTTPRoute's backendRef or a custom LLM provider's
+// backendRef: on routes to it, Envoy's ext_proc calls the pool's endpoint picker (EPP) with the request, as the
+// extension's endpoint picking protocol describes, and the picker answers with the model server to use in the dynamic
+// metadata `envoy.lb`/`x-gateway-destination-endpoint`, which the pool's or the AI backend's ORIGINAL_DST cluster
+// connects to (llm.ts pickedEndpointTargets).
 //
 // One filter instance per picker, after Sluice's LLM ext_proc: on a route served in one stage the picker sees the body
 // the model server will get. Bodies are FULL_DUPLEX_STREAMED both ways (the only mode current pickers accept; trailers
@@ -66,7 +67,7 @@ export const endpointPickerBuilder: HttpFilterBuilder = {
     const clusters: Cluster[] = [];
     for (const b of route.action.backends) {
       const c = ctx.cluster?.(b.cluster);
-      const pool = c?.kind === "llm" ? c.groups.flat()[0]?.pool : undefined;
+      const pool = c?.kind === "llm" ? c.groups.flat()[0]?.pool : c?.kind === "pool" ? c.pool : undefined;
       if (pool === undefined) continue;
       filters.push(pickerFilter(pool));
       clusters.push(
