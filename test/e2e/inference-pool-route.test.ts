@@ -8,32 +8,11 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
-import { type GrpcTestServer, startEndpointPicker } from "../helpers/grpc-services.js";
+import { type GrpcTestServer, inferencePoolYaml, startEndpointPicker } from "../helpers/grpc-services.js";
 import { request } from "../helpers/net.js";
 
 function resources(pickerPort: number): string {
-  return `---
-apiVersion: inference.networking.k8s.io/v1
-kind: InferencePool
-metadata: { name: llama, namespace: default }
-spec:
-  selector: { matchLabels: { app: vllm-llama } }
-  targetPorts: [{ number: 8000 }]
-  endpointPickerRef: { name: llama-epp, port: { number: 9002 } }
----
-apiVersion: v1
-kind: Service
-metadata: { name: llama-epp, namespace: default }
-spec:
-  ports: [{ name: grpc, port: 9002, appProtocol: kubernetes.io/h2c }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: llama-epp-1, namespace: default, labels: { kubernetes.io/service-name: llama-epp } }
-addressType: IPv4
-ports: [{ name: grpc, port: ${pickerPort} }]
-endpoints: [{ addresses: [127.0.0.1] }]
----
+  return `${inferencePoolYaml(pickerPort)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }

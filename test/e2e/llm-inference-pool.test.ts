@@ -10,33 +10,12 @@ import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
-import { type GrpcTestServer, startEndpointPicker } from "../helpers/grpc-services.js";
+import { type GrpcTestServer, inferencePoolYaml, startEndpointPicker } from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort, waitFor } from "../helpers/net.js";
 
 function resources(pickerPort: number, failureMode: "FailClose" | "FailOpen" = "FailClose"): string {
-  return `
-apiVersion: inference.networking.k8s.io/v1
-kind: InferencePool
-metadata: { name: llama, namespace: default }
-spec:
-  selector: { matchLabels: { app: vllm-llama } }
-  targetPorts: [{ number: 8000 }]
-  endpointPickerRef: { name: llama-epp, port: { number: 9002 }, failureMode: ${failureMode} }
----
-apiVersion: v1
-kind: Service
-metadata: { name: llama-epp, namespace: default }
-spec:
-  ports: [{ name: grpc, port: 9002, appProtocol: kubernetes.io/h2c }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: llama-epp-1, namespace: default, labels: { kubernetes.io/service-name: llama-epp } }
-addressType: IPv4
-ports: [{ name: grpc, port: ${pickerPort} }]
-endpoints: [{ addresses: [127.0.0.1] }]
----
+  return `${inferencePoolYaml(pickerPort, failureMode)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: llama, namespace: default }

@@ -213,6 +213,35 @@ export async function startExtProc(): Promise<GrpcTestServer & { readonly phases
 }
 
 /**
+ * InferencePool `default/llama` (target port 8000) whose endpoint picker is Service `llama-epp` with one endpoint,
+ * 127.0.0.1:`pickerPort` (a picker from startEndpointPicker), as YAML documents (each after a `---`).
+ */
+export function inferencePoolYaml(pickerPort: number, failureMode?: "FailClose" | "FailOpen"): string {
+  return `---
+apiVersion: inference.networking.k8s.io/v1
+kind: InferencePool
+metadata: { name: llama, namespace: default }
+spec:
+  selector: { matchLabels: { app: vllm-llama } }
+  targetPorts: [{ number: 8000 }]
+  endpointPickerRef: { name: llama-epp, port: { number: 9002 }${failureMode !== undefined ? `, failureMode: ${failureMode}` : ""} }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: llama-epp, namespace: default }
+spec:
+  ports: [{ name: grpc, port: 9002, appProtocol: kubernetes.io/h2c }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: llama-epp-1, namespace: default, labels: { kubernetes.io/service-name: llama-epp } }
+addressType: IPv4
+ports: [{ name: grpc, port: ${pickerPort} }]
+endpoints: [{ addresses: [127.0.0.1] }]
+`;
+}
+
+/**
  * An InferencePool endpoint picker (the Gateway API Inference Extension's endpoint picking protocol over ext_proc), in
  * FULL_DUPLEX_STREAMED mode as real pickers run: it holds the request headers until the whole body has come, reads
  * the model from it, and answers with the chosen `ip:port` in the dynamic metadata `envoy.lb` (and the
