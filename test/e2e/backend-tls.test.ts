@@ -118,6 +118,6 @@ describe("backend.tls: Envoy originates TLS to the backend", { timeout: 60_000 }
   test("a CA ConfigMap that does not exist: 503 without calling the backend", async () => {
     const r = await request(gw.port, "/noca");
     assert.equal(r.status, 503);
-    assert.equal(r.body, "backend credentials or TLS settings are not available");
+    assert.equal(r.body, "backend credentials, TLS or tunnel settings are not available");
   });
 });

@@ -162,7 +162,7 @@ describe("backend.tunnel: TLS to the backend through an HTTP CONNECT proxy", { t
     for (const path of ["/plain", "/noproxy"]) {
       const r = await request(gw.port, path);
       assert.equal(r.status, 503, path);
-      assert.equal(r.body, "backend credentials or TLS settings are not available");
+      assert.equal(r.body, "backend credentials, TLS or tunnel settings are not available");
     }
     assert.deepEqual(connects, []);
     assert.deepEqual(served, []);
