@@ -17,7 +17,7 @@ import { buildListener } from "./listener.js";
 import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
 import type { XdsResources } from "./resources.js";
-import { buildRoute } from "./route.js";
+import { buildConnectRoute, buildRoute } from "./route.js";
 import {
   encodeRoute,
   encodeRouteConfiguration,
@@ -126,12 +126,28 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
       frontends.get(l.name),
     ),
   );
+  // Route configurations served by a listener whose frontend.connect mode is Route: their routes that take CONNECT get
+  // a tunnelling twin (route.ts buildConnectRoute). The twins depend on the listener, not the routes: never memoized.
+  const connectRoute = new Set(
+    gw.listeners
+      .filter((l) => frontends.get(l.name)?.connect === "Route")
+      .flatMap((l) => l.filterChains.map((c) => c.routeConfigName)),
+  );
   const encodedRoutes = gw.routeConfigs.map((rc) => {
     const earlyHeaders = early.get(rc.name) !== undefined;
+    const tunnels = connectRoute.has(rc.name);
     const hosts = rc.virtualHosts.map((vh) => {
-      const each = () => vh.routes.map((r) => routeBytes(r, earlyHeaders));
+      const each = () => [
+        ...vh.routes.map((r) => routeBytes(r, earlyHeaders)),
+        ...(tunnels
+          ? vh.routes.flatMap((r) => {
+              const twin = buildConnectRoute(r, perRoute, ctx);
+              return twin === undefined ? [] : [encodeRoute(twin)];
+            })
+          : []),
+      ];
       const routes =
-        memo !== undefined && !earlyHeaders
+        memo !== undefined && !earlyHeaders && !tunnels
           ? memo.hostRouteBytes(
               vh.routes,
               vh.routes.map((r) => perRoute.get(r.name)),

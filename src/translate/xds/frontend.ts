@@ -72,7 +72,7 @@ export interface FrontendOptions {
   readonly tls?: FrontendTls;
   /** Clusters the listener's options call (the OTLP trace collector). */
   readonly clusters?: readonly Cluster[];
-  /** `connect.mode` (listener.ts answers CONNECT requests by it). */
+  /** `connect.mode` when served: Deny (listener.ts answers CONNECT 403) or Route (tunnels: route.ts connectRoute). */
   readonly connect?: string;
 }
 
@@ -305,14 +305,14 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
   if (metrics !== undefined && !("combined" in metrics)) {
     note(metrics.from, "metrics", "metric labels from CEL are not added yet; not applied");
   }
-  // CONNECT: unset 405, Deny 403 (listener.ts); Route and Tunnel need tunnels Sluice does not open yet, so they are
-  // answered as unset and said so.
+  // CONNECT: unset 405, Deny 403 (listener.ts), Route a tunnel per matching route (build.ts, route.ts); Tunnel would
+  // re-enter the gateway as a new connection, which Sluice does not do yet: answered as unset, and said so.
   const connectField = policy.connect;
   const connect =
     connectField !== undefined && !("combined" in connectField) && isRec(connectField.value)
       ? str(connectField.value.mode)
       : undefined;
-  if (connectField !== undefined && !("combined" in connectField) && connect !== "Deny") {
+  if (connectField !== undefined && !("combined" in connectField) && connect !== "Deny" && connect !== "Route") {
     note(
       connectField.from,
       "connect.mode",
@@ -325,7 +325,7 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     listenerFilters,
     clusters,
     ...(tls !== undefined ? { tls } : {}),
-    ...(connect === "Deny" ? { connect } : {}),
+    ...(connect === "Deny" || connect === "Route" ? { connect } : {}),
   };
 }
 

@@ -56,11 +56,12 @@ function buildHcm(
 
 function localReplyConfig(httpFilters: HttpFilters, connect: string | undefined) {
   const mappers = [
-    connectReply(connect === "Deny" ? 403 : 405),
+    // Route: a CONNECT no route takes keeps Envoy's 404, as any request no route takes.
+    ...(connect === "Route" ? [] : [connectReply(connect === "Deny" ? 403 : 405)]),
     ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER)) ? JWT_401_REPLY.mappers : []),
     ...(httpFilters.some((f) => f.name === RESPONSE_BUFFER_FILTER) ? [RESPONSE_TOO_LARGE_502] : []),
   ];
-  return { localReplyConfig: { mappers } };
+  return mappers.length === 0 ? {} : { localReplyConfig: { mappers } };
 }
 
 /**

@@ -215,3 +215,50 @@ function buildGatewayApiRoute(
  * port the client put in Host; hosts no route claims get a plain 404 from Envoy.
  */
 export const ROUTE_CONFIGURATION_FIELDS = { ignorePortInHostMatching: true } as const;
+
+/**
+ * `frontend.connect.mode: Route`: a CONNECT request is routed like any request, then its stream is a raw TCP tunnel to
+ * the backend (Envoy terminates the CONNECT: `connect_matcher` and the route's CONNECT upgrade). A rule takes CONNECT
+ * when it forwards, matches every path (PathPrefix `/`, as a CONNECT has none), no query, and any method or CONNECT;
+ * its header matches and per-route filter settings (authorization ...) apply to the CONNECT request as they are. Not
+ * to AI backends or InferencePools (they speak HTTP), nor a route whose backend settings cannot be had.
+ */
+export function buildConnectRoute(
+  r: RouteIR,
+  perRoute: ReadonlyMap<string, Readonly<Record<string, Any>>>,
+  ctx: BuildContext | undefined,
+): Init<typeof RouteSchema> | undefined {
+  const a = r.action;
+  const m = r.match;
+  if (a.kind !== "forward" || a.backends.length === 0) return undefined;
+  if (m.path.type !== "PathPrefix" || m.path.value !== "/" || m.queryParams.length > 0) return undefined;
+  if (m.method !== undefined && m.method !== "CONNECT") return undefined;
+  if (r.backendProblems?.some((p) => p.fatal) === true) return undefined;
+  const kinds = a.backends.map((b) => ctx?.cluster?.(b.cluster)?.kind);
+  if (kinds.some((k) => k === "llm" || k === "pool")) return undefined;
+  const filterConfigs = perRoute.get(r.name);
+  const only = a.backends.length === 1 ? a.backends[0] : undefined;
+  return {
+    name: `${r.name}/connect`,
+    ...(filterConfigs !== undefined ? { typedPerFilterConfig: { ...filterConfigs } } : {}),
+    match: {
+      pathSpecifier: { case: "connectMatcher", value: {} },
+      headers: buildMatch(m).headers ?? [],
+    },
+    action: {
+      case: "route",
+      value: {
+        clusterSpecifier:
+          only !== undefined
+            ? { case: "cluster", value: only.cluster }
+            : {
+                case: "weightedClusters",
+                value: { clusters: a.backends.map((b) => ({ name: b.cluster, weight: b.weight })) },
+              },
+        // A tunnel lasts as long as its client keeps it: no route deadline (the stream idle timeout still applies).
+        timeout: durationFromMs(0),
+        upgradeConfigs: [{ upgradeType: "CONNECT", connectConfig: {} }],
+      },
+    },
+  };
+}

@@ -263,7 +263,9 @@ function applyBackendCredentials(r: RouteIR, out: Init, ctx: BuildContext | unde
       case: "directResponse",
       value: {
         status: 503,
-        body: { specifier: { case: "inlineString", value: "backend credentials, TLS or tunnel settings are not available" } },
+        body: {
+          specifier: { case: "inlineString", value: "backend credentials, TLS or tunnel settings are not available" },
+        },
       },
     };
   }
