@@ -198,6 +198,12 @@ export type ClusterIR =
       readonly http2: boolean;
     } & ConnectionVariant)
   | ({
+      /** A GwBackend `dynamicForwardProxy`: each request to the host its Host header names (filters/dynamic-forward-proxy.ts). */
+      readonly kind: "dfp";
+      readonly name: string;
+      readonly http2: boolean;
+    } & ConnectionVariant)
+  | ({
       /**
        * An HTTPRoute's InferencePool backendRef: no endpoints; Envoy connects to the model server the pool's endpoint
        * picker names per request (ORIGINAL_DST on the picked endpoint's dynamic metadata), on the pool's target port.

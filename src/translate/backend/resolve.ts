@@ -292,6 +292,9 @@ export class BackendResolver {
         return { ok: true, cluster: { kind: "dns", name: clusterName, host: s.host, port: s.port, http2: false } };
       }
     }
+    if (be.spec.dynamicForwardProxy !== undefined) {
+      return { ok: true, cluster: { kind: "dfp", name: clusterName, http2: false } };
+    }
     if (be.spec.ai !== undefined) {
       const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>, {
         service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),

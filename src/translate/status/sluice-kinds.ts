@@ -7,7 +7,7 @@ import type { AuthProblem } from "../llm/table.js";
 import { type Condition, condition, type ResourceStatus } from "./conditions.js";
 
 /** The GwBackend variants the translator turns into clusters today. */
-const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static", "ai"]);
+const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static", "ai", "dynamicForwardProxy"]);
 
 function variantOf(spec: unknown): string | undefined {
   if (typeof spec !== "object" || spec === null) return undefined;

@@ -2,7 +2,12 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
-import { type Cluster, Cluster_DiscoveryType, ClusterSchema } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import {
+  type Cluster,
+  Cluster_DiscoveryType,
+  Cluster_LbPolicy,
+  ClusterSchema,
+} from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import type { AddressSchema } from "../../gen/envoy/config/core/v3/address_pb.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { HealthStatus } from "../../gen/envoy/config/core/v3/health_check_pb.js";
@@ -16,6 +21,7 @@ import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/
 import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, BackendTlsIR, ClusterIR, EndpointIR } from "../ir.js";
 import { credentialInjector } from "./backend-credential.js";
+import { DFP_CLUSTER_TYPE, dfpClusterConfig } from "./filters/dynamic-forward-proxy.js";
 import { buildLlmCluster, pickedEndpointTargets } from "./llm.js";
 import { throughTunnel } from "./tunnel.js";
 
@@ -50,17 +56,29 @@ function loadAssignment(
 function protocolOptions(
   http2: boolean,
   conn: BackendConnectionIR | undefined,
+  dynamicHost = false,
 ): Pick<MessageInitShape<typeof ClusterSchema>, "typedExtensionProtocolOptions"> {
   const credential = conn?.credential;
   // backend.tls offering both h2 and http/1.1 without http.version: the protocol ALPN agrees on.
   const alpn = conn?.tls?.alpn;
   const auto = conn?.http2 === undefined && alpn !== undefined && alpn.includes("h2") && alpn.includes("http/1.1");
-  if (!http2 && credential === undefined && !auto) return {};
+  // TLS to hosts known per request (dynamic forward proxy): SNI, and unless verification is off the certificate's
+  // name, from the request's host.
+  const perHostTls = dynamicHost && conn?.tls !== undefined;
+  if (!http2 && credential === undefined && !auto && !perHostTls) return {};
   return {
     typedExtensionProtocolOptions: {
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
         HttpProtocolOptionsSchema,
         create(HttpProtocolOptionsSchema, {
+          ...(perHostTls
+            ? {
+                upstreamHttpProtocolOptions: {
+                  autoSni: conn?.tls?.sni === undefined,
+                  autoSanValidation: conn?.tls?.insecure === undefined && (conn?.tls?.sans.length ?? 0) === 0,
+                },
+              }
+            : {}),
           upstreamProtocolOptions: auto
             ? { case: "autoConfig", value: { httpProtocolOptions: {}, http2ProtocolOptions: {} } }
             : {
@@ -164,7 +182,7 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
           },
         }
       : {}),
-    ...protocolOptions(http2, conn),
+    ...protocolOptions(http2, conn, c.kind === "dfp"),
     ...(conn?.tls !== undefined ? { transportSocket: throughTunnel(upstreamTls(conn.tls, http2), conn.tunnel) } : {}),
   };
   switch (c.kind) {
@@ -188,6 +206,16 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
         ...base,
         clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STRICT_DNS },
         loadAssignment: loadAssignment(c.name, [{ address: c.host, port: c.port, ready: true }]),
+      });
+    case "dfp":
+      // Endpoints come from the DNS cache the route's dynamic forward proxy filter filled for the Host header.
+      return create(ClusterSchema, {
+        ...base,
+        lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED,
+        clusterDiscoveryType: {
+          case: "clusterType",
+          value: { name: DFP_CLUSTER_TYPE, typedConfig: dfpClusterConfig() },
+        },
       });
     case "pool":
       // The picker names the model server per request; none is known here (filters/inference-pool.ts).

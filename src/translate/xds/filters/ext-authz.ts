@@ -347,10 +347,11 @@ function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildConte
       return [{ unixPath: cluster.path }];
     case "llm":
     case "pool":
+    case "dfp":
       ctx.note(
         f.from,
         field,
-        "an AI backend or an InferencePool cannot be an authorization service; calls fail (the failure mode applies)",
+        "an AI backend, an InferencePool or a dynamic forward proxy cannot be an authorization service; calls fail (the failure mode applies)",
         "Ignored",
       );
       return [];

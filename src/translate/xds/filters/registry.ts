@@ -1,6 +1,7 @@
 // The registered HTTP filter builders. Order in the chain comes from each instance's `order`, not from this list.
 
 import { llmExtProcBuilder } from "../llm.js";
+import { dynamicForwardProxyBuilder } from "./dynamic-forward-proxy.js";
 import { extAuthzBuilder } from "./ext-authz.js";
 import { sluiceExtAuthzBuilder } from "./ext-authz-sluice.js";
 import { extProcBuilder } from "./ext-proc.js";
@@ -27,5 +28,6 @@ export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [
   llmExtProcBuilder,
   endpointPickerBuilder,
   csrfBuilder,
+  dynamicForwardProxyBuilder,
   faultBuilder,
 ];

@@ -29,6 +29,8 @@ export const FilterOrder = {
   /** Global rate limits that count LLM tokens or read `llm`: after the LLM ext_proc (global-ratelimit.ts says why). */
   llmRateLimit: 820,
   csrf: 850,
+  /** Resolves the Host header's host for a dynamic forward proxy backend, just before the router. */
+  dynamicForwardProxy: 880,
   headerMutation: 900,
   fault: 950,
 } as const;
