@@ -61,6 +61,8 @@ export interface DirectResponseSpec {
 
 /** Envoy's fault filter reads the delay to inject from this request header (on routes configured so only). */
 export const FAULT_DELAY_HEADER = "x-envoy-fault-delay-request";
+/** Envoy's router takes the number of retries from this request header over the route's retry policy. */
+export const MAX_RETRIES_HEADER = "x-envoy-max-retries";
 
 /** What a route's filter config carries: the entries in order, and which bodies Envoy sends. */
 export interface TransformationSpec {
@@ -68,6 +70,8 @@ export interface TransformationSpec {
   readonly direct?: DirectResponseSpec;
   /** `delay.duration` as CEL: evaluated per request into the fault filter's delay header. */
   readonly delay?: string;
+  /** `retry.precondition`: evaluated per request; unless true, the router is told to make no retry. */
+  readonly retryPrecondition?: string;
   readonly requestBody: boolean;
   readonly responseBody: boolean;
 }
@@ -232,7 +236,8 @@ export function serveTransformation(
   };
   const request = (phase: "requestHeaders" | "requestBody", replace: boolean) => {
     const t = applyTransform(entry?.request, vars, log);
-    const a = spec?.delay === undefined ? t : withDelay(t, spec.delay, vars, log);
+    const d = spec?.delay === undefined ? t : withDelay(t, spec.delay, vars, log);
+    const a = spec?.retryPrecondition === undefined ? d : withRetryPrecondition(d, spec.retryPrecondition, vars, log);
     answer(
       {
         phase,
@@ -323,6 +328,18 @@ export function serveTransformation(
         return;
     }
   });
+}
+
+/**
+ * `retry.precondition` (spec: "evaluated before any attempt; false disables retries"): unless it evaluates to `true`
+ * (false, an error or another value: the spec's rule for expressions), `x-envoy-max-retries: 0`, which Envoy's router
+ * takes over the route's retry policy. When true the route's policy applies unchanged.
+ */
+export function withRetryPrecondition(a: Applied, precondition: string, vars: Obj, log: (m: string) => void): Applied {
+  const v = evaluateText(precondition, vars);
+  if (v === true) return a;
+  if (typeof v !== "boolean") log(`retry.precondition did not give a boolean (${typeof v}); no retries`);
+  return { ...a, headers: { ...a.headers, set: { ...a.headers.set, [MAX_RETRIES_HEADER]: "0" } } };
 }
 
 /**

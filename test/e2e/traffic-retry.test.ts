@@ -1,5 +1,6 @@
-// traffic.retry through Envoy: Gateway API codes and attempts, and a CEL `condition` on the status code, which
-// becomes Envoy's retriable status codes (src/translate/xds/retry-condition.ts). The backend answers a request's
+// traffic.retry through Envoy: Gateway API codes and attempts, a CEL `condition` on the status code, which becomes
+// Envoy's retriable status codes (src/translate/xds/retry-condition.ts), and a `precondition`, which Sluice's
+// transformation ext_proc evaluates per request (x-envoy-max-retries: 0 unless true). The backend answers a request's
 // first attempts with the status the request asks for (`x-fail: <status>,<times>`), then 200, and counts attempts
 // per request id.
 
@@ -10,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { localService, rulePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
 
-const RULES = ["codes", "cond", "headers", "none"];
+const RULES = ["codes", "cond", "headers", "pre", "none"];
 const attempts = new Map<string, number>();
 
 const backend = createServer((req, res) => {
@@ -27,9 +28,9 @@ const backend = createServer((req, res) => {
 
 let next = 0;
 /** A request to `rule` whose first `times` attempts get `status`; returns the answer and the attempts made. */
-async function tryRule(gw: TestGateway, rule: string, status: number, times = 1) {
+async function tryRule(gw: TestGateway, rule: string, status: number, times = 1, method = "GET") {
   const id = `${rule}-${next++}`;
-  const r = await request(gw.port, `/${rule}`, { headers: { "x-id": id, "x-fail": `${status},${times}` } });
+  const r = await request(gw.port, `/${rule}`, { method, headers: { "x-id": id, "x-fail": `${status},${times}` } });
   return { status: r.status, body: r.body, attempts: attempts.get(id) ?? 0 };
 }
 
@@ -55,7 +56,10 @@ ${RULES.map(
 ${rulePolicy("codes", "retry: { codes: [502], attempts: 2 }")}${rulePolicy(
   "cond",
   `retry: { attempts: 2, codes: [429], condition: "response.code >= 502 && response.code <= 504" }`,
-)}${rulePolicy("headers", `retry: { attempts: 2, condition: "response.headers['retry-after'] == '0'" }`)}`,
+)}${rulePolicy("headers", `retry: { attempts: 2, condition: "response.headers['retry-after'] == '0'" }`)}${rulePolicy(
+  "pre",
+  `retry: { attempts: 2, codes: [503], precondition: "request.method == 'GET' || 'x-retry' in request.headers" }`,
+)}`,
       "/none",
       (s) => s === 200,
     );
@@ -83,6 +87,18 @@ ${rulePolicy("codes", "retry: { codes: [502], attempts: 2 }")}${rulePolicy(
     }
     // Failing every attempt: one try and two retries, then the last answer.
     assert.deepEqual(await tryRule(gw, "cond", 503, 10), { status: 503, body: "failed attempt 3", attempts: 3 });
+  });
+
+  test("precondition: evaluated per request by Sluice; when not true the request gets no retry", async () => {
+    assert.deepEqual(await tryRule(gw, "pre", 503), { status: 200, body: "ok after 2", attempts: 2 });
+    assert.deepEqual(await tryRule(gw, "pre", 503, 1, "POST"), { status: 503, body: "failed attempt 1", attempts: 1 });
+    // Its other branch: a header the client sends.
+    const id = `pre-${next++}`;
+    const r = await request(gw.port, "/pre", {
+      method: "POST",
+      headers: { "x-id": id, "x-fail": "503,1", "x-retry": "yes" },
+    });
+    assert.deepEqual({ status: r.status, attempts: attempts.get(id) }, { status: 200, attempts: 2 });
   });
 
   test("a condition that reads headers is not applied (reported), and no policy means no retry", async () => {

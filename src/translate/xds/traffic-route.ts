@@ -5,6 +5,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Traffic } from "../../api/policy.js";
 import type { Static } from "../../api/schema-kit.js";
+import { compileExpression } from "../../cel/env.js";
 import {
   HeaderValueOption_HeaderAppendAction,
   type HeaderValueOptionSchema,
@@ -150,12 +151,18 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
       } else conditionCodes = c.codes;
     }
     if (route !== undefined) route.retryPolicy = retryPolicy(f.value, conditionCodes);
-    if (f.value.precondition !== undefined) {
+    // retry.precondition: Sluice's transformation ext_proc evaluates it (filters/transformation.ts). One that does not
+    // compile can never be true, which the spec reads as "no retries".
+    const pre = f.value.precondition;
+    const compiled = pre === undefined ? undefined : compileExpression(pre);
+    if (compiled !== undefined && "errors" in compiled) {
       note(
         f.from,
         "retry.precondition",
-        "a CEL precondition per request is not applied yet: Envoy's retry policy is the route's, for every request",
+        `${compiled.errors.map((e) => e.message).join("; ")}; it can never be true, so the route makes no retries`,
+        "NeverMatches",
       );
+      if (route?.retryPolicy !== undefined) route.retryPolicy = { ...route.retryPolicy, numRetries: 0 };
     }
   }
 

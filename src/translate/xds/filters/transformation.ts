@@ -74,7 +74,8 @@ function listenerConfig() {
     metadataOptions: { receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE] } },
     // A new body comes with its length.
     allowContentLengthHeader: true,
-    // The fault filter's delay header (x-envoy-fault-delay-request) for delay.duration as CEL.
+    // The fault filter's delay header (x-envoy-fault-delay-request) for delay.duration as CEL, and
+    // x-envoy-max-retries for retry.precondition.
     mutationRules: { allowEnvoy: true },
   });
 }
@@ -157,11 +158,17 @@ export const transformationBuilder: HttpFilterBuilder = {
     const delays = phaseFields<{ duration: string }>(route, "delay").filter(
       (x) => parseDurationMs(x.value.duration.trim()) === undefined,
     );
+    // retry.precondition: Sluice evaluates it and, unless true, tells the router to make no retry (x-envoy-max-retries).
+    // One that does not compile is reported by traffic-route.ts, which then turns the route's retries off.
+    const preconditions = phaseFields<{ precondition?: string }>(route, "retry").filter(
+      (x) => x.value.precondition !== undefined && "ok" in compileExpression(x.value.precondition),
+    );
     for (const phase of ["preRouting", "traffic"] as const) {
       const t = transformations.find((x) => x.phase === phase);
       const d = directs.find((x) => x.phase === phase);
       const dl = delays.find((x) => x.phase === phase);
-      const f = t ?? d ?? dl;
+      const rp = preconditions.find((x) => x.phase === phase);
+      const f = t ?? d ?? dl ?? rp;
       if (f === undefined) continue;
       const variables = new Set<string>();
       const texts: string[] = [];
@@ -217,10 +224,13 @@ export const transformationBuilder: HttpFilterBuilder = {
         for (const v of dc.ok.variables) variables.add(v);
         texts.push(delay);
       }
+      const retryPrecondition =
+        rp === undefined ? undefined : compiled(rp, "retry", "precondition", rp.value.precondition);
       const spec: TransformationSpec = {
         entries,
         ...(direct !== undefined ? { direct } : {}),
         ...(delay !== undefined ? { delay } : {}),
+        ...(retryPrecondition !== undefined ? { retryPrecondition } : {}),
         requestBody:
           entries.some((e) => e.request?.body !== undefined) || texts.some((x) => READS_BODY.request.test(x)),
         // A direct response never reaches an upstream: no response to process.
