@@ -7,7 +7,7 @@ import type { ClusterIR, EndpointIR } from "../ir.js";
 import { findNamed, slicesOfService } from "../lookup.js";
 import { backendClusterName, http2ClusterName, inferencePoolClusterName, serviceClusterName } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
-import { resolveInferencePool, translateAiBackend } from "./ai.js";
+import { type AiBackendRefs, resolveInferencePool, translateAiBackend } from "./ai.js";
 import type { TunnelRefs } from "./tunnel.js";
 
 export type ResolvedBackend =
@@ -244,17 +244,18 @@ export class BackendResolver {
     return { ok: true, cluster: { kind: "eds", name, endpoints: r.endpoints, http2: r.http2 } };
   }
 
+  /** What AI backends and InferencePools of `namespace` refer to: Services, pools, tunnel proxies. */
+  #refs(namespace: string): AiBackendRefs {
+    return {
+      service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
+      inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
+      tunnel: tunnelRefs(this.input, namespace),
+    };
+  }
+
   /** An InferencePool: its endpoint picker chooses the model server per request (filters/inference-pool.ts). */
   #inferencePool(namespace: string, name: string): ResolvedBackend {
-    const r = resolveInferencePool(
-      name,
-      namespace,
-      {
-        service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
-        inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
-      },
-      `InferencePool ${namespace}/${name}`,
-    );
+    const r = resolveInferencePool(name, namespace, this.#refs(namespace), `InferencePool ${namespace}/${name}`);
     if (!r.ok) return { ok: false, reason: RouteConditionReason.BackendNotFound, message: r.message };
     return {
       ok: true,
@@ -296,11 +297,12 @@ export class BackendResolver {
       return { ok: true, cluster: { kind: "dfp", name: clusterName, http2: false } };
     }
     if (be.spec.ai !== undefined) {
-      const r = translateAiBackend(clusterName, `${namespace}/${name}`, be.spec as Readonly<Record<string, unknown>>, {
-        service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
-        inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
-        tunnel: tunnelRefs(this.input, namespace),
-      });
+      const r = translateAiBackend(
+        clusterName,
+        `${namespace}/${name}`,
+        be.spec as Readonly<Record<string, unknown>>,
+        this.#refs(namespace),
+      );
       if (r.ok) return { ok: true, cluster: r.cluster };
       return {
         ok: false,

@@ -8,7 +8,6 @@ import {
   Cluster_LbPolicy,
   ClusterSchema,
 } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
-import type { AddressSchema } from "../../gen/envoy/config/core/v3/address_pb.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { HealthStatus } from "../../gen/envoy/config/core/v3/health_check_pb.js";
 import {
@@ -20,6 +19,7 @@ import { UpstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_s
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, BackendTlsIR, ClusterIR, EndpointIR } from "../ir.js";
+import { socketAddress } from "./address.js";
 import { credentialInjector } from "./backend-credential.js";
 import { DFP_CLUSTER_TYPE, dfpClusterConfig } from "./filters/dynamic-forward-proxy.js";
 import { buildLlmCluster, pickedEndpointTargets } from "./llm.js";
@@ -27,10 +27,6 @@ import { throughTunnel } from "./tunnel.js";
 
 const CONNECT_TIMEOUT_MS = 5000;
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
-
-function socketAddress(address: string, port: number): MessageInitShape<typeof AddressSchema> {
-  return { address: { case: "socketAddress", value: { address, portSpecifier: { case: "portValue", value: port } } } };
-}
 
 function loadAssignment(
   clusterName: string,

@@ -308,16 +308,16 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
   // CONNECT: unset 405, Deny 403 (listener.ts), Route a tunnel per matching route (build.ts, route.ts); Tunnel would
   // re-enter the gateway as a new connection, which Sluice does not do yet: answered as unset, and said so.
   const connectField = policy.connect;
-  const connect =
-    connectField !== undefined && !("combined" in connectField) && isRec(connectField.value)
-      ? str(connectField.value.mode)
-      : undefined;
-  if (connectField !== undefined && !("combined" in connectField) && connect !== "Deny" && connect !== "Route") {
-    note(
-      connectField.from,
-      "connect.mode",
-      `${connect ?? "this mode"} is not served yet: CONNECT requests are answered 405 as when connect is unset`,
-    );
+  let connect: string | undefined;
+  if (connectField !== undefined && !("combined" in connectField)) {
+    connect = isRec(connectField.value) ? str(connectField.value.mode) : undefined;
+    if (connect !== "Deny" && connect !== "Route") {
+      note(
+        connectField.from,
+        "connect.mode",
+        `${connect ?? "this mode"} is not served yet: CONNECT requests are answered 405 as when connect is unset`,
+      );
+    }
   }
   return {
     hcm,

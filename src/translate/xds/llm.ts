@@ -45,6 +45,8 @@ import {
   LLM_STAGE_METADATA,
 } from "../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
+import { socketAddress } from "./address.js";
+import { extProcOnRoute } from "./filters/ext-proc-route.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
 import { throughTunnel } from "./tunnel.js";
 
@@ -172,12 +174,7 @@ function llmClusterTargets(
                 // A tunnel's CONNECT asks the proxy for the endpoint's host name, else its address: the provider's own
                 // name, or a Service endpoint's address.
                 hostname: p.tunnel === undefined ? p.name : p.endpoints === undefined ? p.address : "",
-                address: {
-                  address: {
-                    case: "socketAddress" as const,
-                    value: { address: e.address, portSpecifier: { case: "portValue" as const, value: e.port } },
-                  },
-                },
+                address: socketAddress(e.address, e.port),
               },
             },
             metadata: endpointMetadata(p.name),
@@ -342,22 +339,12 @@ export const llmExtProcBuilder: HttpFilterBuilder = {
       name: LLM_ROUTER_FILTER,
       order: FilterOrder.sluiceExtProc,
       config: anyPack(ExternalProcessorSchema, routerExtProc()),
-      perRoute: anyPack(
-        ExtProcPerRouteSchema,
-        create(ExtProcPerRouteSchema, {
-          override: {
-            case: "overrides",
-            value: {
-              grpcInitialMetadata: [{ key: LLM_ENTRY_METADATA, value: id }],
-              // The identity CEL reads as jwt, apiKey, basicAuth, extauthz (only where the route has a source of it:
-              // Envoy sends these namespaces with every message).
-              ...(hasIdentity(route)
-                ? { metadataOptions: { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } }
-                : {}),
-            },
-          },
-        }),
-      ),
+      perRoute: extProcOnRoute({
+        grpcInitialMetadata: [{ key: LLM_ENTRY_METADATA, value: id }],
+        // The identity CEL reads as jwt, apiKey, basicAuth, extauthz (only where the route has a source of it:
+        // Envoy sends these namespaces with every message).
+        ...(hasIdentity(route) ? { metadataOptions: { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } } : {}),
+      }),
     };
     return { filters: [filter] };
   },

@@ -15,7 +15,7 @@ import {
 } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
-import type { HeaderMutationIR, PathRewriteIR, RouteIR, RouteMatchIR } from "../ir.js";
+import type { HeaderMutationIR, PathRewriteIR, RouteIR, RouteMatchIR, WeightedBackendIR } from "../ir.js";
 import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy, servesRealtime } from "./llm.js";
 import { applyTrafficToRoute } from "./traffic-route.js";
@@ -104,6 +104,29 @@ const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCod
   308: RedirectAction_RedirectResponseCode.PERMANENT_REDIRECT,
 };
 
+/** The backend, or the weighted backends with their own header modifiers. */
+function clusterSpecifier(
+  backends: readonly WeightedBackendIR[],
+): NonNullable<Init<typeof RouteActionSchema>["clusterSpecifier"]> {
+  const only = backends.length === 1 ? backends[0] : undefined;
+  if (only !== undefined && only.requestHeaders === undefined && only.responseHeaders === undefined) {
+    return { case: "cluster", value: only.cluster };
+  }
+  return {
+    case: "weightedClusters",
+    value: {
+      clusters: backends.map((b) => ({
+        name: b.cluster,
+        weight: b.weight,
+        requestHeadersToAdd: headerOptions(b.requestHeaders),
+        requestHeadersToRemove: [...(b.requestHeaders?.remove ?? [])],
+        responseHeadersToAdd: headerOptions(b.responseHeaders),
+        responseHeadersToRemove: [...(b.responseHeaders?.remove ?? [])],
+      })),
+    },
+  };
+}
+
 /** One Envoy route of `r`; `perRoute` holds the typed_per_filter_config of every route, by route name. */
 export function buildRoute(
   r: RouteIR,
@@ -164,24 +187,8 @@ function buildGatewayApiRoute(
       return { ...base, action: { case: "redirect", value: redirect } };
     }
     case "forward": {
-      const only = a.backends.length === 1 ? a.backends[0] : undefined;
       const route: Init<typeof RouteActionSchema> = {
-        clusterSpecifier:
-          only !== undefined && only.requestHeaders === undefined && only.responseHeaders === undefined
-            ? { case: "cluster", value: only.cluster }
-            : {
-                case: "weightedClusters",
-                value: {
-                  clusters: a.backends.map((b) => ({
-                    name: b.cluster,
-                    weight: b.weight,
-                    requestHeadersToAdd: headerOptions(b.requestHeaders),
-                    requestHeadersToRemove: [...(b.requestHeaders?.remove ?? [])],
-                    responseHeadersToAdd: headerOptions(b.responseHeaders),
-                    responseHeadersToRemove: [...(b.responseHeaders?.remove ?? [])],
-                  })),
-                },
-              },
+        clusterSpecifier: clusterSpecifier(a.backends),
         requestMirrorPolicies: a.mirrors.map((m) => ({
           cluster: m.cluster,
           runtimeFraction: {
@@ -237,7 +244,6 @@ export function buildConnectRoute(
   const kinds = a.backends.map((b) => ctx?.cluster?.(b.cluster)?.kind);
   if (kinds.some((k) => k === "llm" || k === "pool")) return undefined;
   const filterConfigs = perRoute.get(r.name);
-  const only = a.backends.length === 1 ? a.backends[0] : undefined;
   return {
     name: `${r.name}/connect`,
     ...(filterConfigs !== undefined ? { typedPerFilterConfig: { ...filterConfigs } } : {}),
@@ -248,13 +254,7 @@ export function buildConnectRoute(
     action: {
       case: "route",
       value: {
-        clusterSpecifier:
-          only !== undefined
-            ? { case: "cluster", value: only.cluster }
-            : {
-                case: "weightedClusters",
-                value: { clusters: a.backends.map((b) => ({ name: b.cluster, weight: b.weight })) },
-              },
+        clusterSpecifier: clusterSpecifier(a.backends),
         // A tunnel lasts as long as its client keeps it: no route deadline (the stream idle timeout still applies).
         timeout: durationFromMs(0),
         upgradeConfigs: [{ upgradeType: "CONNECT", connectConfig: {} }],

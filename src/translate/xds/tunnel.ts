@@ -4,6 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { type Any, anyPack } from "@bufbuild/protobuf/wkt";
 import { Http11ProxyUpstreamTransportSchema } from "../../gen/envoy/extensions/transport_sockets/http_11_proxy/v3/upstream_http_11_connect_pb.js";
 import type { TunnelIR } from "../backend/tunnel.js";
+import { socketAddress } from "./address.js";
 
 export interface TransportSocketInit {
   readonly name: string;
@@ -18,12 +19,7 @@ export function throughTunnel(inner: TransportSocketInit, tunnel: TunnelIR | und
   if (tunnel === undefined) return inner;
   const wrapped = create(Http11ProxyUpstreamTransportSchema, {
     transportSocket: inner,
-    defaultProxyAddress: {
-      address: {
-        case: "socketAddress",
-        value: { address: tunnel.address, portSpecifier: { case: "portValue", value: tunnel.port } },
-      },
-    },
+    defaultProxyAddress: socketAddress(tunnel.address, tunnel.port),
   });
   return {
     name: "envoy.transport_sockets.http_11_proxy",

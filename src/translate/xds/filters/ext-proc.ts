@@ -18,6 +18,7 @@ import {
   type ProcessingModeSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import { durationFromMs } from "../../duration.js";
+import { extProcOnRoute } from "./ext-proc-route.js";
 import { grpcService, instanceName, phaseFields, phaseOrder, serviceCluster, unconditional } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
@@ -101,11 +102,7 @@ export const extProcBuilder: HttpFilterBuilder = {
         name: instanceName(FILTER, toBinary(ExternalProcessorSchema, config)),
         order: phaseOrder(FilterOrder.userExtProc, f.phase),
         config: anyPack(ExternalProcessorSchema, config),
-        // Envoy's ext_proc refuses an enabling FilterConfig without a config; empty overrides keep the listener's.
-        perRoute: anyPack(
-          ExtProcPerRouteSchema,
-          create(ExtProcPerRouteSchema, { override: { case: "overrides", value: {} } }),
-        ),
+        perRoute: extProcOnRoute(),
       });
     }
     return filters.length === 0 ? undefined : { filters, clusters };

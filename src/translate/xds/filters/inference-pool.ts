@@ -23,6 +23,7 @@ import { durationFromMs } from "../../duration.js";
 import type { InferencePoolIR } from "../../ir.js";
 import { buildCluster } from "../cluster.js";
 import { PICKED_ENDPOINT_METADATA } from "../llm.js";
+import { extProcOnRoute } from "./ext-proc-route.js";
 import { grpcService, instanceName } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
@@ -51,10 +52,7 @@ function pickerFilter(pool: InferencePoolIR): FilterInstance {
     name: instanceName(FILTER, toBinary(ExternalProcessorSchema, config)),
     order: FilterOrder.endpointPicker,
     config: anyPack(ExternalProcessorSchema, config),
-    perRoute: anyPack(
-      ExtProcPerRouteSchema,
-      create(ExtProcPerRouteSchema, { override: { case: "overrides", value: {} } }),
-    ),
+    perRoute: extProcOnRoute(),
   };
 }
 

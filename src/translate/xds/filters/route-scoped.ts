@@ -2,12 +2,13 @@
 // config. CORS (first, so preflights are answered before authentication), CSRF, fault (delay) and buffer.
 // When both phases set one of these fields, the PostRouting value is the route's config (one config per route).
 
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { CORS, Traffic } from "../../../api/policy.js";
 import type { Static } from "../../../api/schema-kit.js";
 import { compileExpression } from "../../../cel/index.js";
 import { RuntimeFractionalPercentSchema } from "../../../gen/envoy/config/core/v3/base_pb.js";
+import type { FaultDelaySchema } from "../../../gen/envoy/extensions/filters/common/fault/v3/fault_pb.js";
 import { BufferPerRouteSchema, BufferSchema } from "../../../gen/envoy/extensions/filters/http/buffer/v3/buffer_pb.js";
 import { CorsPolicySchema, CorsSchema } from "../../../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js";
 import { CsrfPolicySchema } from "../../../gen/envoy/extensions/filters/http/csrf/v3/csrf_pb.js";
@@ -18,7 +19,7 @@ import { parseByteSize } from "../../bytes.js";
 import { durationFromMs, parseDurationMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
 import { type PhaseField, phaseFields } from "./policy-fields.js";
-import { FilterOrder, type HttpFilterBuilder } from "./types.js";
+import { FilterOrder, type HttpFilterBuilder, type RouteContribution } from "./types.js";
 
 type TrafficT = Static<typeof Traffic>;
 
@@ -99,6 +100,28 @@ export const csrfBuilder: HttpFilterBuilder = {
 };
 
 const FAULT_FILTER = "envoy.filters.http.fault";
+
+/** The fault filter delaying every request of the route: by a fixed duration, or by the request's delay header. */
+function faultDelay(
+  delay: NonNullable<MessageInitShape<typeof FaultDelaySchema>["faultDelaySecifier"]>,
+): RouteContribution {
+  const perRoute = create(HTTPFaultSchema, {
+    delay: {
+      faultDelaySecifier: delay,
+      percentage: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
+    },
+  });
+  return {
+    filters: [
+      {
+        name: FAULT_FILTER,
+        order: FilterOrder.fault,
+        config: anyPack(HTTPFaultSchema, create(HTTPFaultSchema)),
+        perRoute: anyPack(HTTPFaultSchema, perRoute),
+      },
+    ],
+  };
+}
 export const faultBuilder: HttpFilterBuilder = {
   id: "fault",
   schemas: [HTTPFaultSchema],
@@ -119,41 +142,11 @@ export const faultBuilder: HttpFilterBuilder = {
         );
         return undefined;
       }
-      const byHeader = create(HTTPFaultSchema, {
-        delay: {
-          faultDelaySecifier: { case: "headerDelay", value: {} },
-          percentage: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
-        },
-      });
-      return {
-        filters: [
-          {
-            name: FAULT_FILTER,
-            order: FilterOrder.fault,
-            config: anyPack(HTTPFaultSchema, create(HTTPFaultSchema)),
-            perRoute: anyPack(HTTPFaultSchema, byHeader),
-          },
-        ],
-      };
+      return faultDelay({ case: "headerDelay", value: {} });
     }
     // A non-positive duration injects nothing (durations cannot be negative here, so only zero).
     if (ms <= 0) return undefined;
-    const fault = create(HTTPFaultSchema, {
-      delay: {
-        faultDelaySecifier: { case: "fixedDelay", value: durationFromMs(ms) },
-        percentage: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
-      },
-    });
-    return {
-      filters: [
-        {
-          name: FAULT_FILTER,
-          order: FilterOrder.fault,
-          config: anyPack(HTTPFaultSchema, create(HTTPFaultSchema)),
-          perRoute: anyPack(HTTPFaultSchema, fault),
-        },
-      ],
-    };
+    return faultDelay({ case: "fixedDelay", value: durationFromMs(ms) });
   },
 };
 

@@ -6,7 +6,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
-import { compileExpression } from "../../../cel/index.js";
+import { type CompiledExpr, compileExpression } from "../../../cel/index.js";
 import {
   type DirectResponseSpec,
   encodeTransformation,
@@ -31,6 +31,7 @@ import { durationFromMs, parseDurationMs } from "../../duration.js";
 import { LLM_STAGE_METADATA } from "../../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { IDENTITY_NAMESPACES } from "../llm.js";
+import { extProcOnRoute } from "./ext-proc-route.js";
 import { celStringLiteral, phaseFields, phaseOrder } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
@@ -160,9 +161,10 @@ export const transformationBuilder: HttpFilterBuilder = {
     );
     // retry.precondition: Sluice evaluates it and, unless true, tells the router to make no retry (x-envoy-max-retries).
     // One that does not compile is reported by traffic-route.ts, which then turns the route's retries off.
-    const preconditions = phaseFields<{ precondition?: string }>(route, "retry").filter(
-      (x) => x.value.precondition !== undefined && "ok" in compileExpression(x.value.precondition),
-    );
+    const preconditions = phaseFields<{ precondition?: string }>(route, "retry").flatMap((x) => {
+      const c = x.value.precondition === undefined ? undefined : compileExpression(x.value.precondition);
+      return c !== undefined && "ok" in c ? [{ ...x, compiled: c.ok }] : [];
+    });
     for (const phase of ["preRouting", "traffic"] as const) {
       const t = transformations.find((x) => x.phase === phase);
       const d = directs.find((x) => x.phase === phase);
@@ -216,16 +218,17 @@ export const transformationBuilder: HttpFilterBuilder = {
           ...(bodyExpression !== undefined ? { bodyExpression } : {}),
         };
       }
+      /** An expression another builder reports when it does not compile: carried only when it does. */
+      const carried = (c: CompiledExpr | undefined): string | undefined => {
+        if (c === undefined) return undefined;
+        for (const v of c.variables) variables.add(v);
+        texts.push(c.source);
+        return c.source;
+      };
       // A delay that does not compile is reported by the fault filter's builder (route-scoped.ts).
       const dc = dl === undefined ? undefined : compileExpression(dl.value.duration);
-      let delay: string | undefined;
-      if (dl !== undefined && dc !== undefined && "ok" in dc) {
-        delay = dl.value.duration;
-        for (const v of dc.ok.variables) variables.add(v);
-        texts.push(delay);
-      }
-      const retryPrecondition =
-        rp === undefined ? undefined : compiled(rp, "retry", "precondition", rp.value.precondition);
+      const delay = carried(dc !== undefined && "ok" in dc ? dc.ok : undefined);
+      const retryPrecondition = carried(rp?.compiled);
       const spec: TransformationSpec = {
         entries,
         ...(direct !== undefined ? { direct } : {}),
@@ -244,39 +247,29 @@ export const transformationBuilder: HttpFilterBuilder = {
         name: f.phase === "preRouting" ? `${FILTER}.pre_routing` : FILTER,
         order: phaseOrder(FilterOrder.transformation, f.phase),
         config: anyPack(ExternalProcessorSchema, listenerConfig()),
-        perRoute: anyPack(
-          ExtProcPerRouteSchema,
-          create(ExtProcPerRouteSchema, {
-            override: {
-              case: "overrides",
-              value: {
-                processingMode: {
-                  requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-                  requestBodyMode: spec.requestBody
-                    ? ProcessingMode_BodySendMode.BUFFERED
-                    : ProcessingMode_BodySendMode.NONE,
-                  responseHeaderMode: hasResponseStage(spec)
-                    ? ProcessingMode_HeaderSendMode.SEND
-                    : ProcessingMode_HeaderSendMode.SKIP,
-                  responseBodyMode: spec.responseBody
-                    ? ProcessingMode_BodySendMode.BUFFERED
-                    : ProcessingMode_BodySendMode.NONE,
-                  requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-                  responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+        perRoute: extProcOnRoute({
+          processingMode: {
+            requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+            requestBodyMode: spec.requestBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
+            responseHeaderMode: hasResponseStage(spec)
+              ? ProcessingMode_HeaderSendMode.SEND
+              : ProcessingMode_HeaderSendMode.SKIP,
+            responseBodyMode: spec.responseBody
+              ? ProcessingMode_BodySendMode.BUFFERED
+              : ProcessingMode_BodySendMode.NONE,
+            requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+            responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+          },
+          grpcInitialMetadata: [{ key: TRANSFORMATION_METADATA, value: encodeTransformation(spec) }],
+          ...(variables.has("source") ? { requestAttributes: ["source.address", "source.port"] } : {}),
+          ...(identity
+            ? {
+                metadataOptions: {
+                  forwardingNamespaces: { untyped: IDENTITY_NAMESPACES },
                 },
-                grpcInitialMetadata: [{ key: TRANSFORMATION_METADATA, value: encodeTransformation(spec) }],
-                ...(variables.has("source") ? { requestAttributes: ["source.address", "source.port"] } : {}),
-                ...(identity
-                  ? {
-                      metadataOptions: {
-                        forwardingNamespaces: { untyped: IDENTITY_NAMESPACES },
-                      },
-                    }
-                  : {}),
-              },
-            },
-          }),
-        ),
+              }
+            : {}),
+        }),
       });
     }
     return filters.length === 0 ? undefined : { filters };
