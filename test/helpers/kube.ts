@@ -16,7 +16,7 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
-import { request as httpsRequest } from "node:https";
+import { request as httpsRequest, type RequestOptions } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -25,7 +25,6 @@ import {
   KubeConfig,
   type KubernetesObject,
   KubernetesObjectApi,
-  PatchStrategy,
 } from "@kubernetes/client-node";
 import * as x509 from "@peculiar/x509";
 import { parseAllDocuments } from "yaml";
@@ -48,7 +47,11 @@ export interface KubeCluster {
   kubeconfigForServiceAccount(namespace: string, name: string): Promise<string>;
   /** Creates a namespace with a fresh name starting with `prefix`; returns the name. */
   namespace(prefix: string): Promise<string>;
-  /** Server-side apply as admin (conflicts forced) of the documents of a YAML text, or of objects, in order. */
+  /** A request to the API server as admin, sent as written (client-node's typed clients drop the fields of built-in
+   * kinds they do not model, such as a CRD schema's x-kubernetes-* keywords); `body` other than a string is JSON. */
+  request(method: string, path: string, body?: unknown, contentType?: string): Promise<HttpsResult>;
+  /** Server-side apply as admin (conflicts forced) of the documents of a YAML text, or of objects, in order; the
+   * objects are sent as written. Throws with the API server's message on the first one refused. */
   apply(docs: string | readonly object[], fieldManager?: string): Promise<void>;
   /** Applies deploy/crds, the Gateway API CRDs of a channel (experimental by default: the standard kinds with more
    * fields, plus the experimental kinds), XListenerSet and InferencePool; resolves when every CRD is Established. */
@@ -57,6 +60,11 @@ export interface KubeCluster {
   restartApiServer(): Promise<void>;
   /** Stops kube-apiserver and etcd and removes the directory (kept when SLUICE_TEST_KEEP_KUBE=1). */
   stop(): Promise<void>;
+}
+
+export interface HttpsResult {
+  readonly status: number;
+  readonly body: string;
 }
 
 export interface KubeClusterOptions {
@@ -125,13 +133,14 @@ let exitHookInstalled = false;
 const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
 
 interface LoggedProcess {
+  readonly name: string;
   readonly child: ChildProcess;
   readonly exited: Promise<void>;
   readonly log: string;
   stop(): Promise<void>;
 }
 
-function startLogged(binary: string, args: readonly string[], log: string): LoggedProcess {
+function startLogged(name: string, binary: string, args: readonly string[], log: string): LoggedProcess {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.on("exit", () => {
@@ -150,6 +159,7 @@ function startLogged(binary: string, args: readonly string[], log: string): Logg
     }),
   );
   return {
+    name,
     child,
     exited,
     log,
@@ -165,11 +175,10 @@ function startLogged(binary: string, args: readonly string[], log: string): Logg
 
 /** `waiting`, or an error as soon as the process exits before it settles. */
 function untilExit<T>(proc: LoggedProcess, waiting: Promise<T>): Promise<T> {
-  const name = proc.child.spawnargs.find((a) => !a.startsWith("-") && a !== SETPRIV) ?? "process";
   return Promise.race([
     waiting,
     proc.exited.then(() => {
-      throw new Error(`${name} exited (${proc.child.exitCode ?? proc.child.signalCode})`);
+      throw new Error(`${proc.name} exited (${proc.child.exitCode ?? proc.child.signalCode})`);
     }),
   ]);
 }
@@ -183,23 +192,36 @@ export function logTail(file: string, lines = 40): string {
   }
 }
 
-/** GET over HTTPS verifying the server against `ca`; the status and body. */
-function httpsGet(url: string, ca: string, token?: string): Promise<{ status: number; body: string }> {
+function sendHttps(url: string, opts: RequestOptions, body?: string): Promise<HttpsResult> {
   return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      url,
-      { ca, timeout: 5000, headers: token ? { authorization: `Bearer ${token}` } : {}, agent: false },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
-        res.on("error", reject);
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error(`GET ${url} timed out`)));
+    const req = httpsRequest(url, opts, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.on("timeout", () => req.destroy(new Error(`${opts.method ?? "GET"} ${url} timed out`)));
     req.on("error", reject);
-    req.end();
+    req.end(body);
   });
+}
+
+/** The message of a Status the API server answered with, else the body. */
+export function statusMessage(r: HttpsResult): string {
+  try {
+    const status = JSON.parse(r.body) as { message?: unknown };
+    if (typeof status.message === "string") return status.message;
+  } catch {
+    // not JSON
+  }
+  return `HTTP ${r.status}: ${r.body.slice(0, 2000)}`;
+}
+
+/** Finds the REST path of an object through discovery (cached per client, asked again for a kind it lacks). */
+class ResourcePaths extends KubernetesObjectApi {
+  pathOf(o: KubernetesObject): Promise<string> {
+    return this.specUriPath({ ...o, metadata: { ...o.metadata } }, "patch");
+  }
 }
 
 // ---- certificates ----
@@ -314,6 +336,7 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
   const [etcdClient, etcdPeer, port] = [await freePort(), await freePort(), await freePort()];
   const server = `https://127.0.0.1:${port}`;
   const etcd = startLogged(
+    "etcd",
     etcdBin,
     [
       "--name=default",
@@ -358,7 +381,15 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
         proc,
         waitFor(
           "kube-apiserver /readyz",
-          async () => ((await httpsGet(`${server}/readyz`, tls.ca, adminToken)).status === 200 ? true : undefined),
+          async () => {
+            const r = await sendHttps(`${server}/readyz`, {
+              ca: tls.ca,
+              timeout: 5000,
+              agent: false,
+              headers: { authorization: `Bearer ${adminToken}` },
+            });
+            return r.status === 200 ? true : undefined;
+          },
           60_000,
           100,
         ),
@@ -382,7 +413,7 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
     ).catch((e: unknown) => {
       throw failWith("etcd did not start", e, etcd.log);
     });
-    apiServer = startLogged(apiServerBin, apiServerArgs, apiServerLog);
+    apiServer = startLogged("kube-apiserver", apiServerBin, apiServerArgs, apiServerLog);
     await waitReady(apiServer);
   } catch (e) {
     await stopAll();
@@ -392,17 +423,29 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
   const adminKc = () => kubeConfigFor(server, tls.ca, "admin", adminToken);
   const adminKubeconfig = file("admin.kubeconfig", adminKc().exportConfig());
 
+  const request = async (method: string, path: string, body?: unknown, contentType = "application/json") => {
+    const kc = adminKc();
+    const opts: RequestOptions = { method, timeout: 30_000, agent: false, headers: { accept: "application/json" } };
+    await kc.applyToHTTPSOptions(opts);
+    const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+    if (payload !== undefined) opts.headers = { ...opts.headers, "content-type": contentType };
+    return sendHttps(`${server}${path}`, opts, payload);
+  };
+
   const apply = async (docs: string | readonly object[], fieldManager = "sluice-test") => {
     const objects = typeof docs === "string" ? yamlObjects(docs) : (docs as readonly KubernetesObject[]);
-    // A fresh client per call: its cache of API resources would miss kinds whose CRD was installed after it.
-    const client = KubernetesObjectApi.makeApiClient(adminKc());
+    const paths = adminKc().makeApiClient(ResourcePaths);
     for (const o of objects) {
+      const name = `${o.kind ?? "?"} ${o.metadata?.namespace ? `${o.metadata.namespace}/` : ""}${o.metadata?.name}`;
+      let path: string;
       try {
-        await client.patch(o, undefined, undefined, fieldManager, true, PatchStrategy.ServerSideApply);
+        path = await paths.pathOf(o);
       } catch (e) {
-        const name = `${o.kind ?? "?"} ${o.metadata?.namespace ? `${o.metadata.namespace}/` : ""}${o.metadata?.name}`;
-        throw new Error(`apply ${name}: ${apiError(e).message}`, { cause: e });
+        throw new Error(`apply ${name}: ${(e as Error).message}`, { cause: e });
       }
+      const q = `?fieldManager=${encodeURIComponent(fieldManager)}&force=true`;
+      const r = await request("PATCH", `${path}${q}`, o, "application/apply-patch+yaml");
+      if (r.status >= 300) throw new Error(`apply ${name}: ${statusMessage(r)}`);
     }
   };
 
@@ -413,6 +456,7 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
     caFile,
     dir,
     kubeConfig: adminKc,
+    request,
     async kubeconfigForServiceAccount(namespace, name) {
       const core = adminKc().makeApiClient(CoreV1Api);
       try {
@@ -467,7 +511,7 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
     },
     async restartApiServer() {
       await apiServer?.stop();
-      apiServer = startLogged(apiServerBin, apiServerArgs, apiServerLog);
+      apiServer = startLogged("kube-apiserver", apiServerBin, apiServerArgs, apiServerLog);
       await waitReady(apiServer);
     },
     async stop() {
