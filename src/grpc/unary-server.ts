@@ -11,6 +11,8 @@
 // (test/unit/unary-server.test.ts) and, end to end, Envoy.
 
 import { createServer, type Server, type Socket } from "node:net";
+import { createServer as createTlsServer, type TLSSocket } from "node:tls";
+import { type MutualTls, mutualTlsServerOptions } from "../security/tls.js";
 import { GRPC_RESPONSE_HEADERS, grpcTrailers, grpcTrailersOnly, HpackDecoder, HpackError } from "./hpack.js";
 import { Http1Connection, type Http1Handler } from "./http1.js";
 
@@ -652,20 +654,44 @@ export class UnaryGrpcServer {
   /** Answers the HTTP/1.1 connections of the same port (Envoy's HTTP ext_authz), when there is a handler for them. */
   readonly #http1: Http1Handler | undefined;
   readonly #http1Connections = new Set<Http1Connection>();
+  readonly #tls: MutualTls | undefined;
+  /** Connections refused in the TLS handshake (no certificate of the CA, or not TLS), and when one was last logged. */
+  #tlsRefused = 0;
+  #tlsRefusedLogged = { at: 0, count: 0 };
 
   /**
    * Handlers by gRPC path, e.g. `/envoy.service.auth.v3.Authorization/Check`. With `http1`, connections that do not
-   * start with the HTTP/2 preface are HTTP/1.1 and go to it (./http1.ts).
+   * start with the HTTP/2 preface are HTTP/1.1 and go to it (./http1.ts). With `tls`, connections are mutual TLS:
+   * a client without a certificate of `tls.ca` is refused in the handshake.
    */
   constructor(
     handlers: ReadonlyMap<string, UnaryHandler>,
     bidi: ReadonlyMap<string, BidiHandler> = new Map(),
-    opts: { log?: (line: string) => void; http1?: Http1Handler } = {},
+    opts: { log?: (line: string) => void; http1?: Http1Handler; tls?: MutualTls } = {},
   ) {
     this.handlers = handlers;
     this.bidi = bidi;
     this.log = opts.log ?? ((line) => console.error(line));
     this.#http1 = opts.http1;
+    this.#tls = opts.tls;
+  }
+
+  /** Connections refused in the TLS handshake since start. */
+  get refusedConnections(): number {
+    return this.#tlsRefused;
+  }
+
+  /** A refused handshake is logged, but at most once every 10 s (with how many there were), so a flood is one line. */
+  #onTlsRefused(e: Error, socket: TLSSocket): void {
+    this.#tlsRefused++;
+    const now = Date.now();
+    if (now - this.#tlsRefusedLogged.at < 10_000) return;
+    const since = this.#tlsRefused - this.#tlsRefusedLogged.count;
+    this.#tlsRefusedLogged = { at: now, count: this.#tlsRefused };
+    // Node ends a connection whose certificate fails verification without saying why in the error ("socket hang
+    // up"); the verification's verdict is on the socket.
+    const why = socket.authorizationError?.toString() ?? e.message;
+    this.log(`sluice: refused a TLS client on the ext_authz port (${since} since the last report): ${why}`);
   }
 
   /** A new connection: HTTP/2 (gRPC) or, with an HTTP/1.1 handler, HTTP/1.1, told apart by its first bytes. */
@@ -698,7 +724,15 @@ export class UnaryGrpcServer {
   }
 
   async start(host: string, port: number): Promise<number> {
-    const server = createServer((socket) => this.#accept(socket));
+    const tls = this.#tls;
+    let server: Server;
+    if (tls === undefined) server = createServer((socket) => this.#accept(socket));
+    else {
+      // The protocol is still told by the first bytes; ALPN only lets clients that ask for one get it.
+      const secure = createTlsServer(mutualTlsServerOptions(tls, ["h2", "http/1.1"]), (socket) => this.#accept(socket));
+      secure.on("tlsClientError", (e, socket) => this.#onTlsRefused(e, socket));
+      server = secure;
+    }
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, host, () => resolve());

@@ -18,7 +18,7 @@ import {
 } from "../gen/envoy/service/discovery/v3/discovery_pb.js";
 import { setVersion, type XdsResource } from "./resource.js";
 import { resourcesOf, type Snapshot } from "./snapshot.js";
-import { StreamBase, type StreamDeps } from "./stream-base.js";
+import { StreamBase, type StreamDeps, type StreamPeer } from "./stream-base.js";
 import {
   isKnownType,
   isNamespacedType,
@@ -69,8 +69,8 @@ export class DeltaStream extends StreamBase {
   /** Serve RouteConfigurations in their VHDS form (decided when the node is known: Envoy only). */
   #vhds = false;
 
-  constructor(deps: StreamDeps, id: number, send: (response: DeltaDiscoveryResponse) => void) {
-    super(deps, "delta", id);
+  constructor(deps: StreamDeps, id: number, send: (response: DeltaDiscoveryResponse) => void, peer?: StreamPeer) {
+    super(deps, "delta", id, peer);
     this.#send = send;
   }
 

@@ -6,7 +6,15 @@ export { contentHash, joinParts, setVersion, type XdsResource, xdsResource } fro
 export { type ListenOptions, XdsServer, type XdsServerOptions } from "./server.js";
 export { buildSnapshot, resourcesOf, type Snapshot, type SnapshotInput, snapshotFromResources } from "./snapshot.js";
 export { type SetSnapshotResult, SnapshotCache, type SnapshotWatcher } from "./snapshot-cache.js";
-export type { NackRecord, StreamKind, StreamStatus, TypeStatus, XdsCounters, XdsServerStatus } from "./tracker.js";
+export type {
+  NackRecord,
+  RefusalRecord,
+  StreamKind,
+  StreamStatus,
+  TypeStatus,
+  XdsCounters,
+  XdsServerStatus,
+} from "./tracker.js";
 export {
   CLUSTER_TYPE,
   ENDPOINT_TYPE,

@@ -1,12 +1,14 @@
 // The ADS gRPC server: wires grpc-js bidi streams to SotwStream/DeltaStream and exposes status and counters.
 import * as grpc from "@grpc/grpc-js";
 import { AggregatedDiscoveryService } from "../gen/envoy/service/discovery/v3/ads_pb.js";
+import type { DeltaDiscoveryResponse, DiscoveryResponse } from "../gen/envoy/service/discovery/v3/discovery_pb.js";
 import { addGrpcService } from "../grpc/service.js";
+import type { MutualTls } from "../security/tls.js";
 import { DeltaStream } from "./delta-stream.js";
 import { stderrLogger, type XdsLogger } from "./logger.js";
 import { SnapshotCache } from "./snapshot-cache.js";
 import { SotwStream } from "./sotw-stream.js";
-import type { StreamDeps } from "./stream-base.js";
+import type { StreamDeps, StreamPeer } from "./stream-base.js";
 import { type XdsServerStatus, XdsTracker } from "./tracker.js";
 
 export interface XdsServerOptions {
@@ -27,6 +29,20 @@ export interface ListenOptions {
   readonly port: number;
   /** Adds other gRPC services (Sluice's ext_authz, ext_proc) to the same server and port. */
   readonly addServices?: (server: grpc.Server) => void;
+  /**
+   * Mutual TLS: only clients with a certificate of `tls.ca` connect (to ADS and the added services alike), and an ADS
+   * stream gets only the snapshot of the Gateway its certificate names. Plaintext without it.
+   */
+  readonly tls?: MutualTls;
+}
+
+function credentials(tls: MutualTls | undefined): grpc.ServerCredentials {
+  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
+  return grpc.ServerCredentials.createSsl(
+    Buffer.from(tls.ca),
+    [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }],
+    true,
+  );
 }
 
 interface OpenCall {
@@ -40,6 +56,8 @@ export class XdsServer {
   readonly #calls = new Set<OpenCall>();
   #server: grpc.Server | undefined;
   #nextStreamId = 0;
+  /** Reads the Gateway a client certificate names; set when the server requires client certificates. */
+  #identify: ((certificate: Uint8Array) => string | undefined) | undefined;
 
   constructor(options: XdsServerOptions = {}) {
     this.cache = options.cache ?? new SnapshotCache();
@@ -55,18 +73,55 @@ export class XdsServer {
   addTo(server: grpc.Server): void {
     addGrpcService(server, AggregatedDiscoveryService, {
       streamAggregatedResources: (call) => {
-        const stream = new SotwStream(this.#deps, ++this.#nextStreamId, (response) => {
+        const peer = this.#authenticate(call);
+        if (peer === null) return;
+        const send = (response: DiscoveryResponse) => {
           if (!call.cancelled) call.write(response);
-        });
-        this.#serve(call, stream);
+        };
+        this.#serve(call, new SotwStream(this.#deps, ++this.#nextStreamId, send, peer));
       },
       deltaAggregatedResources: (call) => {
-        const stream = new DeltaStream(this.#deps, ++this.#nextStreamId, (response) => {
+        const peer = this.#authenticate(call);
+        if (peer === null) return;
+        const send = (response: DeltaDiscoveryResponse) => {
           if (!call.cancelled) call.write(response);
-        });
-        this.#serve(call, stream);
+        };
+        this.#serve(call, new DeltaStream(this.#deps, ++this.#nextStreamId, send, peer));
       },
     });
+  }
+
+  /**
+   * The client of a stream on a server that requires client certificates: the Gateway its certificate names (the
+   * stream then checks its node against it). Undefined on a plaintext server; null when the stream was refused here
+   * (a certificate of Sluice's CA that names no Gateway).
+   */
+  #authenticate(call: grpc.ServerDuplexStream<unknown, unknown>): StreamPeer | undefined | null {
+    const identify = this.#identify;
+    if (identify === undefined) return undefined;
+    const address = call.getPeer();
+    const refuse = (message: string) => {
+      if (!call.cancelled) call.emit("error", { code: grpc.status.PERMISSION_DENIED, details: message });
+    };
+    // The handshake has verified the certificate against the CA; what is left is whose it is.
+    const certificate = call.getAuthContext()?.sslPeerCertificate?.raw;
+    const gateway = certificate === undefined ? undefined : identify(certificate);
+    if (gateway !== undefined) return { gateway, address, refuse };
+    const message =
+      certificate === undefined
+        ? "no client certificate"
+        : "the client certificate names no Gateway (one URI SAN spiffe://sluice.dev/ns/<namespace>/gateway/<name>)";
+    this.#tracker.recordRefusal({
+      at: new Date(),
+      peer: address,
+      identity: undefined,
+      nodeId: undefined,
+      group: undefined,
+      message,
+    });
+    this.#deps.logger.warn("stream refused (PERMISSION_DENIED)", { peer: address, reason: message });
+    refuse(message);
+    return null;
   }
 
   #serve<Req, Res>(
@@ -119,15 +174,17 @@ export class XdsServer {
       http2Options["streamResetBurst"] = 1_000_000;
       http2Options["streamResetRate"] = 1_000_000;
     }
+    if (options.tls !== undefined) {
+      // Loaded only here: plaintext file mode does without the X.509 library.
+      this.#identify = (await import("../security/certificates.js")).gatewayOfCertificate;
+    }
     this.addTo(server);
     options.addServices?.(server);
     const address = options.host.includes(":")
       ? `[${options.host}]:${options.port}`
       : `${options.host}:${options.port}`;
     const port = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, bound) =>
-        error ? reject(error) : resolve(bound),
-      );
+      server.bindAsync(address, credentials(options.tls), (error, bound) => (error ? reject(error) : resolve(bound)));
     });
     this.#server = server;
     return { port };
@@ -151,6 +208,11 @@ export class XdsServer {
         resolve();
       });
     });
+  }
+
+  /** Calls `listener` on every NACK, with the node's group (its Gateway). */
+  onNack(listener: XdsTracker["nackListeners"][number]): void {
+    this.#tracker.nackListeners.push(listener);
   }
 
   /** Connected nodes with what was sent, ACKed and NACKed per type, and counters for metrics. */

@@ -10,7 +10,7 @@ import {
 } from "../gen/envoy/service/discovery/v3/discovery_pb.js";
 import { setVersion, type XdsResource } from "./resource.js";
 import { resourcesOf, type Snapshot } from "./snapshot.js";
-import { StreamBase, type StreamDeps } from "./stream-base.js";
+import { StreamBase, type StreamDeps, type StreamPeer } from "./stream-base.js";
 import { isKnownType, isWildcardType, shortTypeName } from "./type-urls.js";
 
 interface SotwSubscription {
@@ -26,8 +26,8 @@ export class SotwStream extends StreamBase {
   readonly #send: (response: DiscoveryResponse) => void;
   readonly #subscriptions = new Map<string, SotwSubscription>();
 
-  constructor(deps: StreamDeps, id: number, send: (response: DiscoveryResponse) => void) {
-    super(deps, "sotw", id);
+  constructor(deps: StreamDeps, id: number, send: (response: DiscoveryResponse) => void, peer?: StreamPeer) {
+    super(deps, "sotw", id, peer);
     this.#send = send;
   }
 

@@ -17,6 +17,16 @@ export interface StreamDeps {
   readonly vhds: boolean;
 }
 
+/** Who is at the other end of a stream, on a server that authenticates its clients (mutual TLS). */
+export interface StreamPeer {
+  /** The Gateway (node group) the client's certificate names: the only snapshot this stream may follow. */
+  readonly gateway: string;
+  /** The client's address, for logs and status. */
+  readonly address: string;
+  /** Ends the call with PERMISSION_DENIED and `message`. */
+  refuse(message: string): void;
+}
+
 /** Per stream and type: the last response sent and what the client said about it. */
 export interface TypeProgress {
   sentNonce: string | undefined;
@@ -42,16 +52,19 @@ export abstract class StreamBase implements StatusSource {
   readonly #kind: StreamKind;
   readonly #id: number;
   readonly #connectedAt = new Date();
+  readonly #peer: StreamPeer | undefined;
   #node: { readonly id: string; readonly group: string; readonly userAgent: string } | undefined;
   #nonce = 0;
   #unwatch: (() => void) | undefined;
   #closed = false;
   protected readonly progress = new Map<string, TypeProgress>();
 
-  constructor(deps: StreamDeps, kind: StreamKind, id: number) {
+  /** `peer`: the authenticated client, whose node must belong to its Gateway; undefined on a plaintext server. */
+  constructor(deps: StreamDeps, kind: StreamKind, id: number, peer?: StreamPeer) {
     this.#deps = deps;
     this.#kind = kind;
     this.#id = id;
+    this.#peer = peer;
     deps.tracker.streamOpened(this);
   }
 
@@ -79,7 +92,9 @@ export abstract class StreamBase implements StatusSource {
 
   /**
    * Binds the stream to its node on the first request (later requests may omit the node, per the protocol).
-   * Returns false when the stream still has no node; the request is then ignored.
+   * Returns false when the stream still has no node; the request is then ignored. On an authenticated stream, a node
+   * of another group than the client certificate's Gateway ends the stream (PERMISSION_DENIED) before it follows any
+   * snapshot.
    */
   protected bindNode(node: Node | undefined): boolean {
     if (this.#node) return true;
@@ -90,6 +105,28 @@ export abstract class StreamBase implements StatusSource {
       return false;
     }
     const group = nodeGroup(node);
+    const peer = this.#peer;
+    if (peer !== undefined && group !== peer.gateway) {
+      const message = `the client certificate is Gateway ${peer.gateway}'s; node "${node.id}" asks for the configuration of ${group}`;
+      this.#deps.tracker.recordRefusal({
+        at: new Date(),
+        peer: peer.address,
+        identity: peer.gateway,
+        nodeId: node.id,
+        group,
+        message,
+      });
+      this.#deps.logger.warn("stream refused (PERMISSION_DENIED)", {
+        stream: this.#id,
+        peer: peer.address,
+        identity: peer.gateway,
+        node: node.id,
+        group,
+      });
+      this.close();
+      peer.refuse(message);
+      return false;
+    }
     this.#node = { id: node.id, group, userAgent: node.userAgentName };
     this.#deps.logger.info("stream connected", { stream: this.#id, kind: this.#kind, node: node.id, group });
     this.#unwatch = this.#deps.cache.watch(group, (snapshot) => this.#onSnapshot(snapshot));
@@ -124,7 +161,7 @@ export abstract class StreamBase implements StatusSource {
     // Per the protocol, a NACK is told by error_detail, not by the version (which may legitimately differ).
     if (errorDetail) {
       const message = errorDetail.message;
-      this.#deps.tracker.recordNack(this.nodeId, typeUrl, { version, nonce, message, at: new Date() });
+      this.#deps.tracker.recordNack(this.nodeId, typeUrl, { version, nonce, message, at: new Date() }, this.#node?.group);
       this.#deps.logger.warn("configuration rejected (NACK)", {
         node: this.nodeId,
         group: this.#node?.group,
@@ -199,6 +236,7 @@ export abstract class StreamBase implements StatusSource {
       streamId: this.#id,
       nodeId: node.id,
       group: node.group,
+      ...(this.#peer !== undefined ? { identity: this.#peer.gateway } : {}),
       kind: this.#kind,
       connectedAt: this.#connectedAt,
       types,

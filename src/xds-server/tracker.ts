@@ -27,10 +27,29 @@ export interface StreamStatus {
   readonly streamId: number;
   readonly nodeId: string;
   readonly group: string;
+  /** The Gateway the client's certificate names, on a server that authenticates its clients (mutual TLS). */
+  readonly identity?: string;
   readonly kind: StreamKind;
   readonly connectedAt: Date;
   readonly types: readonly TypeStatus[];
 }
+
+/** A stream the server refused: its client certificate names no Gateway, or another Gateway than its node asks for. */
+export interface RefusalRecord {
+  readonly at: Date;
+  /** The client's address (grpc-js `getPeer()`). */
+  readonly peer: string;
+  /** The Gateway the client certificate names, if any. */
+  readonly identity: string | undefined;
+  /** The node, when the refusal came after its first request. */
+  readonly nodeId: string | undefined;
+  readonly group: string | undefined;
+  /** As sent to the client with PERMISSION_DENIED. */
+  readonly message: string;
+}
+
+/** Refusals kept for status: the latest ones. */
+const REFUSALS_KEPT = 20;
 
 export interface XdsCounters {
   /** Responses sent. */
@@ -41,12 +60,16 @@ export interface XdsCounters {
   connectedStreams: number;
   /** Streams opened since start. */
   streamsTotal: number;
+  /** Streams refused with PERMISSION_DENIED (client identity and node group disagree). */
+  refused: number;
 }
 
 export interface XdsServerStatus {
   /** Streams whose node is known (it sent its first request), by stream id. */
   readonly streams: readonly StreamStatus[];
   readonly counters: Readonly<XdsCounters>;
+  /** The latest refused streams, oldest first. */
+  readonly refusals: readonly RefusalRecord[];
 }
 
 export interface StatusSource {
@@ -54,11 +77,17 @@ export interface StatusSource {
 }
 
 export class XdsTracker {
-  readonly counters: XdsCounters = { pushes: 0, acks: 0, nacks: 0, connectedStreams: 0, streamsTotal: 0 };
+  readonly counters: XdsCounters = { pushes: 0, acks: 0, nacks: 0, connectedStreams: 0, streamsTotal: 0, refused: 0 };
+  readonly #refusals: RefusalRecord[] = [];
   readonly #nacks = new Map<string, Map<string, NackRecord>>();
   readonly #streams = new Set<StatusSource>();
 
-  recordNack(nodeId: string, typeUrl: string, record: NackRecord): void {
+  /** Told of every NACK (the controller records a Kubernetes Event on the Gateway). */
+  readonly nackListeners: ((nack: { nodeId: string; group: string; typeUrl: string; record: NackRecord }) => void)[] =
+    [];
+
+  recordNack(nodeId: string, typeUrl: string, record: NackRecord, group = ""): void {
+    for (const l of this.nackListeners) l({ nodeId, group, typeUrl, record });
     let byType = this.#nacks.get(nodeId);
     if (!byType) {
       byType = new Map();
@@ -77,6 +106,12 @@ export class XdsTracker {
     return this.lastNack(nodeId, typeUrl)?.version === version;
   }
 
+  recordRefusal(record: RefusalRecord): void {
+    this.counters.refused++;
+    this.#refusals.push(record);
+    if (this.#refusals.length > REFUSALS_KEPT) this.#refusals.shift();
+  }
+
   streamOpened(stream: StatusSource): void {
     this.#streams.add(stream);
     this.counters.connectedStreams++;
@@ -92,6 +127,6 @@ export class XdsTracker {
       .map((s) => s.status())
       .filter((s): s is StreamStatus => s !== undefined)
       .sort((a, b) => a.streamId - b.streamId);
-    return { streams, counters: { ...this.counters } };
+    return { streams, counters: { ...this.counters }, refusals: [...this.#refusals] };
   }
 }

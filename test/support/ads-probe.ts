@@ -19,6 +19,7 @@ export class StreamProbe<Req, Res> {
   readonly #queue: Res[] = [];
   #waiter: (() => void) | undefined;
   #ended = false;
+  #error: grpc.ServiceError | undefined;
 
   constructor(call: grpc.ClientDuplexStream<Req, Res>) {
     this.#call = call;
@@ -30,8 +31,26 @@ export class StreamProbe<Req, Res> {
       this.#ended = true;
       this.#waiter?.();
     };
-    call.on("error", done);
+    call.on("error", (e: grpc.ServiceError) => {
+      this.#error = e;
+      done();
+    });
     call.on("end", done);
+  }
+
+  /** How the call ended, once it ended with an error status. */
+  get error(): grpc.ServiceError | undefined {
+    return this.#error;
+  }
+
+  /** Resolves with the call's error status once it ends with one (and every response received so far). */
+  async failure(timeoutMs = 5_000): Promise<{ error: grpc.ServiceError; responses: readonly Res[] }> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#error === undefined) {
+      if (Date.now() > deadline) throw new Error(`the call did not fail within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    return { error: this.#error, responses: [...this.#queue] };
   }
 
   write(request: Req): void {
@@ -75,8 +94,8 @@ function replacer(_key: string, value: unknown): unknown {
 export class AdsProbeClient {
   readonly #client: AdsClient;
 
-  constructor(port: number) {
-    this.#client = createGrpcClient(AggregatedDiscoveryService, `127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  constructor(port: number, credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure()) {
+    this.#client = createGrpcClient(AggregatedDiscoveryService, `127.0.0.1:${port}`, credentials);
   }
 
   sotw(): StreamProbe<DiscoveryRequest, DiscoveryResponse> {
