@@ -12,7 +12,8 @@ function typeName(s: Schema): string {
   if (t === undefined) return "any JSON";
   if (t === "array") return `list of ${typeName((s["items"] as Schema | undefined) ?? {})}`;
   if (t === "object") {
-    if (s["properties"] !== undefined) return "object";
+    if (s["properties"] !== undefined)
+      return s["x-kubernetes-preserve-unknown-fields"] === true ? "JSON object" : "object";
     if (typeof s["additionalProperties"] === "object")
       return `map of string to ${typeName(s["additionalProperties"] as Schema)}`;
     return s["x-kubernetes-preserve-unknown-fields"] === true ? "JSON object" : "object (empty)";

@@ -149,6 +149,34 @@ export function Json(d?: Doc | string) {
   return Type.Unsafe<unknown>({ "x-kubernetes-preserve-unknown-fields": true, ...doc(d) });
 }
 
+/**
+ * A map of free-form JSON values in which the `reserved` keys are refused. Kubernetes CEL cannot see into a map of
+ * arbitrary JSON (a rule reading its keys does not compile in the API server: "undefined field"), so the map is a JSON
+ * object that declares the reserved keys as integer-or-string properties, which CEL can test with has(); every other
+ * key is kept as written. A reserved key with another kind of value is refused by its type instead.
+ */
+export function JsonMapWithout(
+  reserved: readonly string[],
+  o: Doc & { readonly min?: number; readonly message: string; readonly reservedDescription: string },
+) {
+  const props = Object.fromEntries(
+    reserved.map((k) => [k, { "x-kubernetes-int-or-string": true, description: o.reservedDescription }]),
+  );
+  const rule: Rule = {
+    rule: reserved.map((k) => `!has(self.${k})`).join(" && "),
+    message: o.message,
+    check: (self) => !reserved.some((k) => has(self, k)),
+  };
+  return Type.Unsafe<Record<string, unknown>>({
+    type: "object",
+    "x-kubernetes-preserve-unknown-fields": true,
+    properties: props,
+    [RULES]: [rule],
+    ...(o.description !== undefined ? { description: o.description } : {}),
+    ...(o.min !== undefined ? { minProperties: o.min } : {}),
+  });
+}
+
 /** A JSON object of free form (overlays, raw config, core Kubernetes types Sluice passes through). */
 export function JsonObject(d?: Doc | string) {
   return Type.Unsafe<Record<string, unknown>>({

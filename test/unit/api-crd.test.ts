@@ -17,7 +17,7 @@ const root = join(import.meta.dirname, "../../..");
 
 /** Paths (with [] for items and {} for map values) where unknown fields are preserved on purpose: free-form JSON. */
 const PRESERVE_ALLOWED = [
-  /\.claims\.\{\}$/,
+  /\.claims$/,
   /\.resourceMetadata\.\{\}$/,
   /\.(defaults|overrides)\[\]\.value$/,
   /^spec\.rawConfig$/,
