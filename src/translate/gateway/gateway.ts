@@ -29,7 +29,9 @@ import {
   type ResourceStatus,
   RouteConditionReason,
 } from "../status/conditions.js";
+import { gatewayAddresses } from "./addresses.js";
 import { resolveCertificates } from "./certificates.js";
+import { gatewayClassStatuses } from "./class-status.js";
 import type { GatewayRouteMemo, RouteOutcome } from "./route-memo.js";
 
 export interface GatewayTranslateOptions {
@@ -301,7 +303,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
       clusters: resolver.clusters(),
       secrets: [...secrets.values()].sort((a, b) => (a.name < b.name ? -1 : 1)),
     });
-    statuses.push(gatewayStatus(gw, listeners));
+    statuses.push(gatewayStatus(input, gw, listeners));
   }
 
   const routeStatus = (parents: readonly unknown[], route: HTTPRoute | GRPCRoute) => {
@@ -316,6 +318,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
   routeSources.forEach((route, i) => {
     routeStatus(routeParentLists[i] ?? [], route);
   });
+  statuses.push(...gatewayClassStatuses(input.gatewayClasses));
   return { gateways, statuses };
 }
 
@@ -535,7 +538,7 @@ function validateListeners(
   }
 }
 
-function gatewayStatus(gw: Gateway, listeners: readonly ListenerState[]): ResourceStatus {
+function gatewayStatus(input: TranslationInput, gw: Gateway, listeners: readonly ListenerState[]): ResourceStatus {
   const anyValid = listeners.some((l) => l.valid);
   const allValid = listeners.every((l) => l.valid);
   const conditions = [
@@ -552,11 +555,13 @@ function gatewayStatus(gw: Gateway, listeners: readonly ListenerState[]): Resour
       anyValid ? "served over xDS" : "no valid listener",
     ),
   ];
+  const addresses = gatewayAddresses(input, gw);
   return {
     kind: "Gateway",
     namespace: namespaceOf(gw),
     name: gw.metadata.name,
     status: {
+      ...(addresses.length > 0 ? { addresses } : {}),
       conditions,
       listeners: listeners
         .filter((l) => !l.att.fromListenerSet)
