@@ -2,7 +2,9 @@
 
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { delimiter, join } from "node:path";
+import { isMap, isNode, isSeq, parseDocument } from "yaml";
 import type { CommandIO } from "./io.js";
 import { projectRoot } from "./paths.js";
 
@@ -29,7 +31,28 @@ export interface BootstrapOptions {
   /** Port of Sluice's unary gRPC server (ext_authz). */
   readonly authzPort: number;
   readonly delta: boolean;
+  /** Mutual TLS to Sluice (deploy/envoy/bootstrap-tls.yaml); plaintext without. */
+  readonly tls?: BootstrapTls;
 }
+
+/** Files an Envoy reads at start to reach Sluice over mutual TLS. */
+export interface BootstrapTls {
+  /** The Envoy's client certificate (its Gateway's, from Sluice's CA) and key. */
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** The CA certificate(s) Sluice's serving certificate must chain to. */
+  readonly caFile: string;
+  /** The name Sluice's serving certificate must carry: a DNS name (also sent as SNI) or an IP address. */
+  readonly serverName: string;
+}
+
+/** The clusters that reach Sluice, and the protocol each asks for in ALPN. */
+const TLS_CLUSTERS: Readonly<Record<string, string>> = {
+  sluice_xds: "h2",
+  sluice_services: "h2",
+  sluice_authz: "h2",
+  sluice_authz_http: "http/1.1",
+};
 
 /**
  * How Envoy gets its configuration: delta xDS by default (a route change sends only the virtual host it touches, over
@@ -53,9 +76,19 @@ export function deltaXds(
   return values.sotw !== true;
 }
 
-/** deploy/envoy/bootstrap.yaml with its placeholders filled in. */
+function fill(template: string, values: Readonly<Record<string, string>>): string {
+  return template.replace(/\$\{([A-Z_]+)\}/g, (m, k: string) => values[k] ?? m);
+}
+
+function envoyTemplate(file: string): string {
+  return readFileSync(join(projectRoot(), "deploy", "envoy", file), "utf8");
+}
+
+/**
+ * deploy/envoy/bootstrap.yaml with its placeholders filled in; with `tls`, each cluster that reaches Sluice gets the
+ * transport socket of deploy/envoy/bootstrap-tls.yaml.
+ */
 export function renderBootstrap(o: BootstrapOptions): string {
-  const template = readFileSync(join(projectRoot(), "deploy", "envoy", "bootstrap.yaml"), "utf8");
   const values: Record<string, string> = {
     NODE_ID: JSON.stringify(o.nodeId),
     GATEWAY: JSON.stringify(o.gateway),
@@ -65,7 +98,39 @@ export function renderBootstrap(o: BootstrapOptions): string {
     XDS_PORT: String(o.xdsPort),
     AUTHZ_PORT: String(o.authzPort),
   };
-  return template.replace(/\$\{([A-Z_]+)\}/g, (m, k: string) => values[k] ?? m);
+  const bootstrap = fill(envoyTemplate("bootstrap.yaml"), values);
+  return o.tls === undefined ? bootstrap : withTls(bootstrap, o.tls);
+}
+
+function withTls(bootstrap: string, tls: BootstrapTls): string {
+  const template = envoyTemplate("bootstrap-tls.yaml");
+  const ip = isIP(tls.serverName) !== 0;
+  const doc = parseDocument(bootstrap);
+  const clusters = doc.getIn(["static_resources", "clusters"], true);
+  const done = new Set<string>();
+  for (const cluster of isSeq(clusters) ? clusters.items : []) {
+    const name = isMap(cluster) ? cluster.get("name") : undefined;
+    const alpn = typeof name === "string" ? TLS_CLUSTERS[name] : undefined;
+    if (!isMap(cluster) || name === undefined || alpn === undefined) continue;
+    const socket = parseDocument(
+      fill(template, {
+        TLS_ALPN: alpn,
+        TLS_CERT_FILE: JSON.stringify(tls.certFile),
+        TLS_KEY_FILE: JSON.stringify(tls.keyFile),
+        TLS_CA_FILE: JSON.stringify(tls.caFile),
+        TLS_SERVER_NAME: JSON.stringify(tls.serverName),
+        TLS_SAN_TYPE: ip ? "IP_ADDRESS" : "DNS",
+      }),
+    );
+    if (ip) socket.deleteIn(["transport_socket", "typed_config", "sni"]);
+    const node = socket.get("transport_socket", true);
+    if (isNode(node)) node.commentBefore = " Mutual TLS to Sluice (deploy/envoy/bootstrap-tls.yaml)";
+    cluster.set("transport_socket", node);
+    done.add(String(name));
+  }
+  const missing = Object.keys(TLS_CLUSTERS).filter((c) => !done.has(c));
+  if (missing.length > 0) throw new Error(`deploy/envoy/bootstrap.yaml has no cluster ${missing.join(", ")}`);
+  return doc.toString({ lineWidth: 0 });
 }
 
 export interface EnvoyProcess {

@@ -1,6 +1,7 @@
 // The `sluice` command: dispatches to one module per subcommand.
 
 import { runBootstrap } from "./bootstrap.js";
+import { runCertificate } from "./certificate.js";
 import { runExplain } from "./explain.js";
 import { type CommandIO, processIO } from "./io.js";
 import { runRun } from "./run.js";
@@ -15,6 +16,10 @@ const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
   run: { run: runRun, help: "serve -f <dir> and run Envoy for each Gateway in it (the embedded default)" },
   serve: { run: runServe, help: "serve xDS (ADS) for the Gateways in -f <file|dir>, watching for changes" },
   bootstrap: { run: runBootstrap, help: "print the Envoy bootstrap for --gateway <ns>/<name> against `sluice serve`" },
+  certificate: {
+    run: runCertificate,
+    help: "issue --gateway <ns>/<name>'s client certificate from the CA of `sluice serve --xds-ca <dir>`",
+  },
   translate: { run: runTranslate, help: "print the xDS that would be served for -f <file|dir>" },
   validate: { run: runValidate, help: "check -f <file|dir> against the schemas; every problem as file:line: ..." },
   explain: { run: runExplain, help: "print the effective policy of --route <ns>/<name>[/<rule>] in -f <file|dir>" },

@@ -5,10 +5,18 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { deltaXds, type EnvoyProcess, renderBootstrap, startEnvoy, XDS_MODE_OPTIONS } from "./envoy.js";
+import {
+  type BootstrapTls,
+  deltaXds,
+  type EnvoyProcess,
+  renderBootstrap,
+  startEnvoy,
+  XDS_MODE_OPTIONS,
+} from "./envoy.js";
 import type { CommandIO } from "./io.js";
 import { parseAuthorizationPath, parsePort, SERVER_OPTIONS, untilSignal } from "./serve.js";
 import { SluiceServer } from "./server.js";
+import { writeGatewayCertificate, xdsTlsOf } from "./xds-tls.js";
 
 export async function runRun(argv: string[], io: CommandIO): Promise<number> {
   const { values } = parseArgs({
@@ -35,17 +43,36 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
   let stopping = false;
   let server: SluiceServer | undefined;
 
-  const startFor = (gateway: string) => {
+  const xdsTls = await xdsTlsOf(values, log);
+  const xdsHost = values["xds-host"] === "0.0.0.0" ? "127.0.0.1" : values["xds-host"];
+
+  /** Gateways whose Envoy waits for its client certificate. */
+  const issuing = new Set<string>();
+
+  const startFor = async (gateway: string) => {
     if (server === undefined) return;
-    const adminPath = join(workDir, `${gateway.replace("/", "_")}.admin`);
+    const base = join(workDir, gateway.replace("/", "_"));
+    const adminPath = `${base}.admin`;
+    let tls: BootstrapTls | undefined;
+    if (xdsTls !== undefined) {
+      // Each Envoy gets a client certificate for its Gateway, next to its bootstrap.
+      issuing.add(gateway);
+      try {
+        tls = { ...(await writeGatewayCertificate(xdsTls.ca, gateway, `${base}.tls`)), serverName: xdsHost };
+      } finally {
+        issuing.delete(gateway);
+      }
+      if (stopping || envoys.has(gateway) || !server.gateways.includes(gateway)) return;
+    }
     const bootstrap = renderBootstrap({
       nodeId: `sluice-run-${process.pid}-${gateway}`,
       gateway,
       adminPort: 0,
-      xdsHost: values["xds-host"] === "0.0.0.0" ? "127.0.0.1" : values["xds-host"],
+      xdsHost,
       xdsPort: server.xdsPort,
       authzPort: server.authzPort,
       delta,
+      ...(tls !== undefined ? { tls } : {}),
     });
     const envoy = startEnvoy(bootstrap, {
       logLevel: values["envoy-log-level"],
@@ -72,7 +99,10 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
 
   const syncEnvoys = (gateways: readonly string[]) => {
     if (stopping || server === undefined || server.xdsPort === 0) return;
-    for (const g of gateways) if (!envoys.has(g)) startFor(g);
+    for (const g of gateways) {
+      if (envoys.has(g) || issuing.has(g)) continue;
+      startFor(g).catch((e: unknown) => log(`sluice: cannot start Envoy for ${g}: ${(e as Error).message}`));
+    }
     for (const [g, envoy] of envoys) {
       if (!gateways.includes(g)) {
         envoys.delete(g);
@@ -93,6 +123,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
     vhds: !values["no-vhds"],
     log,
     onGateways: syncEnvoys,
+    ...(xdsTls !== undefined ? { tls: xdsTls.tls } : {}),
   });
   await server.start();
   syncEnvoys(server.gateways);

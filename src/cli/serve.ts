@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
 import type { CommandIO } from "./io.js";
 import { SluiceServer } from "./server.js";
+import { XDS_TLS_OPTIONS, xdsTlsOf } from "./xds-tls.js";
 
 export const SERVER_OPTIONS = {
   file: { type: "string", short: "f", multiple: true },
@@ -18,6 +19,7 @@ export const SERVER_OPTIONS = {
   "authorization-path": { type: "string", default: "auto" },
   // Envoys on delta ADS get virtual hosts over VHDS unless this is set (then whole RouteConfigurations, as on SotW).
   "no-vhds": { type: "boolean", default: false },
+  ...XDS_TLS_OPTIONS,
 } as const;
 
 export function parseAuthorizationPath(value: string): AuthorizationPath {
@@ -52,6 +54,8 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
     io.stderr("sluice serve: -f <file|dir> is required\n");
     return 2;
   }
+  const log = (line: string) => io.stderr(`${line}\n`);
+  const xdsTls = await xdsTlsOf(values, log);
   const server = new SluiceServer({
     paths: values.file,
     xdsHost: values["xds-host"],
@@ -61,7 +65,8 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
     adminPort: parsePort("admin-port", values["admin-port"]),
     authorizationPath: parseAuthorizationPath(values["authorization-path"]),
     vhds: !values["no-vhds"],
-    log: (line) => io.stderr(`${line}\n`),
+    log,
+    ...(xdsTls !== undefined ? { tls: xdsTls.tls } : {}),
   });
   await server.start();
   const signal = await untilSignal();

@@ -4,6 +4,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
+import type { MutualTls } from "../security/tls.js";
 import { FileSource, formatProblem, type LoadResult, type SourceProblem } from "../sources/file-source.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
 import { TranslationMemo } from "../translate/memo.js";
@@ -48,6 +49,8 @@ export interface SluiceServerOptions {
   readonly reloadSettleMs?: number;
   /** Called after each successful publish with the Gateways now served. */
   readonly onGateways?: (gateways: readonly string[]) => void;
+  /** Mutual TLS on the xDS and ext_authz ports (docs/xds-security.md); plaintext without. */
+  readonly tls?: MutualTls;
 }
 
 export interface ReloadStats {
@@ -111,13 +114,18 @@ export class SluiceServer {
         addServices: (server) => {
           for (const s of this.#services) s.addTo(server);
         },
+        ...(this.#opts.tls !== undefined ? { tls: this.#opts.tls } : {}),
       })
     ).port;
     this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
     const unary = new Map(this.#services.flatMap((s) => [...(s.unary ?? [])]));
     const bidi = new Map(this.#services.flatMap((s) => [...(s.bidi ?? [])]));
     const http1 = this.#services.find((s) => s.http1 !== undefined)?.http1;
-    this.#unary = new UnaryGrpcServer(unary, bidi, { log: this.#opts.log, ...(http1 !== undefined ? { http1 } : {}) });
+    this.#unary = new UnaryGrpcServer(unary, bidi, {
+      log: this.#opts.log,
+      ...(http1 !== undefined ? { http1 } : {}),
+      ...(this.#opts.tls !== undefined ? { tls: this.#opts.tls } : {}),
+    });
     this.authzPort = await this.#unary.start(this.#opts.xdsHost, this.#opts.authzPort);
     this.#opts.log(`sluice: ext_authz on ${this.#opts.xdsHost}:${this.authzPort}`);
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);
@@ -272,6 +280,12 @@ export class SluiceServer {
       "# HELP sluice_xds_connected_streams ADS streams open now.",
       "# TYPE sluice_xds_connected_streams gauge",
       `sluice_xds_connected_streams ${c.connectedStreams}`,
+      "# HELP sluice_xds_refused_streams_total ADS streams refused: the client certificate's Gateway is not the node's.",
+      "# TYPE sluice_xds_refused_streams_total counter",
+      `sluice_xds_refused_streams_total ${c.refused}`,
+      "# HELP sluice_tls_refused_connections_total Connections to the ext_authz port refused in the TLS handshake.",
+      "# TYPE sluice_tls_refused_connections_total counter",
+      `sluice_tls_refused_connections_total ${this.#unary?.refusedConnections ?? 0}`,
       "# HELP sluice_reloads_total Configuration reloads.",
       "# TYPE sluice_reloads_total counter",
       `sluice_reloads_total ${this.#reloads}`,

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type EnvoyProcess, renderBootstrap, startEnvoy } from "../../src/cli/envoy.js";
+import { type BootstrapTls, type EnvoyProcess, renderBootstrap, startEnvoy } from "../../src/cli/envoy.js";
 import { projectRoot } from "../../src/cli/paths.js";
 import { freePort, request, waitFor } from "./net.js";
 
@@ -120,10 +120,11 @@ export interface TestEnvoy {
 
 /** An Envoy booted from deploy/envoy/bootstrap.yaml, fetching its config from `sluice` (Gateway `default/gw` unless
  * told otherwise; delta xDS, as `sluice run` uses by default, unless `delta: false` or SLUICE_TEST_XDS=sotw, which runs
- * the suite over state-of-the-world xDS). */
+ * the suite over state-of-the-world xDS). `tls`: mutual TLS to Sluice. `ready: false` waits only for the admin
+ * endpoint, not for the first configuration (an Envoy that Sluice refuses waits 15 s for it). */
 export async function startTestEnvoy(
   sluice: Pick<SluiceProcess, "xdsPort" | "authzPort">,
-  opts: { gateway?: string; delta?: boolean } = {},
+  opts: { gateway?: string; delta?: boolean; tls?: BootstrapTls; ready?: boolean } = {},
 ): Promise<TestEnvoy> {
   const adminPort = await freePort();
   const output: string[] = [];
@@ -135,6 +136,7 @@ export async function startTestEnvoy(
     xdsPort: sluice.xdsPort,
     authzPort: sluice.authzPort,
     delta: opts.delta ?? process.env["SLUICE_TEST_XDS"] !== "sotw",
+    ...(opts.tls !== undefined ? { tls: opts.tls } : {}),
   });
   const envoy = startEnvoy(bootstrap, {
     logLevel: process.env["SLUICE_TEST_ENVOY_LOG"] ?? "warn",
@@ -144,7 +146,8 @@ export async function startTestEnvoy(
     "Envoy admin",
     async () => {
       if (envoy.child.exitCode !== null) throw new Error(`Envoy exited: ${output.join("\n")}`);
-      return (await request(adminPort, "/ready")).status === 200 ? true : undefined;
+      const status = (await request(adminPort, "/ready")).status;
+      return status === 200 || (opts.ready === false && status !== 0) ? true : undefined;
     },
     20_000,
   );
