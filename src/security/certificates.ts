@@ -5,7 +5,7 @@
 
 // @peculiar/x509's dependency injection (tsyringe) needs the Reflect metadata API, which Node lacks: load it first.
 import "reflect-metadata";
-import { webcrypto } from "node:crypto";
+import { createPrivateKey, createPublicKey, webcrypto } from "node:crypto";
 import {
   AuthorityKeyIdentifierExtension,
   BasicConstraintsExtension,
@@ -90,6 +90,17 @@ export async function createCa(o: ValidityOptions & { readonly name?: string } =
   return { cert: certPem(cert), key: await keyPem(keys.privateKey) };
 }
 
+/**
+ * The certificate of `ca.cert` that `ca.key` belongs to: while a CA is replaced, `ca.cert` is a bundle of the old and
+ * the new CA, and only one of them is the issuer of what this key signs.
+ */
+function signingCertificate(ca: CertificateAuthority): X509Certificate {
+  const spki = createPublicKey(createPrivateKey(ca.key)).export({ type: "spki", format: "der" });
+  const match = caBundle(ca.cert).find((c) => spki.equals(Buffer.from(c.publicKey.rawData)));
+  if (match === undefined) throw new Error("the CA's key belongs to none of its certificates (ca.key, ca.crt)");
+  return match;
+}
+
 async function issue(
   ca: CertificateAuthority,
   subject: string,
@@ -97,7 +108,7 @@ async function issue(
   usage: ExtendedKeyUsage,
   o: ValidityOptions,
 ): Promise<IssuedCertificate> {
-  const caCert = new X509Certificate(ca.cert);
+  const caCert = signingCertificate(ca);
   const caKey = await webcrypto.subtle.importKey("pkcs8", PemConverter.decodeFirst(ca.key), EC_KEY, false, ["sign"]);
   const keys = await newKeys();
   const { notBefore, notAfter } = validity(o, LEAF_DAYS);

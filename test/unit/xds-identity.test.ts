@@ -120,6 +120,16 @@ describe("certificates", async () => {
     assert.equal(await problem(`${otherCa.cert}${ca.cert}`, client.cert), "ok");
   });
 
+  it("issues from a bundle of two CAs (a CA being replaced) with the one its key belongs to", async () => {
+    for (const bundle of [`${ca.cert}${otherCa.cert}`, `${otherCa.cert}${ca.cert}`]) {
+      const issued = await issueGatewayCertificate({ cert: bundle, key: ca.key }, "team-a/gw");
+      assert.equal(new X509Certificate(issued.cert).issuer, new X509Certificate(ca.cert).subject);
+      assert.deepEqual(await checkGatewayCertificate(ca.cert, issued.cert).then((r) => r.ok), true);
+      assert.equal(issued.ca, bundle);
+    }
+    await assert.rejects(issueGatewayCertificate({ cert: otherCa.cert, key: ca.key }, "team-a/gw"), /belongs to none/);
+  });
+
   it("says when to re-issue: once less than a third of the lifetime is left", async () => {
     const at = async (days: number) => {
       const r = await checkGatewayCertificate(ca.cert, client.cert, { now: new Date(Date.now() + days * DAY) });
