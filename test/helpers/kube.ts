@@ -50,8 +50,9 @@ export interface KubeCluster {
   /** A request to the API server as admin, sent as written (client-node's typed clients drop the fields of built-in
    * kinds they do not model, such as a CRD schema's x-kubernetes-* keywords); `body` other than a string is JSON. */
   request(method: string, path: string, body?: unknown, contentType?: string): Promise<HttpsResult>;
-  /** Server-side apply as admin (conflicts forced) of the documents of a YAML text, or of objects, in order; the
-   * objects are sent as written. Throws with the API server's message on the first one refused. */
+  /** Server-side apply as admin (conflicts forced, unknown fields refused as kubectl does) of the documents of a YAML
+   * text, or of objects, in order; the objects are sent as written. Throws with the API server's message on the
+   * first one refused. */
   apply(docs: string | readonly object[], fieldManager?: string): Promise<void>;
   /** Applies deploy/crds, the Gateway API CRDs of a channel (experimental by default: the standard kinds with more
    * fields, plus the experimental kinds), XListenerSet and InferencePool; resolves when every CRD is Established. */
@@ -443,7 +444,8 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
       } catch (e) {
         throw new Error(`apply ${name}: ${(e as Error).message}`, { cause: e });
       }
-      const q = `?fieldManager=${encodeURIComponent(fieldManager)}&force=true`;
+      // Strict, as kubectl: an unknown field is refused rather than dropped with a warning.
+      const q = `?fieldManager=${encodeURIComponent(fieldManager)}&force=true&fieldValidation=Strict`;
       const r = await request("PATCH", `${path}${q}`, o, "application/apply-patch+yaml");
       if (r.status >= 300) throw new Error(`apply ${name}: ${statusMessage(r)}`);
     }
