@@ -9,9 +9,10 @@ import { formatProblem } from "../sources/file-source.js";
 import type { EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, PolicyValueIR } from "../translate/ir.js";
 import type { RejectedTarget, RouteSite, SiteNotApplied } from "../translate/policy/engine.js";
 import type { CommandIO } from "./io.js";
-import { loadAndTranslate } from "./load.js";
+import { loadAndTranslate, loadAndTranslateCluster } from "./load.js";
 
-const USAGE = "usage: sluice explain -f <file|dir> --route <namespace>/<name>[/<rule name or index>] [--output json]\n";
+const USAGE =
+  "usage: sluice explain (-f <file|dir> | --kubeconfig <file>) --route <namespace>/<name>[/<rule name or index>] [--output json]\n";
 /** Values longer than this are cut in text output; `--output json` has them whole. */
 const MAX_VALUE = 100;
 
@@ -113,20 +114,27 @@ export async function runExplain(argv: string[], io: CommandIO): Promise<number>
     args: argv,
     options: {
       file: { type: "string", short: "f", multiple: true },
+      kubeconfig: { type: "string" },
       route: { type: "string" },
       output: { type: "string", short: "o", default: "text" },
     },
   });
   const sel = values.route !== undefined ? parseRoute(values.route) : undefined;
-  if (!values.file?.length || sel === undefined) {
-    io.stderr(`sluice explain: -f <file|dir> and --route <namespace>/<name>[/<rule>] are required\n${USAGE}`);
+  const fromCluster = values.kubeconfig !== undefined;
+  if ((!values.file?.length && !fromCluster) || sel === undefined) {
+    io.stderr(
+      `sluice explain: -f <file|dir> (or --kubeconfig <file>) and --route <namespace>/<name>[/<rule>] are required\n${USAGE}`,
+    );
     return 2;
   }
   if (values.output !== "text" && values.output !== "json") {
     io.stderr(`sluice explain: --output must be text or json\n${USAGE}`);
     return 2;
   }
-  const { load, result } = await loadAndTranslate(values.file);
+  const { load, result } =
+    values.kubeconfig !== undefined
+      ? await loadAndTranslateCluster(values.kubeconfig, (l) => io.stderr(`${l}\n`))
+      : await loadAndTranslate(values.file ?? []);
   for (const p of load.problems) io.stderr(`${formatProblem(p)}\n`);
 
   const key = `${sel.namespace}/${sel.name}`;
@@ -134,7 +142,8 @@ export async function runExplain(argv: string[], io: CommandIO): Promise<number>
     (r): r is HTTPRoute => r.kind === "HTTPRoute" && namespaceOf(r) === sel.namespace && r.metadata.name === sel.name,
   );
   if (route === undefined) {
-    io.stderr(`sluice explain: HTTPRoute ${key} not found in ${values.file.join(", ")}\n`);
+    const where = values.kubeconfig !== undefined ? "the cluster" : (values.file ?? []).join(", ");
+    io.stderr(`sluice explain: HTTPRoute ${key} not found in ${where}\n`);
     return 1;
   }
   const rules = route.spec.rules ?? [];

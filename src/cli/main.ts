@@ -2,6 +2,7 @@
 
 import { runBootstrap } from "./bootstrap.js";
 import { runCertificate } from "./certificate.js";
+import { runController } from "./controller.js";
 import { runExplain } from "./explain.js";
 import { type CommandIO, processIO } from "./io.js";
 import { runRun } from "./run.js";
@@ -14,6 +15,10 @@ type Command = (argv: string[], io: CommandIO) => Promise<number>;
 
 const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
   run: { run: runRun, help: "serve -f <dir> and run Envoy for each Gateway in it (the embedded default)" },
+  controller: {
+    run: runController,
+    help: "watch a Kubernetes cluster (--kubeconfig, or in-cluster), serve xDS, write status (Lease holder)",
+  },
   serve: { run: runServe, help: "serve xDS (ADS) for the Gateways in -f <file|dir>, watching for changes" },
   bootstrap: { run: runBootstrap, help: "print the Envoy bootstrap for --gateway <ns>/<name> against `sluice serve`" },
   certificate: {

@@ -31,8 +31,24 @@ async function pollOnce(): Promise<void> {
   await new Promise((resolve) => setImmediate(resolve));
 }
 
+/** Where resources come from: YAML files (FileSource) or a Kubernetes API server (KubeSource). */
+export interface ConfigSource {
+  load(): Promise<LoadResult>;
+  /** Calls `onChange` whenever the source's content may have changed. */
+  watch(onChange: () => void): Promise<void>;
+  close(): void | Promise<void>;
+}
+
 export interface SluiceServerOptions {
-  readonly paths: readonly string[];
+  /** Files and directories served (with `source` unset). */
+  readonly paths?: readonly string[];
+  /**
+   * Another source instead of files. Its loads are consistent views (no half-written files), so they are published
+   * as soon as they are translated, without the settle time files need.
+   */
+  readonly source?: ConfigSource;
+  /** File mode implies a GatewayClass `sluice` when none is defined (default true); a cluster does not. */
+  readonly impliedGatewayClass?: boolean;
   readonly xdsHost: string;
   readonly xdsPort: number;
   /** Port of the unary gRPC server (ext_authz Check); 0 picks one. */
@@ -51,6 +67,14 @@ export interface SluiceServerOptions {
   readonly onGateways?: (gateways: readonly string[]) => void;
   /** Mutual TLS on the xDS and ext_authz ports (docs/xds-security.md); plaintext without. */
   readonly tls?: MutualTls;
+  /** Why the server is not ready (/readyz answers 503 with it), or undefined; default: ready after the first publish. */
+  readonly ready?: () => string | undefined;
+  /** More of /status (the controller's: the Lease, status writes, watches). */
+  readonly extraStatus?: () => Record<string, unknown>;
+  /** More Prometheus lines for /metrics (HELP, TYPE and samples). */
+  readonly extraMetrics?: () => readonly string[];
+  /** Called after each publish with what was loaded and its translation (the controller writes status from it). */
+  readonly onPublish?: (load: LoadResult, result: TranslationResult) => void;
 }
 
 export interface ReloadStats {
@@ -66,7 +90,9 @@ export interface ReloadStats {
 
 export class SluiceServer {
   readonly xds: XdsServer;
-  readonly #source: FileSource;
+  readonly #source: ConfigSource;
+  /** Loads of a non-file source are consistent: no settle time, never thrown away. */
+  readonly #consistent: boolean;
   readonly #services: readonly SluiceService[];
   readonly #opts: SluiceServerOptions;
   #admin: Server | undefined;
@@ -90,7 +116,9 @@ export class SluiceServer {
 
   constructor(opts: SluiceServerOptions) {
     this.#opts = opts;
-    this.#source = new FileSource(opts.paths);
+    if (opts.source === undefined && opts.paths === undefined) throw new Error("SluiceServer needs paths or a source");
+    this.#source = opts.source ?? new FileSource(opts.paths ?? []);
+    this.#consistent = opts.source !== undefined;
     const logger: XdsLogger = {
       debug() {},
       info: (m, f) => opts.log(`xds: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
@@ -130,6 +158,8 @@ export class SluiceServer {
     this.#opts.log(`sluice: ext_authz on ${this.#opts.xdsHost}:${this.authzPort}`);
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);
     await this.#source.watch(() => this.#onFileEvent());
+    // A source whose changes arrived while the servers were starting: they had no listener yet.
+    if (this.#consistent) void this.reload();
   }
 
   /**
@@ -143,6 +173,11 @@ export class SluiceServer {
   #onFileEvent(): void {
     this.#events++;
     this.#lastEventAt = performance.now();
+    if (this.#consistent) {
+      // One reload at a time; events during one make one more (a burst of changes coalesces).
+      void this.reload();
+      return;
+    }
     if (this.#reloading !== undefined) {
       this.#again = true;
       return;
@@ -179,8 +214,13 @@ export class SluiceServer {
       const result = translateLoad(load, {
         authorizationPath: this.#opts.authorizationPath ?? "auto",
         memo: this.#memo,
+        impliedGatewayClass: this.#opts.impliedGatewayClass ?? true,
       });
       const translated = performance.now();
+      if (this.#consistent) {
+        this.#publish(load, result, { started, loaded, translated });
+        return;
+      }
       // Let the watchers report what happened while the files were read and translated (their events wait for the
       // event loop). A file that changed meanwhile may have been read half written: read everything again once the
       // files are quiet, and publish nothing from this round (the memo keeps the work that is still valid).
@@ -254,6 +294,12 @@ export class SluiceServer {
       `sluice: ${stats.resources} resources, ${load.problems.length} problems, gateways [${stats.gateways.join(", ")}] in ${stats.durationMs.toFixed(1)} ms (load ${stats.phasesMs.load.toFixed(1)}, translate ${stats.phasesMs.translate.toFixed(1)}, publish ${stats.phasesMs.publish.toFixed(1)})`,
     );
     this.#opts.onGateways?.(stats.gateways);
+    this.#opts.onPublish?.(load, result);
+  }
+
+  /** Reloads published so far (readiness: at least one). */
+  get reloads(): number {
+    return this.#reloads;
   }
 
   status(): unknown {
@@ -261,7 +307,10 @@ export class SluiceServer {
       gateways: this.gateways,
       lastReload: this.#last && { ...this.#last, problems: this.#last.problems.map(formatProblem) },
       resources: this.#statuses,
+      // Content-addressed: two servers of the same configuration show the same versions.
+      snapshots: Object.fromEntries(this.gateways.map((g) => [g, this.xds.cache.getSnapshot(g)?.version ?? null])),
       xds: this.xds.status(),
+      ...(this.#opts.extraStatus?.() ?? {}),
     };
   }
 
@@ -305,6 +354,7 @@ export class SluiceServer {
       "# TYPE sluice_process_heap_used_bytes gauge",
       `sluice_process_heap_used_bytes ${process.memoryUsage().heapUsed}`,
     ];
+    lines.push(...(this.#opts.extraMetrics?.() ?? []));
     return `${lines.join("\n")}\n`;
   }
 
@@ -324,9 +374,13 @@ export class SluiceServer {
       } else if (path === "/healthz") {
         res.writeHead(200, { "content-type": "text/plain" });
         res.end("ok\n");
+      } else if (path === "/readyz") {
+        const why = this.#opts.ready !== undefined ? this.#opts.ready() : this.#reloads > 0 ? undefined : "starting";
+        res.writeHead(why === undefined ? 200 : 503, { "content-type": "text/plain" });
+        res.end(why === undefined ? "ok\n" : `not ready: ${why}\n`);
       } else {
         res.writeHead(404, { "content-type": "text/plain" });
-        res.end("not found; try /status, /status/xds, /metrics or /healthz\n");
+        res.end("not found; try /status, /status/xds, /metrics, /healthz or /readyz\n");
       }
     });
     await new Promise<void>((resolve, reject) => {
@@ -339,7 +393,7 @@ export class SluiceServer {
   }
 
   async stop(): Promise<void> {
-    this.#source.close();
+    await this.#source.close();
     if (this.#startTimer !== undefined) clearTimeout(this.#startTimer);
     this.#startTimer = undefined;
     await this.xds.stop();

@@ -6,13 +6,37 @@ import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { formatProblem } from "../sources/file-source.js";
 import type { CommandIO } from "./io.js";
-import { loadAndTranslate } from "./load.js";
+import { loadAndTranslate, loadCluster } from "./load.js";
+
+/** Kinds whose status Sluice writes. */
+const STATUS_KINDS = new Set([
+  "GatewayClass",
+  "Gateway",
+  "HTTPRoute",
+  "GRPCRoute",
+  "ListenerSet",
+  "XListenerSet",
+  "GwPolicy",
+  "GwBackend",
+  "GwModel",
+]);
+
+/** Whether a status holds a condition that is not fine: one False, or a Warning that is True. */
+function hasProblem(v: unknown): boolean {
+  if (Array.isArray(v)) return v.some(hasProblem);
+  if (typeof v !== "object" || v === null) return false;
+  const o = v as Record<string, unknown>;
+  if (typeof o["type"] === "string" && typeof o["status"] === "string")
+    return o["status"] === "False" || (o["type"] === "Warning" && o["status"] === "True");
+  return Object.values(o).some(hasProblem);
+}
 
 export async function runStatus(argv: string[], io: CommandIO): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
       file: { type: "string", short: "f", multiple: true },
+      kubeconfig: { type: "string" },
       admin: { type: "string" },
       output: { type: "string", short: "o", default: "yaml" },
     },
@@ -30,6 +54,29 @@ export async function runStatus(argv: string[], io: CommandIO): Promise<number> 
     }));
     failed = load.problems.some((p) => p.severity === "error");
   }
+  if (values.kubeconfig !== undefined) {
+    // What the controller wrote: the status stored in the cluster, of the kinds that have one, problems first.
+    let objects: { kind: string; namespace?: string; name: string; status: unknown }[] = [];
+    const load = await loadCluster(
+      values.kubeconfig,
+      (l) => io.stderr(`${l}\n`),
+      (source) => {
+        objects = [...source.reflectors.values()]
+          .filter((r) => STATUS_KINDS.has(r.kind.kind))
+          .flatMap((r) =>
+            [...r.objects.values()].map((o) => ({
+              kind: r.kind.kind,
+              ...(o.metadata.namespace !== undefined ? { namespace: o.metadata.namespace } : {}),
+              name: o.metadata.name,
+              status: o["status"] ?? null,
+            })),
+          );
+      },
+    );
+    doc["problems"] = load.problems.map(formatProblem);
+    doc["resources"] = objects.sort((a, b) => Number(hasProblem(b.status)) - Number(hasProblem(a.status)));
+    failed = load.problems.some((p) => p.severity === "error");
+  }
   if (values.admin !== undefined) {
     try {
       const res = await fetch(new URL("/status", values.admin));
@@ -40,7 +87,7 @@ export async function runStatus(argv: string[], io: CommandIO): Promise<number> 
     }
   }
   if (Object.keys(doc).length === 0) {
-    io.stderr("sluice status: give -f <file|dir> and/or --admin <url of a running sluice>\n");
+    io.stderr("sluice status: give -f <file|dir> or --kubeconfig <file>, and/or --admin <url of a running sluice>\n");
     return 2;
   }
   io.stdout(values.output === "json" ? `${JSON.stringify(doc, null, 2)}\n` : stringify(doc));

@@ -38,6 +38,8 @@ export interface KubeCluster {
   readonly adminKubeconfig: string;
   /** PEM file of the CA that signed the API server's serving certificate. */
   readonly caFile: string;
+  /** etcd's client URL (`http://127.0.0.1:<port>`), for tests that compact it to force 410 Gone. */
+  readonly etcd: string;
   /** The temporary directory holding the certificates, etcd's data and the logs (etcd.log, kube-apiserver.log). */
   readonly dir: string;
   /** A client configuration for the admin user. */
@@ -454,6 +456,7 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
   let stopped = false;
   const cluster: KubeCluster = {
     server,
+    etcd: `http://127.0.0.1:${etcdClient}`,
     adminKubeconfig,
     caFile,
     dir,

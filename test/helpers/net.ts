@@ -86,7 +86,7 @@ export interface Upstream {
 }
 
 /** An HTTP server that answers every request with a JSON echo of it, naming itself. */
-export async function startEchoUpstream(name: string, port = 0): Promise<Upstream> {
+export async function startEchoUpstream(name: string, port = 0, host = "127.0.0.1"): Promise<Upstream> {
   const requests: EchoBody[] = [];
   // Headers up to 256 KiB, more than Envoy passes by default: a large request reaches the upstream whole.
   const server: Server = createServer({ maxHeaderSize: 256 * 1024 }, (req, res) => {
@@ -106,7 +106,7 @@ export async function startEchoUpstream(name: string, port = 0): Promise<Upstrea
     });
   });
   server.keepAliveTimeout = 1000;
-  await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
+  await new Promise<void>((r) => server.listen(port, host, r));
   return {
     name,
     port: (server.address() as AddressInfo).port,

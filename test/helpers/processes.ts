@@ -34,14 +34,28 @@ export async function startSluice(
     env?: Readonly<Record<string, string>>;
   } = {},
 ): Promise<SluiceProcess> {
+  return startSluiceCommand(command, ["-f", dir], opts);
+}
+
+/** `sluice <command> <args>` with the port flags, as startSluice; for commands that take no -f (controller). */
+export async function startSluiceCommand(
+  command: string,
+  args: readonly string[],
+  opts: {
+    xdsPort?: number;
+    authzPort?: number;
+    adminPort?: number;
+    extraArgs?: string[];
+    env?: Readonly<Record<string, string>>;
+  } = {},
+): Promise<SluiceProcess> {
   const output: string[] = [];
   const child = spawn(
     process.execPath,
     [
       join(projectRoot(), "bin", "sluice.js"),
       command,
-      "-f",
-      dir,
+      ...args,
       "--xds-port",
       String(opts.xdsPort ?? 0),
       "--admin-port",

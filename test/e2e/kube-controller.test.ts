@@ -1,0 +1,343 @@
+// `sluice controller` against a real kube-apiserver and a real Envoy: resources written through the API (a
+// GatewayClass, a Gateway, HTTPRoutes, a GwPolicy with JWT and authorization, an LLM GwBackend) become traffic through
+// Envoy, and status comes back on every one of them, field by field. The controller runs with exactly the RBAC in
+// deploy/kubernetes. Another controller's GatewayClass, Gateway and route parents stay untouched; a resource the API
+// server accepts but Sluice refuses gets a status naming the field while the rest keeps serving.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import OpenAI from "openai";
+import type { KubeClient, KubeObject } from "../../src/sources/kube/client.js";
+import {
+  adminClient,
+  conditionOf,
+  controllerKubeconfig,
+  hostAddress,
+  startController,
+  waitForObject,
+} from "../helpers/controller.js";
+import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
+import { freePort, request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
+import { type SluiceProcess, startTestEnvoy, type TestEnvoy } from "../helpers/processes.js";
+
+const GW = "/apis/gateway.networking.k8s.io/v1";
+const SLUICE = "/apis/sluice.dev/v1alpha1";
+const OTHER = "example.com/other-controller";
+
+describe("sluice controller on a real API server", { timeout: 240_000 }, () => {
+  let cluster: KubeCluster;
+  let admin: KubeClient;
+  let controller: SluiceProcess;
+  let envoy: TestEnvoy;
+  let app: Upstream;
+  let provider: FakeProvider;
+  let ns: string;
+  let port: number;
+  let key: Awaited<ReturnType<typeof generateKeyPair>>;
+  const token = (sub: string) =>
+    new SignJWT({ sub })
+      .setProtectedHeader({ alg: "RS256", kid: "k1" })
+      .setIssuer("https://issuer.test")
+      .setAudience("api")
+      .setIssuedAt()
+      .setExpirationTime("10m")
+      .sign(key.privateKey);
+
+  before(async () => {
+    cluster = await startKubeCluster();
+    await cluster.installCrds();
+    admin = await adminClient(cluster);
+    const system = await cluster.namespace("sluice-system");
+    const kubeconfig = await controllerKubeconfig(cluster, system);
+    ns = await cluster.namespace("app");
+    port = await freePort();
+    app = await startEchoUpstream("app", 0, hostAddress());
+    provider = await startFakeProvider({ name: "llm" });
+    key = await generateKeyPair("RS256", { extractable: true });
+    const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(key.publicKey)), kid: "k1", alg: "RS256" }] });
+    await cluster.apply(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: sluice }
+spec: { controllerName: sluice.dev/gateway-controller }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: other }
+spec: { controllerName: ${OTHER} }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: ${ns} }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: foreign, namespace: ${ns} }
+spec:
+  gatewayClassName: other
+  listeners: [{ name: http, protocol: HTTP, port: 80 }]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: app, namespace: ${ns} }
+spec: { ports: [{ name: http, port: 80, targetPort: ${app.port} }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: app-1, namespace: ${ns}, labels: { kubernetes.io/service-name: app } }
+addressType: IPv4
+ports: [{ name: http, port: ${app.port} }]
+endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true } }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: ${ns} }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - name: open
+      matches: [{ path: { type: PathPrefix, value: /app } }]
+      backendRefs: [{ name: app, port: 80 }]
+    - name: secure
+      matches: [{ path: { type: PathPrefix, value: /secure } }]
+      backendRefs: [{ name: app, port: 80 }]
+    - name: llm
+      matches: [{ path: { type: PathPrefix, value: /v1 } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: shared, namespace: ${ns} }
+spec:
+  parentRefs: [{ name: gw }, { name: foreign }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /shared } }]
+      backendRefs: [{ name: app, port: 80 }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: secure, namespace: ${ns} }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: secure }]
+  traffic:
+    jwtAuthentication:
+      providers: [{ issuer: "https://issuer.test", audiences: [api], jwks: { inline: '${jwks}' } }]
+    authorization: { action: Allow, policy: { matchExpressions: ["jwt.sub == 'alice'"] } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: llm, namespace: ${ns} }
+spec:
+  ai:
+    groups:
+      - providers:
+          - { name: p, providerA: {}, host: 127.0.0.1, port: ${provider.port} }
+`);
+    // Another controller's entry in the shared route's parents, written before Sluice starts.
+    await admin.apply(
+      `${GW}/namespaces/${ns}/httproutes/shared/status`,
+      {
+        apiVersion: "gateway.networking.k8s.io/v1",
+        kind: "HTTPRoute",
+        metadata: { name: "shared", namespace: ns },
+        status: {
+          parents: [
+            {
+              parentRef: { name: "foreign" },
+              controllerName: OTHER,
+              conditions: [
+                {
+                  type: "Accepted",
+                  status: "True",
+                  reason: "Accepted",
+                  message: "theirs",
+                  lastTransitionTime: "2026-01-01T00:00:00Z",
+                  observedGeneration: 1,
+                },
+              ],
+            },
+          ],
+        },
+      },
+      OTHER,
+    );
+    controller = await startController(kubeconfig, system);
+    envoy = await startTestEnvoy(controller, { gateway: `${ns}/gw` });
+    await waitFor("the route to serve", async () => ((await request(port, "/app")).status === 200 ? true : undefined));
+  });
+
+  after(async () => {
+    await envoy?.stop();
+    await controller?.stop();
+    await app?.close();
+    await provider?.close();
+    await admin?.close();
+    await cluster?.stop();
+  });
+
+  test("traffic through Envoy: a route, JWT + authorization, an LLM backend", async () => {
+    assert.equal((await request(port, "/app/x")).status, 200);
+    assert.equal((await request(port, "/secure")).status, 401);
+    assert.equal(
+      (await request(port, "/secure", { headers: { authorization: `Bearer ${await token("alice")}` } })).status,
+      200,
+    );
+    assert.equal(
+      (await request(port, "/secure", { headers: { authorization: `Bearer ${await token("bob")}` } })).status,
+      403,
+    );
+    const client = new OpenAI({ apiKey: "k", baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
+    const answer = await client.chat.completions.create({
+      model: "gpt-4o",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assert.match(answer.choices[0]?.message.content ?? "", /llm/);
+  });
+
+  test("GatewayClass status: ours Accepted with its features, the other controller's untouched", async () => {
+    const ours = await waitForObject(
+      admin,
+      `${GW}/gatewayclasses/sluice`,
+      "GatewayClass accepted",
+      (o) => conditionOf(statusOf(o)["conditions"], "Accepted")?.status === "True",
+    );
+    const accepted = conditionOf(statusOf(ours)["conditions"], "Accepted");
+    assert.equal(accepted?.reason, "Accepted");
+    assert.equal(accepted?.observedGeneration, ours.metadata.generation);
+    assert.match(accepted?.lastTransitionTime ?? "", /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const features = (statusOf(ours)["supportedFeatures"] as { name: string }[]).map((f) => f.name);
+    assert.ok(features.includes("HTTPRoute") && features.includes("Gateway"), features.join(","));
+    assert.deepEqual(features, [...features].sort());
+    const other = await admin.get<KubeObject>(`${GW}/gatewayclasses/other`);
+    assert.notEqual(conditionOf(statusOf(other)["conditions"], "Accepted")?.status, "True");
+    assert.ok(!managers(other).includes("sluice.dev/gateway-controller"), managers(other).join(","));
+  });
+
+  test("Gateway status: Accepted, Programmed, listeners with attachedRoutes, addresses", async () => {
+    const gw = await waitForObject(
+      admin,
+      `${GW}/namespaces/${ns}/gateways/gw`,
+      "Gateway programmed",
+      (o) => conditionOf(statusOf(o)["conditions"], "Programmed")?.status === "True",
+    );
+    const s = statusOf(gw);
+    for (const type of ["Accepted", "Programmed"]) {
+      const c = conditionOf(s["conditions"], type);
+      assert.equal(c?.status, "True", type);
+      assert.equal(c?.reason, type);
+      assert.equal(c?.observedGeneration, gw.metadata.generation);
+    }
+    assert.deepEqual(s["addresses"], [{ type: "IPAddress", value: "127.0.0.1" }]);
+    const listeners = s["listeners"] as { name: string; attachedRoutes: number; conditions: unknown }[];
+    assert.equal(listeners.length, 1);
+    assert.equal(listeners[0]?.name, "http");
+    assert.equal(listeners[0]?.attachedRoutes, 2);
+    for (const type of ["Accepted", "ResolvedRefs", "Programmed"])
+      assert.equal(conditionOf(listeners[0]?.conditions, type)?.status, "True", `listener ${type}`);
+    const foreign = await admin.get<KubeObject>(`${GW}/namespaces/${ns}/gateways/foreign`);
+    assert.ok(!managers(foreign).includes("sluice.dev/gateway-controller"));
+  });
+
+  test("HTTPRoute status: our parent entries, the other controller's entry kept", async () => {
+    const r = await waitForObject(admin, `${GW}/namespaces/${ns}/httproutes/r`, "route accepted", (o) =>
+      parentsOf(o).some((p) => conditionOf(p.conditions, "Accepted")?.status === "True"),
+    );
+    const parents = parentsOf(r);
+    assert.equal(parents.length, 1);
+    assert.deepEqual(parents[0]?.parentRef, { group: "gateway.networking.k8s.io", kind: "Gateway", name: "gw" });
+    assert.equal(parents[0]?.controllerName, "sluice.dev/gateway-controller");
+    assert.equal(conditionOf(parents[0]?.conditions, "ResolvedRefs")?.status, "True");
+    assert.equal(conditionOf(parents[0]?.conditions, "Accepted")?.observedGeneration, r.metadata.generation);
+
+    const shared = await waitForObject(admin, `${GW}/namespaces/${ns}/httproutes/shared`, "shared route", (o) =>
+      parentsOf(o).some((p) => p.controllerName === "sluice.dev/gateway-controller"),
+    );
+    const theirs = parentsOf(shared).filter((p) => p.controllerName === OTHER);
+    assert.equal(theirs.length, 1, "the other controller's entry is kept");
+    assert.equal(conditionOf(theirs[0]?.conditions, "Accepted")?.message, "theirs");
+    const ours = parentsOf(shared).filter((p) => p.controllerName === "sluice.dev/gateway-controller");
+    assert.equal(ours.length, 1, "no entry for a parent of another controller");
+    assert.equal((ours[0]?.parentRef as { name?: string } | undefined)?.name, "gw");
+  });
+
+  test("GwPolicy and GwBackend status", async () => {
+    const policy = await waitForObject(admin, `${SLUICE}/namespaces/${ns}/gwpolicies/secure`, "policy attached", (o) =>
+      ancestorsOf(o).some((a) => conditionOf(a.conditions, "Attached")?.status === "True"),
+    );
+    const ancestors = ancestorsOf(policy);
+    assert.equal(ancestors.length, 1);
+    assert.equal(ancestors[0]?.controllerName, "sluice.dev/gateway-controller");
+    assert.equal((ancestors[0]?.ancestorRef as { name?: string } | undefined)?.name, "gw");
+    assert.equal(conditionOf(ancestors[0]?.conditions, "Accepted")?.status, "True");
+    assert.equal(conditionOf(ancestors[0]?.conditions, "Attached")?.observedGeneration, policy.metadata.generation);
+    const backend = await waitForObject(
+      admin,
+      `${SLUICE}/namespaces/${ns}/gwbackends/llm`,
+      "backend accepted",
+      (o) => conditionOf(statusOf(o)["conditions"], "Accepted")?.status === "True",
+    );
+    assert.equal(conditionOf(statusOf(backend)["conditions"], "Accepted")?.reason, "Accepted");
+  });
+
+  test("a resource the API server accepts but Sluice refuses: status names the field, the rest keeps serving", async () => {
+    await cluster.apply(`
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: broken, namespace: ${ns} }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: open }]
+  traffic:
+    authorization: { action: Allow, policy: { matchExpressions: ["request.path =="] } }
+`);
+    const broken = await waitForObject(admin, `${SLUICE}/namespaces/${ns}/gwpolicies/broken`, "refusal", (o) =>
+      JSON.stringify(o["status"] ?? {}).includes("matchExpressions"),
+    );
+    assert.match(JSON.stringify(broken["status"]), /spec\.traffic\.authorization\.policy\.matchExpressions\[0\]/);
+    // Nothing else changed: the open rule is still open, the secure one still secured.
+    assert.equal((await request(port, "/app")).status, 200);
+    assert.equal((await request(port, "/secure")).status, 401);
+  });
+
+  test("a change through the API reaches Envoy", async () => {
+    await cluster.apply(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: added, namespace: ${ns} }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /added } }]
+      backendRefs: [{ name: app, port: 80 }]
+`);
+    await waitFor("the new route", async () => ((await request(port, "/added")).status === 200 ? true : undefined));
+    const gw = await waitForObject(
+      admin,
+      `${GW}/namespaces/${ns}/gateways/gw`,
+      "attachedRoutes 3",
+      (o) => ((statusOf(o)["listeners"] as { attachedRoutes: number }[] | undefined)?.[0]?.attachedRoutes ?? 0) === 3,
+    );
+    assert.ok(gw);
+  });
+});
+
+function statusOf(o: KubeObject): Record<string, unknown> {
+  return (o["status"] ?? {}) as Record<string, unknown>;
+}
+
+function parentsOf(o: KubeObject): { parentRef: unknown; controllerName: string; conditions: unknown }[] {
+  return (statusOf(o)["parents"] ?? []) as { parentRef: unknown; controllerName: string; conditions: unknown }[];
+}
+
+function ancestorsOf(o: KubeObject): { ancestorRef: unknown; controllerName: string; conditions: unknown }[] {
+  return (statusOf(o)["ancestors"] ?? []) as { ancestorRef: unknown; controllerName: string; conditions: unknown }[];
+}
+
+function managers(o: KubeObject): string[] {
+  return ((o.metadata["managedFields"] ?? []) as { manager: string }[]).map((m) => m.manager);
+}

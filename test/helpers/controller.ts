@@ -1,0 +1,126 @@
+// `sluice controller` against the test cluster, with exactly the RBAC of deploy/kubernetes/rbac.yaml.
+
+import { readFileSync } from "node:fs";
+import { networkInterfaces } from "node:os";
+import { join } from "node:path";
+import { projectRoot } from "../../src/cli/paths.js";
+import { KubeClient, type KubeObject } from "../../src/sources/kube/client.js";
+import type { KubeCluster } from "./kube.js";
+import { waitFor } from "./net.js";
+import { type SluiceProcess, startSluiceCommand } from "./processes.js";
+
+/** deploy/kubernetes/rbac.yaml with the controller's namespace replaced by `namespace`. */
+export function controllerRbac(namespace: string): string {
+  return readFileSync(join(projectRoot(), "deploy", "kubernetes", "rbac.yaml"), "utf8").replaceAll(
+    "sluice-system",
+    namespace,
+  );
+}
+
+/**
+ * Applies the RBAC for a controller living in `namespace` and returns a kubeconfig of its ServiceAccount
+ * (`sluice-controller`): the controller then runs with exactly the rules deploy/ grants.
+ */
+export async function controllerKubeconfig(cluster: KubeCluster, namespace: string): Promise<string> {
+  await cluster.apply(controllerRbac(namespace));
+  return cluster.kubeconfigForServiceAccount(namespace, "sluice-controller");
+}
+
+/** Starts `sluice controller` on loopback ports and waits until /readyz answers 200. */
+export async function startController(
+  kubeconfig: string,
+  namespace: string,
+  opts: {
+    identity?: string;
+    extraArgs?: string[];
+    env?: Readonly<Record<string, string>>;
+    xdsPort?: number;
+    authzPort?: number;
+  } = {},
+): Promise<SluiceProcess> {
+  const sluice = await startSluiceCommand(
+    "controller",
+    [
+      "--kubeconfig",
+      kubeconfig,
+      "--namespace",
+      namespace,
+      "--identity",
+      opts.identity ?? "replica-0",
+      "--xds-host",
+      "127.0.0.1",
+      "--admin-host",
+      "127.0.0.1",
+    ],
+    {
+      extraArgs: opts.extraArgs ?? [],
+      ...(opts.env !== undefined ? { env: opts.env } : {}),
+      ...(opts.xdsPort !== undefined ? { xdsPort: opts.xdsPort } : {}),
+      ...(opts.authzPort !== undefined ? { authzPort: opts.authzPort } : {}),
+    },
+  );
+  try {
+    await waitFor(
+      "the controller to be ready",
+      async () => {
+        const r = await fetch(`http://127.0.0.1:${sluice.adminPort}/readyz`);
+        return r.ok ? true : undefined;
+      },
+      30_000,
+    );
+  } catch (e) {
+    await sluice.stop("SIGKILL");
+    throw new Error(`${(e as Error).message}\n${sluice.output.slice(-30).join("\n")}`);
+  }
+  return sluice;
+}
+
+/** An admin client of the cluster (reads objects and their status in assertions). */
+export function adminClient(cluster: KubeCluster): Promise<KubeClient> {
+  return KubeClient.load(cluster.adminKubeconfig);
+}
+
+/** Waits until `path`'s object satisfies `ok`, and returns it. */
+export async function waitForObject(
+  client: KubeClient,
+  path: string,
+  what: string,
+  ok: (o: KubeObject) => boolean,
+  timeoutMs = 20_000,
+): Promise<KubeObject> {
+  let last: KubeObject | undefined;
+  try {
+    return await waitFor(
+      what,
+      async () => {
+        last = await client.get<KubeObject>(path).catch(() => undefined);
+        return last !== undefined && ok(last) ? last : undefined;
+      },
+      timeoutMs,
+    );
+  } catch (e) {
+    throw new Error(`${(e as Error).message}; last seen: ${JSON.stringify(last?.["status"] ?? last)}`);
+  }
+}
+
+/** The condition `type` of a conditions list. */
+export function conditionOf(
+  conditions: unknown,
+  type: string,
+):
+  | { status: string; reason: string; message: string; observedGeneration?: number; lastTransitionTime: string }
+  | undefined {
+  if (!Array.isArray(conditions)) return undefined;
+  return conditions.find((c) => (c as { type?: string }).type === type);
+}
+
+/**
+ * This machine's own non-loopback IPv4 address. The API server refuses loopback addresses in EndpointSlices, so a
+ * test's upstream that a Service points at listens here; traffic to it still never leaves the machine.
+ */
+export function hostAddress(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
+  }
+  throw new Error("no non-loopback IPv4 address on this machine: EndpointSlices cannot point at a local upstream");
+}
