@@ -20,12 +20,17 @@
 // a 0.5 ms target). Each connection count in `--connections` is a separate table: few connections show the latency
 // a check adds, many show what it costs once the host's cores are saturated.
 //
-//   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3]
+// With --tls, Envoy reaches Sluice (ADS and ext_authz) over mutual TLS (`sluice serve --xds-ca`, docs/xds-security.md):
+// run it beside a plaintext run to see what TLS costs a check.
+//
+//   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3] [--tls]
 
 import { type ChildProcess, spawn } from "node:child_process";
+import { rmSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
+import { loadOrCreateCa, writeGatewayCertificate } from "../src/cli/xds-tls.js";
 import { freePort, request, waitFor } from "../test/helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
 import { cpuMs } from "./proc.js";
@@ -35,6 +40,7 @@ const { values } = parseArgs({
     connections: { type: "string", default: "1,4,32" },
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
+    tls: { type: "boolean", default: false },
   },
 });
 const connectionCounts = values.connections.split(",").map(Number);
@@ -188,9 +194,16 @@ const upstream = await startUpstream(upstreamPort);
 const checker = await startChecker(checkerPort);
 checkerPid = checker.pid;
 cfg.write("bench.yaml", config(port, upstreamPort, checkerPort));
-const sluice = await startSluice("serve", cfg.dir);
+const caDir = `${cfg.dir}-ca`;
+const sluice = await startSluice("serve", cfg.dir, values.tls ? { extraArgs: ["--xds-ca", caDir] } : {});
 sluicePid = sluice.child.pid;
-const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw" });
+const tls = values.tls
+  ? {
+      ...(await writeGatewayCertificate((await loadOrCreateCa(caDir)).ca, "bench/gw", `${caDir}/gw`)),
+      serverName: "127.0.0.1",
+    }
+  : undefined;
+const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw", ...(tls !== undefined ? { tls } : {}) });
 try {
   for (const route of Object.keys(ROUTES) as RouteName[]) {
     await waitFor(`/${route}`, async () => {
@@ -216,6 +229,7 @@ try {
       .map((x) => x.toFixed(1))
       .join(" ")} (Envoy, Sluice, the upstream and the load generator share them)`,
   );
+  console.log(`Envoy to Sluice (ADS, ext_authz): ${values.tls ? "mutual TLS" : "plaintext"}`);
   for (const connections of connectionCounts) {
     // Warm-up: connections, JIT, Envoy's gRPC connection to Sluice.
     for (const route of Object.keys(ROUTES) as RouteName[]) await load(port, route, 1, connections);
@@ -269,4 +283,5 @@ try {
   upstream.kill();
   checker.kill();
   cfg.cleanup();
+  rmSync(caDir, { recursive: true, force: true });
 }
