@@ -6,16 +6,24 @@
 // ADS with `--no-vhds` (whole RouteConfigurations, the baseline VHDS is measured against) — the time from a file change to
 // Envoy's ACK and to the new route answering, while a client keeps sending requests (failures counted).
 //
-//   node dist/bench/control-plane.js [--sizes 100,1000,5000] [--changes 20]
+// With `--modes kube` (the default runs both), the same through `sluice controller` on a real kube-apiserver: the time
+// from the API write to the new route serving, and the controller's RSS holding the routes plus --slices
+// EndpointSlices and --secrets Secrets.
+//
+//   node dist/bench/control-plane.js [--sizes 100,1000,5000] [--changes 20] [--modes file,kube]
+//                                    [--slices 10000] [--secrets 1000]
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { FileSource } from "../src/sources/file-source.js";
+import { KubeClient } from "../src/sources/kube/client.js";
 import { makeInput } from "../src/translate/input.js";
 import { TranslationMemo } from "../src/translate/memo.js";
 import { translate } from "../src/translate/translate.js";
 import { buildSnapshot } from "../src/xds-server/index.js";
+import { controllerKubeconfig, hostAddress, startController } from "../test/helpers/controller.js";
+import { type KubeCluster, startKubeCluster, yamlObjects } from "../test/helpers/kube.js";
 import { type EchoBody, freePort, request, sleep, startEchoUpstream, waitFor } from "../test/helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
 
@@ -24,8 +32,12 @@ const { values } = parseArgs({
     sizes: { type: "string", default: "100,1000,5000" },
     changes: { type: "string", default: "20" },
     "in-process-only": { type: "boolean", default: false },
+    modes: { type: "string", default: "file,kube" },
+    slices: { type: "string", default: "10000" },
+    secrets: { type: "string", default: "1000" },
   },
 });
+const modes = new Set(values.modes.split(","));
 const sizes = values.sizes.split(",").map(Number);
 const changes = Number(values.changes);
 
@@ -323,13 +335,192 @@ const inProcessRows: Record<string, string>[] = [];
 for (const n of sizes) inProcessRows.push(await inProcess(n));
 console.table(inProcessRows);
 if (values["in-process-only"]) process.exit(0);
-console.log("\n== through Envoy: file change to ACK and to serving, with a client running ==");
+/** Applies objects with `parallel` requests in flight (server-side apply, as kubectl --server-side would). */
+async function applyAll(client: KubeClient, objects: readonly object[], parallel = 8): Promise<void> {
+  let next = 0;
+  const plural: Record<string, string> = {
+    HTTPRoute: "httproutes",
+    GwPolicy: "gwpolicies",
+    GwBackend: "gwbackends",
+    Gateway: "gateways",
+    EndpointSlice: "endpointslices",
+    Secret: "secrets",
+    Service: "services",
+  };
+  const worker = async () => {
+    while (next < objects.length) {
+      const o = objects[next++] as { apiVersion: string; kind: string; metadata: { name: string; namespace: string } };
+      const base = o.apiVersion.includes("/") ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
+      await client.apply(
+        `${base}/namespaces/${o.metadata.namespace}/${plural[o.kind]}/${o.metadata.name}`,
+        o,
+        "sluice-bench",
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, worker));
+}
+
+/** The same configuration through `sluice controller`: API write → serving, and memory at scale. */
+async function withKube(cluster: KubeCluster, n: number): Promise<Record<string, string>> {
+  const admin = await KubeClient.load(cluster.adminKubeconfig);
+  const system = await cluster.namespace("sluice-system");
+  const kubeconfig = await controllerKubeconfig(cluster, system);
+  const ns = await cluster.namespace("bench");
+  const a = await startEchoUpstream("a");
+  const b = await startEchoUpstream("b");
+  const port = await freePort();
+  const rename = (text: string) => text.replaceAll("namespace: bench", `namespace: ${ns}`);
+  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: sluice }
+spec: { controllerName: sluice.dev/gateway-controller }
+`);
+  await applyAll(admin, yamlObjects(rename(gatewayYaml(port) + backendsYaml(a.port, b.port))));
+  let routes = "";
+  for (let i = 0; i < n; i++) routes += routeYaml(i, "a");
+  let t = performance.now();
+  await applyAll(admin, yamlObjects(rename(routes)));
+  const applyMs = performance.now() - t;
+  t = performance.now();
+  const controller = await startController(kubeconfig, system);
+  live.add(controller.stop);
+  const readyMs = performance.now() - t;
+  const envoy = await startTestEnvoy(controller, { gateway: `${ns}/gw` });
+  live.add(envoy.stop);
+  const host = (i: number) => ({ host: `host-${i % 50}.example.com` });
+  await waitFor(
+    "routes",
+    async () => ((await request(port, "/r/1", { headers: host(1) })).status === 200 ? true : undefined),
+    120_000,
+  );
+  const toServe: number[] = [];
+  for (let k = 0; k < changes; k++) {
+    const i = 10 + ((k * 97) % (n - 10));
+    const t0 = performance.now();
+    await applyAll(admin, yamlObjects(rename(routeYaml(i, "b"))), 1);
+    toServe.push(
+      await waitFor(
+        "new route",
+        async () => {
+          const r = await request(port, `/r/${i}`, { headers: host(i) });
+          return r.status === 200 && (JSON.parse(r.body) as EchoBody).upstream === "b"
+            ? performance.now() - t0
+            : undefined;
+        },
+        20_000,
+        2,
+      ),
+    );
+    await applyAll(admin, yamlObjects(rename(routeYaml(i, "a"))), 1);
+    await waitFor(
+      "route put back",
+      async () => {
+        const r = await request(port, `/r/${i}`, { headers: host(i) });
+        return r.status === 200 && (JSON.parse(r.body) as EchoBody).upstream === "a" ? true : undefined;
+      },
+      20_000,
+      5,
+    );
+    await sleep(150);
+  }
+  // The controller's own account of its last reloads (load, translate, publish), for where the time goes.
+  const reloads = controller.output.filter((l) => l.startsWith("sluice: ") && l.includes(" resources, ")).slice(-4);
+  console.log(`  ${n} routes, last reloads:\n    ${reloads.join("\n    ")}`);
+  const rssOf = async () => {
+    const m = await fetch(`http://127.0.0.1:${controller.adminPort}/metrics`).then((r) => r.text());
+    return Number(/sluice_process_resident_memory_bytes (\d+)/.exec(m)?.[1] ?? Number.NaN);
+  };
+  const row: Record<string, string> = {
+    routes: String(n),
+    "apply routes s": (applyMs / 1000).toFixed(1),
+    "controller ready ms": readyMs.toFixed(0),
+    "API write→serving p50 ms": quantile(toServe, 0.5).toFixed(1),
+    "API write→serving p90 ms": quantile(toServe, 0.9).toFixed(1),
+    "controller RSS MB": mb(await rssOf()),
+  };
+  if (n === Math.max(...sizes)) {
+    // Memory at scale: EndpointSlices of many Services, and Secrets (a TLS certificate's size each).
+    const slices = Number(values.slices);
+    const secrets = Number(values.secrets);
+    const ip = hostAddress();
+    const objects: Record<string, unknown>[] = [];
+    for (let i = 0; i < slices; i++) {
+      objects.push({
+        apiVersion: "discovery.k8s.io/v1",
+        kind: "EndpointSlice",
+        metadata: { name: `svc-${i}-1`, namespace: ns, labels: { "kubernetes.io/service-name": `svc-${i}` } },
+        addressType: "IPv4",
+        ports: [{ name: "http", port: 8080 }],
+        endpoints: [1, 2, 3].map((k) => ({ addresses: [ip], conditions: { ready: true }, hostname: `pod-${k}` })),
+      });
+    }
+    const pem = `-----BEGIN CERTIFICATE-----\n${"A".repeat(1600)}\n-----END CERTIFICATE-----\n`;
+    for (let i = 0; i < secrets; i++) {
+      objects.push({
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: { name: `cert-${i}`, namespace: ns },
+        type: "kubernetes.io/tls",
+        data: { "tls.crt": Buffer.from(pem).toString("base64"), "tls.key": Buffer.from(pem).toString("base64") },
+      });
+    }
+    t = performance.now();
+    await applyAll(admin, objects, 16);
+    row["+slices/+secrets"] = `${slices}/${secrets}`;
+    row["apply those s"] = ((performance.now() - t) / 1000).toFixed(1);
+    await waitFor(
+      "the controller to hold them",
+      async () => {
+        const k = ((await controller.status())["kube"] as { kinds: Record<string, { objects: number }> }).kinds;
+        return (k["EndpointSlice"]?.objects ?? 0) >= slices && (k["Secret"]?.objects ?? 0) >= secrets
+          ? true
+          : undefined;
+      },
+      300_000,
+      500,
+    );
+    await sleep(3000);
+    row["controller RSS with them MB"] = mb(await rssOf());
+  }
+  await envoy.stop();
+  await controller.stop();
+  live.delete(envoy.stop);
+  live.delete(controller.stop);
+  // The next size starts from an empty cluster (there is no namespace controller to empty this namespace).
+  for (const path of [
+    "/apis/gateway.networking.k8s.io/v1/namespaces/NS/httproutes",
+    "/apis/gateway.networking.k8s.io/v1/namespaces/NS/gateways",
+    "/apis/sluice.dev/v1alpha1/namespaces/NS/gwpolicies",
+    "/apis/sluice.dev/v1alpha1/namespaces/NS/gwbackends",
+    "/apis/discovery.k8s.io/v1/namespaces/NS/endpointslices",
+    "/api/v1/namespaces/NS/secrets",
+  ])
+    await admin.request("DELETE", path.replace("NS", ns), { timeoutMs: 120_000 });
+  await a.close();
+  await b.close();
+  await admin.close();
+  return row;
+}
+
 const rows: Record<string, string>[] = [];
+const kubeRows: Record<string, string>[] = [];
 try {
-  for (const n of sizes) {
-    for (const mode of ["sotw", "delta", "delta-no-vhds"] as const) rows.push(await withEnvoy(n, mode));
+  if (modes.has("file")) {
+    console.log("\n== through Envoy: file change to ACK and to serving, with a client running ==");
+    for (const n of sizes) {
+      for (const mode of ["sotw", "delta", "delta-no-vhds"] as const) rows.push(await withEnvoy(n, mode));
+    }
+    console.table(rows);
+  }
+  if (modes.has("kube")) {
+    console.log("\n== through `sluice controller` on kube-apiserver: API write to serving (delta xDS) ==");
+    const cluster = await startKubeCluster();
+    live.add(cluster.stop);
+    await cluster.installCrds();
+    for (const n of sizes) kubeRows.push(await withKube(cluster, n));
+    console.table(kubeRows);
   }
 } finally {
   await Promise.all([...live].map((stop) => stop()));
 }
-console.table(rows);

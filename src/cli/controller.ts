@@ -80,6 +80,7 @@ export class Controller {
       log: opts.log,
       concurrency: opts.statusConcurrency,
     });
+    this.source.onStatusOnly((o) => this.status.recheck(o.kind ?? "", o.metadata.namespace, o.metadata.name));
     this.events = new EventRecorder(opts.client, { identity: opts.identity, log: opts.log });
     this.elector = opts.leaderElect
       ? new LeaderElector(opts.client, {

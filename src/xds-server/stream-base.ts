@@ -161,7 +161,12 @@ export abstract class StreamBase implements StatusSource {
     // Per the protocol, a NACK is told by error_detail, not by the version (which may legitimately differ).
     if (errorDetail) {
       const message = errorDetail.message;
-      this.#deps.tracker.recordNack(this.nodeId, typeUrl, { version, nonce, message, at: new Date() }, this.#node?.group);
+      this.#deps.tracker.recordNack(
+        this.nodeId,
+        typeUrl,
+        { version, nonce, message, at: new Date() },
+        this.#node?.group,
+      );
       this.#deps.logger.warn("configuration rejected (NACK)", {
         node: this.nodeId,
         group: this.#node?.group,

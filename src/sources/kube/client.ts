@@ -51,7 +51,7 @@ export interface RequestOptions {
   /** Default application/json; `application/apply-patch+yaml` for server-side apply (JSON is valid YAML). */
   readonly contentType?: string;
   readonly signal?: AbortSignal;
-  /** Milliseconds until the whole request is abandoned (default 30 s). */
+  /** Milliseconds until the whole request is abandoned (default 30 s), whether or not `signal` is given. */
   readonly timeoutMs?: number;
 }
 
@@ -130,15 +130,30 @@ export class KubeClient {
       body = typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body);
       headers["content-type"] = opts.contentType ?? "application/json";
     }
-    const signal = opts.signal ?? AbortSignal.timeout(opts.timeoutMs ?? 30_000);
-    const res = await request(this.#url(path, opts.query), {
-      method: method as Dispatcher.HttpMethod,
-      headers,
-      ...(body !== undefined ? { body } : {}),
-      dispatcher: this.#agent,
-      signal,
-    });
-    const text = await res.body.text();
+    // A timeout of our own, and the caller's signal, without AbortSignal.any (whose composite signals stay referenced
+    // by a long-lived source signal until it is collected).
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(new Error(`${method} ${path}: timed out`)), opts.timeoutMs ?? 30_000);
+    const onAbort = () => timeout.abort(opts.signal?.reason);
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    if (opts.signal?.aborted === true) onAbort();
+    let text: string;
+    let statusCode: number;
+    try {
+      const res = await request(this.#url(path, opts.query), {
+        method: method as Dispatcher.HttpMethod,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        dispatcher: this.#agent,
+        signal: timeout.signal,
+      });
+      statusCode = res.statusCode;
+      text = await res.body.text();
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", onAbort);
+    }
+    const res = { statusCode };
     if (res.statusCode >= 300) throw apiError(res.statusCode, text, `${method} ${path}`);
     return (text === "" ? undefined : JSON.parse(text)) as T;
   }

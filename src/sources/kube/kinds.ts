@@ -17,6 +17,11 @@ export interface WatchedKind {
   readonly optional: boolean;
   /** Field selector of the list and watch (what is not needed is never sent, nor kept). */
   readonly fieldSelector?: string;
+  /**
+   * The kind has a status subresource and Sluice never reads its status: a change of status alone (same generation,
+   * labels and annotations) triggers no translation. Not so for core kinds (a Service's load balancer status is read).
+   */
+  readonly statusOnlyIgnored?: boolean;
 }
 
 /**
@@ -39,6 +44,7 @@ const gw = (kind: string, plural: string, versions: readonly string[], namespace
   plural,
   namespaced,
   optional: true,
+  statusOnlyIgnored: true,
 });
 
 const sluice = (kind: string, plural: string): WatchedKind => ({
@@ -48,6 +54,7 @@ const sluice = (kind: string, plural: string): WatchedKind => ({
   plural,
   namespaced: true,
   optional: true,
+  statusOnlyIgnored: true,
 });
 
 export const WATCHED_KINDS: readonly WatchedKind[] = [
@@ -64,6 +71,7 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
     plural: "xlistenersets",
     namespaced: true,
     optional: true,
+    statusOnlyIgnored: true,
   },
   {
     kind: "InferencePool",
@@ -72,6 +80,7 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
     plural: "inferencepools",
     namespaced: true,
     optional: true,
+    statusOnlyIgnored: true,
   },
   { kind: "Service", group: "", versions: ["v1"], plural: "services", namespaced: true, optional: false },
   {

@@ -15,13 +15,13 @@ import type { InvalidResource } from "../../translate/input.js";
 import type { LoadResult, SourceProblem } from "../file-source.js";
 import type { KubeClient, KubeObject } from "./client.js";
 import { WATCHED_KINDS, type WatchedKind } from "./kinds.js";
-import { Reflector } from "./reflector.js";
+import { Reflector, sameSpec } from "./reflector.js";
 
 /** What problems name as their "file": the objects came from the API server. */
 export const KUBE_SOURCE_FILE = "kubernetes";
 
 interface Validated {
-  readonly resourceVersion: string;
+  readonly object: KubeObject;
   readonly result: ValidationResult;
 }
 
@@ -37,6 +37,7 @@ export class KubeSource {
   /** Last valid version of each resource, served while a newer one is invalid. */
   readonly #lastGood = new Map<string, Resource>();
   readonly #listeners: (() => void)[] = [];
+  readonly #statusListeners: ((object: KubeObject) => void)[] = [];
   readonly #order: readonly string[];
 
   constructor(client: KubeClient, opts: KubeSourceOptions) {
@@ -49,6 +50,9 @@ export class KubeSource {
           log: opts.log,
           onChange: () => {
             for (const l of this.#listeners) l();
+          },
+          onStatusOnly: (object) => {
+            for (const l of this.#statusListeners) l(object);
           },
         }),
       ]),
@@ -87,6 +91,11 @@ export class KubeSource {
     this.#listeners.push(onChange);
   }
 
+  /** Calls `onStatus` when only an object's status changed (no translation follows; the status writer checks it). */
+  onStatusOnly(onStatus: (object: KubeObject) => void): void {
+    this.#statusListeners.push(onStatus);
+  }
+
   /** The current view, validated, in a fixed order. Synchronous at heart: one consistent pass over the caches. */
   async load(): Promise<LoadResult> {
     const resources: Resource[] = [];
@@ -103,7 +112,7 @@ export class KubeSource {
         documents++;
         const key = resourceKey(object as unknown as Resource);
         present.add(key);
-        const result = this.#validate(key, object);
+        const result = this.#validate(key, object, r.kind.statusOnlyIgnored === true);
         const description = describeResource(object as unknown as Resource);
         for (const p of result.problems)
           problems.push({
@@ -141,13 +150,22 @@ export class KubeSource {
     return { documents, resources, sources: new Map<string, SourceRef>(), problems, invalid };
   }
 
-  /** Validation once per resourceVersion: an unchanged object keeps its validated resource (same identity, for the memo). */
-  #validate(key: string, object: KubeObject): ValidationResult {
-    const rv = object.metadata.resourceVersion ?? "";
+  /** Validation once per version of an object's spec: an unchanged object keeps its validated resource (same identity,
+   * for the translator's memo). */
+  #validate(key: string, object: KubeObject, statusOnlyIgnored: boolean): ValidationResult {
     const cached = this.#validated.get(key);
-    if (cached !== undefined && cached.resourceVersion === rv && rv !== "") return cached.result;
+    if (cached !== undefined) {
+      const rv = object.metadata.resourceVersion;
+      if (cached.object === object || (rv !== undefined && rv === cached.object.metadata.resourceVersion))
+        return cached.result;
+      // Only its status changed (a status write): the same validated resource, so the memo keeps its translation.
+      if (statusOnlyIgnored && sameSpec(cached.object, object)) {
+        this.#validated.set(key, { object, result: cached.result });
+        return cached.result;
+      }
+    }
     const result = validateResource(object);
-    this.#validated.set(key, { resourceVersion: rv, result });
+    this.#validated.set(key, { object, result });
     return result;
   }
 

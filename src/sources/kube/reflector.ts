@@ -21,6 +21,8 @@ const WATCH_TIMEOUT_S = 300;
 export interface ReflectorOptions {
   /** Called after the view changed (a list replaced it, or a watch event changed it). */
   readonly onChange: (kind: string) => void;
+  /** Called instead of onChange when only an object's status changed (see WatchedKind.statusOnlyIgnored). */
+  readonly onStatusOnly?: (object: KubeObject) => void;
   readonly log: (line: string) => void;
   /** Test hook: milliseconds before the Nth retry. */
   readonly backoff?: (attempt: number) => number;
@@ -40,6 +42,23 @@ function trim(kind: string, apiVersion: string, o: KubeObject): KubeObject {
   return { ...o, apiVersion, kind, metadata };
 }
 
+/**
+ * Whether two versions of an object differ in nothing the translator reads: same generation (the API server bumps it
+ * on every spec change of a kind with a status subresource), labels, annotations and deletion.
+ */
+export function sameSpec(a: KubeObject | undefined, b: KubeObject): boolean {
+  if (a === undefined) return false;
+  const ma = a.metadata;
+  const mb = b.metadata;
+  return (
+    ma.generation !== undefined &&
+    ma.generation === mb.generation &&
+    ma["deletionTimestamp"] === mb["deletionTimestamp"] &&
+    JSON.stringify(ma.labels ?? {}) === JSON.stringify(mb.labels ?? {}) &&
+    JSON.stringify(ma.annotations ?? {}) === JSON.stringify(mb.annotations ?? {})
+  );
+}
+
 function keyOf(o: KubeObject): string {
   return o.metadata.namespace !== undefined ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
 }
@@ -52,7 +71,7 @@ export class Reflector {
   /** The version served (first one the server answered), once known. */
   version: string | undefined;
   /** Counters for tests and metrics. */
-  readonly counts = { lists: 0, watches: 0, events: 0, gone: 0, errors: 0 };
+  readonly counts = { lists: 0, watches: 0, events: 0, gone: 0, errors: 0, statusOnly: 0 };
   readonly #client: KubeClient;
   readonly #opts: ReflectorOptions;
   #resourceVersion = "";
@@ -164,7 +183,8 @@ export class Reflector {
           ...(cont !== undefined ? { continue: cont } : {}),
           ...(this.kind.fieldSelector !== undefined ? { fieldSelector: this.kind.fieldSelector } : {}),
         },
-        signal: AbortSignal.any([this.#abort.signal, AbortSignal.timeout(60_000)]),
+        signal: this.#abort.signal,
+        timeoutMs: 60_000,
       });
       for (const item of page.items) next.set(keyOf(item), trim(this.kind.kind, apiVersion, item));
       cont = page.metadata.continue || undefined;
@@ -201,12 +221,19 @@ export class Reflector {
           return;
         }
         const key = keyOf(object);
+        const previous = this.objects.get(key);
         // In place: readers (KubeSource.load) take what they need in one synchronous pass.
         if (type === "DELETED") this.objects.delete(key);
         else this.objects.set(key, trim(this.kind.kind, apiVersion, object));
         if (rv !== undefined) this.#resourceVersion = rv;
         this.counts.events++;
         this.#lastError = "";
+        // A write to the status subresource (Sluice's own, or another controller's) changes nothing translated.
+        if (type === "MODIFIED" && this.kind.statusOnlyIgnored === true && sameSpec(previous, object)) {
+          this.counts.statusOnly++;
+          this.#opts.onStatusOnly?.(this.objects.get(key) as KubeObject);
+          return;
+        }
         this.#opts.onChange(this.kind.kind);
       },
       this.#abort.signal,

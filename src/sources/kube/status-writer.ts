@@ -8,6 +8,8 @@
 // - Lists that several controllers share (route `parents`, policy `ancestors`, model `parents`) are merged: entries
 //   with another controllerName are kept as they are; the write carries the resourceVersion it was computed from,
 //   so a concurrent write by another controller is a conflict (409), retried from a fresh read, never overwritten.
+// - A status is written once it has stayed the same for half a second (at most 30 s after it first differed), so an
+//   object that follows a burst (a Gateway's attachedRoutes while 1,000 routes arrive) is written once, not per change.
 // - A coalescing work queue with bounded concurrency: a key changed many times while queued is written once, with
 //   its latest status.
 
@@ -28,6 +30,8 @@ export interface StatusWriterOptions {
   readonly log: (line: string) => void;
   /** Writes in flight at once (default 4). */
   readonly concurrency?: number;
+  /** How long a status must stay the same before it is written (default SETTLE_MS). */
+  readonly settleMs?: number;
   /** The clock for lastTransitionTime (tests). */
   readonly now?: () => Date;
 }
@@ -35,6 +39,9 @@ export interface StatusWriterOptions {
 /** Status lists that other controllers write entries of too, keyed by their controllerName. */
 const SHARED_LISTS = ["parents", "ancestors"] as const;
 const MAX_ATTEMPTS = 5;
+/** See StatusWriter.#tick. */
+const SETTLE_MS = 500;
+const MAX_DELAY_MS = 30_000;
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type JsonObject = { [k: string]: Json };
@@ -199,7 +206,10 @@ export class StatusWriter {
     if (on) {
       for (const key of this.#desired.keys()) this.#queue.add(key);
       this.#pump();
-    } else this.#queue.clear();
+    } else {
+      this.#queue.clear();
+      this.#waiting.clear();
+    }
   }
 
   get active(): boolean {
@@ -213,20 +223,73 @@ export class StatusWriter {
     const previous = this.#desired;
     this.#desired = next;
     if (!this.#active) return;
-    for (const [key, s] of next) if (this.#needsWrite(key, s)) this.#queue.add(key);
+    const now = performance.now();
+    for (const [key, s] of next) {
+      const before = previous.get(key);
+      // The translator's memo hands back the same status object for what did not change.
+      if (before !== undefined && before.status !== s.status && !jsonEqual(before.status, s.status))
+        this.#changedAt.set(key, now);
+      if (this.#needsWrite(key, s)) this.#wait(key, now);
+    }
     // Objects Sluice no longer reports on: take our entries out of their shared lists.
-    for (const key of previous.keys()) if (!next.has(key)) this.#queue.add(key);
+    for (const key of previous.keys()) if (!next.has(key)) this.#wait(key, now);
+    this.#tick();
+  }
+
+  /**
+   * A key's status is written once it has stayed the same for SETTLE_MS, or MAX_DELAY_MS after it first needed a
+   * write: an object whose status follows a burst of changes (a Gateway's attachedRoutes while routes are created)
+   * is written a few times, not once per change.
+   */
+  readonly #waiting = new Map<string, number>();
+  readonly #changedAt = new Map<string, number>();
+  #tickTimer: NodeJS.Timeout | undefined;
+
+  #wait(key: string, now: number): void {
+    if (!this.#waiting.has(key)) this.#waiting.set(key, now);
+  }
+
+  #tick(): void {
+    const now = performance.now();
+    const settle = this.#opts.settleMs ?? SETTLE_MS;
+    for (const [key, since] of this.#waiting) {
+      const changed = this.#changedAt.get(key) ?? since;
+      if (now - changed >= settle || now - since >= MAX_DELAY_MS) {
+        this.#waiting.delete(key);
+        this.#changedAt.delete(key);
+        this.#queue.add(key);
+      }
+    }
+    this.#pump();
+    if (this.#waiting.size > 0 && this.#tickTimer === undefined && this.#active) {
+      this.#tickTimer = setTimeout(
+        () => {
+          this.#tickTimer = undefined;
+          this.#tick();
+        },
+        Math.max(10, settle / 5),
+      );
+    }
+  }
+
+  /** An object's status changed under us (another controller, or our own write coming back): write again if ours
+   * is no longer what it should be. */
+  recheck(kind: string, namespace: string | undefined, name: string): void {
+    const key = keyOf({ kind, namespace: namespace ?? "", name });
+    const d = this.#desired.get(key);
+    if (!this.#active || d === undefined || !this.#needsWrite(key, d)) return;
+    this.#queue.add(key);
     this.#pump();
   }
 
   /** Resolves when nothing is queued or being written (tests and shutdown). */
   idle(): Promise<void> {
-    if (this.#queue.size === 0 && this.#running === 0) return Promise.resolve();
+    if (this.pending === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
   get pending(): number {
-    return this.#queue.size + this.#running;
+    return this.#waiting.size + this.#queue.size + this.#running;
   }
 
   #needsWrite(key: string, d: DesiredStatus): boolean {
@@ -266,6 +329,9 @@ export class StatusWriter {
   close(): void {
     if (this.#retryTimer !== undefined) clearTimeout(this.#retryTimer);
     this.#retryTimer = undefined;
+    if (this.#tickTimer !== undefined) clearTimeout(this.#tickTimer);
+    this.#tickTimer = undefined;
+    this.#waiting.clear();
     this.#active = false;
     this.#queue.clear();
   }
@@ -279,7 +345,7 @@ export class StatusWriter {
       void this.#write(key).finally(() => {
         this.#running--;
         this.#pump();
-        if (this.#queue.size === 0 && this.#running === 0) for (const f of this.#idle.splice(0)) f();
+        if (this.pending === 0) for (const f of this.#idle.splice(0)) f();
       });
     }
   }
