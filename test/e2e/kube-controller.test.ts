@@ -299,6 +299,15 @@ spec:
       JSON.stringify(o["status"] ?? {}).includes("matchExpressions"),
     );
     assert.match(JSON.stringify(broken["status"]), /spec\.traffic\.authorization\.policy\.matchExpressions\[0\]/);
+    // And an Event, what `kubectl describe` shows, naming the field.
+    const event = await waitFor("the Event", async () => {
+      const list = await admin.get<{ items: KubeObject[] }>(`/apis/events.k8s.io/v1/namespaces/${ns}/events`);
+      return list.items.find((e) => (e["regarding"] as { name?: string } | undefined)?.name === "broken");
+    });
+    assert.equal(event["type"], "Warning");
+    assert.equal(event["reason"], "Invalid");
+    assert.equal(event["reportingController"], "sluice.dev/gateway-controller");
+    assert.match(String(event["note"]), /spec\.traffic\.authorization\.policy\.matchExpressions\[0\]/);
     // Nothing else changed: the open rule is still open, the secure one still secured.
     assert.equal((await request(port, "/app")).status, 200);
     assert.equal((await request(port, "/secure")).status, 401);
