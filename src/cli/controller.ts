@@ -6,16 +6,20 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { SLUICE_CONTROLLER_NAME } from "../api/gateway-api.js";
+import type { CertificateAuthority } from "../security/certificates.js";
+import type { MutualTls } from "../security/tls.js";
 import type { LoadResult } from "../sources/file-source.js";
 import { KubeClient } from "../sources/kube/client.js";
 import { EventRecorder } from "../sources/kube/events.js";
 import { KubeSource } from "../sources/kube/kube-source.js";
 import { LeaderElector } from "../sources/kube/leader.js";
 import { StatusWriter } from "../sources/kube/status-writer.js";
+import { GatewayCertificates, loadOrCreateCaSecret } from "../sources/kube/xds-credentials.js";
 import type { TranslationResult } from "../translate/translate.js";
 import type { CommandIO } from "./io.js";
 import { parseAuthorizationPath, parsePort, untilSignal } from "./serve.js";
 import { SluiceServer } from "./server.js";
+import { serverTls } from "./xds-tls.js";
 
 const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -37,6 +41,10 @@ export const CONTROLLER_OPTIONS = {
   "admin-port": { type: "string", default: "18001" },
   "authorization-path": { type: "string", default: "auto" },
   "no-vhds": { type: "boolean", default: false },
+  // Authenticated xDS (on by default): Envoys need their Gateway's client certificate (docs/xds-security.md).
+  "no-xds-tls": { type: "boolean", default: false },
+  // DNS names Envoys reach Sluice by (the xDS Service's), for Sluice's serving certificate.
+  "xds-server-name": { type: "string", multiple: true },
 } as const;
 
 export interface ControllerOptions {
@@ -56,6 +64,11 @@ export interface ControllerOptions {
   readonly adminPort?: number;
   readonly vhds: boolean;
   readonly authorizationPath: "auto" | "sluice" | "sluice-grpc";
+  /**
+   * Authenticated xDS (docs/xds-security.md): Sluice's CA (from its Secret) and this replica's serving certificate.
+   * Without it, xDS and the services are plaintext (a trusted network only).
+   */
+  readonly xds?: { readonly ca: CertificateAuthority; readonly tls: MutualTls };
   readonly log: (line: string) => void;
 }
 
@@ -66,6 +79,9 @@ export class Controller {
   readonly server: SluiceServer;
   readonly events: EventRecorder;
   readonly elector: LeaderElector | undefined;
+  /** Each Gateway's xDS client certificate Secret (with authenticated xDS). */
+  readonly certificates: GatewayCertificates | undefined;
+  #lastGateways: readonly string[] = [];
   readonly #opts: ControllerOptions;
   /** The problems last reported as Events, by resource: one Event per new refusal, not one per reload. */
   #refused = new Map<string, string>();
@@ -96,8 +112,11 @@ export class Controller {
           log: opts.log,
         })
       : undefined;
+    this.certificates =
+      opts.xds !== undefined ? new GatewayCertificates(opts.client, opts.xds.ca, opts.log) : undefined;
     this.server = new SluiceServer({
       source: this.source,
+      ...(opts.xds !== undefined ? { tls: opts.xds.tls } : {}),
       impliedGatewayClass: false,
       xdsHost: opts.xdsHost,
       xdsPort: opts.xdsPort,
@@ -210,12 +229,26 @@ export class Controller {
     // A new holder tells of the refusals it finds, even those the previous holder told of (Events are idempotent
     // within their window).
     if (on) this.#refused = new Map();
+    if (on) this.#reconcileCertificates();
+  }
+
+  /** The Lease holder keeps every served Gateway's client certificate Secret valid. */
+  #reconcileCertificates(): void {
+    if (!this.#leading || this.certificates === undefined) return;
+    const gateways = this.#lastGateways.map((key) => {
+      const [namespace = "", name = ""] = key.split("/");
+      const uid = this.source.object("Gateway", namespace, name)?.metadata.uid;
+      return { namespace, name, ...(uid !== undefined ? { uid } : {}) };
+    });
+    this.certificates.reconcile(gateways, (ns, name) => this.source.object("Secret", ns, name));
   }
 
   #onPublish(load: LoadResult, result: TranslationResult): void {
     this.#published = true;
+    this.#lastGateways = result.gateways.map((g) => g.key);
     this.status.update(result.statuses);
     this.#reportRefusals(load);
+    this.#reconcileCertificates();
   }
 
   /** A Warning Event on each resource Sluice refuses, naming the field; again only when its problems change. */
@@ -276,6 +309,7 @@ export class Controller {
     await this.elector?.stop({ release: true });
     this.status.close();
     await this.events.close();
+    await this.certificates?.idle();
     await this.server.stop();
   }
 }
@@ -301,9 +335,16 @@ export async function runController(argv: string[], io: CommandIO): Promise<numb
   const { values } = parseArgs({ args: argv, options: CONTROLLER_OPTIONS });
   const log = (line: string) => io.stderr(`${line}\n`);
   const client = await KubeClient.load(values.kubeconfig ?? (process.env["KUBECONFIG"] || undefined));
+  const namespace = controllerNamespace(values.namespace);
+  let xds: ControllerOptions["xds"];
+  if (!values["no-xds-tls"]) {
+    const ca = await loadOrCreateCaSecret(client, namespace, log);
+    xds = { ca, tls: await serverTls(ca, values["xds-host"], values["xds-server-name"] ?? []) };
+  } else log("sluice controller: --no-xds-tls: xDS and the services are plaintext and unauthenticated");
   const controller = new Controller({
     client,
-    namespace: controllerNamespace(values.namespace),
+    namespace,
+    ...(xds !== undefined ? { xds } : {}),
     identity: values.identity ?? process.env["POD_NAME"] ?? hostname(),
     leaseName: values["lease-name"],
     leaseDurationSeconds: positive("lease-duration", values["lease-duration"]),

@@ -40,7 +40,8 @@ export interface LoadResult {
 
 /** `file:line: Kind ns/name: spec.path: message`, the format every command prints. */
 export function formatProblem(p: SourceProblem): string {
-  const parts = [`${p.file}:${p.line}`];
+  // Line 0: no line to name (a file that cannot be read, an object from the API server).
+  const parts = [p.line > 0 ? `${p.file}:${p.line}` : p.file];
   if (p.resource !== undefined) parts.push(p.resource);
   if (p.path !== "") parts.push(p.path);
   parts.push(p.severity === "warning" ? `warning: ${p.message}` : p.message);

@@ -13,14 +13,17 @@ import {
   adminClient,
   conditionOf,
   controllerKubeconfig,
+  gatewayEnvoy,
   hostAddress,
   startController,
   waitForObject,
 } from "../helpers/controller.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
-import { freePort, request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
+import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import { type SluiceProcess, startTestEnvoy, type TestEnvoy } from "../helpers/processes.js";
+
+let portB = 0;
 
 const GW = "/apis/gateway.networking.k8s.io/v1";
 const SLUICE = "/apis/sluice.dev/v1alpha1";
@@ -53,6 +56,7 @@ describe("sluice controller on a real API server", { timeout: 240_000 }, () => {
     const kubeconfig = await controllerKubeconfig(cluster, system);
     ns = await cluster.namespace("app");
     port = await freePort();
+    portB = await freePort();
     app = await startEchoUpstream("app", 0, hostAddress());
     provider = await startFakeProvider({ name: "llm" });
     key = await generateKeyPair("RS256", { extractable: true });
@@ -75,6 +79,21 @@ spec:
   gatewayClassName: sluice
   addresses: [{ type: IPAddress, value: 127.0.0.1 }]
   listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw-b, namespace: ${ns} }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  listeners: [{ name: http, protocol: HTTP, port: ${portB} }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: b, namespace: ${ns} }
+spec:
+  parentRefs: [{ name: gw-b }]
+  rules: [{ backendRefs: [{ name: app, port: 80 }] }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -168,7 +187,7 @@ spec:
       OTHER,
     );
     controller = await startController(kubeconfig, system);
-    envoy = await startTestEnvoy(controller, { gateway: `${ns}/gw` });
+    envoy = await gatewayEnvoy(admin, controller, ns, "gw");
     await waitFor("the route to serve", async () => ((await request(port, "/app")).status === 200 ? true : undefined));
   });
 
@@ -313,6 +332,41 @@ spec:
     assert.equal((await request(port, "/secure")).status, 401);
   });
 
+  test("authenticated xDS: no certificate gets nothing; Gateway A's certificate never gets B's config", async () => {
+    // Gateway gw-b is served (its own Envoy gets it) ...
+    const b = await gatewayEnvoy(admin, controller, ns, "gw-b");
+    try {
+      await waitFor("Gateway B to serve", async () => ((await request(portB, "/")).status === 200 ? true : undefined));
+    } finally {
+      await b.stop();
+    }
+    const refusedBefore = Number(/sluice_xds_refused_streams_total (\d+)/.exec(await metrics(controller))?.[1]);
+    // ... but not to an Envoy without a certificate, nor to one with Gateway gw's certificate naming gw-b.
+    const anonymous = await startTestEnvoy(controller, { gateway: `${ns}/gw-b`, ready: false });
+    const impostor = await gatewayEnvoy(admin, controller, ns, "gw", { node: "gw-b", ready: false });
+    try {
+      await waitFor("the impostor's stream refused", async () => {
+        const m = await metrics(controller);
+        return Number(/sluice_xds_refused_streams_total (\d+)/.exec(m)?.[1]) > refusedBefore ? true : undefined;
+      });
+      await sleep(2000);
+      for (const e of [anonymous, impostor]) {
+        const dump = JSON.stringify(await e.configDump());
+        assert.ok(!dump.includes(`"port_value":${portB}`), "no listener of Gateway B");
+        assert.ok(!dump.includes("httproute/"), "no route of any Gateway");
+      }
+      const refusals = ((await controller.status())["xds"] as { refusals: { identity?: string; group?: string }[] })
+        .refusals;
+      assert.ok(
+        refusals.some((r) => r.identity === `${ns}/gw` && r.group === `${ns}/gw-b`),
+        JSON.stringify(refusals),
+      );
+    } finally {
+      await anonymous.stop();
+      await impostor.stop();
+    }
+  });
+
   test("a change through the API reaches Envoy", async () => {
     await cluster.apply(`
 apiVersion: gateway.networking.k8s.io/v1
@@ -334,6 +388,10 @@ spec:
     assert.ok(gw);
   });
 });
+
+async function metrics(p: SluiceProcess): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${p.adminPort}/metrics`)).text();
+}
 
 function statusOf(o: KubeObject): Record<string, unknown> {
   return (o["status"] ?? {}) as Record<string, unknown>;

@@ -10,13 +10,14 @@ import {
   adminClient,
   conditionOf,
   controllerKubeconfig,
+  gatewayEnvoy,
   hostAddress,
   startController,
   waitForObject,
 } from "../helpers/controller.js";
 import { crdFiles, type KubeCluster, startKubeCluster } from "../helpers/kube.js";
 import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import { type SluiceProcess, startTestEnvoy, type TestEnvoy } from "../helpers/processes.js";
+import type { SluiceProcess, TestEnvoy } from "../helpers/processes.js";
 
 describe("CRDs absent at start, installed later", { timeout: 240_000 }, () => {
   let cluster: KubeCluster;
@@ -81,7 +82,7 @@ spec:
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: static }]
 `);
     controller = await startController(kubeconfig, system);
-    envoy = await startTestEnvoy(controller, { gateway: `${ns}/gw` });
+    envoy = await gatewayEnvoy(admin, controller, ns, "gw");
   });
 
   after(async () => {

@@ -12,6 +12,7 @@ import {
   adminClient,
   conditionOf,
   controllerKubeconfig,
+  gatewayCertificateFiles,
   hostAddress,
   startController,
   waitForObject,
@@ -137,6 +138,8 @@ spec:
       xdsPort: a.xdsPort,
       authzPort: a.authzPort,
       delta: true,
+      // Issued by replica-a from the CA in the controller's Secret; replica-b serves with the same CA.
+      tls: await gatewayCertificateFiles(admin, ns, "gw"),
     });
     envoy = startEnvoy(
       bothReplicas(bootstrap, [

@@ -5,10 +5,17 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { controllerKubeconfig, hostAddress, startController } from "../helpers/controller.js";
+import type { KubeClient } from "../../src/sources/kube/client.js";
+import {
+  adminClient,
+  controllerKubeconfig,
+  gatewayEnvoy,
+  hostAddress,
+  startController,
+} from "../helpers/controller.js";
 import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
 import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import { type SluiceProcess, startTestEnvoy, type TestEnvoy } from "../helpers/processes.js";
+import type { SluiceProcess, TestEnvoy } from "../helpers/processes.js";
 
 interface KindStatus {
   state: string;
@@ -49,6 +56,7 @@ spec:
 
 describe("the controller when the API server fails", { timeout: 240_000 }, () => {
   let cluster: KubeCluster;
+  let admin: KubeClient;
   let controller: SluiceProcess;
   let envoy: TestEnvoy;
   let app: Upstream;
@@ -62,6 +70,7 @@ describe("the controller when the API server fails", { timeout: 240_000 }, () =>
   before(async () => {
     cluster = await startKubeCluster();
     await cluster.installCrds();
+    admin = await adminClient(cluster);
     const system = await cluster.namespace("sluice-system");
     const kubeconfig = await controllerKubeconfig(cluster, system);
     ns = await cluster.namespace("app");
@@ -95,7 +104,7 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true } }]
 ---
 ${route(ns, "app")}`);
     controller = await startController(kubeconfig, system);
-    envoy = await startTestEnvoy(controller, { gateway: `${ns}/gw` });
+    envoy = await gatewayEnvoy(admin, controller, ns, "gw");
     await waitFor("the route to serve", async () => ((await request(port, "/app")).status === 200 ? true : undefined));
     // Traffic for the whole file: every request must succeed, whatever the API server does.
     load = (async () => {
@@ -114,6 +123,7 @@ ${route(ns, "app")}`);
     await envoy?.stop();
     await controller?.stop();
     await app?.close();
+    await admin?.close();
     await cluster?.stop();
   });
 

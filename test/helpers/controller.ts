@@ -1,13 +1,14 @@
 // `sluice controller` against the test cluster, with exactly the RBAC of deploy/kubernetes/rbac.yaml.
 
-import { readFileSync } from "node:fs";
-import { networkInterfaces } from "node:os";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
+import type { BootstrapTls } from "../../src/cli/envoy.js";
 import { projectRoot } from "../../src/cli/paths.js";
 import { KubeClient, type KubeObject } from "../../src/sources/kube/client.js";
 import type { KubeCluster } from "./kube.js";
 import { waitFor } from "./net.js";
-import { type SluiceProcess, startSluiceCommand } from "./processes.js";
+import { type SluiceProcess, startSluiceCommand, startTestEnvoy, type TestEnvoy } from "./processes.js";
 
 /** deploy/kubernetes/rbac.yaml with the controller's namespace replaced by `namespace`. */
 export function controllerRbac(namespace: string): string {
@@ -123,4 +124,44 @@ export function hostAddress(): string {
     for (const a of list ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
   }
   throw new Error("no non-loopback IPv4 address on this machine: EndpointSlices cannot point at a local upstream");
+}
+
+/** The files of Gateway `namespace/gateway`'s client certificate Secret, as its pod mounts them. */
+export async function gatewayCertificateFiles(
+  admin: KubeClient,
+  namespace: string,
+  gateway: string,
+): Promise<BootstrapTls> {
+  const secret = await waitForObject(
+    admin,
+    `/api/v1/namespaces/${namespace}/secrets/sluice-xds-${gateway}`,
+    `Gateway ${namespace}/${gateway}'s client certificate Secret`,
+    (o) => (o["data"] as Record<string, string> | undefined)?.["tls.key"] !== undefined,
+  );
+  const data = secret["data"] as Record<string, string>;
+  const dir = mkdtempSync(join(tmpdir(), "sluice-envoy-cert-"));
+  const files = { certFile: join(dir, "tls.crt"), keyFile: join(dir, "tls.key"), caFile: join(dir, "ca.crt") };
+  writeFileSync(files.certFile, Buffer.from(data["tls.crt"] ?? "", "base64"));
+  writeFileSync(files.keyFile, Buffer.from(data["tls.key"] ?? "", "base64"), { mode: 0o600 });
+  writeFileSync(files.caFile, Buffer.from(data["ca.crt"] ?? "", "base64"));
+  return { ...files, serverName: "127.0.0.1" };
+}
+
+/**
+ * An Envoy of Gateway `namespace/gateway`, as its pod would run: with the client certificate the controller wrote into
+ * the Gateway's Secret (sluice-xds-<name>). `node` names another Gateway in the node (an impostor); `ready: false`
+ * does not wait for a configuration (one that is refused never gets one).
+ */
+export async function gatewayEnvoy(
+  admin: KubeClient,
+  controller: Pick<SluiceProcess, "xdsPort" | "authzPort">,
+  namespace: string,
+  gateway: string,
+  opts: { node?: string; ready?: boolean } = {},
+): Promise<TestEnvoy> {
+  return startTestEnvoy(controller, {
+    gateway: `${namespace}/${opts.node ?? gateway}`,
+    tls: await gatewayCertificateFiles(admin, namespace, gateway),
+    ...(opts.ready !== undefined ? { ready: opts.ready } : {}),
+  });
 }

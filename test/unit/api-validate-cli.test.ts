@@ -133,7 +133,7 @@ test("YAML syntax errors, missing files and usage errors", async () => {
   assert.match(broken.out, /broken\.yaml:\d+: /);
   const missing = await run(["-f", join(dir, "nope")]);
   assert.equal(missing.code, 1);
-  assert.match(missing.out, /nope:0: no such file or directory/);
+  assert.match(missing.out, /nope: no such file or directory/);
   assert.equal((await run([])).code, 2);
   assert.equal((await run(["-f", dir, "--output", "xml"])).code, 2);
   assert.equal((await run(["--bogus"])).code, 2);
