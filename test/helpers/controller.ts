@@ -54,6 +54,8 @@ export async function startController(
       "127.0.0.1",
     ],
     {
+      // It lists every kind of the cluster before it listens; a loaded test machine (parallel clusters) is slow.
+      listenTimeoutMs: 60_000,
       extraArgs: opts.extraArgs ?? [],
       ...(opts.env !== undefined ? { env: opts.env } : {}),
       ...(opts.xdsPort !== undefined ? { xdsPort: opts.xdsPort } : {}),
@@ -67,7 +69,7 @@ export async function startController(
         const r = await fetch(`http://127.0.0.1:${sluice.adminPort}/readyz`);
         return r.ok ? true : undefined;
       },
-      30_000,
+      60_000,
     );
   } catch (e) {
     await sluice.stop("SIGKILL");

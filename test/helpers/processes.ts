@@ -47,6 +47,8 @@ export async function startSluiceCommand(
     adminPort?: number;
     extraArgs?: string[];
     env?: Readonly<Record<string, string>>;
+    /** How long to wait for it to listen (the controller lists a whole cluster first). */
+    listenTimeoutMs?: number;
   } = {},
 ): Promise<SluiceProcess> {
   const output: string[] = [];
@@ -80,13 +82,17 @@ export async function startSluiceCommand(
   };
   let ports: { xds: number; authz: number; admin: number } | undefined;
   try {
-    ports = await waitFor(`sluice ${command} to listen`, async () => {
-      if (child.exitCode !== null) throw new Error(`sluice exited: ${output.join("\n")}`);
-      const xds = portFrom(/^sluice: ADS on [^ ]+:(\d+)/);
-      const authz = portFrom(/^sluice: ext_authz on [^ ]+:(\d+)/);
-      const admin = portFrom(/^sluice: admin on http:\/\/[^ ]+:(\d+)/);
-      return xds && authz && admin ? { xds, authz, admin } : undefined;
-    });
+    ports = await waitFor(
+      `sluice ${command} to listen`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`sluice exited: ${output.join("\n")}`);
+        const xds = portFrom(/^sluice: ADS on [^ ]+:(\d+)/);
+        const authz = portFrom(/^sluice: ext_authz on [^ ]+:(\d+)/);
+        const admin = portFrom(/^sluice: admin on http:\/\/[^ ]+:(\d+)/);
+        return xds && authz && admin ? { xds, authz, admin } : undefined;
+      },
+      opts.listenTimeoutMs ?? 15_000,
+    );
   } catch (e) {
     child.kill("SIGKILL");
     throw e;

@@ -20,6 +20,17 @@ import { Reflector, sameSpec } from "./reflector.js";
 /** What problems name as their "file": the objects came from the API server. */
 export const KUBE_SOURCE_FILE = "kubernetes";
 
+interface KindView {
+  /** The reflector's change count this view was computed at. */
+  readonly changes: number;
+  readonly documents: number;
+  /** resourceKey of every object, to forget what left. */
+  readonly keys: ReadonlySet<string>;
+  readonly resources: readonly Resource[];
+  readonly problems: readonly SourceProblem[];
+  readonly invalid: readonly InvalidResource[];
+}
+
 interface Validated {
   readonly object: KubeObject;
   readonly result: ValidationResult;
@@ -101,53 +112,78 @@ export class KubeSource {
     const resources: Resource[] = [];
     const problems: SourceProblem[] = [];
     const invalid: InvalidResource[] = [];
-    const present = new Set<string>();
     let documents = 0;
     for (const kind of this.#order) {
       const r = this.reflectors.get(kind);
       if (r === undefined) continue;
-      const keys = [...r.objects.keys()].sort();
-      for (const k of keys) {
-        const object = r.objects.get(k) as KubeObject;
-        documents++;
-        const key = resourceKey(object as unknown as Resource);
-        present.add(key);
-        const result = this.#validate(key, object, r.kind.statusOnlyIgnored === true);
-        const description = describeResource(object as unknown as Resource);
-        for (const p of result.problems)
-          problems.push({
-            file: KUBE_SOURCE_FILE,
-            line: 0,
-            resource: description,
-            path: p.path,
-            message: p.message,
-            severity: p.severity,
-          });
-        if (result.resource !== undefined) {
-          this.#lastGood.set(key, result.resource);
-          resources.push(result.resource);
-          continue;
-        }
-        const previous = this.#lastGood.get(key);
-        const consequence = previous !== undefined ? "the last valid version keeps serving" : "resource left out";
-        for (let i = problems.length - result.problems.length; i < problems.length; i++) {
-          const p = problems[i] as SourceProblem;
-          if (p.severity === "error") problems[i] = { ...p, consequence };
-        }
-        if (previous !== undefined) {
-          resources.push(previous);
-          continue;
-        }
+      let view = this.#views.get(kind);
+      if (view === undefined || view.changes !== r.changes) {
+        view = this.#viewOf(r, view);
+        this.#views.set(kind, view);
+      }
+      documents += view.documents;
+      for (const x of view.resources) resources.push(x);
+      for (const x of view.problems) problems.push(x);
+      for (const x of view.invalid) invalid.push(x);
+    }
+    return { documents, resources, sources: new Map<string, SourceRef>(), problems, invalid };
+  }
+
+  /** What one kind contributes to loads, recomputed only when its view changed (a route change leaves the 10,000
+   * EndpointSlices alone). */
+  readonly #views = new Map<string, KindView>();
+
+  #viewOf(r: Reflector, previous: KindView | undefined): KindView {
+    const resources: Resource[] = [];
+    const problems: SourceProblem[] = [];
+    const invalid: InvalidResource[] = [];
+    const keys = new Set<string>();
+    const names = [...r.objects.keys()].sort();
+    for (const k of names) {
+      const object = r.objects.get(k) as KubeObject;
+      const key = resourceKey(object as unknown as Resource);
+      keys.add(key);
+      const result = this.#validate(key, object, r.kind.statusOnlyIgnored === true);
+      if (result.resource !== undefined && result.problems.length === 0) {
+        this.#lastGood.set(key, result.resource);
+        resources.push(result.resource);
+        continue;
+      }
+      const description = describeResource(object as unknown as Resource);
+      const previousGood = result.resource === undefined ? this.#lastGood.get(key) : undefined;
+      const consequence =
+        result.resource !== undefined
+          ? undefined
+          : previousGood !== undefined
+            ? "the last valid version keeps serving"
+            : "resource left out";
+      for (const p of result.problems)
+        problems.push({
+          file: KUBE_SOURCE_FILE,
+          line: 0,
+          resource: description,
+          path: p.path,
+          message: p.message,
+          severity: p.severity,
+          ...(p.severity === "error" && consequence !== undefined ? { consequence } : {}),
+        });
+      if (result.resource !== undefined) {
+        this.#lastGood.set(key, result.resource);
+        resources.push(result.resource);
+      } else if (previousGood !== undefined) resources.push(previousGood);
+      else
         invalid.push({
-          kind: object.kind ?? kind,
+          kind: object.kind ?? r.kind.kind,
           document: object as unknown as Resource,
           problems: result.problems.filter((p) => p.severity === "error").map((p) => `${p.path}: ${p.message}`),
         });
-      }
     }
-    for (const key of [...this.#validated.keys()]) if (!present.has(key)) this.#validated.delete(key);
-    for (const key of [...this.#lastGood.keys()]) if (!present.has(key)) this.#lastGood.delete(key);
-    return { documents, resources, sources: new Map<string, SourceRef>(), problems, invalid };
+    for (const key of previous?.keys ?? []) {
+      if (keys.has(key)) continue;
+      this.#validated.delete(key);
+      this.#lastGood.delete(key);
+    }
+    return { changes: r.changes, documents: names.length, keys, resources, problems, invalid };
   }
 
   /** Validation once per version of an object's spec: an unchanged object keeps its validated resource (same identity,

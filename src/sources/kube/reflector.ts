@@ -70,6 +70,8 @@ export class Reflector {
   state: ReflectorState = "starting";
   /** The version served (first one the server answered), once known. */
   version: string | undefined;
+  /** Incremented on every change of the view that matters to translation (KubeSource caches per kind by it). */
+  changes = 0;
   /** Counters for tests and metrics. */
   readonly counts = { lists: 0, watches: 0, events: 0, gone: 0, errors: 0, statusOnly: 0 };
   readonly #client: KubeClient;
@@ -165,6 +167,7 @@ export class Reflector {
     const hadObjects = this.objects.size > 0;
     this.state = "absent";
     this.objects = new Map();
+    this.changes++;
     if (!wasSynced || hadObjects) this.#opts.onChange(this.kind.kind);
     return false;
   }
@@ -196,6 +199,7 @@ export class Reflector {
     this.#absentLogged = false;
     this.#lastError = "";
     this.objects = next;
+    this.changes++;
     this.#resourceVersion = rv;
     this.state = "synced";
     this.#opts.onChange(this.kind.kind);
@@ -234,6 +238,7 @@ export class Reflector {
           this.#opts.onStatusOnly?.(this.objects.get(key) as KubeObject);
           return;
         }
+        this.changes++;
         this.#opts.onChange(this.kind.kind);
       },
       this.#abort.signal,
