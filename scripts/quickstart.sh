@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-bash scripts/setup.sh
+bash scripts/setup.sh --no-kube
 source scripts/env.sh
 export PATH="$root/node_modules/.bin:$PATH"
 tsc -p tsconfig.json
