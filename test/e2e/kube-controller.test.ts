@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import OpenAI from "openai";
+import { main } from "../../src/cli/main.js";
 import type { KubeClient, KubeObject } from "../../src/sources/kube/client.js";
 import {
   adminClient,
@@ -365,6 +366,35 @@ spec:
       await anonymous.stop();
       await impostor.stop();
     }
+  });
+
+  test("validate, explain and status with --kubeconfig read the cluster", async () => {
+    const run = async (args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await main(args, { stdout: (s) => out.push(s), stderr: (s) => err.push(s) });
+      return { code, out: out.join(""), err: err.join("") };
+    };
+    const validate = await run(["validate", "--kubeconfig", cluster.adminKubeconfig]);
+    assert.equal(validate.code, 1, validate.err);
+    assert.match(
+      validate.out,
+      new RegExp(
+        `^kubernetes: GwPolicy ${ns}/broken: spec\\.traffic\\.authorization\\.policy\\.matchExpressions\\[0\\]: `,
+        "m",
+      ),
+    );
+    const explain = await run(["explain", "--kubeconfig", cluster.adminKubeconfig, "--route", `${ns}/r/secure`]);
+    assert.equal(explain.code, 0, explain.err);
+    assert.match(explain.out, /jwtAuthentication/);
+    assert.match(explain.out, new RegExp(`GwPolicy ${ns}/secure`));
+    const status = await run(["status", "--kubeconfig", cluster.adminKubeconfig, "--output", "json"]);
+    const doc = JSON.parse(status.out) as { resources: { kind: string; name: string; status: unknown }[] };
+    // Problems first: the refused policy comes before the resources that are fine.
+    const index = (kind: string, name: string) => doc.resources.findIndex((r) => r.kind === kind && r.name === name);
+    assert.ok(index("GwPolicy", "broken") >= 0 && index("GwPolicy", "broken") < index("Gateway", "gw"));
+    const gw = doc.resources.find((r) => r.kind === "Gateway" && r.name === "gw");
+    assert.equal(conditionOf((gw?.status as { conditions?: unknown })?.conditions, "Programmed")?.status, "True");
   });
 
   test("a change through the API reaches Envoy", async () => {
