@@ -25,6 +25,7 @@ import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } f
 import { type SluiceProcess, startTestEnvoy, type TestEnvoy } from "../helpers/processes.js";
 
 let portB = 0;
+let portLs = 0;
 
 const GW = "/apis/gateway.networking.k8s.io/v1";
 const SLUICE = "/apis/sluice.dev/v1alpha1";
@@ -58,6 +59,7 @@ describe("sluice controller on a real API server", { timeout: 240_000 }, () => {
     ns = await cluster.namespace("app");
     port = await freePort();
     portB = await freePort();
+    portLs = await freePort();
     app = await startEchoUpstream("app", 0, hostAddress());
     provider = await startFakeProvider({ name: "llm" });
     key = await generateKeyPair("RS256", { extractable: true });
@@ -79,7 +81,15 @@ metadata: { name: gw, namespace: ${ns} }
 spec:
   gatewayClassName: sluice
   addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+  allowedListeners: { namespaces: { from: Same } }
   listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: { name: more, namespace: ${ns} }
+spec:
+  parentRef: { name: gw }
+  listeners: [{ name: extra, protocol: HTTP, port: ${portLs} }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -262,6 +272,23 @@ spec:
       assert.equal(conditionOf(listeners[0]?.conditions, type)?.status, "True", `listener ${type}`);
     const foreign = await admin.get<KubeObject>(`${GW}/namespaces/${ns}/gateways/foreign`);
     assert.ok(!managers(foreign).includes("sluice.dev/gateway-controller"));
+  });
+
+  test("ListenerSet status: Accepted, Programmed, its listeners", async () => {
+    const ls = await waitForObject(
+      admin,
+      `${GW}/namespaces/${ns}/listenersets/more`,
+      "ListenerSet accepted",
+      (o) => conditionOf(statusOf(o)["conditions"], "Accepted")?.status === "True",
+    );
+    assert.equal(conditionOf(statusOf(ls)["conditions"], "Programmed")?.status, "True");
+    assert.equal(conditionOf(statusOf(ls)["conditions"], "Accepted")?.observedGeneration, ls.metadata.generation);
+    const listeners = statusOf(ls)["listeners"] as { name: string; conditions: unknown }[];
+    assert.deepEqual(
+      listeners.map((l) => l.name),
+      ["extra"],
+    );
+    assert.equal(conditionOf(listeners[0]?.conditions, "Programmed")?.status, "True");
   });
 
   test("HTTPRoute status: our parent entries, the other controller's entry kept", async () => {

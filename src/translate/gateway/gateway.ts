@@ -7,6 +7,7 @@ import {
   type GRPCRoute,
   type HTTPRoute,
   type Listener,
+  type ListenerSet,
   type ParentReference,
   SLUICE_CONTROLLER_NAME,
 } from "../../api/gateway-api.js";
@@ -59,6 +60,8 @@ interface AttachedListener {
   readonly sectionName: string;
   readonly namespace: string;
   readonly fromListenerSet: boolean;
+  /** The ListenerSet the listener comes from. */
+  readonly listenerSet?: ListenerSet;
 }
 
 interface ListenerState {
@@ -138,7 +141,13 @@ function gatewayListeners(input: TranslationInput, gw: Gateway): AttachedListene
       continue;
     }
     for (const listener of ls.spec.listeners) {
-      out.push({ listener, sectionName: listener.name, namespace: namespaceOf(ls), fromListenerSet: true });
+      out.push({
+        listener,
+        sectionName: listener.name,
+        namespace: namespaceOf(ls),
+        fromListenerSet: true,
+        listenerSet: ls,
+      });
     }
   }
   return out;
@@ -304,6 +313,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
       secrets: [...secrets.values()].sort((a, b) => (a.name < b.name ? -1 : 1)),
     });
     statuses.push(gatewayStatus(input, gw, listeners));
+    statuses.push(...listenerSetStatuses(listeners));
   }
 
   const routeStatus = (parents: readonly unknown[], route: HTTPRoute | GRPCRoute) => {
@@ -538,6 +548,61 @@ function validateListeners(
   }
 }
 
+const SUPPORTED_KINDS = [
+  { group: GATEWAY_API_GROUP, kind: "HTTPRoute" },
+  { group: GATEWAY_API_GROUP, kind: "GRPCRoute" },
+] as const;
+
+function listenerStatus(l: ListenerState) {
+  return {
+    name: l.att.sectionName,
+    attachedRoutes: l.attachedRoutes,
+    supportedKinds: SUPPORTED_KINDS,
+    conditions: l.conditions,
+  };
+}
+
+/** The status of each ListenerSet attached to a Gateway: its listeners, as the Gateway's own are reported. */
+function listenerSetStatuses(listeners: readonly ListenerState[]): ResourceStatus[] {
+  const bySet = new Map<ListenerSet, ListenerState[]>();
+  for (const l of listeners) {
+    const ls = l.att.listenerSet;
+    if (ls === undefined) continue;
+    const list = bySet.get(ls) ?? [];
+    list.push(l);
+    bySet.set(ls, list);
+  }
+  return [...bySet].map(([ls, own]) => {
+    const anyValid = own.some((l) => l.valid);
+    const allValid = own.every((l) => l.valid);
+    return {
+      kind: ls.kind,
+      namespace: namespaceOf(ls),
+      name: ls.metadata.name,
+      status: {
+        conditions: [
+          condition(
+            "Accepted",
+            anyValid,
+            allValid ? GatewayConditionReason.Accepted : GatewayConditionReason.ListenersNotValid,
+            allValid ? "attached to its Gateway" : "some listeners are not valid; see status.listeners",
+          ),
+          condition(
+            "Programmed",
+            anyValid,
+            anyValid ? GatewayConditionReason.Programmed : GatewayConditionReason.Invalid,
+            anyValid ? "served over xDS" : "no valid listener",
+          ),
+        ],
+        // XListenerSet (v1alpha1) also requires each listener's port; ListenerSet (v1) has no such field.
+        listeners: own.map((l) =>
+          ls.kind === "XListenerSet" ? { ...listenerStatus(l), port: l.att.listener.port } : listenerStatus(l),
+        ),
+      },
+    };
+  });
+}
+
 function gatewayStatus(input: TranslationInput, gw: Gateway, listeners: readonly ListenerState[]): ResourceStatus {
   const anyValid = listeners.some((l) => l.valid);
   const allValid = listeners.every((l) => l.valid);
@@ -563,17 +628,7 @@ function gatewayStatus(input: TranslationInput, gw: Gateway, listeners: readonly
     status: {
       ...(addresses.length > 0 ? { addresses } : {}),
       conditions,
-      listeners: listeners
-        .filter((l) => !l.att.fromListenerSet)
-        .map((l) => ({
-          name: l.att.sectionName,
-          attachedRoutes: l.attachedRoutes,
-          supportedKinds: [
-            { group: GATEWAY_API_GROUP, kind: "HTTPRoute" },
-            { group: GATEWAY_API_GROUP, kind: "GRPCRoute" },
-          ],
-          conditions: l.conditions,
-        })),
+      listeners: listeners.filter((l) => !l.att.fromListenerSet).map(listenerStatus),
     },
   };
 }
