@@ -154,6 +154,11 @@ export class Controller {
         errors: w.errors,
         objects: w.perObject.size,
         maxPerObject: Math.max(0, ...w.perObject.values()),
+        // The objects written most, for a look at what churns.
+        busiest: [...w.perObject]
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 5)
+          .map(([key, writes]) => ({ key, writes })),
         pending: this.status.pending,
       },
       kinds: Object.fromEntries(

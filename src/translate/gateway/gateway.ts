@@ -33,6 +33,7 @@ import {
 import { gatewayAddresses } from "./addresses.js";
 import { resolveCertificates } from "./certificates.js";
 import { gatewayClassStatuses } from "./class-status.js";
+import { inferencePoolStatuses } from "./inference-pool-status.js";
 import type { GatewayRouteMemo, RouteOutcome } from "./route-memo.js";
 
 export interface GatewayTranslateOptions {
@@ -328,7 +329,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
   routeSources.forEach((route, i) => {
     routeStatus(routeParentLists[i] ?? [], route);
   });
-  statuses.push(...gatewayClassStatuses(input.gatewayClasses));
+  statuses.push(...gatewayClassStatuses(input.gatewayClasses), ...inferencePoolStatuses(gateways));
   return { gateways, statuses };
 }
 
