@@ -102,9 +102,12 @@ spec:
       backendRefs: [{ name: v1, port: 50051 }]
 ${svc("v1", v1.port)}${svc("v2", v2.port)}`,
   );
-  const sluice = await startSluice("serve", cfg.dir);
-  const envoy = await startTestEnvoy(sluice, { delta: true });
+  // Everything started is stopped however the test ends: a server left open keeps the file from finishing.
+  let sluice: Awaited<ReturnType<typeof startSluice>> | undefined;
+  let envoy: Awaited<ReturnType<typeof startTestEnvoy>> | undefined;
   try {
+    sluice = await startSluice("serve", cfg.dir);
+    envoy = await startTestEnvoy(sluice, { delta: true });
     const first = await waitFor("a gRPC answer", async () => call(port, "/helloworld.Greeter/SayHello"));
     assert.deepEqual(first, { server: "v1", method: "/helloworld.Greeter/SayHello", via: null });
     assert.deepEqual(await call(port, "/helloworld.Greeter/SayHello", { "x-tenant": "beta" }), {
@@ -119,8 +122,8 @@ ${svc("v1", v1.port)}${svc("v2", v2.port)}`,
       (e: grpc.ServiceError) => e.code === grpc.status.UNIMPLEMENTED,
     );
   } finally {
-    await envoy.stop();
-    await sluice.stop();
+    await envoy?.stop();
+    await sluice?.stop();
     v1.close();
     v2.close();
   }
