@@ -91,7 +91,8 @@ export async function startSluiceCommand(
         const admin = portFrom(/^sluice: admin on http:\/\/[^ ]+:(\d+)/);
         return xds && authz && admin ? { xds, authz, admin } : undefined;
       },
-      opts.listenTimeoutMs ?? 15_000,
+      // Generous: the suite runs several files at once, Kubernetes control planes among them, on two cores.
+      opts.listenTimeoutMs ?? 60_000,
     );
   } catch (e) {
     child.kill("SIGKILL");
