@@ -115,8 +115,9 @@ export class LeaderElector {
   }
 
   /**
-   * Stops trying; if leading, calls onStoppedLeading (and waits for it). With `release`, then clears holderIdentity
-   * in the Lease if it still names this replica. Never throws; failures are logged.
+   * Stops trying, once a try under way has ended (at most the renew deadline); if leading, calls onStoppedLeading
+   * (and waits for it). With `release`, then clears holderIdentity in the Lease if it still names this replica. Never
+   * throws; failures are logged.
    */
   async stop(opts: { readonly release?: boolean } = {}): Promise<void> {
     if (this.#stopped) return;
@@ -133,7 +134,7 @@ export class LeaderElector {
       const sentAt = performance.now();
       let ok = false;
       try {
-        ok = await this.#tryAcquireOrRenew(AbortSignal.any([stop, AbortSignal.timeout(this.#renewDeadlineMs)]));
+        ok = await this.#try();
         this.#recovered();
       } catch (e) {
         if (stop.aborted) break;
@@ -152,6 +153,21 @@ export class LeaderElector {
           : this.#retryMs * (0.5 + r / 2)
         : this.#retryMs * (1 + r * ACQUIRE_JITTER);
       await sleep(wait, stop);
+    }
+  }
+
+  /**
+   * One try, abandoned after the renew deadline. stop() does not abort it: aborting an HTTP/2 request whose body is
+   * being sent can spin Node's HTTP/2 session (Http2Session::SendPendingData) until memory runs out.
+   */
+  async #try(): Promise<boolean> {
+    const attempt = new AbortController();
+    const deadline = this.#renewDeadlineMs;
+    const timer = setTimeout(() => attempt.abort(new Error(`no answer within ${deadline / 1000}s`)), deadline);
+    try {
+      return await this.#tryAcquireOrRenew(attempt.signal);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
