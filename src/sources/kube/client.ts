@@ -100,7 +100,10 @@ export class KubeClient {
       // Watches are long-lived; they end with the server's timeoutSeconds or on an error.
       bodyTimeout: 0,
       headersTimeout: 30_000,
-      connections: 16,
+      // HTTP/1.1, one connection per request in flight (each watch holds one; no cap, or a 17th watch would starve
+      // status writes). undici 8 would negotiate HTTP/2 with kube-apiserver, and aborting an HTTP/2 request whose
+      // body is being sent was seen to spin Node's HTTP/2 session until the process ran out of memory.
+      allowH2: false,
     });
     const client = new KubeClient(kc, cluster.server, agent);
     client.#headers = opts.headers;
