@@ -22,7 +22,7 @@ import { makeInput } from "../src/translate/input.js";
 import { TranslationMemo } from "../src/translate/memo.js";
 import { translate } from "../src/translate/translate.js";
 import { buildSnapshot } from "../src/xds-server/index.js";
-import { controllerKubeconfig, hostAddress, startController } from "../test/helpers/controller.js";
+import { controllerKubeconfig, gatewayEnvoy, hostAddress, startController } from "../test/helpers/controller.js";
 import { type KubeCluster, startKubeCluster, yamlObjects } from "../test/helpers/kube.js";
 import { type EchoBody, freePort, request, sleep, startEchoUpstream, waitFor } from "../test/helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
@@ -386,7 +386,8 @@ spec: { controllerName: sluice.dev/gateway-controller }
   const controller = await startController(kubeconfig, system);
   live.add(controller.stop);
   const readyMs = performance.now() - t;
-  const envoy = await startTestEnvoy(controller, { gateway: `${ns}/gw` });
+  // With the client certificate the controller issued into the Gateway's Secret, as its pod would run.
+  const envoy = await gatewayEnvoy(admin, controller, ns, "gw");
   live.add(envoy.stop);
   const host = (i: number) => ({ host: `host-${i % 50}.example.com` });
   await waitFor(
@@ -469,17 +470,26 @@ spec: { controllerName: sluice.dev/gateway-controller }
     await applyAll(admin, objects, 16);
     row["+slices/+secrets"] = `${slices}/${secrets}`;
     row["apply those s"] = ((performance.now() - t) / 1000).toFixed(1);
-    await waitFor(
-      "the controller to hold them",
-      async () => {
-        const k = ((await controller.status())["kube"] as { kinds: Record<string, { objects: number }> }).kinds;
-        return (k["EndpointSlice"]?.objects ?? 0) >= slices && (k["Secret"]?.objects ?? 0) >= secrets
-          ? true
-          : undefined;
-      },
-      300_000,
-      500,
-    );
+    let held: unknown;
+    try {
+      await waitFor(
+        "the controller to hold them",
+        async () => {
+          const k = ((await controller.status())["kube"] as { kinds: Record<string, { objects: number }> }).kinds;
+          held = { slices: k["EndpointSlice"]?.objects, secrets: k["Secret"]?.objects };
+          return (k["EndpointSlice"]?.objects ?? 0) >= slices && (k["Secret"]?.objects ?? 0) >= secrets
+            ? true
+            : undefined;
+        },
+        300_000,
+        500,
+      );
+    } catch (e) {
+      console.error(
+        `holding ${JSON.stringify(held)}; the controller's last lines:\n${controller.output.slice(-15).join("\n")}`,
+      );
+      throw e;
+    }
     await sleep(3000);
     row["controller RSS with them MB"] = mb(await rssOf());
   }

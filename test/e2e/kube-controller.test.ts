@@ -16,6 +16,9 @@ import {
   controllerKubeconfig,
   gatewayEnvoy,
   hostAddress,
+  kubeRouteYaml,
+  kubeServiceYaml,
+  SLUICE_GATEWAY_CLASS,
   startController,
   waitForObject,
 } from "../helpers/controller.js";
@@ -64,12 +67,7 @@ describe("sluice controller on a real API server", { timeout: 240_000 }, () => {
     provider = await startFakeProvider({ name: "llm" });
     key = await generateKeyPair("RS256", { extractable: true });
     const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(key.publicKey)), kid: "k1", alg: "RS256" }] });
-    await cluster.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: sluice }
-spec: { controllerName: sluice.dev/gateway-controller }
----
+    await cluster.apply(`${SLUICE_GATEWAY_CLASS}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: { name: other }
@@ -112,19 +110,7 @@ metadata: { name: foreign, namespace: ${ns} }
 spec:
   gatewayClassName: other
   listeners: [{ name: http, protocol: HTTP, port: 80 }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: app, namespace: ${ns} }
-spec: { ports: [{ name: http, port: 80, targetPort: ${app.port} }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: app-1, namespace: ${ns}, labels: { kubernetes.io/service-name: app } }
-addressType: IPv4
-ports: [{ name: http, port: ${app.port} }]
-endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true } }]
----
+${kubeServiceYaml(ns, "app", app.port)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: ${ns} }
@@ -425,16 +411,7 @@ spec:
   });
 
   test("a change through the API reaches Envoy", async () => {
-    await cluster.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: added, namespace: ${ns} }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /added } }]
-      backendRefs: [{ name: app, port: 80 }]
-`);
+    await cluster.apply(kubeRouteYaml(ns, "added"));
     await waitFor("the new route", async () => ((await request(port, "/added")).status === 200 ? true : undefined));
     const gw = await waitForObject(
       admin,

@@ -12,6 +12,9 @@ import {
   controllerKubeconfig,
   gatewayEnvoy,
   hostAddress,
+  kubeGatewayYaml,
+  kubeServiceYaml,
+  SLUICE_GATEWAY_CLASS,
   startController,
   waitForObject,
 } from "../helpers/controller.js";
@@ -44,32 +47,7 @@ describe("CRDs absent at start, installed later", { timeout: 240_000 }, () => {
         ? true
         : undefined,
     );
-    await cluster.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: sluice }
-spec: { controllerName: sluice.dev/gateway-controller }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: ${ns} }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: app, namespace: ${ns} }
-spec: { ports: [{ name: http, port: 80, targetPort: ${app.port} }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: app-1, namespace: ${ns}, labels: { kubernetes.io/service-name: app } }
-addressType: IPv4
-ports: [{ name: http, port: ${app.port} }]
-endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true } }]
----
+    await cluster.apply(`${SLUICE_GATEWAY_CLASS}${kubeGatewayYaml(ns, port)}${kubeServiceYaml(ns, "app", app.port)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: ${ns} }

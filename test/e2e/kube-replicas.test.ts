@@ -14,6 +14,10 @@ import {
   controllerKubeconfig,
   gatewayCertificateFiles,
   hostAddress,
+  kubeGatewayYaml,
+  kubeRouteYaml,
+  kubeServiceYaml,
+  SLUICE_GATEWAY_CLASS,
   startController,
   waitForObject,
 } from "../helpers/controller.js";
@@ -87,41 +91,9 @@ describe("two controller replicas", { timeout: 240_000 }, () => {
     ns = await cluster.namespace("app");
     port = await freePort();
     app = await startEchoUpstream("app", 0, hostAddress());
-    await cluster.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: sluice }
-spec: { controllerName: sluice.dev/gateway-controller }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: ${ns} }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: app, namespace: ${ns} }
-spec: { ports: [{ name: http, port: 80, targetPort: ${app.port} }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: app-1, namespace: ${ns}, labels: { kubernetes.io/service-name: app } }
-addressType: IPv4
-ports: [{ name: http, port: ${app.port} }]
-endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true } }]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: ${ns} }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /app } }]
-      backendRefs: [{ name: app, port: 80 }]
-`);
+    await cluster.apply(
+      `${SLUICE_GATEWAY_CLASS}${kubeGatewayYaml(ns, port)}${kubeServiceYaml(ns, "app", app.port)}${kubeRouteYaml(ns, "r", "app")}`,
+    );
     const args = ["--lease-duration", String(LEASE_S)];
     const a = await startController(kubeconfig, system, { identity: "replica-a", extraArgs: args });
     replicas.push(a);
@@ -239,16 +211,7 @@ spec:
   test("the new leader writes status", async () => {
     const follower = replicas[1] as SluiceProcess;
     const before = (await kubeStatus(follower)).statusWrites.writes;
-    await cluster.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: later, namespace: ${ns} }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /later } }]
-      backendRefs: [{ name: app, port: 80 }]
-`);
+    await cluster.apply(kubeRouteYaml(ns, "later"));
     const route: KubeObject = await waitForObject(admin, `${GW}/namespaces/${ns}/httproutes/later`, "status", (o) =>
       ((o["status"] as { parents?: { conditions: unknown }[] } | undefined)?.parents ?? []).some(
         (p) => conditionOf(p.conditions, "Accepted")?.status === "True",

@@ -11,6 +11,10 @@ import {
   controllerKubeconfig,
   gatewayEnvoy,
   hostAddress,
+  kubeGatewayYaml,
+  kubeRouteYaml,
+  kubeServiceYaml,
+  SLUICE_GATEWAY_CLASS,
   startController,
 } from "../helpers/controller.js";
 import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
@@ -41,19 +45,6 @@ async function compactEtcd(etcd: string): Promise<number> {
   return revision;
 }
 
-function route(ns: string, name: string): string {
-  return `
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: ${name}, namespace: ${ns} }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
-      backendRefs: [{ name: app, port: 80 }]
-`;
-}
-
 describe("the controller when the API server fails", { timeout: 240_000 }, () => {
   let cluster: KubeCluster;
   let admin: KubeClient;
@@ -76,33 +67,9 @@ describe("the controller when the API server fails", { timeout: 240_000 }, () =>
     ns = await cluster.namespace("app");
     port = await freePort();
     app = await startEchoUpstream("app", 0, hostAddress());
-    await cluster.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: sluice }
-spec: { controllerName: sluice.dev/gateway-controller }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: ${ns} }
-spec:
-  gatewayClassName: sluice
-  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
-  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: app, namespace: ${ns} }
-spec: { ports: [{ name: http, port: 80, targetPort: ${app.port} }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: app-1, namespace: ${ns}, labels: { kubernetes.io/service-name: app } }
-addressType: IPv4
-ports: [{ name: http, port: ${app.port} }]
-endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true } }]
----
-${route(ns, "app")}`);
+    await cluster.apply(
+      `${SLUICE_GATEWAY_CLASS}${kubeGatewayYaml(ns, port)}${kubeServiceYaml(ns, "app", app.port)}${kubeRouteYaml(ns, "app")}`,
+    );
     controller = await startController(kubeconfig, system);
     envoy = await gatewayEnvoy(admin, controller, ns, "gw");
     await waitFor("the route to serve", async () => ((await request(port, "/app")).status === 200 ? true : undefined));
@@ -131,7 +98,7 @@ ${route(ns, "app")}`);
     const before = await kinds(controller);
     await cluster.restartApiServer();
     // Written as soon as the API server is back: Sluice's watches may not be yet.
-    await cluster.apply(route(ns, "after-restart"));
+    await cluster.apply(kubeRouteYaml(ns, "after-restart"));
     await waitFor(
       "the change made after the restart",
       async () => ((await request(port, "/after-restart")).status === 200 ? true : undefined),
@@ -155,7 +122,7 @@ data: { at: "${Date.now()}" }
 `);
     await compactEtcd(cluster.etcd);
     await cluster.restartApiServer();
-    await cluster.apply(route(ns, "after-gone"));
+    await cluster.apply(kubeRouteYaml(ns, "after-gone"));
     await waitFor(
       "the change made after the compaction",
       async () => ((await request(port, "/after-gone")).status === 200 ? true : undefined),

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { KubeClient, type KubeObject } from "../../src/sources/kube/client.js";
-import { controllerKubeconfig, startController } from "../helpers/controller.js";
+import { controllerKubeconfig, SLUICE_GATEWAY_CLASS, startController } from "../helpers/controller.js";
 import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
 import { freePort, waitFor } from "../helpers/net.js";
 import type { SluiceProcess } from "../helpers/processes.js";
@@ -47,12 +47,7 @@ describe("status writes for a burst of 1,000 routes", { timeout: 300_000 }, () =
     const system = await cluster.namespace("sluice-system");
     const kubeconfig = await controllerKubeconfig(cluster, system);
     ns = await cluster.namespace("burst");
-    await cluster.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: sluice }
-spec: { controllerName: sluice.dev/gateway-controller }
----
+    await cluster.apply(`${SLUICE_GATEWAY_CLASS}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: { name: gw, namespace: ${ns} }

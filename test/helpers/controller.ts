@@ -167,3 +167,57 @@ export async function gatewayEnvoy(
     ...(opts.ready !== undefined ? { ready: opts.ready } : {}),
   });
 }
+
+/** GatewayClass `sluice` of Sluice's controller (cluster-scoped: one per test cluster). */
+export const SLUICE_GATEWAY_CLASS = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: sluice }
+spec: { controllerName: sluice.dev/gateway-controller }
+`;
+
+/** Gateway `namespace/gw` of class sluice with one HTTP listener on 127.0.0.1:`port`; `extra` is more spec YAML. */
+export function kubeGatewayYaml(namespace: string, port: number, extra = ""): string {
+  return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: ${namespace} }
+spec:
+  gatewayClassName: sluice
+  addresses: [{ type: IPAddress, value: 127.0.0.1 }]
+${extra}  listeners: [{ name: http, protocol: HTTP, port: ${port} }]
+`;
+}
+
+/**
+ * Service `namespace/name` (port 80) and its EndpointSlice: one ready endpoint, this machine's address (hostAddress)
+ * on `port` — the upstream must listen there.
+ */
+export function kubeServiceYaml(namespace: string, name: string, port: number): string {
+  return `---
+apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: ${namespace} }
+spec: { ports: [{ name: http, port: 80, targetPort: ${port} }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: ${name}-1, namespace: ${namespace}, labels: { kubernetes.io/service-name: ${name} } }
+addressType: IPv4
+ports: [{ name: http, port: ${port} }]
+endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true } }]
+`;
+}
+
+/** HTTPRoute `namespace/name` on Gateway gw: PathPrefix /`path` (default the name) to Service app. */
+export function kubeRouteYaml(namespace: string, name: string, path = name): string {
+  return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ${name}, namespace: ${namespace} }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /${path} } }]
+      backendRefs: [{ name: app, port: 80 }]
+`;
+}

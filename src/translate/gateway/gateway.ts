@@ -563,6 +563,29 @@ function listenerStatus(l: ListenerState) {
   };
 }
 
+/**
+ * Accepted and Programmed of a Gateway or a ListenerSet from its listeners: accepted when any is valid (a Gateway
+ * with none at all too), programmed when any is served.
+ */
+function listenersConditions(listeners: readonly ListenerState[], acceptedMessage: string): Condition[] {
+  const anyValid = listeners.some((l) => l.valid);
+  const allValid = listeners.every((l) => l.valid);
+  return [
+    condition(
+      "Accepted",
+      anyValid || listeners.length === 0,
+      allValid ? GatewayConditionReason.Accepted : GatewayConditionReason.ListenersNotValid,
+      allValid ? acceptedMessage : "some listeners are not valid; see status.listeners",
+    ),
+    condition(
+      "Programmed",
+      anyValid,
+      anyValid ? GatewayConditionReason.Programmed : GatewayConditionReason.Invalid,
+      anyValid ? "served over xDS" : "no valid listener",
+    ),
+  ];
+}
+
 /** The status of each ListenerSet attached to a Gateway: its listeners, as the Gateway's own are reported. */
 function listenerSetStatuses(listeners: readonly ListenerState[]): ResourceStatus[] {
   const bySet = new Map<ListenerSet, ListenerState[]>();
@@ -574,27 +597,12 @@ function listenerSetStatuses(listeners: readonly ListenerState[]): ResourceStatu
     bySet.set(ls, list);
   }
   return [...bySet].map(([ls, own]) => {
-    const anyValid = own.some((l) => l.valid);
-    const allValid = own.every((l) => l.valid);
     return {
       kind: ls.kind,
       namespace: namespaceOf(ls),
       name: ls.metadata.name,
       status: {
-        conditions: [
-          condition(
-            "Accepted",
-            anyValid,
-            allValid ? GatewayConditionReason.Accepted : GatewayConditionReason.ListenersNotValid,
-            allValid ? "attached to its Gateway" : "some listeners are not valid; see status.listeners",
-          ),
-          condition(
-            "Programmed",
-            anyValid,
-            anyValid ? GatewayConditionReason.Programmed : GatewayConditionReason.Invalid,
-            anyValid ? "served over xDS" : "no valid listener",
-          ),
-        ],
+        conditions: listenersConditions(own, "attached to its Gateway"),
         // XListenerSet (v1alpha1) also requires each listener's port; ListenerSet (v1) has no such field.
         listeners: own.map((l) =>
           ls.kind === "XListenerSet" ? { ...listenerStatus(l), port: l.att.listener.port } : listenerStatus(l),
@@ -605,22 +613,7 @@ function listenerSetStatuses(listeners: readonly ListenerState[]): ResourceStatu
 }
 
 function gatewayStatus(input: TranslationInput, gw: Gateway, listeners: readonly ListenerState[]): ResourceStatus {
-  const anyValid = listeners.some((l) => l.valid);
-  const allValid = listeners.every((l) => l.valid);
-  const conditions = [
-    condition(
-      "Accepted",
-      anyValid || listeners.length === 0,
-      allValid ? GatewayConditionReason.Accepted : GatewayConditionReason.ListenersNotValid,
-      allValid ? "Gateway accepted" : "some listeners are not valid; see status.listeners",
-    ),
-    condition(
-      "Programmed",
-      anyValid,
-      anyValid ? GatewayConditionReason.Programmed : GatewayConditionReason.Invalid,
-      anyValid ? "served over xDS" : "no valid listener",
-    ),
-  ];
+  const conditions = listenersConditions(listeners, "Gateway accepted");
   const addresses = gatewayAddresses(input, gw);
   return {
     kind: "Gateway",
