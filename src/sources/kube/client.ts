@@ -57,6 +57,8 @@ export interface RequestOptions {
 
 export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
 
+/** A watch that brings nothing (not even a bookmark, sent about every minute) for this long is abandoned. */
+const WATCH_IDLE_MS = 180_000;
 /** How long credentials read from the kubeconfig are reused: a projected ServiceAccount token file rotates. */
 const CREDENTIAL_TTL_MS = 60_000;
 
@@ -186,6 +188,38 @@ export class KubeClient {
     signal: AbortSignal,
   ): Promise<void> {
     const headers = { ...(await this.#auth()), accept: "application/json" };
+    // A connection that died without a word (no FIN, no RST) would hold the watch forever: the server sends a bookmark
+    // about every minute, so a watch silent for WATCH_IDLE_MS is abandoned (and resumed by the caller).
+    const idle = new AbortController();
+    const onAbort = () => idle.abort(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    let timer = setTimeout(
+      () => idle.abort(new Error(`watch ${path}: no data for ${WATCH_IDLE_MS / 1000} s`)),
+      WATCH_IDLE_MS,
+    );
+    const alive = () => {
+      clearTimeout(timer);
+      timer = setTimeout(
+        () => idle.abort(new Error(`watch ${path}: no data for ${WATCH_IDLE_MS / 1000} s`)),
+        WATCH_IDLE_MS,
+      );
+    };
+    try {
+      await this.#watchStream(path, query, headers, onEvent, idle.signal, alive);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  async #watchStream(
+    path: string,
+    query: RequestOptions["query"],
+    headers: Record<string, string>,
+    onEvent: (type: WatchEventType, object: KubeObject) => void,
+    signal: AbortSignal,
+    alive: () => void,
+  ): Promise<void> {
     const res = await request(this.#url(path, { ...query, watch: true }), {
       method: "GET",
       headers,
@@ -196,6 +230,7 @@ export class KubeClient {
     let buffered = "";
     res.body.setEncoding("utf8");
     for await (const chunk of res.body as AsyncIterable<string>) {
+      alive();
       buffered += chunk;
       let nl = buffered.indexOf("\n");
       while (nl >= 0) {

@@ -103,17 +103,6 @@ export class Reflector {
     await this.#loop;
   }
 
-  /** Ends the current watch (tests: the next one resumes from the last resourceVersion). */
-  interruptWatch(): void {
-    this.#abort.abort();
-  }
-
-  /** Forgets the resourceVersion, as a 410 Gone would (tests). */
-  forceRelist(): void {
-    this.#resourceVersion = "";
-    this.#abort.abort();
-  }
-
   async #run(): Promise<void> {
     let attempt = 0;
     while (!this.#stopped) {
@@ -123,11 +112,6 @@ export class Reflector {
         await this.#watch();
       } catch (e) {
         if (this.#stopped) return;
-        if (this.#abort.signal.aborted) {
-          // interruptWatch / forceRelist: go again at once.
-          this.#abort = new AbortController();
-          continue;
-        }
         if (isKubeError(e, 410)) {
           // Too old a resourceVersion: list again (the current view keeps serving meanwhile).
           this.counts.gone++;
