@@ -265,8 +265,8 @@ describe("authenticated xDS and services", () => {
         `the client certificate is Gateway default/a's; node "${node}" asks for the configuration of default/b`,
       );
     }
-    const connected = (await request(m.adminPort, "/stats?filter=^control_plane.connected_state$")).body;
-    assert.match(connected, /control_plane\.connected_state: 0/);
+    // Not control_plane.connected_state: Envoy counts itself connected from the stream's start until Sluice refuses its
+    // first request, and it retries, so a sample can catch 1 (a clean-clone run did). What it never gets is a resource.
     const got = await dynamic(m);
     assert.deepEqual(got.listeners, []);
     assert.deepEqual(got.secrets, []);
