@@ -396,10 +396,12 @@ spec: { controllerName: sluice.dev/gateway-controller }
     120_000,
   );
   const toServe: number[] = [];
+  const toApplied: number[] = [];
   for (let k = 0; k < changes; k++) {
     const i = 10 + ((k * 97) % (n - 10));
     const t0 = performance.now();
     await applyAll(admin, yamlObjects(rename(routeYaml(i, "b"))), 1);
+    toApplied.push(performance.now() - t0);
     toServe.push(
       await waitFor(
         "new route",
@@ -436,6 +438,7 @@ spec: { controllerName: sluice.dev/gateway-controller }
     routes: String(n),
     "apply routes s": (applyMs / 1000).toFixed(1),
     "controller ready ms": readyMs.toFixed(0),
+    "API write answered p50 ms": quantile(toApplied, 0.5).toFixed(1),
     "API write→serving p50 ms": quantile(toServe, 0.5).toFixed(1),
     "API write→serving p90 ms": quantile(toServe, 0.9).toFixed(1),
     "controller RSS MB": mb(await rssOf()),

@@ -152,6 +152,7 @@ export class Controller {
         writes: w.writes,
         conflicts: w.conflicts,
         errors: w.errors,
+        refused: w.refused,
         objects: w.perObject.size,
         maxPerObject: Math.max(0, ...w.perObject.values()),
         // The objects written most, for a look at what churns.

@@ -175,13 +175,16 @@ interface Written {
 export interface StatusWriterStats {
   writes: number;
   conflicts: number;
+  /** Failures that are tried again (the API server away, busy, or slower than the timeout). */
   errors: number;
+  /** Writes the API server refused (4xx other than conflicts): a status of ours its schema does not take. */
+  refused: number;
   /** Writes per object key (tests check convergence with it). */
   readonly perObject: Map<string, number>;
 }
 
 export class StatusWriter {
-  readonly stats: StatusWriterStats = { writes: 0, conflicts: 0, errors: 0, perObject: new Map() };
+  readonly stats: StatusWriterStats = { writes: 0, conflicts: 0, errors: 0, refused: 0, perObject: new Map() };
   readonly #client: KubeClient;
   readonly #source: KubeSource;
   readonly #opts: StatusWriterOptions;
@@ -395,14 +398,17 @@ export class StatusWriter {
             );
           } catch (g) {
             if (isKubeError(g, 404)) return;
-            throw g;
+            // The re-read failed (the API server is away): the key is tried again later.
+            this.stats.errors++;
+            this.#retryLater(key);
+            return;
           }
           continue;
         }
-        this.stats.errors++;
         const message = (e as Error).message;
         const status = (e as { status?: number }).status;
         if (status === undefined || status >= 500 || status === 429) {
+          this.stats.errors++;
           // The API server is away or busy: try again later (the latest status then).
           this.#retryLater(key);
           if (!this.#reported.has(key))
@@ -411,11 +417,14 @@ export class StatusWriter {
           return;
         }
         // One line per object and message: a status the API server refuses is a bug of ours, not a log flood.
+        this.stats.refused++;
         if (!this.#reported.has(key))
           this.#opts.log(`kube: status of ${kind} ${namespace}/${name} not written: ${message}`);
         this.#reported.add(key);
         return;
       }
     }
+    // Conflicts on every attempt (a busy object): later, from a fresh view.
+    if (this.#active) this.#retryLater(key);
   }
 }
