@@ -154,7 +154,7 @@ export class Controller {
         errors: w.errors,
         refused: w.refused,
         objects: w.perObject.size,
-        maxPerObject: Math.max(0, ...w.perObject.values()),
+        maxPerObject: [...w.perObject.values()].reduce((a, b) => Math.max(a, b), 0),
         // The objects written most, for a look at what churns.
         busiest: [...w.perObject]
           .sort((a, b) => b[1] - a[1])

@@ -236,6 +236,14 @@ export class StatusWriter {
     }
     // Objects Sluice no longer reports on: take our entries out of their shared lists.
     for (const key of previous.keys()) if (!next.has(key)) this.#wait(key, now);
+    // What is remembered of objects that are gone from the cluster is forgotten (a long-lived controller sees many).
+    for (const key of this.#written.keys()) {
+      if (next.has(key) || this.#waiting.has(key)) continue;
+      const [kind = "", namespace = "", ...rest] = key.split("/");
+      if (this.#source.object(kind, namespace, rest.join("/")) !== undefined) continue;
+      this.#written.delete(key);
+      this.stats.perObject.delete(key);
+    }
     this.#tick();
   }
 
