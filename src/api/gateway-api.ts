@@ -8,6 +8,8 @@ export const GATEWAY_API_X_GROUP = "gateway.networking.x-k8s.io";
 /** The Gateway API Inference Extension's group (InferencePool). */
 export const INFERENCE_GROUP = "inference.networking.k8s.io";
 export const SLUICE_CONTROLLER_NAME = "sluice.dev/gateway-controller";
+/** The label Gateway API implementations put on what they create for a Gateway (its Envoy Service, its Secrets). */
+export const GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name";
 
 export interface ParentReference {
   readonly group?: string;

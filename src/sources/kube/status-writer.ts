@@ -13,6 +13,7 @@
 // - A coalescing work queue with bounded concurrency: a key changed many times while queued is written once, with
 //   its latest status.
 
+import { canonicalJson } from "../../translate/authz/policy-table.js";
 import { isKubeError, type KubeClient, type KubeObject, resourcePath } from "./client.js";
 import type { KubeSource } from "./kube-source.js";
 
@@ -78,21 +79,11 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 /** What identifies an entry of a status list across writes. */
 function identity(item: unknown): string | undefined {
   if (!isObject(item)) return undefined;
-  if (item["parentRef"] !== undefined) return `p:${canonical(item["parentRef"])}|${String(item["controllerName"])}`;
-  if (item["ancestorRef"] !== undefined) return `a:${canonical(item["ancestorRef"])}|${String(item["controllerName"])}`;
+  if (item["parentRef"] !== undefined) return `p:${canonicalJson(item["parentRef"])}|${String(item["controllerName"])}`;
+  if (item["ancestorRef"] !== undefined)
+    return `a:${canonicalJson(item["ancestorRef"])}|${String(item["controllerName"])}`;
   if (typeof item["name"] === "string") return `n:${item["name"]}`;
   return undefined;
-}
-
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  if (isObject(v))
-    return `{${Object.keys(v)
-      .filter((k) => v[k] !== undefined)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`)
-      .join(",")}}`;
-  return JSON.stringify(v);
 }
 
 /**
@@ -229,19 +220,26 @@ export class StatusWriter {
     const now = performance.now();
     for (const [key, s] of next) {
       const before = previous.get(key);
-      // The translator's memo hands back the same status object for what did not change.
+      // The translator's memo hands back the same status object for what did not change: with the object unchanged
+      // too, nothing needs a look (a reload at 5,000 routes would otherwise stamp and compare every status).
+      const object = this.#source.object(s.kind, s.namespace, s.name);
+      const rv = object?.metadata.resourceVersion;
+      const seen = this.#seen.get(key);
+      if (seen !== undefined && seen.status === s.status && seen.rv === rv) continue;
       if (before !== undefined && before.status !== s.status && !jsonEqual(before.status, s.status))
         this.#changedAt.set(key, now);
       if (this.#needsWrite(key, s)) this.#wait(key, now);
+      else if (rv !== undefined) this.#seen.set(key, { status: s.status, rv });
     }
     // Objects Sluice no longer reports on: take our entries out of their shared lists.
     for (const key of previous.keys()) if (!next.has(key)) this.#wait(key, now);
     // What is remembered of objects that are gone from the cluster is forgotten (a long-lived controller sees many).
-    for (const key of this.#written.keys()) {
+    for (const key of new Set([...this.#written.keys(), ...this.#seen.keys()])) {
       if (next.has(key) || this.#waiting.has(key)) continue;
       const [kind = "", namespace = "", ...rest] = key.split("/");
       if (this.#source.object(kind, namespace, rest.join("/")) !== undefined) continue;
       this.#written.delete(key);
+      this.#seen.delete(key);
       this.stats.perObject.delete(key);
     }
     this.#tick();
@@ -253,6 +251,8 @@ export class StatusWriter {
    * is written a few times, not once per change.
    */
   readonly #waiting = new Map<string, number>();
+  /** Keys found to need no write, with the desired status object and the object's resourceVersion then. */
+  readonly #seen = new Map<string, { readonly status: unknown; readonly rv: string }>();
   readonly #changedAt = new Map<string, number>();
   #tickTimer: NodeJS.Timeout | undefined;
 

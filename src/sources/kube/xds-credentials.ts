@@ -8,6 +8,7 @@
 //   another Gateway, or past two thirds of its lifetime. The Secret is owned by its Gateway (deleted with it).
 
 import { createHash } from "node:crypto";
+import { GATEWAY_NAME_LABEL } from "../../api/gateway-api.js";
 import {
   type CertificateAuthority,
   checkGatewayCertificate,
@@ -20,8 +21,6 @@ export const CA_SECRET = "sluice-xds-ca";
 const SECRETS = { group: "", version: "v1", plural: "secrets" } as const;
 /** app.kubernetes.io/managed-by of what the controller creates (a label value: no slash). */
 const MANAGED_BY = "sluice";
-/** The label Gateway API implementations put on what they create for a Gateway. */
-const GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name";
 
 /** The Secret holding Gateway `name`'s client certificate, in the Gateway's namespace (at most 253 characters). */
 export function gatewaySecretName(gatewayName: string): string {

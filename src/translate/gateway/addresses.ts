@@ -1,11 +1,8 @@
 // The addresses a Gateway reports in status: where clients reach its Envoys.
 
-import type { Gateway } from "../../api/gateway-api.js";
+import { GATEWAY_NAME_LABEL, type Gateway } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import type { TranslationInput } from "../input.js";
-
-/** The label Gateway API implementations put on what they create for a Gateway (its Envoy Service among them). */
-export const GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name";
 
 export interface GatewayAddress {
   readonly type: "IPAddress" | "Hostname";
