@@ -231,13 +231,15 @@ export class StatusWriter {
       if (this.#needsWrite(key, s)) this.#wait(key, now);
       else if (rv !== undefined) this.#seen.set(key, { status: s.status, rv });
     }
-    // Objects Sluice no longer reports on: take our entries out of their shared lists.
-    for (const key of previous.keys()) if (!next.has(key)) this.#wait(key, now);
-    // What is remembered of objects that are gone from the cluster is forgotten (a long-lived controller sees many).
-    for (const key of new Set([...this.#written.keys(), ...this.#seen.keys()])) {
-      if (next.has(key) || this.#waiting.has(key)) continue;
+    // Objects Sluice no longer reports on: take our entries out of their shared lists; of those gone from the
+    // cluster, forget what was remembered (a long-lived controller sees many come and go).
+    for (const key of previous.keys()) {
+      if (next.has(key)) continue;
       const [kind = "", namespace = "", ...rest] = key.split("/");
-      if (this.#source.object(kind, namespace, rest.join("/")) !== undefined) continue;
+      if (this.#source.object(kind, namespace, rest.join("/")) !== undefined) {
+        this.#wait(key, now);
+        continue;
+      }
       this.#written.delete(key);
       this.#seen.delete(key);
       this.stats.perObject.delete(key);
