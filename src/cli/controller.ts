@@ -97,6 +97,16 @@ export class Controller {
       concurrency: opts.statusConcurrency,
     });
     this.source.onStatusOnly((o) => this.status.recheck(o.kind ?? "", o.metadata.namespace, o.metadata.name));
+    // The certificate Secrets are named by no resource, so their changes publish nothing (KubeSource leaves them out
+    // of translation): a change of any kind looks at them, once per turn of the event loop.
+    void this.source.watch(() => {
+      if (this.#certificatesQueued) return;
+      this.#certificatesQueued = true;
+      setImmediate(() => {
+        this.#certificatesQueued = false;
+        this.#reconcileCertificates();
+      });
+    });
     this.events = new EventRecorder(opts.client, { identity: opts.identity, log: opts.log });
     this.elector = opts.leaderElect
       ? new LeaderElector(opts.client, {
@@ -165,7 +175,13 @@ export class Controller {
       kinds: Object.fromEntries(
         [...this.source.reflectors.values()].map((r) => [
           r.kind.kind,
-          { state: r.state, version: r.version ?? null, objects: r.objects.size, ...r.counts },
+          {
+            state: r.state,
+            version: r.version ?? null,
+            objects: r.objects.size,
+            translated: this.source.translated(r.kind.kind),
+            ...r.counts,
+          },
         ]),
       ),
     };
@@ -237,6 +253,8 @@ export class Controller {
     if (on) this.#refused = new Map();
     if (on) this.#reconcileCertificates();
   }
+
+  #certificatesQueued = false;
 
   /** The Lease holder keeps every served Gateway's client certificate Secret valid. */
   #reconcileCertificates(): void {

@@ -21,6 +21,8 @@ const START_QUIET_MS = 2;
  * half-written files out); a reload that saw an event after it began reading is thrown away and done again.
  */
 const SETTLE_MS = 10;
+/** Longest pause between two reloads of a source whose changes keep coming (see reload()). */
+const MAX_PACE_MS = 500;
 
 /**
  * Resolves after the event loop has polled for I/O once more, so that events which arrived while this thread was busy
@@ -80,6 +82,8 @@ export interface SluiceServerOptions {
 export interface ReloadStats {
   readonly at: Date;
   readonly durationMs: number;
+  /** From the first change this reload takes in to the reload's start (a reload already running, a file settle). */
+  readonly queuedMs: number;
   /** Reading and validating the files; translating; building snapshots and pushing them to connected Envoys. */
   readonly phasesMs: { readonly load: number; readonly translate: number; readonly publish: number };
   readonly resources: number;
@@ -105,7 +109,12 @@ export class SluiceServer {
   /** File events seen, the time of the last one, and reloads thrown away because files changed while being read. */
   #events = 0;
   #lastEventAt = 0;
+  /** When the first change not yet taken in by a reload arrived (a reload's queueing delay). */
+  #pendingSince: number | undefined;
   #discarded = 0;
+  /** The load last published, and reloads skipped because the source handed it back (nothing read changed). */
+  #lastLoad: LoadResult | undefined;
+  #unchanged = 0;
   #startTimer: NodeJS.Timeout | undefined;
   xdsPort = 0;
   authzPort = 0;
@@ -173,6 +182,7 @@ export class SluiceServer {
   #onFileEvent(): void {
     this.#events++;
     this.#lastEventAt = performance.now();
+    this.#pendingSince ??= this.#lastEventAt;
     if (this.#consistent) {
       // One reload at a time; events during one make one more (a burst of changes coalesces).
       void this.reload();
@@ -198,7 +208,15 @@ export class SluiceServer {
     this.#reloading = (async () => {
       do {
         this.#again = false;
+        const started = performance.now();
         await this.#reloadOnce();
+        // Changes that keep coming (10,000 EndpointSlices created by a rollout) are taken in batches: after a reload
+        // of d ms, the next waits d ms (up to MAX_PACE_MS), so reloads take at most half of the time and the
+        // changes arriving meanwhile coalesce. A lone change still starts its reload at once.
+        if (this.#again && this.#consistent) {
+          const pace = Math.min(performance.now() - started, MAX_PACE_MS);
+          await new Promise((resolve) => setTimeout(resolve, pace));
+        }
       } while (this.#again);
       this.#reloading = undefined;
     })();
@@ -209,7 +227,14 @@ export class SluiceServer {
     for (;;) {
       const events = this.#events;
       const started = performance.now();
+      const queued = this.#pendingSince !== undefined ? started - this.#pendingSince : 0;
+      this.#pendingSince = undefined;
       const load = await this.#source.load();
+      // A source that found nothing translation reads changed hands back its last load: nothing to do.
+      if (this.#consistent && load === this.#lastLoad) {
+        this.#unchanged++;
+        return;
+      }
       const loaded = performance.now();
       const result = translateLoad(load, {
         authorizationPath: this.#opts.authorizationPath ?? "auto",
@@ -218,7 +243,7 @@ export class SluiceServer {
       });
       const translated = performance.now();
       if (this.#consistent) {
-        this.#publish(load, result, { started, loaded, translated });
+        this.#publish(load, result, { queued, started, loaded, translated });
         return;
       }
       // Let the watchers report what happened while the files were read and translated (their events wait for the
@@ -235,7 +260,7 @@ export class SluiceServer {
         this.#again = false;
         continue;
       }
-      this.#publish(load, result, { started, loaded, translated });
+      this.#publish(load, result, { queued, started, loaded, translated });
       return;
     }
   }
@@ -253,9 +278,10 @@ export class SluiceServer {
   #publish(
     load: LoadResult,
     result: TranslationResult,
-    t: { readonly started: number; readonly loaded: number; readonly translated: number },
+    t: { readonly queued: number; readonly started: number; readonly loaded: number; readonly translated: number },
   ): void {
-    const { started, loaded, translated } = t;
+    const { queued, started, loaded, translated } = t;
+    this.#lastLoad = load;
     // Services learn the new policy tables before Envoy can learn their ids.
     for (const s of this.#services) s.update(result);
     const rejected: string[] = [];
@@ -278,6 +304,7 @@ export class SluiceServer {
     const stats: ReloadStats = {
       at: new Date(),
       durationMs: done - started,
+      queuedMs: queued,
       phasesMs: { load: loaded - started, translate: translated - loaded, publish: done - translated },
       resources: load.resources.length,
       problems: load.problems,
@@ -291,10 +318,13 @@ export class SluiceServer {
     // Print problems when they change, not on every save.
     if (problemText.join("\n") !== previousText.join("\n")) for (const p of problemText) this.#opts.log(p);
     this.#opts.log(
-      `sluice: ${stats.resources} resources, ${load.problems.length} problems, gateways [${stats.gateways.join(", ")}] in ${stats.durationMs.toFixed(1)} ms (load ${stats.phasesMs.load.toFixed(1)}, translate ${stats.phasesMs.translate.toFixed(1)}, publish ${stats.phasesMs.publish.toFixed(1)})`,
+      `sluice: ${stats.resources} resources, ${load.problems.length} problems, gateways [${stats.gateways.join(", ")}] in ${stats.durationMs.toFixed(1)} ms (queued ${stats.queuedMs.toFixed(1)}, load ${stats.phasesMs.load.toFixed(1)}, translate ${stats.phasesMs.translate.toFixed(1)}, publish ${stats.phasesMs.publish.toFixed(1)})`,
     );
     this.#opts.onGateways?.(stats.gateways);
-    this.#opts.onPublish?.(load, result);
+    const onPublish = this.#opts.onPublish;
+    if (onPublish === undefined) return;
+    // After the pushes above have left: the hook's work (status, for the controller) need not delay Envoy.
+    setImmediate(() => onPublish(load, result));
   }
 
   /** Reloads published so far (readiness: at least one). */
@@ -316,6 +346,7 @@ export class SluiceServer {
 
   metrics(): string {
     const c = this.xds.status().counters;
+    const memory = process.memoryUsage();
     const lines = [
       "# HELP sluice_xds_pushes_total xDS responses sent.",
       "# TYPE sluice_xds_pushes_total counter",
@@ -341,6 +372,9 @@ export class SluiceServer {
       "# HELP sluice_reloads_discarded_total Reloads thrown away because files changed while they were read.",
       "# TYPE sluice_reloads_discarded_total counter",
       `sluice_reloads_discarded_total ${this.#discarded}`,
+      "# HELP sluice_reloads_unchanged_total Changes of the source that changed nothing translated (no translation).",
+      "# TYPE sluice_reloads_unchanged_total counter",
+      `sluice_reloads_unchanged_total ${this.#unchanged}`,
       "# HELP sluice_config_problems Problems in the current configuration files.",
       "# TYPE sluice_config_problems gauge",
       `sluice_config_problems ${this.#last?.problems.length ?? 0}`,
@@ -349,10 +383,16 @@ export class SluiceServer {
       `sluice_translate_duration_seconds ${((this.#last?.durationMs ?? 0) / 1000).toFixed(6)}`,
       "# HELP sluice_process_resident_memory_bytes Resident memory of the Sluice process.",
       "# TYPE sluice_process_resident_memory_bytes gauge",
-      `sluice_process_resident_memory_bytes ${process.memoryUsage.rss()}`,
+      `sluice_process_resident_memory_bytes ${memory.rss}`,
       "# HELP sluice_process_heap_used_bytes JavaScript heap in use (after the last garbage collection, plus new objects).",
       "# TYPE sluice_process_heap_used_bytes gauge",
-      `sluice_process_heap_used_bytes ${process.memoryUsage().heapUsed}`,
+      `sluice_process_heap_used_bytes ${memory.heapUsed}`,
+      "# HELP sluice_process_heap_total_bytes JavaScript heap reserved (used, and free space the heap keeps).",
+      "# TYPE sluice_process_heap_total_bytes gauge",
+      `sluice_process_heap_total_bytes ${memory.heapTotal}`,
+      "# HELP sluice_process_external_memory_bytes Memory outside the JavaScript heap held by its objects (buffers).",
+      "# TYPE sluice_process_external_memory_bytes gauge",
+      `sluice_process_external_memory_bytes ${memory.external}`,
     ];
     lines.push(...(this.#opts.extraMetrics?.() ?? []));
     return `${lines.join("\n")}\n`;

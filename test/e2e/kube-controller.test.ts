@@ -421,6 +421,38 @@ spec:
     );
     assert.ok(gw);
   });
+
+  test("a Secret no resource names is watched but not translated; once a policy names it, its keys work", async () => {
+    type Kinds = Record<string, { objects: number; translated: number }>;
+    const secrets = async () => ((await controller.status())["kube"] as { kinds: Kinds }).kinds["Secret"];
+    const before = await secrets();
+    assert.ok(before !== undefined);
+    await cluster.apply(`apiVersion: v1
+kind: Secret
+metadata: { name: route-keys, namespace: ${ns} }
+stringData: { first: key-one-0123456789 }
+`);
+    await waitFor("the Secret to be watched", async () =>
+      ((await secrets())?.objects ?? 0) > before.objects ? true : undefined,
+    );
+    // Nothing names it: held by the watch, left out of translation (a change of it costs no translation).
+    assert.equal((await secrets())?.translated, before.translated);
+    await cluster.apply(`${kubeRouteYaml(ns, "keyed")}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: keyed, namespace: ${ns} }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: keyed }]
+  traffic:
+    apiKeyAuthentication: { secretRef: { name: route-keys } }
+`);
+    await waitFor("the key to be required", async () =>
+      (await request(port, "/keyed")).status === 401 ? true : undefined,
+    );
+    const keyed = await request(port, "/keyed", { headers: { authorization: "Bearer key-one-0123456789" } });
+    assert.equal(keyed.status, 200, keyed.body);
+    assert.equal((await secrets())?.translated, before.translated + 1);
+  });
 });
 
 async function metrics(p: SluiceProcess): Promise<string> {

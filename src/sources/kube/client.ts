@@ -151,6 +151,8 @@ export class KubeClient {
         ...(body !== undefined ? { body } : {}),
         dispatcher: this.#agent,
         signal: timeout.signal,
+        // The caller's timeout rules (a DELETE of a whole collection may take the server longer than the pool's).
+        ...(opts.timeoutMs !== undefined ? { headersTimeout: opts.timeoutMs } : {}),
       });
       statusCode = res.statusCode;
       text = await res.body.text();

@@ -1,7 +1,19 @@
 // The kinds the controller watches, where the API server serves them, and which of them may be absent.
 
+import { SERVICE_NAME_LABEL } from "../../api/core.js";
 import { GATEWAY_API_GROUP, GATEWAY_API_X_GROUP, INFERENCE_GROUP } from "../../api/gateway-api.js";
 import { SLUICE_GROUP, SLUICE_VERSION } from "../../api/sluice.js";
+
+/** What referencedBy reads of an object. */
+export interface KubeObjectLike {
+  readonly metadata: { readonly name: string; readonly labels?: Readonly<Record<string, string>> };
+}
+
+/** Its name and its label values (a Secret named by a policy, or picked by its secretSelector). */
+const nameOrLabels = (o: KubeObjectLike): readonly string[] => [
+  o.metadata.name,
+  ...Object.values(o.metadata.labels ?? {}),
+];
 
 export interface WatchedKind {
   readonly kind: string;
@@ -17,6 +29,14 @@ export interface WatchedKind {
   readonly optional: boolean;
   /** Field selector of the list and watch (what is not needed is never sent, nor kept). */
   readonly fieldSelector?: string;
+  /** What of each object is kept in memory, when less than all of it (see slimEndpointSlice). */
+  readonly slim?: (o: Record<string, unknown>) => Record<string, unknown>;
+  /**
+   * Objects of this kind take part in translation only when one of these strings of theirs is mentioned by a
+   * Gateway API or Sluice resource (see KubeSource's mentioned strings): their name, or label values a selector or
+   * a lookup by label could match.
+   */
+  readonly referencedBy?: (o: KubeObjectLike) => readonly string[];
   /**
    * The kind has a status subresource and Sluice never reads its status: a change of status alone (same generation,
    * labels and annotations) triggers no translation. Not so for core kinds (a Service's load balancer status is read).
@@ -57,6 +77,40 @@ const sluice = (kind: string, plural: string): WatchedKind => ({
   statusOnlyIgnored: true,
 });
 
+/**
+ * An EndpointSlice as the translator reads it: the address type, the ports, and each endpoint's addresses,
+ * conditions and zone. Pod references, node names, hostnames, topology hints, owner references and annotations
+ * (endpoints.kubernetes.io/last-change-trigger-time) are dropped: with 10,000 slices they are most of the memory.
+ */
+export function slimEndpointSlice(o: Record<string, unknown>): Record<string, unknown> {
+  const m = (o["metadata"] ?? {}) as Record<string, unknown>;
+  const endpoints = Array.isArray(o["endpoints"]) ? (o["endpoints"] as Record<string, unknown>[]) : undefined;
+  return {
+    apiVersion: o["apiVersion"],
+    kind: o["kind"],
+    metadata: {
+      name: m["name"],
+      namespace: m["namespace"],
+      ...(m["labels"] !== undefined ? { labels: m["labels"] } : {}),
+      ...(m["uid"] !== undefined ? { uid: m["uid"] } : {}),
+      ...(m["resourceVersion"] !== undefined ? { resourceVersion: m["resourceVersion"] } : {}),
+      ...(m["generation"] !== undefined ? { generation: m["generation"] } : {}),
+      ...(m["deletionTimestamp"] !== undefined ? { deletionTimestamp: m["deletionTimestamp"] } : {}),
+    },
+    addressType: o["addressType"],
+    ...(o["ports"] !== undefined ? { ports: o["ports"] } : {}),
+    ...(endpoints !== undefined
+      ? {
+          endpoints: endpoints.map((e) => ({
+            addresses: e["addresses"],
+            ...(e["conditions"] !== undefined ? { conditions: e["conditions"] } : {}),
+            ...(e["zone"] !== undefined ? { zone: e["zone"] } : {}),
+          })),
+        }
+      : {}),
+  };
+}
+
 export const WATCHED_KINDS: readonly WatchedKind[] = [
   gw("GatewayClass", "gatewayclasses", ["v1"], false),
   gw("Gateway", "gateways", ["v1"]),
@@ -82,7 +136,16 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
     optional: true,
     statusOnlyIgnored: true,
   },
-  { kind: "Service", group: "", versions: ["v1"], plural: "services", namespaced: true, optional: false },
+  {
+    kind: "Service",
+    group: "",
+    versions: ["v1"],
+    plural: "services",
+    namespaced: true,
+    optional: false,
+    // Named by a backendRef, or found by its Gateway's label (gateway.networking.k8s.io/gateway-name: <gateway>).
+    referencedBy: nameOrLabels,
+  },
   {
     kind: "EndpointSlice",
     group: "discovery.k8s.io",
@@ -90,6 +153,9 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
     plural: "endpointslices",
     namespaced: true,
     optional: false,
+    slim: slimEndpointSlice,
+    // Read as the endpoints of its Service: only when that Service is named.
+    referencedBy: (o) => [o.metadata.labels?.[SERVICE_NAME_LABEL] ?? ""],
   },
   {
     kind: "Secret",
@@ -99,6 +165,7 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
     namespaced: true,
     optional: false,
     fieldSelector: IGNORED_SECRET_TYPES.map((t) => `type!=${t}`).join(","),
+    referencedBy: nameOrLabels,
   },
   {
     kind: "ConfigMap",
@@ -109,6 +176,7 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
     optional: false,
     // The API server's CA bundle, published into every namespace, is never referenced by a Sluice resource.
     fieldSelector: "metadata.name!=kube-root-ca.crt",
+    referencedBy: nameOrLabels,
   },
   { kind: "Namespace", group: "", versions: ["v1"], plural: "namespaces", namespaced: false, optional: false },
   sluice("GwPolicy", "gwpolicies"),

@@ -20,12 +20,56 @@ import { Reflector, sameSpec } from "./reflector.js";
 /** What problems name as their "file": the objects came from the API server. */
 export const KUBE_SOURCE_FILE = "kubernetes";
 
+/** What one object contributes to loads. */
+interface Entry {
+  readonly key: string;
+  readonly resource: Resource | undefined;
+  readonly problems: readonly SourceProblem[];
+  readonly invalid: InvalidResource | undefined;
+  /** Of a kind that may name Secrets and ConfigMaps: every string in it (see #referenced). */
+  readonly mentions: readonly string[] | undefined;
+  /** Of a kind translated only when referenced: the strings of it (WatchedKind.referencedBy) any mention of which
+   * makes it referenced. */
+  readonly names: readonly string[] | undefined;
+}
+
+function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Longest string that can name an object or be a label value. */
+const MAX_NAME = 253;
+
+/** Every string value of an object outside its metadata and status, deduplicated; a Gateway's own name too (its
+ * Service is found by a label whose value is that name). */
+function mentionsOf(object: KubeObject): string[] {
+  const out = new Set<string>();
+  const walk = (v: unknown): void => {
+    if (typeof v === "string") {
+      if (v.length > 0 && v.length <= MAX_NAME) out.add(v);
+    } else if (Array.isArray(v)) for (const x of v) walk(x);
+    else if (typeof v === "object" && v !== null) for (const x of Object.values(v)) walk(x);
+  };
+  for (const [k, v] of Object.entries(object)) if (k !== "metadata" && k !== "status") walk(v);
+  if (object.kind === "Gateway") out.add(object.metadata.name);
+  return [...out];
+}
+
+/** Kinds whose objects can name Secrets and ConfigMaps: Gateway API's and Sluice's (not the core ones). */
+function mayReference(k: WatchedKind): boolean {
+  return k.group !== "" && k.group !== "discovery.k8s.io";
+}
+
 interface KindView {
   /** The reflector's change count this view was computed at. */
   readonly changes: number;
-  readonly documents: number;
-  /** resourceKey of every object, to forget what left. */
-  readonly keys: ReadonlySet<string>;
+  /** Each object's contribution by the reflector's key, and those keys sorted (the fixed order of loads). */
+  readonly entries: Map<string, Entry>;
+  readonly names: readonly string[];
+  /** The #referencedVersion the lists below were filtered at (kinds with referencedBy). */
+  readonly referencedVersion: number;
   readonly resources: readonly Resource[];
   readonly problems: readonly SourceProblem[];
   readonly invalid: readonly InvalidResource[];
@@ -91,6 +135,11 @@ export class KubeSource {
     return r?.objects.get(r.kind.namespaced ? `${namespace ?? "default"}/${name}` : name);
   }
 
+  /** How many of a kind's objects the last load handed to translation (Secrets and ConfigMaps: those named). */
+  translated(kind: string): number {
+    return this.#views.get(kind)?.resources.length ?? 0;
+  }
+
   /** The version of a kind the API server serves (for status writes), when it is served. */
   served(kind: string): { readonly kind: WatchedKind; readonly version: string } | undefined {
     const r = this.reflectors.get(kind);
@@ -109,81 +158,206 @@ export class KubeSource {
 
   /** The current view, validated, in a fixed order. Synchronous at heart: one consistent pass over the caches. */
   async load(): Promise<LoadResult> {
+    // Every kind's objects first (the strings mentioned by all of them decide which Secrets, ConfigMaps, Services
+    // and EndpointSlices count).
+    const before = new Map(this.#views);
+    for (const kind of this.#order) {
+      const r = this.reflectors.get(kind);
+      const view = this.#views.get(kind);
+      if (r !== undefined && (view === undefined || view.changes !== r.changes)) this.#update(r, view);
+    }
+    let changed = this.#last === undefined;
+    const views: KindView[] = [];
+    for (const kind of this.#order) {
+      const r = this.reflectors.get(kind);
+      let view = this.#views.get(kind);
+      if (r === undefined || view === undefined) continue;
+      if (r.kind.referencedBy !== undefined && view.referencedVersion !== this.#referencedVersion) {
+        view = { ...view, ...this.#assemble(r, view.entries, view.names) };
+        this.#views.set(kind, view);
+      }
+      views.push(view);
+      const was = before.get(kind);
+      if (
+        was !== view &&
+        (was === undefined ||
+          !sameItems(was.resources, view.resources) ||
+          !sameItems(was.problems, view.problems) ||
+          !sameItems(was.invalid, view.invalid))
+      )
+        changed = true;
+    }
+    // Nothing translation reads changed (an EndpointSlice of a Service no route names, a Secret nothing names): the
+    // same load, which the server recognises and does not translate again.
+    if (!changed && this.#last !== undefined) return this.#last;
     const resources: Resource[] = [];
     const problems: SourceProblem[] = [];
     const invalid: InvalidResource[] = [];
     let documents = 0;
-    for (const kind of this.#order) {
-      const r = this.reflectors.get(kind);
-      if (r === undefined) continue;
-      let view = this.#views.get(kind);
-      if (view === undefined || view.changes !== r.changes) {
-        view = this.#viewOf(r, view);
-        this.#views.set(kind, view);
-      }
-      documents += view.documents;
+    for (const view of views) {
+      documents += view.names.length;
       for (const x of view.resources) resources.push(x);
       for (const x of view.problems) problems.push(x);
       for (const x of view.invalid) invalid.push(x);
     }
-    return { documents, resources, sources: new Map<string, SourceRef>(), problems, invalid };
+    this.#last = { documents, resources, sources: new Map<string, SourceRef>(), problems, invalid };
+    return this.#last;
   }
 
+  #last: LoadResult | undefined;
+
   /** What one kind contributes to loads, recomputed only when its view changed (a route change leaves the 10,000
-   * EndpointSlices alone). */
+   * EndpointSlices alone), and then only for the objects that changed (a route change redoes one route, not 5,000). */
   readonly #views = new Map<string, KindView>();
 
-  #viewOf(r: Reflector, previous: KindView | undefined): KindView {
+  /**
+   * How many objects mention each string (see mentionsOf). A Secret or ConfigMap takes part in translation only when
+   * its name or one of its label values is among them: an over-approximation of "some resource references it, by
+   * name or by label selector", which needs no knowledge of where references sit in each kind's schema. The rest
+   * stay in the watch's cache, untranslated, so a change to one of them costs no translation.
+   */
+  readonly #mentioned = new Map<string, number>();
+  /** Incremented whenever a string starts or stops being mentioned. */
+  #referencedVersion = 0;
+
+  #mention(strings: readonly string[] | undefined, by: 1 | -1): void {
+    for (const x of strings ?? []) {
+      const n = (this.#mentioned.get(x) ?? 0) + by;
+      if (n <= 0) {
+        this.#mentioned.delete(x);
+        this.#referencedVersion++;
+      } else {
+        if (n === 1 && by === 1) this.#referencedVersion++;
+        this.#mentioned.set(x, n);
+      }
+    }
+  }
+
+  #isReferenced(e: Entry): boolean {
+    for (const x of e.names ?? []) if (this.#mentioned.has(x)) return true;
+    return false;
+  }
+
+  #update(r: Reflector, previous: KindView | undefined): void {
+    const { entries, names } = this.#entries(r, previous);
+    this.#views.set(r.kind.kind, { changes: r.changes, entries, names, ...this.#assemble(r, entries, names) });
+  }
+
+  #assemble(
+    r: Reflector,
+    entries: ReadonlyMap<string, Entry>,
+    names: readonly string[],
+  ): Pick<KindView, "referencedVersion" | "resources" | "problems" | "invalid"> {
     const resources: Resource[] = [];
     const problems: SourceProblem[] = [];
     const invalid: InvalidResource[] = [];
-    const keys = new Set<string>();
-    const names = [...r.objects.keys()].sort();
+    const only = r.kind.referencedBy !== undefined;
     for (const k of names) {
-      const object = r.objects.get(k) as KubeObject;
-      const key = resourceKey(object as unknown as Resource);
-      keys.add(key);
-      const result = this.#validate(key, object, r.kind.statusOnlyIgnored === true);
-      if (result.resource !== undefined && result.problems.length === 0) {
-        this.#lastGood.set(key, result.resource);
-        resources.push(result.resource);
-        continue;
+      const e = entries.get(k) as Entry;
+      if (only && !this.#isReferenced(e)) continue;
+      if (e.resource !== undefined) resources.push(e.resource);
+      for (const p of e.problems) problems.push(p);
+      if (e.invalid !== undefined) invalid.push(e.invalid);
+    }
+    return { referencedVersion: this.#referencedVersion, resources, problems, invalid };
+  }
+
+  #entries(r: Reflector, previous: KindView | undefined): { entries: Map<string, Entry>; names: readonly string[] } {
+    const { whole, keys } = r.drain();
+    let entries: Map<string, Entry>;
+    let names: readonly string[];
+    if (previous === undefined || whole) {
+      entries = new Map();
+      for (const [k, object] of r.objects) entries.set(k, this.#entryOf(r, object));
+      for (const [k, e] of previous?.entries ?? []) {
+        this.#mention(e.mentions, -1);
+        if (!entries.has(k)) this.#forget(e.key);
       }
-      const description = describeResource(object as unknown as Resource);
-      const previousGood = result.resource === undefined ? this.#lastGood.get(key) : undefined;
-      const consequence =
-        result.resource !== undefined
-          ? undefined
-          : previousGood !== undefined
-            ? "the last valid version keeps serving"
-            : "resource left out";
-      for (const p of result.problems)
-        problems.push({
-          file: KUBE_SOURCE_FILE,
-          line: 0,
-          resource: description,
-          path: p.path,
-          message: p.message,
-          severity: p.severity,
-          ...(p.severity === "error" && consequence !== undefined ? { consequence } : {}),
-        });
-      if (result.resource !== undefined) {
-        this.#lastGood.set(key, result.resource);
-        resources.push(result.resource);
-      } else if (previousGood !== undefined) resources.push(previousGood);
-      else
-        invalid.push({
-          kind: object.kind ?? r.kind.kind,
-          document: object as unknown as Resource,
-          problems: result.problems.filter((p) => p.severity === "error").map((p) => `${p.path}: ${p.message}`),
-        });
+      for (const e of entries.values()) this.#mention(e.mentions, 1);
+      names = [...entries.keys()].sort();
+    } else {
+      entries = previous.entries;
+      let membership = false;
+      for (const k of keys) {
+        const object = r.objects.get(k);
+        const before = entries.get(k);
+        if (object === undefined) {
+          if (before !== undefined) {
+            entries.delete(k);
+            this.#mention(before.mentions, -1);
+            this.#forget(before.key);
+            membership = true;
+          }
+          continue;
+        }
+        if (before === undefined) membership = true;
+        const entry = this.#entryOf(r, object);
+        // Counted up before down: a string both versions mention never drops to zero in between.
+        this.#mention(entry.mentions, 1);
+        this.#mention(before?.mentions, -1);
+        entries.set(k, entry);
+      }
+      names = membership ? [...entries.keys()].sort() : previous.names;
     }
-    for (const key of previous?.keys ?? []) {
-      if (keys.has(key)) continue;
-      this.#validated.delete(key);
-      this.#lastGood.delete(key);
+    return { entries, names };
+  }
+
+  /** An object gone from the cluster: its validation and last good version are forgotten. */
+  #forget(key: string): void {
+    this.#validated.delete(key);
+    this.#lastGood.delete(key);
+  }
+
+  #entryOf(r: Reflector, object: KubeObject): Entry {
+    const e = this.#contribution(r, object);
+    return {
+      ...e,
+      mentions: mayReference(r.kind) ? mentionsOf(object) : undefined,
+      names: r.kind.referencedBy?.(object),
+    };
+  }
+
+  #contribution(r: Reflector, object: KubeObject): Omit<Entry, "mentions" | "names"> {
+    const key = resourceKey(object as unknown as Resource);
+    const result = this.#validate(key, object, r.kind.statusOnlyIgnored === true);
+    if (result.resource !== undefined && result.problems.length === 0) {
+      this.#lastGood.set(key, result.resource);
+      return { key, resource: result.resource, problems: [], invalid: undefined };
     }
-    return { changes: r.changes, documents: names.length, keys, resources, problems, invalid };
+    const description = describeResource(object as unknown as Resource);
+    const previousGood = result.resource === undefined ? this.#lastGood.get(key) : undefined;
+    const consequence =
+      result.resource !== undefined
+        ? undefined
+        : previousGood !== undefined
+          ? "the last valid version keeps serving"
+          : "resource left out";
+    const problems = result.problems.map(
+      (p): SourceProblem => ({
+        file: KUBE_SOURCE_FILE,
+        line: 0,
+        resource: description,
+        path: p.path,
+        message: p.message,
+        severity: p.severity,
+        ...(p.severity === "error" && consequence !== undefined ? { consequence } : {}),
+      }),
+    );
+    if (result.resource !== undefined) {
+      this.#lastGood.set(key, result.resource);
+      return { key, resource: result.resource, problems, invalid: undefined };
+    }
+    if (previousGood !== undefined) return { key, resource: previousGood, problems, invalid: undefined };
+    return {
+      key,
+      resource: undefined,
+      problems,
+      invalid: {
+        kind: object.kind ?? r.kind.kind,
+        document: object as unknown as Resource,
+        problems: result.problems.filter((p) => p.severity === "error").map((p) => `${p.path}: ${p.message}`),
+      },
+    };
   }
 
   /** Validation once per version of an object's spec: an unchanged object keeps its validated resource (same identity,

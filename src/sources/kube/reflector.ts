@@ -31,7 +31,12 @@ export interface ReflectorOptions {
 export type ReflectorState = "starting" | "synced" | "absent";
 
 /** What is kept of an object: no managedFields or last-applied copy (often larger than the rest). */
-function trim(kind: string, apiVersion: string, o: KubeObject): KubeObject {
+function trim(k: WatchedKind, apiVersion: string, o: KubeObject): KubeObject {
+  const kept = trimmed(k.kind, apiVersion, o);
+  return k.slim !== undefined ? (k.slim(kept as unknown as Record<string, unknown>) as unknown as KubeObject) : kept;
+}
+
+function trimmed(kind: string, apiVersion: string, o: KubeObject): KubeObject {
   const { managedFields: _m, ...metadata } = o.metadata as KubeObject["metadata"] & { managedFields?: unknown };
   const annotations = metadata.annotations;
   if (annotations?.["kubectl.kubernetes.io/last-applied-configuration"] !== undefined) {
@@ -72,6 +77,9 @@ export class Reflector {
   version: string | undefined;
   /** Incremented on every change of the view that matters to translation (KubeSource caches per kind by it). */
   changes = 0;
+  /** Keys changed since the last drain(), or (#whole) a list replaced the view. */
+  readonly #dirty = new Set<string>();
+  #whole = true;
   /** Counters for tests and metrics. */
   readonly counts = { lists: 0, watches: 0, events: 0, gone: 0, errors: 0, statusOnly: 0 };
   readonly #client: KubeClient;
@@ -151,7 +159,7 @@ export class Reflector {
     const hadObjects = this.objects.size > 0;
     this.state = "absent";
     this.objects = new Map();
-    this.changes++;
+    this.#replaced();
     if (!wasSynced || hadObjects) this.#opts.onChange(this.kind.kind);
     return false;
   }
@@ -173,7 +181,7 @@ export class Reflector {
         signal: this.#abort.signal,
         timeoutMs: 60_000,
       });
-      for (const item of page.items) next.set(keyOf(item), trim(this.kind.kind, apiVersion, item));
+      for (const item of page.items) next.set(keyOf(item), trim(this.kind, apiVersion, item));
       cont = page.metadata.continue || undefined;
       rv = page.metadata.resourceVersion ?? "";
     } while (cont !== undefined);
@@ -183,7 +191,7 @@ export class Reflector {
     this.#absentLogged = false;
     this.#lastError = "";
     this.objects = next;
-    this.changes++;
+    this.#replaced();
     this.#resourceVersion = rv;
     this.state = "synced";
     this.#opts.onChange(this.kind.kind);
@@ -212,7 +220,7 @@ export class Reflector {
         const previous = this.objects.get(key);
         // In place: readers (KubeSource.load) take what they need in one synchronous pass.
         if (type === "DELETED") this.objects.delete(key);
-        else this.objects.set(key, trim(this.kind.kind, apiVersion, object));
+        else this.objects.set(key, trim(this.kind, apiVersion, object));
         if (rv !== undefined) this.#resourceVersion = rv;
         this.counts.events++;
         this.#lastError = "";
@@ -223,10 +231,29 @@ export class Reflector {
           return;
         }
         this.changes++;
+        if (!this.#whole) this.#dirty.add(key);
         this.#opts.onChange(this.kind.kind);
       },
       this.#abort.signal,
     );
+  }
+
+  /**
+   * What changed since the last call: the keys of objects added, modified or deleted, or `whole` when a list (or
+   * the kind's disappearance) replaced the view. A reader that keeps its own per-object work (KubeSource) redoes
+   * only those.
+   */
+  drain(): { readonly whole: boolean; readonly keys: ReadonlySet<string> } {
+    const out = { whole: this.#whole, keys: new Set(this.#dirty) };
+    this.#whole = false;
+    this.#dirty.clear();
+    return out;
+  }
+
+  #replaced(): void {
+    this.changes++;
+    this.#whole = true;
+    this.#dirty.clear();
   }
 
   #sleep(ms: number): Promise<void> {

@@ -220,14 +220,20 @@ export class StatusWriter {
     const now = performance.now();
     for (const [key, s] of next) {
       const before = previous.get(key);
+      const changed = before !== undefined && before.status !== s.status && !jsonEqual(before.status, s.status);
+      // A key already due for a write is written with the desired status of that moment: nothing to compare now
+      // (after a burst of 5,000 routes, thousands wait, and each reload would stamp and compare them all).
+      if (this.#waiting.has(key) || this.#queue.has(key) || this.#retry.has(key)) {
+        if (changed) this.#changedAt.set(key, now);
+        continue;
+      }
       // The translator's memo hands back the same status object for what did not change: with the object unchanged
       // too, nothing needs a look (a reload at 5,000 routes would otherwise stamp and compare every status).
       const object = this.#source.object(s.kind, s.namespace, s.name);
       const rv = object?.metadata.resourceVersion;
       const seen = this.#seen.get(key);
       if (seen !== undefined && seen.status === s.status && seen.rv === rv) continue;
-      if (before !== undefined && before.status !== s.status && !jsonEqual(before.status, s.status))
-        this.#changedAt.set(key, now);
+      if (changed) this.#changedAt.set(key, now);
       if (this.#needsWrite(key, s)) this.#wait(key, now);
       else if (rv !== undefined) this.#seen.set(key, { status: s.status, rv });
     }
