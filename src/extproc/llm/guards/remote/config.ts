@@ -1,0 +1,77 @@
+// What a remote prompt guard needs to run, as plain JSON-serialisable data: the LLM table carries one per guard entry
+// (secrets already resolved by the translator, as for providers), and `remoteGuardFor` (index.ts) builds the client.
+
+import type { AwsAuth } from "../../../../translate/llm/table.js";
+
+/** Where a key goes on the guard service's request (the schema's AuthorizationLocation). */
+export type GuardKeyLocation =
+  | { readonly header: { readonly name: string; readonly prefix?: string } }
+  | { readonly queryParameter: { readonly name: string } }
+  | { readonly cookie: { readonly name: string } };
+
+/** A key (`auth.key`, or the value of `auth.secretRef`); absent location = `Authorization: Bearer <key>`. */
+export interface GuardKeyAuth {
+  readonly key: string;
+  readonly location?: GuardKeyLocation;
+}
+
+/** cloudB credentials, as ProviderAuth["google"] carries them. */
+export interface GuardGoogleAuth {
+  /** Default AccessToken (what Google APIs accept); IdToken only makes sense behind a proxy that wants one. */
+  readonly type?: "AccessToken" | "IdToken";
+  /** The parsed credentials JSON of the Secret; absent = application default credentials. */
+  readonly credentials?: Readonly<Record<string, unknown>>;
+  readonly audience?: string;
+}
+
+interface Common {
+  /**
+   * Base URL replacing the service's default (scheme, host, optional path prefix); see index.ts for the environment
+   * variables consulted when this is absent.
+   */
+  readonly endpoint?: string;
+  /** Bound on one check, credential lookup included (default DEFAULT_GUARD_TIMEOUT_MS). */
+  readonly timeoutMs?: number;
+  /**
+   * Why the translator could not resolve the credentials (a missing Secret ...): every check then fails with a
+   * GuardError saying so, rather than calling the service without them.
+   */
+  readonly problem?: string;
+}
+
+/** moderationA: the OpenAI moderation endpoint. Request direction only (spec). */
+export interface ModerationAConfig extends Common {
+  readonly kind: "moderationA";
+  /** Moderation model; absent = the service's default (omni-moderation-latest). */
+  readonly model?: string;
+  readonly auth?: GuardKeyAuth;
+}
+
+/** guardrailsA: Bedrock Guardrails ApplyGuardrail. */
+export interface GuardrailsAConfig extends Common {
+  readonly kind: "guardrailsA";
+  readonly identifier: string;
+  readonly version: string;
+  readonly region: string;
+  /**
+   * `{aws}`: SigV4 (cloudA; `aws.region` "" = `region`, `aws.service` normally "bedrock"); a key: Bedrock API key as a
+   * bearer token; absent = SigV4 with the default credential discovery (as `cloudA: {}`).
+   */
+  readonly auth?: GuardKeyAuth | { readonly aws: AwsAuth };
+}
+
+/** guardrailsB: Google Cloud Model Armor sanitizeUserPrompt / sanitizeModelResponse. */
+export interface GuardrailsBConfig extends Common {
+  readonly kind: "guardrailsB";
+  readonly templateId: string;
+  readonly projectId: string;
+  /** Default us-central1. */
+  readonly location?: string;
+  /** Absent = application default credentials (as `cloudB: {}`). */
+  readonly auth?: { readonly google: GuardGoogleAuth };
+}
+
+export type RemoteGuardConfig = ModerationAConfig | GuardrailsAConfig | GuardrailsBConfig;
+
+/** Under the LLM ext_proc's message timeout (5 s), so a failure mode applies before Envoy gives up on the stream. */
+export const DEFAULT_GUARD_TIMEOUT_MS = 4000;

@@ -1,0 +1,165 @@
+// The HTTP call every remote guard makes: a JSON POST on a pooled connection, bounded by the guard's deadline, its
+// failures turned into GuardErrors that name the guard, the host and the status, never a text or a credential (error
+// bodies can echo either, so only their machine-readable code is kept).
+
+import { Agent, type Dispatcher, request } from "undici";
+import { GuardError } from "../types.js";
+import type { GuardKeyAuth } from "./config.js";
+
+/** Answers are the texts sent back at most (masked) plus assessments; more than this is not a guard's answer. */
+const MAX_ANSWER_BYTES = 16 << 20;
+
+let shared: Agent | undefined;
+
+/** One pool for all remote guards: keep-alive connections reused across checks (TLS handshakes are most of a call). */
+export function sharedDispatcher(): Dispatcher {
+  shared ??= new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 120_000, connections: 64 });
+  return shared;
+}
+
+/** The caller's signal combined with the guard's bound. */
+export function deadline(signal: AbortSignal, ms: number): AbortSignal {
+  return AbortSignal.any([signal, AbortSignal.timeout(ms)]);
+}
+
+function aborted(guard: string, signal: AbortSignal, ms: number): GuardError {
+  const r: unknown = signal.reason;
+  return r instanceof DOMException && r.name === "TimeoutError"
+    ? new GuardError(`${guard}: no answer within ${ms} ms`)
+    : new GuardError(`${guard}: cancelled`);
+}
+
+/** `work` (a credential lookup ...), or a GuardError when the deadline passes first or it fails. */
+export async function within<T>(
+  guard: string,
+  what: string,
+  work: Promise<T>,
+  signal: AbortSignal,
+  ms: number,
+): Promise<T> {
+  if (signal.aborted) throw aborted(guard, signal, ms);
+  let onAbort: (() => void) | undefined;
+  const stop = new Promise<never>((_, reject) => {
+    onAbort = () => reject(aborted(guard, signal, ms));
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, stop]);
+  } catch (e) {
+    if (e instanceof GuardError) throw e;
+    throw new GuardError(`${guard}: ${what}: ${(e as Error).message}`);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+  }
+}
+
+/** Writes a key where its location says (default `Authorization: Bearer`). */
+export function applyKey(auth: GuardKeyAuth, headers: Record<string, string>, url: URL): void {
+  const l = auth.location;
+  if (l !== undefined && "queryParameter" in l) url.searchParams.set(l.queryParameter.name, auth.key);
+  else if (l !== undefined && "cookie" in l) headers.cookie = `${l.cookie.name}=${auth.key}`;
+  else {
+    const h = l !== undefined && "header" in l ? l.header : { name: "authorization", prefix: "Bearer" };
+    headers[h.name.toLowerCase()] = h.prefix !== undefined && h.prefix !== "" ? `${h.prefix} ${auth.key}` : auth.key;
+  }
+}
+
+/** A base URL without its trailing slash, or why it cannot be one (reported by every check, never thrown on build). */
+export function baseUrl(value: string): { readonly url: string } | { readonly error: string } {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return { error: `endpoint ${JSON.stringify(value)} is not a URL` };
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    return { error: `endpoint must be http or https, not ${u.protocol}` };
+  }
+  if (u.search !== "" || u.hash !== "" || u.username !== "") {
+    return { error: "endpoint must have no query, fragment or user info" };
+  }
+  return { url: value.replace(/\/+$/, "") };
+}
+
+export interface GuardCall {
+  readonly guard: string;
+  readonly url: URL;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly signal: AbortSignal;
+  readonly timeoutMs: number;
+  readonly dispatcher: Dispatcher;
+  /** The machine-readable error code of a non-2xx answer (`error.code`, an AWS error type ...), if any. */
+  readonly errorCode: (status: number, headers: Record<string, string | string[] | undefined>, body: unknown) => string;
+}
+
+/** POSTs the JSON body and answers the parsed JSON object of a 2xx; anything else is a GuardError. */
+export async function postJson(call: GuardCall): Promise<Record<string, unknown>> {
+  const { guard, url, signal, timeoutMs } = call;
+  let status: number;
+  let headers: Record<string, string | string[] | undefined>;
+  let text: string;
+  try {
+    const res = await request(url, {
+      method: "POST",
+      headers: call.headers,
+      body: call.body,
+      signal,
+      dispatcher: call.dispatcher,
+    });
+    status = res.statusCode;
+    headers = res.headers;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of res.body as AsyncIterable<Buffer>) {
+      size += c.length;
+      if (size > MAX_ANSWER_BYTES) {
+        res.body.destroy();
+        throw new GuardError(`${guard}: ${url.host} answered more than ${MAX_ANSWER_BYTES} bytes`);
+      }
+      chunks.push(c);
+    }
+    text = Buffer.concat(chunks).toString("utf8");
+  } catch (e) {
+    if (e instanceof GuardError) throw e;
+    if (signal.aborted) throw aborted(guard, signal, timeoutMs);
+    const err = e as Error & { code?: string; cause?: { code?: string } };
+    throw new GuardError(`${guard}: ${url.host} unreachable: ${err.cause?.code ?? err.code ?? err.message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (status < 200 || status > 299) {
+    const code = call.errorCode(status, headers, parsed);
+    throw new GuardError(`${guard}: ${url.host} answered ${status}${code !== "" ? ` (${code})` : ""}`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new GuardError(`${guard}: ${url.host} answered ${status} without a JSON object`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/** An environment variable's value, unless unset or blank. */
+export function envValue(v: string | undefined): string | undefined {
+  return v !== undefined && v.trim() !== "" ? v.trim() : undefined;
+}
+
+export type Json = Record<string, unknown>;
+export const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** `fn` over `items` with at most `limit` running at once, results in order; the first failure rejects. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
