@@ -69,7 +69,7 @@ async function serve(
         res.writeHead(answer.status, { "content-type": "application/json", ...answer.headers });
         res.end(JSON.stringify(answer.body));
       };
-      if (fake.delayMs > 0) setTimeout(send, fake.delayMs);
+      if (fake.delayMs > 0) setTimeout(send, fake.delayMs).unref();
       else send();
     });
   });
