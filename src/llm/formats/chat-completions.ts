@@ -113,13 +113,14 @@ export function chatChunk(
   head: ChatChunkHead,
   delta: ChatChunk["choices"][number]["delta"],
   finish: ChatChunk["choices"][number]["finish_reason"] = null,
+  index = 0,
 ): ChatChunk {
   return {
     id: head.id,
     object: "chat.completion.chunk",
     created: head.created,
     model: head.model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    choices: [{ index, delta, logprobs: null, finish_reason: finish }],
   };
 }
 

@@ -32,6 +32,9 @@ export interface GeminiRequest {
     maxOutputTokens?: number;
     stopSequences?: string[];
     candidateCount?: number;
+    seed?: number;
+    presencePenalty?: number;
+    frequencyPenalty?: number;
     responseMimeType?: string;
     responseJsonSchema?: unknown;
   };

@@ -10,6 +10,8 @@ const roles = new Set(["system", "developer", "user", "assistant", "tool", "func
 export function readChatRequest(
   body: unknown,
   providerModel: string | undefined,
+  /** The provider can answer several choices (`n`); else n other than 1 is refused. */
+  opts: { readonly choices?: boolean } = {},
 ): { req: ChatRequest; meta: RequestMeta } | LlmError {
   if (!isObject(body)) return invalidRequest("request body must be a JSON object");
   const model = providerModel ?? str(body.model);
@@ -31,12 +33,19 @@ export function readChatRequest(
   }
   if (body.tools !== undefined && !Array.isArray(body.tools)) return invalidRequest("tools must be an array", "tools");
   const n = num(body.n);
-  if (n !== undefined && n !== 1) return invalidRequest("n other than 1 is not supported by this provider", "n");
+  if (n !== undefined && (!Number.isInteger(n) || n < 1)) return invalidRequest("n must be a positive integer", "n");
+  if (n !== undefined && n !== 1 && opts.choices !== true)
+    return invalidRequest("n other than 1 is not supported by this provider", "n");
   const stream = body.stream === true;
   const so = isObject(body.stream_options) ? body.stream_options : {};
   return {
     req: body as ChatRequest,
-    meta: { model, stream, includeUsage: stream && so.include_usage === true },
+    meta: {
+      model,
+      stream,
+      includeUsage: stream && so.include_usage === true,
+      ...(n !== undefined && n > 1 ? { choices: n } : {}),
+    },
   };
 }
 

@@ -50,6 +50,27 @@ function hasToolBlocks(messages: ConverseMessage[]): boolean {
   return messages.some((m) => m.content.some((b) => "toolUse" in b || "toolResult" in b));
 }
 
+/**
+ * Converse refuses a conversation holding toolUse or toolResult blocks without a toolConfig ("The toolConfig field
+ * must be defined when using toolUse and toolResult content blocks"), which a client legitimately sends when it no
+ * longer offers tools (a final summarising turn). The tools named in the history are declared, with an open input
+ * schema, so the conversation is accepted as it is; the model may call them again, as it could before.
+ */
+export function historyToolSpecs(
+  messages: readonly ConverseMessage[],
+): { toolSpec: { name: string; description: string; inputSchema: { json: unknown } } }[] {
+  const names = new Set<string>();
+  for (const m of messages)
+    for (const b of m.content) if ("toolUse" in b && b.toolUse.name !== "") names.add(b.toolUse.name);
+  return [...names].sort().map((name) => ({
+    toolSpec: {
+      name,
+      description: `${name} (declared because the conversation used it)`,
+      inputSchema: { json: { type: "object" } },
+    },
+  }));
+}
+
 export function chatToConverseRequest(body: unknown, providerModel: string | undefined): RequestResult {
   const r = readChatRequest(body, providerModel);
   if ("kind" in r) return { ok: false, error: r };
@@ -148,6 +169,9 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
     else if (tc === "required") choice = { any: {} };
     else if (isObject(tc) && isObject(tc.function)) choice = { tool: { name: str(tc.function.name) ?? "" } };
     out.toolConfig = choice === undefined ? { tools: specs } : { tools: specs, toolChoice: choice };
+  } else if (tools.length === 0 && hasToolBlocks(messages)) {
+    const specs = historyToolSpecs(messages);
+    if (specs.length > 0) out.toolConfig = { tools: specs };
   }
   return { ok: true, body: out as unknown as JsonObject, meta };
 }

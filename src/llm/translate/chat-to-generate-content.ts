@@ -35,7 +35,7 @@ function push(contents: GeminiContent[], role: "user" | "model", parts: GeminiPa
 }
 
 export function chatToGeminiRequest(body: unknown, providerModel: string | undefined): RequestResult {
-  const r = readChatRequest(body, providerModel);
+  const r = readChatRequest(body, providerModel, { choices: true });
   if ("kind" in r) return { ok: false, error: r };
   const { req, meta } = r;
   const system: { text: string }[] = [];
@@ -118,6 +118,15 @@ export function chatToGeminiRequest(body: unknown, providerModel: string | undef
   if (max !== undefined) gc.maxOutputTokens = max;
   const stops = chatStops(req);
   if (stops !== undefined && stops.length > 0) gc.stopSequences = stops;
+  // Same meaning, same ranges (penalties -2..2), other names; `n` is the number of candidates.
+  const n = num(req.n);
+  if (n !== undefined && n !== 1) gc.candidateCount = n;
+  const seed = num(req.seed);
+  if (seed !== undefined) gc.seed = seed;
+  const pp = num(req.presence_penalty);
+  if (pp !== undefined) gc.presencePenalty = pp;
+  const fp = num(req.frequency_penalty);
+  if (fp !== undefined) gc.frequencyPenalty = fp;
   const rf = isObject(req.response_format) ? req.response_format : undefined;
   if (rf?.type === "json_object") gc.responseMimeType = "application/json";
   else if (rf?.type === "json_schema") {
@@ -251,8 +260,11 @@ export class GeminiToChatStream implements StreamMapper<Record<string, unknown>,
   private model: string;
   private readonly created: number;
   private started = false;
-  private finished = false;
-  private tools = 0;
+  /** Per candidate (choice index): finished, and tool calls so far. */
+  private readonly finishedChoices = new Set<number>();
+  private readonly tools = new Map<number, number>();
+  /** Candidates asked for (`n`): the stream ends when each has finished. */
+  private readonly choices: number;
   private rawUsage: unknown;
 
   constructor(
@@ -262,13 +274,19 @@ export class GeminiToChatStream implements StreamMapper<Record<string, unknown>,
     this.id = ctx.id("chatcmpl-");
     this.model = meta.model;
     this.created = ctx.now();
+    this.choices = meta.choices ?? 1;
+  }
+
+  private get finished(): boolean {
+    return this.finishedChoices.size >= this.choices;
   }
 
   private chunk(
     delta: ChatChunk["choices"][number]["delta"],
     finish: ChatChunk["choices"][number]["finish_reason"] = null,
+    index = 0,
   ): ChatChunk {
-    return chatChunk({ id: this.id, created: this.created, model: this.model }, delta, finish);
+    return chatChunk({ id: this.id, created: this.created, model: this.model }, delta, finish, index);
   }
 
   event(ev: Record<string, unknown>, emit: (o: ChatStreamItem) => void): void {
@@ -276,31 +294,36 @@ export class GeminiToChatStream implements StreamMapper<Record<string, unknown>,
       const b = blocked(ev);
       if (b !== undefined) {
         emit({ error: b });
-        this.finished = true;
+        for (let i = 0; i < this.choices; i++) this.finishedChoices.add(i);
         return;
       }
       this.id = str(ev.responseId) ?? this.id;
       this.model = str(ev.modelVersion) ?? this.model;
       this.started = true;
-      emit(this.chunk({ role: "assistant", content: "" }));
+      for (let i = 0; i < this.choices; i++) emit(this.chunk({ role: "assistant", content: "" }, null, i));
     }
     if (ev.usageMetadata !== undefined) this.rawUsage = ev.usageMetadata;
-    const c = arr(ev.candidates)[0];
-    if (!isObject(c)) return;
-    const { text, calls } = readParts(c.content, this.ctx);
-    if (text !== "") emit(this.chunk({ content: text }));
-    for (const k of calls) {
-      emit(
-        this.chunk({
-          tool_calls: [
-            { index: this.tools++, id: k.id, type: "function", function: { name: k.name, arguments: k.args } },
-          ],
-        }),
-      );
-    }
-    if (c.finishReason !== undefined && !this.finished) {
-      this.finished = true;
-      emit(this.chunk({}, geminiFinish(c.finishReason, this.tools > 0)));
+    // With several candidates (`n`), each event carries the ones that advanced, each with its index.
+    for (const [position, c] of arr(ev.candidates).entries()) {
+      if (!isObject(c)) continue;
+      const index = num(c.index) ?? position;
+      const { text, calls } = readParts(c.content, this.ctx);
+      if (text !== "") emit(this.chunk({ content: text }, null, index));
+      for (const k of calls) {
+        const n = this.tools.get(index) ?? 0;
+        this.tools.set(index, n + 1);
+        emit(
+          this.chunk(
+            { tool_calls: [{ index: n, id: k.id, type: "function", function: { name: k.name, arguments: k.args } }] },
+            null,
+            index,
+          ),
+        );
+      }
+      if (c.finishReason !== undefined && !this.finishedChoices.has(index)) {
+        this.finishedChoices.add(index);
+        emit(this.chunk({}, geminiFinish(c.finishReason, (this.tools.get(index) ?? 0) > 0), index));
+      }
     }
   }
 

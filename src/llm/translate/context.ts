@@ -23,6 +23,8 @@ export interface RequestMeta {
   stream: boolean;
   /** The client asked for a usage chunk at the end of a chat-completions stream. */
   includeUsage: boolean;
+  /** Choices asked for (chat-completions `n`, where the provider can answer several); 1 when absent. */
+  choices?: number;
 }
 
 export type RequestResult = { ok: true; body: JsonObject; meta: RequestMeta } | { ok: false; error: LlmError };

@@ -19,7 +19,7 @@ import type {
 import { arr, isObject, type JsonObject, num, str } from "../json.js";
 import type { AwsEvent, StreamMapper } from "../stream.js";
 import { type TokenUsage, usageFromConverse } from "../usage.js";
-import { converseImage, pushConverse } from "./chat-to-converse.js";
+import { converseImage, historyToolSpecs, pushConverse } from "./chat-to-converse.js";
 import { anthropicErrorEvent } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
 import { readMessagesRequest, systemBlocks } from "./messages-request.js";
@@ -105,6 +105,10 @@ export function messagesToConverseParts(
   const tools = arr(req.tools).filter(isObject);
   const tc = isObject(req.tool_choice) ? req.tool_choice : undefined;
   const hasToolBlocks = messages.some((m) => m.content.some((b) => "toolUse" in b || "toolResult" in b));
+  if (tools.length === 0 && hasToolBlocks) {
+    const specs = historyToolSpecs(messages);
+    return specs.length > 0 ? { messages, system, toolConfig: { tools: specs } } : { messages, system };
+  }
   if (tools.length === 0 || (tc?.type === "none" && !hasToolBlocks)) return { messages, system };
   const specs: NonNullable<ConverseRequest["toolConfig"]>["tools"] = [];
   for (const t of tools) {
