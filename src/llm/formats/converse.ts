@@ -9,9 +9,15 @@ export interface ConverseBlockImage {
   image: { format: ConverseImageFormat; source: { bytes: string } };
 }
 
+/** format: pdf, csv, doc, docx, xls, xlsx, html, txt or md; name: letters, digits, single spaces, -()[] only. */
+export interface ConverseBlockDocument {
+  document: { format: string; name: string; source: { bytes: string } };
+}
+
 export type ConverseBlock =
   | { text: string }
   | ConverseBlockImage
+  | ConverseBlockDocument
   | { toolUse: { toolUseId: string; name: string; input: unknown } }
   | { toolResult: { toolUseId: string; content: ConverseToolResultContent[]; status?: "success" | "error" } }
   | { reasoningContent: { reasoningText?: { text: string; signature?: string }; redactedContent?: string } }

@@ -19,7 +19,15 @@ export type MessagesBlock =
       cache_control?: CacheControl;
     }
   | { type: "thinking"; thinking: string; signature: string }
-  | { type: "redacted_thinking"; data: string };
+  | { type: "redacted_thinking"; data: string }
+  | {
+      type: "document";
+      source:
+        | { type: "base64"; media_type: "application/pdf"; data: string }
+        | { type: "text"; media_type: "text/plain"; data: string };
+      title?: string;
+      cache_control?: CacheControl;
+    };
 
 export interface MessagesMessage {
   role: "user" | "assistant";

@@ -21,6 +21,7 @@ import { type TokenUsage, usageFromConverse } from "../usage.js";
 import { chatMaxTokens, chatStops, isSystem, readChatRequest } from "./chat-request.js";
 import { type ChatStreamItem, chatFinish, parseDataUrl, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+import { converseDocument, readChatFile } from "./documents.js";
 
 const imageFormats: Record<string, ConverseImageFormat> = {
   "image/png": "png",
@@ -77,6 +78,7 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
   const { req, meta } = r;
   const system: { text: string }[] = [];
   const messages: ConverseMessage[] = [];
+  const documentNames = new Set<string>();
   for (let i = 0; i < req.messages.length; i++) {
     const m = req.messages[i]!;
     if (isSystem(m)) {
@@ -98,6 +100,12 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
         if (!isObject(p)) continue;
         if (p.type === "text" && typeof p.text === "string") {
           if (p.text !== "") blocks.push({ text: p.text });
+        } else if (p.type === "file") {
+          const file = readChatFile(p, `messages[${i}]`);
+          if ("kind" in file) return { ok: false, error: file };
+          const doc = converseDocument(file, `messages[${i}]`, documentNames.size, documentNames);
+          if ("kind" in doc) return { ok: false, error: doc };
+          blocks.push(doc);
         } else if (p.type === "image_url") {
           const url = isObject(p.image_url) ? str(p.image_url.url) : undefined;
           const d = url === undefined ? undefined : parseDataUrl(url);

@@ -16,6 +16,7 @@ import { type TokenUsage, usageFromGemini } from "../usage.js";
 import { chatMaxTokens, chatStops, isSystem, readChatRequest, toolNamesById } from "./chat-request.js";
 import { type ChatStreamItem, mimeFromUrl, parseDataUrl, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+import { readChatFile } from "./documents.js";
 
 const filtered = new Set(["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"]);
 
@@ -71,6 +72,17 @@ export function chatToGeminiRequest(body: unknown, providerModel: string | undef
         if (!isObject(p)) continue;
         if (p.type === "text" && typeof p.text === "string") {
           if (p.text !== "") parts.push({ text: p.text });
+        } else if (p.type === "file") {
+          const file = readChatFile(p, `messages[${i}]`);
+          if ("kind" in file) return { ok: false, error: file };
+          if ("fileId" in file)
+            return {
+              ok: false,
+              error: invalidRequest(
+                `messages[${i}]: this provider takes files as base64 data (file.file_data), not file ids`,
+              ),
+            };
+          parts.push({ inlineData: { mimeType: file.mediaType, data: file.data } });
         } else if (p.type === "image_url") {
           const url = isObject(p.image_url) ? str(p.image_url.url) : undefined;
           if (url === undefined)

@@ -15,6 +15,7 @@ import { type TokenUsage, usageFromMessages } from "../usage.js";
 import { chatMaxTokens, chatStops, isSystem, readChatRequest } from "./chat-request.js";
 import { type ChatStreamItem, chatFinish, parseDataUrl, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+import { messagesDocument, readChatFile } from "./documents.js";
 
 /** Anthropic requires max_tokens; OpenAI does not. LiteLLM and Envoy AI Gateway use the same default. */
 export const DEFAULT_MAX_TOKENS = 4096;
@@ -52,6 +53,12 @@ export function chatToMessagesRequest(body: unknown, providerModel: string | und
         if (!isObject(p)) continue;
         if (p.type === "text" && typeof p.text === "string") {
           if (p.text !== "") blocks.push({ type: "text", text: p.text });
+        } else if (p.type === "file") {
+          const file = readChatFile(p, `messages[${i}]`);
+          if ("kind" in file) return { ok: false, error: file };
+          const doc = messagesDocument(file, `messages[${i}]`);
+          if ("kind" in doc) return { ok: false, error: doc };
+          blocks.push(doc);
         } else if (p.type === "image_url") {
           const url = isObject(p.image_url) ? str(p.image_url.url) : str(p.image_url);
           if (url === undefined)

@@ -22,6 +22,7 @@ import { type TokenUsage, usageFromConverse } from "../usage.js";
 import { converseImage, historyToolSpecs, pushConverse } from "./chat-to-converse.js";
 import { anthropicErrorEvent } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+import { converseDocument } from "./documents.js";
 import { readMessagesRequest, systemBlocks } from "./messages-request.js";
 
 const CACHE_POINT = { cachePoint: { type: "default" as const } };
@@ -37,6 +38,7 @@ export function messagesToConverseParts(
     if (s.cached) system.push(CACHE_POINT);
   }
   const messages: ConverseMessage[] = [];
+  const documentNames = new Set<string>();
   for (let i = 0; i < req.messages.length; i++) {
     const m = req.messages[i]!;
     if (typeof m.content === "string") {
@@ -54,6 +56,29 @@ export function messagesToConverseParts(
           const img = imageBlock(b.source, i);
           if ("kind" in img) return img;
           blocks.push(img);
+          break;
+        }
+        case "document": {
+          // Messages documents: base64 PDF or plain text (its text is the document's bytes).
+          const src = isObject(b.source) ? b.source : {};
+          const title = str(b.title);
+          const file =
+            src.type === "base64"
+              ? { data: str(src.data) ?? "", mediaType: str(src.media_type) ?? "", filename: title }
+              : src.type === "text"
+                ? {
+                    data: Buffer.from(str(src.data) ?? "", "utf8").toString("base64"),
+                    mediaType: "text/plain",
+                    filename: title,
+                  }
+                : undefined;
+          if (file === undefined)
+            return invalidRequest(
+              `messages.${i}: this provider takes documents as base64 or text sources, not ${String(src.type)}`,
+            );
+          const doc = converseDocument(file, `messages.${i}`, documentNames.size, documentNames);
+          if ("kind" in doc) return doc;
+          blocks.push(doc);
           break;
         }
         case "tool_use":

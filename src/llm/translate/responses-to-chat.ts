@@ -22,6 +22,17 @@ function contentParts(content: unknown): ChatContentPart[] | string {
         parts.push({ type: "image_url", image_url: detail === "low" || detail === "high" ? { url, detail } : { url } });
       }
     } else if (c.type === "refusal") parts.push({ type: "text", text: str(c.refusal) ?? "" });
+    else if (c.type === "input_file") {
+      // The chat API's file part carries the same data URL or file id; a file URL has no chat form.
+      const file: Record<string, string> = {};
+      const data = str(c.file_data);
+      const id = str(c.file_id);
+      const name = str(c.filename);
+      if (data !== undefined) file.file_data = data;
+      else if (id !== undefined) file.file_id = id;
+      if (name !== undefined) file.filename = name;
+      parts.push({ type: "file", file });
+    }
   }
   return parts.every((p) => p.type === "text") ? parts.map((p) => (p as { text: string }).text).join("") : parts;
 }
