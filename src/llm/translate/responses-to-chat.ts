@@ -50,6 +50,20 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
       ),
     };
   }
+  // A file by URL has no chat-completions form (the chat file part takes data or a file id).
+  for (const [i, item] of arr(body.input).entries()) {
+    if (!isObject(item)) continue;
+    for (const [j, c] of arr(item.content).entries()) {
+      if (isObject(c) && c.type === "input_file" && c.file_data === undefined && c.file_id === undefined)
+        return {
+          ok: false,
+          error: invalidRequest(
+            "this provider takes input files as file_data or file_id, not file_url",
+            `input[${i}].content[${j}]`,
+          ),
+        };
+    }
+  }
   const messages: ChatMessage[] = [];
   const instructions = str(body.instructions);
   if (instructions !== undefined && instructions !== "") messages.push({ role: "system", content: instructions });
