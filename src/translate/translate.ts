@@ -80,7 +80,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     ...statuses,
     ...withNotes(
       [...policies.statuses(), ...sluiceKindStatuses(input, undefined, llmBackendProblems(llm))],
-      built.flatMap((b) => b.notes),
+      [...built.flatMap((b) => b.notes), ...llm.notes],
     ),
   ];
   const finalStatuses = memo?.sameStatuses(allStatuses) ?? allStatuses;

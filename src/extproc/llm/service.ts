@@ -21,6 +21,7 @@ import {
 import { ExternalProcessor } from "../../gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import { addGrpcService } from "../../grpc/service.js";
 import type { BidiHandler } from "../../grpc/unary-server.js";
+import { kindForStatus } from "../../llm/errors.js";
 import {
   addConverseCachePoints,
   type ClientFormat,
@@ -37,6 +38,7 @@ import {
 } from "../../llm/index.js";
 import { isObject } from "../../llm/json.js";
 import { extractUsage } from "../../llm/usage.js";
+import type { GuardSpec, PromptGuardEntry } from "../../translate/llm/guards.js";
 import type { SingleStage } from "../../translate/llm/stages.js";
 import {
   LLM_CLUSTER_ATTRIBUTE,
@@ -62,6 +64,9 @@ import { AwsCredentialSource, type RoleSession, roleSession } from "./aws-creden
 import { identityVariables, requestVariable, toCel } from "./cel.js";
 import { type Completion, completionMetadata } from "./completion.js";
 import { GoogleTokens } from "./google-tokens.js";
+import { type GuardContext, type GuardOutcome, runGuards } from "./guards/runner.js";
+import { StreamGuard } from "./guards/stream.js";
+import { requestSlots, responseSlots } from "./guards/text.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import {
   awsRegion,
@@ -102,7 +107,12 @@ interface Attempt {
   readonly meta?: RequestMeta;
   /** The upstream stage answered itself, already in the client's format. */
   readonly local?: boolean;
+  /** The prompt guards of the provider that answers (its response guards apply). */
+  readonly guards?: PromptGuardEntry;
 }
+
+/** A request's body after one set of request guards: the body to send (masked or not), or the rejection. */
+type Guarded = { readonly body: Obj } | { readonly reject: GuardSpec };
 
 interface RequestState {
   readonly entry: LlmRouteEntry;
@@ -121,6 +131,11 @@ interface RequestState {
    * another provider would otherwise carry the first provider's credentials.
    */
   provided?: readonly string[];
+  /**
+   * The request guards' outcome per set of guards (by content): guards run once per client request, before its first
+   * attempt; a retry to a provider with the same guards reuses the outcome.
+   */
+  guarded?: Map<string, Guarded | Promise<Guarded>>;
 }
 
 interface ResponseState {
@@ -128,12 +143,33 @@ interface ResponseState {
   status: number;
   headers: Record<string, string>;
   stream?: StreamTranslator;
+  /** Response guards on the translated stream (`streaming: Enabled`). */
+  guard?: StreamGuard;
   chunks: Uint8Array[];
 }
 
 export interface LlmServiceOptions {
   readonly log?: (line: string) => void;
   readonly now?: () => number;
+  /** The client of a moderationA / guardrailsA / guardrailsB prompt guard (guards/remote), when served. */
+  readonly remoteGuard?: GuardContext["remote"];
+}
+
+/** Key of a set of request guards, by content (the same policy on several providers gives the same key). */
+const guardKeys = new WeakMap<readonly GuardSpec[], string>();
+function guardKey(specs: readonly GuardSpec[]): string {
+  let k = guardKeys.get(specs);
+  if (k === undefined) {
+    k = JSON.stringify(specs);
+    guardKeys.set(specs, k);
+  }
+  return k;
+}
+
+/** A guard's CustomResponse, in the client's error format. */
+function guardRejection(client: ClientFormat | undefined, spec: GuardSpec): Reply {
+  const { statusCode, message } = spec.response;
+  return clientErrorResponse(client, { status: statusCode, kind: kindForStatus(statusCode), message });
 }
 
 function header(h: ExtProcHeaders | undefined, name: string): string | undefined {
@@ -285,8 +321,10 @@ export class LlmExtProcService {
   readonly #google: GoogleTokens;
   readonly #aws: AwsCredentialSource;
   readonly #log: (line: string) => void;
+  readonly #remoteGuard: GuardContext["remote"];
 
   constructor(opts: LlmServiceOptions = {}) {
+    this.#remoteGuard = opts.remoteGuard;
     this.#limiter = new TokenLimiter(opts.now);
     this.#google = new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
     this.#aws = new AwsCredentialSource(opts.now !== undefined ? { now: opts.now } : {});
@@ -578,6 +616,10 @@ export class LlmExtProcService {
     if (attempt.meta.stream && attempt.direction.stream !== undefined) {
       resp.mode = "stream";
       resp.stream = attempt.direction.stream(attempt.meta, defaultContext);
+      const guards = attempt.guards;
+      if (guards?.streaming === true && StreamGuard.applies(guards.response)) {
+        resp.guard = new StreamGuard(state.client, guards.response);
+      }
       return respond(
         "responseHeaders",
         {
@@ -592,7 +634,12 @@ export class LlmExtProcService {
     });
   }
 
-  #responseBody(state: RequestState | undefined, chunk: Uint8Array, end: boolean, resp: ResponseState): Reply {
+  #responseBody(
+    state: RequestState | undefined,
+    chunk: Uint8Array,
+    end: boolean,
+    resp: ResponseState,
+  ): Reply | Promise<Reply> {
     const attempt = state?.attempt;
     const client = state?.client ?? "chat-completions";
     if (resp.mode === "stream" && resp.stream !== undefined) {
@@ -603,6 +650,7 @@ export class LlmExtProcService {
         out = concat([out, tail]);
         metadata = this.#complete(state, resp.stream.usage(), attempt?.meta?.model);
       }
+      if (resp.guard !== undefined) out = resp.guard.push(out, end);
       return respond("responseBody", { body: out }, metadata !== undefined ? { metadata } : {});
     }
     // Buffered: Envoy sends the whole body once (end of stream).
@@ -639,7 +687,26 @@ export class LlmExtProcService {
     }
     const reported = (r.body as { model?: unknown }).model;
     const metadata = this.#complete(state, r.usage, typeof reported === "string" ? reported : attempt.meta.model);
-    return this.#replaceBody(r.body, undefined, metadata);
+    const guards = attempt.guards?.response;
+    if (state === undefined || guards === undefined || guards.length === 0) {
+      return this.#replaceBody(r.body, undefined, metadata);
+    }
+    // Response guards read the answer in the client's format; a mask is written back in place.
+    const slots = responseSlots(client, r.body);
+    const done = (o: GuardOutcome): Reply => {
+      if (o.action === "reject") {
+        const e = clientError(client, {
+          status: o.guard.response.statusCode,
+          kind: kindForStatus(o.guard.response.statusCode),
+          message: o.guard.response.message,
+        });
+        return this.#replaceBody(e.body, e.status, metadata);
+      }
+      if (o.action === "mask") slots.write(o.texts);
+      return this.#replaceBody(r.body, undefined, metadata);
+    };
+    const o = runGuards("response", guards, slots.texts(), this.#guardContext(state, attempt.provider));
+    return o instanceof Promise ? o.then(done) : done(o);
   }
 
   #replaceBody(body: JsonObject | object, status?: number, metadata?: JsonObject): Reply {
@@ -749,13 +816,70 @@ export class LlmExtProcService {
     }
     const problems = provider.auth.problems ?? [];
     if (problems.length > 0) return unavailable(problems.map((p) => p.message).join("; "));
+    const guarded = this.#guardRequest(state, provider);
+    const go = (g: Guarded | undefined): ProviderWork | Promise<ProviderWork> => {
+      if (g !== undefined && "reject" in g) {
+        state.attempt = { provider: providerName, local: true };
+        return { error: guardRejection(state.client, g.reject) };
+      }
+      return this.#obtain(state, provider, g?.body, fail, unavailable);
+    };
+    return guarded instanceof Promise ? guarded.then(go) : go(guarded);
+  }
+
+  /**
+   * The request guards of `provider` over the client's request (the texts of its format): once per set of guards per
+   * client request, whatever the number of attempts. Undefined when there are none or nothing to read.
+   */
+  #guardRequest(state: RequestState, provider: LlmProviderEntry): Guarded | Promise<Guarded> | undefined {
+    const specs = provider.ai.promptGuard?.request;
+    const client = state.client;
+    const body = state.body;
+    if (specs === undefined || specs.length === 0 || client === undefined || body === undefined) return undefined;
+    const key = guardKey(specs);
+    state.guarded ??= new Map();
+    const known = state.guarded.get(key);
+    if (known !== undefined) return known;
+    const slots = requestSlots(client, body);
+    const done = (o: GuardOutcome): Guarded => {
+      if (o.action === "reject") return { reject: o.guard };
+      if (o.action === "pass") return { body };
+      // Masked: a copy of the body with the texts written back (another provider's guards may see the original).
+      const copy = structuredClone(body);
+      requestSlots(client, copy).write(o.texts);
+      return { body: copy };
+    };
+    const outcome = runGuards("request", specs, slots.texts(), this.#guardContext(state, provider.name));
+    const g = outcome instanceof Promise ? outcome.then(done) : done(outcome);
+    state.guarded.set(key, g);
+    return g;
+  }
+
+  #guardContext(state: RequestState, provider: string): GuardContext {
+    return {
+      headers: new Map(Object.entries(state.headers)),
+      vars: () => celVariables(state, provider),
+      ...(this.#remoteGuard !== undefined ? { remote: this.#remoteGuard } : {}),
+      log: this.#log,
+    };
+  }
+
+  /** Credentials of `provider`, then the provider work (#provide) on `body` (the guarded body, else the client's). */
+  #obtain(
+    state: RequestState,
+    provider: LlmProviderEntry,
+    body: Obj | undefined,
+    fail: (error: LlmError) => ProviderWork,
+    unavailable: (why: string) => ProviderWork,
+  ): ProviderWork | Promise<ProviderWork> {
+    const providerName = provider.name;
     const google = provider.auth.google;
     const aws = provider.auth.aws;
     // Route types forwarded as they are get no SigV4 signature (#passthrough), so no credentials are looked up.
     const signed = state.client !== undefined && state.body !== undefined;
     if (aws !== undefined && signed) {
       const keys = AwsCredentialSource.immediate(aws);
-      if (keys !== undefined) return this.#provide(state, provider, { aws: keys }, fail);
+      if (keys !== undefined) return this.#provide(state, provider, body, { aws: keys }, fail);
       let role: RoleSession | undefined;
       if (aws.assumeRole !== undefined) {
         const r = roleSession(aws.assumeRole, celVariables(state, providerName));
@@ -768,13 +892,13 @@ export class LlmExtProcService {
       return this.#aws
         .credentials({ auth: aws, region: awsRegion(provider), ...(role !== undefined ? { role } : {}) })
         .then(
-          (c) => this.#provide(state, provider, { aws: c }, fail),
+          (c) => this.#provide(state, provider, body, { aws: c }, fail),
           (e: unknown) => unavailable(`AWS credentials: ${(e as Error).message}`),
         );
     }
-    if (google === undefined) return this.#provide(state, provider, {}, fail);
+    if (google === undefined) return this.#provide(state, provider, body, {}, fail);
     return this.#google.token(google).then(
-      (bearer) => this.#provide(state, provider, { bearer }, fail),
+      (bearer) => this.#provide(state, provider, body, { bearer }, fail),
       (e: unknown) => unavailable(`Google credentials: ${(e as Error).message}`),
     );
   }
@@ -782,6 +906,7 @@ export class LlmExtProcService {
   #provide(
     state: RequestState,
     provider: LlmProviderEntry,
+    guardedBody: Obj | undefined,
     creds: ProviderCredentials,
     fail: (error: LlmError) => ProviderWork,
   ): ProviderWork {
@@ -809,7 +934,7 @@ export class LlmExtProcService {
     const client = state.client;
     const body = applyAiPolicy(
       client,
-      state.body,
+      guardedBody ?? state.body,
       provider.ai,
       {
         method: state.headers[":method"] ?? "POST",
@@ -848,7 +973,14 @@ export class LlmExtProcService {
     if (target === undefined) {
       return fail({ status: 501, kind: "server", message: `provider ${providerName} has no endpoint for ${format}` });
     }
-    state.attempt = { provider: providerName, format, direction, meta: translated.meta };
+    const guards = provider.ai.promptGuard;
+    state.attempt = {
+      provider: providerName,
+      format,
+      direction,
+      meta: translated.meta,
+      ...(guards !== undefined ? { guards } : {}),
+    };
     state.provided = Object.keys(target.headers);
     const set: Record<string, string> = {
       ":path": target.path,

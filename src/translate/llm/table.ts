@@ -16,8 +16,10 @@ import type {
   LlmClusterIR,
   LlmProviderIR,
   PolicyFieldIR,
+  PolicySourceIR,
   RouteIR,
 } from "../ir.js";
+import { compilePromptGuard, type GuardNote, type PromptGuardEntry } from "./guards.js";
 import type { LlmStagePlan, SingleStage } from "./stages.js";
 
 /** Envoy endpoint metadata namespace naming the provider, and the dynamic metadata namespace of token counts. */
@@ -117,8 +119,9 @@ export interface AwsAssumeRole {
   readonly tags: readonly { readonly key: string; readonly value?: string; readonly expression?: string }[];
 }
 
-/** AI request policies (Document 2, `backend.ai`) as written, minus `routes`. */
+/** AI request policies (Document 2, `backend.ai`) as written, minus `routes`; `promptGuard` compiled (guards.ts). */
 export interface AiPolicy {
+  readonly promptGuard?: PromptGuardEntry;
   readonly prompt?: {
     readonly prepend?: readonly { role: string; content: string }[];
     readonly append?: readonly { role: string; content: string }[];
@@ -177,6 +180,8 @@ export interface LlmRouteEntry {
 
 export interface LlmTable {
   readonly entries: ReadonlyMap<string, LlmRouteEntry>;
+  /** What the entries cannot serve as written (prompt guards), for the status of the policies it came from. */
+  readonly notes: readonly GuardNote[];
   /** Entry id per `gatewayKey|routeName`. */
   readonly routes: ReadonlyMap<string, string>;
 }
@@ -184,10 +189,13 @@ export interface LlmTable {
 type Rec = Readonly<Record<string, unknown>>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 
-function value(policy: EffectivePolicyIR | undefined, name: string): { value: unknown; ns: string } | undefined {
+function value(
+  policy: EffectivePolicyIR | undefined,
+  name: string,
+): { value: unknown; ns: string; from: PolicySourceIR } | undefined {
   const f: PolicyFieldIR | undefined = policy?.[name];
   if (f === undefined || "combined" in f) return undefined;
-  return { value: f.value, ns: f.from.name.split("/")[0] ?? "" };
+  return { value: f.value, ns: f.from.name.split("/")[0] ?? "", from: f.from };
 }
 
 const UNIT_MS: Readonly<Record<string, number>> = { Seconds: 1000, Minutes: 60_000, Hours: 3_600_000 };
@@ -395,10 +403,32 @@ function compileAuth(
   };
 }
 
-function aiPolicy(v: unknown): AiPolicy {
-  if (!isRec(v)) return {};
-  const { routes: _routes, promptGuard: _guard, ...rest } = v;
-  return rest as AiPolicy;
+/** Route types whose requests are forwarded unread: no guard can read their text. */
+const UNGUARDED_ROUTE_TYPES: readonly RouteType[] = ["Passthrough", "Detect", "Realtime"];
+
+function aiPolicy(
+  ai: { value: unknown; ns: string; from: PolicySourceIR } | undefined,
+  input: TranslationInput,
+  notes: GuardNote[],
+): AiPolicy {
+  const v = ai?.value;
+  if (ai === undefined || !isRec(v)) return {};
+  const { routes, promptGuard, ...rest } = v;
+  if (promptGuard === undefined) return rest as AiPolicy;
+  const at = "backend.ai.promptGuard";
+  const g = compilePromptGuard(promptGuard, ai.ns, input, ai.from, at);
+  notes.push(...g.notes);
+  const unread = isRec(routes)
+    ? [...new Set(Object.values(routes).filter((t): t is RouteType => UNGUARDED_ROUTE_TYPES.includes(t as RouteType)))]
+    : [];
+  if (unread.length > 0) {
+    notes.push({
+      from: ai.from,
+      field: at,
+      message: `requests of route types ${unread.sort().join(", ")} are forwarded unread: prompt guards do not apply to them (realtime websocket messages are not guarded yet)`,
+    });
+  }
+  return { ...(rest as AiPolicy), ...(g.entry !== undefined ? { promptGuard: g.entry } : {}) };
 }
 
 function routeTypes(v: unknown): (readonly [string, RouteType])[] {
@@ -411,8 +441,9 @@ function routeTypes(v: unknown): (readonly [string, RouteType])[] {
 function providerEntry(
   p: LlmProviderIR,
   bp: BackendPolicyIR | undefined,
-  secrets: readonly Secret[],
+  input: TranslationInput,
   backend: string,
+  notes: GuardNote[],
 ): LlmProviderEntry {
   const backendNs = backend.split("/")[0] ?? "";
   const sub = bp?.subBackends?.find((s) => s.name === p.name)?.policy ?? bp?.policy;
@@ -425,8 +456,15 @@ function providerEntry(
     settings: p.settings,
     ...(p.path !== undefined ? { path: p.path } : {}),
     ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
-    auth: compileAuth(p.kind, p.address, auth?.value, auth?.ns ?? backendNs, secrets, defaultSessionName(backend)),
-    ai: aiPolicy(ai?.value),
+    auth: compileAuth(
+      p.kind,
+      p.address,
+      auth?.value,
+      auth?.ns ?? backendNs,
+      input.secrets,
+      defaultSessionName(backend),
+    ),
+    ai: aiPolicy(ai, input, notes),
   };
 }
 
@@ -488,6 +526,7 @@ export function compileLlmTable(
 ): LlmTable {
   const entries = new Map<string, LlmRouteEntry>();
   const routes = new Map<string, string>();
+  const notes: GuardNote[] = [];
   for (const gw of gateways) {
     const llm = new Map(
       gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c] as const),
@@ -504,7 +543,7 @@ export function compileLlmTable(
             if (c === undefined) continue;
             const bp = route.policy?.backends?.find((x) => x.cluster === c.name);
             const providers: Record<string, LlmProviderEntry> = {};
-            for (const p of c.groups.flat()) providers[p.name] = providerEntry(p, bp, input.secrets, c.backend);
+            for (const p of c.groups.flat()) providers[p.name] = providerEntry(p, bp, input, c.backend, notes);
             backends[c.name] = { backend: c.backend, providers };
             // Route types come from the backend-wide AI policy (the first AI backend of the rule).
             types ??= routeTypes(value(bp?.policy, "ai")?.value);
@@ -525,7 +564,7 @@ export function compileLlmTable(
       }
     }
   }
-  return { entries, routes };
+  return { entries, routes, notes };
 }
 
 /**

@@ -1,0 +1,240 @@
+// `promptGuard` (Document 2, AIPromptGuard) compiled for the LLM ext_proc: per direction, the guards in order with
+// their CustomResponse (spec defaults filled in), regexes checked now (linear-regex.ts), webhook backendRefs resolved
+// to addresses. Everything the entry cannot serve is a note for the policy's status, never dropped silently.
+
+import { referenceAllowed, serviceEndpoints } from "../backend/resolve.js";
+import type { TranslationInput } from "../input.js";
+import type { PolicySourceIR } from "../ir.js";
+import { findNamed } from "../lookup.js";
+import { linearRegex } from "./linear-regex.js";
+
+export const GUARD_BUILTINS = ["Ssn", "CreditCard", "PhoneNumber", "Email", "CaSin"] as const;
+export type GuardBuiltin = (typeof GUARD_BUILTINS)[number];
+export type GuardDirection = "request" | "response";
+
+export interface GuardCustomResponse {
+  readonly message: string;
+  readonly statusCode: number;
+}
+
+export interface RegexGuardSpec {
+  readonly kind: "regex";
+  /** User patterns, each valid for the linear-time engine (invalid ones are left out and reported). */
+  readonly patterns: readonly string[];
+  readonly builtins: readonly GuardBuiltin[];
+  /** Responses always mask. */
+  readonly action: "Mask" | "Reject";
+}
+
+export interface HeaderMatchSpec {
+  readonly type: "Exact" | "RegularExpression";
+  /** Lower case. */
+  readonly name: string;
+  readonly value: string;
+}
+
+export interface WebhookGuardSpec {
+  readonly kind: "webhook";
+  /** `namespace/name` of the backendRef, for logs and errors. */
+  readonly service: string;
+  /** Where the webhook listens (ready endpoints first); empty when the backendRef did not resolve. */
+  readonly targets: readonly { readonly host: string; readonly port: number }[];
+  /** Header name (lower case) → CEL expression. */
+  readonly headers: readonly (readonly [string, string])[];
+  readonly forwardHeaderMatches: readonly HeaderMatchSpec[];
+  readonly failureMode: "FailClosed" | "FailOpen";
+}
+
+/** A guard asking a provider's moderation or guardrail service; served by src/extproc/llm/guards/remote. */
+export interface RemoteGuardSpec {
+  readonly kind: "moderationA" | "guardrailsA" | "guardrailsB";
+  /** The guard's settings as written. */
+  readonly config: Readonly<Record<string, unknown>>;
+  /** Namespace of the policy (Secrets of `policies.auth` are looked up there). */
+  readonly namespace: string;
+}
+
+export type GuardSpec = (RegexGuardSpec | WebhookGuardSpec | RemoteGuardSpec) & {
+  /** Field path of the guard in its policy (`backend.ai.promptGuard.request[0]`), for logs. */
+  readonly path: string;
+  readonly response: GuardCustomResponse;
+};
+
+export interface PromptGuardEntry {
+  readonly request: readonly GuardSpec[];
+  readonly response: readonly GuardSpec[];
+  /** Guard streamed responses too (`streaming: Enabled`). */
+  readonly streaming: boolean;
+}
+
+export interface GuardNote {
+  readonly from: PolicySourceIR;
+  readonly field: string;
+  readonly message: string;
+  readonly reason?: "NotYetSupported" | "Ignored";
+}
+
+type Rec = Readonly<Record<string, unknown>>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+
+export const DEFAULT_GUARD_MESSAGE: Readonly<Record<GuardDirection, string>> = {
+  request: "The request was rejected due to inappropriate content",
+  response: "The response was rejected due to inappropriate content",
+};
+
+/**
+ * The remote guard kinds the LLM ext_proc serves (src/extproc/llm/guards/remote). A kind not listed here is carried in
+ * the table all the same and reported NotYetSupported: add it here when its client lands.
+ */
+const SERVED_REMOTE_GUARDS: ReadonlySet<RemoteGuardSpec["kind"]> = new Set<RemoteGuardSpec["kind"]>([]);
+
+function customResponse(v: unknown, direction: GuardDirection): GuardCustomResponse {
+  const r = isRec(v) ? v : {};
+  return {
+    message: typeof r.message === "string" ? r.message : DEFAULT_GUARD_MESSAGE[direction],
+    statusCode: typeof r.statusCode === "number" ? r.statusCode : 403,
+  };
+}
+
+function resolveWebhook(
+  ref: Rec,
+  ns: string,
+  input: TranslationInput,
+  note: (message: string) => void,
+): { service: string; targets: WebhookGuardSpec["targets"] } {
+  const kind = typeof ref.kind === "string" ? ref.kind : "Service";
+  const group = typeof ref.group === "string" ? ref.group : "";
+  const namespace = typeof ref.namespace === "string" ? ref.namespace : ns;
+  const name = String(ref.name);
+  const service = `${namespace}/${name}`;
+  const port = typeof ref.port === "number" ? ref.port : undefined;
+  const fail = (why: string) => {
+    note(`${why}; calls to this webhook fail until it resolves (the failure mode applies)`);
+    return { service, targets: [] };
+  };
+  if (
+    !referenceAllowed(input, { group: "sluice.dev", kind: "GwPolicy", namespace: ns }, { group, kind, namespace, name })
+  ) {
+    return fail(`backendRef to ${kind} ${service} is not allowed by a ReferenceGrant`);
+  }
+  if (kind === "GwBackend" && group === "sluice.dev") {
+    const be = findNamed(input.backends, namespace, name);
+    const s = be?.spec.static;
+    if (s === undefined || typeof s.host !== "string" || typeof s.port !== "number") {
+      return fail(`GwBackend ${service} ${be === undefined ? "not found" : "is not a static host and port"}`);
+    }
+    return { service, targets: [{ host: s.host, port: s.port }] };
+  }
+  if (kind !== "Service" || group !== "")
+    return fail(`backendRef kind ${kind} is not supported (Service or GwBackend)`);
+  const eps = serviceEndpoints(input, namespace, name, port);
+  if (!eps.ok) return fail(eps.message);
+  const targets = [...eps.endpoints]
+    .sort((a, b) => Number(b.ready) - Number(a.ready))
+    .map((e) => ({ host: e.address, port: e.port }));
+  if (eps.fqdn !== undefined) targets.push(eps.fqdn);
+  if (targets.length === 0) return fail(`Service ${service} has no endpoints`);
+  return { service, targets };
+}
+
+function headerMatches(v: unknown): HeaderMatchSpec[] {
+  if (!Array.isArray(v)) return [];
+  return v.filter(isRec).map((m) => ({
+    type: m.type === "RegularExpression" ? "RegularExpression" : "Exact",
+    name: String(m.name).toLowerCase(),
+    value: String(m.value),
+  }));
+}
+
+/**
+ * The guards of one `promptGuard` as written in a policy of namespace `ns`, and the notes about what is not served.
+ * `at` is the field path of the promptGuard (`backend.ai.promptGuard`).
+ */
+export function compilePromptGuard(
+  v: unknown,
+  ns: string,
+  input: TranslationInput,
+  from: PolicySourceIR,
+  at: string,
+): { entry?: PromptGuardEntry; notes: GuardNote[] } {
+  const notes: GuardNote[] = [];
+  if (!isRec(v)) return { notes };
+  const note = (field: string, message: string, reason?: GuardNote["reason"]) =>
+    notes.push({ from, field, message, ...(reason !== undefined ? { reason } : {}) });
+  const direction = (d: GuardDirection): GuardSpec[] => {
+    const list = Array.isArray(v[d]) ? v[d] : [];
+    const out: GuardSpec[] = [];
+    list.forEach((g: unknown, i) => {
+      if (!isRec(g)) return;
+      const path = `${at}.${d}[${i}]`;
+      const response = customResponse(g.response, d);
+      if (isRec(g.regex)) {
+        const r = g.regex;
+        const patterns: string[] = [];
+        (Array.isArray(r.matches) ? r.matches : []).forEach((p: unknown, j) => {
+          const c = linearRegex(String(p));
+          if ("error" in c) {
+            note(
+              `${path}.regex.matches[${j}]`,
+              `pattern ${JSON.stringify(String(p))} is left out: ${c.error} (patterns use the RE2-like subset: no lookaround, no backreferences, small counted repetitions)`,
+              "Ignored",
+            );
+          } else patterns.push(String(p));
+        });
+        const builtins = (Array.isArray(r.builtins) ? r.builtins : []).filter((b): b is GuardBuiltin =>
+          (GUARD_BUILTINS as readonly unknown[]).includes(b),
+        );
+        const action = d === "request" && r.action === "Reject" ? "Reject" : "Mask";
+        if (d === "response" && r.action === "Reject") {
+          note(`${path}.regex.action`, "response matches are always masked (Reject applies to requests)", "Ignored");
+        }
+        out.push({ kind: "regex", patterns, builtins, action, path, response });
+      } else if (isRec(g.webhook)) {
+        const w = g.webhook;
+        const ref = isRec(w.backendRef) ? w.backendRef : {};
+        const { service, targets } = resolveWebhook(ref, ns, input, (m) => note(`${path}.webhook.backendRef`, m));
+        const headers = isRec(w.headers)
+          ? Object.entries(w.headers)
+              .map(([k, e]) => [k.toLowerCase(), String(e)] as const)
+              .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+          : [];
+        out.push({
+          kind: "webhook",
+          service,
+          targets,
+          headers,
+          forwardHeaderMatches: headerMatches(w.forwardHeaderMatches),
+          failureMode: w.failureMode === "FailOpen" ? "FailOpen" : "FailClosed",
+          path,
+          response,
+        });
+      } else {
+        for (const kind of ["moderationA", "guardrailsA", "guardrailsB"] as const) {
+          const c = g[kind];
+          if (!isRec(c)) continue;
+          if (!SERVED_REMOTE_GUARDS.has(kind)) {
+            note(`${path}.${kind}`, `the ${kind} guard is accepted but not served yet: requests pass it unchecked`);
+          }
+          out.push({ kind, config: c, namespace: ns, path, response });
+        }
+      }
+    });
+    return out;
+  };
+  const entry: PromptGuardEntry = {
+    request: direction("request"),
+    response: direction("response"),
+    streaming: v.streaming === "Enabled",
+  };
+  if (entry.streaming) {
+    entry.response.forEach((g, i) => {
+      if (g.kind !== "regex") {
+        note(
+          `${at}.response[${i}].${g.kind}`,
+          "streamed responses are guarded by regex guards only: this guard checks buffered responses, not streams",
+        );
+      }
+    });
+  }
+  return { entry, notes };
+}
