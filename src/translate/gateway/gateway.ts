@@ -55,7 +55,7 @@ export interface GatewaysResult {
   readonly statuses: readonly ResourceStatus[];
 }
 
-interface AttachedListener {
+export interface AttachedListener {
   readonly listener: Listener;
   /** The Gateway listener's name, or `<listenerset>/<name>` for ListenerSet listeners. */
   readonly sectionName: string;
@@ -78,7 +78,10 @@ interface ListenerState {
 
 const DEFAULT_ADDRESS = "0.0.0.0";
 
-function controlledClasses(input: TranslationInput, opts: GatewayTranslateOptions): Set<string> {
+function controlledClasses(
+  input: TranslationInput,
+  opts: Pick<GatewayTranslateOptions, "impliedGatewayClass">,
+): Set<string> {
   const names = new Set(
     input.gatewayClasses.filter((c) => c.spec.controllerName === SLUICE_CONTROLLER_NAME).map((c) => c.metadata.name),
   );
@@ -86,7 +89,7 @@ function controlledClasses(input: TranslationInput, opts: GatewayTranslateOption
   return names;
 }
 
-function refersToGateway(ref: ParentReference, routeNs: string, gw: Gateway): boolean {
+export function refersToGateway(ref: ParentReference, routeNs: string, gw: Gateway): boolean {
   return (
     (ref.group ?? GATEWAY_API_GROUP) === GATEWAY_API_GROUP &&
     (ref.kind ?? "Gateway") === "Gateway" &&
@@ -95,7 +98,7 @@ function refersToGateway(ref: ParentReference, routeNs: string, gw: Gateway): bo
   );
 }
 
-function namespaceAllowed(input: TranslationInput, l: AttachedListener, routeNs: string): boolean {
+export function namespaceAllowed(input: TranslationInput, l: AttachedListener, routeNs: string): boolean {
   const from = l.listener.allowedRoutes?.namespaces?.from ?? "Same";
   if (from === "All") return true;
   if (from === "Same") return routeNs === l.namespace;
@@ -154,9 +157,36 @@ function gatewayListeners(input: TranslationInput, gw: Gateway): AttachedListene
   return out;
 }
 
+/** The Gateways Sluice serves (its GatewayClasses), in the order they are translated. */
+export function servedGateways(input: TranslationInput, impliedGatewayClass: boolean): Gateway[] {
+  const classes = controlledClasses(input, { impliedGatewayClass });
+  return input.gateways
+    .filter((g) => classes.has(g.spec.gatewayClassName))
+    .sort((a, b) => describeResource(a).localeCompare(describeResource(b)));
+}
+
+/**
+ * The listeners of a Gateway (its own and its ListenerSets') with whether each is valid, checked as translateGateways
+ * checks them: what other resources attaching to listeners (GwModel parentRefs) resolve against.
+ */
+export function gatewayListenerStates(
+  input: TranslationInput,
+  gw: Gateway,
+): readonly { readonly att: AttachedListener; readonly valid: boolean }[] {
+  const listeners: ListenerState[] = gatewayListeners(input, gw).map((att) => ({
+    att,
+    conditions: [],
+    attachedRoutes: 0,
+    valid: true,
+    routeConfigName: "",
+    secrets: [],
+  }));
+  validateListeners(listeners, (l) => resolveCertificates(input, gw, l.att.listener, l.att.namespace));
+  return listeners.map((l) => ({ att: l.att, valid: l.valid }));
+}
+
 /** Translates every Gateway served by Sluice, with the HTTPRoutes attached to it. */
 export function translateGateways(input: TranslationInput, opts: GatewayTranslateOptions): GatewaysResult {
-  const classes = controlledClasses(input, opts);
   const gateways: GatewayIR[] = [];
   const statuses: ResourceStatus[] = [];
   // Route status accumulates a parent entry per (route, parentRef) over all Gateways.
@@ -171,9 +201,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
   const shared = (r: HTTPRoute | GRPCRoute) =>
     sharedNames !== undefined && sharedNames.size > 0 && sharedNames.has(`${namespaceOf(r)}/${r.metadata.name}`);
 
-  const ours = input.gateways
-    .filter((g) => classes.has(g.spec.gatewayClassName))
-    .sort((a, b) => describeResource(a).localeCompare(describeResource(b)));
+  const ours = servedGateways(input, opts.impliedGatewayClass);
 
   for (const gw of ours) {
     const key = gatewayKey(namespaceOf(gw), gw.metadata.name);

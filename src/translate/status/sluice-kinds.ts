@@ -1,9 +1,11 @@
 // Status of GwBackend and GwModel resources (GwPolicy status comes from the attachment engine). Timestamp-free, like
 // every translator output; a status writer adds lastTransitionTime when it writes to an API server.
 
-import { namespaceOf, type Resource } from "../../api/resource.js";
+import { namespaceOf } from "../../api/resource.js";
 import type { InvalidResource, TranslationInput } from "../input.js";
 import type { AuthProblem } from "../llm/table.js";
+import { type ModelTranslation, translateModels } from "../model/models.js";
+import { modelStatuses } from "../model/status.js";
 import { type Condition, condition, type ResourceStatus } from "./conditions.js";
 
 /** The GwBackend variants the translator turns into clusters today. */
@@ -26,11 +28,14 @@ function invalidStatus(r: InvalidResource, conditions: (c: Condition) => unknown
 /**
  * `backendProblems`: credential problems of AI backends' providers by `namespace/name` (llm/table.ts): a Secret that
  * is missing or malformed is `ResolvedRefs: False` (SecretNotFound), the rest (expressions) a `NeverMatches` warning.
+ * `models`: the GwModels' translation (model/models.ts). Without it they are translated here, with the GatewayClass
+ * `sluice` implied when the input has no GatewayClass (file mode; a cluster always has Sluice's GatewayClass).
  */
 export function sluiceKindStatuses(
   input: TranslationInput,
   servedVariants = SERVED_BACKEND_VARIANTS,
   backendProblems: ReadonlyMap<string, readonly AuthProblem[]> = new Map(),
+  models?: ModelTranslation,
 ): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const be of input.backends) {
@@ -66,19 +71,9 @@ export function sluiceKindStatuses(
     }
     out.push({ kind: "GwBackend", namespace: namespaceOf(be), name: be.metadata.name, status: { conditions } });
   }
-  for (const model of input.models) {
-    const parents = ((model as Resource<string, { parentRefs?: unknown[] }>).spec.parentRefs ?? []).map(
-      (parentRef) => ({
-        parentRef,
-        controllerName: "sluice.dev/gateway-controller",
-        conditions: [
-          condition("Accepted", true, "Accepted", "model accepted"),
-          condition("Warning", true, "NotYetSupported", "GwModel routing is accepted but not served yet"),
-        ],
-      }),
-    );
-    out.push({ kind: "GwModel", namespace: namespaceOf(model), name: model.metadata.name, status: { parents } });
-  }
+  out.push(
+    ...modelStatuses(models ?? translateModels(input, { impliedGatewayClass: input.gatewayClasses.length === 0 })),
+  );
   for (const r of input.invalid) {
     if (r.kind === "GwBackend") out.push(invalidStatus(r, (c) => ({ conditions: [c] })));
     if (r.kind === "GwModel") out.push(invalidStatus(r, (c) => ({ parents: [], conditions: [c] })));
