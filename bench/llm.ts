@@ -9,6 +9,10 @@
 //
 // Prints requests/s, p50 and p99 latency per setup, and p50/p99 added over the direct call.
 //
+// Prompt guards: the same route with regex request guards (all builtins, Mask) on the 1 KB request, and with a
+// response regex guard (all builtins, streaming: Enabled) on the streamed answer; printed against the unguarded route
+// of the same run: Sluice CPU µs per request added, and time to first token (first content delta) added.
+//
 // The floor (buffered only): the same request through Envoy with an ext_proc in Sluice's processing modes (request
 // headers and buffered body, response headers and buffered body: the four messages of a one-stage LLM route) to a
 // processor that changes nothing (bench/extproc-noop.ts), configured as a user extProc. No ext_proc design can beat
@@ -20,6 +24,10 @@ import { existsSync, writeFileSync } from "node:fs";
 import { Agent, request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { runGuards } from "../src/extproc/llm/guards/runner.js";
+import { StreamGuard } from "../src/extproc/llm/guards/stream.js";
+import { requestSlots } from "../src/extproc/llm/guards/text.js";
+import type { GuardSpec } from "../src/translate/llm/guards.js";
 import { freePort, waitFor } from "../test/helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
 import { cpuMs } from "./proc.js";
@@ -64,6 +72,8 @@ interface Result {
   readonly p50: number;
   readonly p99: number;
   readonly errors: number;
+  /** Streamed: median time to the first chunk carrying text (ms). */
+  readonly ttft: number;
   /** CPU time per request of each process taking part (µs): load generator, fake provider, Envoy, processor. */
   readonly cpuUs: Record<string, number>;
 }
@@ -71,9 +81,13 @@ interface Result {
 const lastErrors = new Set<string>();
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 
-function once(t: Target, payload: string): Promise<number> {
+/** The first text delta of a chat-completions stream (the role chunk before it carries none). */
+const FIRST_TEXT = /"content":"[^"]/;
+
+function once(t: Target, payload: string, ttfts?: number[]): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
+    let first = false;
     const req = httpRequest(
       {
         host: "127.0.0.1",
@@ -87,6 +101,10 @@ function once(t: Target, payload: string): Promise<number> {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => {
           if (res.statusCode !== 200) chunks.push(c);
+          else if (ttfts !== undefined && !first && FIRST_TEXT.test(c.toString())) {
+            first = true;
+            ttfts.push(performance.now() - t0);
+          }
         });
         res.on("end", () => {
           if (res.statusCode === 200) return resolve(performance.now() - t0);
@@ -104,6 +122,7 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   const payload = body(stream);
   for (let i = 0; i < 200; i++) await once(t, payload); // warm up (JIT, connections)
   const lat: number[] = [];
+  const ttfts: number[] = [];
   let errors = 0;
   const pids: Record<string, number | undefined> = { load: process.pid, fake: fakeChild.pid, ...t.pids };
   const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]));
@@ -113,7 +132,7 @@ async function load(t: Target, stream: boolean): Promise<Result> {
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < end) {
         try {
-          lat.push(await once(t, payload));
+          lat.push(await once(t, payload, stream ? ttfts : undefined));
         } catch (e) {
           errors++;
           lastErrors.add((e as Error).message);
@@ -123,6 +142,7 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   );
   const elapsed = (performance.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
+  ttfts.sort((a, b) => a - b);
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(lat.length * p))] ?? Number.NaN;
   const cpuUs = Object.fromEntries(
     Object.entries(pids).map(([k, pid]) => [k, ((cpuMs(pid) - cpu0[k]!) * 1000) / Math.max(1, lat.length)]),
@@ -132,6 +152,7 @@ async function load(t: Target, stream: boolean): Promise<Result> {
     p50: q(0.5),
     p99: q(0.99),
     errors,
+    ttft: ttfts[Math.floor(ttfts.length / 2)] ?? Number.NaN,
     cpuUs,
   };
 }
@@ -152,6 +173,29 @@ metadata: { name: claude, namespace: default }
 spec:
   ai: { provider: { providerD: {}, host: 127.0.0.1, port: ${fakePort} } }
   policies: { auth: { key: sk-bench } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: claude-guard-req, namespace: default }
+spec:
+  ai: { provider: { providerD: {}, host: 127.0.0.1, port: ${fakePort} } }
+  policies:
+    auth: { key: sk-bench }
+    ai:
+      promptGuard:
+        request: [{ regex: { builtins: [Ssn, CreditCard, PhoneNumber, Email, CaSin] } }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: claude-guard-resp, namespace: default }
+spec:
+  ai: { provider: { providerD: {}, host: 127.0.0.1, port: ${fakePort} } }
+  policies:
+    auth: { key: sk-bench }
+    ai:
+      promptGuard:
+        streaming: Enabled
+        response: [{ regex: { builtins: [Ssn, CreditCard, PhoneNumber, Email, CaSin] } }]
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
@@ -190,6 +234,10 @@ spec:
       matches: [{ path: { type: PathPrefix, value: /floor } }]
       filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefix: / } } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: plain }]
+    - matches: [{ path: { type: PathPrefix, value: /guard-req } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude-guard-req }]
+    - matches: [{ path: { type: PathPrefix, value: /guard-resp } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude-guard-resp }]
     - backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude }]
 `;
 }
@@ -273,6 +321,20 @@ try {
       name: "sluice chat→messages",
       port,
       path: "/v1/chat/completions",
+      headers: { authorization: "Bearer client" },
+      pids: { envoy: envoyPid, processor: sluice.child.pid },
+    },
+    {
+      name: "sluice + request regex guards",
+      port,
+      path: "/guard-req/v1/chat/completions",
+      headers: { authorization: "Bearer client" },
+      pids: { envoy: envoyPid, processor: sluice.child.pid },
+    },
+    {
+      name: "sluice + response regex guard",
+      port,
+      path: "/guard-resp/v1/chat/completions",
       headers: { authorization: "Bearer client" },
       pids: { envoy: envoyPid, processor: sluice.child.pid },
     },
@@ -378,6 +440,71 @@ for (const row of rows) {
       .padStart(
         8,
       )} ${add(row.r.p50, direct?.p50).padStart(9)} ${add(row.r.p99, direct?.p99).padStart(8)} ${String(row.r.errors).padStart(7)} ${["load", "fake", "envoy", "processor"].map((k) => (row.r.cpuUs[k]?.toFixed(0) ?? "-").padStart(5)).join("")}`,
+  );
+}
+
+// Prompt guards against the unguarded route of the same run (issue 18: ≤ 30 µs of Sluice CPU per 1 KB request with
+// all builtins; ≤ 0.5 ms added to time to first token with a response regex guard on the stream).
+{
+  const row = (mode: string, prefix: string) => rows.find((x) => x.mode === mode && x.setup.startsWith(prefix))?.r;
+  const base = row("buffered", "sluice chat");
+  const req = row("buffered", "sluice + request");
+  if (base !== undefined && req !== undefined) {
+    const d = (req.cpuUs["processor"] ?? 0) - (base.cpuUs["processor"] ?? 0);
+    console.log(`request regex guards (all builtins, 1 KB): +${d.toFixed(1)} µs Sluice CPU per request (target ≤ 30)`);
+  }
+  const sBase = row("stream", "sluice chat");
+  const resp = row("stream", "sluice + response");
+  if (sBase !== undefined && resp !== undefined) {
+    console.log(
+      `response regex guard on the stream: time to first token ${sBase.ttft.toFixed(3)} → ${resp.ttft.toFixed(3)} ms (+${(resp.ttft - sBase.ttft).toFixed(3)} ms, target ≤ 0.5); Sluice CPU +${((resp.cpuUs["processor"] ?? 0) - (sBase.cpuUs["processor"] ?? 0)).toFixed(1)} µs per request`,
+    );
+  }
+}
+
+// The same guard work in this process, without Envoy and load noise: what the ext_proc does per request (texts of
+// the parsed 1 KB body, all builtins over them) and per streamed delta (parse, scan the held tail, release).
+{
+  const spec = (direction: "request" | "response"): GuardSpec => ({
+    kind: "regex",
+    patterns: [],
+    builtins: ["Ssn", "CreditCard", "PhoneNumber", "Email", "CaSin"],
+    action: "Mask",
+    path: `backend.ai.promptGuard.${direction}[0]`,
+    response: { message: "", statusCode: 403 },
+  });
+  const ctx = { headers: new Map<string, string>(), vars: () => ({}), log: () => {} };
+  const parsed = JSON.parse(body(false)) as Record<string, unknown>;
+  const perCall = (n: number, f: () => void) => {
+    for (let i = 0; i < n / 10; i++) f();
+    const t0 = process.cpuUsage();
+    for (let i = 0; i < n; i++) f();
+    const d = process.cpuUsage(t0);
+    return (d.user + d.system) / n;
+  };
+  const req = perCall(20_000, () =>
+    runGuards("request", [spec("request")], requestSlots("chat-completions", parsed).texts(), ctx),
+  );
+  console.log(`in process: request regex guards, all builtins, 1 KB chat body: ${req.toFixed(1)} µs CPU per request`);
+  const te = new TextEncoder();
+  const deltas = `Hello from the fake: ${filler}`
+    .split(/(?<= )/)
+    .map((w) =>
+      te.encode(
+        `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { content: w }, finish_reason: null }] })}\n\n`,
+      ),
+    );
+  const perDelta =
+    perCall(2000, () => {
+      const g = new StreamGuard("chat-completions", [spec("response")]);
+      for (const d of deltas) g.push(d, false);
+      g.push(new Uint8Array(0), true);
+    }) / deltas.length;
+  const first = perCall(20_000, () =>
+    new StreamGuard("chat-completions", [spec("response")]).push(deltas[0] as Uint8Array, false),
+  );
+  console.log(
+    `in process: response regex guard on a stream: ${perDelta.toFixed(1)} µs CPU per delta (${deltas.length} deltas of one word: ${(perDelta * deltas.length).toFixed(0)} µs per response); first delta ${first.toFixed(1)} µs`,
   );
 }
 
