@@ -12,6 +12,7 @@
 import { describeResource, type Resource, resourceKey, type SourceRef } from "../../api/resource.js";
 import { type ValidationResult, validateResource } from "../../api/validate.js";
 import type { InvalidResource } from "../../translate/input.js";
+import { sameItems } from "../../translate/policy/memo.js";
 import type { LoadResult, SourceProblem } from "../file-source.js";
 import type { KubeClient, KubeObject } from "./client.js";
 import { WATCHED_KINDS, type WatchedKind } from "./kinds.js";
@@ -31,12 +32,6 @@ interface Entry {
   /** Of a kind translated only when referenced: the strings of it (WatchedKind.referencedBy) any mention of which
    * makes it referenced. */
   readonly names: readonly string[] | undefined;
-}
-
-function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 /** Longest string that can name an object or be a label value. */

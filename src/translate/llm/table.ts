@@ -438,6 +438,20 @@ function routeTypes(v: unknown): (readonly [string, RouteType])[] {
     .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 }
 
+/** What a provider entry takes from the provider itself (a GwBackend `ai` provider's, or a GwModel's). */
+export function providerEntryBase(
+  p: LlmProviderIR,
+): Pick<LlmProviderEntry, "name" | "kind" | "authority" | "settings" | "path" | "pathPrefix"> {
+  return {
+    name: p.name,
+    kind: p.kind,
+    authority: p.authority,
+    settings: p.settings,
+    ...(p.path !== undefined ? { path: p.path } : {}),
+    ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
+  };
+}
+
 function providerEntry(
   p: LlmProviderIR,
   bp: BackendPolicyIR | undefined,
@@ -450,12 +464,7 @@ function providerEntry(
   const auth = value(sub, "auth");
   const ai = value(sub, "ai");
   return {
-    name: p.name,
-    kind: p.kind,
-    authority: p.authority,
-    settings: p.settings,
-    ...(p.path !== undefined ? { path: p.path } : {}),
-    ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
+    ...providerEntryBase(p),
     auth: compileAuth(
       p.kind,
       p.address,

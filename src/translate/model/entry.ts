@@ -3,7 +3,7 @@
 // compiler (passed in: the same rules and Secret lookups for both kinds).
 
 import type { LlmProviderIR } from "../ir.js";
-import type { LlmProviderEntry, ProviderAuth } from "../llm/table.js";
+import { type LlmProviderEntry, type ProviderAuth, providerEntryBase } from "../llm/table.js";
 import type { ConcreteModelIR } from "./ir.js";
 
 /** Compiles a `policies.auth` value as written, in the model's namespace, for a provider of `kind` at `host`. */
@@ -20,12 +20,7 @@ export function modelProviderEntry(m: ConcreteModelIR, compileAuth: AuthCompiler
   if (p === undefined) return undefined;
   const namespace = m.id.split("/")[0] ?? "";
   return {
-    name: p.name,
-    kind: p.kind,
-    authority: p.authority,
-    settings: p.settings,
-    ...(p.path !== undefined ? { path: p.path } : {}),
-    ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
+    ...providerEntryBase(p),
     auth: compileAuth(p.kind, p.address, m.policies.auth, namespace),
     ai: m.policies.ai,
   };

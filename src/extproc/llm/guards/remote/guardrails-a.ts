@@ -16,7 +16,18 @@ import { type AwsCredentialSource, type RoleSession, roleSession } from "../../a
 import { requestVariable, toCel } from "../../cel.js";
 import { GuardError, type GuardInput, type GuardVerdict, type RemoteGuard } from "../types.js";
 import { DEFAULT_GUARD_TIMEOUT_MS, type GuardKeyAuth, type GuardrailsAConfig } from "./config.js";
-import { applyKey, baseUrl, deadline, envValue, isObj, type Json, mapLimit, postJson, within } from "./http.js";
+import {
+  applyKey,
+  baseUrl,
+  deadline,
+  envValue,
+  isObj,
+  type Json,
+  mapLimit,
+  postJson,
+  textsToSend,
+  within,
+} from "./http.js";
 
 const GUARD = "guardrailsA";
 /** Texts asked one by one when the outputs do not line up; at most this many calls at once. */
@@ -60,16 +71,10 @@ export class GuardrailsAGuard implements RemoteGuard {
   }
 
   async check(input: GuardInput, signal: AbortSignal): Promise<GuardVerdict> {
-    if (this.#config.problem !== undefined) throw new GuardError(`${GUARD}: ${this.#config.problem}`);
-    if ("error" in this.#base) throw new GuardError(`${GUARD}: ${this.#base.error}`);
-    const sent: number[] = [];
-    input.texts.forEach((t, i) => {
-      if (t !== "") sent.push(i);
-    });
-    if (sent.length === 0) return { action: "pass" };
+    const send = textsToSend(GUARD, this.#config.problem, this.#base, input.texts);
+    if (send === undefined) return { action: "pass" };
     const bounded = deadline(signal, this.#timeoutMs);
-    const texts = sent.map((i) => input.texts[i] as string);
-    const base = this.#base.url;
+    const { url: base, positions: sent, texts } = send;
     const answer = await this.#apply(base, input, texts, bounded);
     if (answer.kind === "pass") return { action: "pass" };
     if (answer.kind === "block") return reject(answer.policies);

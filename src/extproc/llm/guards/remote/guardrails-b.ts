@@ -14,7 +14,7 @@ import type { Dispatcher } from "undici";
 import type { GoogleTokens } from "../../google-tokens.js";
 import { GuardError, type GuardInput, type GuardVerdict, type RemoteGuard } from "../types.js";
 import { DEFAULT_GUARD_TIMEOUT_MS, type GuardrailsBConfig } from "./config.js";
-import { baseUrl, deadline, envValue, isObj, type Json, mapLimit, postJson, within } from "./http.js";
+import { baseUrl, deadline, envValue, isObj, type Json, mapLimit, postJson, textsToSend, within } from "./http.js";
 
 const GUARD = "guardrailsB";
 export const MODEL_ARMOR_DEFAULT_LOCATION = "us-central1";
@@ -53,13 +53,9 @@ export class GuardrailsBGuard implements RemoteGuard {
 
   async check(input: GuardInput, signal: AbortSignal): Promise<GuardVerdict> {
     const c = this.#config;
-    if (c.problem !== undefined) throw new GuardError(`${GUARD}: ${c.problem}`);
-    if ("error" in this.#base) throw new GuardError(`${GUARD}: ${this.#base.error}`);
-    const sent: number[] = [];
-    input.texts.forEach((t, i) => {
-      if (t !== "") sent.push(i);
-    });
-    if (sent.length === 0) return { action: "pass" };
+    const send = textsToSend(GUARD, c.problem, this.#base, input.texts);
+    if (send === undefined) return { action: "pass" };
+    const { url: base, positions: sent, texts } = send;
     const bounded = deadline(signal, this.#timeoutMs);
     const google = c.auth?.google ?? {};
     const token = await within(
@@ -75,7 +71,7 @@ export class GuardrailsBGuard implements RemoteGuard {
     );
     const method = input.direction === "request" ? "sanitizeUserPrompt" : "sanitizeModelResponse";
     const url = new URL(
-      `${this.#base.url}/v1/projects/${encodeURIComponent(c.projectId)}/locations/${encodeURIComponent(this.#location)}/templates/${encodeURIComponent(c.templateId)}:${method}`,
+      `${base}/v1/projects/${encodeURIComponent(c.projectId)}/locations/${encodeURIComponent(this.#location)}/templates/${encodeURIComponent(c.templateId)}:${method}`,
     );
     const headers: Record<string, string> = {
       "content-type": "application/json",
@@ -103,7 +99,6 @@ export class GuardrailsBGuard implements RemoteGuard {
       });
       return interpret(answer);
     };
-    const texts = sent.map((i) => input.texts[i] as string);
     const whole = await sanitize(texts.join(JOINER));
     if (whole.kind === "pass") return { action: "pass" };
     if (whole.kind === "block") return reject(whole.filters);

@@ -163,3 +163,23 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t:
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
 }
+
+/**
+ * What every remote guard checks before a call: the config's problem and the endpoint (each a GuardError), then the
+ * texts worth sending (empty ones never are) with their positions in the input; undefined when there is none.
+ */
+export function textsToSend(
+  guard: string,
+  problem: string | undefined,
+  base: { readonly url: string } | { readonly error: string },
+  texts: readonly string[],
+): { readonly url: string; readonly positions: readonly number[]; readonly texts: readonly string[] } | undefined {
+  if (problem !== undefined) throw new GuardError(`${guard}: ${problem}`);
+  if ("error" in base) throw new GuardError(`${guard}: ${base.error}`);
+  const positions: number[] = [];
+  texts.forEach((t, i) => {
+    if (t !== "") positions.push(i);
+  });
+  if (positions.length === 0) return undefined;
+  return { url: base.url, positions, texts: positions.map((i) => texts[i] as string) };
+}

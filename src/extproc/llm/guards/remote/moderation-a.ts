@@ -5,7 +5,7 @@
 import type { Dispatcher } from "undici";
 import { GuardError, type GuardInput, type GuardVerdict, type RemoteGuard } from "../types.js";
 import { DEFAULT_GUARD_TIMEOUT_MS, type ModerationAConfig } from "./config.js";
-import { applyKey, baseUrl, deadline, envValue, isObj, postJson } from "./http.js";
+import { applyKey, baseUrl, deadline, envValue, isObj, postJson, textsToSend } from "./http.js";
 
 const GUARD = "moderationA";
 /** The OpenAI SDKs' default base URL (it carries the /v1). */
@@ -28,11 +28,10 @@ export class ModerationAGuard implements RemoteGuard {
   }
 
   async check(input: GuardInput, signal: AbortSignal): Promise<GuardVerdict> {
-    if (this.#config.problem !== undefined) throw new GuardError(`${GUARD}: ${this.#config.problem}`);
-    if ("error" in this.#base) throw new GuardError(`${GUARD}: ${this.#base.error}`);
-    const texts = input.texts.filter((t) => t !== "");
-    if (texts.length === 0) return { action: "pass" };
-    const url = new URL(`${this.#base.url}/moderations`);
+    const send = textsToSend(GUARD, this.#config.problem, this.#base, input.texts);
+    if (send === undefined) return { action: "pass" };
+    const texts = send.texts;
+    const url = new URL(`${send.url}/moderations`);
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
     if (this.#config.auth !== undefined) applyKey(this.#config.auth, headers, url);
     const model = this.#config.model;
