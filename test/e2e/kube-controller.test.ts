@@ -11,9 +11,8 @@ import OpenAI from "openai";
 import { main } from "../../src/cli/main.js";
 import type { KubeClient, KubeObject } from "../../src/sources/kube/client.js";
 import {
-  adminClient,
+  clusterForController,
   conditionOf,
-  controllerKubeconfig,
   gatewayEnvoy,
   hostAddress,
   kubeRouteYaml,
@@ -23,7 +22,7 @@ import {
   waitForObject,
 } from "../helpers/controller.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
-import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
+import type { KubeCluster } from "../helpers/kube.js";
 import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import { type SluiceProcess, startTestEnvoy, type TestEnvoy } from "../helpers/processes.js";
 
@@ -54,12 +53,9 @@ describe("sluice controller on a real API server", { timeout: 240_000 }, () => {
       .sign(key.privateKey);
 
   before(async () => {
-    cluster = await startKubeCluster();
-    await cluster.installCrds();
-    admin = await adminClient(cluster);
-    const system = await cluster.namespace("sluice-system");
-    const kubeconfig = await controllerKubeconfig(cluster, system);
-    ns = await cluster.namespace("app");
+    const c = await clusterForController();
+    ({ cluster, admin, ns } = c);
+    const { system, kubeconfig } = c;
     port = await freePort();
     portB = await freePort();
     portLs = await freePort();

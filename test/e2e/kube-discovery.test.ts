@@ -7,9 +7,8 @@ import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import type { KubeClient } from "../../src/sources/kube/client.js";
 import {
-  adminClient,
+  clusterForController,
   conditionOf,
-  controllerKubeconfig,
   gatewayEnvoy,
   hostAddress,
   kubeGatewayYaml,
@@ -18,7 +17,7 @@ import {
   startController,
   waitForObject,
 } from "../helpers/controller.js";
-import { crdFiles, type KubeCluster, startKubeCluster } from "../helpers/kube.js";
+import { crdFiles, type KubeCluster } from "../helpers/kube.js";
 import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import type { SluiceProcess, TestEnvoy } from "../helpers/processes.js";
 
@@ -32,14 +31,13 @@ describe("CRDs absent at start, installed later", { timeout: 240_000 }, () => {
   let port: number;
 
   before(async () => {
-    cluster = await startKubeCluster();
+    const c = await clusterForController({ crds: false });
+    ({ cluster, admin, ns } = c);
+    const { system, kubeconfig } = c;
+    // Gateway API's standard kinds only: Sluice's CRDs and the experimental kinds come later.
     const standard = crdFiles("standard").filter((f) => f.includes("/gateway-api-v") && f.includes("/standard/"));
     assert.ok(standard.length > 0);
     for (const f of standard) await cluster.apply(readFileSync(f, "utf8"));
-    admin = await adminClient(cluster);
-    const system = await cluster.namespace("sluice-system");
-    const kubeconfig = await controllerKubeconfig(cluster, system);
-    ns = await cluster.namespace("app");
     port = await freePort();
     app = await startEchoUpstream("app", 0, hostAddress());
     await waitFor("the standard CRDs to be served", async () =>

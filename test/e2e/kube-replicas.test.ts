@@ -9,9 +9,8 @@ import { parseDocument } from "yaml";
 import { type EnvoyProcess, renderBootstrap, startEnvoy } from "../../src/cli/envoy.js";
 import type { KubeClient, KubeObject } from "../../src/sources/kube/client.js";
 import {
-  adminClient,
+  clusterForController,
   conditionOf,
-  controllerKubeconfig,
   gatewayCertificateFiles,
   hostAddress,
   kubeGatewayYaml,
@@ -21,7 +20,7 @@ import {
   startController,
   waitForObject,
 } from "../helpers/controller.js";
-import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
+import type { KubeCluster } from "../helpers/kube.js";
 import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import type { SluiceProcess } from "../helpers/processes.js";
 
@@ -83,12 +82,7 @@ describe("two controller replicas", { timeout: 240_000 }, () => {
   let kubeconfig: string;
 
   before(async () => {
-    cluster = await startKubeCluster();
-    await cluster.installCrds();
-    admin = await adminClient(cluster);
-    system = await cluster.namespace("sluice-system");
-    kubeconfig = await controllerKubeconfig(cluster, system);
-    ns = await cluster.namespace("app");
+    ({ cluster, admin, system, kubeconfig, ns } = await clusterForController());
     port = await freePort();
     app = await startEchoUpstream("app", 0, hostAddress());
     await cluster.apply(

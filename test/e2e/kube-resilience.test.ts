@@ -7,8 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { KubeClient } from "../../src/sources/kube/client.js";
 import {
-  adminClient,
-  controllerKubeconfig,
+  clusterForController,
   gatewayEnvoy,
   hostAddress,
   kubeGatewayYaml,
@@ -17,7 +16,7 @@ import {
   SLUICE_GATEWAY_CLASS,
   startController,
 } from "../helpers/controller.js";
-import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
+import type { KubeCluster } from "../helpers/kube.js";
 import { freePort, request, sleep, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import type { SluiceProcess, TestEnvoy } from "../helpers/processes.js";
 
@@ -59,12 +58,9 @@ describe("the controller when the API server fails", { timeout: 240_000 }, () =>
   let load: Promise<void> | undefined;
 
   before(async () => {
-    cluster = await startKubeCluster();
-    await cluster.installCrds();
-    admin = await adminClient(cluster);
-    const system = await cluster.namespace("sluice-system");
-    const kubeconfig = await controllerKubeconfig(cluster, system);
-    ns = await cluster.namespace("app");
+    const c = await clusterForController();
+    ({ cluster, admin, ns } = c);
+    const { system, kubeconfig } = c;
     port = await freePort();
     app = await startEchoUpstream("app", 0, hostAddress());
     await cluster.apply(

@@ -4,9 +4,9 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { KubeClient, type KubeObject } from "../../src/sources/kube/client.js";
-import { controllerKubeconfig, SLUICE_GATEWAY_CLASS, startController } from "../helpers/controller.js";
-import { type KubeCluster, startKubeCluster } from "../helpers/kube.js";
+import type { KubeClient, KubeObject } from "../../src/sources/kube/client.js";
+import { clusterForController, SLUICE_GATEWAY_CLASS, startController } from "../helpers/controller.js";
+import type { KubeCluster } from "../helpers/kube.js";
 import { freePort, waitFor } from "../helpers/net.js";
 import type { SluiceProcess } from "../helpers/processes.js";
 
@@ -42,12 +42,9 @@ describe("status writes for a burst of 1,000 routes", { timeout: 300_000 }, () =
   let ns: string;
 
   before(async () => {
-    cluster = await startKubeCluster();
-    await cluster.installCrds();
-    admin = await KubeClient.load(cluster.adminKubeconfig);
-    const system = await cluster.namespace("sluice-system");
-    const kubeconfig = await controllerKubeconfig(cluster, system);
-    ns = await cluster.namespace("burst");
+    const c = await clusterForController({ namespace: "burst" });
+    ({ cluster, admin, ns } = c);
+    const { system, kubeconfig } = c;
     await cluster.apply(`${SLUICE_GATEWAY_CLASS}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway

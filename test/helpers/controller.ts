@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { BootstrapTls } from "../../src/cli/envoy.js";
 import { projectRoot } from "../../src/cli/paths.js";
 import { KubeClient, type KubeObject } from "../../src/sources/kube/client.js";
-import type { KubeCluster } from "./kube.js";
+import { type KubeCluster, startKubeCluster } from "./kube.js";
 import { waitFor } from "./net.js";
 import { type SluiceProcess, startSluiceCommand, startTestEnvoy, type TestEnvoy } from "./processes.js";
 
@@ -25,6 +25,39 @@ export function controllerRbac(namespace: string): string {
 export async function controllerKubeconfig(cluster: KubeCluster, namespace: string): Promise<string> {
   await cluster.apply(controllerRbac(namespace));
   return cluster.kubeconfigForServiceAccount(namespace, "sluice-controller");
+}
+
+/** What a test of the controller starts from (see clusterForController). */
+export interface ControllerCluster {
+  readonly cluster: KubeCluster;
+  readonly admin: KubeClient;
+  /** The controller's namespace (its RBAC from deploy/ applied), and its ServiceAccount's kubeconfig. */
+  readonly system: string;
+  readonly kubeconfig: string;
+  /** A namespace of its own for the test's resources. */
+  readonly ns: string;
+}
+
+/**
+ * A real API server ready for a controller under test: Sluice's and Gateway API's CRDs installed (unless `crds` is
+ * false: the test installs what it needs), an admin client, the controller's namespace and kubeconfig, and a
+ * namespace (`namespace`, default "app") for the test's resources. The cluster is stopped if any step fails.
+ */
+export async function clusterForController(
+  opts: { readonly crds?: boolean; readonly namespace?: string } = {},
+): Promise<ControllerCluster> {
+  const cluster = await startKubeCluster();
+  try {
+    if (opts.crds !== false) await cluster.installCrds();
+    const admin = await KubeClient.load(cluster.adminKubeconfig);
+    const system = await cluster.namespace("sluice-system");
+    const kubeconfig = await controllerKubeconfig(cluster, system);
+    const ns = await cluster.namespace(opts.namespace ?? "app");
+    return { cluster, admin, system, kubeconfig, ns };
+  } catch (e) {
+    await cluster.stop();
+    throw e;
+  }
 }
 
 /** Starts `sluice controller` on loopback ports and waits until /readyz answers 200. */
