@@ -6,7 +6,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { Worker } from "node:worker_threads";
-import { SluiceServer } from "../../src/cli/server.js";
+import { type ConfigSource, SluiceServer } from "../../src/cli/server.js";
 import type { Snapshot } from "../../src/xds-server/snapshot.js";
 import { resourcesOf } from "../../src/xds-server/snapshot.js";
 import { VIRTUAL_HOST_TYPE } from "../../src/xds-server/type-urls.js";
@@ -133,5 +133,90 @@ test("a file changed while a long reload reads it: that reload is thrown away, a
     assert.ok(s.metric("sluice_reloads_discarded_total") > discarded, "the reload that read the first write was kept");
   } finally {
     await s.stop();
+  }
+});
+
+/** A source of no resources whose loads take `loadMs`; `same` hands back its last load (nothing changed). */
+function slowSource(loadMs: number) {
+  const state = { loads: 0, loadStarts: [] as number[], same: false };
+  let last: Awaited<ReturnType<ConfigSource["load"]>> | undefined;
+  let notify: (() => void) | undefined;
+  const source: ConfigSource = {
+    async load() {
+      state.loads++;
+      state.loadStarts.push(performance.now());
+      await sleep(loadMs);
+      if (state.same && last !== undefined) return last;
+      last = { documents: 0, resources: [], sources: new Map(), problems: [], invalid: [] };
+      return last;
+    },
+    async watch(onChange) {
+      notify = onChange;
+    },
+    close() {},
+  };
+  return { source, state, change: () => notify?.() };
+}
+
+async function startWith(source: ConfigSource) {
+  const server = new SluiceServer({
+    source,
+    xdsHost: "127.0.0.1",
+    xdsPort: 0,
+    authzPort: 0,
+    adminHost: "127.0.0.1",
+    log: () => {},
+  });
+  await server.start();
+  return server;
+}
+
+test("a source whose changes keep coming is reloaded at most about half of the time; a lone change at once", async () => {
+  const s = slowSource(20);
+  const server = await startWith(s.source);
+  try {
+    await waitFor("the first load", async () => (server.reloads >= 1 ? true : undefined));
+    await sleep(200);
+    // A lone change: its reload starts without waiting.
+    const before = s.state.loads;
+    const at = performance.now();
+    s.change();
+    await waitFor("its load", async () => (s.state.loads > before ? true : undefined), 2000, 1);
+    const waited = (s.state.loadStarts.at(-1) ?? Number.POSITIVE_INFINITY) - at;
+    assert.ok(waited < 10, `a lone change waited ${waited} ms`);
+    await sleep(100);
+    // 600 ms of a change every millisecond: unpaced, a 20 ms reload would run about 30 times back to back.
+    const burstLoads = s.state.loads;
+    const end = performance.now() + 600;
+    while (performance.now() < end) {
+      s.change();
+      await sleep(1);
+    }
+    await sleep(600);
+    const during = s.state.loads - burstLoads;
+    assert.ok(during >= 5 && during <= 20, `${during} loads for a 600 ms burst`);
+  } finally {
+    await server.stop();
+  }
+});
+
+test("a source that hands back its last load is not translated or published again", async () => {
+  const s = slowSource(1);
+  const server = await startWith(s.source);
+  try {
+    await waitFor("the first load", async () => (server.reloads >= 1 ? true : undefined));
+    await sleep(50);
+    s.state.same = true;
+    const unchanged = () => Number(/^sluice_reloads_unchanged_total (\d+)$/m.exec(server.metrics())?.[1]);
+    const unchangedBefore = unchanged();
+    const reloads = server.reloads;
+    const loads = s.state.loads;
+    s.change();
+    await waitFor("the load", async () => (s.state.loads > loads ? true : undefined));
+    await sleep(50);
+    assert.equal(server.reloads, reloads);
+    assert.equal(unchanged(), unchangedBefore + 1);
+  } finally {
+    await server.stop();
   }
 });
