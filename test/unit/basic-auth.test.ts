@@ -140,10 +140,14 @@ describe("basic authentication", () => {
     assert.equal(auth.verified.size, 1);
     await checkBasicAuth(auth, req({ authorization: basic("bob", "wrong") }));
     assert.equal(auth.verified.size, 1);
-    t0 = performance.now();
-    assert.equal((await checkBasicAuth(auth, ok)).outcome, "authenticated");
-    // Relative to the bcrypt run it replaces, so a loaded machine slows both alike.
-    const cached = performance.now() - t0;
+    // Relative to the bcrypt run it replaces, so a loaded machine slows both alike; the fastest of a few runs, so one
+    // garbage collection or preempted slice during a run does not count as a bcrypt.
+    let cached = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < 5; i++) {
+      t0 = performance.now();
+      assert.equal((await checkBasicAuth(auth, ok)).outcome, "authenticated");
+      cached = Math.min(cached, performance.now() - t0);
+    }
     assert.ok(cached < bcrypt / 4, `the cached check does not run bcrypt (${cached} ms against ${bcrypt} ms)`);
   });
 
