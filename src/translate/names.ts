@@ -98,3 +98,19 @@ export function clientCertificateSecretName(namespace: string, name: string): st
 export const SLUICE_AUTHZ_CLUSTER = "sluice_authz";
 /** The same server over HTTP/1.1, for Envoy's HTTP ext_authz checks (deploy/envoy/bootstrap.yaml). */
 export const SLUICE_AUTHZ_HTTP_CLUSTER = "sluice_authz_http";
+
+/** The cluster of a concrete GwModel (`namespace/name`), and of a failover virtual model Envoy fails over within. */
+export function modelClusterName(model: string, failover = false): string {
+  return `gwmodel/${model}${failover ? "/failover" : ""}`;
+}
+
+/** A GwModel route of a virtual host: `gwmodel/<virtual host>/<what>` (`models`, `default`, or a cluster). */
+export function modelRouteName(virtualHost: string, what: string): string {
+  return `gwmodel/${virtualHost}/${what}`;
+}
+
+/**
+ * The request header the LLM ext_proc sets to the cluster of the model it selected (overwriting any copy the client
+ * sent); the listener's GwModel routes match it.
+ */
+export const MODEL_CLUSTER_HEADER = "x-sluice-model-cluster";

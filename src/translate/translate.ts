@@ -8,7 +8,10 @@ import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
 import { planLlmStages } from "./llm/stages.js";
 import { compileLlmTable, type LlmTable, llmBackendProblems } from "./llm/table.js";
+import { compileMcpTable, type McpTable } from "./mcp/table.js";
 import type { TranslationMemo } from "./memo.js";
+import { type ModelTranslation, translateModels } from "./model/models.js";
+import { serveModels } from "./model/serve.js";
 import { PolicyEngine, type PolicyReport } from "./policy/engine.js";
 import type { ResourceStatus } from "./status/conditions.js";
 import { sluiceKindStatuses } from "./status/sluice-kinds.js";
@@ -47,6 +50,8 @@ export interface TranslationResult {
   readonly extAuthzPolicies: PolicyTable;
   /** Policy table of the LLM ext_proc (routes to AI backends), content-addressed. */
   readonly llm: LlmTable;
+  /** Targets of the MCP backends each Gateway's routes reach, for Sluice's MCP service (src/mcp/). */
+  readonly mcp: McpTable;
 }
 
 export function translate(input: TranslationInput, opts: TranslateOptions = {}): TranslationResult {
@@ -62,12 +67,21 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   const table = new PolicyTableBuilder();
   const authz = { input, path, table } as const;
   const stages = planLlmStages(gateways);
-  const llm = compileLlmTable(gateways, input, stages);
-  const built = gateways.map((ir) => ({
+  const routesLlm = compileLlmTable(gateways, input, stages);
+  const mcp = compileMcpTable(gateways, input);
+  // GwModels: their clusters and routes join the Gateways after the HTTPRoutes' (path first), with their own entries.
+  const models = translateModels(input, { impliedGatewayClass: opts.impliedGatewayClass ?? false });
+  const served = serveModels(gateways, models.tables, input);
+  const llm: LlmTable = {
+    entries: new Map([...routesLlm.entries, ...served.entries]),
+    routes: new Map([...routesLlm.routes, ...served.routes]),
+    notes: routesLlm.notes,
+  };
+  const built = served.gateways.map((ir) => ({
     ir,
     ...buildXds(ir, {
       authz,
-      llmUpstreamClusters: stages.upstream.get(ir.key) ?? new Set(),
+      llmUpstreamClusters: new Set([...(stages.upstream.get(ir.key) ?? []), ...(served.clusters.get(ir.key) ?? [])]),
       llmEntries: new Map(
         [...llm.routes].filter(([k]) => k.startsWith(`${ir.key}|`)).map(([k, id]) => [k.slice(ir.key.length + 1), id]),
       ),
@@ -79,8 +93,11 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   const allStatuses = [
     ...statuses,
     ...withNotes(
-      [...policies.statuses(), ...sluiceKindStatuses(input, undefined, llmBackendProblems(llm))],
-      [...built.flatMap((b) => b.notes), ...llm.notes],
+      [
+        ...policies.statuses(),
+        ...sluiceKindStatuses(input, undefined, llmBackendProblems(routesLlm), withModelNotes(models, served.notes)),
+      ],
+      [...built.flatMap((b) => b.notes), ...llm.notes, ...mcp.notes],
     ),
   ];
   const finalStatuses = memo?.sameStatuses(allStatuses) ?? allStatuses;
@@ -96,7 +113,20 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     },
     extAuthzPolicies: table.build(),
     llm,
+    mcp,
   };
+}
+
+/** The translation with what serving added to each model's notes (fields it serves only in part). */
+function withModelNotes(
+  t: ModelTranslation,
+  notes: ReadonlyMap<string, readonly { field: string; message: string }[]>,
+): ModelTranslation {
+  if (notes.size === 0) return t;
+  const models = new Map(
+    [...t.models].map(([id, p]) => [id, notes.has(id) ? { ...p, notes: [...p.notes, ...(notes.get(id) ?? [])] } : p]),
+  );
+  return { ...t, models };
 }
 
 /** Most telling first: a Warning condition carries one reason, the messages of all. */

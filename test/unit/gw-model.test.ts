@@ -8,7 +8,7 @@ import { makeInput } from "../../src/translate/input.js";
 import type { ConcreteModelIR, ModelTableIR, VirtualModelIR } from "../../src/translate/model/ir.js";
 import { compareModelPrecedence, parseModelMatch } from "../../src/translate/model/match.js";
 import { MAX_VIRTUAL_DEPTH, translateModels } from "../../src/translate/model/models.js";
-import { MODEL_NOT_SERVED, modelStatuses } from "../../src/translate/model/status.js";
+import { modelStatuses } from "../../src/translate/model/status.js";
 import { sluiceKindStatuses } from "../../src/translate/status/sluice-kinds.js";
 
 type Doc = Record<string, unknown>;
@@ -130,11 +130,8 @@ test("status parents: one per parentRef — accepted, unknown Gateway, wrong lis
   assert.equal(cond(parents[2], "Accepted")?.reason, "NoMatchingParent");
   assert.match(cond(parents[2], "Accepted")?.message ?? "", /sectionName missing/);
   assert.match(cond(parents[3], "Accepted")?.message ?? "", /port 9999/);
-  // Every parent keeps the not-served Warning until the wiring lands.
-  for (const p of parents) {
-    assert.equal(cond(p, "Warning")?.reason, "NotYetSupported");
-    assert.ok(cond(p, "Warning")?.message.startsWith(MODEL_NOT_SERVED));
-  }
+  // Served: no Warning when nothing is left unapplied.
+  for (const p of parents) assert.equal(cond(p, "Warning"), undefined);
   const other = parentsOf(docs, "elsewhere");
   assert.equal(cond(other[0], "Accepted")?.reason, "NotAllowedByListeners");
   // Only the accepted parent's listener has the model.
@@ -356,9 +353,9 @@ test("policies: transformations carried as the AI policy, health as eviction tun
   assert.deepEqual(m.health, { consecutiveFailures: 3, ejectionMs: 10000, healthThreshold: 40, restoreHealth: 60 });
   assert.ok(m.policies.promptGuard && m.policies.headers && m.policies.authorization);
   const w = cond(parentsOf(docs, "m")[0], "Warning")?.message ?? "";
-  for (const f of ["spec.policies.authorization", "spec.policies.headers", "spec.policies.promptGuard"]) {
-    assert.ok(w.includes(`${f}: carried as written`), `${f} not named in ${w}`);
-  }
+  // Served by the LLM ext_proc per model: not in the Warning.
+  for (const f of ["spec.policies.authorization", "spec.policies.headers"]) assert.ok(!w.includes(f), w);
+  assert.ok(w.includes("spec.policies.promptGuard: carried as written"), w);
   assert.match(w, /transformations\[1\]\.expression: reads source/);
 });
 
@@ -368,5 +365,5 @@ test("sluice-kinds reports GwModels through the model status, invalid ones as be
   assert.ok(s);
   const parents = (s.status as { parents: Parent[] }).parents;
   assert.equal(cond(parents[0], "Accepted")?.status, "True");
-  assert.equal(cond(parents[0], "Warning")?.message, MODEL_NOT_SERVED);
+  assert.equal(cond(parents[0], "Warning"), undefined);
 });

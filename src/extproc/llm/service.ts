@@ -53,6 +53,8 @@ import {
   type LlmRouteEntry,
   type RouteType,
 } from "../../translate/llm/table.js";
+import type { ModelRouteEntry } from "../../translate/model/ir.js";
+import { MODEL_CLUSTER_HEADER } from "../../translate/names.js";
 import type { TranslationResult } from "../../translate/translate.js";
 import {
   decodeTransformation,
@@ -67,6 +69,17 @@ import { GoogleTokens } from "./google-tokens.js";
 import { type GuardContext, type GuardOutcome, runGuards } from "./guards/runner.js";
 import { StreamGuard } from "./guards/stream.js";
 import { requestSlots, responseSlots } from "./guards/text.js";
+import { ModelHealth } from "./models/health.js";
+import {
+  authorizeModel,
+  chooseModel,
+  discoveryAnswer,
+  type HeaderChanges,
+  ModelAttempts,
+  type ModelChoice,
+  modelHeaders,
+  modelTarget,
+} from "./models/serve.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import {
   awsRegion,
@@ -136,6 +149,8 @@ interface RequestState {
    * attempt; a retry to a provider with the same guards reuses the outcome.
    */
   guarded?: Map<string, Guarded | Promise<Guarded>>;
+  /** GwModel routes: the model selected (router stage) and the outcome of each attempt (models/serve.ts). */
+  model?: { readonly choice: ModelChoice; readonly attempts: ModelAttempts };
 }
 
 interface ResponseState {
@@ -322,6 +337,8 @@ export class LlmExtProcService {
   readonly #aws: AwsCredentialSource;
   readonly #log: (line: string) => void;
   readonly #remoteGuard: GuardContext["remote"];
+  readonly #modelHealth: ModelHealth;
+  readonly #now: () => number;
 
   constructor(opts: LlmServiceOptions = {}) {
     this.#remoteGuard = opts.remoteGuard;
@@ -329,6 +346,8 @@ export class LlmExtProcService {
     this.#google = new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
     this.#aws = new AwsCredentialSource(opts.now !== undefined ? { now: opts.now } : {});
     this.#log = opts.log ?? (() => {});
+    this.#now = opts.now ?? Date.now;
+    this.#modelHealth = new ModelHealth(this.#now);
   }
 
   update(result: TranslationResult): void {
@@ -506,6 +525,18 @@ export class LlmExtProcService {
         }
         const routeType = routeTypeOf(entry.routes, header(r.value, ":path") ?? "/");
         const client = clientFormatOf(routeType);
+        if (entry.models !== undefined) {
+          // GwModel discovery is answered here; other model requests need their body to select a model.
+          if (routeType === "Models")
+            return immediate(200, discoveryAnswer(entry.models, headerMap(r.value)) as JsonObject);
+          if (r.value.endOfStream) {
+            return clientErrorResponse(client, {
+              status: 400,
+              kind: "invalid_request",
+              message: "request body must be a JSON object",
+            });
+          }
+        }
         if (entry.tokenLimits.length > 0 && !this.#limiter.admit(entry.tokenLimits)) {
           return clientErrorResponse(client, { status: 429, kind: "rate_limit", message: "token rate limit exceeded" });
         }
@@ -514,7 +545,7 @@ export class LlmExtProcService {
           entry,
           routeType,
           client,
-          single: singleOf(entry, req),
+          single: entry.models !== undefined ? undefined : singleOf(entry, req),
           headers: headerMap(r.value),
           identity: identityVariables(req.metadataContext?.filterMetadata),
         };
@@ -533,7 +564,9 @@ export class LlmExtProcService {
             providerResponse("requestHeaders", w, { also, ...extra }),
           );
         }
-        return respond("requestHeaders", { headers: mutation(also) }, extra);
+        // A client never chooses a model's cluster: the header is the ext_proc's alone.
+        const remove = entry.models !== undefined ? [MODEL_CLUSTER_HEADER] : [];
+        return respond("requestHeaders", { headers: mutation(also, remove) }, extra);
       }
       case "requestBody": {
         const state = get();
@@ -560,6 +593,7 @@ export class LlmExtProcService {
             [LLM_METADATA_KEYS.streaming]: state.body.stream === true,
           },
         };
+        if (state.entry.models !== undefined) return this.#selectModel(state, state.entry.models, metadata);
         const single = state.single;
         if (single === undefined) return respond("requestBody", {}, { metadata });
         // One stage: the provider's request (headers and translated body) replaces the client's here. Envoy's router
@@ -580,6 +614,12 @@ export class LlmExtProcService {
   #responseHeaders(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): Reply {
     resp.status = Number(header(h, ":status") ?? "0");
     resp.headers = headerMap(h);
+    const changes = this.#modelResponse(state, resp.status);
+    const reply = this.#responseHeadersReply(state, h, resp);
+    return changes === undefined || reply.phase === "immediate" ? reply : withHeaderChanges(reply, changes);
+  }
+
+  #responseHeadersReply(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): Reply {
     const attempt = state?.attempt;
     if (state?.client === undefined || attempt?.local === true) {
       // Passthrough route types, and errors the upstream stage already wrote in the client's format.
@@ -650,8 +690,11 @@ export class LlmExtProcService {
         out = concat([out, tail]);
         metadata = this.#complete(state, resp.stream.usage(), attempt?.meta?.model);
       }
-      if (resp.guard !== undefined) out = resp.guard.push(out, end);
-      return respond("responseBody", { body: out }, metadata !== undefined ? { metadata } : {});
+      const extra = metadata !== undefined ? { metadata } : {};
+      // Webhook and remote guards answer asynchronously: the chunk goes out when they have (guards/stream.ts).
+      const guarded = resp.guard?.push(out, end) ?? out;
+      if (guarded instanceof Promise) return guarded.then((body) => respond("responseBody", { body }, extra));
+      return respond("responseBody", { body: guarded }, extra);
     }
     // Buffered: Envoy sends the whole body once (end of stream).
     const text = td.decode(chunk);
@@ -798,7 +841,23 @@ export class LlmExtProcService {
    * other than a Secret's keys (cloudA) are obtained.
    */
   #providerWork(state: RequestState, providerName: string, cluster: string): ProviderWork | Promise<ProviderWork> {
-    const provider = state.entry.backends[cluster]?.providers[providerName];
+    const target = this.#modelTarget(state, cluster, providerName);
+    if (target !== undefined && "error" in target) {
+      state.attempt = { provider: providerName, local: true };
+      return { error: clientErrorResponse(state.client, target.error) };
+    }
+    const work = this.#providerWorkOf(state, target?.provider, providerName, cluster);
+    const changes = target?.headers;
+    return changes === undefined ? work : andThen(work, (w) => withRequestHeaders(w, changes));
+  }
+
+  #providerWorkOf(
+    state: RequestState,
+    modelProvider: LlmProviderEntry | undefined,
+    providerName: string,
+    cluster: string,
+  ): ProviderWork | Promise<ProviderWork> {
+    const provider = modelProvider ?? state.entry.backends[cluster]?.providers[providerName];
     const fail = (error: LlmError): ProviderWork => {
       state.attempt = { provider: providerName, local: true };
       return { error: clientErrorResponse(state.client, error) };
@@ -825,6 +884,64 @@ export class LlmExtProcService {
       return this.#obtain(state, provider, g?.body, fail, unavailable);
     };
     return guarded instanceof Promise ? guarded.then(go) : go(guarded);
+  }
+
+  // ---- GwModels (models/serve.ts) ----
+
+  /** Selects the request's model: its cluster goes in MODEL_CLUSTER_HEADER, and Envoy routes the request again. */
+  #selectModel(state: RequestState, entry: ModelRouteEntry, metadata: JsonObject): Reply {
+    const model = state.body?.model;
+    if (typeof model !== "string" || model === "") {
+      return clientErrorResponse(state.client, {
+        status: 400,
+        kind: "invalid_request",
+        message: "the request names no model (`model` is required)",
+      });
+    }
+    const r = chooseModel(entry, model, { vars: celVariables(state, ""), health: this.#modelHealth });
+    if (!r.ok) return clientErrorResponse(state.client, r.error);
+    state.model = { choice: r.choice, attempts: new ModelAttempts(this.#modelHealth, this.#now) };
+    return {
+      phase: "requestBody",
+      headers: mutation({ [MODEL_CLUSTER_HEADER]: r.choice.cluster }),
+      clearRouteCache: true,
+      metadata,
+    };
+  }
+
+  /**
+   * The concrete model behind a model cluster's endpoint, for one attempt: its provider entry asked for the selected
+   * name, its request header changes, or the 403 of its `authorization`. Undefined off GwModel routes.
+   */
+  #modelTarget(
+    state: RequestState,
+    cluster: string,
+    providerName: string,
+  ): { provider: LlmProviderEntry; headers?: HeaderChanges } | { error: LlmError } | undefined {
+    const entry = state.entry.models;
+    const provider = state.entry.backends[cluster]?.providers[providerName];
+    if (entry === undefined || provider === undefined) return undefined;
+    const t = modelTarget(entry, cluster, providerName, state.model?.choice);
+    if (t === undefined) return undefined;
+    state.model?.attempts.start(t.model);
+    const refused = authorizeModel(t.model, celVariables(state, providerName));
+    if (refused !== undefined) return { error: refused };
+    const headers = modelHeaders(t.model, "request");
+    return {
+      provider:
+        t.ask === undefined
+          ? provider
+          : { ...provider, settings: { ...provider.settings, model: provider.settings.model ?? t.ask } },
+      ...(headers !== undefined ? { headers } : {}),
+    };
+  }
+
+  /** Reports the outcome of a GwModel request's last attempt; the model's response header changes. */
+  #modelResponse(state: RequestState | undefined, status: number): HeaderChanges | undefined {
+    const attempts = state?.model?.attempts;
+    const model = attempts?.model;
+    attempts?.finish(status);
+    return model === undefined || state?.attempt?.local === true ? undefined : modelHeaders(model, "response");
   }
 
   /**
@@ -1035,6 +1152,28 @@ function celVariables(state: RequestState, provider: string): Record<string, unk
       streaming,
       provider,
     }),
+  };
+}
+
+/** A model's request header changes on the provider's request (after the provider work's own headers). */
+function withRequestHeaders(w: ProviderWork, c: HeaderChanges): ProviderWork {
+  if ("error" in w) return w;
+  const set = { ...w.set, ...c.set };
+  for (const [name, value] of c.add) set[name] = set[name] === undefined ? value : `${set[name]},${value}`;
+  return { ...w, set, remove: [...w.remove.filter((r) => !(r in set)), ...c.remove.filter((r) => !(r in set))] };
+}
+
+/** A model's response header changes on the answer to the client. */
+function withHeaderChanges(reply: Reply, c: HeaderChanges): Reply {
+  if (reply.phase === "immediate") return reply;
+  const h = reply.headers;
+  return {
+    ...reply,
+    headers: {
+      set: { ...(h?.set ?? {}), ...c.set },
+      add: [...(h?.add ?? []), ...c.add],
+      remove: [...(h?.remove ?? []), ...c.remove],
+    },
   };
 }
 

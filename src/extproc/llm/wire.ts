@@ -448,6 +448,8 @@ export interface PhaseReply {
   readonly body?: string | Uint8Array;
   readonly metadata?: JsonObject;
   readonly modeOverride?: ReplyMode;
+  /** Envoy selects the route again (after changing headers routes match on). */
+  readonly clearRouteCache?: boolean;
 }
 
 /** An answer Envoy sends to the client instead of going on (the exchange ends). */
@@ -521,6 +523,7 @@ export function writeReply(r: Reply): Uint8Array {
     writeBody(w, 1, r.body);
     w.close(b);
   }
+  if (r.clearRouteCache === true) w.enumOrBool(5, 1);
   w.close(common);
   w.close(at);
   if (r.metadata !== undefined) {
@@ -584,6 +587,7 @@ export function replyMessage(r: Reply): ProcessingResponse {
           ...(r.replace === true ? { status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE } : {}),
           ...(r.headers !== undefined ? { headerMutation: headerMutationInit(r.headers) } : {}),
           ...(body !== undefined ? { bodyMutation: { mutation: { case: "body" as const, value: body } } } : {}),
+          ...(r.clearRouteCache === true ? { clearRouteCache: true } : {}),
         },
       },
     },

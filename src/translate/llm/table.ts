@@ -20,6 +20,7 @@ import type {
   RouteIR,
 } from "../ir.js";
 import { compilePromptGuard, type GuardNote, type PromptGuardEntry } from "./guards.js";
+import type { ModelRouteEntry } from "../model/ir.js";
 import type { LlmStagePlan, SingleStage } from "./stages.js";
 
 /** Envoy endpoint metadata namespace naming the provider, and the dynamic metadata namespace of token counts. */
@@ -176,6 +177,8 @@ export interface LlmRouteEntry {
   readonly backends: Readonly<Record<string, LlmBackendEntry>>;
   /** Every request reaches this provider: the router-level stage does the provider work (stages.ts). */
   readonly single?: SingleStage;
+  /** The GwModels of the listener (model/serve.ts): the model a request names selects the cluster. */
+  readonly models?: ModelRouteEntry;
 }
 
 export interface LlmTable {
@@ -401,6 +404,18 @@ function compileAuth(
     ...(google !== undefined ? { google } : {}),
     ...(problems.length > 0 ? { problems } : {}),
   };
+}
+
+/** A GwModel's `policies.auth` (model/entry.ts), by the rules and Secret lookups of a GwBackend provider's. */
+export function compileProviderAuth(
+  kind: LlmProviderIR["kind"],
+  host: string,
+  auth: unknown,
+  ns: string,
+  secrets: readonly Secret[],
+  owner: string,
+): ProviderAuth {
+  return compileAuth(kind, host, auth, ns, secrets, defaultSessionName(owner));
 }
 
 /** Route types whose requests are forwarded unread: no guard can read their text. */

@@ -89,6 +89,10 @@ export interface ListenerModelsIR {
   /** The listener's name (a parentRef's sectionName). */
   readonly sectionName: string;
   readonly port: number;
+  /** The listener's hostname; absent = any host. */
+  readonly hostname?: string;
+  /** The route configuration the listener's requests are routed by (per port for HTTP, per listener for HTTPS). */
+  readonly routeConfig: string;
   /** `namespace/name` of the ListenerSet the listener comes from, if it does. */
   readonly listenerSet?: string;
   /** `namespace/name` of each model attached to this listener, best match first (Internal ones included). */
@@ -113,4 +117,21 @@ export interface ListenerModelTable {
 export function listenerTable(table: ModelTableIR, sectionName: string): ListenerModelTable | undefined {
   const l = table.listeners.find((x) => x.sectionName === sectionName);
   return l === undefined ? undefined : { models: l.models, byId: table.models };
+}
+
+/**
+ * What the LLM ext_proc needs to serve the GwModels of one listener (the `models` of its LLM table entry): the models
+ * to select from, and where each selected model is sent.
+ */
+export interface ModelRouteEntry {
+  readonly table: ListenerModelTable;
+  /**
+   * The Envoy cluster of each model a selection may end at, by `namespace/name`: every concrete model, and every
+   * failover virtual model whose targets are all concrete (Envoy then fails over between them within the request).
+   */
+  readonly clusters: Readonly<Record<string, string>>;
+  /** By cluster, then provider (endpoint) name: the concrete model it is and, for a failover target, what to ask. */
+  readonly targets: Readonly<
+    Record<string, Readonly<Record<string, { readonly id: string; readonly model?: string }>>>
+  >;
 }

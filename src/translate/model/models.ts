@@ -17,7 +17,7 @@ import {
   servedGateways,
 } from "../gateway/gateway.js";
 import type { TranslationInput } from "../input.js";
-import { gatewayKey } from "../names.js";
+import { gatewayKey, listenerChainName, routeConfigName } from "../names.js";
 import type { ConcreteModelIR, ListenerModelsIR, ModelIR, ModelTableIR, ModelTargetIR, VirtualModelIR } from "./ir.js";
 import { compareModelPrecedence, formatModelMatch, isWildcard, modelMatches, parseModelMatch } from "./match.js";
 import { checkLlmExpression, type ModelNote, translateModelPolicies } from "./policies.js";
@@ -404,6 +404,12 @@ export function translateModels(input: TranslationInput, opts: ModelTranslateOpt
       listenerTables.push({
         sectionName: att.sectionName,
         port: att.listener.port,
+        ...(att.listener.hostname !== undefined ? { hostname: att.listener.hostname.toLowerCase() } : {}),
+        // As translateGateways names them: HTTPS listeners have a route configuration each.
+        routeConfig:
+          att.listener.protocol === "HTTPS"
+            ? listenerChainName(key, att.listener.port, att.sectionName)
+            : routeConfigName(key, att.listener.port),
         ...(att.listenerSet !== undefined
           ? { listenerSet: `${namespaceOf(att.listenerSet)}/${att.listenerSet.metadata.name}` }
           : {}),

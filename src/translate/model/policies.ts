@@ -43,6 +43,10 @@ function health(v: unknown, notes: ModelNote[]): ModelHealthIR {
   const num = (x: unknown, d: number) => (typeof x === "number" ? x : d);
   let unhealthyCondition: string | undefined;
   if (typeof v.unhealthyCondition === "string") {
+    notes.push({
+      field: "spec.policies.health.unhealthyCondition",
+      message: "is not applied yet: a 5xx, a timeout or a connection failure is a failure",
+    });
     const why = checkLlmExpression(v.unhealthyCondition, ["response"]);
     if (why !== undefined) notes.push({ field: "spec.policies.health.unhealthyCondition", message: why });
     else unhealthyCondition = v.unhealthyCondition;
@@ -72,7 +76,8 @@ export function translateModelPolicies(
     if (why !== undefined) notes.push({ field: `spec.policies.transformations[${i}].expression`, message: why });
     transformations.push({ field: t.field, expression: t.expression });
   });
-  const asWritten = ["authorization", "headers", "promptGuard"] as const;
+  // Served by the LLM ext_proc per model (extproc/llm/models/policies.ts); promptGuard is compiled by serve.ts.
+  const asWritten = ["promptGuard"] as const;
   for (const f of asWritten) {
     if (policies[f] !== undefined) {
       notes.push({

@@ -1,12 +1,10 @@
 // The status of each GwModel from its translation: one parent entry per parentRef (Sluice's controllerName), with
-// Accepted, ResolvedRefs and a Warning, through the status helpers and Gateway API's route reasons. Until GwModels are
-// served, every parent carries the NotYetSupported Warning, followed by what else the model cannot apply.
+// Accepted, ResolvedRefs and, when the model has fields Sluice does not apply (or applies in part), a NotYetSupported
+// Warning naming each, through the status helpers and Gateway API's route reasons.
 
 import { SLUICE_CONTROLLER_NAME } from "../../api/gateway-api.js";
 import { type Condition, condition, type ResourceStatus, RouteConditionReason } from "../status/conditions.js";
 import type { ModelTranslation } from "./models.js";
-
-export const MODEL_NOT_SERVED = "GwModel routing is accepted but not served yet";
 
 /** The status of every translated GwModel (invalid documents are reported by status/sluice-kinds.ts). */
 export function modelStatuses(t: ModelTranslation): ResourceStatus[] {
@@ -14,7 +12,7 @@ export function modelStatuses(t: ModelTranslation): ResourceStatus[] {
   for (const [id, p] of t.models) {
     const [namespace = "", name = ""] = id.split("/");
     const notes = p.notes.map((n) => `${n.field}: ${n.message}`);
-    const warning = condition("Warning", true, "NotYetSupported", [MODEL_NOT_SERVED, ...notes].join("; "));
+    const warning = notes.length > 0 ? condition("Warning", true, "NotYetSupported", notes.join("; ")) : undefined;
     const parents = (t.parents.get(id) ?? []).map((o) => {
       const conditions: Condition[] = [];
       if (o.problem !== undefined) {
@@ -30,7 +28,7 @@ export function modelStatuses(t: ModelTranslation): ResourceStatus[] {
           ? condition("ResolvedRefs", true, RouteConditionReason.ResolvedRefs, "all references resolved")
           : condition("ResolvedRefs", false, RouteConditionReason.BackendNotFound, p.unresolved.join("; ")),
       );
-      conditions.push(warning);
+      if (warning !== undefined) conditions.push(warning);
       return { parentRef: o.parentRef, controllerName: SLUICE_CONTROLLER_NAME, conditions };
     });
     out.push({ kind: "GwModel", namespace, name, status: { parents } });

@@ -1,0 +1,261 @@
+// GwModel through a real Envoy and `sluice serve`, with the official `openai` and `@anthropic-ai/sdk` clients and fake
+// providers speaking the real wire formats: each `match` form, Internal models (refused to clients, reachable through a
+// virtual model), conditional routing on a header, a weighted split over 1,000 requests, failover within the request
+// when the preferred priority answers 5xx, model discovery in both clients' shapes, and authorization per model.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+import { waitFor } from "../helpers/net.js";
+
+const NAMES = ["exact", "family", "latest", "named", "secret", "w1", "w2", "f1", "f2", "any", "blue"] as const;
+type Name = (typeof NAMES)[number];
+
+function model(name: string, body: string): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwModel
+metadata: { name: ${name}, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+${body
+  .trim()
+  .split("\n")
+  .map((l) => `  ${l}`)
+  .join("\n")}
+`;
+}
+
+function resources(p: Record<Name, FakeProvider>, withAny: boolean): string {
+  const openai = (n: Name) => `provider: Provider01\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
+  const anthropic = (n: Name) => `provider: Provider03\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
+  return [
+    // Envoy is ready when this answers (a redirect, not 404).
+    `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: probe, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: Exact, value: /probe } }]
+      filters: [{ type: RequestRedirect, requestRedirect: { path: { type: ReplaceFullPath, replaceFullPath: /x } } }]
+`,
+    model("gpt-4o", openai("exact")),
+    model("gpt-family", `match: { model: "gpt-*" }\n${openai("family")}`),
+    model("latest", `match: { model: "*-latest" }\n${anthropic("latest")}`),
+    model("claude-named", anthropic("named")),
+    model("secret-model", `visibility: Internal\n${openai("secret")}`),
+    model("w1", `visibility: Internal\n${openai("w1")}`),
+    model("w2", `visibility: Internal\n${openai("w2")}`),
+    model("f1", `visibility: Internal\n${openai("f1")}\npolicies: { health: { eviction: { duration: 1s } } }`),
+    model("f2", `visibility: Internal\n${openai("f2")}`),
+    model(
+      "router",
+      `virtualModel:
+  conditional:
+    targets:
+      - { modelRef: { name: secret-model }, when: "request.headers['x-tier'] == 'gold'" }
+      - { modelRef: { name: gpt-4o } }`,
+    ),
+    model(
+      "split",
+      `virtualModel:
+  weighted:
+    targets:
+      - { modelRef: { name: w1 }, weight: 3 }
+      - { modelRef: { name: w2 }, weight: 1 }`,
+    ),
+    model(
+      "resilient",
+      `virtualModel:
+  failover:
+    targets:
+      - { modelRef: { name: f1 }, priority: 0 }
+      - { modelRef: { name: f2 }, priority: 1 }`,
+    ),
+    model(
+      "blue-only",
+      `${openai("blue")}
+policies:
+  authorization:
+    action: Allow
+    policy: { matchExpressions: ["request.headers['x-team'] == 'blue'"] }
+  headers:
+    request: { set: [{ name: x-model-policy, value: blue }] }
+    response: { set: [{ name: x-served-by, value: blue-only }] }`,
+    ),
+    ...(withAny ? [model("anything", `match: { model: "*" }\n${openai("any")}`)] : []),
+  ].join("");
+}
+
+describe("GwModel end to end", { timeout: 90_000 }, () => {
+  const p = {} as Record<Name, FakeProvider>;
+  let env: LlmEnv;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  const chat = (modelName: string, text = "hi", headers?: Record<string, string>) =>
+    openai.chat.completions.create(
+      { model: modelName, messages: [{ role: "user", content: text }], max_tokens: 16 },
+      headers !== undefined ? { headers } : {},
+    );
+
+  before(async () => {
+    for (const n of NAMES) p[n] = await startFakeProvider({ name: n });
+    env = await startLlmEnv(resources(p, false), "/probe");
+    openai = new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/v1`, maxRetries: 0 });
+    anthropic = new Anthropic({ apiKey: "k", baseURL: env.baseUrl, maxRetries: 0 });
+  });
+  after(async () => {
+    await env?.stop();
+    for (const n of NAMES) await p[n]?.close();
+  });
+
+  test("each match form selects its model, and the provider is asked for the name the client sent", async () => {
+    const exact = await chat("gpt-4o", "one");
+    assert.equal(exact.choices[0]?.message.content, "Hello from exact: one");
+    assert.equal(p.exact.requests.at(-1)?.json?.model, "gpt-4o");
+    // gpt-* (the exact gpt-4o wins over it, so another name)
+    const family = await chat("gpt-4.1-mini", "two");
+    assert.equal(family.choices[0]?.message.content, "Hello from family: two");
+    assert.equal(p.family.requests.at(-1)?.json?.model, "gpt-4.1-mini");
+    // *-latest, served by a messages provider for a chat-completions client
+    const latest = await chat("claude-sonnet-latest", "three");
+    assert.equal(latest.choices[0]?.message.content, "Hello from latest: three");
+    assert.equal(p.latest.requests.at(-1)?.path, "/v1/messages");
+    assert.equal(p.latest.requests.at(-1)?.json?.model, "claude-sonnet-latest");
+    // No match.model: metadata.name, with the Anthropic client
+    const named = await anthropic.messages.create({
+      model: "claude-named",
+      max_tokens: 16,
+      messages: [{ role: "user", content: "four" }],
+    });
+    assert.deepEqual(named.content[0], { type: "text", text: "Hello from named: four" });
+  });
+
+  test("an unknown model and an Internal model are 404 model_not_found, in each client's format", async () => {
+    for (const name of ["no-such-model", "secret-model"]) {
+      await assert.rejects(chat(name), (e: unknown) => {
+        assert.ok(e instanceof OpenAI.NotFoundError, String(e));
+        assert.equal(e.code, "model_not_found");
+        return true;
+      });
+      await assert.rejects(
+        anthropic.messages.create({ model: name, max_tokens: 8, messages: [{ role: "user", content: "x" }] }),
+        (e: unknown) => {
+          assert.ok(e instanceof Anthropic.NotFoundError, String(e));
+          assert.equal((e.error as { error?: { type?: string } }).error?.type, "not_found_error");
+          return true;
+        },
+      );
+    }
+    assert.equal(p.secret.requests.length, 0);
+  });
+
+  test("conditional on a header: the Internal model through the virtual model, else the fallback", async () => {
+    const gold = await chat("router", "gold", { "x-tier": "gold" });
+    assert.equal(gold.choices[0]?.message.content, "Hello from secret: gold");
+    assert.equal(p.secret.requests.at(-1)?.json?.model, "secret-model");
+    const plain = await chat("router", "plain");
+    assert.equal(plain.choices[0]?.message.content, "Hello from exact: plain");
+    assert.equal(p.exact.requests.at(-1)?.json?.model, "gpt-4o");
+  });
+
+  test("weighted 3:1 over 1,000 requests: within ±5 %", async () => {
+    const before = { w1: p.w1.requests.length, w2: p.w2.requests.length };
+    const started = Date.now();
+    let next = 0;
+    const worker = async () => {
+      while (next < 1000) {
+        next++;
+        const r = await chat("split", "w");
+        assert.match(r.choices[0]?.message.content ?? "", /^Hello from w[12]: w$/);
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, worker));
+    const w1 = p.w1.requests.length - before.w1;
+    const w2 = p.w2.requests.length - before.w2;
+    assert.equal(w1 + w2, 1000);
+    const share = w1 / 1000;
+    console.log(`weighted: w1 ${w1}, w2 ${w2} (share ${share.toFixed(3)}) in ${Date.now() - started} ms`);
+    assert.ok(Math.abs(share - 0.75) <= 0.05, `w1 share ${share}`);
+  });
+
+  test("failover: the preferred priority answers 5xx, the request is served by the next, no error", async () => {
+    const healthy = await chat("resilient", "a");
+    assert.equal(healthy.choices[0]?.message.content, "Hello from f1: a");
+    p.f1.failWith = 503;
+    try {
+      const f1Before = p.f1.requests.length;
+      const r = await chat("resilient", "b");
+      assert.equal(r.choices[0]?.message.content, "Hello from f2: b");
+      assert.equal(p.f1.requests.length, f1Before + 1, "the preferred target was tried first");
+      assert.equal(p.f2.requests.at(-1)?.json?.model, "f2");
+    } finally {
+      p.f1.failWith = undefined;
+    }
+    // Ejected for 1 s, then back.
+    const back = await waitFor(
+      "f1 to serve again",
+      async () => {
+        const r = await chat("resilient", "c");
+        return r.choices[0]?.message.content === "Hello from f1: c" ? r : undefined;
+      },
+      8000,
+      250,
+    );
+    assert.ok(back);
+  });
+
+  test("authorization per model: 403 in the client's format; allowed requests carry the model's headers", async () => {
+    await assert.rejects(chat("blue-only", "x"), (e: unknown) => e instanceof OpenAI.PermissionDeniedError);
+    await assert.rejects(
+      anthropic.messages.create({ model: "blue-only", max_tokens: 8, messages: [{ role: "user", content: "x" }] }),
+      (e: unknown) => e instanceof Anthropic.PermissionDeniedError,
+    );
+    assert.equal(p.blue.requests.length, 0);
+    const r = await openai.chat.completions
+      .create(
+        { model: "blue-only", messages: [{ role: "user", content: "ok" }], max_tokens: 8 },
+        { headers: { "x-team": "blue" } },
+      )
+      .withResponse();
+    assert.equal(r.data.choices[0]?.message.content, "Hello from blue: ok");
+    assert.equal(r.response.headers.get("x-served-by"), "blue-only");
+    assert.equal(p.blue.requests.at(-1)?.headers["x-model-policy"], "blue");
+  });
+
+  test("discovery: Public exact models, in the OpenAI and the Anthropic shapes", async () => {
+    const listed: string[] = [];
+    for await (const m of openai.models.list()) {
+      listed.push(m.id);
+      assert.equal(m.object, "model");
+    }
+    assert.deepEqual(listed, ["blue-only", "claude-named", "gpt-4o", "resilient", "router", "split"]);
+    const page = await anthropic.models.list({ limit: 4 });
+    assert.equal(page.data.length, 4);
+    assert.ok(page.data.every((m) => m.type === "model"));
+    const all: string[] = [];
+    for await (const m of anthropic.models.list({ limit: 4 })) all.push(m.id);
+    assert.deepEqual([...all].sort(), listed);
+  });
+
+  test("`*` takes every name nothing more specific matches (Internal names included)", async () => {
+    env.write(resources(p, true));
+    const r = await waitFor(
+      "the * model",
+      async () => {
+        const a = await chat("no-such-model", "any").catch(() => undefined);
+        return a?.choices[0]?.message.content === "Hello from any: any" ? a : undefined;
+      },
+      15_000,
+      200,
+    );
+    assert.equal(p.any.requests.at(-1)?.json?.model, "no-such-model");
+    assert.ok(r);
+    const exact = await chat("gpt-4o", "still");
+    assert.equal(exact.choices[0]?.message.content, "Hello from exact: still");
+  });
+});
