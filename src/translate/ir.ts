@@ -213,7 +213,22 @@ export type ClusterIR =
       readonly pool: InferencePoolIR;
       readonly http2: boolean;
     } & ConnectionVariant)
-  | LlmClusterIR;
+  | LlmClusterIR
+  | McpClusterIR;
+
+/**
+ * An MCP GwBackend as one Gateway reaches it: served by Sluice's MCP service (src/mcp/), not an Envoy cluster; its
+ * targets are in the MCP table (translate/mcp/table.ts) under this name.
+ */
+export interface McpClusterIR {
+  readonly kind: "mcp";
+  readonly name: string;
+  readonly http2: false;
+  /** `namespace/name` of the Gateway and of the GwBackend. */
+  readonly gateway: string;
+  readonly backend: string;
+  readonly connection?: undefined;
+}
 
 /**
  * The cluster of an AI GwBackend: one locality per priority group, one endpoint per provider (its metadata names the

@@ -96,6 +96,25 @@ export function clientCertificateSecretName(namespace: string, name: string): st
 }
 
 export const SLUICE_AUTHZ_CLUSTER = "sluice_authz";
+/** Sluice's MCP service over HTTP/1.1 (deploy/envoy/bootstrap.yaml); routes to MCP GwBackends go there. */
+export const SLUICE_MCP_CLUSTER = "sluice_mcp";
+/**
+ * The request header an MCP route sets (overwriting any copy the client sent) to tell Sluice's MCP service which
+ * Gateway and GwBackend the request came through: the value of mcpClusterName.
+ */
+export const MCP_ROUTE_HEADER = "x-sluice-mcp-route";
+
+/**
+ * The IR cluster of an MCP GwBackend as one Gateway reaches it. Envoy has no such cluster: routes to it go to
+ * SLUICE_MCP_CLUSTER with this name in MCP_ROUTE_HEADER (xds/route.ts), and the MCP table is keyed by it.
+ */
+export function mcpClusterName(gateway: string, namespace: string, backend: string): string {
+  return `mcp/${gateway}/${namespace}/${backend}`;
+}
+
+export function isMcpClusterName(cluster: string): boolean {
+  return cluster.startsWith("mcp/");
+}
 /** The same server over HTTP/1.1, for Envoy's HTTP ext_authz checks (deploy/envoy/bootstrap.yaml). */
 export const SLUICE_AUTHZ_HTTP_CLUSTER = "sluice_authz_http";
 

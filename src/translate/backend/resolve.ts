@@ -5,7 +5,13 @@ import { namespaceOf } from "../../api/resource.js";
 import type { TranslationInput } from "../input.js";
 import type { ClusterIR, EndpointIR } from "../ir.js";
 import { findNamed, slicesOfService } from "../lookup.js";
-import { backendClusterName, http2ClusterName, inferencePoolClusterName, serviceClusterName } from "../names.js";
+import {
+  backendClusterName,
+  http2ClusterName,
+  inferencePoolClusterName,
+  mcpClusterName,
+  serviceClusterName,
+} from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
 import { type AiBackendRefs, resolveInferencePool, translateAiBackend } from "./ai.js";
 import type { TunnelRefs } from "./tunnel.js";
@@ -122,7 +128,11 @@ export class BackendResolver {
   /** Resolutions so far: many routes name the same backend, and its cluster is built once. */
   readonly #resolved = new Map<string, ResolvedBackend>();
 
-  constructor(private readonly input: TranslationInput) {}
+  /** `gateway`: `namespace/name` of the Gateway whose routes resolve here (MCP backends are reached per Gateway). */
+  constructor(
+    private readonly input: TranslationInput,
+    private readonly gateway = "",
+  ) {}
 
   /** Every cluster resolved so far, sorted by name. */
   clusters(): ClusterIR[] {
@@ -227,7 +237,13 @@ export class BackendResolver {
       };
     }
     // LLM clusters speak each provider's own protocol; gRPC does not go to them.
-    if (result.ok && opts.http2 === true && !result.cluster.http2 && result.cluster.kind !== "llm") {
+    if (
+      result.ok &&
+      opts.http2 === true &&
+      !result.cluster.http2 &&
+      result.cluster.kind !== "llm" &&
+      result.cluster.kind !== "mcp"
+    ) {
       // A twin cluster, so the same backend can also serve HTTP/1 routes.
       result = { ok: true, cluster: { ...result.cluster, name: http2ClusterName(result.cluster.name), http2: true } };
     }
@@ -292,6 +308,14 @@ export class BackendResolver {
         }
         return { ok: true, cluster: { kind: "dns", name: clusterName, host: s.host, port: s.port, http2: false } };
       }
+    }
+    if (be.spec.mcp !== undefined) {
+      const gateway = this.gateway;
+      const backend = `${namespace}/${name}`;
+      return {
+        ok: true,
+        cluster: { kind: "mcp", name: mcpClusterName(gateway, namespace, name), http2: false, gateway, backend },
+      };
     }
     if (be.spec.dynamicForwardProxy !== undefined) {
       return { ok: true, cluster: { kind: "dfp", name: clusterName, http2: false } };

@@ -205,7 +205,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
 
   for (const gw of ours) {
     const key = gatewayKey(namespaceOf(gw), gw.metadata.name);
-    const resolver = new BackendResolver(input);
+    const resolver = new BackendResolver(input, key);
     const listeners: ListenerState[] = gatewayListeners(input, gw).map((att) => ({
       att,
       conditions: [],

@@ -112,7 +112,7 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     const backends = a.backends.map((b) => {
       const bp: BackendPolicyIR | undefined = r.policy?.backends?.find((x) => x.cluster === b.cluster);
       const base = clusters.get(b.cluster);
-      if (bp === undefined || base === undefined || base.kind === "llm") return b;
+      if (bp === undefined || base === undefined || base.kind === "llm" || base.kind === "mcp") return b;
       const settings = backendConnection(bp.policy);
       const auth = bp.policy.auth;
       const credential =

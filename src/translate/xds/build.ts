@@ -107,9 +107,11 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   const perRoute = new Map([...chains.values()].flatMap((c) => [...c.perRoute]));
   const extraClusters = new Map([...chains.values()].flatMap((c) => c.clusters.map((cl) => [cl.name, cl] as const)));
   const upstream = opts.llmUpstreamClusters;
-  const clusters = gw.clusters.map((c) => buildCluster(c, upstream === undefined || upstream.has(c.name)));
+  // MCP backends are Sluice's bootstrap cluster (names.ts SLUICE_MCP_CLUSTER), not clusters of their own.
+  const envoyClusters = gw.clusters.filter((c) => c.kind !== "mcp");
+  const clusters = envoyClusters.map((c) => buildCluster(c, upstream === undefined || upstream.has(c.name)));
   for (const c of clusters) extraClusters.delete(c.name);
-  const endpoints = gw.clusters.flatMap((c) => {
+  const endpoints = envoyClusters.flatMap((c) => {
     const la = buildLoadAssignment(c);
     return la === undefined ? [] : [la];
   });

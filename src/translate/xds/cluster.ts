@@ -150,6 +150,7 @@ function upstreamTls(t: BackendTlsIR, http2: boolean) {
 /** `llmUpstreamStage`: for an AI cluster, whether it keeps the upstream LLM ext_proc (llm/stages.ts). */
 export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
   if (c.kind === "llm") return buildLlmCluster(c, llmUpstreamStage);
+  if (c.kind === "mcp") throw new Error(`bug: MCP backend ${c.backend} has no Envoy cluster of its own`);
   const conn = c.connection;
   const http2 = conn?.http2 ?? c.http2;
   const base: MessageInitShape<typeof ClusterSchema> = {

@@ -16,6 +16,7 @@ import {
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { HeaderMutationIR, PathRewriteIR, RouteIR, RouteMatchIR, WeightedBackendIR } from "../ir.js";
+import { isMcpClusterName, MCP_ROUTE_HEADER, SLUICE_MCP_CLUSTER } from "../names.js";
 import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy, servesRealtime } from "./llm.js";
 import { applyTrafficToRoute } from "./traffic-route.js";
@@ -106,8 +107,9 @@ const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCod
 
 /** The backend, or the weighted backends with their own header modifiers. */
 function clusterSpecifier(
-  backends: readonly WeightedBackendIR[],
+  targets: readonly WeightedBackendIR[],
 ): NonNullable<Init<typeof RouteActionSchema>["clusterSpecifier"]> {
+  const backends = targets.map(toMcpService);
   const only = backends.length === 1 ? backends[0] : undefined;
   if (only !== undefined && only.requestHeaders === undefined && only.responseHeaders === undefined) {
     return { case: "cluster", value: only.cluster };
@@ -123,6 +125,27 @@ function clusterSpecifier(
         responseHeadersToAdd: headerOptions(b.responseHeaders),
         responseHeadersToRemove: [...(b.responseHeaders?.remove ?? [])],
       })),
+    },
+  };
+}
+
+/**
+ * An MCP GwBackend is served by Sluice's MCP service: the route names the backend in a header it sets, overwriting
+ * any copy the client sent, so the service can trust it.
+ */
+function toMcpService(b: WeightedBackendIR): WeightedBackendIR {
+  if (!isMcpClusterName(b.cluster)) return b;
+  const h = b.requestHeaders;
+  return {
+    ...b,
+    cluster: SLUICE_MCP_CLUSTER,
+    requestHeaders: {
+      set: [
+        ...(h?.set ?? []).filter((x) => x.name.toLowerCase() !== MCP_ROUTE_HEADER),
+        { name: MCP_ROUTE_HEADER, value: b.cluster },
+      ],
+      add: (h?.add ?? []).filter((x) => x.name.toLowerCase() !== MCP_ROUTE_HEADER),
+      remove: (h?.remove ?? []).filter((x) => x.toLowerCase() !== MCP_ROUTE_HEADER),
     },
   };
 }
@@ -202,6 +225,9 @@ function buildGatewayApiRoute(
       if (a.timeout !== undefined) {
         const ms = parseDurationMs(a.timeout);
         if (ms !== undefined) route.timeout = durationFromMs(ms);
+      } else if (a.backends.some((b) => isMcpClusterName(b.cluster))) {
+        // An MCP client's GET stream and a long tool call's SSE answer last as long as they need (no 15 s default).
+        route.timeout = durationFromMs(0);
       }
       if (a.failover !== undefined) route.retryPolicy = failoverRetryPolicy(a.failover.retries);
       // Realtime is a websocket to the provider: the upgrade is enabled on this route only.

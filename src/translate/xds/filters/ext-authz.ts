@@ -346,12 +346,13 @@ function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildConte
     case "unix":
       return [{ unixPath: cluster.path }];
     case "llm":
+    case "mcp":
     case "pool":
     case "dfp":
       ctx.note(
         f.from,
         field,
-        "an AI backend, an InferencePool or a dynamic forward proxy cannot be an authorization service; calls fail (the failure mode applies)",
+        "an AI or MCP backend, an InferencePool or a dynamic forward proxy cannot be an authorization service; calls fail (the failure mode applies)",
         "Ignored",
       );
       return [];

@@ -1,0 +1,242 @@
+// The MCP table: per Gateway and MCP GwBackend that a route of the Gateway reaches, the targets Sluice's MCP service
+// (src/mcp/) multiplexes, resolved to addresses, and the backend's modes. Keyed by the IR cluster name the route puts
+// in its header (names.ts mcpClusterName), so the service needs nothing but the header and this table.
+
+import type { LabelSelector } from "../../api/gateway-api.js";
+import { namespaceOf } from "../../api/resource.js";
+import { serviceEndpoints } from "../backend/resolve.js";
+import type { TranslationInput } from "../input.js";
+import type { GatewayIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
+import { findNamed } from "../lookup.js";
+import type { PolicyNote } from "../xds/filters/types.js";
+
+export type McpProtocol = "StreamableHTTP" | "SSE";
+
+export interface McpTargetEntry {
+  /** The target's name; a selector's Services are `<target>-<service>` (`<target>-<namespace>-<service>` elsewhere). */
+  readonly name: string;
+  readonly protocol: McpProtocol;
+  /** `http://host:port/path` per endpoint (ready ones first); a session keeps the one it started on. */
+  readonly urls: readonly string[];
+}
+
+export interface McpBackendEntry {
+  /** The IR cluster name (names.ts mcpClusterName), what the route's header carries. */
+  readonly key: string;
+  /** `namespace/name` of the Gateway and of the GwBackend. */
+  readonly gateway: string;
+  readonly backend: string;
+  readonly targets: readonly McpTargetEntry[];
+  /** Targets that resolve to nothing (a Service without endpoints, a selector matching none), with why. */
+  readonly unresolved: readonly { readonly name: string; readonly message: string }[];
+  readonly sessionRouting: "Stateful" | "Stateless";
+  readonly failureMode: "FailClosed" | "FailOpen";
+  readonly prefixMode: "Conditional" | "Always" | "Never";
+}
+
+export interface McpTable {
+  readonly entries: ReadonlyMap<string, McpBackendEntry>;
+  /** What is accepted but not served yet (MCP policies), for status. */
+  readonly notes: readonly PolicyNote[];
+}
+
+interface StaticTarget {
+  readonly host?: string;
+  readonly backendRef?: { readonly name: string };
+  readonly port: number;
+  readonly path?: string;
+  readonly protocol?: McpProtocol;
+  readonly policies?: unknown;
+}
+
+interface TargetSpec {
+  readonly name: string;
+  readonly static?: StaticTarget;
+  readonly selector?: { readonly namespaces?: LabelSelector; readonly services?: LabelSelector };
+}
+
+interface McpSpec {
+  readonly targets: readonly TargetSpec[];
+  readonly sessionRouting?: "Stateful" | "Stateless";
+  readonly failureMode?: "FailClosed" | "FailOpen";
+  readonly prefixMode?: "Conditional" | "Always" | "Never";
+}
+
+function labelsMatch(selector: LabelSelector | undefined, labels: Readonly<Record<string, string>>): boolean {
+  if (!Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v)) return false;
+  return (selector?.matchExpressions ?? []).every((e) => {
+    const v = labels[e.key];
+    switch (e.operator) {
+      case "In":
+        return v !== undefined && (e.values ?? []).includes(v);
+      case "NotIn":
+        return v === undefined || !(e.values ?? []).includes(v);
+      case "Exists":
+        return v !== undefined;
+      case "DoesNotExist":
+        return v === undefined;
+    }
+    return false;
+  });
+}
+
+function hostPort(host: string, port: number): string {
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+function normalPath(path: string): string {
+  return path.startsWith("/") ? path : `/${path}`;
+}
+
+/** The endpoints of a Service port as URLs, ready ones first; or why there are none. */
+function serviceUrls(
+  input: TranslationInput,
+  namespace: string,
+  service: string,
+  port: number,
+  path: string,
+): { urls: string[] } | { error: string } {
+  const r = serviceEndpoints(input, namespace, service, port);
+  if (!r.ok) return { error: r.message };
+  const eps = [...r.endpoints].sort((a, b) => Number(b.ready) - Number(a.ready));
+  const urls = eps.map((e) => `http://${hostPort(e.address, e.port)}${path}`);
+  if (r.fqdn !== undefined) urls.push(`http://${hostPort(r.fqdn.host, r.fqdn.port)}${path}`);
+  if (urls.length === 0) return { error: `Service ${namespace}/${service} has no endpoints` };
+  return { urls };
+}
+
+function resolveTargets(
+  input: TranslationInput,
+  namespace: string,
+  spec: McpSpec,
+): { targets: McpTargetEntry[]; unresolved: { name: string; message: string }[] } {
+  const targets: McpTargetEntry[] = [];
+  const unresolved: { name: string; message: string }[] = [];
+  for (const t of spec.targets) {
+    const s = t.static;
+    if (s !== undefined) {
+      const protocol = s.protocol ?? "StreamableHTTP";
+      const path = normalPath(s.path ?? (protocol === "SSE" ? "/sse" : "/mcp"));
+      if (s.host !== undefined) {
+        targets.push({ name: t.name, protocol, urls: [`http://${hostPort(s.host, s.port)}${path}`] });
+      } else if (s.backendRef !== undefined) {
+        const r = serviceUrls(input, namespace, s.backendRef.name, s.port, path);
+        if ("error" in r) unresolved.push({ name: t.name, message: r.error });
+        else targets.push({ name: t.name, protocol, urls: r.urls });
+      }
+      continue;
+    }
+    const sel = t.selector;
+    if (sel === undefined) continue;
+    const namespaces =
+      sel.namespaces === undefined
+        ? new Set([namespace])
+        : new Set(
+            input.namespaces
+              .filter((n) =>
+                labelsMatch(sel.namespaces, { "kubernetes.io/metadata.name": n.metadata.name, ...n.metadata.labels }),
+              )
+              .map((n) => n.metadata.name),
+          );
+    const services = input.services
+      .filter((svc) => namespaces.has(namespaceOf(svc)) && labelsMatch(sel.services, svc.metadata.labels ?? {}))
+      .sort((a, b) => {
+        const ka = `${namespaceOf(a)}/${a.metadata.name}`;
+        const kb = `${namespaceOf(b)}/${b.metadata.name}`;
+        return ka < kb ? -1 : ka > kb ? 1 : 0;
+      });
+    if (services.length === 0) {
+      unresolved.push({ name: t.name, message: "the selector matches no Service" });
+      continue;
+    }
+    for (const svc of services) {
+      const ns = namespaceOf(svc);
+      const name = ns === namespace ? `${t.name}-${svc.metadata.name}` : `${t.name}-${ns}-${svc.metadata.name}`;
+      // A selected Service speaks Streamable HTTP at /mcp on its port named or appProtocol'd `mcp`, else its first.
+      const ports = svc.spec.ports ?? [];
+      const port = ports.find((p) => p.name === "mcp" || (p.appProtocol ?? "").includes("mcp")) ?? ports[0];
+      if (port === undefined) {
+        unresolved.push({ name, message: `Service ${ns}/${svc.metadata.name} has no port` });
+        continue;
+      }
+      const r = serviceUrls(input, ns, svc.metadata.name, port.port, "/mcp");
+      if ("error" in r) unresolved.push({ name, message: r.error });
+      else targets.push({ name, protocol: "StreamableHTTP", urls: r.urls });
+    }
+  }
+  return { targets, unresolved };
+}
+
+/** MCP policy fields the service does not apply yet, by their name under `backend.mcp`. */
+const MCP_POLICY_NOT_SERVED: Readonly<Record<string, string>> = {
+  authorization: "per-item MCP authorization is not served yet; every tool, prompt and resource is allowed",
+  authentication: "MCP authentication is not served yet (use traffic.jwtAuthentication, which Envoy applies)",
+  guardrails: "MCP guardrail processors are not served yet; no processor is called",
+};
+
+function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: Map<string, PolicyNote>): void {
+  for (const b of policy?.backends ?? []) {
+    if (b.cluster !== cluster) continue;
+    const levels: { from: PolicySourceIR; value: unknown }[] = [];
+    const mcp = b.policy["mcp"];
+    if (mcp !== undefined && !("combined" in mcp)) levels.push({ from: mcp.from, value: mcp.value });
+    for (const sub of b.subBackends ?? []) {
+      const f = sub.policy["mcp"];
+      if (f !== undefined && !("combined" in f)) levels.push({ from: f.from, value: f.value });
+      for (const [field, v] of Object.entries(sub.policy)) {
+        // A target's own connection policies (tls, auth, ...) are for Envoy clusters, which MCP targets are not.
+        if (field === "mcp" || "combined" in v || v.from.level !== "subBackend") continue;
+        const note = {
+          from: v.from,
+          field: `backend.${field}`,
+          message: `target ${sub.name}: connection policies of MCP targets are not served yet; Sluice connects to it over plain HTTP without them`,
+        };
+        notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+      }
+    }
+    for (const { from, value } of levels) {
+      if (typeof value !== "object" || value === null) continue;
+      for (const field of Object.keys(value)) {
+        const message = MCP_POLICY_NOT_SERVED[field];
+        if (message === undefined) continue;
+        const note = { from, field: `backend.mcp.${field}`, message };
+        notes.set(`${from.kind}|${from.name}|${note.field}|${message}`, note);
+      }
+    }
+  }
+}
+
+export function compileMcpTable(gateways: readonly GatewayIR[], input: TranslationInput): McpTable {
+  const entries = new Map<string, McpBackendEntry>();
+  const notes = new Map<string, PolicyNote>();
+  for (const gw of gateways) {
+    const mcpClusters = gw.clusters.filter((c) => c.kind === "mcp");
+    if (mcpClusters.length === 0) continue;
+    for (const c of mcpClusters) {
+      const [ns, name] = c.backend.split("/") as [string, string];
+      const be = findNamed(input.backends, ns, name);
+      const spec = be?.spec.mcp as McpSpec | undefined;
+      if (spec === undefined) continue;
+      const { targets, unresolved } = resolveTargets(input, ns, spec);
+      entries.set(c.name, {
+        key: c.name,
+        gateway: c.gateway,
+        backend: c.backend,
+        targets,
+        unresolved,
+        sessionRouting: spec.sessionRouting ?? "Stateful",
+        failureMode: spec.failureMode ?? "FailClosed",
+        prefixMode: spec.prefixMode ?? "Conditional",
+      });
+    }
+    for (const rc of gw.routeConfigs) {
+      for (const vh of rc.virtualHosts) {
+        for (const r of vh.routes) {
+          if (r.action.kind !== "forward") continue;
+          for (const b of r.action.backends) if (entries.has(b.cluster)) policyNotes(r.policy, b.cluster, notes);
+        }
+      }
+    }
+  }
+  return { entries, notes: [...notes.values()] };
+}
