@@ -14,7 +14,14 @@ export interface ChatToolCall {
   id: string;
   type: "function";
   function: { name: string; arguments: string };
+  /** Google's OpenAI-compatible form of a Gemini function call's thought signature, which must come back with it. */
+  extra_content?: { google: { thought_signature: string } };
 }
+
+/** Reasoning as Sluice gives it to chat clients (no OpenAI field exists): Anthropic-shaped, signatures kept. */
+export type ChatThinkingBlock =
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "redacted_thinking"; data: string };
 
 export interface ChatMessage {
   role: "system" | "developer" | "user" | "assistant" | "tool";
@@ -23,6 +30,9 @@ export interface ChatMessage {
   tool_calls?: ChatToolCall[];
   tool_call_id?: string;
   refusal?: string | null;
+  /** Replayed reasoning (what Sluice gave the client), read defensively. */
+  reasoning_content?: unknown;
+  thinking_blocks?: unknown;
 }
 
 export interface ChatTool {
@@ -68,7 +78,15 @@ export interface ChatResponse {
   model: string;
   choices: {
     index: number;
-    message: { role: "assistant"; content: string | null; refusal: string | null; tool_calls?: ChatToolCall[] };
+    message: {
+      role: "assistant";
+      content: string | null;
+      refusal: string | null;
+      tool_calls?: ChatToolCall[];
+      /** The reasoning text, as several OpenAI-compatible servers return it. */
+      reasoning_content?: string;
+      thinking_blocks?: ChatThinkingBlock[];
+    };
     logprobs: null;
     finish_reason: ChatFinishReason | null;
   }[];
@@ -80,6 +98,7 @@ export interface ChatChunkToolCallDelta {
   id?: string;
   type?: "function";
   function?: { name?: string; arguments?: string };
+  extra_content?: { google: { thought_signature: string } };
 }
 
 export interface ChatChunk {
@@ -94,6 +113,9 @@ export interface ChatChunk {
       content?: string | null;
       refusal?: string | null;
       tool_calls?: ChatChunkToolCallDelta[];
+      reasoning_content?: string;
+      /** Whole blocks, each sent once its signature is known (after its reasoning_content deltas). */
+      thinking_blocks?: ChatThinkingBlock[];
     };
     logprobs?: null;
     finish_reason: ChatFinishReason | null;

@@ -45,6 +45,9 @@ export interface ConverseRequest {
   inferenceConfig?: { maxTokens?: number; temperature?: number; topP?: number; stopSequences?: string[] };
   toolConfig?: { tools: (ConverseTool | { cachePoint: { type: "default" } })[]; toolChoice?: ConverseToolChoice };
   additionalModelRequestFields?: Record<string, unknown>;
+  /** Structured output: `{textFormat: {type: "json_schema", structure: {jsonSchema: {schema: "<JSON text>", name}}}}`. */
+  outputConfig?: Record<string, unknown>;
+  serviceTier?: { type: "default" | "priority" | "flex" };
   guardrailConfig?: { guardrailIdentifier: string; guardrailVersion: string; trace?: "enabled" | "disabled" };
 }
 

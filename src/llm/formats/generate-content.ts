@@ -23,7 +23,7 @@ export interface GeminiFunctionDeclaration {
 export interface GeminiRequest {
   contents: GeminiContent[];
   systemInstruction?: { parts: { text: string }[] };
-  tools?: { functionDeclarations: GeminiFunctionDeclaration[] }[];
+  tools?: ({ functionDeclarations: GeminiFunctionDeclaration[] } | { google_search: Record<string, never> })[];
   toolConfig?: { functionCallingConfig: { mode: "AUTO" | "ANY" | "NONE"; allowedFunctionNames?: string[] } };
   generationConfig?: {
     temperature?: number;
@@ -37,6 +37,7 @@ export interface GeminiRequest {
     frequencyPenalty?: number;
     responseMimeType?: string;
     responseJsonSchema?: unknown;
+    thinkingConfig?: Record<string, unknown>;
   };
 }
 

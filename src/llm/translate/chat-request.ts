@@ -3,6 +3,7 @@
 import { invalidRequest, type LlmError } from "../errors.js";
 import type { ChatMessage, ChatRequest } from "../formats/chat-completions.js";
 import { isObject, num, str } from "../json.js";
+import { type ChatTarget, refusedChatField } from "./chat-fields.js";
 import type { RequestMeta } from "./context.js";
 
 const roles = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
@@ -11,7 +12,7 @@ export function readChatRequest(
   body: unknown,
   providerModel: string | undefined,
   /** The provider can answer several choices (`n`); else n other than 1 is refused. */
-  opts: { readonly choices?: boolean } = {},
+  opts: { readonly choices?: boolean; readonly target?: ChatTarget } = {},
 ): { req: ChatRequest; meta: RequestMeta } | LlmError {
   if (!isObject(body)) return invalidRequest("request body must be a JSON object");
   const model = providerModel ?? str(body.model);
@@ -36,6 +37,10 @@ export function readChatRequest(
   if (n !== undefined && (!Number.isInteger(n) || n < 1)) return invalidRequest("n must be a positive integer", "n");
   if (n !== undefined && n !== 1 && opts.choices !== true)
     return invalidRequest("n other than 1 is not supported by this provider", "n");
+  if (opts.target !== undefined) {
+    const refused = refusedChatField(body as ChatRequest, opts.target);
+    if (refused !== undefined) return refused;
+  }
   const stream = body.stream === true;
   const so = isObject(body.stream_options) ? body.stream_options : {};
   return {

@@ -19,9 +19,20 @@ import { arr, isObject, type JsonObject, num, parseObject, str } from "../json.j
 import type { AwsEvent, StreamMapper } from "../stream.js";
 import { type TokenUsage, usageFromConverse } from "../usage.js";
 import { chatMaxTokens, chatStops, isSystem, readChatRequest } from "./chat-request.js";
+import { DEFAULT_MAX_TOKENS } from "./chat-to-messages.js";
 import { type ChatStreamItem, chatFinish, parseDataUrl, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
 import { converseDocument, readChatFile } from "./documents.js";
+import {
+  converseOfThinking,
+  converseReasoning,
+  readChatEffort,
+  readThinkingBlocks,
+  type ThinkingBlock,
+  thinkingOfConverse,
+  withThinking,
+} from "./reasoning.js";
+import { converseOutputConfig, JSON_OBJECT_INSTRUCTION, readChatResponseFormat } from "./structured-output.js";
 
 const imageFormats: Record<string, ConverseImageFormat> = {
   "image/png": "png",
@@ -73,9 +84,13 @@ export function historyToolSpecs(
 }
 
 export function chatToConverseRequest(body: unknown, providerModel: string | undefined): RequestResult {
-  const r = readChatRequest(body, providerModel);
+  const r = readChatRequest(body, providerModel, { target: "converse" });
   if ("kind" in r) return { ok: false, error: r };
   const { req, meta } = r;
+  const so = readChatResponseFormat(req.response_format);
+  if (so !== undefined && "kind" in so) return { ok: false, error: so };
+  const effort = readChatEffort(req.reasoning_effort);
+  if (typeof effort === "object") return { ok: false, error: effort };
   const system: { text: string }[] = [];
   const messages: ConverseMessage[] = [];
   const documentNames = new Set<string>();
@@ -129,6 +144,8 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
       }
     }
     if (m.role === "assistant") {
+      // Replayed thinking (`thinking_blocks`) goes first, with its signature, as Claude on Bedrock wants it.
+      blocks.unshift(...readThinkingBlocks(m.thinking_blocks).map(converseOfThinking));
       for (const tc of arr(m.tool_calls)) {
         if (!isObject(tc) || !isObject(tc.function)) continue;
         blocks.push({
@@ -144,10 +161,29 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
       pushConverse(messages, "user", blocks);
     }
   }
+  let max = chatMaxTokens(req);
+  let extra: Record<string, unknown> | undefined;
+  if (effort !== undefined) {
+    const rr = converseReasoning(
+      effort,
+      meta.model,
+      max,
+      DEFAULT_MAX_TOKENS,
+      "max_completion_tokens",
+      "reasoning_effort",
+    );
+    if ("kind" in rr) return { ok: false, error: rr };
+    extra = rr.fields;
+    max = rr.maxTokens;
+  }
+  if (so?.mode === "json_object") system.push({ text: JSON_OBJECT_INSTRUCTION });
   const out: ConverseRequest = { messages };
   if (system.length > 0) out.system = system;
+  if (extra !== undefined) out.additionalModelRequestFields = extra;
+  if (so?.mode === "json_schema") out.outputConfig = converseOutputConfig(so);
+  const tier = str(req.service_tier);
+  if (tier === "default" || tier === "priority" || tier === "flex") out.serviceTier = { type: tier };
   const inf: NonNullable<ConverseRequest["inferenceConfig"]> = {};
-  const max = chatMaxTokens(req);
   if (max !== undefined) inf.maxTokens = max;
   const t = num(req.temperature);
   if (t !== undefined) inf.temperature = t;
@@ -210,9 +246,12 @@ export function converseToChatResponse(body: unknown, meta: RequestMeta, ctx: Tr
   }
   let text = "";
   const calls: ChatToolCall[] = [];
+  const thinking: ThinkingBlock[] = [];
   for (const b of msg.content) {
     if (!isObject(b)) continue;
-    if (typeof b.text === "string") text += b.text;
+    const th = isObject(b.reasoningContent) ? thinkingOfConverse(b.reasoningContent) : undefined;
+    if (th !== undefined) thinking.push(th);
+    else if (typeof b.text === "string") text += b.text;
     else if (isObject(b.toolUse)) {
       calls.push({
         id: str(b.toolUse.toolUseId) ?? ctx.id("call_"),
@@ -227,6 +266,7 @@ export function converseToChatResponse(body: unknown, meta: RequestMeta, ctx: Tr
     refusal: null,
   };
   if (calls.length > 0) message.tool_calls = calls;
+  withThinking(message, thinking);
   const out: ChatResponse = {
     id: ctx.id("chatcmpl-"),
     object: "chat.completion",
@@ -251,6 +291,8 @@ export class ConverseToChatStream implements StreamMapper<AwsEvent, ChatStreamIt
   private started = false;
   private finished = false;
   private rawUsage: unknown;
+  /** Reasoning blocks by content block index: text so far and signature, sent whole when the block stops. */
+  private readonly thinking = new Map<number, { thinking: string; signature: string }>();
 
   constructor(
     private readonly meta: RequestMeta,
@@ -308,6 +350,32 @@ export class ConverseToChatStream implements StreamMapper<AwsEvent, ChatStreamIt
           const input = str(d.toolUse.input) ?? "";
           if (ti !== undefined && input !== "")
             emit(this.chunk({ tool_calls: [{ index: ti, function: { arguments: input } }] }));
+        } else if (isObject(d.reasoningContent)) {
+          const rc = d.reasoningContent;
+          const cbi = num(b.contentBlockIndex) ?? 0;
+          if (typeof rc.redactedContent === "string") {
+            emit(this.chunk({ thinking_blocks: [{ type: "redacted_thinking", data: rc.redactedContent }] }));
+            return;
+          }
+          let th = this.thinking.get(cbi);
+          if (th === undefined) {
+            th = { thinking: "", signature: "" };
+            this.thinking.set(cbi, th);
+          }
+          if (typeof rc.text === "string" && rc.text !== "") {
+            th.thinking += rc.text;
+            emit(this.chunk({ reasoning_content: rc.text }));
+          }
+          if (typeof rc.signature === "string") th.signature += rc.signature;
+        }
+        return;
+      }
+      case "contentBlockStop": {
+        const cbi = num(b.contentBlockIndex) ?? 0;
+        const th = this.thinking.get(cbi);
+        if (th !== undefined) {
+          this.thinking.delete(cbi);
+          emit(this.chunk({ thinking_blocks: [{ type: "thinking", ...th }] }));
         }
         return;
       }
@@ -327,7 +395,7 @@ export class ConverseToChatStream implements StreamMapper<AwsEvent, ChatStreamIt
           );
         }
         return;
-      default: // contentBlockStop needs nothing
+      default:
     }
   }
 

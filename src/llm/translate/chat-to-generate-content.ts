@@ -17,6 +17,8 @@ import { chatMaxTokens, chatStops, isSystem, readChatRequest, toolNamesById } fr
 import { type ChatStreamItem, mimeFromUrl, parseDataUrl, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
 import { readChatFile } from "./documents.js";
+import { geminiThinkingConfig, readChatEffort } from "./reasoning.js";
+import { geminiStructuredOutput, readChatResponseFormat } from "./structured-output.js";
 
 const filtered = new Set(["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"]);
 
@@ -36,9 +38,13 @@ function push(contents: GeminiContent[], role: "user" | "model", parts: GeminiPa
 }
 
 export function chatToGeminiRequest(body: unknown, providerModel: string | undefined): RequestResult {
-  const r = readChatRequest(body, providerModel, { choices: true });
+  const r = readChatRequest(body, providerModel, { choices: true, target: "generate-content" });
   if ("kind" in r) return { ok: false, error: r };
   const { req, meta } = r;
+  const so = readChatResponseFormat(req.response_format);
+  if (so !== undefined && "kind" in so) return { ok: false, error: so };
+  const effort = readChatEffort(req.reasoning_effort);
+  if (typeof effort === "object") return { ok: false, error: effort };
   const system: { text: string }[] = [];
   const contents: GeminiContent[] = [];
   // Gemini's function responses name the function, not the call: the name comes from the assistant turn that called it.
@@ -112,7 +118,9 @@ export function chatToGeminiRequest(body: unknown, providerModel: string | undef
         };
         const id = str(tc.id);
         if (id !== undefined) fc.id = id;
-        parts.push({ functionCall: fc });
+        // Gemini 3 refuses a replayed function call without the thought signature it came with.
+        const sig = thoughtSignatureOf(tc);
+        parts.push(sig === undefined ? { functionCall: fc } : { functionCall: fc, thoughtSignature: sig });
       }
       push(contents, "model", parts);
     } else {
@@ -139,18 +147,16 @@ export function chatToGeminiRequest(body: unknown, providerModel: string | undef
   if (pp !== undefined) gc.presencePenalty = pp;
   const fp = num(req.frequency_penalty);
   if (fp !== undefined) gc.frequencyPenalty = fp;
-  const rf = isObject(req.response_format) ? req.response_format : undefined;
-  if (rf?.type === "json_object") gc.responseMimeType = "application/json";
-  else if (rf?.type === "json_schema") {
-    gc.responseMimeType = "application/json";
-    const js = isObject(rf.json_schema) ? rf.json_schema : {};
-    if (isObject(js.schema)) gc.responseJsonSchema = js.schema;
-  }
+  if (so !== undefined) Object.assign(gc, geminiStructuredOutput(so));
+  if (effort !== undefined) gc.thinkingConfig = geminiThinkingConfig(effort, meta.model);
   if (Object.keys(gc).length > 0) out.generationConfig = gc;
   const tools = arr(req.tools).filter(isObject);
+  // Chat's web search (search-preview models) is Gemini's Google Search grounding tool.
+  if (req.web_search_options !== undefined && req.web_search_options !== null) out.tools = [{ google_search: {} }];
   if (tools.length > 0) {
     // parametersJsonSchema takes full JSON Schema; `parameters` only an OpenAPI subset that rejects common keywords.
     out.tools = [
+      ...(out.tools ?? []),
       {
         functionDeclarations: tools.map((tool) => {
           const f = isObject(tool.function) ? tool.function : {};
@@ -191,26 +197,47 @@ export function chatUsageFromGemini(u: unknown): ChatUsage {
   return usage;
 }
 
-/** Text and calls of one candidate's parts; thought parts are the model's reasoning and not part of the answer. */
-function readParts(
-  content: unknown,
-  ctx: TranslateContext,
-): { text: string; calls: { id: string; name: string; args: string }[] } {
+/** The thought signature a chat tool call carries back (Google's OpenAI-compatible `extra_content.google`). */
+function thoughtSignatureOf(tc: Record<string, unknown>): string | undefined {
+  const g = isObject(tc.extra_content) && isObject(tc.extra_content.google) ? tc.extra_content.google : undefined;
+  return g === undefined ? undefined : str(g.thought_signature);
+}
+
+interface GeminiCall {
+  id: string;
+  name: string;
+  args: string;
+  signature: string | undefined;
+}
+
+/** Text, thoughts and calls of one candidate's parts: thought parts are the model's reasoning (its summaries), which
+ * chat clients get as `reasoning_content`; a call's thought signature goes with the call. */
+function readParts(content: unknown, ctx: TranslateContext): { text: string; thoughts: string; calls: GeminiCall[] } {
   let text = "";
-  const calls: { id: string; name: string; args: string }[] = [];
+  let thoughts = "";
+  const calls: GeminiCall[] = [];
   const parts = isObject(content) ? arr(content.parts) : [];
   for (const p of parts) {
     if (!isObject(p)) continue;
-    if (typeof p.text === "string" && p.thought !== true) text += p.text;
-    else if (isObject(p.functionCall)) {
+    if (typeof p.text === "string") {
+      if (p.thought === true) thoughts += p.text;
+      else text += p.text;
+    } else if (isObject(p.functionCall)) {
       calls.push({
         id: str(p.functionCall.id) ?? ctx.id("call_"),
         name: str(p.functionCall.name) ?? "",
         args: JSON.stringify(isObject(p.functionCall.args) ? p.functionCall.args : {}),
+        signature: str(p.thoughtSignature),
       });
     }
   }
-  return { text, calls };
+  return { text, thoughts, calls };
+}
+
+function chatCall(k: GeminiCall): ChatToolCall {
+  const call: ChatToolCall = { id: k.id, type: "function", function: { name: k.name, arguments: k.args } };
+  if (k.signature !== undefined) call.extra_content = { google: { thought_signature: k.signature } };
+  return call;
 }
 
 function blocked(body: Record<string, unknown>): LlmError | undefined {
@@ -233,17 +260,14 @@ export function geminiToChatResponse(body: unknown, meta: RequestMeta, ctx: Tran
   const choices: ChatResponse["choices"] = [];
   for (const [i, c] of arr(body.candidates).entries()) {
     if (!isObject(c)) continue;
-    const { text, calls } = readParts(c.content, ctx);
+    const { text, thoughts, calls } = readParts(c.content, ctx);
     const message: ChatResponse["choices"][number]["message"] = {
       role: "assistant",
       content: text === "" && calls.length > 0 ? null : text,
       refusal: null,
     };
-    if (calls.length > 0) {
-      message.tool_calls = calls.map(
-        (k): ChatToolCall => ({ id: k.id, type: "function", function: { name: k.name, arguments: k.args } }),
-      );
-    }
+    if (calls.length > 0) message.tool_calls = calls.map(chatCall);
+    if (thoughts !== "") message.reasoning_content = thoughts;
     choices.push({
       index: num(c.index) ?? i,
       message,
@@ -319,18 +343,13 @@ export class GeminiToChatStream implements StreamMapper<Record<string, unknown>,
     for (const [position, c] of arr(ev.candidates).entries()) {
       if (!isObject(c)) continue;
       const index = num(c.index) ?? position;
-      const { text, calls } = readParts(c.content, this.ctx);
+      const { text, thoughts, calls } = readParts(c.content, this.ctx);
+      if (thoughts !== "") emit(this.chunk({ reasoning_content: thoughts }, null, index));
       if (text !== "") emit(this.chunk({ content: text }, null, index));
       for (const k of calls) {
         const n = this.tools.get(index) ?? 0;
         this.tools.set(index, n + 1);
-        emit(
-          this.chunk(
-            { tool_calls: [{ index: n, id: k.id, type: "function", function: { name: k.name, arguments: k.args } }] },
-            null,
-            index,
-          ),
-        );
+        emit(this.chunk({ tool_calls: [{ index: n, ...chatCall(k) }] }, null, index));
       }
       if (c.finishReason !== undefined && !this.finishedChoices.has(index)) {
         this.finishedChoices.add(index);

@@ -16,14 +16,27 @@ import { chatMaxTokens, chatStops, isSystem, readChatRequest } from "./chat-requ
 import { type ChatStreamItem, chatFinish, parseDataUrl, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
 import { messagesDocument, readChatFile } from "./documents.js";
+import {
+  messagesThinking,
+  readChatEffort,
+  readThinkingBlocks,
+  type ThinkingBlock,
+  thinkingOfMessagesBlock,
+  withThinking,
+} from "./reasoning.js";
+import { JSON_OBJECT_INSTRUCTION, messagesOutputFormat, readChatResponseFormat } from "./structured-output.js";
 
 /** Anthropic requires max_tokens; OpenAI does not. LiteLLM and Envoy AI Gateway use the same default. */
 export const DEFAULT_MAX_TOKENS = 4096;
 
 export function chatToMessagesRequest(body: unknown, providerModel: string | undefined): RequestResult {
-  const r = readChatRequest(body, providerModel);
+  const r = readChatRequest(body, providerModel, { target: "messages" });
   if ("kind" in r) return { ok: false, error: r };
   const { req, meta } = r;
+  const so = readChatResponseFormat(req.response_format);
+  if (so !== undefined && "kind" in so) return { ok: false, error: so };
+  const effort = readChatEffort(req.reasoning_effort);
+  if (typeof effort === "object") return { ok: false, error: effort };
   const system: { type: "text"; text: string }[] = [];
   const messages: MessagesMessage[] = [];
   // Anthropic wants strictly alternating roles and tool results inside a user turn: consecutive same-role messages
@@ -80,6 +93,9 @@ export function chatToMessagesRequest(body: unknown, providerModel: string | und
       }
     }
     if (m.role === "assistant") {
+      // Thinking a chat client replays (`thinking_blocks`, as Sluice gave them) goes first, signatures kept: with
+      // thinking on, Anthropic wants the last assistant turn's tool use preceded by its thinking.
+      blocks.unshift(...readThinkingBlocks(m.thinking_blocks));
       for (const tc of arr(m.tool_calls)) {
         if (!isObject(tc) || !isObject(tc.function)) continue;
         blocks.push({
@@ -94,8 +110,22 @@ export function chatToMessagesRequest(body: unknown, providerModel: string | und
       push("user", blocks);
     }
   }
-  const out: MessagesRequest = { model: meta.model, messages, max_tokens: chatMaxTokens(req) ?? DEFAULT_MAX_TOKENS };
+  let maxTokens = chatMaxTokens(req);
+  let thinking: Record<string, unknown> | undefined;
+  if (effort !== undefined) {
+    const t = messagesThinking(effort, maxTokens, DEFAULT_MAX_TOKENS, "max_completion_tokens");
+    if ("kind" in t) return { ok: false, error: t };
+    thinking = t.thinking;
+    maxTokens = t.maxTokens;
+  }
+  if (so?.mode === "json_object") system.push({ type: "text", text: JSON_OBJECT_INSTRUCTION });
+  const out: MessagesRequest = { model: meta.model, messages, max_tokens: maxTokens ?? DEFAULT_MAX_TOKENS };
   if (system.length > 0) out.system = system;
+  if (thinking !== undefined) out.thinking = thinking;
+  if (so?.mode === "json_schema") out.output_config = { format: messagesOutputFormat(so) };
+  const tier = str(req.service_tier);
+  if (tier === "auto" || tier === "priority") out.service_tier = "auto";
+  else if (tier === "default") out.service_tier = "standard_only";
   const t = num(req.temperature);
   if (t !== undefined) out.temperature = t;
   const tp = num(req.top_p);
@@ -127,7 +157,7 @@ export function chatToMessagesRequest(body: unknown, providerModel: string | und
     }
     if (choice !== undefined) out.tool_choice = choice;
   }
-  const user = str(req.user);
+  const user = str(req.user) ?? str(req.safety_identifier);
   if (user !== undefined) out.metadata = { user_id: user };
   return { ok: true, body: out as unknown as JsonObject, meta };
 }
@@ -152,9 +182,12 @@ export function messagesToChatResponse(body: unknown, meta: RequestMeta, ctx: Tr
   }
   let text = "";
   const calls: ChatToolCall[] = [];
+  const thinking: ThinkingBlock[] = [];
   for (const b of body.content) {
     if (!isObject(b)) continue;
-    if (b.type === "text") text += str(b.text) ?? "";
+    const th = thinkingOfMessagesBlock(b);
+    if (th !== undefined) thinking.push(th);
+    else if (b.type === "text") text += str(b.text) ?? "";
     else if (b.type === "tool_use") {
       calls.push({
         id: str(b.id) ?? ctx.id("call_"),
@@ -169,6 +202,7 @@ export function messagesToChatResponse(body: unknown, meta: RequestMeta, ctx: Tr
     refusal: null,
   };
   if (calls.length > 0) message.tool_calls = calls;
+  withThinking(message, thinking);
   const out: ChatResponse = {
     id: str(body.id) ?? ctx.id("chatcmpl-"),
     object: "chat.completion",
@@ -194,6 +228,8 @@ export class MessagesToChatStream implements StreamMapper<Record<string, unknown
   private tools = 0;
   private rawUsage: Record<string, unknown> = {};
   private finished = false;
+  /** Open thinking blocks by Anthropic index: their text so far and signature, sent whole when the block stops. */
+  private readonly thinking = new Map<number, { thinking: string; signature: string }>();
 
   constructor(
     private readonly meta: RequestMeta,
@@ -241,6 +277,12 @@ export class MessagesToChatStream implements StreamMapper<Record<string, unknown
           );
         } else if (b.type === "text" && typeof b.text === "string" && b.text !== "") {
           emit(this.chunk({ content: b.text }));
+        } else if (b.type === "thinking") {
+          const t = str(b.thinking) ?? "";
+          this.thinking.set(index, { thinking: t, signature: str(b.signature) ?? "" });
+          if (t !== "") emit(this.chunk({ reasoning_content: t }));
+        } else if (b.type === "redacted_thinking") {
+          emit(this.chunk({ thinking_blocks: [{ type: "redacted_thinking", data: str(b.data) ?? "" }] }));
         }
         return;
       }
@@ -252,8 +294,24 @@ export class MessagesToChatStream implements StreamMapper<Record<string, unknown
           const partial = str(d.partial_json) ?? "";
           if (ti !== undefined && partial !== "")
             emit(this.chunk({ tool_calls: [{ index: ti, function: { arguments: partial } }] }));
+        } else if (d.type === "thinking_delta") {
+          const th = this.thinking.get(num(ev.index) ?? -1);
+          const t = str(d.thinking) ?? "";
+          if (th !== undefined) th.thinking += t;
+          if (t !== "") emit(this.chunk({ reasoning_content: t }));
+        } else if (d.type === "signature_delta") {
+          const th = this.thinking.get(num(ev.index) ?? -1);
+          if (th !== undefined) th.signature += str(d.signature) ?? "";
         }
-        // thinking and signature deltas have no chat-completions counterpart
+        return;
+      }
+      case "content_block_stop": {
+        const index = num(ev.index) ?? -1;
+        const th = this.thinking.get(index);
+        if (th !== undefined) {
+          this.thinking.delete(index);
+          emit(this.chunk({ thinking_blocks: [{ type: "thinking", ...th }] }));
+        }
         return;
       }
       case "message_delta": {

@@ -25,6 +25,19 @@ export function readMessagesRequest(
   if (requireMaxTokens && typeof body.max_tokens !== "number") return invalidRequest("max_tokens: Field required");
   if (body.tools !== undefined && !Array.isArray(body.tools))
     return invalidRequest("tools: Input should be a valid list");
+  // Anthropic's server tools (web search, code execution, web fetch ...) and client tools it defines (bash, text
+  // editor, computer) have a `type`; only Anthropic runs or knows them, so another provider is never sent one as a
+  // function without a schema.
+  for (const [i, t] of (Array.isArray(body.tools) ? body.tools : []).entries()) {
+    if (isObject(t) && t.type !== undefined && t.type !== null && t.type !== "custom")
+      return invalidRequest(
+        `tools.${i}: the ${String(t.type)} tool${typeof t.name === "string" ? ` (${t.name})` : ""} is only available from Anthropic; this provider takes custom tools with an input_schema`,
+        `tools.${i}.type`,
+      );
+  }
+  for (const f of ["mcp_servers", "container"] as const)
+    if (body[f] !== undefined && body[f] !== null)
+      return invalidRequest(`${f}: only available from Anthropic, not from this provider`, f);
   const stream = body.stream === true;
   return { req: body as MessagesRequest, meta: { model, stream, includeUsage: stream } };
 }

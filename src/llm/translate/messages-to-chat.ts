@@ -14,11 +14,17 @@ import { type TokenUsage, usageFromChat } from "../usage.js";
 import { anthropicErrorEvent, chatToAnthropicStop, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
 import { readMessagesRequest, systemBlocks } from "./messages-request.js";
+import { chatEffortOfMessages, readMessagesReasoning, readThinkingBlocks } from "./reasoning.js";
+import { chatResponseFormat, readMessagesOutputFormat } from "./structured-output.js";
 
 export function messagesToChatRequest(body: unknown, providerModel: string | undefined): RequestResult {
   const r = readMessagesRequest(body, providerModel);
   if ("kind" in r) return { ok: false, error: r };
   const { req, meta } = r;
+  const so = readMessagesOutputFormat(req);
+  if (so !== undefined && "kind" in so) return { ok: false, error: so };
+  const reasoning = readMessagesReasoning(req);
+  if ("kind" in reasoning) return { ok: false, error: reasoning };
   const messages: ChatMessage[] = [];
   const sys = systemBlocks(req.system);
   if (sys.length > 0) messages.push({ role: "system", content: sys.map((s) => s.text).join("\n") });
@@ -92,6 +98,9 @@ export function messagesToChatRequest(body: unknown, providerModel: string | und
     out.stream_options = { include_usage: true };
   }
   const tools = arr(req.tools).filter(isObject);
+  // No top_k in OpenAI's API; OpenAI-compatible servers (vLLM ...) take it, OpenAI refuses it naming it.
+  const tk = num(req.top_k);
+  if (tk !== undefined) out.top_k = tk;
   if (tools.length > 0) {
     out.tools = tools.map((tool) => {
       const f: { name: string; description?: string; parameters?: Record<string, unknown> } = {
@@ -113,6 +122,11 @@ export function messagesToChatRequest(body: unknown, providerModel: string | und
   }
   const md = isObject(req.metadata) ? str(req.metadata.user_id) : undefined;
   if (md !== undefined) out.user = md;
+  if (so !== undefined) out.response_format = chatResponseFormat(so) as NonNullable<ChatRequest["response_format"]>;
+  const effort = chatEffortOfMessages(reasoning);
+  if (effort !== undefined) out.reasoning_effort = effort;
+  if (req.service_tier === "auto") out.service_tier = "auto";
+  else if (req.service_tier === "standard_only") out.service_tier = "default";
   return { ok: true, body: out as unknown as JsonObject, meta };
 }
 
@@ -133,7 +147,7 @@ export function chatToMessagesResponse(body: unknown, meta: RequestMeta, ctx: Tr
   if (!isObject(body) || !isObject(choice) || !isObject(choice.message)) {
     return { ok: false, error: { status: 502, kind: "server", message: "malformed chat completion from upstream" } };
   }
-  const content: MessagesBlock[] = [];
+  const content: MessagesBlock[] = [...thinkingOfChatMessage(choice.message)];
   const text = str(choice.message.content);
   if (text !== undefined && text !== "") content.push({ type: "text", text });
   for (const tc of arr(choice.message.tool_calls)) {
@@ -161,6 +175,15 @@ export function chatToMessagesResponse(body: unknown, meta: RequestMeta, ctx: Tr
     : { ok: true, body: out as unknown as JsonObject, usage };
 }
 
+/** Reasoning a chat provider returned: Sluice's `thinking_blocks` as they are, else `reasoning_content` (DeepSeek,
+ * vLLM ...) as a thinking block without a signature. */
+function thinkingOfChatMessage(m: Record<string, unknown>): MessagesBlock[] {
+  const blocks = readThinkingBlocks(m.thinking_blocks);
+  if (blocks.length > 0) return blocks;
+  const t = str(m.reasoning_content);
+  return t === undefined || t === "" ? [] : [{ type: "thinking", thinking: t, signature: "" }];
+}
+
 function parseArgs(a: unknown): Record<string, unknown> {
   if (typeof a !== "string") return {};
   try {
@@ -177,7 +200,7 @@ export class ChatToMessagesStream implements StreamMapper<Record<string, unknown
   private started = false;
   private done = false;
   /** Our block index that is open, and what it is: "text" or the OpenAI tool_calls index. */
-  private open: { index: number; kind: "text" | number } | undefined;
+  private open: { index: number; kind: "text" | "thinking" | number } | undefined;
   private nextBlock = 0;
   private readonly toolBlock = new Map<number, number>();
   private stop: MessagesStopReason | undefined;
@@ -218,6 +241,19 @@ export class ChatToMessagesStream implements StreamMapper<Record<string, unknown
     const c = arr(ev.choices)[0];
     if (!isObject(c)) return;
     const d = isObject(c.delta) ? c.delta : {};
+    const thinking = str(d.reasoning_content);
+    if (thinking !== undefined && thinking !== "") {
+      if (this.open?.kind !== "thinking") {
+        this.close(emit);
+        this.open = { index: this.nextBlock++, kind: "thinking" };
+        emit({
+          type: "content_block_start",
+          index: this.open.index,
+          content_block: { type: "thinking", thinking: "", signature: "" },
+        });
+      }
+      emit({ type: "content_block_delta", index: this.open.index, delta: { type: "thinking_delta", thinking } });
+    }
     const text = str(d.content);
     if (text !== undefined && text !== "") {
       if (this.open?.kind !== "text") {

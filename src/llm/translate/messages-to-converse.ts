@@ -24,6 +24,8 @@ import { anthropicErrorEvent } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
 import { converseDocument } from "./documents.js";
 import { readMessagesRequest, systemBlocks } from "./messages-request.js";
+import { readMessagesReasoning } from "./reasoning.js";
+import { converseOutputConfig, readMessagesOutputFormat } from "./structured-output.js";
 
 const CACHE_POINT = { cachePoint: { type: "default" as const } };
 
@@ -167,6 +169,10 @@ export function messagesToConverseRequest(body: unknown, providerModel: string |
   const r = readMessagesRequest(body, providerModel);
   if ("kind" in r) return { ok: false, error: r };
   const { req, meta } = r;
+  const so = readMessagesOutputFormat(req);
+  if (so !== undefined && "kind" in so) return { ok: false, error: so };
+  const reasoning = readMessagesReasoning(req);
+  if ("kind" in reasoning) return { ok: false, error: reasoning };
   const parts = messagesToConverseParts(req);
   if ("kind" in parts) return { ok: false, error: parts };
   const out: ConverseRequest = { messages: parts.messages };
@@ -184,7 +190,11 @@ export function messagesToConverseRequest(body: unknown, providerModel: string |
   const tk = num(req.top_k);
   if (tk !== undefined) extra.top_k = tk;
   if (isObject(req.thinking)) extra.thinking = req.thinking;
+  // Effort is Claude's own setting: Bedrock passes it to the model in Anthropic's shape.
+  if (reasoning.effort !== undefined) extra.output_config = { effort: reasoning.effort };
   if (Object.keys(extra).length > 0) out.additionalModelRequestFields = extra;
+  if (so?.mode === "json_schema") out.outputConfig = converseOutputConfig(so);
+  if (req.service_tier === "standard_only") out.serviceTier = { type: "default" };
   return { ok: true, body: out as unknown as JsonObject, meta };
 }
 

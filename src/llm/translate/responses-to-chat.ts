@@ -8,6 +8,7 @@ import type { StreamMapper } from "../stream.js";
 import { type TokenUsage, usageFromChat } from "../usage.js";
 import type { ChatStreamItem } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+import { readChatEffort } from "./reasoning.js";
 
 function contentParts(content: unknown): ChatContentPart[] | string {
   if (typeof content === "string") return content;
@@ -133,8 +134,8 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
         return {
           ok: false,
           error: invalidRequest(
-            `tool type ${String(tool.type)} is only available from OpenAI's Responses API`,
-            "tools",
+            `tools[${out.tools.length}]: the ${String(tool.type)} tool is only available from OpenAI's Responses API, not from this provider`,
+            `tools[${out.tools.length}].type`,
           ),
         };
       }
@@ -164,8 +165,13 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
     if (typeof fmt.strict === "boolean") js.strict = fmt.strict;
     out.response_format = { type: "json_schema", json_schema: js };
   }
-  const user = str(body.user);
+  const user = str(body.user) ?? str(body.safety_identifier);
   if (user !== undefined) out.user = user;
+  // `reasoning.summary` has no chat form: the reasoning a provider returns comes back as reasoning items anyway.
+  const effort = isObject(body.reasoning) ? readChatEffort(body.reasoning.effort, "reasoning.effort") : undefined;
+  if (typeof effort === "object") return { ok: false, error: effort };
+  if (effort !== undefined) out.reasoning_effort = effort;
+  if (body.service_tier !== undefined) out.service_tier = body.service_tier;
   return { ok: true, body: out as unknown as JsonObject, meta: { model, stream, includeUsage: stream } };
 }
 
