@@ -14,6 +14,7 @@ export async function runBootstrap(argv: string[], io: CommandIO): Promise<numbe
       "xds-host": { type: "string", default: "127.0.0.1" },
       "xds-port": { type: "string", default: "18000" },
       "authz-port": { type: "string", default: "18002" },
+      "mcp-port": { type: "string", default: "18003" },
       "envoy-admin-port": { type: "string", default: "19000" },
       // Mutual TLS to `sluice serve --xds-ca`: the Envoy's client certificate and key (`sluice certificate` issues
       // them), the CA of Sluice's serving certificate, and the name it must carry (default: --xds-host).
@@ -53,6 +54,7 @@ export async function runBootstrap(argv: string[], io: CommandIO): Promise<numbe
       xdsHost: values["xds-host"],
       xdsPort: parsePort("xds-port", values["xds-port"]),
       authzPort: parsePort("authz-port", values["authz-port"]),
+      mcpPort: parsePort("mcp-port", values["mcp-port"]),
       delta,
       ...(tls !== undefined ? { tls } : {}),
     }),

@@ -37,6 +37,7 @@ export const CONTROLLER_OPTIONS = {
   "xds-host": { type: "string", default: "0.0.0.0" },
   "xds-port": { type: "string", default: "18000" },
   "authz-port": { type: "string", default: "18002" },
+  "mcp-port": { type: "string", default: "18003" },
   "admin-host": { type: "string", default: "0.0.0.0" },
   "admin-port": { type: "string", default: "18001" },
   "authorization-path": { type: "string", default: "auto" },
@@ -60,6 +61,8 @@ export interface ControllerOptions {
   readonly xdsHost: string;
   readonly xdsPort: number;
   readonly authzPort: number;
+  /** Sluice's MCP service; undefined serves none. */
+  readonly mcpPort?: number;
   readonly adminHost: string;
   readonly adminPort?: number;
   readonly vhds: boolean;
@@ -131,6 +134,7 @@ export class Controller {
       xdsHost: opts.xdsHost,
       xdsPort: opts.xdsPort,
       authzPort: opts.authzPort,
+      ...(opts.mcpPort !== undefined ? { mcpPort: opts.mcpPort } : {}),
       adminHost: opts.adminHost,
       ...(opts.adminPort !== undefined ? { adminPort: opts.adminPort } : {}),
       authorizationPath: opts.authorizationPath,
@@ -377,6 +381,7 @@ export async function runController(argv: string[], io: CommandIO): Promise<numb
     xdsHost: values["xds-host"],
     xdsPort: parsePort("xds-port", values["xds-port"]),
     authzPort: parsePort("authz-port", values["authz-port"]),
+    mcpPort: parsePort("mcp-port", values["mcp-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
     vhds: !values["no-vhds"],

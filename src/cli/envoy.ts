@@ -30,6 +30,8 @@ export interface BootstrapOptions {
   readonly xdsPort: number;
   /** Port of Sluice's unary gRPC server (ext_authz). */
   readonly authzPort: number;
+  /** Port of Sluice's MCP service; without it the bootstrap has no `sluice_mcp` cluster (MCP routes answer 503). */
+  readonly mcpPort?: number;
   readonly delta: boolean;
   /** Mutual TLS to Sluice (deploy/envoy/bootstrap-tls.yaml); plaintext without. */
   readonly tls?: BootstrapTls;
@@ -52,6 +54,7 @@ const TLS_CLUSTERS: Readonly<Record<string, string>> = {
   sluice_services: "h2",
   sluice_authz: "h2",
   sluice_authz_http: "http/1.1",
+  sluice_mcp: "http/1.1",
 };
 
 /**
@@ -97,9 +100,18 @@ export function renderBootstrap(o: BootstrapOptions): string {
     XDS_HOST: o.xdsHost,
     XDS_PORT: String(o.xdsPort),
     AUTHZ_PORT: String(o.authzPort),
+    MCP_PORT: String(o.mcpPort ?? 0),
   };
-  const bootstrap = fill(envoyTemplate("bootstrap.yaml"), values);
+  let bootstrap = fill(envoyTemplate("bootstrap.yaml"), values);
+  if (o.mcpPort === undefined) bootstrap = withoutCluster(bootstrap, "sluice_mcp");
   return o.tls === undefined ? bootstrap : withTls(bootstrap, o.tls);
+}
+
+function withoutCluster(bootstrap: string, name: string): string {
+  const doc = parseDocument(bootstrap);
+  const clusters = doc.getIn(["static_resources", "clusters"], true);
+  if (isSeq(clusters)) clusters.items = clusters.items.filter((c) => !isMap(c) || c.get("name") !== name);
+  return doc.toString({ lineWidth: 0 });
 }
 
 function withTls(bootstrap: string, tls: BootstrapTls): string {
@@ -128,7 +140,8 @@ function withTls(bootstrap: string, tls: BootstrapTls): string {
     cluster.set("transport_socket", node);
     done.add(String(name));
   }
-  const missing = Object.keys(TLS_CLUSTERS).filter((c) => !done.has(c));
+  // sluice_mcp is left out of a bootstrap without an MCP port.
+  const missing = Object.keys(TLS_CLUSTERS).filter((c) => !done.has(c) && c !== "sluice_mcp");
   if (missing.length > 0) throw new Error(`deploy/envoy/bootstrap.yaml has no cluster ${missing.join(", ")}`);
   return doc.toString({ lineWidth: 0 });
 }

@@ -71,6 +71,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
       xdsHost,
       xdsPort: server.xdsPort,
       authzPort: server.authzPort,
+      mcpPort: server.mcpPort,
       delta,
       ...(tls !== undefined ? { tls } : {}),
     });
@@ -117,6 +118,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
     xdsHost: values["xds-host"],
     xdsPort: parsePort("xds-port", values["xds-port"]),
     authzPort: parsePort("authz-port", values["authz-port"]),
+    mcpPort: parsePort("mcp-port", values["mcp-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
     authorizationPath: parseAuthorizationPath(values["authorization-path"]),

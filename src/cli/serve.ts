@@ -12,6 +12,8 @@ export const SERVER_OPTIONS = {
   "xds-port": { type: "string", default: "18000" },
   // Sluice's unary gRPC server (ext_authz), on the xds host.
   "authz-port": { type: "string", default: "18002" },
+  // Sluice's MCP service (HTTP; Envoy's MCP routes go to it), on the xds host.
+  "mcp-port": { type: "string", default: "18003" },
   "admin-host": { type: "string", default: "127.0.0.1" },
   "admin-port": { type: "string", default: "18001" },
   // auto: authorization rules that compile to Envoy RBAC run natively; sluice: all of them in Sluice's ext_authz;
@@ -61,6 +63,7 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
     xdsHost: values["xds-host"],
     xdsPort: parsePort("xds-port", values["xds-port"]),
     authzPort: parsePort("authz-port", values["authz-port"]),
+    mcpPort: parsePort("mcp-port", values["mcp-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),
     authorizationPath: parseAuthorizationPath(values["authorization-path"]),

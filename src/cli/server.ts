@@ -4,6 +4,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
+import { McpService } from "../mcp/service.js";
 import type { MutualTls } from "../security/tls.js";
 import { FileSource, formatProblem, type LoadResult, type SourceProblem } from "../sources/file-source.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
@@ -55,6 +56,8 @@ export interface SluiceServerOptions {
   readonly xdsPort: number;
   /** Port of the unary gRPC server (ext_authz Check); 0 picks one. */
   readonly authzPort: number;
+  /** Port of the MCP service (src/mcp/); 0 picks one; undefined serves none. */
+  readonly mcpPort?: number;
   readonly adminHost: string;
   /** 0 picks a free port; undefined starts no admin endpoint. */
   readonly adminPort?: number;
@@ -118,7 +121,9 @@ export class SluiceServer {
   #startTimer: NodeJS.Timeout | undefined;
   xdsPort = 0;
   authzPort = 0;
+  mcpPort = 0;
   adminPort = 0;
+  readonly #mcp: McpService | undefined;
   #unary: UnaryGrpcServer | undefined;
   /** Kept between reloads: a reload after a small change translates only what changed. */
   readonly #memo = new TranslationMemo();
@@ -135,7 +140,8 @@ export class SluiceServer {
       error: (m, f) => opts.log(`xds error: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
     };
     this.xds = new XdsServer({ logger, vhds: opts.vhds ?? true });
-    this.#services = defaultServices({ log: opts.log });
+    this.#mcp = opts.mcpPort !== undefined ? new McpService({ log: opts.log }) : undefined;
+    this.#services = [...defaultServices({ log: opts.log }), ...(this.#mcp !== undefined ? [this.#mcp] : [])];
   }
 
   get gateways(): readonly string[] {
@@ -165,6 +171,10 @@ export class SluiceServer {
     });
     this.authzPort = await this.#unary.start(this.#opts.xdsHost, this.#opts.authzPort);
     this.#opts.log(`sluice: ext_authz on ${this.#opts.xdsHost}:${this.authzPort}`);
+    if (this.#mcp !== undefined && this.#opts.mcpPort !== undefined) {
+      this.mcpPort = await this.#mcp.start(this.#opts.xdsHost, this.#opts.mcpPort, this.#opts.tls);
+      this.#opts.log(`sluice: mcp on ${this.#opts.xdsHost}:${this.mcpPort}`);
+    }
     if (this.#opts.adminPort !== undefined) await this.#startAdmin(this.#opts.adminPort);
     await this.#source.watch(() => this.#onFileEvent());
     // A source whose changes arrived while the servers were starting: they had no listener yet.
@@ -438,7 +448,8 @@ export class SluiceServer {
     this.#startTimer = undefined;
     await this.xds.stop();
     await this.#unary?.stop();
-    for (const s of this.#services) s.close?.();
+    await this.#mcp?.stop();
+    for (const s of this.#services) if (s !== this.#mcp) s.close?.();
     const admin = this.#admin;
     this.#admin = undefined;
     if (admin) await new Promise<void>((resolve) => admin.close(() => resolve()));

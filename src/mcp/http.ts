@@ -1,0 +1,376 @@
+// The MCP endpoint as a client sees it, behind Envoy: Streamable HTTP (MCP 2025-03-26 and later). POST carries one
+// JSON-RPC message, answered as JSON or, for requests that may bring progress or requests of the target, as an SSE
+// stream; GET opens the stream of what the targets send on their own; DELETE ends the session. Envoy names the
+// backend in a header it sets (names.ts MCP_ROUTE_HEADER); a request without a known one is refused.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { type MutualTls, mutualTlsServerOptions } from "../security/tls.js";
+import type { McpBackendEntry } from "../translate/mcp/table.js";
+import { MCP_ROUTE_HEADER } from "../translate/names.js";
+import {
+  ErrorCodes,
+  errorResponse,
+  isNotification,
+  isRequest,
+  type JsonRpcId,
+  type JsonRpcResponse,
+  parseMessage,
+  RpcError,
+} from "./jsonrpc.js";
+import { type Channel, McpSession, SUPPORTED_VERSIONS } from "./session.js";
+import type { SessionCodec } from "./session-codec.js";
+
+/** Largest message a client may POST. */
+export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** A session unused this long is closed on this replica (its targets' sessions stay; the id can resume them). */
+const IDLE_MS = 30 * 60_000;
+/** SSE comments on the GET stream, so Envoy's stream idle timeout (5 minutes by default) never ends a quiet one. */
+const KEEPALIVE_MS = 20_000;
+/** Requests whose answer may come with progress or requests of the target: answered as an SSE stream. */
+const STREAMED = new Set(["tools/call", "prompts/get", "resources/read", "completion/complete"]);
+const SESSION_HEADER = "mcp-session-id";
+const VERSION_HEADER = "mcp-protocol-version";
+
+export interface McpHttpOptions {
+  readonly codec: SessionCodec;
+  /** The backend of a route key (the MCP table). */
+  readonly entry: (key: string) => McpBackendEntry | undefined;
+  readonly log: (line: string) => void;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly rpc: JsonRpcResponse,
+  ) {
+    super(rpc.error?.message ?? String(status));
+  }
+}
+
+function httpError(status: number, code: number, message: string, id: JsonRpcId | null = null): HttpError {
+  return new HttpError(status, errorResponse(id, { code, message }));
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+/** An SSE response as a channel: each message one `message` event. */
+class SseChannel implements Channel {
+  #open = true;
+  constructor(private readonly res: ServerResponse) {
+    res.once("close", () => {
+      this.#open = false;
+    });
+  }
+  get open(): boolean {
+    return this.#open && !this.res.writableEnded;
+  }
+  send(message: object): void {
+    if (!this.open) return;
+    this.res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+  }
+}
+
+/** A JSON answer's channel: nothing but the answer goes through it. */
+const NO_CHANNEL: Channel = { open: false, send() {} };
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers["content-length"] ?? "0");
+    if (declared > MAX_BODY_BYTES) {
+      reject(httpError(413, ErrorCodes.InvalidRequest, `message over ${MAX_BODY_BYTES} bytes`));
+      req.resume();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.byteLength;
+      if (size > MAX_BODY_BYTES) {
+        reject(httpError(413, ErrorCodes.InvalidRequest, `message over ${MAX_BODY_BYTES} bytes`));
+        req.removeAllListeners("data");
+        req.resume();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+export class McpHttpServer {
+  readonly #opts: McpHttpOptions;
+  #server: Server | undefined;
+  /** Sessions this replica serves now, by session id (a resume in progress is a promise too). */
+  readonly #sessions = new Map<string, Promise<McpSession>>();
+  /** Session ids ended by DELETE here (bounded); another replica learns it from the targets, whose sessions ended. */
+  readonly #ended = new Set<string>();
+  #sweep: NodeJS.Timeout | undefined;
+  /** Counters for /metrics and tests. */
+  readonly counters = { sessions: 0, resumed: 0, refused: 0, requests: 0, errors: 0 };
+
+  constructor(opts: McpHttpOptions) {
+    this.#opts = opts;
+  }
+
+  async start(host: string, port: number, tls?: MutualTls): Promise<number> {
+    const handler = (req: IncomingMessage, res: ServerResponse) => {
+      this.#handle(req, res).catch((e: unknown) => {
+        const err =
+          e instanceof HttpError
+            ? e
+            : httpError(500, ErrorCodes.InternalError, `internal error: ${(e as Error).message}`);
+        if (!(e instanceof HttpError)) this.#opts.log(`sluice mcp: ${(e as Error).stack ?? String(e)}`);
+        this.counters.errors++;
+        if (!res.headersSent) sendJson(res, err.status, err.rpc);
+        else res.end();
+      });
+    };
+    // With mutual TLS only Envoys holding a certificate of Sluice's CA get in: the route header is trusted.
+    const server =
+      tls === undefined ? createServer(handler) : createHttpsServer(mutualTlsServerOptions(tls, ["http/1.1"]), handler);
+    // Long tool calls and GET streams: no request timeout here (Envoy's route and idle timeouts apply).
+    server.requestTimeout = 0;
+    server.headersTimeout = 30_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, host, () => resolve());
+    });
+    this.#server = server;
+    this.#sweep = setInterval(() => void this.#evictIdle(), 60_000);
+    this.#sweep.unref();
+    return (server.address() as AddressInfo).port;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#sweep !== undefined) clearInterval(this.#sweep);
+    const sessions = [...this.#sessions.values()];
+    this.#sessions.clear();
+    await Promise.all(sessions.map((p) => p.then((s) => s.close(false)).catch(() => undefined)));
+    const server = this.#server;
+    this.#server = undefined;
+    if (server !== undefined) {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }
+
+  async #evictIdle(): Promise<void> {
+    const now = Date.now();
+    for (const [id, p] of this.#sessions) {
+      const s = await p.catch(() => undefined);
+      if (s === undefined || now - s.lastUsed > IDLE_MS) {
+        this.#sessions.delete(id);
+        await s?.close(false);
+      }
+    }
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.counters.requests++;
+    const key = req.headers[MCP_ROUTE_HEADER];
+    const entry = typeof key === "string" ? this.#opts.entry(key) : undefined;
+    if (entry === undefined) {
+      // Only Envoy's MCP routes set the header; this is not one, or its backend left the configuration.
+      throw httpError(404, ErrorCodes.ServerError, "no MCP backend is served on this route");
+    }
+    const version = req.headers[VERSION_HEADER];
+    if (typeof version === "string" && !(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
+      throw httpError(
+        400,
+        ErrorCodes.InvalidRequest,
+        `unsupported ${VERSION_HEADER} ${version}; supported: ${SUPPORTED_VERSIONS.join(", ")}`,
+      );
+    }
+    switch (req.method) {
+      case "POST":
+        return this.#post(req, res, entry);
+      case "GET":
+        return this.#get(req, res, entry);
+      case "DELETE":
+        return this.#delete(req, res, entry);
+      default:
+        res.writeHead(405, { allow: "GET, POST, DELETE" }).end();
+    }
+  }
+
+  /** The session of a request (Stateful): cached here, or resumed from its sealed id. */
+  async #session(req: IncomingMessage, entry: McpBackendEntry): Promise<{ session: McpSession; id: string }> {
+    const id = req.headers[SESSION_HEADER];
+    if (typeof id !== "string" || id === "") {
+      throw httpError(400, ErrorCodes.InvalidRequest, `Bad Request: ${SESSION_HEADER} header is required`);
+    }
+    const notFound = (why: string) => {
+      this.counters.refused++;
+      return httpError(404, ErrorCodes.ServerError, `Session not found: ${why}`);
+    };
+    if (this.#ended.has(id)) throw notFound("the session was ended");
+    let p = this.#sessions.get(id);
+    if (p === undefined) {
+      const opened = this.#opts.codec.open(id, entry.key);
+      if (!opened.ok) {
+        throw notFound(
+          opened.reason === "other-route"
+            ? "the session belongs to another Gateway or MCP backend"
+            : "the session id is not one this gateway issued",
+        );
+      }
+      this.counters.resumed++;
+      p = McpSession.resume(entry, opened.state, { log: this.#opts.log });
+      this.#sessions.set(id, p);
+      p.catch(() => this.#sessions.delete(id));
+    }
+    let session: McpSession;
+    try {
+      session = await p;
+    } catch (e) {
+      throw e instanceof RpcError ? notFound(e.message) : e;
+    }
+    if (session.failed !== undefined) throw notFound(`the session failed (${session.failed}); start a new one`);
+    return { session, id };
+  }
+
+  async #post(req: IncomingMessage, res: ServerResponse, entry: McpBackendEntry): Promise<void> {
+    const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
+    if (type !== "application/json") {
+      req.resume();
+      throw httpError(415, ErrorCodes.InvalidRequest, "Content-Type must be application/json");
+    }
+    const body = await readBody(req);
+    const parsed = parseMessage(body);
+    if (!parsed.ok) throw new HttpError(400, parsed.error);
+    const msg = parsed.message;
+    const stateful = entry.sessionRouting === "Stateful";
+    if (isRequest(msg) && msg.method === "initialize") {
+      if (stateful && req.headers[SESSION_HEADER] !== undefined) {
+        throw httpError(
+          400,
+          ErrorCodes.InvalidRequest,
+          "initialize starts a session: send it without mcp-session-id",
+          msg.id,
+        );
+      }
+      let started: Awaited<ReturnType<typeof McpSession.initialize>>;
+      try {
+        started = await McpSession.initialize(entry, msg.params, { log: this.#opts.log });
+      } catch (e) {
+        if (e instanceof RpcError) return sendJson(res, 200, errorResponse(msg.id, e.toObject()));
+        throw e;
+      }
+      this.counters.sessions++;
+      const headers: Record<string, string> = {};
+      if (stateful) {
+        const id = this.#opts.codec.seal(started.session.state());
+        this.#sessions.set(id, Promise.resolve(started.session));
+        headers[SESSION_HEADER] = id;
+      } else {
+        await started.session.close(true);
+      }
+      return sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: started.result }, headers);
+    }
+    // Stateless: every request has a session of its own with each target, ended when it is answered.
+    let session: McpSession;
+    let ephemeral = false;
+    if (stateful) session = (await this.#session(req, entry)).session;
+    else {
+      if (!isRequest(msg)) {
+        res.writeHead(202).end();
+        return;
+      }
+      const pv = req.headers[VERSION_HEADER];
+      try {
+        session = (
+          await McpSession.initialize(
+            entry,
+            { protocolVersion: typeof pv === "string" ? pv : undefined },
+            { log: this.#opts.log },
+          )
+        ).session;
+      } catch (e) {
+        if (e instanceof RpcError) return sendJson(res, 200, errorResponse(msg.id, e.toObject()));
+        throw e;
+      }
+      ephemeral = true;
+    }
+    try {
+      if (isNotification(msg)) {
+        await session.notify(msg.method, msg.params);
+        res.writeHead(202).end();
+        return;
+      }
+      if (!isRequest(msg)) {
+        const r = msg as JsonRpcResponse;
+        if (r.id !== null) session.respond(r.id, r.result, r.error);
+        res.writeHead(202).end();
+        return;
+      }
+      const accept = String(req.headers["accept"] ?? "");
+      if (STREAMED.has(msg.method) && accept.includes("text/event-stream")) {
+        res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+        const channel = new SseChannel(res);
+        let answer: object;
+        try {
+          answer = { jsonrpc: "2.0", id: msg.id, result: await session.handle(msg, channel) };
+        } catch (e) {
+          answer = errorResponse(msg.id, this.#rpcError(e));
+        }
+        channel.send(answer);
+        res.end();
+        return;
+      }
+      try {
+        sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: await session.handle(msg, NO_CHANNEL) });
+      } catch (e) {
+        sendJson(res, 200, errorResponse(msg.id, this.#rpcError(e)));
+      }
+    } finally {
+      if (ephemeral) await session.close(true);
+    }
+  }
+
+  #rpcError(e: unknown): { code: number; message: string; data?: unknown } {
+    if (e instanceof RpcError) return e.toObject();
+    this.#opts.log(`sluice mcp: ${(e as Error).stack ?? String(e)}`);
+    return { code: ErrorCodes.InternalError, message: `internal error: ${(e as Error).message}` };
+  }
+
+  async #get(req: IncomingMessage, res: ServerResponse, entry: McpBackendEntry): Promise<void> {
+    if (entry.sessionRouting === "Stateless") {
+      res.writeHead(405, { allow: "POST" }).end();
+      return;
+    }
+    if (!String(req.headers["accept"] ?? "").includes("text/event-stream")) {
+      throw httpError(406, ErrorCodes.InvalidRequest, "Not Acceptable: the GET stream needs Accept: text/event-stream");
+    }
+    const cached = typeof req.headers[SESSION_HEADER] === "string" && this.#sessions.has(req.headers[SESSION_HEADER]);
+    const { session } = await this.#session(req, entry);
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    res.flushHeaders();
+    const channel = new SseChannel(res);
+    session.attachStream(channel, !cached);
+    const keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
+    res.once("close", () => {
+      clearInterval(keepalive);
+      session.detachStream(channel);
+    });
+  }
+
+  async #delete(req: IncomingMessage, res: ServerResponse, entry: McpBackendEntry): Promise<void> {
+    if (entry.sessionRouting === "Stateless") {
+      res.writeHead(405, { allow: "POST" }).end();
+      return;
+    }
+    const { session, id } = await this.#session(req, entry);
+    this.#sessions.delete(id);
+    this.#ended.add(id);
+    if (this.#ended.size > 10_000) this.#ended.delete(this.#ended.values().next().value as string);
+    await session.close(true);
+    res.writeHead(200).end();
+  }
+}

@@ -1,0 +1,184 @@
+// One target of a session, through the MCP SDK's own Client and transports (Streamable HTTP, or SSE for targets that
+// still use it). The SDK keeps request ids, the target's SSE streams and their reconnection, progress tokens and
+// cancellation notices; Sluice only forwards what passes through it (docs/mcp.md says why the SDK).
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { ErrorCodes, RpcError } from "./jsonrpc.js";
+
+/** Any result: Sluice forwards what the target answered without reading more of it than it rewrites. */
+const AnyResult = z.looseObject({});
+
+/** Longest wait for a target's answer; the client's cancellation or Envoy's route timeout usually end it sooner. */
+const REQUEST_TIMEOUT_MS = 10 * 60_000;
+/** Starting a target's session (initialize). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+export interface TargetHooks {
+  /** A request of the target to the client (sampling, elicitation, roots): its answer, or an RpcError. */
+  onRequest(target: string, method: string, params: Record<string, unknown> | undefined): Promise<unknown>;
+  onNotification(target: string, method: string, params: Record<string, unknown> | undefined): void;
+  log(line: string): void;
+}
+
+export interface ConnectOptions {
+  readonly name: string;
+  readonly url: string;
+  readonly protocol: "StreamableHTTP" | "SSE";
+  /** Resume this target session instead of starting one (Streamable HTTP only). */
+  readonly sessionId?: string;
+  readonly protocolVersion?: string;
+  /** What the client declared at initialize, declared to the target in turn. */
+  readonly capabilities?: Record<string, unknown>;
+  readonly clientInfo?: { readonly name: string; readonly version: string };
+}
+
+export class TargetConnection {
+  readonly name: string;
+  readonly url: string;
+  readonly protocol: "StreamableHTTP" | "SSE";
+  readonly #client: Client;
+  readonly #transport: Transport & { sessionId?: string | undefined };
+  /** Set once the target failed (a transport error, a refused request): FailOpen skips it. */
+  failure: string | undefined;
+  closed = false;
+
+  private constructor(o: ConnectOptions, client: Client, transport: Transport & { sessionId?: string | undefined }) {
+    this.name = o.name;
+    this.url = o.url;
+    this.protocol = o.protocol;
+    this.#client = client;
+    this.#transport = transport;
+  }
+
+  static async connect(o: ConnectOptions, hooks: TargetHooks): Promise<TargetConnection> {
+    const url = new URL(o.url);
+    const transport =
+      o.protocol === "SSE"
+        ? new SSEClientTransport(url)
+        : new StreamableHTTPClientTransport(url, {
+            ...(o.sessionId !== undefined ? { sessionId: o.sessionId } : {}),
+            // A target that went away is not waited for long: FailOpen skips it, FailClosed fails the session.
+            reconnectionOptions: {
+              initialReconnectionDelay: 500,
+              maxReconnectionDelay: 5000,
+              reconnectionDelayGrowFactor: 2,
+              maxRetries: 3,
+            },
+          });
+    const client = new Client(
+      { name: o.clientInfo?.name ?? "sluice", version: o.clientInfo?.version ?? "0" },
+      { capabilities: (o.capabilities ?? {}) as never },
+    );
+    const conn = new TargetConnection(o, client, transport);
+    client.fallbackRequestHandler = async (req) => {
+      try {
+        return (await hooks.onRequest(o.name, req.method, req.params as Record<string, unknown> | undefined)) as never;
+      } catch (e) {
+        if (e instanceof RpcError) throw new McpError(e.code, e.message, e.data);
+        throw e;
+      }
+    };
+    client.fallbackNotificationHandler = async (n) => {
+      hooks.onNotification(o.name, n.method, n.params as Record<string, unknown> | undefined);
+    };
+    client.onerror = (e) => {
+      hooks.log(`sluice mcp: target ${o.name} (${o.url}): ${e.message}`);
+    };
+    client.onclose = () => {
+      conn.closed = true;
+    };
+    await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
+    if (o.sessionId !== undefined && o.protocolVersion !== undefined) {
+      (transport as StreamableHTTPClientTransport).setProtocolVersion(o.protocolVersion);
+    }
+    return conn;
+  }
+
+  get sessionId(): string | undefined {
+    return this.protocol === "SSE" ? undefined : this.#transport.sessionId;
+  }
+
+  get protocolVersion(): string | undefined {
+    return this.protocol === "SSE" ? undefined : (this.#transport as StreamableHTTPClientTransport).protocolVersion;
+  }
+
+  get capabilities(): Record<string, unknown> {
+    return (this.#client.getServerCapabilities() ?? {}) as Record<string, unknown>;
+  }
+
+  get instructions(): string | undefined {
+    return this.#client.getInstructions();
+  }
+
+  /** Opens the target's GET stream of a resumed session (a new session's is opened by the SDK after initialize). */
+  openStream(): void {
+    if (this.protocol !== "StreamableHTTP") return;
+    (this.#transport as StreamableHTTPClientTransport).resumeStream("").catch(() => {});
+  }
+
+  /**
+   * Forwards a request. `onProgress`: the target's progress notices for it (the SDK gives the target its own token);
+   * `signal`: the client cancelled (the SDK tells the target with notifications/cancelled).
+   */
+  async request(
+    method: string,
+    params: Record<string, unknown> | undefined,
+    opts: { signal?: AbortSignal; onProgress?: (p: Record<string, unknown>) => void } = {},
+  ): Promise<Record<string, unknown>> {
+    // The client's progress token is the client's: the target gets the SDK's, and progress comes back through it.
+    let sent = params;
+    if (params !== undefined && typeof params["_meta"] === "object" && params["_meta"] !== null) {
+      const { progressToken: _, ...meta } = params["_meta"] as Record<string, unknown>;
+      sent = { ...params, _meta: meta };
+      if (Object.keys(meta).length === 0) {
+        const { _meta: __, ...rest } = params;
+        sent = rest;
+      }
+    }
+    try {
+      return await this.#client.request(
+        { method, ...(sent !== undefined ? { params: sent } : {}) } as never,
+        AnyResult,
+        {
+          timeout: REQUEST_TIMEOUT_MS,
+          resetTimeoutOnProgress: true,
+          ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
+          ...(opts.onProgress !== undefined
+            ? { onprogress: (p) => opts.onProgress?.(p as unknown as Record<string, unknown>) }
+            : {}),
+        },
+      );
+    } catch (e) {
+      if (e instanceof McpError && e.code !== -32001) {
+        // The target answered with an error: the client gets it as it is.
+        throw new RpcError(e.code, e.message.replace(/^MCP error -?\d+: /, ""), e.data);
+      }
+      if (opts.signal?.aborted === true) throw new RpcError(ErrorCodes.InternalError, "cancelled");
+      this.failure = (e as Error).message;
+      throw new RpcError(ErrorCodes.ServerError, `target ${this.name} failed: ${(e as Error).message}`);
+    }
+  }
+
+  async notify(method: string, params?: Record<string, unknown>): Promise<void> {
+    await this.#client.notification({ method, ...(params !== undefined ? { params } : {}) } as never);
+  }
+
+  /** Ends the target's session (DELETE) and the connection. */
+  async terminate(): Promise<void> {
+    if (this.protocol === "StreamableHTTP") {
+      await (this.#transport as StreamableHTTPClientTransport).terminateSession().catch(() => {});
+    }
+    await this.close();
+  }
+
+  /** Closes the connection, leaving the target's session for another replica to resume. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.#client.close().catch(() => {});
+  }
+}
