@@ -13,6 +13,8 @@ export interface SluiceProcess {
   readonly output: string[];
   readonly xdsPort: number;
   readonly authzPort: number;
+  /** Sluice's MCP service (0 for commands that serve none). */
+  readonly mcpPort: number;
   readonly adminPort: number;
   stop(signal?: NodeJS.Signals): Promise<void>;
   status(): Promise<Record<string, unknown>>;
@@ -64,6 +66,7 @@ export async function startSluiceCommand(
       String(opts.adminPort ?? 0),
       "--authz-port",
       String(opts.authzPort ?? 0),
+      ...(command === "serve" || command === "run" || command === "controller" ? ["--mcp-port", "0"] : []),
       ...(opts.extraArgs ?? []),
     ],
     { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...opts.env } },
@@ -99,11 +102,14 @@ export async function startSluiceCommand(
     throw e;
   }
   const { xds: xdsPort, authz: authzPort, admin: adminPort } = ports;
+  // Printed before the admin line, so it is there once the ports are.
+  const mcpPort = portFrom(/^sluice: mcp on [^ ]+:(\d+)/) ?? 0;
   const proc: SluiceProcess = {
     child,
     output,
     xdsPort,
     authzPort,
+    mcpPort,
     adminPort,
     async stop(signal = "SIGTERM") {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -144,7 +150,7 @@ export interface TestEnvoy {
  * the suite over state-of-the-world xDS). `tls`: mutual TLS to Sluice. `ready: false` waits only for the admin
  * endpoint, not for the first configuration (an Envoy that Sluice refuses waits 15 s for it). */
 export async function startTestEnvoy(
-  sluice: Pick<SluiceProcess, "xdsPort" | "authzPort">,
+  sluice: Pick<SluiceProcess, "xdsPort" | "authzPort"> & { readonly mcpPort?: number },
   opts: { gateway?: string; delta?: boolean; tls?: BootstrapTls; ready?: boolean } = {},
 ): Promise<TestEnvoy> {
   const adminPort = await freePort();
@@ -156,6 +162,7 @@ export async function startTestEnvoy(
     xdsHost: "127.0.0.1",
     xdsPort: sluice.xdsPort,
     authzPort: sluice.authzPort,
+    ...(sluice.mcpPort !== undefined && sluice.mcpPort !== 0 ? { mcpPort: sluice.mcpPort } : {}),
     delta: opts.delta ?? process.env["SLUICE_TEST_XDS"] !== "sotw",
     ...(opts.tls !== undefined ? { tls: opts.tls } : {}),
   });
