@@ -13,6 +13,9 @@ import {
   type PolicyTable,
 } from "../extauthz/server.js";
 import { carryOverState, UserExtAuthClients } from "../extauthz/user-ext-auth.js";
+import { AwsCredentialSource } from "../extproc/llm/aws-credentials.js";
+import { GoogleTokens } from "../extproc/llm/google-tokens.js";
+import { remoteGuards } from "../extproc/llm/guards/remote/index.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
 import type { Http1Handler } from "../grpc/http1.js";
 import type { BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
@@ -88,5 +91,15 @@ export function extAuthzService(opts: ServiceOptions): SluiceService {
 
 /** The services `sluice serve` and `sluice run` host. */
 export function defaultServices(opts: ServiceOptions): SluiceService[] {
-  return [extAuthzService(opts), new LlmExtProcService({ log: opts.log })];
+  return [extAuthzService(opts), llmExtProcService(opts)];
+}
+
+/**
+ * The LLM ext_proc, with the remote prompt guards (moderationA, guardrailsA, guardrailsB) sharing its cloudA
+ * credentials and cloudB tokens: an assumed role or a service account's token is fetched once for both.
+ */
+function llmExtProcService(opts: ServiceOptions): LlmExtProcService {
+  const aws = new AwsCredentialSource();
+  const google = new GoogleTokens();
+  return new LlmExtProcService({ log: opts.log, aws, google, remoteGuard: remoteGuards({ aws, google }) });
 }

@@ -258,6 +258,44 @@ describe("streams", () => {
 
 describe("no silent drops", () => {
   // Every field of AIPromptGuard must be compiled into the LLM table (translate/llm/guards.ts) or reported; this list
+/** Where each field of the remote guards of `direction` goes (translate/llm/guards.ts remoteConfig). */
+function remoteGuardFields(direction: string, kinds: readonly string[]): Record<string, string> {
+  const own: Record<string, Record<string, string>> = {
+    moderationA: { model: "ModerationAConfig.model" },
+    guardrailsA: {
+      identifier: "GuardrailsAConfig.identifier",
+      version: "GuardrailsAConfig.version",
+      region: "GuardrailsAConfig.region",
+    },
+    guardrailsB: {
+      templateId: "GuardrailsBConfig.templateId",
+      projectId: "GuardrailsBConfig.projectId",
+      location: "GuardrailsBConfig.location",
+    },
+  };
+  const policies: Record<string, string> = {
+    policies: "RemoteGuardConfig",
+    "policies.tcp": "reported NotYetSupported",
+    "policies.tls": "reported NotYetSupported",
+    "policies.http": "RemoteGuardConfig",
+    "policies.http.version": "HTTP2 reported NotYetSupported",
+    "policies.http.requestTimeout": "RemoteGuardConfig.timeoutMs (above the budget reported Ignored)",
+    "policies.tunnel": "reported NotYetSupported and RemoteGuardConfig.problem (fails closed)",
+    "policies.auth": "compileGuardAuth; problems reported and RemoteGuardConfig.problem (fails closed)",
+    "policies.auth.key": "GuardKeyAuth.key",
+    "policies.auth.secretRef": "GuardKeyAuth.key",
+    "policies.auth.location": "GuardKeyAuth.location",
+    "policies.auth.cloudA": "GuardrailsAConfig.auth.aws",
+    "policies.auth.cloudB": "GuardrailsBConfig.auth.google",
+  };
+  const out: Record<string, string> = {};
+  for (const kind of kinds) {
+    out[`${direction}[].${kind}`] = "RemoteGuardSpec.config";
+    for (const [f, where] of Object.entries({ ...own[kind], ...policies })) out[`${direction}[].${kind}.${f}`] = where;
+  }
+  return out;
+}
+
   // says where each one goes. A field added to the schema and not listed fails here.
   const HANDLED: Record<string, string> = {
     streaming: "PromptGuardEntry.streaming",
@@ -272,9 +310,7 @@ describe("no silent drops", () => {
     "request[].webhook.headers": "WebhookGuardSpec.headers",
     "request[].webhook.forwardHeaderMatches": "WebhookGuardSpec.forwardHeaderMatches",
     "request[].webhook.failureMode": "WebhookGuardSpec.failureMode",
-    "request[].moderationA": "RemoteGuardSpec (NotYetSupported until served)",
-    "request[].guardrailsA": "RemoteGuardSpec (NotYetSupported until served)",
-    "request[].guardrailsB": "RemoteGuardSpec (NotYetSupported until served)",
+    ...remoteGuardFields("request", ["moderationA", "guardrailsA", "guardrailsB"]),
     "request[].response": "GuardSpec.response",
     "request[].response.message": "GuardCustomResponse.message",
     "request[].response.statusCode": "GuardCustomResponse.statusCode",
@@ -287,14 +323,15 @@ describe("no silent drops", () => {
     "response[].webhook.headers": "WebhookGuardSpec.headers",
     "response[].webhook.forwardHeaderMatches": "WebhookGuardSpec.forwardHeaderMatches",
     "response[].webhook.failureMode": "WebhookGuardSpec.failureMode",
-    "response[].guardrailsA": "RemoteGuardSpec",
-    "response[].guardrailsB": "RemoteGuardSpec",
+    ...remoteGuardFields("response", ["guardrailsA", "guardrailsB"]),
     "response[].response": "GuardSpec.response",
     "response[].response.message": "GuardCustomResponse.message",
     "response[].response.statusCode": "GuardCustomResponse.statusCode",
   };
-  // Below these, the fields are the settings of a guard kind as a whole (the remote guard's config, the backendRef).
-  const OPAQUE = /\.(moderationA|guardrailsA|guardrailsB|backendRef|headers|forwardHeaderMatches)$/;
+  // Below these, the fields are a setting as a whole: a reference, a map, a connection setting reported whole, or a
+  // credential the LLM table's compiler reads as it does a provider's `auth` (table.ts resolveAuth).
+  const OPAQUE =
+    /\.(backendRef|headers|forwardHeaderMatches|policies\.(tcp|tls|tunnel)|auth\.(secretRef|location|cloudA|cloudB))$/;
 
   test("every AIPromptGuard field is compiled or reported", () => {
     const seen: string[] = [];
@@ -393,11 +430,189 @@ spec:
       warning.message,
       /backend\.ai\.promptGuard\.request\[0\]\.regex\.matches\[1\]: pattern "\(\?=bad\)" is left out/,
     );
-    assert.match(
-      warning.message,
-      /backend\.ai\.promptGuard\.request\[1\]\.moderationA: the moderationA guard is accepted but not served yet/,
-    );
+    assert.doesNotMatch(warning.message, /not served yet/);
     assert.match(warning.message, /route types Realtime are forwarded unread/);
     assert.ok(conditions?.some((c) => c.type === "Attached"));
   });
 });
+
+  test("remote guards: credentials from the policy's Secrets as for providers; a missing one and an unserved setting fail closed and are named, never a secret", async () => {
+    const OPENAI_KEY = "sk-guard-0123456789";
+    const AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYGUARD";
+    const PRIVATE_KEY = "-----BEGIN PRIVATE KEY-----\\nMIIfake\\n-----END PRIVATE KEY-----\\n";
+    const cfg = tempConfigDir();
+    cfg.write(
+      "r.yaml",
+      `${gatewayYaml(8080)}
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: openai, namespace: default }
+stringData: { Authorization: "Bearer ${OPENAI_KEY}" }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: aws, namespace: default }
+stringData: { accessKey: AKIDGUARD, secretKey: "${AWS_SECRET}" }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: gcp, namespace: default }
+stringData:
+  credentials.json: '{"type":"service_account","client_email":"g@p.iam.gserviceaccount.com","private_key":"${PRIVATE_KEY}"}'
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: llm, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: 127.0.0.1, port: 9 }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules: [{ backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }] }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: remote, namespace: default }
+spec:
+  targetRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }]
+  backend:
+    ai:
+      promptGuard:
+        request:
+          - moderationA:
+              model: omni-moderation-latest
+              policies: { auth: { secretRef: { name: openai } }, http: { requestTimeout: 10s } }
+          - guardrailsA:
+              identifier: gr-1
+              version: "2"
+              region: eu-west-1
+              policies:
+                auth:
+                  cloudA:
+                    secretRef: { name: aws }
+                    assumeRole: { roleArn: "arn:aws:iam::123456789012:role/guard" }
+          - guardrailsA:
+              identifier: gr-1
+              version: "2"
+              region: eu-west-1
+              policies: { auth: { secretRef: { name: bedrock-key } }, http: { requestTimeout: 1500ms } }
+          - guardrailsB:
+              templateId: t1
+              projectId: p1
+              location: europe-west4
+              policies: { auth: { cloudB: { secretRef: { name: gcp } } }, tls: { insecureSkipVerify: All } }
+          - moderationA:
+              policies:
+                auth: { key: ${OPENAI_KEY}, location: { header: { name: X-Api-Key } } }
+                tunnel: { backendRef: { name: proxy, port: 3128 } }
+        response:
+          - guardrailsB: { templateId: t2, projectId: p1, policies: { auth: { cloudB: {} } } }
+          - guardrailsA: { identifier: gr-2, version: DRAFT, region: us-east-1 }
+`,
+    );
+    let result: Awaited<ReturnType<typeof loadAndTranslate>>["result"];
+    try {
+      result = (await loadAndTranslate([cfg.dir])).result;
+    } finally {
+      cfg.cleanup();
+    }
+    const entry = [...result.llm.entries.values()][0];
+    const guard = Object.values(Object.values(entry?.backends ?? {})[0]?.providers ?? {})[0]?.ai.promptGuard;
+    assert.ok(guard !== undefined);
+    const configs = (specs: readonly GuardSpec[]) =>
+      specs.map((g) => (g.kind === "regex" || g.kind === "webhook" ? undefined : g.config));
+    const [moderation, signed, keyed, armor, tunnelled] = configs(guard.request);
+    assert.deepEqual(moderation, {
+      kind: "moderationA",
+      model: "omni-moderation-latest",
+      // The Bearer prefix of the Secret's default key is stripped (as for providers); the client writes it again.
+      auth: { key: OPENAI_KEY, location: { header: { name: "Authorization", prefix: "Bearer" } } },
+      timeoutMs: 4000,
+    });
+    assert.deepEqual(signed, {
+      kind: "guardrailsA",
+      identifier: "gr-1",
+      version: "2",
+      region: "eu-west-1",
+      auth: {
+        aws: {
+          keys: { accessKeyId: "AKIDGUARD", secretAccessKey: AWS_SECRET },
+          assumeRole: {
+            roleArn: "arn:aws:iam::123456789012:role/guard",
+            sessionName: "sluice-default.remote",
+            tags: [],
+          },
+          region: "",
+          service: "bedrock",
+        },
+      },
+    });
+    assert.deepEqual(keyed, {
+      kind: "guardrailsA",
+      identifier: "gr-1",
+      version: "2",
+      region: "eu-west-1",
+      timeoutMs: 1500,
+      problem: "Secret default/bedrock-key key Authorization not found",
+    });
+    assert.equal(armor?.kind, "guardrailsB");
+    assert.deepEqual(
+      armor?.kind === "guardrailsB" ? armor.auth?.google?.credentials?.client_email : undefined,
+      "g@p.iam.gserviceaccount.com",
+    );
+    assert.equal(armor?.kind === "guardrailsB" ? armor.location : undefined, "europe-west4");
+    assert.deepEqual(tunnelled, {
+      kind: "moderationA",
+      auth: { key: OPENAI_KEY, location: { header: { name: "X-Api-Key" } } },
+      problem: "policies.tunnel is not supported yet; the guard service is not called without the proxy",
+    });
+    assert.deepEqual(configs(guard.response), [
+      {
+        kind: "guardrailsB",
+        templateId: "t2",
+        projectId: "p1",
+        location: "us-central1",
+        auth: { google: { type: "AccessToken" } },
+      },
+      { kind: "guardrailsA", identifier: "gr-2", version: "DRAFT", region: "us-east-1" },
+    ]);
+
+    const status = result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "remote");
+    const text = JSON.stringify(status);
+    for (const secret of [OPENAI_KEY, AWS_SECRET, "MIIfake"])
+      assert.ok(!text.includes(secret), `status gives away ${secret}`);
+    const ancestors = (status?.status ?? { ancestors: [] }) as {
+      ancestors: { conditions: { type: string; message: string }[] }[];
+    };
+    const warning = ancestors.ancestors[0]?.conditions.find((c) => c.type === "Warning");
+    const lines = warning?.message.split("; ") ?? [];
+    const at = (i: number, kind: string) => `backend.ai.promptGuard.request[${i}].${kind}`;
+    assert.ok(
+      lines.includes(
+        `${at(0, "moderationA")}.policies.http.requestTimeout: cut to 4000 ms: a direction's guards must answer within that, before Envoy's ext_proc timeout`,
+      ),
+      warning?.message,
+    );
+    assert.ok(
+      lines.some((l) =>
+        l.startsWith(
+          `${at(2, "guardrailsA")}.policies.auth: Secret default/bedrock-key key Authorization not found: every check by this guard fails (fail closed)`,
+        ),
+      ),
+      warning?.message,
+    );
+    assert.ok(
+      lines.some((l) => l.startsWith(`${at(3, "guardrailsB")}.policies.tls: not applied yet`)),
+      warning?.message,
+    );
+    assert.ok(
+      lines.some((l) => l.startsWith(`${at(4, "moderationA")}.policies.tunnel: not applied yet: every check fails`)),
+      warning?.message,
+    );
+    assert.ok(!lines.some((l) => l.includes("not served yet")), warning?.message);
+  });

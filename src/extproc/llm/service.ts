@@ -168,6 +168,9 @@ export interface LlmServiceOptions {
   readonly now?: () => number;
   /** The client of a moderationA / guardrailsA / guardrailsB prompt guard (guards/remote), when served. */
   readonly remoteGuard?: GuardContext["remote"];
+  /** cloudA credentials and cloudB tokens, given when shared with the remote guards (one cache each per process). */
+  readonly aws?: AwsCredentialSource;
+  readonly google?: GoogleTokens;
 }
 
 /** Key of a set of request guards, by content (the same policy on several providers gives the same key). */
@@ -343,8 +346,8 @@ export class LlmExtProcService {
   constructor(opts: LlmServiceOptions = {}) {
     this.#remoteGuard = opts.remoteGuard;
     this.#limiter = new TokenLimiter(opts.now);
-    this.#google = new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
-    this.#aws = new AwsCredentialSource(opts.now !== undefined ? { now: opts.now } : {});
+    this.#google = opts.google ?? new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
+    this.#aws = opts.aws ?? new AwsCredentialSource(opts.now !== undefined ? { now: opts.now } : {});
     this.#log = opts.log ?? (() => {});
     this.#now = opts.now ?? Date.now;
     this.#modelHealth = new ModelHealth(this.#now);

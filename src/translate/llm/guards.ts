@@ -1,12 +1,16 @@
 // `promptGuard` (Document 2, AIPromptGuard) compiled for the LLM ext_proc: per direction, the guards in order with
 // their CustomResponse (spec defaults filled in), regexes checked now (linear-regex.ts), webhook backendRefs resolved
-// to addresses. Everything the entry cannot serve is a note for the policy's status, never dropped silently.
+// to addresses, remote guards' credentials read from their Secrets (by the LLM table's own credential compiler, passed
+// in). Everything the entry cannot serve is a note for the policy's status, never dropped silently.
 
+import type { GuardKeyLocation, RemoteGuardConfig } from "../../extproc/llm/guards/remote/config.js";
 import { referenceAllowed, serviceEndpoints } from "../backend/resolve.js";
+import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
 import { linearRegex } from "./linear-regex.js";
+import type { compileGuardAuth } from "./table.js";
 
 export const GUARD_BUILTINS = ["Ssn", "CreditCard", "PhoneNumber", "Email", "CaSin"] as const;
 export type GuardBuiltin = (typeof GUARD_BUILTINS)[number];
@@ -47,12 +51,24 @@ export interface WebhookGuardSpec {
 
 /** A guard asking a provider's moderation or guardrail service; served by src/extproc/llm/guards/remote. */
 export interface RemoteGuardSpec {
-  readonly kind: "moderationA" | "guardrailsA" | "guardrailsB";
-  /** The guard's settings as written. */
-  readonly config: Readonly<Record<string, unknown>>;
-  /** Namespace of the policy (Secrets of `policies.auth` are looked up there). */
-  readonly namespace: string;
+  readonly kind: RemoteGuardConfig["kind"];
+  /**
+   * What the client needs, credentials read from the policy's Secrets (like a provider's `auth`); `problem` says why
+   * they could not be, and every check then fails closed.
+   */
+  readonly config: RemoteGuardConfig;
 }
+
+/** The LLM table's compiler of a guard's `policies.auth` (table.ts), passed in by the table. */
+export type GuardAuthCompiler = typeof compileGuardAuth;
+
+/** One guard's answer must come within this (a remote guard's `policies.http.requestTimeout` replaces it) ... */
+export const GUARD_TIMEOUT_MS = 2000;
+/**
+ * ... and all of a direction's guards within this: below Envoy's 5 s ext_proc message timeout, so the client gets the
+ * guard's answer rather than Envoy's.
+ */
+export const GUARDS_BUDGET_MS = 4000;
 
 export type GuardSpec = (RegexGuardSpec | WebhookGuardSpec | RemoteGuardSpec) & {
   /** Field path of the guard in its policy (`backend.ai.promptGuard.request[0]`), for logs. */
@@ -86,7 +102,124 @@ export const DEFAULT_GUARD_MESSAGE: Readonly<Record<GuardDirection, string>> = {
  * The remote guard kinds the LLM ext_proc serves (src/extproc/llm/guards/remote). A kind not listed here is carried in
  * the table all the same and reported NotYetSupported: add it here when its client lands.
  */
-const SERVED_REMOTE_GUARDS: ReadonlySet<RemoteGuardSpec["kind"]> = new Set<RemoteGuardSpec["kind"]>([]);
+const SERVED_REMOTE_GUARDS: ReadonlySet<RemoteGuardSpec["kind"]> = new Set<RemoteGuardSpec["kind"]>([
+  "moderationA",
+  "guardrailsA",
+  "guardrailsB",
+]);
+
+/** Model Armor's location when the policy names none (the schema's default), for the service's host. */
+const MODEL_ARMOR_DEFAULT_LOCATION = "us-central1";
+
+function keyLocation(v: unknown): GuardKeyLocation | undefined {
+  if (!isRec(v)) return undefined;
+  if (isRec(v.queryParameter)) return { queryParameter: { name: String(v.queryParameter.name) } };
+  if (isRec(v.cookie)) return { cookie: { name: String(v.cookie.name) } };
+  if (isRec(v.header)) {
+    const h = v.header;
+    return { header: { name: String(h.name), ...(typeof h.prefix === "string" ? { prefix: h.prefix } : {}) } };
+  }
+  return undefined;
+}
+
+/**
+ * A remote guard's settings as written → its client's config. `policies.auth` goes through the LLM table's credential
+ * compiler; `policies.http.requestTimeout` bounds each check; the connection settings the client does not apply are
+ * notes (`tunnel` also fails every check: the guard would otherwise reach its service another way than the one set).
+ */
+function remoteConfig(
+  kind: RemoteGuardSpec["kind"],
+  c: Rec,
+  at: string,
+  ns: string,
+  input: TranslationInput,
+  from: PolicySourceIR,
+  compileAuth: GuardAuthCompiler,
+  note: (field: string, message: string, reason?: GuardNote["reason"]) => void,
+): RemoteGuardConfig {
+  const policies = isRec(c.policies) ? c.policies : {};
+  const problems: string[] = [];
+  let timeoutMs: number | undefined;
+  const http = isRec(policies.http) ? policies.http : {};
+  if (typeof http.requestTimeout === "string") {
+    const ms = parseDurationMs(http.requestTimeout);
+    if (ms !== undefined && ms > 0) {
+      timeoutMs = Math.min(ms, GUARDS_BUDGET_MS);
+      if (ms > GUARDS_BUDGET_MS) {
+        note(
+          `${at}.policies.http.requestTimeout`,
+          `cut to ${GUARDS_BUDGET_MS} ms: a direction's guards must answer within that, before Envoy's ext_proc timeout`,
+          "Ignored",
+        );
+      }
+    }
+  }
+  if (http.version === "HTTP2") {
+    note(`${at}.policies.http.version`, "not applied: guard calls use HTTP/1.1 with keep-alive connections");
+  }
+  for (const f of ["tcp", "tls"] as const) {
+    if (policies[f] === undefined) continue;
+    note(
+      `${at}.policies.${f}`,
+      `not applied yet: the guard's calls use Sluice's own connection settings (${f === "tls" ? "the system CAs, SNI and hostname check from the service's URL, no client certificate" : "default connect timeout and keepalive"})`,
+    );
+  }
+  if (policies.tunnel !== undefined) {
+    note(
+      `${at}.policies.tunnel`,
+      "not applied yet: every check fails (fail closed) rather than reach the guard service without the proxy",
+    );
+    problems.push("policies.tunnel is not supported yet; the guard service is not called without the proxy");
+  }
+  const host =
+    kind === "guardrailsB"
+      ? `modelarmor.${typeof c.location === "string" ? c.location : MODEL_ARMOR_DEFAULT_LOCATION}.rep.googleapis.com`
+      : kind === "guardrailsA"
+        ? `bedrock-runtime.${String(c.region)}.amazonaws.com`
+        : "api.openai.com";
+  const auth = compileAuth(policies.auth, host, ns, input.secrets, from.name);
+  for (const p of auth.problems) {
+    note(`${at}.policies.auth`, `${p.message}: every check by this guard fails (fail closed) until it is resolved`);
+    problems.push(p.message);
+  }
+  const key = auth.key !== undefined ? { key: auth.key, ...opt("location", keyLocation(auth.location)) } : undefined;
+  const common = {
+    ...opt("timeoutMs", timeoutMs),
+    ...(problems.length > 0 ? { problem: problems.join("; ") } : {}),
+  };
+  switch (kind) {
+    case "moderationA":
+      return {
+        kind,
+        ...opt("model", typeof c.model === "string" ? c.model : undefined),
+        ...opt("auth", key),
+        ...common,
+      };
+    case "guardrailsA":
+      return {
+        kind,
+        identifier: String(c.identifier),
+        version: String(c.version),
+        region: String(c.region),
+        ...opt("auth", key ?? (auth.aws !== undefined ? { aws: auth.aws } : undefined)),
+        ...common,
+      };
+    case "guardrailsB":
+      return {
+        kind,
+        templateId: String(c.templateId),
+        projectId: String(c.projectId),
+        ...opt("location", typeof c.location === "string" ? c.location : undefined),
+        ...opt("auth", auth.google !== undefined ? { google: auth.google } : undefined),
+        ...common,
+      };
+  }
+}
+
+/** `{[k]: v}`, or nothing when v is undefined (exactOptionalPropertyTypes). */
+function opt<K extends string, V>(k: K, v: V | undefined): { [P in K]?: V } {
+  return (v !== undefined ? { [k]: v } : {}) as { [P in K]?: V };
+}
 
 function customResponse(v: unknown, direction: GuardDirection): GuardCustomResponse {
   const r = isRec(v) ? v : {};
@@ -156,6 +289,7 @@ export function compilePromptGuard(
   input: TranslationInput,
   from: PolicySourceIR,
   at: string,
+  compileAuth: GuardAuthCompiler,
 ): { entry?: PromptGuardEntry; notes: GuardNote[] } {
   const notes: GuardNote[] = [];
   if (!isRec(v)) return { notes };
@@ -212,10 +346,16 @@ export function compilePromptGuard(
         for (const kind of ["moderationA", "guardrailsA", "guardrailsB"] as const) {
           const c = g[kind];
           if (!isRec(c)) continue;
+          if (kind === "moderationA" && d === "response") {
+            // The schema refuses it; a policy reaching here another way is told rather than obeyed halfway.
+            note(`${path}.${kind}`, "moderationA guards requests only: left out of the response guards", "Ignored");
+            continue;
+          }
           if (!SERVED_REMOTE_GUARDS.has(kind)) {
             note(`${path}.${kind}`, `the ${kind} guard is accepted but not served yet: requests pass it unchecked`);
           }
-          out.push({ kind, config: c, namespace: ns, path, response });
+          const config = remoteConfig(kind, c, `${path}.${kind}`, ns, input, from, compileAuth, note);
+          out.push({ kind, config, path, response });
         }
       }
     });

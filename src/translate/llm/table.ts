@@ -19,8 +19,8 @@ import type {
   PolicySourceIR,
   RouteIR,
 } from "../ir.js";
-import { compilePromptGuard, type GuardNote, type PromptGuardEntry } from "./guards.js";
 import type { ModelRouteEntry } from "../model/ir.js";
+import { compilePromptGuard, type GuardNote, type PromptGuardEntry } from "./guards.js";
 import type { LlmStagePlan, SingleStage } from "./stages.js";
 
 /** Envoy endpoint metadata namespace naming the provider, and the dynamic metadata namespace of token counts. */
@@ -281,17 +281,29 @@ function assumeRole(r: Rec, sessionDefault: string, problems: AuthProblem[]): Aw
   };
 }
 
-function compileAuth(
-  kind: LlmProviderIR["kind"],
+/** A guard's `policies.auth` with its Secrets read (compileGuardAuth). */
+export interface GuardAuth {
+  /** `key`, or the value of `secretRef` (a Bearer prefix stripped from the default key), not yet written anywhere. */
+  readonly key?: string;
+  /** The `location` written beside the key, as written. */
+  readonly location?: unknown;
+  readonly aws?: AwsAuth;
+  readonly google?: ProviderAuth["google"];
+  readonly problems: readonly AuthProblem[];
+}
+
+/** A `policies.auth` with its Secrets read: the key and the extra credentials unwritten, each with its location. */
+interface ResolvedAuth extends GuardAuth {
+  readonly credentials: readonly { readonly value: string; readonly location: unknown }[];
+}
+
+function resolveAuth(
   host: string,
-  auth: unknown,
+  auth: Rec,
   ns: string,
   secrets: readonly Secret[],
   sessionDefault: string,
-): ProviderAuth {
-  const headers: Record<string, string> = {};
-  const query: Record<string, string> = {};
-  if (!isRec(auth)) return { headers, query };
+): ResolvedAuth {
   const problems: AuthProblem[] = [];
   const secretKey = (ref: unknown, defaultKey: string): { value: string; key: string } | undefined => {
     if (!isRec(ref) || typeof ref.name !== "string") return undefined;
@@ -301,41 +313,18 @@ function compileAuth(
     if (v === undefined) problems.push({ kind: "secret", message: `Secret ${ns}/${ref.name} key ${key} not found` });
     return v === undefined ? undefined : { value: v.trim(), key };
   };
-  const write = (location: unknown, v: string) => {
-    if (isRec(location) && isRec(location.queryParameter) && typeof location.queryParameter.name === "string") {
-      query[location.queryParameter.name] = v;
-      return;
-    }
-    if (isRec(location) && isRec(location.cookie) && typeof location.cookie.name === "string") {
-      headers.cookie = `${location.cookie.name}=${v}`;
-      return;
-    }
-    // The schema fills in `Authorization: Bearer` when no location is written; for an LLM provider that default means
-    // "the provider's own header form" (x-api-key, api-key, x-goog-api-key ...).
-    const h =
-      isRec(location) &&
-      isRec(location.header) &&
-      typeof location.header.name === "string" &&
-      !isDefaultLocation(location)
-        ? {
-            name: location.header.name.toLowerCase(),
-            ...(typeof location.header.prefix === "string" ? { prefix: location.header.prefix } : {}),
-          }
-        : NATIVE_HEADER[kind];
-    headers[h.name] = h.prefix !== undefined ? `${h.prefix} ${v}` : v;
-  };
-  let primary: string | undefined;
-  if (typeof auth.key === "string") primary = auth.key;
+  let key: string | undefined;
+  if (typeof auth.key === "string") key = auth.key;
   else if (auth.secretRef !== undefined) {
     const s = secretKey(auth.secretRef, "Authorization");
     // A Bearer prefix is stripped only from the default key (spec, BackendAuth.secretRef).
-    if (s !== undefined) primary = s.key === "Authorization" ? s.value.replace(/^Bearer\s+/i, "") : s.value;
+    if (s !== undefined) key = s.key === "Authorization" ? s.value.replace(/^Bearer\s+/i, "") : s.value;
   }
-  if (primary !== undefined) write(auth.location, primary);
+  const credentials: { value: string; location: unknown }[] = [];
   for (const c of Array.isArray(auth.credentials) ? auth.credentials : []) {
     if (!isRec(c)) continue;
     const s = secretKey(c.secretRef, "Authorization");
-    if (s !== undefined) write(c.location, s.value);
+    if (s !== undefined) credentials.push({ value: s.value, location: c.location });
   }
   let aws: ProviderAuth["aws"];
   if (isRec(auth.cloudA)) {
@@ -398,12 +387,76 @@ function compileAuth(
     };
   }
   return {
-    headers,
-    query,
+    ...(key !== undefined ? { key, location: auth.location } : {}),
+    credentials,
     ...(aws !== undefined ? { aws } : {}),
     ...(google !== undefined ? { google } : {}),
-    ...(problems.length > 0 ? { problems } : {}),
+    problems,
   };
+}
+
+function compileAuth(
+  kind: LlmProviderIR["kind"],
+  host: string,
+  auth: unknown,
+  ns: string,
+  secrets: readonly Secret[],
+  sessionDefault: string,
+): ProviderAuth {
+  const headers: Record<string, string> = {};
+  const query: Record<string, string> = {};
+  if (!isRec(auth)) return { headers, query };
+  const r = resolveAuth(host, auth, ns, secrets, sessionDefault);
+  const write = (location: unknown, v: string) => {
+    if (isRec(location) && isRec(location.queryParameter) && typeof location.queryParameter.name === "string") {
+      query[location.queryParameter.name] = v;
+      return;
+    }
+    if (isRec(location) && isRec(location.cookie) && typeof location.cookie.name === "string") {
+      headers.cookie = `${location.cookie.name}=${v}`;
+      return;
+    }
+    // The schema fills in `Authorization: Bearer` when no location is written; for an LLM provider that default means
+    // "the provider's own header form" (x-api-key, api-key, x-goog-api-key ...).
+    const h =
+      isRec(location) &&
+      isRec(location.header) &&
+      typeof location.header.name === "string" &&
+      !isDefaultLocation(location)
+        ? {
+            name: location.header.name.toLowerCase(),
+            ...(typeof location.header.prefix === "string" ? { prefix: location.header.prefix } : {}),
+          }
+        : NATIVE_HEADER[kind];
+    headers[h.name] = h.prefix !== undefined ? `${h.prefix} ${v}` : v;
+  };
+  if (r.key !== undefined) write(r.location, r.key);
+  for (const c of r.credentials) write(c.location, c.value);
+  return {
+    headers,
+    query,
+    ...(r.aws !== undefined ? { aws: r.aws } : {}),
+    ...(r.google !== undefined ? { google: r.google } : {}),
+    ...(r.problems.length > 0 ? { problems: r.problems } : {}),
+  };
+}
+
+/**
+ * A prompt guard's `policies.auth` (guards.ts), by the same rules and Secret lookups as a provider's: the key (`key`
+ * or `secretRef`) unwritten, as the guard client writes it where `location` says; cloudA and cloudB as for providers.
+ * `host` is the guard service's (the default ID token audience); `owner` is the policy's `namespace/name` (the default
+ * role session name).
+ */
+export function compileGuardAuth(
+  auth: unknown,
+  host: string,
+  ns: string,
+  secrets: readonly Secret[],
+  owner: string,
+): GuardAuth {
+  if (!isRec(auth)) return { problems: [] };
+  const { credentials: _, ...r } = resolveAuth(host, auth, ns, secrets, defaultSessionName(owner));
+  return r;
 }
 
 /** A GwModel's `policies.auth` (model/entry.ts), by the rules and Secret lookups of a GwBackend provider's. */
@@ -431,7 +484,7 @@ function aiPolicy(
   const { routes, promptGuard, ...rest } = v;
   if (promptGuard === undefined) return rest as AiPolicy;
   const at = "backend.ai.promptGuard";
-  const g = compilePromptGuard(promptGuard, ai.ns, input, ai.from, at);
+  const g = compilePromptGuard(promptGuard, ai.ns, input, ai.from, at, compileGuardAuth);
   notes.push(...g.notes);
   const unread = isRec(routes)
     ? [...new Set(Object.values(routes).filter((t): t is RouteType => UNGUARDED_ROUTE_TYPES.includes(t as RouteType)))]

@@ -3,15 +3,19 @@
 // (no promise on the hot path); webhook and remote guards are awaited, each bounded by a timeout, and a guard that
 // cannot answer follows its failure mode (FailClosed unless the guard says FailOpen).
 
-import type { GuardDirection, GuardSpec, RemoteGuardSpec } from "../../../translate/llm/guards.js";
+import {
+  GUARD_TIMEOUT_MS,
+  GUARDS_BUDGET_MS,
+  type GuardDirection,
+  type GuardSpec,
+  type RemoteGuardSpec,
+} from "../../../translate/llm/guards.js";
 import { RegexScanner, scannerFor } from "./regex.js";
 import { GuardError, type GuardVerdict, type RemoteGuard } from "./types.js";
 import { WebhookGuard } from "./webhook.js";
 
-/** One guard's answer must come within this, and all of a direction's guards within GUARDS_BUDGET_MS. */
-export const GUARD_TIMEOUT_MS = 2000;
-/** Below Envoy's 5 s ext_proc message timeout, so the client gets the guard's answer rather than Envoy's. */
-export const GUARDS_BUDGET_MS = 4000;
+// The bounds are the translator's (it reports a `requestTimeout` above the budget).
+export { GUARD_TIMEOUT_MS, GUARDS_BUDGET_MS };
 
 export type GuardOutcome =
   | { readonly action: "pass" }
@@ -87,7 +91,8 @@ export function runGuards(
       if (guard === undefined) continue;
       if (current.length === 0) continue;
       const failureMode = spec.kind === "webhook" ? spec.failureMode : "FailClosed";
-      const timeout = Math.max(0, Math.min(GUARD_TIMEOUT_MS, deadline - now()));
+      const bound = spec.kind === "webhook" ? GUARD_TIMEOUT_MS : (spec.config.timeoutMs ?? GUARD_TIMEOUT_MS);
+      const timeout = Math.max(0, Math.min(bound, deadline - now()));
       const signal = AbortSignal.timeout(timeout);
       return guard
         .check({ direction, texts: current, headers: ctx.headers }, signal)
@@ -101,7 +106,9 @@ export function runGuards(
         )
         .then((v): GuardOutcome | Promise<GuardOutcome> => {
           if (v === undefined || v.action === "reject") {
-            if (v !== undefined) ctx.log(`llm prompt guard: ${direction} rejected by ${spec.path}`);
+            // A remote guard's reason names categories or policies, never the text; a webhook's is its own words.
+            const why = v !== undefined && spec.kind !== "webhook" ? `: ${v.reason}` : "";
+            if (v !== undefined) ctx.log(`llm prompt guard: ${direction} rejected by ${spec.path}${why}`);
             return { action: "reject", guard: spec };
           }
           if (v.action === "mask") {

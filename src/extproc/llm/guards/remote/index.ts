@@ -11,6 +11,7 @@
 // The environment is read when the guard is built.
 
 import type { Dispatcher } from "undici";
+import type { RemoteGuardSpec } from "../../../../translate/llm/guards.js";
 import { AwsCredentialSource } from "../../aws-credentials.js";
 import { GoogleTokens } from "../../google-tokens.js";
 import type { RemoteGuard } from "../types.js";
@@ -79,4 +80,20 @@ export function remoteGuardFor(config: RemoteGuardConfig, deps: RemoteGuardDeps 
         google: deps.google ?? sharedGoogle(),
       });
   }
+}
+
+/**
+ * The remote guards of the LLM table, one client per guard spec (the table's entries are immutable, so a spec object is
+ * one guard as configured): built on first use, gone with the table that held it.
+ */
+export function remoteGuards(deps: RemoteGuardDeps = {}): (spec: RemoteGuardSpec) => RemoteGuard {
+  const built = new WeakMap<RemoteGuardSpec, RemoteGuard>();
+  return (spec) => {
+    let guard = built.get(spec);
+    if (guard === undefined) {
+      guard = remoteGuardFor(spec.config, deps);
+      built.set(spec, guard);
+    }
+    return guard;
+  };
 }
