@@ -1,7 +1,8 @@
 // GwModel through a real Envoy and `sluice serve`, with the official `openai` and `@anthropic-ai/sdk` clients and fake
 // providers speaking the real wire formats: each `match` form, Internal models (refused to clients, reachable through a
 // virtual model), conditional routing on a header, a weighted split over 1,000 requests, failover within the request
-// when the preferred priority answers 5xx, model discovery in both clients' shapes, and authorization per model.
+// when the preferred priority answers 5xx, model discovery in both clients' shapes, and authorization, headers and
+// prompt guards per model.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -11,7 +12,20 @@ import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { waitFor } from "../helpers/net.js";
 
-const NAMES = ["exact", "family", "latest", "named", "secret", "w1", "w2", "f1", "f2", "any", "blue"] as const;
+const NAMES = [
+  "exact",
+  "family",
+  "latest",
+  "named",
+  "secret",
+  "w1",
+  "w2",
+  "f1",
+  "f2",
+  "any",
+  "blue",
+  "guarded",
+] as const;
 type Name = (typeof NAMES)[number];
 
 function model(name: string, body: string): string {
@@ -86,6 +100,16 @@ policies:
   headers:
     request: { set: [{ name: x-model-policy, value: blue }] }
     response: { set: [{ name: x-served-by, value: blue-only }] }`,
+    ),
+    model(
+      "guarded",
+      `${openai("guarded")}
+policies:
+  promptGuard:
+    request:
+      - regex: { builtins: [Email] }
+      - regex: { builtins: [CreditCard], action: Reject }
+        response: { message: "no card numbers", statusCode: 422 }`,
     ),
     ...(withAny ? [model("anything", `match: { model: "*" }\n${openai("any")}`)] : []),
   ].join("");
@@ -227,13 +251,34 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     assert.equal(p.blue.requests.at(-1)?.headers["x-model-policy"], "blue");
   });
 
+  test("a model's prompt guards: masked before the provider sees it, rejected in the client's format", async () => {
+    const r = await chat("guarded", "mail me at ann@example.com");
+    assert.equal(r.choices[0]?.message.content, "Hello from guarded: mail me at <EMAIL>");
+    const sent = JSON.stringify(p.guarded.requests.at(-1)?.json);
+    assert.ok(!sent.includes("ann@example.com"), sent);
+    const before = p.guarded.requests.length;
+    await assert.rejects(
+      anthropic.messages.create({
+        model: "guarded",
+        max_tokens: 8,
+        messages: [{ role: "user", content: "card 4111 1111 1111 1111" }],
+      }),
+      (e: unknown) => {
+        assert.ok(e instanceof Anthropic.APIError && e.status === 422, String(e));
+        assert.match(e.message, /no card numbers/);
+        return true;
+      },
+    );
+    assert.equal(p.guarded.requests.length, before);
+  });
+
   test("discovery: Public exact models, in the OpenAI and the Anthropic shapes", async () => {
     const listed: string[] = [];
     for await (const m of openai.models.list()) {
       listed.push(m.id);
       assert.equal(m.object, "model");
     }
-    assert.deepEqual(listed, ["blue-only", "claude-named", "gpt-4o", "resilient", "router", "split"]);
+    assert.deepEqual(listed, ["blue-only", "claude-named", "gpt-4o", "guarded", "resilient", "router", "split"]);
     const page = await anthropic.models.list({ limit: 4 });
     assert.equal(page.data.length, 4);
     assert.ok(page.data.every((m) => m.type === "model"));

@@ -471,6 +471,17 @@ export function compileProviderAuth(
   return compileAuth(kind, host, auth, ns, secrets, defaultSessionName(owner));
 }
 
+/** A GwModel's `policies.promptGuard` (model/serve.ts), compiled as a GwBackend's `ai.promptGuard` is. */
+export function compileModelPromptGuard(
+  v: unknown,
+  ns: string,
+  input: TranslationInput,
+  from: PolicySourceIR,
+  at: string,
+): { entry?: PromptGuardEntry; notes: GuardNote[] } {
+  return compilePromptGuard(v, ns, input, from, at, compileGuardAuth);
+}
+
 /** Route types whose requests are forwarded unread: no guard can read their text. */
 const UNGUARDED_ROUTE_TYPES: readonly RouteType[] = ["Passthrough", "Detect", "Realtime"];
 

@@ -23,18 +23,19 @@ export interface ModelHealthIR {
 
 /**
  * Policies of a concrete model (`spec.policies`), as written where the LLM table has the same thing for a GwBackend
- * provider (`ai.transformations`, `auth`), the rest carried as written until the ext_proc serves it.
+ * provider (`ai.transformations`, `auth`); `authorization` and `headers` are applied per model by the LLM ext_proc
+ * (extproc/llm/models/serve.ts), `promptGuard` is compiled into the model's provider entry (model/serve.ts).
  */
 export interface ModelPoliciesIR {
   /** The part of an AI request policy the model sets (transformations only). */
   readonly ai: AiPolicy;
   /** `policies.auth` as written (ModelBackendAuth); compiled like a GwBackend's `auth` (see llmProviderEntry). */
   readonly auth?: unknown;
-  /** `policies.authorization` as written: rules a client must meet to use the model. */
+  /** `policies.authorization` as written: rules a client must meet to use the model (checked per attempt). */
   readonly authorization?: unknown;
   /** `policies.headers` as written (HeaderModifiers of the provider request and its response). */
   readonly headers?: unknown;
-  /** `policies.promptGuard` as written (AIPromptGuard). */
+  /** `policies.promptGuard` as written (AIPromptGuard); compiled as a GwBackend's `ai.promptGuard`. */
   readonly promptGuard?: unknown;
   /** `policies.tls` as written; the provider's `tls` says whether TLS is used and its SNI. */
   readonly tls?: unknown;

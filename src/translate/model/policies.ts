@@ -76,16 +76,6 @@ export function translateModelPolicies(
     if (why !== undefined) notes.push({ field: `spec.policies.transformations[${i}].expression`, message: why });
     transformations.push({ field: t.field, expression: t.expression });
   });
-  // Served by the LLM ext_proc per model (extproc/llm/models/policies.ts); promptGuard is compiled by serve.ts.
-  const asWritten = ["promptGuard"] as const;
-  for (const f of asWritten) {
-    if (policies[f] !== undefined) {
-      notes.push({
-        field: `spec.policies.${f}`,
-        message: "carried as written; the LLM ext_proc applies no per-model equivalent yet",
-      });
-    }
-  }
   return {
     policies: {
       ai: transformations.length > 0 ? { transformations } : {},

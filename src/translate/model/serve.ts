@@ -16,6 +16,7 @@ import { gatewayListenerStates } from "../gateway/gateway.js";
 import type { TranslationInput } from "../input.js";
 import type { GatewayIR, LlmClusterIR, LlmProviderIR, RouteConfigIR, RouteIR, VirtualHostIR } from "../ir.js";
 import {
+  compileModelPromptGuard,
   compileProviderAuth,
   entryId,
   type LlmBackendEntry,
@@ -160,6 +161,27 @@ function gatewayModels(
   return out;
 }
 
+/** A concrete model's provider entry, with its prompt guards compiled as a GwBackend's (their notes are the model's). */
+function providerEntry(
+  m: ConcreteModelIR,
+  input: TranslationInput,
+  notes: Map<string, { field: string; message: string }[]>,
+): LlmProviderEntry | undefined {
+  const entry = modelProviderEntry(m, (kind, host, auth, ns) =>
+    compileProviderAuth(kind, host, auth, ns, input.secrets, m.id),
+  );
+  if (entry === undefined || m.policies.promptGuard === undefined) return entry;
+  const ns = m.id.split("/")[0] ?? "";
+  const from = { kind: "GwBackend", name: m.id, level: "gwBackend", target: `GwModel ${m.id}` } as const;
+  const g = compileModelPromptGuard(m.policies.promptGuard, ns, input, from, "spec.policies.promptGuard");
+  if (g.notes.length > 0) {
+    const list = notes.get(m.id) ?? [];
+    for (const n of g.notes) list.push({ field: n.field, message: n.message });
+    notes.set(m.id, list);
+  }
+  return g.entry === undefined ? entry : { ...entry, ai: { ...entry.ai, promptGuard: g.entry } };
+}
+
 /** The routes of one listener's models in one virtual host. */
 function modelRoutes(vh: string, gm: GatewayModels, clusters: readonly string[]): RouteIR[] {
   const path = (type: "Exact" | "RegularExpression", value: string) => ({ type, value });
@@ -243,12 +265,7 @@ export function serveModels(
   const notes = new Map<string, { field: string; message: string }[]>();
   const entryCache = new Map<string, LlmProviderEntry | undefined>();
   const entryOf = (m: ConcreteModelIR) => {
-    if (!entryCache.has(m.id)) {
-      entryCache.set(
-        m.id,
-        modelProviderEntry(m, (kind, host, auth, ns) => compileProviderAuth(kind, host, auth, ns, input.secrets, m.id)),
-      );
-    }
+    if (!entryCache.has(m.id)) entryCache.set(m.id, providerEntry(m, input, notes));
     return entryCache.get(m.id);
   };
   const byKey = new Map(tables.map((t) => [t.gateway, t]));
