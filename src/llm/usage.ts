@@ -62,10 +62,11 @@ export function usageFromConverse(u: unknown): TokenUsage | undefined {
   return makeUsage(input, output, num(u.totalTokens), read, write);
 }
 
-/** Gemini's candidate count leaves out thinking tokens, which are billed as output. */
+/** Gemini's candidate count leaves out thinking tokens, which are billed as output; its prompt count includes the
+ * cached tokens but not the tool-use prompt (search results the model read). */
 export function usageFromGemini(u: unknown): TokenUsage | undefined {
   if (!isObject(u)) return undefined;
-  const input = num(u.promptTokenCount) ?? 0;
+  const input = (num(u.promptTokenCount) ?? 0) + (num(u.toolUsePromptTokenCount) ?? 0);
   const output = (num(u.candidatesTokenCount) ?? 0) + (num(u.thoughtsTokenCount) ?? 0);
   return makeUsage(input, output, num(u.totalTokenCount), num(u.cachedContentTokenCount));
 }

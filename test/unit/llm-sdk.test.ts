@@ -7,6 +7,7 @@ import { test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { encodeJsonEvent } from "../../src/llm/codec/eventstream.js";
+import type { ChatResponse } from "../../src/llm/formats/chat-completions.js";
 import { findDirection, translateError } from "../../src/llm/registry.js";
 import type { RequestMeta, TranslateContext } from "../../src/llm/translate/context.js";
 
@@ -219,4 +220,94 @@ test("openai SDK decodes embeddings translated from Gemini with its default base
       [1, 2, 3],
     ],
   );
+});
+
+/** The buffered translation of the same answer, for comparing a stream reassembled by an SDK with it. */
+function buffered(
+  client: Parameters<typeof findDirection>[0],
+  provider: Parameters<typeof findDirection>[1],
+  file: string,
+) {
+  const input = JSON.parse(readFileSync(resolve(golden, file), "utf8")) as { meta: RequestMeta; body: unknown };
+  const r = findDirection(client, provider)!.response(input.body, input.meta, ctx);
+  assert.ok(r.ok);
+  return r.body as Record<string, unknown>;
+}
+
+test("anthropic SDK: a chat provider's reasoning stream reassembles to the buffered translation (thinking, usage with cache)", async () => {
+  const { meta, bytes } = sseFile("messages--chat-completions/stream-reasoning-content-cached.in.txt");
+  const client = new Anthropic({
+    apiKey: "k",
+    baseURL: "http://sluice.test",
+    fetch: fakeFetch(translateStream("messages", "chat-completions", meta, bytes)),
+  });
+  const msg = await client.messages
+    .stream({ model: "deepseek-reasoner", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
+    .finalMessage();
+  const want = buffered(
+    "messages",
+    "chat-completions",
+    "messages--chat-completions/response-reasoning-content-cached.in.json",
+  );
+  assert.deepEqual(msg.content, want.content);
+  assert.deepEqual({ ...msg.usage }, want.usage);
+  assert.equal(msg.stop_reason, want.stop_reason);
+});
+
+test("openai SDK: Anthropic thinking streamed to a chat client carries the same reasoning and usage as buffered", async () => {
+  const { meta, bytes } = sseFile("chat-completions--messages/stream-thinking-cache.in.txt");
+  const out = Buffer.from(translateStream("chat-completions", "messages", meta, bytes)).toString("utf8");
+  type Delta = { reasoning_content?: string; thinking_blocks?: { type: string }[] };
+  const chunks = out
+    .split("\n\n")
+    .filter((e) => e.startsWith("data: {"))
+    .map((e) => JSON.parse(e.slice(6)) as { choices: { delta: Delta }[] });
+  // The SDK's accumulator keeps only OpenAI's fields; reasoning is read from the chunks as a client would.
+  const reasoning = chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? "").join("");
+  const blocks = chunks.flatMap((c) => c.choices[0]?.delta.thinking_blocks ?? []);
+  const client = new OpenAI({ apiKey: "k", baseURL: "http://sluice.test/v1", fetch: fakeFetch(out) });
+  const final = await client.chat.completions
+    .stream({ model: "m", messages: [{ role: "user", content: "hi" }], stream_options: { include_usage: true } })
+    .finalChatCompletion();
+  const input = JSON.parse(
+    readFileSync(resolve(golden, "chat-completions--messages/response-thinking-tool-use.in.json"), "utf8"),
+  ) as { body: { content: Record<string, unknown>[]; usage: unknown } };
+  // The buffered answer of the same thinking blocks (without the buffered case's text and tool call).
+  const body = { ...input.body, content: input.body.content.slice(0, 2), stop_reason: "end_turn" };
+  const want = findDirection("chat-completions", "messages")!.response(body, meta, ctx);
+  assert.ok(want.ok);
+  const wm = (want.body as unknown as ChatResponse).choices[0]!.message;
+  assert.equal(reasoning, wm.reasoning_content);
+  assert.deepEqual(
+    blocks.map((b) => b.type),
+    wm.thinking_blocks?.map((b) => b.type),
+  );
+  assert.equal(final.choices[0]!.message.content, "It is 18C.");
+  // The stream's usage is the same convention as the buffered one, for the stream's own counts.
+  assert.deepEqual(final.usage, {
+    prompt_tokens: 1250,
+    completion_tokens: 90,
+    total_tokens: 1340,
+    prompt_tokens_details: { cached_tokens: 1000, cache_creation_tokens: 200 },
+  });
+});
+
+test("openai SDK: a Responses stream from a chat provider with reasoning reassembles to the buffered translation", async () => {
+  const { meta, bytes } = sseFile("responses--chat-completions/stream-reasoning-blocks-cache.in.txt");
+  const client = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    fetch: fakeFetch(translateStream("responses", "chat-completions", meta, bytes)),
+  });
+  const stream = client.responses.stream({ model: "m", input: "hi" });
+  const final = await stream.finalResponse();
+  const want = buffered(
+    "responses",
+    "chat-completions",
+    "responses--chat-completions/response-reasoning-blocks.in.json",
+  );
+  const strip = (o: unknown) =>
+    JSON.parse(JSON.stringify(o, (k, v) => (k === "id" || k === "created_at" || k === "parsed" ? undefined : v)));
+  assert.deepEqual(strip(final.output), strip(want.output));
+  assert.deepEqual(final.usage, want.usage);
 });

@@ -60,6 +60,7 @@ export interface GeminiUsage {
   totalTokenCount?: number;
   cachedContentTokenCount?: number;
   thoughtsTokenCount?: number;
+  toolUsePromptTokenCount?: number;
 }
 
 export interface GeminiResponse {

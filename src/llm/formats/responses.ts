@@ -55,6 +55,14 @@ export type ResponsesOutputItem =
       name: string;
       arguments: string;
       status: "in_progress" | "completed" | "incomplete";
+    }
+  | {
+      type: "reasoning";
+      id: string;
+      summary: { type: "summary_text"; text: string }[];
+      content?: { type: "reasoning_text"; text: string }[];
+      /** Sluice puts a Claude thinking block's signature (or a redacted block's data) here. */
+      encrypted_content?: string;
     };
 
 export interface ResponsesUsage {

@@ -183,7 +183,9 @@ export function chatToGeminiRequest(body: unknown, providerModel: string | undef
 
 export function chatUsageFromGemini(u: unknown): ChatUsage {
   const x = isObject(u) ? u : {};
-  const prompt = num(x.promptTokenCount) ?? 0;
+  // promptTokenCount includes the cached tokens (as prompt_tokens does) but not the tool-use prompt (grounding
+  // results the model read), which OpenAI would count in the prompt.
+  const prompt = (num(x.promptTokenCount) ?? 0) + (num(x.toolUsePromptTokenCount) ?? 0);
   const reasoning = num(x.thoughtsTokenCount) ?? 0;
   const completion = (num(x.candidatesTokenCount) ?? 0) + reasoning;
   const usage: ChatUsage = {

@@ -134,11 +134,14 @@ export function messagesUsageFromChat(u: unknown): MessagesUsage {
   const x = isObject(u) ? u : {};
   const d = isObject(x.prompt_tokens_details) ? x.prompt_tokens_details : {};
   const cached = num(d.cached_tokens) ?? 0;
+  // Cache writes are reported by chat-shaped answers that came from Anthropic or Bedrock (Sluice's own field).
+  const written = num(d.cache_creation_tokens) ?? 0;
   const usage: MessagesUsage = {
-    input_tokens: (num(x.prompt_tokens) ?? 0) - cached,
+    input_tokens: (num(x.prompt_tokens) ?? 0) - cached - written,
     output_tokens: num(x.completion_tokens) ?? 0,
   };
   if (cached > 0) usage.cache_read_input_tokens = cached;
+  if (written > 0) usage.cache_creation_input_tokens = written;
   return usage;
 }
 

@@ -8,7 +8,7 @@ import type { StreamMapper } from "../stream.js";
 import { type TokenUsage, usageFromChat } from "../usage.js";
 import type { ChatStreamItem } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
-import { readChatEffort } from "./reasoning.js";
+import { readChatEffort, readThinkingBlocks, type ThinkingBlock } from "./reasoning.js";
 
 function contentParts(content: unknown): ChatContentPart[] | string {
   if (typeof content === "string") return content;
@@ -66,6 +66,16 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
     }
   }
   const messages: ChatMessage[] = [];
+  // Reasoning items Sluice gave (a reasoning text with a Claude signature in encrypted_content) go back as the
+  // next assistant turn's thinking_blocks; OpenAI's own (summaries, its encrypted state) mean nothing elsewhere.
+  let pendingThinking: ThinkingBlock[] = [];
+  const takeThinking = (m: ChatMessage): ChatMessage => {
+    if (pendingThinking.length > 0) {
+      m.thinking_blocks = pendingThinking;
+      pendingThinking = [];
+    }
+    return m;
+  };
   const instructions = str(body.instructions);
   if (instructions !== undefined && instructions !== "") messages.push({ role: "system", content: instructions });
   if (typeof body.input === "string") messages.push({ role: "user", content: body.input });
@@ -80,11 +90,15 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
         }
         const content = contentParts(item.content);
         if (role === "assistant")
-          messages.push({
-            role,
-            content:
-              typeof content === "string" ? content : content.map((p) => (p as { text?: string }).text ?? "").join(""),
-          });
+          messages.push(
+            takeThinking({
+              role,
+              content:
+                typeof content === "string"
+                  ? content
+                  : content.map((p) => (p as { text?: string }).text ?? "").join(""),
+            }),
+          );
         else messages.push({ role, content });
       } else if (type === "function_call") {
         const call: ChatToolCall = {
@@ -94,9 +108,9 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
         };
         // Consecutive function calls (and the text before them) are one assistant turn in chat-completions.
         const last = messages[messages.length - 1];
-        if (last?.role === "assistant") {
+        if (last?.role === "assistant" && pendingThinking.length === 0) {
           last.tool_calls = [...(last.tool_calls ?? []), call];
-        } else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+        } else messages.push(takeThinking({ role: "assistant", content: null, tool_calls: [call] }));
       } else if (type === "function_call_output") {
         const out = item.output;
         messages.push({
@@ -105,7 +119,12 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
           content: typeof out === "string" ? out : JSON.stringify(out ?? ""),
         });
       } else if (type === "reasoning") {
-        // reasoning items are OpenAI-internal state; other providers cannot use them
+        const text = arr(item.content)
+          .map((c) => (isObject(c) && c.type === "reasoning_text" ? (str(c.text) ?? "") : ""))
+          .join("");
+        const sig = str(item.encrypted_content);
+        if (text !== "" && sig !== undefined)
+          pendingThinking.push(...readThinkingBlocks([{ type: "thinking", thinking: text, signature: sig }]));
       } else {
         return {
           ok: false,
@@ -223,12 +242,34 @@ function finalStatus(shell: ResponsesResponse, finish: string | undefined): void
   } else shell.status = "completed";
 }
 
+/** A chat answer's reasoning: Sluice's thinking_blocks, else the plain reasoning_content (no signature). */
+function thinkingOfChat(m: Record<string, unknown>): ThinkingBlock[] {
+  const blocks = readThinkingBlocks(m.thinking_blocks);
+  if (blocks.length > 0) return blocks;
+  const t = str(m.reasoning_content);
+  return t === undefined || t === "" ? [] : [{ type: "thinking", thinking: t, signature: "" }];
+}
+
+/** A thinking block as a Responses reasoning item: its text as reasoning_text, its signature as encrypted_content. */
+function reasoningItem(id: string, b: ThinkingBlock): ResponsesOutputItem {
+  if (b.type === "redacted_thinking") return { type: "reasoning", id, summary: [], encrypted_content: b.data };
+  const item: ResponsesOutputItem = {
+    type: "reasoning",
+    id,
+    summary: [],
+    content: [{ type: "reasoning_text", text: b.thinking }],
+  };
+  if (b.signature !== "") item.encrypted_content = b.signature;
+  return item;
+}
+
 export function chatToResponsesResponse(body: unknown, meta: RequestMeta, ctx: TranslateContext): ResponseResult {
   const choice = isObject(body) ? arr(body.choices)[0] : undefined;
   if (!isObject(body) || !isObject(choice) || !isObject(choice.message)) {
     return { ok: false, error: { status: 502, kind: "server", message: "malformed chat completion from upstream" } };
   }
   const r = responseShell(ctx.id("resp_"), ctx.now(), str(body.model) ?? meta.model);
+  for (const b of thinkingOfChat(choice.message)) r.output.push(reasoningItem(ctx.id("rs_"), b));
   const text = str(choice.message.content);
   if (text !== undefined && text !== "") {
     r.output.push({
@@ -277,6 +318,8 @@ export class ChatToResponsesStream
   private finish: string | undefined;
   private rawUsage: unknown;
   private done = false;
+  /** The reasoning item being streamed: its text so far (the protocol's done events repeat it). */
+  private reasoning: { id: string; index: number; text: string } | undefined;
 
   constructor(
     private readonly meta: RequestMeta,
@@ -313,6 +356,47 @@ export class ChatToResponsesStream
     this.ev("response.output_item.done", { output_index: m.index, item }, emit);
   }
 
+  private openReasoning(emit: (o: ResponsesStreamEvent) => void): { id: string; index: number; text: string } {
+    if (this.reasoning !== undefined) return this.reasoning;
+    this.closeMessage(emit);
+    this.closeCalls(emit);
+    const r = { id: this.ctx.id("rs_"), index: this.shell!.output.length, text: "" };
+    this.reasoning = r;
+    const item: ResponsesOutputItem = { type: "reasoning", id: r.id, summary: [], content: [] };
+    this.shell!.output.push(item);
+    this.ev("response.output_item.added", { output_index: r.index, item }, emit);
+    this.ev(
+      "response.content_part.added",
+      { item_id: r.id, output_index: r.index, content_index: 0, part: { type: "reasoning_text", text: "" } },
+      emit,
+    );
+    return r;
+  }
+
+  /** Closes the open reasoning item; a thinking block's signature (known at its end) goes in as it closes. */
+  private closeReasoning(emit: (o: ResponsesStreamEvent) => void, block?: ThinkingBlock): void {
+    const r = this.reasoning;
+    if (r === undefined) return;
+    this.reasoning = undefined;
+    this.ev(
+      "response.reasoning_text.done",
+      { item_id: r.id, output_index: r.index, content_index: 0, text: r.text },
+      emit,
+    );
+    this.ev(
+      "response.content_part.done",
+      { item_id: r.id, output_index: r.index, content_index: 0, part: { type: "reasoning_text", text: r.text } },
+      emit,
+    );
+    const item = reasoningItem(r.id, {
+      type: "thinking",
+      thinking: r.text,
+      signature: block?.type === "thinking" ? block.signature : "",
+    });
+    this.shell!.output[r.index] = item;
+    this.ev("response.output_item.done", { output_index: r.index, item }, emit);
+  }
+
   private closeCalls(emit: (o: ResponsesStreamEvent) => void): void {
     for (const c of this.calls.values()) {
       if (!c.open) continue;
@@ -344,9 +428,36 @@ export class ChatToResponsesStream
     const c = arr(chunk.choices)[0];
     if (!isObject(c)) return;
     const d = isObject(c.delta) ? c.delta : {};
+    const thought = str(d.reasoning_content);
+    if (thought !== undefined && thought !== "") {
+      const r = this.openReasoning(emit);
+      r.text += thought;
+      this.ev(
+        "response.reasoning_text.delta",
+        { item_id: r.id, output_index: r.index, content_index: 0, delta: thought },
+        emit,
+      );
+    }
+    for (const b of readThinkingBlocks(d.thinking_blocks)) {
+      if (b.type === "thinking") {
+        // The block's text came as reasoning_content deltas: the whole block only adds its signature.
+        if (this.reasoning === undefined && b.thinking !== "") this.openReasoning(emit).text = b.thinking;
+        this.closeReasoning(emit, b);
+      } else {
+        this.closeReasoning(emit);
+        this.closeMessage(emit);
+        this.closeCalls(emit);
+        const item = reasoningItem(this.ctx.id("rs_"), b);
+        const index = this.shell.output.length;
+        this.shell.output.push(item);
+        this.ev("response.output_item.added", { output_index: index, item }, emit);
+        this.ev("response.output_item.done", { output_index: index, item }, emit);
+      }
+    }
     const text = str(d.content);
     if (text !== undefined && text !== "") {
       if (this.msg === undefined) {
+        this.closeReasoning(emit);
         this.closeCalls(emit);
         const m = { id: this.ctx.id("msg_"), index: this.shell.output.length, text: "" };
         this.msg = m;
@@ -384,6 +495,7 @@ export class ChatToResponsesStream
       let call = this.calls.get(ti);
       if (call === undefined) {
         // chat-completions streams tool calls one after the other: a new one means the previous ones are complete
+        this.closeReasoning(emit);
         this.closeMessage(emit);
         this.closeCalls(emit);
         const item: ResponsesOutputItem & { type: "function_call" } = {
@@ -429,6 +541,7 @@ export class ChatToResponsesStream
       return;
     }
     this.done = true;
+    this.closeReasoning(emit);
     this.closeMessage(emit);
     this.closeCalls(emit);
     finalStatus(this.shell, this.finish);
