@@ -232,6 +232,8 @@ export class McpHttpServer {
     } catch (e) {
       throw e instanceof RpcError ? notFound(e.message) : e;
     }
+    // Cached by id alone: the route must still be the session's (another backend's or Gateway's is refused).
+    if (session.entry.key !== entry.key) throw notFound("the session belongs to another Gateway or MCP backend");
     if (session.failed !== undefined) throw notFound(`the session failed (${session.failed}); start a new one`);
     return { session, id };
   }

@@ -177,7 +177,7 @@ export class McpSession {
       .join("\n\n");
     const result: Record<string, unknown> = {
       protocolVersion: version,
-      capabilities: mergeCapabilities(conns.map((c) => c.capabilities)),
+      capabilities: mergeCapabilities(conns.map((c) => c.capabilities ?? {})),
       serverInfo: { name: "sluice", version: "0.1.0" },
       ...(instructions !== "" ? { instructions } : {}),
     };
@@ -449,6 +449,8 @@ export class McpSession {
 
   #offers(c: TargetConnection, method: ListMethod): boolean {
     const caps = c.capabilities;
+    // A resumed session did not see the target's initialize: ask, and take "method not found" as an empty list.
+    if (caps === undefined) return true;
     if (method === "tools/list") return caps["tools"] !== undefined;
     if (method === "prompts/list") return caps["prompts"] !== undefined;
     return caps["resources"] !== undefined;

@@ -107,8 +107,9 @@ export class TargetConnection {
     return this.protocol === "SSE" ? undefined : (this.#transport as StreamableHTTPClientTransport).protocolVersion;
   }
 
-  get capabilities(): Record<string, unknown> {
-    return (this.#client.getServerCapabilities() ?? {}) as Record<string, unknown>;
+  /** The target's capabilities; undefined for a resumed session (no initialize on this replica). */
+  get capabilities(): Record<string, unknown> | undefined {
+    return this.#client.getServerCapabilities() as Record<string, unknown> | undefined;
   }
 
   get instructions(): string | undefined {
