@@ -149,7 +149,7 @@ export async function startEverything(mode: "streamableHttp" | "sse"): Promise<E
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   await waitFor(`server-everything (${mode}) to listen`, async () => {
     if (child.exitCode !== null) throw new Error(`server-everything exited: ${output.join("")}`);
-    return output.join("").includes("listening") || output.join("").includes("Listening") ? true : undefined;
+    return /listening|running on port/i.test(output.join("")) ? true : undefined;
   });
   return {
     port,
