@@ -45,7 +45,7 @@ interface Socket {
   };
 }
 
-test("bootstrap: --tls-* give the four clusters that reach Sluice mutual TLS, which Envoy accepts", async () => {
+test("bootstrap: --tls-* give the five clusters that reach Sluice mutual TLS, which Envoy accepts", async () => {
   const dir = mkdtempSync(join(tmpdir(), "sluice-bootstrap-tls-"));
   try {
     const ca = await createCa();
@@ -96,6 +96,7 @@ test("bootstrap: --tls-* give the four clusters that reach Sluice mutual TLS, wh
         sluice_services: ["h2"],
         sluice_authz: ["h2"],
         sluice_authz_http: ["http/1.1"],
+        sluice_mcp: ["http/1.1"],
       });
       assert.equal(validateWithEnvoy(r.out), undefined);
     }
