@@ -42,6 +42,8 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
   if (!isObject(body)) return { ok: false, error: invalidRequest("request body must be a JSON object") };
   const model = providerModel ?? str(body.model);
   if (model === undefined) return { ok: false, error: invalidRequest("Missing required parameter: 'model'.", "model") };
+  const refused = refusedResponsesField(body);
+  if (refused !== undefined) return { ok: false, error: refused };
   if (body.previous_response_id !== undefined && body.previous_response_id !== null) {
     return {
       ok: false,
@@ -172,6 +174,14 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
   if (tc === "auto" || tc === "none" || tc === "required") out.tool_choice = tc;
   else if (isObject(tc) && tc.type === "function")
     out.tool_choice = { type: "function", function: { name: str(tc.name) ?? "" } };
+  else if (tc !== undefined && tc !== null)
+    return {
+      ok: false,
+      error: invalidRequest(
+        `tool_choice of type ${String(isObject(tc) ? tc.type : tc)} is only available from OpenAI's Responses API`,
+        "tool_choice",
+      ),
+    };
   if (typeof body.parallel_tool_calls === "boolean" && tools.length > 0)
     out.parallel_tool_calls = body.parallel_tool_calls;
   const fmt = isObject(body.text) && isObject(body.text.format) ? body.text.format : undefined;
@@ -184,14 +194,44 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
     if (typeof fmt.strict === "boolean") js.strict = fmt.strict;
     out.response_format = { type: "json_schema", json_schema: js };
   }
-  const user = str(body.user) ?? str(body.safety_identifier);
+  const user = str(body.user);
   if (user !== undefined) out.user = user;
   // `reasoning.summary` has no chat form: the reasoning a provider returns comes back as reasoning items anyway.
   const effort = isObject(body.reasoning) ? readChatEffort(body.reasoning.effort, "reasoning.effort") : undefined;
   if (typeof effort === "object") return { ok: false, error: effort };
   if (effort !== undefined) out.reasoning_effort = effort;
   if (body.service_tier !== undefined) out.service_tier = body.service_tier;
+  // Carried under the chat name; each provider's table then says what becomes of them.
+  const verbosity = isObject(body.text) ? body.text.verbosity : undefined;
+  if (verbosity !== undefined) out.verbosity = verbosity;
+  for (const f of ["prompt_cache_key", "safety_identifier"] as const) if (body[f] !== undefined) out[f] = body[f];
   return { ok: true, body: out as unknown as JsonObject, meta: { model, stream, includeUsage: stream } };
+}
+
+/**
+ * Responses fields with no chat-completions form whose loss would change the answer: refused, naming them. Ignored
+ * (documented): `store`, `metadata`, `include`, `truncation` (it only matters when the context overflows, where the
+ * provider then answers an error), `stream_options`.
+ */
+export function refusedResponsesField(body: Record<string, unknown>): LlmError | undefined {
+  const set = (v: unknown): boolean => v !== undefined && v !== null && v !== false;
+  if (set(body.conversation))
+    return invalidRequest(
+      "conversation is not supported by this provider; send the whole conversation in input",
+      "conversation",
+    );
+  if (set(body.background))
+    return invalidRequest("background responses are not supported by this provider", "background");
+  if (set(body.prompt))
+    return invalidRequest("prompt templates are only available from OpenAI's Responses API", "prompt");
+  if (set(body.max_tool_calls))
+    return invalidRequest("max_tool_calls is not supported by this provider", "max_tool_calls");
+  if (set(body.top_logprobs) || arr(body.include).includes("message.output_text.logprobs"))
+    return invalidRequest(
+      "log probabilities are not returned by this provider",
+      set(body.top_logprobs) ? "top_logprobs" : "include",
+    );
+  return undefined;
 }
 
 export function responsesUsageFromChat(u: unknown): ResponsesUsage {
