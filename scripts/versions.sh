@@ -6,6 +6,9 @@ ENVOY_VERSION=1.40.0
 # k8s.io/kubernetes and go.etcd.io/etcd/server/v3 versions pinned in tools/kube/go.mod (setup checks).
 KUBE_VERSION=1.36.3
 ETCD_VERSION=3.6.8
+# helm for the install chart's tests (deploy/helm/sluice), built from the Go module helm.sh/helm/v3 (tools/helm/go.mod
+# pins the same version; setup checks).
+HELM_VERSION=3.22.0
 # Go for that build when the machine has none as recent (the golang.org/toolchain module, checked against its go.sum
 # hash from sum.golang.org).
 GO_VERSION=1.26.8
