@@ -3,9 +3,18 @@
 // status back and records Events.
 
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { SLUICE_CONTROLLER_NAME } from "../api/gateway-api.js";
+import {
+  DEFAULT_ENVOY_ADMIN_PORT,
+  DEFAULT_ENVOY_IMAGE,
+  DEFAULT_ENVOY_READY_PORT,
+  DEFAULT_XDS_SERVICE,
+} from "../provision/defaults.js";
+import { Provisioner, type ProvisionOutcome } from "../provision/provisioner.js";
+import type { ProvisionSettings } from "../provision/render.js";
 import type { CertificateAuthority } from "../security/certificates.js";
 import type { MutualTls } from "../security/tls.js";
 import type { LoadResult } from "../sources/file-source.js";
@@ -13,7 +22,7 @@ import { KubeClient } from "../sources/kube/client.js";
 import { EventRecorder } from "../sources/kube/events.js";
 import { KubeSource } from "../sources/kube/kube-source.js";
 import { LeaderElector } from "../sources/kube/leader.js";
-import { StatusWriter } from "../sources/kube/status-writer.js";
+import { type DesiredStatus, StatusWriter } from "../sources/kube/status-writer.js";
 import { GatewayCertificates, loadOrCreateCaSecret } from "../sources/kube/xds-credentials.js";
 import type { TranslationResult } from "../translate/translate.js";
 import type { CommandIO } from "./io.js";
@@ -46,6 +55,21 @@ export const CONTROLLER_OPTIONS = {
   "no-xds-tls": { type: "boolean", default: false },
   // DNS names Envoys reach Sluice by (the xDS Service's), for Sluice's serving certificate.
   "xds-server-name": { type: "string", multiple: true },
+  // Provisioning (by the Lease holder): an Envoy Deployment, Service, ... per Gateway (docs/kubernetes.md).
+  "no-provision": { type: "boolean", default: false },
+  // What provisioned Envoys dial: the xDS Service (default sluice-xds.<namespace>.svc) and its ports (default: the
+  // ports this replica serves on).
+  "proxy-xds-host": { type: "string" },
+  "proxy-xds-port": { type: "string" },
+  "proxy-authz-port": { type: "string" },
+  "proxy-mcp-port": { type: "string" },
+  // Envoy's admin port (loopback, in the pod) and readiness port.
+  "proxy-admin-port": { type: "string", default: String(DEFAULT_ENVOY_ADMIN_PORT) },
+  "proxy-ready-port": { type: "string", default: String(DEFAULT_ENVOY_READY_PORT) },
+  // The Envoy image when GwParameters names none.
+  "proxy-image": { type: "string" },
+  // Seconds between re-applies of every provisioned object (drift correction); 0: only on changes.
+  "provision-resync": { type: "string", default: "60" },
 } as const;
 
 export interface ControllerOptions {
@@ -72,6 +96,8 @@ export interface ControllerOptions {
    * Without it, xDS and the services are plaintext (a trusted network only).
    */
   readonly xds?: { readonly ca: CertificateAuthority; readonly tls: MutualTls };
+  /** Provisioning settings; undefined provisions nothing. */
+  readonly provision?: { readonly settings: ProvisionSettings; readonly resyncMs: number };
   readonly log: (line: string) => void;
 }
 
@@ -84,6 +110,13 @@ export class Controller {
   readonly elector: LeaderElector | undefined;
   /** Each Gateway's xDS client certificate Secret (with authenticated xDS). */
   readonly certificates: GatewayCertificates | undefined;
+  /** Each Gateway's Envoy objects (the Lease holder's). */
+  readonly provisioner: Provisioner | undefined;
+  /** The translator's statuses last given to the status writer, and the provisioner's (GwParameters). */
+  #translatedStatuses: readonly DesiredStatus[] = [];
+  #parametersStatuses: readonly DesiredStatus[] = [];
+  /** Provisioning problems last told of in an Event, by Gateway. */
+  #provisionNotes = new Map<string, string>();
   #lastGateways: readonly string[] = [];
   readonly #opts: ControllerOptions;
   /** The problems last reported as Events, by resource: one Event per new refusal, not one per reload. */
@@ -127,6 +160,15 @@ export class Controller {
       : undefined;
     this.certificates =
       opts.xds !== undefined ? new GatewayCertificates(opts.client, opts.xds.ca, opts.log) : undefined;
+    this.provisioner =
+      opts.provision !== undefined
+        ? new Provisioner(opts.client, this.source, {
+            settings: opts.provision.settings,
+            resyncMs: opts.provision.resyncMs,
+            log: opts.log,
+            onOutcomes: (o) => this.#onProvisioned(o),
+          })
+        : undefined;
     this.server = new SluiceServer({
       source: this.source,
       ...(opts.xds !== undefined ? { tls: opts.xds.tls } : {}),
@@ -162,6 +204,7 @@ export class Controller {
       identity: this.#opts.identity,
       leading: this.#leading,
       leader: this.elector?.leader ?? (this.#leading ? this.#opts.identity : undefined),
+      ...(this.provisioner !== undefined ? { provision: { ...this.provisioner.stats } } : {}),
       statusWrites: {
         writes: w.writes,
         conflicts: w.conflicts,
@@ -256,6 +299,11 @@ export class Controller {
     // within their window).
     if (on) this.#refused = new Map();
     if (on) this.#reconcileCertificates();
+    if (this.provisioner !== undefined) {
+      if (on) this.#provisionNotes = new Map();
+      this.provisioner.active = on;
+      this.provisioner.reconcile(this.#lastGateways);
+    }
   }
 
   #certificatesQueued = false;
@@ -274,9 +322,82 @@ export class Controller {
   #onPublish(load: LoadResult, result: TranslationResult): void {
     this.#published = true;
     this.#lastGateways = result.gateways.map((g) => g.key);
-    this.status.update(result.statuses);
+    this.#translatedStatuses = result.statuses;
+    this.status.update([...this.#translatedStatuses, ...this.#parametersStatuses]);
     this.#reportRefusals(load);
     this.#reconcileCertificates();
+    this.provisioner?.reconcile(this.#lastGateways);
+  }
+
+  /**
+   * A provisioning pass ended: each GwParameters used gets its conditions (Accepted, naming the fields that cannot be
+   * applied; a Warning for the fields not served), each Gateway with problems a Warning Event when they change.
+   */
+  #onProvisioned(outcomes: readonly ProvisionOutcome[]): void {
+    const byParams = new Map<string, { gateways: string[]; errors: string[]; warnings: string[] }>();
+    for (const o of outcomes) {
+      for (const source of o.sources) {
+        const entry = byParams.get(source) ?? { gateways: [], errors: [], warnings: [] };
+        entry.gateways.push(o.gateway);
+        for (const p of o.problems) {
+          if (p.parameters !== source) continue;
+          (p.severity === "error" ? entry.errors : entry.warnings).push(`${p.path}: ${p.message}`);
+        }
+        byParams.set(source, entry);
+      }
+    }
+    this.#parametersStatuses = [...byParams].map(([key, e]) => {
+      const [namespace = "", name = ""] = key.split("/");
+      const gateways = [...new Set(e.gateways)].sort().join(", ");
+      const conditions = [
+        e.errors.length === 0
+          ? { type: "Accepted", status: "True", reason: "Accepted", message: `provisions Gateway ${gateways}` }
+          : {
+              type: "Accepted",
+              status: "False",
+              reason: "Invalid",
+              message: `${[...new Set(e.errors)].join("; ")}; Gateway ${gateways} keeps its last good objects`,
+            },
+        ...(e.warnings.length > 0
+          ? [
+              {
+                type: "Warning",
+                status: "True",
+                reason: "NotYetSupported",
+                message: [...new Set(e.warnings)].join("; "),
+              },
+            ]
+          : []),
+      ];
+      return { kind: "GwParameters", namespace, name, status: { conditions } };
+    });
+    this.status.update([...this.#translatedStatuses, ...this.#parametersStatuses]);
+    const notes = new Map<string, string>();
+    for (const o of outcomes) {
+      const problems = o.problems.filter((p) => p.severity === "error" || p.parameters === undefined);
+      if (problems.length === 0) continue;
+      const note = problems
+        .map((p) => `${p.parameters !== undefined ? `GwParameters ${p.parameters} ` : ""}${p.path}: ${p.message}`)
+        .join("; ");
+      notes.set(o.gateway, note);
+      if (this.#provisionNotes.get(o.gateway) === note) continue;
+      const [namespace = "", name = ""] = o.gateway.split("/");
+      const gateway = this.source.object("Gateway", namespace, name);
+      if (gateway === undefined) continue;
+      this.events.warning(
+        {
+          apiVersion: gateway.apiVersion ?? "gateway.networking.k8s.io/v1",
+          kind: "Gateway",
+          namespace,
+          name,
+          ...(gateway.metadata.uid !== undefined ? { uid: gateway.metadata.uid } : {}),
+        },
+        o.applied ? "ProvisioningWarning" : "ProvisioningRefused",
+        o.applied ? `Sluice provisions with: ${note}` : `Sluice keeps the last good Envoy objects: ${note}`,
+        "Provision",
+      );
+    }
+    this.#provisionNotes = notes;
   }
 
   /** A Warning Event on each resource Sluice refuses, naming the field; again only when its problems change. */
@@ -338,6 +459,8 @@ export class Controller {
     this.status.close();
     await this.events.close();
     await this.certificates?.idle();
+    this.provisioner?.stop();
+    await this.provisioner?.idle();
     await this.server.stop();
   }
 }
@@ -351,6 +474,23 @@ function controllerNamespace(flag: string | undefined): string {
   } catch {
     return "sluice-system";
   }
+}
+
+/** `--proxy-image registry/repository:tag` (or `@digest`) as the default image parts; the official Envoy image without. */
+function parseImage(flag: string | undefined): ProvisionSettings["image"] {
+  if (flag === undefined) return DEFAULT_ENVOY_IMAGE;
+  const slash = flag.indexOf("/");
+  const registry = slash > 0 && /[.:]|^localhost$/.test(flag.slice(0, slash)) ? flag.slice(0, slash) : "";
+  const rest = registry === "" ? flag : flag.slice(slash + 1);
+  const colon = rest.lastIndexOf(":");
+  if (colon < 0) throw new Error(`--proxy-image ${flag}: give a tag (repository:tag)`);
+  return { registry, repository: rest.slice(0, colon), tag: rest.slice(colon + 1) };
+}
+
+function nonNegative(flag: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`--${flag} must be a number of seconds, 0 or more, got "${value}"`);
+  return n;
 }
 
 function positive(flag: string, value: string): number {
@@ -367,11 +507,44 @@ export async function runController(argv: string[], io: CommandIO): Promise<numb
   let xds: ControllerOptions["xds"];
   if (!values["no-xds-tls"]) {
     const ca = await loadOrCreateCaSecret(client, namespace, log);
-    xds = { ca, tls: await serverTls(ca, values["xds-host"], values["xds-server-name"] ?? []) };
+    // The name provisioned Envoys check Sluice's certificate for is among its names.
+    const names = [...(values["xds-server-name"] ?? [])];
+    const proxyHost = values["proxy-xds-host"] ?? `${DEFAULT_XDS_SERVICE}.${namespace}.svc`;
+    if (!values["no-provision"] && isIP(proxyHost) === 0) names.push(proxyHost);
+    xds = { ca, tls: await serverTls(ca, values["xds-host"], [...new Set(names)]) };
   } else log("sluice controller: --no-xds-tls: xDS and the services are plaintext and unauthenticated");
+  const xdsPort = parsePort("xds-port", values["xds-port"]);
+  const authzPort = parsePort("authz-port", values["authz-port"]);
+  const proxyXdsHost = values["proxy-xds-host"] ?? `${DEFAULT_XDS_SERVICE}.${namespace}.svc`;
+  const proxyMcpPort = parsePort("proxy-mcp-port", values["proxy-mcp-port"] ?? values["mcp-port"]);
   const controller = new Controller({
     client,
     namespace,
+    ...(values["no-provision"]
+      ? {}
+      : {
+          provision: {
+            settings: {
+              xdsHost: proxyXdsHost,
+              xdsPort:
+                values["proxy-xds-port"] !== undefined
+                  ? parsePort("proxy-xds-port", values["proxy-xds-port"])
+                  : xdsPort,
+              authzPort:
+                values["proxy-authz-port"] !== undefined
+                  ? parsePort("proxy-authz-port", values["proxy-authz-port"])
+                  : authzPort,
+              // Port 0 (picked at start, tests) is no port a proxy can be told of: no MCP cluster.
+              ...(proxyMcpPort !== 0 ? { mcpPort: proxyMcpPort } : {}),
+              adminPort: parsePort("proxy-admin-port", values["proxy-admin-port"]),
+              readyPort: parsePort("proxy-ready-port", values["proxy-ready-port"]),
+              delta: true,
+              tls: xds !== undefined,
+              image: parseImage(values["proxy-image"]),
+            },
+            resyncMs: nonNegative("provision-resync", values["provision-resync"]) * 1000,
+          },
+        }),
     ...(xds !== undefined ? { xds } : {}),
     identity: values.identity ?? process.env["POD_NAME"] ?? hostname(),
     leaseName: values["lease-name"],
@@ -379,8 +552,8 @@ export async function runController(argv: string[], io: CommandIO): Promise<numb
     leaderElect: values["leader-elect"] && !values["no-leader-elect"],
     statusConcurrency: positive("status-concurrency", values["status-concurrency"]),
     xdsHost: values["xds-host"],
-    xdsPort: parsePort("xds-port", values["xds-port"]),
-    authzPort: parsePort("authz-port", values["authz-port"]),
+    xdsPort,
+    authzPort,
     mcpPort: parsePort("mcp-port", values["mcp-port"]),
     adminHost: values["admin-host"],
     adminPort: parsePort("admin-port", values["admin-port"]),

@@ -13,6 +13,8 @@ export interface BootstrapSettings {
   readonly xdsHost: string;
   readonly xdsPort: number;
   readonly authzPort: number;
+  /** Sluice's MCP service (the sluice_mcp cluster); without it MCP routes answer 503. */
+  readonly mcpPort?: number;
   readonly adminPort: number;
   /** Port of the readiness listener (`/ready`, answered by Envoy's health check filter; 503 once draining). */
   readonly readyPort: number;
@@ -22,7 +24,7 @@ export interface BootstrapSettings {
 }
 
 /** Clusters of the bootstrap that reach Sluice. */
-const SLUICE_CLUSTERS = new Set(["sluice_xds", "sluice_services", "sluice_authz", "sluice_authz_http"]);
+const SLUICE_CLUSTERS = new Set(["sluice_xds", "sluice_services", "sluice_authz", "sluice_authz_http", "sluice_mcp"]);
 
 /** Envoy's JSON application log (Envoy's own fields, one object per line). */
 export const JSON_LOG_FORMAT = {
@@ -114,6 +116,7 @@ export function renderProxyBootstrap(
     xdsHost: s.xdsHost,
     xdsPort: s.xdsPort,
     authzPort: s.authzPort,
+    ...(s.mcpPort !== undefined ? { mcpPort: s.mcpPort } : {}),
     delta: s.delta,
     ...(s.tls
       ? {

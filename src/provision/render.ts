@@ -85,15 +85,19 @@ function imageOf(typed: TypedParameters, settings: ProvisionSettings): string {
 }
 
 /**
- * The preStop hook: start a graceful drain through Envoy's admin endpoint (listeners stop after --drain-time-s,
- * connections are told to close), wait at least `min` seconds, then until no request is in flight or `max` is near.
+ * The preStop hook: fail Envoy's health check (the readiness probe answers 503), start a graceful drain through its
+ * admin endpoint (listeners stop after --drain-time-s, connections are told to close), wait at least `min` seconds, then until no request is in flight or `max` is near.
  * bash and its /dev/tcp (the official Envoy image is Ubuntu with bash): the image has no curl.
  */
 export function preStopScript(adminPort: number, min: number, max: number): string {
   const admin = `/dev/tcp/127.0.0.1/${adminPort}`;
   const wait = Math.max(0, max - min - 2);
   return [
-    `exec 3<>${admin} && printf 'POST /drain_listeners?graceful&skip_exit HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n' >&3 && cat <&3 >/dev/null; exec 3<&-`,
+    // Fail the readiness check first (the pod leaves the Service's endpoints), then drain.
+    ...["/healthcheck/fail", "/drain_listeners?graceful&skip_exit"].map(
+      (path) =>
+        `exec 3<>${admin} && printf 'POST ${path} HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n' >&3 && cat <&3 >/dev/null; exec 3<&-`,
+    ),
     `sleep ${min}`,
     `end=$((SECONDS + ${wait}))`,
     "while [ $SECONDS -lt $end ]; do",

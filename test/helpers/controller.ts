@@ -44,9 +44,16 @@ export interface ControllerCluster {
  * namespace (`namespace`, default "app") for the test's resources. The cluster is stopped if any step fails.
  */
 export async function clusterForController(
-  opts: { readonly crds?: boolean; readonly namespace?: string } = {},
+  opts: {
+    readonly crds?: boolean;
+    readonly namespace?: string;
+    /** kube-controller-manager's controllers to run (its garbage collector for the provisioning tests). */
+    readonly controllerManager?: readonly string[];
+  } = {},
 ): Promise<ControllerCluster> {
-  const cluster = await startKubeCluster();
+  const cluster = await startKubeCluster(
+    opts.controllerManager !== undefined ? { controllerManager: opts.controllerManager } : {},
+  );
   try {
     if (opts.crds !== false) await cluster.installCrds();
     const admin = await KubeClient.load(cluster.adminKubeconfig);
@@ -70,6 +77,8 @@ export async function startController(
     env?: Readonly<Record<string, string>>;
     xdsPort?: number;
     authzPort?: number;
+    /** Provision each Gateway's Envoy objects (off unless asked: most tests run their own Envoy). */
+    provision?: boolean;
   } = {},
 ): Promise<SluiceProcess> {
   const sluice = await startSluiceCommand(
@@ -89,7 +98,7 @@ export async function startController(
     {
       // It lists every kind of the cluster before it listens; a loaded test machine (parallel clusters) is slow.
       listenTimeoutMs: 60_000,
-      extraArgs: opts.extraArgs ?? [],
+      extraArgs: [...(opts.provision === true ? [] : ["--no-provision"]), ...(opts.extraArgs ?? [])],
       ...(opts.env !== undefined ? { env: opts.env } : {}),
       ...(opts.xdsPort !== undefined ? { xdsPort: opts.xdsPort } : {}),
       ...(opts.authzPort !== undefined ? { authzPort: opts.authzPort } : {}),

@@ -1,7 +1,8 @@
 // A real Kubernetes control plane for end-to-end tests: etcd and kube-apiserver as built by scripts/kube-setup.sh,
 // on ports picked at run time (test files run in parallel), TLS from a CA made here so clients verify the server,
-// an admin token (group system:masters) and ServiceAccount tokens by TokenRequest. No controller-manager runs: no
-// garbage collection, and a deleted namespace stays Terminating, so each test takes a fresh namespace.
+// an admin token (group system:masters) and ServiceAccount tokens by TokenRequest. kube-controller-manager runs only
+// when asked (`controllerManager`: its garbage collector, for the provisioning tests); without it there is no garbage
+// collection, and a deleted namespace stays Terminating, so each test takes a fresh namespace.
 
 import "reflect-metadata"; // @peculiar/x509 needs the Reflect polyfill
 import { type ChildProcess, spawn } from "node:child_process";
@@ -73,6 +74,8 @@ export interface HttpsResult {
 export interface KubeClusterOptions {
   /** More kube-apiserver flags, e.g. `--feature-gates=...`. */
   readonly apiServerArgs?: readonly string[];
+  /** Also run kube-controller-manager with these controllers (e.g. `["garbagecollector"]`). */
+  readonly controllerManager?: readonly string[];
 }
 
 /** KEY=VALUE lines of scripts/versions.sh, the one place versions are pinned. */
@@ -91,7 +94,14 @@ function pinned(key: string): string {
   return v;
 }
 
-function kubeBinary(name: "kube-apiserver" | "etcd"): string {
+/** helm as scripts/kube-setup.sh builds it. */
+export function helmBinary(): string {
+  const path = join(projectRoot(), ".cache", `helm-${pinned("HELM_VERSION")}`, "helm");
+  if (!existsSync(path)) throw new Error(`${path} is missing: run \`npm run setup\` (scripts/kube-setup.sh builds it)`);
+  return path;
+}
+
+function kubeBinary(name: "kube-apiserver" | "etcd" | "kube-controller-manager"): string {
   const path = join(projectRoot(), ".cache", `kube-${pinned("KUBE_VERSION")}`, name);
   if (!existsSync(path)) throw new Error(`${path} is missing: run \`npm run setup\` (scripts/kube-setup.sh builds it)`);
   return path;
@@ -402,7 +412,9 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
     }
   };
 
+  let controllerManager: LoggedProcess | undefined;
   const stopAll = async () => {
+    await controllerManager?.stop();
     await apiServer?.stop();
     await etcd.stop();
   };
@@ -425,6 +437,22 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
 
   const adminKc = () => kubeConfigFor(server, tls.ca, "admin", adminToken);
   const adminKubeconfig = file("admin.kubeconfig", adminKc().exportConfig());
+  if (opts.controllerManager !== undefined) {
+    // Admin credentials, no serving port, no leader election: one controller manager per test cluster.
+    controllerManager = startLogged(
+      "kube-controller-manager",
+      kubeBinary("kube-controller-manager"),
+      [
+        `--kubeconfig=${adminKubeconfig}`,
+        `--controllers=${opts.controllerManager.join(",")}`,
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--use-service-account-credentials=false",
+        "--concurrent-gc-syncs=5",
+      ],
+      join(dir, "kube-controller-manager.log"),
+    );
+  }
 
   const request = async (method: string, path: string, body?: unknown, contentType = "application/json") => {
     const kc = adminKc();

@@ -22,6 +22,7 @@ export const GOLDEN_SETTINGS: ProvisionSettings = {
   xdsHost: "sluice-xds.sluice-system.svc",
   xdsPort: 18000,
   authzPort: 18002,
+  mcpPort: 18003,
   adminPort: 19000,
   readyPort: 19003,
   delta: true,
