@@ -350,12 +350,11 @@ export class McpHttpServer {
     if (!String(req.headers["accept"] ?? "").includes("text/event-stream")) {
       throw httpError(406, ErrorCodes.InvalidRequest, "Not Acceptable: the GET stream needs Accept: text/event-stream");
     }
-    const cached = typeof req.headers[SESSION_HEADER] === "string" && this.#sessions.has(req.headers[SESSION_HEADER]);
     const { session } = await this.#session(req, entry);
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     res.flushHeaders();
     const channel = new SseChannel(res);
-    session.attachStream(channel, !cached);
+    session.attachStream(channel);
     const keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
     res.once("close", () => {
       clearInterval(keepalive);

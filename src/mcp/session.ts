@@ -88,6 +88,8 @@ export class McpSession {
   readonly #pending = new Map<string, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   #nextId = 0;
   #stream: Channel | undefined;
+  /** A resumed session: the targets' GET streams open when the client opens its own (the SDK opens a new one's). */
+  #streamsClosed = false;
   failed: string | undefined;
   lastUsed = Date.now();
   readonly clientCapabilities: Record<string, unknown>;
@@ -191,6 +193,7 @@ export class McpSession {
       ? { name: String(state.info["name"] ?? "client"), version: String(state.info["version"] ?? "0") }
       : undefined;
     const s = new McpSession(entry, state.pv, opts, caps, info);
+    s.#streamsClosed = true;
     for (const n of state.skipped ?? []) s.skipped.add(n);
     const byName = new Map(entry.targets.map((t) => [t.name, t]));
     const failures: string[] = [];
@@ -248,9 +251,11 @@ export class McpSession {
   }
 
   /** The client's GET stream: notifications and requests of the targets not tied to one of its requests. */
-  attachStream(channel: Channel, resumed: boolean): void {
+  attachStream(channel: Channel): void {
     this.#stream = channel;
-    if (resumed) for (const c of this.#targets.values()) c.openStream();
+    if (!this.#streamsClosed) return;
+    this.#streamsClosed = false;
+    for (const c of this.#targets.values()) c.openStream();
   }
 
   detachStream(channel: Channel): void {

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { mcpClient, mcpYaml } from "../helpers/mcp-env.js";
 import { type EverythingTarget, type SdkTarget, startEverything, startSdkTarget } from "../helpers/mcp-targets.js";
@@ -93,31 +94,6 @@ describe("MCP sessions through Envoy", { timeout: 60_000 }, () => {
     return c;
   };
 
-  test("a Stateful session is resumed by a second Sluice sharing SESSION_KEY", async () => {
-    const first = await connect(env.baseUrl, "cond");
-    assert.equal(text(await first.client.callTool({ name: "alpha_echo", arguments: { text: "one" } })), "alpha: one");
-    const id = first.transport.sessionId;
-    assert.ok(id !== undefined);
-    const initialized = alpha.seen.initialized + beta.seen.initialized;
-    const second = await connect(replica.baseUrl, "cond", id);
-    assert.equal(text(await second.client.callTool({ name: "beta_echo", arguments: { text: "two" } })), "beta: two");
-    assert.equal((await second.client.listTools()).tools.length, 10);
-    // The targets' own sessions were taken up, not started again.
-    assert.equal(alpha.seen.initialized + beta.seen.initialized, initialized);
-    // A session id of another backend (route) is refused.
-    const other = await fetch(`${env.baseUrl}/open/mcp`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-session-id": id,
-      },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
-    });
-    assert.equal(other.status, 404);
-    assert.match(await other.text(), /another Gateway or MCP backend/);
-  });
-
   test("DELETE ends the targets' sessions; the id is refused afterwards, on any replica", async () => {
     const { client, transport } = await connect(env.baseUrl, "cond");
     await client.listTools();
@@ -136,6 +112,43 @@ describe("MCP sessions through Envoy", { timeout: 60_000 }, () => {
     const r = await ping(replica.baseUrl);
     const body = (await r.json()) as { error?: { message: string }; result?: unknown };
     assert.ok(r.status === 404 || body.error !== undefined, JSON.stringify(body));
+  });
+
+  test("a Stateful session outlives its Sluice: a second one sharing SESSION_KEY resumes it, GET stream included", async () => {
+    const first = await connect(replica.baseUrl, "cond");
+    assert.equal(text(await first.client.callTool({ name: "alpha_echo", arguments: { text: "one" } })), "alpha: one");
+    const id = first.transport.sessionId;
+    assert.ok(id !== undefined);
+    const initialized = alpha.seen.initialized + beta.seen.initialized;
+    // The Sluice (and Envoy) that started the session goes away.
+    await replica.stop();
+    const second = await connect(env.baseUrl, "cond", id);
+    assert.equal(text(await second.client.callTool({ name: "beta_echo", arguments: { text: "two" } })), "beta: two");
+    assert.equal((await second.client.listTools()).tools.length, 10);
+    // The targets' own sessions were taken up, not started again.
+    assert.equal(alpha.seen.initialized + beta.seen.initialized, initialized);
+    // The client's GET stream on the new Sluice gets the targets' notifications of the resumed session.
+    let changed = 0;
+    second.client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      changed++;
+    });
+    await second.transport.resumeStream("");
+    await new Promise((r) => setTimeout(r, 500));
+    await second.client.callTool({ name: "alpha_add-tool", arguments: {} });
+    await waitFor("tools/list_changed on the resumed session", async () => (changed > 0 ? true : undefined), 10_000);
+    assert.ok((await second.client.listTools()).tools.some((t) => t.name === "alpha_alpha-added"));
+    // A session id of another backend (route) is refused.
+    const other = await fetch(`${env.baseUrl}/open/mcp`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": id,
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+    });
+    assert.equal(other.status, 404);
+    assert.match(await other.text(), /another Gateway or MCP backend/);
   });
 
   test("Stateless: no session id; each request has its own target sessions, ended after it", async () => {
