@@ -71,7 +71,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   const mcp = compileMcpTable(gateways, input);
   // GwModels: their clusters and routes join the Gateways after the HTTPRoutes' (path first), with their own entries.
   const models = translateModels(input, { impliedGatewayClass: opts.impliedGatewayClass ?? false });
-  const served = serveModels(gateways, models.tables, input);
+  const served = serveModels(gateways, models.tables, input, (gw, l) => policies.listenerTraffic(gw, l));
   const llm: LlmTable = {
     entries: new Map([...routesLlm.entries, ...served.entries]),
     routes: new Map([...routesLlm.routes, ...served.routes]),

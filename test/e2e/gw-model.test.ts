@@ -43,7 +43,24 @@ ${body
 `;
 }
 
-function resources(p: Record<Name, FakeProvider>, withAny: boolean): string {
+/** A GwPolicy on the Gateway: API keys (one with metadata `team: blue`) on every route of it, model routes included. */
+const GATEWAY_KEYS = `---
+apiVersion: v1
+kind: Secret
+metadata: { name: client-keys, namespace: default }
+stringData:
+  blue: ${JSON.stringify(JSON.stringify({ key: "sk-blue-team", metadata: { team: "blue" } }))}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: keys, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  traffic:
+    apiKeyAuthentication: { secretRef: { name: client-keys } }
+`;
+
+function resources(p: Record<Name, FakeProvider>, withAny: boolean, withKeys = false): string {
   const openai = (n: Name) => `provider: Provider01\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
   const anthropic = (n: Name) => `provider: Provider03\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
   return [
@@ -96,7 +113,7 @@ spec:
 policies:
   authorization:
     action: Allow
-    policy: { matchExpressions: ["request.headers['x-team'] == 'blue'"] }
+    policy: { matchExpressions: ["request.headers['x-team'] == 'blue' || apiKey.team == 'blue'"] }
   headers:
     request: { set: [{ name: x-model-policy, value: blue }] }
     response: { set: [{ name: x-served-by, value: blue-only }] }`,
@@ -111,6 +128,7 @@ policies:
       - regex: { builtins: [CreditCard], action: Reject }
         response: { message: "no card numbers", statusCode: 422 }`,
     ),
+    ...(withKeys ? [GATEWAY_KEYS] : []),
     ...(withAny ? [model("anything", `match: { model: "*" }\n${openai("any")}`)] : []),
   ].join("");
 }
@@ -302,5 +320,32 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     assert.ok(r);
     const exact = await chat("gpt-4o", "still");
     assert.equal(exact.choices[0]?.message.content, "Hello from exact: still");
+  });
+
+  test("Gateway-level policies apply to model routes: API keys required, and their metadata reaches authorization", async () => {
+    env.write(resources(p, true, true));
+    await waitFor(
+      "API keys on the model routes",
+      async () => {
+        const r = await chat("gpt-4o").then(
+          () => 200,
+          (e: unknown) => (e instanceof OpenAI.APIError ? e.status : 0),
+        );
+        return r === 401 ? true : undefined;
+      },
+      15_000,
+      200,
+    );
+    const keyed = new OpenAI({ apiKey: "sk-blue-team", baseURL: `${env.baseUrl}/v1`, maxRetries: 0 });
+    const r = await keyed.chat.completions.create({
+      model: "blue-only",
+      messages: [{ role: "user", content: "by key" }],
+      max_tokens: 8,
+    });
+    assert.equal(r.choices[0]?.message.content, "Hello from blue: by key");
+    assert.equal(p.blue.requests.at(-1)?.headers.authorization, undefined, "the client's key stays at the gateway");
+    const ids: string[] = [];
+    for await (const m of keyed.models.list()) ids.push(m.id);
+    assert.ok(ids.includes("gpt-4o"));
   });
 });

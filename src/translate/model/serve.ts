@@ -11,10 +11,19 @@
 // - Every model route names the listener's one LLM table entry: the models to select from, where each is sent, and the
 //   provider entries of every model cluster (model/entry.ts, compiled as a GwBackend provider's).
 
+import type { Gateway } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
-import { gatewayListenerStates } from "../gateway/gateway.js";
+import { type AttachedListener, gatewayListenerStates } from "../gateway/gateway.js";
 import type { TranslationInput } from "../input.js";
-import type { GatewayIR, LlmClusterIR, LlmProviderIR, RouteConfigIR, RouteIR, VirtualHostIR } from "../ir.js";
+import type {
+  GatewayIR,
+  LlmClusterIR,
+  LlmProviderIR,
+  RouteConfigIR,
+  RouteIR,
+  RoutePolicyIR,
+  VirtualHostIR,
+} from "../ir.js";
 import {
   compileModelPromptGuard,
   compileProviderAuth,
@@ -183,13 +192,20 @@ function providerEntry(
 }
 
 /** The routes of one listener's models in one virtual host. */
-function modelRoutes(vh: string, gm: GatewayModels, clusters: readonly string[]): RouteIR[] {
+function modelRoutes(
+  vh: string,
+  gm: GatewayModels,
+  clusters: readonly string[],
+  policy: RoutePolicyIR | undefined,
+): RouteIR[] {
+  const withPolicy = policy !== undefined ? { policy } : {};
   const path = (type: "Exact" | "RegularExpression", value: string) => ({ type, value });
   const routes: RouteIR[] = [
     {
       name: modelRouteName(vh, "models"),
       match: { path: path("Exact", "/v1/models"), headers: [], queryParams: [], method: "GET" },
       action: { kind: "direct", status: 500, body: "model discovery is answered by the LLM ext_proc" },
+      ...withPolicy,
     },
   ];
   for (const c of clusters) {
@@ -207,12 +223,14 @@ function modelRoutes(vh: string, gm: GatewayModels, clusters: readonly string[])
         mirrors: [],
         failover: { retries: gm.retries[c] ?? 0 },
       },
+      ...withPolicy,
     });
   }
   routes.push({
     name: modelRouteName(vh, "default"),
     match: { path: path("RegularExpression", POST_PATHS), headers: [], queryParams: [], method: "POST" },
     action: { kind: "direct", status: 500, body: "no model selected" },
+    ...withPolicy,
   });
   return routes;
 }
@@ -258,6 +276,7 @@ export function serveModels(
   gateways: readonly GatewayIR[],
   tables: readonly ModelTableIR[],
   input: TranslationInput,
+  policyOf: (gw: Gateway, listener: AttachedListener) => RoutePolicyIR | undefined = () => undefined,
 ): ServedModels {
   const entries = new Map<string, LlmRouteEntry>();
   const routes = new Map<string, string>();
@@ -269,7 +288,10 @@ export function serveModels(
     return entryCache.get(m.id);
   };
   const byKey = new Map(tables.map((t) => [t.gateway, t]));
-  const listenersOf = new Map<string, { sectionName: string; hostname?: string; routeConfig: string }[]>();
+  const listenersOf = new Map<
+    string,
+    { sectionName: string; hostname?: string; routeConfig: string; policy?: RoutePolicyIR | undefined }[]
+  >();
   for (const g of input.gateways) {
     const key = gatewayKey(namespaceOf(g), g.metadata.name);
     if (!byKey.has(key)) continue;
@@ -279,6 +301,10 @@ export function serveModels(
         .filter((l) => l.valid)
         .map(({ att }) => ({
           sectionName: att.sectionName,
+          // Gateway- and listener-level traffic policies apply to model routes as to every rule of the listener.
+          ...(byKey.get(key)?.listeners.some((l) => l.sectionName === att.sectionName) === true
+            ? { policy: policyOf(g, att) }
+            : {}),
           ...(att.listener.hostname !== undefined ? { hostname: att.listener.hostname.toLowerCase() } : {}),
           routeConfig:
             att.listener.protocol === "HTTPS"
@@ -313,7 +339,8 @@ export function serveModels(
       const withModels = (vh: VirtualHostIR, l: ListenerModelsIR): VirtualHostIR => {
         const entry = listenerEntry(table, l, gm);
         entries.set(entry.id, entry);
-        const added = modelRoutes(vh.name, gm, Object.keys(entry.backends));
+        const policy = listenersOf.get(gw.key)?.find((x) => x.sectionName === l.sectionName)?.policy;
+        const added = modelRoutes(vh.name, gm, Object.keys(entry.backends), policy);
         for (const r of added) routes.set(`${gw.key}|${r.name}`, entry.id);
         return { ...vh, routes: [...vh.routes, ...added] };
       };

@@ -380,6 +380,54 @@ export class PolicyEngine {
     });
   }
 
+  /**
+   * The traffic policy of requests a listener serves through no route rule (GwModel routes, model/serve.ts): what the
+   * Gateway- and listener-level GwPolicies give every rule of that listener (authentication, authorization, rate
+   * limits ...). Not memoized: computed on each translation.
+   */
+  listenerTraffic(gw: Gateway, l: ListenerRef): RoutePolicyIR | undefined {
+    const gateway = `${namespaceOf(gw)}/${gw.metadata.name}`;
+    const reached = this.#listenerReached(gw, l);
+    const withTraffic = reached.filter((a) => a.view.sections.traffic !== undefined);
+    const notApplied: SiteNotApplied[] = [];
+    const pre = this.#merged(reached, "traffic", "PreRouting");
+    this.#record(
+      gateway,
+      withTraffic.filter((a) => a.view.phase === "PreRouting"),
+      "preRouting",
+      pre,
+      notApplied,
+    );
+    const post = this.#merged(reached, "traffic", "PostRouting");
+    this.#record(
+      gateway,
+      withTraffic.filter((a) => a.view.phase === "PostRouting"),
+      "traffic",
+      post,
+      notApplied,
+    );
+    return nonEmptyRoutePolicy({
+      ...(nonEmpty(pre.policy) ? { preRouting: pre.policy } : {}),
+      ...(nonEmpty(post.policy) ? { traffic: post.policy } : {}),
+    });
+  }
+
+  /** The attachments a listener's rules reach before their route's own: the Gateway's, the listener's. */
+  #listenerReached(gw: Gateway, l: ListenerRef): Attachment[] {
+    const gwNs = namespaceOf(gw);
+    const ls = l.fromListenerSet ? this.#listenerSetOf(l.listener) : undefined;
+    const reached: Attachment[] = [...this.#at({ kind: "Gateway", namespace: gwNs, name: gw.metadata.name })];
+    if (ls === undefined) {
+      reached.push(...this.#at({ kind: "Gateway", namespace: gwNs, name: gw.metadata.name, section: l.sectionName }));
+    } else {
+      reached.push(...this.#at({ kind: "ListenerSet", namespace: ls.namespace, name: ls.name }));
+      reached.push(
+        ...this.#at({ kind: "ListenerSet", namespace: ls.namespace, name: ls.name, section: l.sectionName }),
+      );
+    }
+    return reached;
+  }
+
   #listenerSetOf(listener: Listener): { namespace: string; name: string } | undefined {
     // The Gateway translator does not carry the ListenerSet of a listener; the listener object itself identifies it.
     const ls = this.#input.listenerSets.find((s) => (s.spec?.listeners ?? []).includes(listener));
@@ -398,15 +446,7 @@ export class PolicyEngine {
     const known = this.#routeSites.get(siteKey);
     if (known !== undefined) return nonEmptyRoutePolicy(known.policy);
 
-    const reached: Attachment[] = [...this.#at({ kind: "Gateway", namespace: gwNs, name: gw.metadata.name })];
-    if (ls === undefined) {
-      reached.push(...this.#at({ kind: "Gateway", namespace: gwNs, name: gw.metadata.name, section: l.sectionName }));
-    } else {
-      reached.push(...this.#at({ kind: "ListenerSet", namespace: ls.namespace, name: ls.name }));
-      reached.push(
-        ...this.#at({ kind: "ListenerSet", namespace: ls.namespace, name: ls.name, section: l.sectionName }),
-      );
-    }
+    const reached = this.#listenerReached(gw, l);
     reached.push(...this.#at({ kind: "HTTPRoute", namespace: routeNs, name: route.metadata.name }));
     if (rule?.name !== undefined) {
       reached.push(
