@@ -3,7 +3,7 @@
 // through Envoy untouched (a plain route), all in the same run; and, when they are installed, side by side with the
 // Portkey gateway (npm @portkey-ai/gateway) and the LiteLLM proxy (PyPI litellm) translating to the same fake.
 //
-//   node dist/bench/llm.js [--seconds 5] [--concurrency 16] [--modes buffered,stream]
+//   node dist/bench/llm.js [--seconds 5] [--concurrency 16] [--modes buffered,stream,ttft] [--ttft-requests 300]
 //   bash scripts/bench-competitors.sh   # once: installs Portkey and LiteLLM into .cache/bench
 //   PORTKEY_DIR=.cache/bench/portkey LITELLM_BIN=.cache/bench/litellm-venv/bin/litellm node dist/bench/llm.js
 //
@@ -12,6 +12,11 @@
 // Prompt guards: the same route with regex request guards (all builtins, Mask) on the 1 KB request, and with a
 // response regex guard (all builtins, streaming: Enabled) on the streamed answer; printed against the unguarded route
 // of the same run: Sluice CPU µs per request added, and time to first token (first content delta) added.
+//
+// Time to first token (mode ttft): the fake above writes its whole stream at once, so under load the "first token" of
+// the stream rows is the whole answer and their difference is CPU per response times queueing. The ttft mode asks a
+// paced provider (bench/llm-fake-paced.ts: first delta at once, the rest 20 ms later) one request at a time, guarded
+// and unguarded routes alternating, for a first delta "Hello " and one that ends inside a word ("Hello").
 //
 // The floor (buffered only): the same request through Envoy with an ext_proc in Sluice's processing modes (request
 // headers and buffered body, response headers and buffered body: the four messages of a one-stage LLM route) to a
@@ -36,7 +41,8 @@ const { values } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
     concurrency: { type: "string", default: "16" },
-    modes: { type: "string", default: "buffered,stream" },
+    modes: { type: "string", default: "buffered,stream,ttft" },
+    "ttft-requests": { type: "string", default: "300" },
   },
 });
 const seconds = Number(values.seconds);
@@ -157,7 +163,7 @@ async function load(t: Target, stream: boolean): Promise<Result> {
   };
 }
 
-function resources(fakePort: number, port: number, noopPort: number): string {
+function resources(fakePort: number, port: number, noopPort: number, pacedPort: number): string {
   return `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -196,6 +202,37 @@ spec:
       promptGuard:
         streaming: Enabled
         response: [{ regex: { builtins: [Ssn, CreditCard, PhoneNumber, Email, CaSin] } }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: paced, namespace: default }
+spec:
+  ai: { provider: { providerD: {}, host: 127.0.0.1, port: ${pacedPort} } }
+  policies: { auth: { key: sk-bench } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: paced-guard, namespace: default }
+spec:
+  ai: { provider: { providerD: {}, host: 127.0.0.1, port: ${pacedPort} } }
+  policies:
+    auth: { key: sk-bench }
+    ai:
+      promptGuard:
+        streaming: Enabled
+        response: [{ regex: { builtins: [Ssn, CreditCard, PhoneNumber, Email, CaSin] } }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: paced-guard-digits, namespace: default }
+spec:
+  ai: { provider: { providerD: {}, host: 127.0.0.1, port: ${pacedPort} } }
+  policies:
+    auth: { key: sk-bench }
+    ai:
+      promptGuard:
+        streaming: Enabled
+        response: [{ regex: { builtins: [Ssn, CreditCard, PhoneNumber, CaSin] } }]
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
@@ -238,6 +275,12 @@ spec:
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude-guard-req }]
     - matches: [{ path: { type: PathPrefix, value: /guard-resp } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude-guard-resp }]
+    - matches: [{ path: { type: PathPrefix, value: /paced-digits } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: paced-guard-digits }]
+    - matches: [{ path: { type: PathPrefix, value: /paced-guard } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: paced-guard }]
+    - matches: [{ path: { type: PathPrefix, value: /paced } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: paced }]
     - backendRefs: [{ group: sluice.dev, kind: GwBackend, name: claude }]
 `;
 }
@@ -261,6 +304,50 @@ async function startProcess(cmd: string, args: string[], env: Record<string, str
 }
 
 const rows: { setup: string; mode: string; r: Result }[] = [];
+const ttftLines: string[] = [];
+
+/** Time to first token against the paced provider, one request at a time, guarded and unguarded alternating. */
+async function measureTtft(port: number, n: number): Promise<void> {
+  const target = (path: string): Target => ({
+    name: path,
+    port,
+    path,
+    headers: { authorization: "Bearer c" },
+    pids: {},
+  });
+  const plain = target("/paced/v1/chat/completions");
+  for (const [label, model, guarded] of [
+    ['all builtins, first delta "Hello "', "claude-sonnet-4", target("/paced-guard/v1/chat/completions")],
+    [
+      'all builtins, first delta "Hello" (ends inside a word)',
+      "claude-sonnet-4-midword",
+      target("/paced-guard/v1/chat/completions"),
+    ],
+    [
+      'builtins but Email, first delta "Hello" (ends inside a word)',
+      "claude-sonnet-4-midword",
+      target("/paced-digits/v1/chat/completions"),
+    ],
+  ] as const) {
+    const payload = JSON.stringify({ ...(JSON.parse(body(true)) as object), model });
+    for (let i = 0; i < 20; i++) {
+      await once(plain, payload, []);
+      await once(guarded, payload, []);
+    }
+    const a: number[] = [];
+    const b: number[] = [];
+    for (let i = 0; i < n; i++) {
+      await once(plain, payload, a);
+      await once(guarded, payload, b);
+    }
+    a.sort((x, y) => x - y);
+    b.sort((x, y) => x - y);
+    const q = (l: number[], p: number) => l[Math.min(l.length - 1, Math.floor(l.length * p))] ?? Number.NaN;
+    ttftLines.push(
+      `time to first token, paced provider, response regex guard with ${label}, ${n} requests one at a time: unguarded p50 ${q(a, 0.5).toFixed(3)} p90 ${q(a, 0.9).toFixed(3)} ms; guarded p50 ${q(b, 0.5).toFixed(3)} p90 ${q(b, 0.9).toFixed(3)} ms (+${(q(b, 0.5) - q(a, 0.5)).toFixed(3)} ms at p50, target ≤ 0.5)`,
+    );
+  }
+}
 const fakeChild = spawn(process.execPath, [join(import.meta.dirname, "llm-fake.js")], {
   stdio: ["ignore", "pipe", "inherit"],
 });
@@ -274,9 +361,15 @@ const noopChild = spawn(process.execPath, [join(import.meta.dirname, "extproc-no
 const noopPort = await new Promise<number>((resolve) =>
   noopChild.stdout?.once("data", (c: Buffer) => resolve(Number(c.toString().trim()))),
 );
+const pacedChild = spawn(process.execPath, [join(import.meta.dirname, "llm-fake-paced.js")], {
+  stdio: ["ignore", "pipe", "inherit"],
+});
+const pacedPort = await new Promise<number>((resolve) =>
+  pacedChild.stdout?.once("data", (c: Buffer) => resolve(Number(c.toString().trim()))),
+);
 const port = await freePort();
 const cfg = tempConfigDir();
-cfg.write("all.yaml", resources(fake.port, port, noopPort));
+cfg.write("all.yaml", resources(fake.port, port, noopPort, pacedPort));
 const sluice = await startSluice("serve", cfg.dir);
 const envoy = await startTestEnvoy(sluice);
 const envoyPid = envoy.process.child.pid;
@@ -383,6 +476,7 @@ try {
     });
   }
   const modes = values.modes.split(",");
+  if (modes.includes("ttft")) await measureTtft(port, Number(values["ttft-requests"]));
   for (const stream of [false, true].filter((st) => modes.includes(st ? "stream" : "buffered"))) {
     for (const t of targets) {
       if (stream && t.bufferedOnly === true) continue;
@@ -423,6 +517,7 @@ try {
   await sluice.stop();
   await fake.close();
   noopChild.kill("SIGTERM");
+  pacedChild.kill("SIGTERM");
   cfg.cleanup();
   agent.destroy();
 }
@@ -457,9 +552,10 @@ for (const row of rows) {
   const resp = row("stream", "sluice + response");
   if (sBase !== undefined && resp !== undefined) {
     console.log(
-      `response regex guard on the stream: time to first token ${sBase.ttft.toFixed(3)} → ${resp.ttft.toFixed(3)} ms (+${(resp.ttft - sBase.ttft).toFixed(3)} ms, target ≤ 0.5); Sluice CPU +${((resp.cpuUs["processor"] ?? 0) - (sBase.cpuUs["processor"] ?? 0)).toFixed(1)} µs per request`,
+      `response regex guard on the stream, ${concurrency} clients, whole stream in one write (first token = whole answer): ${sBase.ttft.toFixed(3)} → ${resp.ttft.toFixed(3)} ms (+${(resp.ttft - sBase.ttft).toFixed(3)} ms); Sluice CPU +${((resp.cpuUs["processor"] ?? 0) - (sBase.cpuUs["processor"] ?? 0)).toFixed(1)} µs per request`,
     );
   }
+  for (const l of ttftLines) console.log(l);
 }
 
 // The same guard work in this process, without Envoy and load noise: what the ext_proc does per request (texts of

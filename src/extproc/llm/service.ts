@@ -661,7 +661,7 @@ export class LlmExtProcService {
       resp.stream = attempt.direction.stream(attempt.meta, defaultContext);
       const guards = attempt.guards;
       if (guards?.streaming === true && StreamGuard.applies(guards.response)) {
-        resp.guard = new StreamGuard(state.client, guards.response);
+        resp.guard = new StreamGuard(state.client, guards.response, this.#guardContext(state, attempt.provider));
       }
       return respond(
         "responseHeaders",

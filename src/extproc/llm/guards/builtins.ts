@@ -17,6 +17,8 @@ export interface Detector {
   readonly maxLength: number;
   /** Characters a match may contain: a text ending in a run of them may be the start of a match. */
   readonly chars: RegExp;
+  /** Characters a match may begin with: a run of `chars` is held back from its first one of these (stream.ts). */
+  readonly starts: RegExp;
 }
 
 /** Luhn checksum over the digits of `s` (separators ignored). */
@@ -51,6 +53,7 @@ export const DETECTORS: Readonly<Record<GuardBuiltin, Detector>> = {
     },
     maxLength: 37,
     chars: /[\d -]/,
+    starts: /\d/,
   },
   // US SSN: AAA-GG-SSSS (dashes, spaces or none, the same throughout), not area 000, 666 or 9xx, nor group 00 or
   // serial 0000.
@@ -60,6 +63,7 @@ export const DETECTORS: Readonly<Record<GuardBuiltin, Detector>> = {
     needs: /\d/,
     maxLength: 11,
     chars: /[\d -]/,
+    starts: /\d/,
   },
   // Canadian SIN: 9 digits (AAA-BBB-CCC, spaces, dashes or none) with a valid Luhn checksum.
   CaSin: {
@@ -69,6 +73,7 @@ export const DETECTORS: Readonly<Record<GuardBuiltin, Detector>> = {
     valid: luhn,
     maxLength: 11,
     chars: /[\d -]/,
+    starts: /\d/,
   },
   // North American numbers ((555) 123-4567, 555.123.4567, +1 555 123 4567) and international ones written with a
   // leading + and a country code (+44 20 7946 0958).
@@ -82,6 +87,7 @@ export const DETECTORS: Readonly<Record<GuardBuiltin, Detector>> = {
     },
     maxLength: 24,
     chars: /[\d +().-]/,
+    starts: /[\d+(]/,
   },
   Email: {
     re: /(?<![\w.%+-])[\w.%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,63}(?![\w-])/g,
@@ -89,6 +95,8 @@ export const DETECTORS: Readonly<Record<GuardBuiltin, Detector>> = {
     needs: /@/,
     maxLength: 254,
     chars: /[\w.%+@-]/,
+    // The local part: any word may still be one, so a text ending in a word holds that word back.
+    starts: /[\w.%+-]/,
   },
 };
 

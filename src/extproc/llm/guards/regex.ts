@@ -33,8 +33,12 @@ export class RegexScanner {
     this.#patterns = compiled;
   }
 
-  /** Spans to mask in `text`, sorted, not overlapping. */
-  scan(text: string): Span[] {
+  /**
+   * Spans to mask in `text`, sorted, not overlapping. `seen` collects every match found, also those a checksum turned
+   * down or an earlier detector's span overlapped: a stream does not cut through one of those, as more text may make
+   * it the one that is masked.
+   */
+  scan(text: string, seen?: { start: number; end: number }[]): Span[] {
     let spans: Span[] | undefined;
     const add = (start: number, end: number, mask: string) => {
       if (end <= start) return;
@@ -46,6 +50,7 @@ export class RegexScanner {
       if (!d.needs.test(text)) continue;
       d.re.lastIndex = 0;
       for (let m = d.re.exec(text); m !== null; m = d.re.exec(text)) {
+        seen?.push({ start: m.index, end: m.index + m[0].length });
         if (d.valid === undefined || d.valid(m[0])) add(m.index, m.index + m[0].length, d.mask);
       }
     }
@@ -56,6 +61,7 @@ export class RegexScanner {
           re.lastIndex++;
           continue;
         }
+        seen?.push({ start: m.index, end: m.index + m[0].length });
         add(m.index, m.index + m[0].length, PATTERN_MASK);
       }
     }
@@ -76,18 +82,43 @@ export class RegexScanner {
 
   /**
    * How many characters at the end of `text` a stream must hold back: the longest tail that may be the beginning of a
-   * match still being written (a run of characters a builtin match may contain, up to its longest match), or the
-   * pattern window when the guard has user patterns (any text may start one of those).
+   * match still being written, or the pattern window when the guard has user patterns (any text may start one of
+   * those). A builtin match lies in a run of the characters it may contain, is shorter than its longest match, and
+   * begins with one of its start characters: the tail is held from the first start character of the trailing run
+   * within that length ("call 555 " holds "555 ", "Hello " holds nothing, "Hello" holds "Hello" for Email).
    */
   holdBack(text: string): number {
     let hold = this.#patterns.length > 0 ? Math.min(text.length, PATTERN_STREAM_WINDOW) : 0;
     for (const d of this.#detectors) {
-      let n = 0;
       const max = Math.min(text.length, d.maxLength);
-      while (n < max && d.chars.test(text.charAt(text.length - 1 - n))) n++;
-      if (n > hold) hold = n;
+      for (let n = 0; n < max; n++) {
+        const c = text.charAt(text.length - 1 - n);
+        if (!d.chars.test(c)) break;
+        if (n >= hold && d.starts.test(c)) hold = n + 1;
+      }
     }
     return hold;
+  }
+  /**
+   * How many of the characters a stream released last (`tail`, the text before what it holds) a scan of the held text
+   * must start with to find what a scan of the whole text finds there: the run of characters a builtin match may
+   * contain that reaches the end of `tail`, when a match may start in it (a match attempt in progress), and the
+   * character before it (lookbehinds); all of `tail` when the guard has user patterns.
+   */
+  context(tail: string): number {
+    if (tail === "") return 0;
+    if (this.#patterns.length > 0) return tail.length;
+    let need = 1;
+    for (const d of this.#detectors) {
+      let n = 0;
+      let start = false;
+      while (n < tail.length && d.chars.test(tail.charAt(tail.length - 1 - n))) {
+        if (!start && d.starts.test(tail.charAt(tail.length - 1 - n))) start = true;
+        n++;
+      }
+      if (start && n + 1 > need) need = Math.min(tail.length, n + 1);
+    }
+    return need;
   }
 }
 
