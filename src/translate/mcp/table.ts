@@ -8,6 +8,7 @@ import { serviceEndpoints } from "../backend/resolve.js";
 import type { TranslationInput } from "../input.js";
 import type { GatewayIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
+import { backendClusterName } from "../names.js";
 import type { PolicyNote } from "../xds/filters/types.js";
 
 export type McpProtocol = "StreamableHTTP" | "SSE";
@@ -174,6 +175,7 @@ const MCP_POLICY_NOT_SERVED: Readonly<Record<string, string>> = {
   guardrails: "MCP guardrail processors are not served yet; no processor is called",
 };
 
+/** `cluster`: the GwBackend's name in the route's backend policies (names.ts backendClusterName). */
 function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: Map<string, PolicyNote>): void {
   for (const b of policy?.backends ?? []) {
     if (b.cluster !== cluster) continue;
@@ -189,7 +191,7 @@ function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: 
         const note = {
           from: v.from,
           field: `backend.${field}`,
-          message: `target ${sub.name}: connection policies of MCP targets are not served yet; Sluice connects to it over plain HTTP without them`,
+          message: `connection policies of MCP targets are not served yet; Sluice connects to target ${sub.name} over plain HTTP without them`,
         };
         notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
       }
@@ -233,7 +235,12 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
       for (const vh of rc.virtualHosts) {
         for (const r of vh.routes) {
           if (r.action.kind !== "forward") continue;
-          for (const b of r.action.backends) if (entries.has(b.cluster)) policyNotes(r.policy, b.cluster, notes);
+          for (const b of r.action.backends) {
+            const e = entries.get(b.cluster);
+            if (e === undefined) continue;
+            const [ns, name] = e.backend.split("/") as [string, string];
+            policyNotes(r.policy, backendClusterName(ns, name), notes);
+          }
         }
       }
     }
