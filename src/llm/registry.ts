@@ -302,8 +302,10 @@ for (const d of [...list]) {
   });
 }
 
+/** The client's meta on a chained translation's result, keeping what the last step learnt (renamed tools). */
 function withMeta(r: RequestResult, meta: RequestMeta): RequestResult {
-  return r.ok ? { ...r, meta } : r;
+  if (!r.ok) return r;
+  return { ...r, meta: r.meta.toolNames === undefined ? meta : { ...meta, toolNames: r.meta.toolNames } };
 }
 
 const directions = new Map<string, Direction>(list.map((d) => [`${d.client}→${d.provider}`, d]));

@@ -38,7 +38,8 @@ function chatRequest(r: R): Record<string, unknown> {
     if (t === turns - 1) break;
     if (chance(r, 0.5)) {
       const calls = Array.from({ length: 1 + Math.floor(r() * 2) }, () => {
-        const name = pick(r, TOOLS);
+        // Now and then a name the model made up (models do), which Bedrock's name pattern refuses in the history.
+        const name = chance(r, 0.1) ? "browser.tabs.open" : pick(r, TOOLS);
         usedTools.add(name);
         return {
           id: `call_${++call}`,
@@ -127,6 +128,7 @@ function checkConverse(body: Record<string, unknown>): void {
     assert.ok(tc !== undefined, "toolConfig is required with toolUse / toolResult blocks");
   // Tool names (declared and used) match Bedrock's pattern; a history call need not name a declared tool.
   for (const t of tc?.tools ?? []) if (t.toolSpec) assert.match(t.toolSpec.name, /^[a-zA-Z0-9_-]{1,64}$/);
+  for (const b of blocks) if (isObj(b.toolUse)) assert.match(b.toolUse.name as string, /^[a-zA-Z0-9_-]{1,64}$/);
   if (tc !== undefined) assert.ok((tc.tools ?? []).length > 0, "toolConfig.tools is not empty");
   const oc = body.outputConfig as { textFormat?: { structure?: { jsonSchema?: { schema?: unknown } } } } | undefined;
   if (oc !== undefined) {

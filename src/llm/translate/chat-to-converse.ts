@@ -22,6 +22,7 @@ import { chatMaxTokens, chatStops, isSystem, readChatRequest } from "./chat-requ
 import { DEFAULT_MAX_TOKENS } from "./chat-to-messages.js";
 import { type ChatStreamItem, chatFinish, parseDataUrl, textOf } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+import { ConverseToolNames, clientToolName } from "./converse-names.js";
 import { converseDocument, readChatFile } from "./documents.js";
 import {
   converseOfThinking,
@@ -94,6 +95,9 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
   const system: { text: string }[] = [];
   const messages: ConverseMessage[] = [];
   const documentNames = new Set<string>();
+  const toolNames = new ConverseToolNames(
+    arr(req.tools).map((t) => (isObject(t) && isObject(t.function) ? (str(t.function.name) ?? "") : "")),
+  );
   for (let i = 0; i < req.messages.length; i++) {
     const m = req.messages[i]!;
     if (isSystem(m)) {
@@ -151,7 +155,7 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
         blocks.push({
           toolUse: {
             toolUseId: str(tc.id) ?? "",
-            name: str(tc.function.name) ?? "",
+            name: toolNames.name(str(tc.function.name) ?? ""),
             input: parseObject(str(tc.function.arguments)),
           },
         });
@@ -200,7 +204,7 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
     const specs = tools.map((tool) => {
       const f = isObject(tool.function) ? tool.function : {};
       const spec: { name: string; description?: string; inputSchema: { json: unknown } } = {
-        name: str(f.name) ?? "",
+        name: toolNames.name(str(f.name) ?? ""),
         inputSchema: { json: isObject(f.parameters) ? f.parameters : { type: "object", properties: {} } },
       };
       const d = str(f.description);
@@ -211,13 +215,14 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
     const tc = req.tool_choice;
     if (tc === "auto") choice = { auto: {} };
     else if (tc === "required") choice = { any: {} };
-    else if (isObject(tc) && isObject(tc.function)) choice = { tool: { name: str(tc.function.name) ?? "" } };
+    else if (isObject(tc) && isObject(tc.function))
+      choice = { tool: { name: toolNames.name(str(tc.function.name) ?? "") } };
     out.toolConfig = choice === undefined ? { tools: specs } : { tools: specs, toolChoice: choice };
   } else if (tools.length === 0 && hasToolBlocks(messages)) {
     const specs = historyToolSpecs(messages);
     if (specs.length > 0) out.toolConfig = { tools: specs };
   }
-  return { ok: true, body: out as unknown as JsonObject, meta };
+  return { ok: true, body: out as unknown as JsonObject, meta: toolNames.withMeta(meta) };
 }
 
 export function chatUsageFromConverse(u: unknown): ChatUsage {
@@ -256,7 +261,10 @@ export function converseToChatResponse(body: unknown, meta: RequestMeta, ctx: Tr
       calls.push({
         id: str(b.toolUse.toolUseId) ?? ctx.id("call_"),
         type: "function",
-        function: { name: str(b.toolUse.name) ?? "", arguments: JSON.stringify(b.toolUse.input ?? {}) },
+        function: {
+          name: clientToolName(meta, str(b.toolUse.name) ?? ""),
+          arguments: JSON.stringify(b.toolUse.input ?? {}),
+        },
       });
     }
   }
@@ -334,7 +342,7 @@ export class ConverseToChatStream implements StreamMapper<AwsEvent, ChatStreamIt
                 index: ti,
                 id: str(tu.toolUseId) ?? "",
                 type: "function",
-                function: { name: str(tu.name) ?? "", arguments: "" },
+                function: { name: clientToolName(this.meta, str(tu.name) ?? ""), arguments: "" },
               },
             ],
           }),

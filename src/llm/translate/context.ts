@@ -25,6 +25,8 @@ export interface RequestMeta {
   includeUsage: boolean;
   /** Choices asked for (chat-completions `n`, where the provider can answer several); 1 when absent. */
   choices?: number;
+  /** Tool names the provider was given in place of the client's (provider name → client name). */
+  toolNames?: Readonly<Record<string, string>>;
 }
 
 export type RequestResult = { ok: true; body: JsonObject; meta: RequestMeta } | { ok: false; error: LlmError };

@@ -22,6 +22,7 @@ import { type TokenUsage, usageFromConverse } from "../usage.js";
 import { converseImage, historyToolSpecs, pushConverse } from "./chat-to-converse.js";
 import { anthropicErrorEvent } from "./common.js";
 import type { RequestMeta, RequestResult, ResponseResult, TranslateContext } from "./context.js";
+import { ConverseToolNames, clientToolName } from "./converse-names.js";
 import { converseDocument } from "./documents.js";
 import { readMessagesRequest, systemBlocks } from "./messages-request.js";
 import { readMessagesReasoning } from "./reasoning.js";
@@ -31,6 +32,7 @@ const CACHE_POINT = { cachePoint: { type: "default" as const } };
 
 export function messagesToConverseParts(
   req: import("../formats/messages.js").MessagesRequest,
+  toolNames: ConverseToolNames = new ConverseToolNames(),
 ):
   | { messages: ConverseMessage[]; system: ConverseSystemBlock[]; toolConfig?: ConverseRequest["toolConfig"] }
   | LlmError {
@@ -85,7 +87,11 @@ export function messagesToConverseParts(
         }
         case "tool_use":
           blocks.push({
-            toolUse: { toolUseId: str(b.id) ?? "", name: str(b.name) ?? "", input: isObject(b.input) ? b.input : {} },
+            toolUse: {
+              toolUseId: str(b.id) ?? "",
+              name: toolNames.name(str(b.name) ?? ""),
+              input: isObject(b.input) ? b.input : {},
+            },
           });
           break;
         case "tool_result": {
@@ -140,7 +146,7 @@ export function messagesToConverseParts(
   const specs: NonNullable<ConverseRequest["toolConfig"]>["tools"] = [];
   for (const t of tools) {
     const spec: { name: string; description?: string; inputSchema: { json: unknown } } = {
-      name: str(t.name) ?? "",
+      name: toolNames.name(str(t.name) ?? ""),
       inputSchema: { json: isObject(t.input_schema) ? t.input_schema : { type: "object", properties: {} } },
     };
     const d = str(t.description);
@@ -151,7 +157,7 @@ export function messagesToConverseParts(
   let choice: ConverseToolChoice | undefined;
   if (tc?.type === "auto") choice = { auto: {} };
   else if (tc?.type === "any") choice = { any: {} };
-  else if (tc?.type === "tool") choice = { tool: { name: str(tc.name) ?? "" } };
+  else if (tc?.type === "tool") choice = { tool: { name: toolNames.name(str(tc.name) ?? "") } };
   return {
     messages,
     system,
@@ -173,7 +179,8 @@ export function messagesToConverseRequest(body: unknown, providerModel: string |
   if (so !== undefined && "kind" in so) return { ok: false, error: so };
   const reasoning = readMessagesReasoning(req);
   if ("kind" in reasoning) return { ok: false, error: reasoning };
-  const parts = messagesToConverseParts(req);
+  const toolNames = new ConverseToolNames(arr(req.tools).map((t) => (isObject(t) ? (str(t.name) ?? "") : "")));
+  const parts = messagesToConverseParts(req, toolNames);
   if ("kind" in parts) return { ok: false, error: parts };
   const out: ConverseRequest = { messages: parts.messages };
   if (parts.system.length > 0) out.system = parts.system;
@@ -195,7 +202,7 @@ export function messagesToConverseRequest(body: unknown, providerModel: string |
   if (Object.keys(extra).length > 0) out.additionalModelRequestFields = extra;
   if (so?.mode === "json_schema") out.outputConfig = converseOutputConfig(so);
   if (req.service_tier === "standard_only") out.serviceTier = { type: "default" };
-  return { ok: true, body: out as unknown as JsonObject, meta };
+  return { ok: true, body: out as unknown as JsonObject, meta: toolNames.withMeta(meta) };
 }
 
 const converseStop: Record<string, MessagesStopReason> = {
@@ -232,7 +239,7 @@ export function converseToMessagesResponse(body: unknown, meta: RequestMeta, ctx
       content.push({
         type: "tool_use",
         id: str(tu.toolUseId) ?? ctx.id("toolu_"),
-        name: str(tu.name) ?? "",
+        name: clientToolName(meta, str(tu.name) ?? ""),
         input: isObject(tu.input) ? tu.input : {},
       });
     } else if (isObject(b.reasoningContent)) {
@@ -329,7 +336,10 @@ export class ConverseToMessagesStream implements StreamMapper<AwsEvent, Messages
         this.start(emit);
         const tu = isObject(b.start) && isObject(b.start.toolUse) ? b.start.toolUse : undefined;
         if (tu !== undefined)
-          this.block(cbi, "tool_use", emit, { id: str(tu.toolUseId) ?? "", name: str(tu.name) ?? "" });
+          this.block(cbi, "tool_use", emit, {
+            id: str(tu.toolUseId) ?? "",
+            name: clientToolName(this.meta, str(tu.name) ?? ""),
+          });
         return;
       }
       case "contentBlockDelta": {
