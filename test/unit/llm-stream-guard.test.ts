@@ -9,11 +9,14 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
+import { loadAndTranslate } from "../../src/cli/load.js";
 import { RegexScanner } from "../../src/extproc/llm/guards/regex.js";
 import type { GuardContext } from "../../src/extproc/llm/guards/runner.js";
 import { STREAM_CHECK_BUDGET_MS, StreamGuard, segmentEnd } from "../../src/extproc/llm/guards/stream.js";
 import type { ClientFormat } from "../../src/llm/index.js";
 import type { GuardBuiltin, GuardSpec } from "../../src/translate/llm/guards.js";
+import { gatewayYaml, localService } from "../helpers/gateway.js";
+import { tempConfigDir } from "../helpers/processes.js";
 
 const td = new TextDecoder();
 const te = new TextEncoder();
@@ -447,4 +450,61 @@ describe("stream webhook guard", () => {
     assert.deepEqual(hook.calls, [["One. "], ["Two. Three. "]]);
     hook.delay = 0;
   });
+});
+
+test("status: a webhook response guard with streaming: Enabled is served on streams, no note about it", async () => {
+  const cfg = tempConfigDir();
+  cfg.write(
+    "r.yaml",
+    `${gatewayYaml(8080)}
+${localService("hook", 9)}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: llm, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: 127.0.0.1, port: 9 }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules: [{ backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }] }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: guard, namespace: default }
+spec:
+  targetRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }]
+  backend:
+    ai:
+      promptGuard:
+        streaming: Enabled
+        response: [{ regex: { builtins: [Email] } }, { webhook: { backendRef: { name: hook, port: 80 } } }]
+`,
+  );
+  let result: Awaited<ReturnType<typeof loadAndTranslate>>["result"];
+  try {
+    result = (await loadAndTranslate([cfg.dir])).result;
+  } finally {
+    cfg.cleanup();
+  }
+  const guard = Object.values(Object.values([...result.llm.entries.values()][0]?.backends ?? {})[0]?.providers ?? {})[0]
+    ?.ai.promptGuard;
+  assert.equal(guard?.streaming, true);
+  assert.deepEqual(
+    guard?.response.map((g) => g.kind),
+    ["regex", "webhook"],
+  );
+  const status = result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "guard")?.status as
+    | { ancestors: { conditions: { type: string; message: string }[] }[] }
+    | undefined;
+  const conditions = status?.ancestors[0]?.conditions ?? [];
+  assert.ok(
+    conditions.some((c) => c.type === "Attached"),
+    JSON.stringify(conditions),
+  );
+  assert.ok(!conditions.some((c) => c.type === "Warning"), JSON.stringify(conditions));
 });

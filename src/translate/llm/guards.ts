@@ -366,15 +366,7 @@ export function compilePromptGuard(
     response: direction("response"),
     streaming: v.streaming === "Enabled",
   };
-  if (entry.streaming) {
-    entry.response.forEach((g, i) => {
-      if (g.kind !== "regex") {
-        note(
-          `${at}.response[${i}].${g.kind}`,
-          "streamed responses are guarded by regex guards only: this guard checks buffered responses, not streams",
-        );
-      }
-    });
-  }
+  // With `streaming: Enabled` every response guard also checks streams (extproc/llm/guards/stream.ts); realtime
+  // websocket messages are not read (table.ts reports a Realtime route type on a guarded backend).
   return { entry, notes };
 }
