@@ -362,7 +362,8 @@ test("policies: transformations carried as the AI policy, health as eviction tun
 
 test("sluice-kinds reports GwModels through the model status, invalid ones as before", () => {
   const input = makeInput([gateway(), model("m", { provider: "Provider01" })] as never);
-  const s = sluiceKindStatuses(input).find((x) => x.kind === "GwModel");
+  const models = translateModels(input, { impliedGatewayClass: true });
+  const s = sluiceKindStatuses(input, undefined, new Map(), models).find((x) => x.kind === "GwModel");
   assert.ok(s);
   const parents = (s.status as { parents: Parent[] }).parents;
   assert.equal(cond(parents[0], "Accepted")?.status, "True");

@@ -4,7 +4,7 @@
 import { namespaceOf } from "../../api/resource.js";
 import type { InvalidResource, TranslationInput } from "../input.js";
 import type { AuthProblem } from "../llm/table.js";
-import { type ModelTranslation, translateModels } from "../model/models.js";
+import type { ModelTranslation } from "../model/models.js";
 import { modelStatuses } from "../model/status.js";
 import { type Condition, condition, type ResourceStatus } from "./conditions.js";
 
@@ -28,14 +28,14 @@ function invalidStatus(r: InvalidResource, conditions: (c: Condition) => unknown
 /**
  * `backendProblems`: credential problems of AI backends' providers by `namespace/name` (llm/table.ts): a Secret that
  * is missing or malformed is `ResolvedRefs: False` (SecretNotFound), the rest (expressions) a `NeverMatches` warning.
- * `models`: the GwModels' translation (model/models.ts). Without it they are translated here, with the GatewayClass
- * `sluice` implied when the input has no GatewayClass (file mode; a cluster always has Sluice's GatewayClass).
+ * `models`: the GwModels' translation (model/models.ts), the one translate.ts serves, so the status tells of the same
+ * attachment (with the same implied GatewayClass) as the routes Envoy gets.
  */
 export function sluiceKindStatuses(
   input: TranslationInput,
   servedVariants = SERVED_BACKEND_VARIANTS,
-  backendProblems: ReadonlyMap<string, readonly AuthProblem[]> = new Map(),
-  models?: ModelTranslation,
+  backendProblems: ReadonlyMap<string, readonly AuthProblem[]>,
+  models: ModelTranslation,
 ): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const be of input.backends) {
@@ -71,9 +71,7 @@ export function sluiceKindStatuses(
     }
     out.push({ kind: "GwBackend", namespace: namespaceOf(be), name: be.metadata.name, status: { conditions } });
   }
-  out.push(
-    ...modelStatuses(models ?? translateModels(input, { impliedGatewayClass: input.gatewayClasses.length === 0 })),
-  );
+  out.push(...modelStatuses(models));
   for (const r of input.invalid) {
     if (r.kind === "GwBackend") out.push(invalidStatus(r, (c) => ({ conditions: [c] })));
     if (r.kind === "GwModel") out.push(invalidStatus(r, (c) => ({ parents: [], conditions: [c] })));

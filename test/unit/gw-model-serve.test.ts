@@ -1,0 +1,282 @@
+// Serving GwModels: where their routes and clusters go in a Gateway's IR (translate/model/serve.ts) and what the LLM
+// ext_proc decides per request (extproc/llm/models/serve.ts). Envoy itself is in test/e2e/gw-model.test.ts.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ModelHealth } from "../../src/extproc/llm/models/health.js";
+import { authorizeModel, chooseModel, discoveryAnswer, ModelAttempts } from "../../src/extproc/llm/models/serve.js";
+import { makeInput } from "../../src/translate/input.js";
+import type { LlmClusterIR, RouteIR } from "../../src/translate/ir.js";
+import type { ConcreteModelIR, ModelRouteEntry } from "../../src/translate/model/ir.js";
+import { MODEL_CLUSTER_HEADER } from "../../src/translate/names.js";
+import { translate } from "../../src/translate/translate.js";
+
+type Doc = Record<string, unknown>;
+
+const gateway = (listeners: Doc[]): Doc => ({
+  apiVersion: "gateway.networking.k8s.io/v1",
+  kind: "Gateway",
+  metadata: { name: "gw", namespace: "default" },
+  spec: { gatewayClassName: "sluice", listeners },
+});
+
+const model = (name: string, spec: Doc, parentRefs: Doc[] = [{ name: "gw" }]): Doc => ({
+  apiVersion: "sluice.dev/v1alpha1",
+  kind: "GwModel",
+  metadata: { name, namespace: "default" },
+  spec: { parentRefs, ...spec },
+});
+
+const openai = (port: number): Doc => ({ provider: "Provider01", baseURL: `http://127.0.0.1:${port}/v1` });
+
+const route: Doc = {
+  apiVersion: "gateway.networking.k8s.io/v1",
+  kind: "HTTPRoute",
+  metadata: { name: "site", namespace: "default" },
+  spec: {
+    parentRefs: [{ name: "gw" }],
+    hostnames: ["a.example.com"],
+    rules: [{ backendRefs: [{ name: "svc", port: 80 }] }],
+  },
+};
+
+function served(docs: Doc[]) {
+  const r = translate(makeInput(docs as never), { impliedGatewayClass: true });
+  const gw = r.gateways[0];
+  assert.ok(gw);
+  return { r, gw: gw.ir };
+}
+
+const names = (routes: readonly RouteIR[]) => routes.map((x) => x.name);
+
+test("path first: model routes follow a virtual host's HTTPRoute routes, only on the listener the host belongs to", () => {
+  const docs = [
+    gateway([
+      { name: "site", port: 8080, protocol: "HTTP", hostname: "a.example.com" },
+      { name: "api", port: 8080, protocol: "HTTP" },
+    ]),
+    route,
+    model("gpt-4o", openai(9001), [{ name: "gw", sectionName: "api" }]),
+  ];
+  const { gw } = served(docs);
+  const hosts = gw.routeConfigs[0]?.virtualHosts ?? [];
+  // a.example.com belongs to listener `site` (its hostname is more specific), which has no models.
+  const site = hosts.find((h) => h.domains[0] === "a.example.com");
+  assert.ok(site);
+  assert.ok(
+    names(site.routes).every((n) => !n.startsWith("gwmodel/")),
+    names(site.routes).join(),
+  );
+  // `api` has no virtual host of its own: it gets `*`, with discovery, one route per cluster and the fallback.
+  const any = hosts.find((h) => h.domains[0] === "*");
+  assert.ok(any);
+  assert.deepEqual(
+    any.routes.map((x) => [x.match.method, x.match.path.value, x.match.headers[0]?.value ?? "", x.action.kind]),
+    [
+      ["GET", "/v1/models", "", "direct"],
+      [
+        "POST",
+        "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)",
+        "gwmodel/default/gpt-4o",
+        "forward",
+      ],
+      ["POST", "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)", "", "direct"],
+    ],
+  );
+  assert.equal(any.routes[1]?.match.headers[0]?.name, MODEL_CLUSTER_HEADER);
+});
+
+test("a listener whose routes claim a path keeps it; model routes come after the HTTPRoute's", () => {
+  const docs = [
+    gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
+    { ...route, spec: { ...(route.spec as Doc), hostnames: undefined } },
+    model("gpt-4o", openai(9001)),
+  ];
+  const { gw } = served(docs);
+  const host = gw.routeConfigs[0]?.virtualHosts.find((h) => h.domains[0] === "*");
+  assert.ok(host);
+  const n = names(host.routes);
+  assert.ok(n[0]?.startsWith("httproute/default/site/"), n.join());
+  assert.ok(n.slice(1).every((x) => x.startsWith("gwmodel/")));
+});
+
+test("failover: a cluster with a priority group per priority and retries across them; a virtual target is noted", () => {
+  const docs = [
+    gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
+    model("a", { ...openai(9001), visibility: "Internal" }),
+    model("b", { ...openai(9002), visibility: "Internal", match: { model: "b-*" } }),
+    model("c", { ...openai(9003), visibility: "Internal" }),
+    model("smart", {
+      virtualModel: {
+        failover: {
+          targets: [
+            { modelRef: { name: "a" }, priority: 0 },
+            { modelRef: { name: "b" }, priority: 0, model: "b-large" },
+            { modelRef: { name: "c" }, priority: 5 },
+          ],
+        },
+      },
+    }),
+    model("nested", {
+      virtualModel: {
+        failover: {
+          targets: [
+            { modelRef: { name: "smart" }, priority: 0 },
+            { modelRef: { name: "c" }, priority: 1 },
+          ],
+        },
+      },
+    }),
+  ];
+  const { r, gw } = served(docs);
+  const cluster = gw.clusters.find((c) => c.name === "gwmodel/default/smart/failover") as LlmClusterIR | undefined;
+  assert.ok(cluster);
+  assert.deepEqual(
+    cluster.groups.map((g) => g.map((p) => [p.name, p.port])),
+    [
+      [
+        ["0.default/a", 9001],
+        ["1.default/b", 9002],
+      ],
+      [["2.default/c", 9003]],
+    ],
+  );
+  const routeTo = (c: string) =>
+    gw.routeConfigs[0]?.virtualHosts[0]?.routes.find((x) => x.match.headers[0]?.value === c)?.action;
+  assert.deepEqual((routeTo(cluster.name) as { failover?: unknown }).failover, { retries: 2 });
+  assert.deepEqual((routeTo("gwmodel/default/a") as { failover?: unknown }).failover, { retries: 0 });
+  // No cluster for a failover with a virtual target: the ext_proc picks its first candidate, and the status says so.
+  assert.equal(
+    gw.clusters.some((c) => c.name === "gwmodel/default/nested/failover"),
+    false,
+  );
+  const status = r.statuses.find((s) => s.kind === "GwModel" && s.name === "nested");
+  assert.ok(status);
+  const parents = (status.status as { parents: { conditions: { type: string; message: string }[] }[] }).parents;
+  const warning = parents[0]?.conditions.find((c) => c.type === "Warning");
+  assert.match(warning?.message ?? "", /a target is a virtual model/);
+  // The entry: what each endpoint of the failover cluster is asked for.
+  const failoverRoute = gw.routeConfigs[0]?.virtualHosts[0]?.routes.find(
+    (x) => x.match.headers[0]?.value === cluster.name,
+  );
+  const entryId = r.llm.routes.get(`default/gw|${failoverRoute?.name}`);
+  const entry = entryId === undefined ? undefined : r.llm.entries.get(entryId);
+  assert.deepEqual(entry?.models?.targets[cluster.name], {
+    "0.default/a": { id: "default/a", model: "a" },
+    "1.default/b": { id: "default/b", model: "b-large" },
+    "2.default/c": { id: "default/c", model: "c" },
+  });
+});
+
+function entryOf(docs: Doc[]): ModelRouteEntry {
+  const { r } = served(docs);
+  const e = [...r.llm.entries.values()].find((x) => x.models !== undefined);
+  assert.ok(e?.models);
+  return e.models;
+}
+
+test("chooseModel: the concrete model's cluster, or the failover model's on the way; Internal names refused", () => {
+  const entry = entryOf([
+    gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
+    model("a", { ...openai(9001), visibility: "Internal" }),
+    model("b", { ...openai(9002), visibility: "Internal" }),
+    model("pair", {
+      virtualModel: {
+        failover: {
+          targets: [
+            { modelRef: { name: "a" }, priority: 0 },
+            { modelRef: { name: "b" }, priority: 1 },
+          ],
+        },
+      },
+    }),
+    model("gate", {
+      virtualModel: {
+        conditional: {
+          targets: [
+            { modelRef: { name: "pair" }, when: "request.headers['x-tier'] == 'gold'" },
+            { modelRef: { name: "b" } },
+          ],
+        },
+      },
+    }),
+  ]);
+  const vars = (tier?: string) => ({
+    request: { headers: new Map(tier === undefined ? [] : [["x-tier", tier]]), path: "/", method: "POST" },
+  });
+  const gold = chooseModel(entry, "gate", { vars: vars("gold") });
+  assert.ok(gold.ok);
+  assert.equal(gold.choice.cluster, "gwmodel/default/pair/failover");
+  const plain = chooseModel(entry, "gate", { vars: vars() });
+  assert.ok(plain.ok);
+  assert.deepEqual(plain.choice, { cluster: "gwmodel/default/b", providerModel: "b", matched: "default/gate" });
+  const hidden = chooseModel(entry, "a", {});
+  assert.ok(!hidden.ok);
+  assert.equal(hidden.error.status, 404);
+  assert.equal(hidden.error.code, "model_not_found");
+});
+
+const concrete = (authorization: unknown): ConcreteModelIR =>
+  ({
+    type: "concrete",
+    id: "default/m",
+    match: { kind: "exact", literal: "m" },
+    visibility: "Public",
+    providerName: "Provider01",
+    policies: { ai: {}, authorization },
+    health: { consecutiveFailures: 1, ejectionMs: 1000, healthThreshold: 0, restoreHealth: 100 },
+  }) as ConcreteModelIR;
+
+test("authorizeModel: Allow (any true), Deny (any true refuses), Require (all true); errors are not true", () => {
+  const vars = { request: { headers: new Map([["x-team", "blue"]]) } };
+  const rule = (action: string, ...matchExpressions: string[]) => concrete({ action, policy: { matchExpressions } });
+  assert.equal(authorizeModel(concrete(undefined), vars), undefined);
+  assert.equal(authorizeModel(rule("Allow", "false", "request.headers['x-team'] == 'blue'"), vars), undefined);
+  assert.equal(authorizeModel(rule("Allow", "jwt.sub == 'x'"), vars)?.status, 403);
+  assert.equal(authorizeModel(rule("Deny", "request.headers['x-team'] == 'blue'"), vars)?.status, 403);
+  assert.equal(authorizeModel(rule("Deny", "jwt.sub == 'x'"), vars), undefined);
+  assert.equal(authorizeModel(rule("Require", "true", "request.headers['x-team'] == 'red'"), vars)?.kind, "permission");
+  assert.equal(authorizeModel(rule("Require", "true", "request.headers['x-team'] == 'blue'"), vars), undefined);
+});
+
+test("discovery: Anthropic's shape with anthropic-version (paging from the query), OpenAI's otherwise", () => {
+  const entry = entryOf([
+    gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
+    model("m1", openai(9001)),
+    model("m2", openai(9002)),
+    model("m3", { ...openai(9003), visibility: "Internal" }),
+  ]);
+  const o = discoveryAnswer(entry, { ":path": "/v1/models" }) as { object: string; data: { id: string }[] };
+  assert.equal(o.object, "list");
+  assert.deepEqual(
+    o.data.map((m) => m.id),
+    ["m1", "m2"],
+  );
+  const a = discoveryAnswer(entry, { ":path": "/v1/models?limit=1", "anthropic-version": "2023-06-01" }) as {
+    data: { type: string }[];
+    has_more: boolean;
+  };
+  assert.equal(a.data.length, 1);
+  assert.equal(a.data[0]?.type, "model");
+  assert.equal(a.has_more, true);
+});
+
+test("attempts: one Envoy retried failed, the last is judged by the response status", () => {
+  let now = 0;
+  const health = new ModelHealth(() => now);
+  const m1 = { ...concrete(undefined), id: "default/one" };
+  const m2 = { ...concrete(undefined), id: "default/two" };
+  const attempts = new ModelAttempts(health, () => now);
+  attempts.start(m1);
+  now = 10;
+  attempts.start(m2); // a retry: m1 failed
+  now = 30;
+  attempts.finish(200);
+  assert.equal(health.isDegraded("default/one", m1.health), true);
+  assert.equal(health.isDegraded("default/two", m2.health), false);
+  assert.equal(health.state("default/two", m2.health).latencyMs, 20);
+  const again = new ModelAttempts(health, () => now);
+  again.start(m2);
+  again.finish(503);
+  assert.equal(health.isDegraded("default/two", m2.health), true);
+});
