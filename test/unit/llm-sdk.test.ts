@@ -311,3 +311,21 @@ test("openai SDK: a Responses stream from a chat provider with reasoning reassem
   assert.deepEqual(strip(final.output), strip(want.output));
   assert.deepEqual(final.usage, want.usage);
 });
+
+test("anthropic SDK: thinking blocks with signatures from a chat provider come out whole (signature, redacted data)", async () => {
+  const { meta, bytes } = sseFile("messages--chat-completions/stream-thinking-blocks-signature.in.txt");
+  const client = new Anthropic({
+    apiKey: "k",
+    baseURL: "http://sluice.test",
+    fetch: fakeFetch(translateStream("messages", "chat-completions", meta, bytes)),
+  });
+  const msg = await client.messages
+    .stream({ model: "m", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
+    .finalMessage();
+  assert.deepEqual(msg.content.slice(0, 2), [
+    { type: "thinking", thinking: "Mild spring.", signature: "EqQBsig" },
+    { type: "redacted_thinking", data: "EmwKredacted" },
+  ]);
+  assert.equal(msg.usage.cache_creation_input_tokens, 200);
+  assert.equal(msg.usage.input_tokens, 100);
+});

@@ -257,6 +257,33 @@ export class ChatToMessagesStream implements StreamMapper<Record<string, unknown
       }
       emit({ type: "content_block_delta", index: this.open.index, delta: { type: "thinking_delta", thinking } });
     }
+    // Whole blocks (a chat provider that is itself a translation, Sluice or alike): a thinking block's signature
+    // ends the block its text opened; a redacted block is a block of its own.
+    for (const b of readThinkingBlocks(d.thinking_blocks)) {
+      if (b.type === "thinking") {
+        if (this.open?.kind !== "thinking") {
+          this.close(emit);
+          this.open = { index: this.nextBlock++, kind: "thinking" };
+          emit({
+            type: "content_block_start",
+            index: this.open.index,
+            content_block: { type: "thinking", thinking: b.thinking, signature: "" },
+          });
+        }
+        if (b.signature !== "")
+          emit({
+            type: "content_block_delta",
+            index: this.open.index,
+            delta: { type: "signature_delta", signature: b.signature },
+          });
+        this.close(emit);
+      } else {
+        this.close(emit);
+        const index = this.nextBlock++;
+        emit({ type: "content_block_start", index, content_block: { type: "redacted_thinking", data: b.data } });
+        emit({ type: "content_block_stop", index });
+      }
+    }
     const text = str(d.content);
     if (text !== undefined && text !== "") {
       if (this.open?.kind !== "text") {
