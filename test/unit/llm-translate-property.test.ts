@@ -189,7 +189,16 @@ function checkCarried(target: string, req: Record<string, unknown>, body: Record
       target === "messages" ? body.output_config : target === "converse" ? body.outputConfig : gc.responseJsonSchema;
     assert.ok(carried !== undefined, "response_format json_schema carried");
   }
-  if (req.reasoning_effort !== undefined) {
+  // A tool loop whose last assistant turn lost its thinking: Claude would refuse thinking, so it is left off (documented).
+  // (The tool results and any user text after them are one user turn in Messages and Converse.)
+  const msgs = req.messages as Record<string, unknown>[];
+  const lastAssistant = msgs.findLastIndex((m) => m.role === "assistant");
+  const a = msgs[lastAssistant];
+  const loopWithoutThinking =
+    a?.tool_calls !== undefined &&
+    a.thinking_blocks === undefined &&
+    msgs.slice(lastAssistant + 1).some((m) => m.role === "tool");
+  if (req.reasoning_effort !== undefined && !(loopWithoutThinking && target !== "generate-content")) {
     const carried =
       target === "messages"
         ? body.thinking

@@ -27,10 +27,12 @@ import { converseDocument, readChatFile } from "./documents.js";
 import {
   converseOfThinking,
   converseReasoning,
+  isClaudeOnBedrock,
   readChatEffort,
   readThinkingBlocks,
   type ThinkingBlock,
   thinkingOfConverse,
+  toolTurnLacksThinking,
   withThinking,
 } from "./reasoning.js";
 import { converseOutputConfig, JSON_OBJECT_INSTRUCTION, readChatResponseFormat } from "./structured-output.js";
@@ -167,7 +169,15 @@ export function chatToConverseRequest(body: unknown, providerModel: string | und
   }
   let max = chatMaxTokens(req);
   let extra: Record<string, unknown> | undefined;
-  if (effort !== undefined) {
+  const skipThinking =
+    effort !== "none" &&
+    isClaudeOnBedrock(meta.model) &&
+    toolTurnLacksThinking<ConverseBlock>(messages, {
+      toolUse: (b) => "toolUse" in b,
+      toolResult: (b) => "toolResult" in b,
+      thinking: (b) => "reasoningContent" in b,
+    });
+  if (effort !== undefined && !skipThinking) {
     const rr = converseReasoning(
       effort,
       meta.model,

@@ -22,6 +22,7 @@ import {
   readThinkingBlocks,
   type ThinkingBlock,
   thinkingOfMessagesBlock,
+  toolTurnLacksThinking,
   withThinking,
 } from "./reasoning.js";
 import { JSON_OBJECT_INSTRUCTION, messagesOutputFormat, readChatResponseFormat } from "./structured-output.js";
@@ -112,7 +113,12 @@ export function chatToMessagesRequest(body: unknown, providerModel: string | und
   }
   let maxTokens = chatMaxTokens(req);
   let thinking: Record<string, unknown> | undefined;
-  if (effort !== undefined) {
+  const skipThinking = toolTurnLacksThinking<MessagesBlock>(messages, {
+    toolUse: (b) => b.type === "tool_use",
+    toolResult: (b) => b.type === "tool_result",
+    thinking: (b) => b.type === "thinking" || b.type === "redacted_thinking",
+  });
+  if (effort !== undefined && !(skipThinking && effort !== "none")) {
     const t = messagesThinking(effort, maxTokens, DEFAULT_MAX_TOKENS, "max_completion_tokens");
     if ("kind" in t) return { ok: false, error: t };
     thinking = t.thinking;

@@ -170,7 +170,7 @@ export function converseReasoning(
       maxTokens,
     };
   if (m.includes("openai.")) return { fields: { reasoning_effort: band ?? "low" }, maxTokens };
-  if (m.includes("anthropic.") || m.includes("claude") || m.startsWith("arn:")) {
+  if (isClaudeOnBedrock(model)) {
     const t = messagesThinking(effort, maxTokens, defaultMax, maxPath);
     if ("kind" in t) return t;
     return { fields: { thinking: t.thinking }, maxTokens: t.maxTokens };
@@ -181,8 +181,33 @@ export function converseReasoning(
   );
 }
 
+/** Claude on Bedrock: model ids naming `anthropic.` or `claude`, and inference-profile ARNs (which do not say). */
+export function isClaudeOnBedrock(model: string): boolean {
+  const m = model.toLowerCase();
+  return m.includes("anthropic.") || m.includes("claude") || m.startsWith("arn:");
+}
+
 function effortOfBand(e: Exclude<Effort, "none" | "minimal">): "low" | "medium" | "high" {
   return e === "low" ? "low" : e === "medium" ? "medium" : "high";
+}
+
+/**
+ * Whether the conversation is inside a tool loop whose last assistant turn (the calls the last user turn answers)
+ * does not begin with its thinking. Claude refuses thinking then ("Expected thinking or redacted_thinking, but found
+ * tool_use"), which happens when a client does not send the thinking it was given back: thinking is left off for
+ * that request rather than failing it (approximate: the model does not think for that one turn).
+ */
+export function toolTurnLacksThinking<B>(
+  messages: readonly { role: string; content: string | readonly B[] }[],
+  is: { toolUse(b: B): boolean; toolResult(b: B): boolean; thinking(b: B): boolean },
+): boolean {
+  const last = messages[messages.length - 1];
+  const prev = messages[messages.length - 2];
+  if (last?.role !== "user" || prev?.role !== "assistant") return false;
+  if (typeof last.content === "string" || typeof prev.content === "string") return false;
+  if (!last.content.some((b) => is.toolResult(b)) || !prev.content.some((b) => is.toolUse(b))) return false;
+  const first = prev.content[0];
+  return first === undefined || !is.thinking(first);
 }
 
 // ---- reasoning content ----
