@@ -1,8 +1,9 @@
-// Webhook guards on streamed responses (`streaming: Enabled`) through a real Envoy, with the official `openai` and
-// `@anthropic-ai/sdk` streaming clients: text reaches the client in checked sentences, a mask replaces a sentence,
-// regex guards mask a split card before the webhook sees it, and a reject part way ends the stream with the error
-// event of the client's format, which each SDK raises as an API error after the text that passed. The provider is
-// paced (a pause after each sentence, as a model still generating), so the text before a reject has gone out.
+// Webhook and remote guards on streamed responses (`streaming: Enabled`) through a real Envoy, with the official
+// `openai` and `@anthropic-ai/sdk` streaming clients: text reaches the client in checked sentences, a mask replaces a
+// sentence, regex guards mask a split card before the webhook sees it, and a reject part way ends the stream with the
+// error event of the client's format, which each SDK raises as an API error after the text that passed; the same with
+// guardrailsA against the Bedrock fake (SigV4 verified, test/helpers/fake-guards.ts). The provider is paced (a pause
+// after each sentence, as a model still generating), so the text before a reject has gone out.
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
@@ -10,11 +11,15 @@ import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
+import { type FakeBedrockGuardrails, startFakeBedrockGuardrails } from "../helpers/fake-guards.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort } from "../helpers/net.js";
 
 const PAUSE_MS = 60;
+const REGION = "eu-west-1";
+const GUARDRAIL = { identifier: "gr-stream", version: "1" };
+const KEYS = { accessKeyId: "AKIDSTREAMGUARD", secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSTREAMGUARD" };
 
 /**
  * A provider streaming the user's last message back one word per event, pausing after each sentence: OpenAI chat
@@ -134,8 +139,15 @@ spec:
   const hook = "[{ regex: { builtins: [CreditCard] } }, { webhook: { backendRef: { name: guard-hook, port: 80 } } }]";
   const paced = (kind: string) => `{ ${kind}: {}, host: 127.0.0.1, port: ${pacedPort} }`;
   const custom = "{ custom: { backendRef: { name: paced, port: 80 }, formats: [{ type: Completions }] } }";
-  const names = ["hook-oa", "hook-an", "hook-custom", "closed-oa", "open-oa"];
+  const names = ["hook-oa", "hook-an", "hook-custom", "closed-oa", "open-oa", "gra-an"];
+  const guardrail = `[{ guardrailsA: { identifier: ${GUARDRAIL.identifier}, version: "${GUARDRAIL.version}", region: ${REGION}, policies: { auth: { cloudA: { secretRef: { name: aws } } } } }, response: { message: "blocked by the guardrail" } }]`;
   return [
+    `apiVersion: v1
+kind: Secret
+metadata: { name: aws, namespace: default }
+stringData: { accessKey: ${KEYS.accessKeyId}, secretKey: "${KEYS.secretAccessKey}" }
+`,
+    backend("gra-an", paced("providerD"), guardrail),
     localService("guard-hook", hookPort),
     localService("dead-hook", deadPort),
     localService("paced", pacedPort),
@@ -161,10 +173,11 @@ ${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }
   ].join("\n");
 }
 
-describe("webhook guards on streamed responses, end to end", { timeout: 120_000 }, () => {
+describe("webhook and remote guards on streamed responses, end to end", { timeout: 120_000 }, () => {
   let env: LlmEnv;
   let paced: Server;
   let hook: Server;
+  let bedrock: FakeBedrockGuardrails;
   const calls: string[][] = [];
   const openai = (p: string) => new OpenAI({ apiKey: "c", baseURL: `${env.baseUrl}/${p}/v1`, maxRetries: 0 });
   const anthropic = (p: string) => new Anthropic({ apiKey: "c", baseURL: `${env.baseUrl}/${p}`, maxRetries: 0 });
@@ -191,14 +204,21 @@ describe("webhook guards on streamed responses, end to end", { timeout: 120_000 
   before(async () => {
     paced = await startPacedProvider();
     hook = await startWebhook(calls);
+    bedrock = await startFakeBedrockGuardrails({ region: REGION, guardrail: GUARDRAIL });
+    bedrock.trust(KEYS);
+    bedrock.block.push({ word: "weapons", policy: "topic", name: "Weapons" });
+    bedrock.anonymize.push({ pattern: /[\w.]+@[\w.]+\.com/, type: "EMAIL" });
     const port = (s: Server) => (s.address() as AddressInfo).port;
-    env = await startLlmEnv(resources(port(hook), await freePort(), port(paced)), "/hook-oa/v1/chat/completions");
+    env = await startLlmEnv(resources(port(hook), await freePort(), port(paced)), "/hook-oa/v1/chat/completions", {
+      AWS_ENDPOINT_URL_BEDROCK_RUNTIME: bedrock.url,
+    });
   });
   after(async () => {
     await env?.stop();
     paced?.closeAllConnections();
     paced?.close();
     hook?.close();
+    await bedrock?.close();
   });
 
   test("chat completions: checked sentences, a mask, a split card masked before the webhook sees it", async () => {
@@ -281,5 +301,29 @@ describe("webhook guards on streamed responses, end to end", { timeout: 120_000 
     const open = await chatStream("open-oa", "Hi there. Bye.");
     assert.equal(open.error, undefined);
     assert.equal(open.deltas.join(""), "Hi there. Bye.");
+  });
+
+  test("guardrailsA (Bedrock, SigV4) on a stream: anonymized sentences masked, a blocked one ends the stream", async () => {
+    const client = anthropic("gra-an");
+    const params = (content: string) => ({
+      model: "claude-sonnet-4",
+      max_tokens: 64,
+      messages: [{ role: "user" as const, content }],
+    });
+    const before = bedrock.requests.length;
+    const ok = client.messages.stream(params("Write to jane@example.com today. Thanks."));
+    assert.equal(await ok.finalText(), "Write to {EMAIL} today. Thanks.");
+    const asked = bedrock.requests.slice(before).map((r) => r.json as { source: string });
+    assert.ok(asked.length >= 2 && asked.every((j) => j.source === "OUTPUT"), JSON.stringify(asked));
+
+    const bad = client.messages.stream(params("All fine here. Now about weapons. More."));
+    const texts: string[] = [];
+    bad.on("text", (t) => texts.push(t));
+    await assert.rejects(bad.finalText(), (e: unknown) => {
+      assert.ok(e instanceof Anthropic.APIError, String(e));
+      assert.match(e.message, /blocked by the guardrail/);
+      return true;
+    });
+    assert.deepEqual(texts, ["All fine here. "]);
   });
 });

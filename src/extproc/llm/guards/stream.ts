@@ -276,11 +276,14 @@ export class StreamGuard {
       ch.held = "";
       return text;
     }
-    let cut = all ? text.length : text.length - Math.max(0, ...this.#scanners.map((s) => s.holdBack(text)));
+    let hold = 0;
+    if (!all) for (const s of this.#scanners) hold = Math.max(hold, s.holdBack(text));
+    let cut = text.length - hold;
     if (cut === 0) return "";
     // Scanned after as much released text as a scan of the whole text would have seen matches start in (a run that
     // was longer than a match), and the character before (lookbehinds), so both find the same matches.
-    const lead = Math.max(0, ...this.#scanners.map((s) => s.context(ch.tail)));
+    let lead = 0;
+    for (const s of this.#scanners) lead = Math.max(lead, s.context(ch.tail));
     const seen: { start: number; end: number }[] = [];
     const spans =
       lead === 0
