@@ -1,4 +1,4 @@
-// The field table of docs/llm.md is the code's (src/llm/translate/chat-fields.ts), and every refusal in it answers a
+// The field and reasoning tables of docs/llm.md are the code's (src/llm/translate/chat-fields.ts), and every refusal in it answers a
 // 400 naming the field for each target it is refused for, before anything reaches the provider.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -6,6 +6,12 @@ import { resolve } from "node:path";
 import { test } from "node:test";
 import { findDirection } from "../../src/llm/registry.js";
 import { type ChatTarget, chatFieldsMarkdown } from "../../src/llm/translate/chat-fields.js";
+import {
+  converseReasoning,
+  effortOfBudget,
+  geminiThinkingConfig,
+  messagesThinking,
+} from "../../src/llm/translate/reasoning.js";
 
 const ctx = { id: (p: string) => `${p}1`, now: () => 1700000000 };
 const messages = [{ role: "user", content: "hi" }];
@@ -99,4 +105,40 @@ test("carried fields reach each target under their own names", () => {
   assert.ok(cv.ok);
   assert.deepEqual(cv.body.serviceTier, { type: "priority" });
   assert.deepEqual(cv.body.additionalModelRequestFields, { thinking: { type: "enabled", budget_tokens: 2048 } });
+});
+
+test("docs/llm.md's reasoning table is what the translators send", () => {
+  const doc = readFileSync(resolve(import.meta.dirname, "../../../docs/llm.md"), "utf8");
+  const rows = new Map<string, string[]>();
+  for (const line of doc.split("\n")) {
+    const m = /^\| `([a-z]+)`[^|]* \|(.*)\|$/.exec(line);
+    if (m !== null && ["none", "minimal", "low", "medium", "high", "xhigh"].includes(m[1]!))
+      rows.set(
+        m[1]!,
+        m[2]!.split("|").map((c) => c.trim().replaceAll("`", "")),
+      );
+  }
+  assert.equal(rows.size, 6, "the table has a row per effort");
+  for (const effort of ["minimal", "low", "medium", "high", "xhigh"] as const) {
+    const [anthropic, gemini2, gemini3, nova] = rows.get(effort)!;
+    const t = messagesThinking(effort, undefined, 4096, "max");
+    assert.ok(!("kind" in t));
+    assert.equal(String((t.thinking as { budget_tokens: number }).budget_tokens), anthropic, `${effort}: Anthropic`);
+    assert.equal(String(geminiThinkingConfig(effort, "gemini-2.5-flash").thinkingBudget), gemini2, `${effort}: 2.x`);
+    assert.equal(geminiThinkingConfig(effort, "gemini-3-flash").thinkingLevel, gemini3, `${effort}: 3+`);
+    const n = converseReasoning(effort, "us.amazon.nova-2-lite-v1:0", undefined, 4096, "max", "effort");
+    assert.ok(!("kind" in n));
+    assert.equal((n.fields.reasoningConfig as { maxReasoningEffort: string }).maxReasoningEffort, nova);
+    const o = converseReasoning(effort, "openai.gpt-oss-120b-1:0", undefined, 4096, "max", "effort");
+    assert.ok(!("kind" in o));
+    assert.equal(o.fields.reasoning_effort, nova, `${effort}: gpt-oss`);
+  }
+  const none = rows.get("none")!;
+  assert.equal(String(geminiThinkingConfig("none", "gemini-2.5-flash").thinkingBudget), none[1]);
+  assert.equal(geminiThinkingConfig("none", "gemini-3-pro").thinkingLevel, none[2]);
+  // The bands of the last column.
+  assert.deepEqual([4095, 4096, 16383, 16384].map(effortOfBudget), ["low", "medium", "medium", "high"]);
+  assert.equal(rows.get("low")![4], "below 4096");
+  assert.equal(rows.get("medium")![4], "4096 to 16383");
+  assert.equal(rows.get("high")![4], "16384 and above");
 });

@@ -13,6 +13,7 @@ import {
 import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { PolicySourceIR, RouteIR } from "../ir.js";
+import { isMcpClusterName } from "../names.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
@@ -223,6 +224,12 @@ const AI_BACKEND_FIELDS = new Set(["ai", "auth"]);
  * (`tcp`, `http.version`, `health.eviction`), and on AI backends all but `ai` and `auth` (`tls` and `health` of an AI
  * backend come from the GwBackend's own `spec.policies`).
  */
+/** Whether the route sends `backend` (`GwBackend ns/name`) to Sluice's MCP service (names.ts mcpClusterName). */
+function servesMcp(r: RouteIR, backend: string): boolean {
+  const suffix = `/${backend.replace(/^GwBackend /, "")}`;
+  return r.action.kind === "forward" && r.action.backends.some((x) => isMcpClusterName(x.cluster) && x.cluster.endsWith(suffix));
+}
+
 export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undefined): void {
   if (ctx === undefined) return;
   for (const b of r.policy?.backends ?? []) {
@@ -230,6 +237,8 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
     const sections = [b.policy, ...(b.subBackends ?? []).map((s) => s.policy)];
     for (const section of sections) {
       for (const [field, f] of Object.entries(section)) {
+        // backend.mcp of an MCP backend is the MCP table's, which reports what of it is not served.
+        if (field === "mcp" && servesMcp(r, b.backend)) continue;
         if ("combined" in f || f.from.kind !== "GwPolicy") continue;
         if (ai) {
           if (AI_BACKEND_FIELDS.has(field)) continue;
