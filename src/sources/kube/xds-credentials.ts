@@ -114,6 +114,9 @@ export class GatewayCertificates {
       return;
     }
     this.#running = (async () => {
+      // A pass over no Gateway awaits nothing: without this it would clear #running before it is set, and every
+      // later call would wait for a pass that never comes.
+      await Promise.resolve();
       let next: readonly GatewayRef[] | undefined = gateways;
       while (next !== undefined) {
         this.#again = undefined;
