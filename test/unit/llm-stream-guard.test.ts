@@ -137,6 +137,22 @@ describe("stream regex guard: what is released", () => {
     assert.deepEqual(chat.deltas(await push(digits, chat.delta("Hello"))), ["Hello"]);
   });
 
+  test("chunks that repeat the role with their text (Ollama) are deltas: a card split across them is masked", async () => {
+    const g = new StreamGuard("chat-completions", [regex(ALL)]);
+    const chunk = (content: string) =>
+      `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { role: "assistant", content }, finish_reason: null }] })}\n\n`;
+    let out = "";
+    for (const piece of ["card 4111 1111 ", "1111 1111", " ok!"]) {
+      const o = await push(g, chunk(piece));
+      // Every chunk still goes out, with the text it releases (the role with it).
+      assert.equal(events(o).length, 1, o);
+      out += o;
+    }
+    out += await push(g, chat.finish, true);
+    assert.equal(chat.deltas(out).join(""), "card <CREDIT_CARD> ok!");
+    assert.ok(!out.includes("4111"), out);
+  });
+
   test("a run longer than any match is released up to the longest match", async () => {
     const g = new StreamGuard("chat-completions", [regex(["CreditCard"])]);
     const out = chat.deltas(await push(g, chat.delta("9".repeat(60))));

@@ -94,6 +94,27 @@ function pending(item: Item): number {
   return 0;
 }
 
+/**
+ * A delta of one stream of text (text.ts textDelta), and chat-completions chunks that name the role with their text,
+ * as servers that repeat the role on every chunk send (Ollama's OpenAI API): the role does not end the text, else
+ * each chunk would be scanned alone and a match split across chunks missed.
+ */
+function deltaOf(
+  client: ClientFormat,
+  json: Obj,
+): { channel: string; holder: Obj; key: string; role?: boolean } | undefined {
+  const d = textDelta(client, json);
+  if (d !== undefined || client !== "chat-completions") return d;
+  const choices = json.choices;
+  if (!Array.isArray(choices) || choices.length !== 1 || (json.usage !== undefined && json.usage !== null)) return;
+  const c = choices[0] as Obj | undefined;
+  const delta = c?.delta as Obj | undefined;
+  if (c === undefined || (c.finish_reason !== undefined && c.finish_reason !== null)) return undefined;
+  if (typeof delta !== "object" || delta === null || typeof delta.content !== "string" || delta.content === "") return;
+  for (const k of Object.keys(delta)) if (k !== "content" && k !== "role" && delta[k] !== null) return undefined;
+  return { channel: String(c.index ?? 0), holder: delta, key: "content", role: true };
+}
+
 /** Whether `bytes` end an SSE event (a blank line), given whether the bytes before them did. */
 function endsEvent(bytes: Uint8Array, before: boolean): boolean {
   const n = bytes.length;
@@ -212,7 +233,7 @@ export class StreamGuard {
     if (typeof json !== "object" || json === null || Array.isArray(json)) return this.#other(ev);
     const obj = json as Obj;
     if (typeof obj.sequence_number === "number" && obj.sequence_number > this.#seq) this.#seq = obj.sequence_number;
-    const d = textDelta(this.client, obj);
+    const d = deltaOf(this.client, obj);
     if (d !== undefined) {
       const text = d.holder[d.key] as string;
       const tpl: Template = { ev, json: obj, holder: d.holder, key: d.key };
@@ -227,8 +248,9 @@ export class StreamGuard {
       const whole = ch.held === "";
       ch.held += text;
       const released = this.#release(ch, false);
-      if (released === "") return "";
       if (whole && released === text && this.#remote.length === 0) return undefined;
+      // A chunk that names the role goes out all the same, with the text it may release.
+      if (released === "" && (!d.role || this.#remote.length > 0)) return "";
       return this.#text(ch, released, tpl);
     }
     const slots = eventSlots(this.client, obj);
