@@ -43,8 +43,11 @@ ${body
 `;
 }
 
-/** A GwPolicy on the Gateway: API keys (one with metadata `team: blue`) on every route of it, model routes included. */
-const GATEWAY_KEYS = `---
+/**
+ * A GwPolicy on the Gateway: API keys (one with metadata `team: blue`) on every route of it, model routes included, and
+ * (`tokens`) a token limit.
+ */
+const gatewayKeys = (tokens: boolean) => `---
 apiVersion: v1
 kind: Secret
 metadata: { name: client-keys, namespace: default }
@@ -58,9 +61,9 @@ spec:
   targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
   traffic:
     apiKeyAuthentication: { secretRef: { name: client-keys } }
-`;
+${tokens ? "    rateLimit: { local: [{ tokens: 40, unit: Minutes }] }\n" : ""}`;
 
-function resources(p: Record<Name, FakeProvider>, withAny: boolean, withKeys = false): string {
+function resources(p: Record<Name, FakeProvider>, withAny: boolean, withKeys = false, withTokens = false): string {
   const openai = (n: Name) => `provider: Provider01\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
   const anthropic = (n: Name) => `provider: Provider03\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
   return [
@@ -128,7 +131,7 @@ policies:
       - regex: { builtins: [CreditCard], action: Reject }
         response: { message: "no card numbers", statusCode: 422 }`,
     ),
-    ...(withKeys ? [GATEWAY_KEYS] : []),
+    ...(withKeys ? [gatewayKeys(withTokens)] : []),
     ...(withAny ? [model("anything", `match: { model: "*" }\n${openai("any")}`)] : []),
   ].join("");
 }
@@ -322,7 +325,7 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     assert.equal(exact.choices[0]?.message.content, "Hello from exact: still");
   });
 
-  test("Gateway-level policies apply to model routes: API keys required, and their metadata reaches authorization", async () => {
+  test("Gateway-level policies apply to model routes: API keys, their metadata in authorization, token limits", async () => {
     env.write(resources(p, true, true));
     await waitFor(
       "API keys on the model routes",
@@ -347,5 +350,23 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     const ids: string[] = [];
     for await (const m of keyed.models.list()) ids.push(m.id);
     assert.ok(ids.includes("gpt-4o"));
+    // 40 tokens a minute, 18 per answer: once the limit is served, the LLM ext_proc refuses when they are spent.
+    env.write(resources(p, true, true, true));
+    const outcomes: string[] = [];
+    for (let i = 0; i < 60 && !outcomes.includes("429"); i++) {
+      outcomes.push(
+        await keyed.chat.completions
+          .create({ model: "gpt-4o", messages: [{ role: "user", content: "t" }], max_tokens: 8 })
+          .then(
+            () => "200",
+            (e: unknown) => (e instanceof OpenAI.RateLimitError ? "429" : String(e)),
+          ),
+      );
+    }
+    assert.equal(outcomes.at(-1), "429", outcomes.join());
+    assert.ok(
+      outcomes.slice(0, -1).every((o) => o === "200"),
+      outcomes.join(),
+    );
   });
 });

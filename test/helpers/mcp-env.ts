@@ -52,16 +52,10 @@ spec:
 export async function mcpClient(
   baseUrl: string,
   backend: string,
-  opts: {
-    sessionId?: string;
-    capabilities?: Record<string, unknown>;
-    connect?: boolean;
-    headers?: Record<string, string>;
-  } = {},
+  opts: { sessionId?: string; capabilities?: Record<string, unknown>; connect?: boolean } = {},
 ): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/${backend}/mcp`), {
     ...(opts.sessionId !== undefined ? { sessionId: opts.sessionId } : {}),
-    ...(opts.headers !== undefined ? { requestInit: { headers: opts.headers } } : {}),
     reconnectionOptions: {
       initialReconnectionDelay: 200,
       maxReconnectionDelay: 1000,

@@ -46,10 +46,7 @@ export type ResponsesOutputItem =
       id: string;
       status: "in_progress" | "completed" | "incomplete";
       role: "assistant";
-      content: (
-        | { type: "output_text"; text: string; annotations: unknown[]; logprobs?: unknown[] }
-        | { type: "refusal"; refusal: string }
-      )[];
+      content: { type: "output_text"; text: string; annotations: unknown[]; logprobs?: unknown[] }[];
     }
   | {
       type: "function_call";

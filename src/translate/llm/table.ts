@@ -602,6 +602,14 @@ function tokenCosts(route: RouteIR): TokenCost[] {
   return [...out.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
 }
 
+/**
+ * The `tokens` limits and token costs of a route's policy, which the LLM ext_proc applies (model/serve.ts: the model
+ * routes of a listener, with one route standing for all of them so they share the buckets).
+ */
+export function tokenPolicy(route: RouteIR, gatewayKey: string): Pick<LlmRouteEntry, "tokenLimits" | "tokenCosts"> {
+  return { tokenLimits: tokenLimits(route, gatewayKey), tokenCosts: tokenCosts(route) };
+}
+
 export function entryId(content: unknown): string {
   return createHash("sha256").update(JSON.stringify(content)).digest("hex").slice(0, 16);
 }

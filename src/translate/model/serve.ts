@@ -32,6 +32,7 @@ import {
   type LlmProviderEntry,
   type LlmRouteEntry,
   type RouteType,
+  tokenPolicy,
 } from "../llm/table.js";
 import {
   gatewayKey,
@@ -235,8 +236,16 @@ function modelRoutes(
   return routes;
 }
 
-/** The listener's LLM table entry. */
-function listenerEntry(table: ModelTableIR, l: ListenerModelsIR, gm: GatewayModels): LlmRouteEntry {
+/**
+ * The listener's LLM table entry; `policy`: the listener's traffic policy, whose `tokens` limits (one set of buckets for
+ * all the listener's model routes) and token costs the LLM ext_proc applies.
+ */
+function listenerEntry(
+  table: ModelTableIR,
+  l: ListenerModelsIR,
+  gm: GatewayModels,
+  policy: RoutePolicyIR | undefined,
+): LlmRouteEntry {
   // Only what this listener's models can reach.
   const reach = new Set<string>();
   const todo = [...l.models];
@@ -258,10 +267,15 @@ function listenerEntry(table: ModelTableIR, l: ListenerModelsIR, gm: GatewayMode
     clusters,
     targets: Object.fromEntries(names.map((c) => [c, gm.targets[c] ?? {}])),
   };
+  const standIn: RouteIR = {
+    name: modelRouteName(`${l.routeConfig}/listener/${l.sectionName}`, "tokens"),
+    match: { path: { type: "PathPrefix", value: "/" }, headers: [], queryParams: [] },
+    action: { kind: "direct", status: 500 },
+    ...(policy !== undefined ? { policy } : {}),
+  };
   const content = {
     routes: MODEL_API_ROUTES,
-    tokenLimits: [],
-    tokenCosts: [],
+    ...tokenPolicy(standIn, table.gateway),
     backends: Object.fromEntries(names.flatMap((c) => (gm.backends[c] ? [[c, gm.backends[c]] as const] : []))),
     models,
   };
@@ -337,9 +351,9 @@ export function serveModels(
         return best === undefined ? undefined : listeners.find((l) => l.sectionName === best?.sectionName);
       };
       const withModels = (vh: VirtualHostIR, l: ListenerModelsIR): VirtualHostIR => {
-        const entry = listenerEntry(table, l, gm);
-        entries.set(entry.id, entry);
         const policy = listenersOf.get(gw.key)?.find((x) => x.sectionName === l.sectionName)?.policy;
+        const entry = listenerEntry(table, l, gm, policy);
+        entries.set(entry.id, entry);
         const added = modelRoutes(vh.name, gm, Object.keys(entry.backends), policy);
         for (const r of added) routes.set(`${gw.key}|${r.name}`, entry.id);
         return { ...vh, routes: [...vh.routes, ...added] };
