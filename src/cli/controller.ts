@@ -66,8 +66,9 @@ export const CONTROLLER_OPTIONS = {
   // Envoy's admin port (loopback, in the pod) and readiness port.
   "proxy-admin-port": { type: "string", default: String(DEFAULT_ENVOY_ADMIN_PORT) },
   "proxy-ready-port": { type: "string", default: String(DEFAULT_ENVOY_READY_PORT) },
-  // The Envoy image when GwParameters names none.
+  // The Envoy image and log level when GwParameters names none.
   "proxy-image": { type: "string" },
+  "proxy-log-level": { type: "string", default: "info" },
   // Seconds between re-applies of every provisioned object (drift correction); 0: only on changes.
   "provision-resync": { type: "string", default: "60" },
 } as const;
@@ -541,6 +542,7 @@ export async function runController(argv: string[], io: CommandIO): Promise<numb
               delta: true,
               tls: xds !== undefined,
               image: parseImage(values["proxy-image"]),
+              logLevel: values["proxy-log-level"],
             },
             resyncMs: nonNegative("provision-resync", values["provision-resync"]) * 1000,
           },

@@ -8,7 +8,8 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { type MutualTls, mutualTlsServerOptions } from "../security/tls.js";
 import type { McpBackendEntry } from "../translate/mcp/table.js";
-import { MCP_ROUTE_HEADER } from "../translate/names.js";
+import { MCP_APIKEY_HEADER, MCP_JWT_HEADER, MCP_ROUTE_HEADER } from "../translate/names.js";
+import type { McpRequestContext } from "./authorization.js";
 import {
   ErrorCodes,
   errorResponse,
@@ -74,6 +75,46 @@ class SseChannel implements Channel {
     if (!this.open) return;
     this.res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
   }
+}
+
+/** Envoy's dynamic metadata in a header its route set (JSON); absent when Envoy had none ("-" or empty). */
+function metadataHeader(req: IncomingMessage, name: string): unknown {
+  const v = req.headers[name];
+  if (typeof v !== "string" || v === "" || v === "-") return undefined;
+  try {
+    const parsed: unknown = JSON.parse(v);
+    return typeof parsed === "object" && parsed !== null ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const INTERNAL_HEADERS = new Set([MCP_ROUTE_HEADER, MCP_JWT_HEADER, MCP_APIKEY_HEADER]);
+
+/** What the authorization rules see of the request: as Envoy forwarded it, Sluice's own headers left out. */
+function requestContext(req: IncomingMessage): McpRequestContext {
+  const headers = new Map<string, string>();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined || INTERNAL_HEADERS.has(k)) continue;
+    headers.set(k, Array.isArray(v) ? v.join(",") : v);
+  }
+  const url = new URL(req.url ?? "/", "http://localhost");
+  const query = new Map<string, string>();
+  for (const [k, v] of url.searchParams) if (!query.has(k)) query.set(k, v);
+  const jwt = metadataHeader(req, MCP_JWT_HEADER);
+  const apiKey = metadataHeader(req, MCP_APIKEY_HEADER);
+  return {
+    request: {
+      method: req.method ?? "POST",
+      path: url.pathname,
+      host: String(req.headers.host ?? ""),
+      scheme: String(req.headers["x-forwarded-proto"] ?? "http"),
+      headers,
+      query,
+    },
+    ...(jwt !== undefined ? { jwt } : {}),
+    ...(apiKey !== undefined ? { apiKey } : {}),
+  };
 }
 
 /** A JSON answer's channel: nothing but the answer goes through it. */
@@ -318,7 +359,7 @@ export class McpHttpServer {
         const channel = new SseChannel(res);
         let answer: object;
         try {
-          answer = { jsonrpc: "2.0", id: msg.id, result: await session.handle(msg, channel) };
+          answer = { jsonrpc: "2.0", id: msg.id, result: await session.handle(msg, channel, requestContext(req)) };
         } catch (e) {
           answer = errorResponse(msg.id, this.#rpcError(e));
         }
@@ -327,7 +368,11 @@ export class McpHttpServer {
         return;
       }
       try {
-        sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: await session.handle(msg, NO_CHANNEL) });
+        sendJson(res, 200, {
+          jsonrpc: "2.0",
+          id: msg.id,
+          result: await session.handle(msg, NO_CHANNEL, requestContext(req)),
+        });
       } catch (e) {
         sendJson(res, 200, errorResponse(msg.id, this.#rpcError(e)));
       }

@@ -3,6 +3,13 @@
 // client) reaches the client on one of its open streams.
 
 import type { McpBackendEntry } from "../translate/mcp/table.js";
+import {
+  compileMcpAuthorization,
+  itemAllowed,
+  type McpItem,
+  type McpRequestContext,
+  normalizeUri,
+} from "./authorization.js";
 import { ErrorCodes, type JsonRpcId, type JsonRpcRequest, RpcError } from "./jsonrpc.js";
 import {
   exposedName,
@@ -285,8 +292,25 @@ export class McpSession {
     }
   }
 
-  /** Serves one request of the client; `channel` is where its answer goes (for progress and target requests). */
-  async handle(req: JsonRpcRequest, channel: Channel): Promise<unknown> {
+  /** Whether `backend.mcp.authorization` lets this request see or use the item (no rules: everything). */
+  #allowed(ctx: McpRequestContext | undefined, item: McpItem): boolean {
+    if (this.entry.authorization.length === 0) return true;
+    // No request context (Sluice's own lookups): nothing is allowed that the rules would have to decide.
+    if (ctx === undefined) return false;
+    return itemAllowed(compileMcpAuthorization(this.entry.authorization), ctx, item);
+  }
+
+  #check(ctx: McpRequestContext | undefined, item: McpItem): void {
+    if (this.#allowed(ctx, item)) return;
+    const what = item.kind === "resource" ? `resource ${item.uri}` : `${item.kind} ${item.name}`;
+    throw new RpcError(ErrorCodes.InvalidParams, `${what} of target ${item.target} is not allowed`);
+  }
+
+  /**
+   * Serves one request of the client; `channel` is where its answer goes (for progress and target requests); `ctx`
+   * what the authorization rules see of the request.
+   */
+  async handle(req: JsonRpcRequest, channel: Channel, ctx?: McpRequestContext): Promise<unknown> {
     this.lastUsed = Date.now();
     if (this.failed !== undefined) throw new RpcError(ErrorCodes.ServerError, `the session failed: ${this.failed}`);
     const params = req.params;
@@ -299,12 +323,14 @@ export class McpSession {
       case "prompts/list":
       case "resources/list":
       case "resources/templates/list":
-        return this.#list(req.method, params);
+        return this.#list(req.method, params, ctx);
       case "tools/call":
       case "prompts/get": {
         const name = params?.["name"];
         if (typeof name !== "string") throw new RpcError(ErrorCodes.InvalidParams, "params.name must be a string");
-        const to = await this.#resolveName(req.method === "tools/call" ? "tools/list" : "prompts/list", name);
+        const tools = req.method === "tools/call";
+        const to = await this.#resolveName(tools ? "tools/list" : "prompts/list", name, ctx);
+        this.#check(ctx, { kind: tools ? "tool" : "prompt", target: to.target, name: to.name });
         return this.#forward(req, to.target, { ...params, name: to.name }, channel);
       }
       case "resources/read":
@@ -313,6 +339,7 @@ export class McpSession {
         const uri = params?.["uri"];
         if (typeof uri !== "string") throw new RpcError(ErrorCodes.InvalidParams, "params.uri must be a string");
         const to = this.#resolveUri(uri);
+        this.#check(ctx, { kind: "resource", target: to.target, uri: to.uri });
         const result = await this.#forward(req, to.target, { ...params, uri: to.uri }, channel);
         if (req.method === "resources/read" && Array.isArray(result["contents"])) {
           result["contents"] = result["contents"].map((c: unknown) =>
@@ -325,11 +352,13 @@ export class McpSession {
         const ref = params?.["ref"];
         if (!isRecord(ref)) throw new RpcError(ErrorCodes.InvalidParams, "params.ref must be an object");
         if (ref["type"] === "ref/prompt" && typeof ref["name"] === "string") {
-          const to = await this.#resolveName("prompts/list", ref["name"]);
+          const to = await this.#resolveName("prompts/list", ref["name"], ctx);
+          this.#check(ctx, { kind: "prompt", target: to.target, name: to.name });
           return this.#forward(req, to.target, { ...params, ref: { ...ref, name: to.name } }, channel);
         }
         if (ref["type"] === "ref/resource" && typeof ref["uri"] === "string") {
           const to = this.#resolveUri(ref["uri"]);
+          this.#check(ctx, { kind: "resource", target: to.target, uri: to.uri });
           return this.#forward(req, to.target, { ...params, ref: { ...ref, uri: to.uri } }, channel);
         }
         throw new RpcError(
@@ -355,15 +384,19 @@ export class McpSession {
       const s = splitUri(uri);
       if (s === undefined)
         throw new RpcError(ErrorCodes.InvalidParams, `resource ${uri} names no target of this server`);
-      return s;
+      return { target: s.target, uri: normalizeUri(s.uri) };
     }
     const only = this.entry.targets[0];
     if (only === undefined) throw new RpcError(ErrorCodes.InvalidParams, `resource ${uri}: no target`);
-    return { target: only.name, uri };
+    return { target: only.name, uri: normalizeUri(uri) };
   }
 
   /** The target and own name of an exposed tool or prompt name: from the lists seen, else by listing again. */
-  async #resolveName(list: "tools/list" | "prompts/list", exposed: string): Promise<{ target: string; name: string }> {
+  async #resolveName(
+    list: "tools/list" | "prompts/list",
+    exposed: string,
+    ctx: McpRequestContext | undefined,
+  ): Promise<{ target: string; name: string }> {
     const key = `${list}|${exposed}`;
     const known = this.#names.get(key);
     if (known !== undefined) return known;
@@ -381,7 +414,7 @@ export class McpSession {
     } else if (this.#count === 1 && this.entry.targets[0] !== undefined) {
       return { target: this.entry.targets[0].name, name: exposed };
     }
-    await this.#listAll(list);
+    await this.#listAll(list, ctx);
     const found = this.#names.get(key);
     if (found === undefined) {
       throw new RpcError(ErrorCodes.InvalidParams, `${list === "tools/list" ? "tool" : "prompt"} ${exposed} not found`);
@@ -389,10 +422,10 @@ export class McpSession {
     return found;
   }
 
-  async #listAll(method: ListMethod): Promise<void> {
+  async #listAll(method: ListMethod, ctx: McpRequestContext | undefined): Promise<void> {
     let cursor: string | undefined;
     for (let i = 0; i < 100; i++) {
-      const page = await this.#list(method, cursor !== undefined ? { cursor } : undefined);
+      const page = await this.#list(method, cursor !== undefined ? { cursor } : undefined, ctx);
       cursor = typeof page["nextCursor"] === "string" ? page["nextCursor"] : undefined;
       if (cursor === undefined) return;
     }
@@ -402,7 +435,11 @@ export class McpSession {
    * One page of an aggregated list. The first page asks every target for its first; the cursor keeps each target's
    * own cursor, and the next page asks those targets for their next.
    */
-  async #list(method: ListMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
+  async #list(
+    method: ListMethod,
+    params: Record<string, unknown> | undefined,
+    ctx: McpRequestContext | undefined,
+  ): Promise<Record<string, unknown>> {
     const { field, key } = LISTS[method];
     const cursors = params?.["cursor"] !== undefined ? decodeCursor(params["cursor"]) : undefined;
     const conns = this.#live().filter((c) => cursors === undefined || cursors[c.name] !== undefined);
@@ -428,6 +465,10 @@ export class McpSession {
       for (const item of list) {
         if (!isRecord(item) || typeof item[key] !== "string") continue;
         const own = item[key] as string;
+        const kind = method === "tools/list" ? "tool" : method === "prompts/list" ? "prompt" : "resource";
+        const item_ =
+          kind === "resource" ? { kind, target: c.name, uri: normalizeUri(own) } : { kind, target: c.name, name: own };
+        if (!this.#allowed(ctx, item_ as McpItem)) continue;
         let exposed: string;
         if (key === "name") {
           exposed = exposedName(this.#mode, this.#count, c.name, own);

@@ -139,6 +139,12 @@ export function renderProxyBootstrap(
   const statics = typed["static_resources"] as { [k: string]: Json };
   statics["listeners"] = [readinessListener(s.readyPort)];
   if (opts.jsonLogs) typed["application_log_config"] = { log_format: { json_format: JSON_LOG_FORMAT } };
-  const merged = mergeUnder(opts.rawConfig as Json | undefined, typed);
+  // log_format is a oneof: the typed JSON format replaces whatever format rawConfig chose, not merges with it.
+  let raw = opts.rawConfig as Json | undefined;
+  if (opts.jsonLogs && isObject(raw) && isObject(raw["application_log_config"])) {
+    const { log_format: _, ...rest } = raw["application_log_config"];
+    raw = { ...raw, application_log_config: rest };
+  }
+  const merged = mergeUnder(raw, typed);
   return `# Rendered by Sluice for Gateway ${key}; mounted at ${BOOTSTRAP_DIR}. Edits are reverted: use GwParameters.\n${stringify(merged, { lineWidth: 0 })}`;
 }

@@ -133,6 +133,8 @@ export class Provisioner {
       return;
     }
     this.#running = (async () => {
+      // Not one synchronous run: #running must be set before the pass can end and clear it.
+      await Promise.resolve();
       do {
         this.#again = false;
         const outcomes: ProvisionOutcome[] = [];

@@ -25,6 +25,8 @@ import { type MergeProblem, strategicMerge } from "./strategic-merge.js";
 export interface ProvisionSettings extends BootstrapSettings {
   /** The image when GwParameters names none: registry, repository and tag (the pinned Envoy version). */
   readonly image: { readonly registry: string; readonly repository: string; readonly tag: string };
+  /** Envoy's log level when GwParameters sets none (default info). */
+  readonly logLevel?: string;
 }
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -158,7 +160,7 @@ export function renderProxy(gateway: Gateway, params: EffectiveParameters, setti
   const withHpa = params.asked.has("horizontalPodAutoscaler");
 
   // Logging.
-  const logging = parseLogLevel(typed.logging?.level ?? "info");
+  const logging = parseLogLevel(typed.logging?.level ?? settings.logLevel ?? "info");
   for (const p of logging.problems) report(p);
   const jsonLogs = typed.logging?.format === "json";
 

@@ -103,6 +103,9 @@ export const SLUICE_MCP_CLUSTER = "sluice_mcp";
  * Gateway and GwBackend the request came through: the value of mcpClusterName.
  */
 export const MCP_ROUTE_HEADER = "x-sluice-mcp-route";
+/** The JWT payload jwt_authn verified, and the API key's metadata, as JSON, for MCP authorization (set likewise). */
+export const MCP_JWT_HEADER = "x-sluice-mcp-jwt";
+export const MCP_APIKEY_HEADER = "x-sluice-mcp-apikey";
 
 /**
  * The IR cluster of an MCP GwBackend as one Gateway reaches it. Envoy has no such cluster: routes to it go to

@@ -56,7 +56,7 @@ export interface KubeCluster {
   /** Server-side apply as admin (conflicts forced, unknown fields refused as kubectl does) of the documents of a YAML
    * text, or of objects, in order; the objects are sent as written. Throws with the API server's message on the
    * first one refused. */
-  apply(docs: string | readonly object[], fieldManager?: string): Promise<void>;
+  apply(docs: string | readonly object[], fieldManager?: string, opts?: { readonly dryRun?: boolean }): Promise<void>;
   /** Applies deploy/crds, the Gateway API CRDs of a channel (experimental by default: the standard kinds with more
    * fields, plus the experimental kinds), XListenerSet and InferencePool; resolves when every CRD is Established. */
   installCrds(opts?: { readonly gatewayApiChannel?: "standard" | "experimental" }): Promise<void>;
@@ -463,7 +463,11 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
     return sendHttps(`${server}${path}`, opts, payload);
   };
 
-  const apply = async (docs: string | readonly object[], fieldManager = "sluice-test") => {
+  const apply = async (
+    docs: string | readonly object[],
+    fieldManager = "sluice-test",
+    applyOpts: { readonly dryRun?: boolean } = {},
+  ) => {
     const objects = typeof docs === "string" ? yamlObjects(docs) : (docs as readonly KubernetesObject[]);
     const paths = adminKc().makeApiClient(ResourcePaths);
     for (const o of objects) {
@@ -475,7 +479,7 @@ export async function startKubeCluster(opts: KubeClusterOptions = {}): Promise<K
         throw new Error(`apply ${name}: ${(e as Error).message}`, { cause: e });
       }
       // Strict, as kubectl: an unknown field is refused rather than dropped with a warning.
-      const q = `?fieldManager=${encodeURIComponent(fieldManager)}&force=true&fieldValidation=Strict`;
+      const q = `?fieldManager=${encodeURIComponent(fieldManager)}&force=true&fieldValidation=Strict${applyOpts.dryRun === true ? "&dryRun=All" : ""}`;
       const r = await request("PATCH", `${path}${q}`, o, "application/apply-patch+yaml");
       if (r.status >= 300) throw new Error(`apply ${name}: ${statusMessage(r)}`);
     }

@@ -52,10 +52,16 @@ spec:
 export async function mcpClient(
   baseUrl: string,
   backend: string,
-  opts: { sessionId?: string; capabilities?: Record<string, unknown>; connect?: boolean } = {},
+  opts: {
+    sessionId?: string;
+    capabilities?: Record<string, unknown>;
+    connect?: boolean;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/${backend}/mcp`), {
     ...(opts.sessionId !== undefined ? { sessionId: opts.sessionId } : {}),
+    ...(opts.headers !== undefined ? { requestInit: { headers: opts.headers } } : {}),
     reconnectionOptions: {
       initialReconnectionDelay: 200,
       maxReconnectionDelay: 1000,

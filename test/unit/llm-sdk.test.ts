@@ -329,3 +329,19 @@ test("anthropic SDK: thinking blocks with signatures from a chat provider come o
   assert.equal(msg.usage.cache_creation_input_tokens, 200);
   assert.equal(msg.usage.input_tokens, 100);
 });
+
+test("openai SDK: a structured-output refusal streamed to a Responses client reassembles to the buffered refusal", async () => {
+  const { meta, bytes } = sseFile("responses--chat-completions/stream-structured-refusal.in.txt");
+  const client = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    fetch: fakeFetch(translateStream("responses", "chat-completions", meta, bytes)),
+  });
+  const final = await client.responses.stream({ model: "gpt-4o", input: "hi" }).finalResponse();
+  const content = final.output[0]?.type === "message" ? final.output[0].content : [];
+  assert.deepEqual(
+    content.map((c) => (c.type === "refusal" ? { type: c.type, refusal: c.refusal } : c)),
+    [{ type: "refusal", refusal: "I'm sorry, I cannot assist." }],
+  );
+  assert.equal(final.status, "completed");
+});

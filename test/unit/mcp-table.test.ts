@@ -77,7 +77,8 @@ spec:
   targetRefs: [{ group: sluice.dev, kind: GwBackend, name: hub }]
   backend:
     mcp:
-      authorization: { action: Allow, policy: { matchExpressions: ["mcp.tool.name == 'echo'"] } }
+      authorization: { action: Allow, policy: { matchExpressions: ["mcp.tool.name == 'echo'", "mcp.tool.name == nope"] } }
+      guardrails: { processors: [{ remote: { backendRef: { name: local, port: 80 } }, methods: { "tools/*": Request } }] }
 `;
 
 describe("MCP backends in translation", () => {
@@ -108,6 +109,13 @@ describe("MCP backends in translation", () => {
           sessionRouting: "Stateful",
           failureMode: "FailOpen",
           prefixMode: "Always",
+          authorization: [
+            {
+              path: "GwPolicy default/mcp-rules: backend.mcp.authorization",
+              action: "Allow",
+              matchExpressions: ["mcp.tool.name == 'echo'", "mcp.tool.name == nope"],
+            },
+          ],
         },
       );
       // Envoy: the route goes to sluice_mcp and sets the header; no cluster of the backend's own.
@@ -133,8 +141,10 @@ describe("MCP backends in translation", () => {
         /spec\.mcp\.targets\[legacy\]\.static\.policies\.tls: connection policies of MCP targets are not served yet/,
       );
       const pol = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "mcp-rules")?.status);
-      assert.match(pol, /NotYetSupported/);
-      assert.match(pol, /backend.mcp.authorization: per-item MCP authorization is not served yet/);
+      // Authorization is served; an expression that cannot compile is named; guardrails are not served yet.
+      assert.doesNotMatch(pol, /backend\.mcp\.authorization: /);
+      assert.match(pol, /backend\.mcp\.authorization\.policy\.matchExpressions\[1\]: undeclared reference to 'nope'/);
+      assert.match(pol, /backend\.mcp\.guardrails: MCP guardrail processors are not served yet/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

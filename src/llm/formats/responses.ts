@@ -46,7 +46,10 @@ export type ResponsesOutputItem =
       id: string;
       status: "in_progress" | "completed" | "incomplete";
       role: "assistant";
-      content: { type: "output_text"; text: string; annotations: unknown[]; logprobs?: unknown[] }[];
+      content: (
+        | { type: "output_text"; text: string; annotations: unknown[]; logprobs?: unknown[] }
+        | { type: "refusal"; refusal: string }
+      )[];
     }
   | {
       type: "function_call";

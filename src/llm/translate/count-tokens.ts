@@ -7,7 +7,23 @@ import { readMessagesRequest } from "./messages-request.js";
 import { messagesToChatRequest } from "./messages-to-chat.js";
 import { messagesToConverseParts } from "./messages-to-converse.js";
 
-export function countTokensToConverseRequest(body: unknown, providerModel: string | undefined): RequestResult {
+/**
+ * A count leaves out what only Anthropic runs (server tools, `mcp_servers`, `container`): another provider cannot
+ * count them, and refusing the count would fail a client that only estimates its context (approximate: their few
+ * definition tokens are not counted). A request that uses them is refused when it is sent for an answer.
+ */
+function withoutAnthropicOnly(body: unknown): unknown {
+  if (!isObject(body)) return body;
+  const { mcp_servers: _m, container: _c, ...rest } = body;
+  if (!Array.isArray(rest.tools)) return rest;
+  return {
+    ...rest,
+    tools: rest.tools.filter((t) => !isObject(t) || t.type === undefined || t.type === null || t.type === "custom"),
+  };
+}
+
+export function countTokensToConverseRequest(input: unknown, providerModel: string | undefined): RequestResult {
+  const body = withoutAnthropicOnly(input);
   const r = readMessagesRequest(body, providerModel, false);
   if ("kind" in r) return { ok: false, error: r };
   const parts = messagesToConverseParts(r.req);
@@ -26,7 +42,8 @@ export function converseToCountTokensResponse(body: unknown, _meta: RequestMeta)
 }
 
 /** Gemini counts a whole generateContent request, so the Messages request goes through the same path as a chat one. */
-export function countTokensToGeminiRequest(body: unknown, providerModel: string | undefined): RequestResult {
+export function countTokensToGeminiRequest(input: unknown, providerModel: string | undefined): RequestResult {
+  const body = withoutAnthropicOnly(input);
   const withMax = isObject(body) ? { ...body, max_tokens: 1, stream: false } : body;
   const chat = messagesToChatRequest(withMax, providerModel);
   if (!chat.ok) return chat;

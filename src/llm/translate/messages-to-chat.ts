@@ -153,6 +153,9 @@ export function chatToMessagesResponse(body: unknown, meta: RequestMeta, ctx: Tr
   const content: MessagesBlock[] = [...thinkingOfChatMessage(choice.message)];
   const text = str(choice.message.content);
   if (text !== undefined && text !== "") content.push({ type: "text", text });
+  // A structured-output refusal (OpenAI's `refusal`) is the answer's text, and the turn's stop reason.
+  const refusal = str(choice.message.refusal);
+  if (refusal !== undefined && refusal !== "") content.push({ type: "text", text: refusal });
   for (const tc of arr(choice.message.tool_calls)) {
     if (!isObject(tc) || !isObject(tc.function)) continue;
     content.push({
@@ -168,7 +171,10 @@ export function chatToMessagesResponse(body: unknown, meta: RequestMeta, ctx: Tr
     role: "assistant",
     model: str(body.model) ?? meta.model,
     content,
-    stop_reason: chatToAnthropicStop[str(choice.finish_reason) ?? "stop"] ?? "end_turn",
+    stop_reason:
+      refusal !== undefined && refusal !== ""
+        ? "refusal"
+        : (chatToAnthropicStop[str(choice.finish_reason) ?? "stop"] ?? "end_turn"),
     stop_sequence: null,
     usage: messagesUsageFromChat(body.usage),
   };
@@ -208,6 +214,8 @@ export class ChatToMessagesStream implements StreamMapper<Record<string, unknown
   private readonly toolBlock = new Map<number, number>();
   private stop: MessagesStopReason | undefined;
   private rawUsage: unknown;
+  /** The provider refused (a structured-output refusal): the stop reason says so. */
+  private refused = false;
 
   constructor(
     private readonly meta: RequestMeta,
@@ -284,7 +292,9 @@ export class ChatToMessagesStream implements StreamMapper<Record<string, unknown
         emit({ type: "content_block_stop", index });
       }
     }
-    const text = str(d.content);
+    const refusal = str(d.refusal);
+    if (refusal !== undefined && refusal !== "") this.refused = true;
+    const text = str(d.content) ?? refusal;
     if (text !== undefined && text !== "") {
       if (this.open?.kind !== "text") {
         this.close(emit);
@@ -322,7 +332,7 @@ export class ChatToMessagesStream implements StreamMapper<Record<string, unknown
     const fr = str(c.finish_reason);
     if (fr !== undefined) {
       this.close(emit);
-      this.stop = chatToAnthropicStop[fr] ?? "end_turn";
+      this.stop = this.refused ? "refusal" : (chatToAnthropicStop[fr] ?? "end_turn");
     }
   }
 

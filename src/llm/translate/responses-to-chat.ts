@@ -311,13 +311,17 @@ export function chatToResponsesResponse(body: unknown, meta: RequestMeta, ctx: T
   const r = responseShell(ctx.id("resp_"), ctx.now(), str(body.model) ?? meta.model);
   for (const b of thinkingOfChat(choice.message)) r.output.push(reasoningItem(ctx.id("rs_"), b));
   const text = str(choice.message.content);
-  if (text !== undefined && text !== "") {
+  const refusal = str(choice.message.refusal);
+  if ((text !== undefined && text !== "") || (refusal !== undefined && refusal !== "")) {
     r.output.push({
       type: "message",
       id: ctx.id("msg_"),
       status: "completed",
       role: "assistant",
-      content: [{ type: "output_text", text, annotations: [] }],
+      content: [
+        ...(text !== undefined && text !== "" ? [{ type: "output_text" as const, text, annotations: [] }] : []),
+        ...(refusal !== undefined && refusal !== "" ? [{ type: "refusal" as const, refusal }] : []),
+      ],
     });
   }
   for (const tc of arr(choice.message.tool_calls)) {
@@ -350,7 +354,8 @@ export class ChatToResponsesStream
 {
   private seq = 0;
   private shell: ResponsesResponse | undefined;
-  private msg: { id: string; index: number; text: string } | undefined;
+  /** The message being streamed: its text so far, or a refusal's (OpenAI refuses in a `refusal` content part). */
+  private msg: { id: string; index: number; text: string; refusal: boolean } | undefined;
   private readonly calls = new Map<
     number,
     { item: ResponsesOutputItem & { type: "function_call" }; index: number; open: boolean }
@@ -378,19 +383,30 @@ export class ChatToResponsesStream
     const m = this.msg;
     if (m === undefined) return;
     this.msg = undefined;
-    const part = { type: "output_text" as const, text: m.text, annotations: [] };
-    this.ev(
-      "response.output_text.done",
-      { item_id: m.id, output_index: m.index, content_index: 0, text: m.text, logprobs: [] },
-      emit,
-    );
+    const part = m.refusal
+      ? { type: "refusal" as const, refusal: m.text }
+      : { type: "output_text" as const, text: m.text, annotations: [] };
+    if (m.refusal)
+      this.ev(
+        "response.refusal.done",
+        { item_id: m.id, output_index: m.index, content_index: 0, refusal: m.text },
+        emit,
+      );
+    else
+      this.ev(
+        "response.output_text.done",
+        { item_id: m.id, output_index: m.index, content_index: 0, text: m.text, logprobs: [] },
+        emit,
+      );
     this.ev("response.content_part.done", { item_id: m.id, output_index: m.index, content_index: 0, part }, emit);
     const item: ResponsesOutputItem = {
       type: "message",
       id: m.id,
       status: "completed",
       role: "assistant",
-      content: [{ ...part, annotations: [] }],
+      content: [
+        m.refusal ? { type: "refusal", refusal: m.text } : { type: "output_text", text: m.text, annotations: [] },
+      ],
     };
     this.shell!.output[m.index] = item;
     this.ev("response.output_item.done", { output_index: m.index, item }, emit);
@@ -494,12 +510,15 @@ export class ChatToResponsesStream
         this.ev("response.output_item.done", { output_index: index, item }, emit);
       }
     }
-    const text = str(d.content);
+    const refusal = str(d.refusal);
+    const isRefusal = refusal !== undefined && refusal !== "";
+    const text = isRefusal ? refusal : str(d.content);
     if (text !== undefined && text !== "") {
+      if (this.msg !== undefined && this.msg.refusal !== isRefusal) this.closeMessage(emit);
       if (this.msg === undefined) {
         this.closeReasoning(emit);
         this.closeCalls(emit);
-        const m = { id: this.ctx.id("msg_"), index: this.shell.output.length, text: "" };
+        const m = { id: this.ctx.id("msg_"), index: this.shell.output.length, text: "", refusal: isRefusal };
         this.msg = m;
         const item: ResponsesOutputItem = {
           type: "message",
@@ -516,17 +535,24 @@ export class ChatToResponsesStream
             item_id: m.id,
             output_index: m.index,
             content_index: 0,
-            part: { type: "output_text", text: "", annotations: [] },
+            part: isRefusal ? { type: "refusal", refusal: "" } : { type: "output_text", text: "", annotations: [] },
           },
           emit,
         );
       }
       this.msg.text += text;
-      this.ev(
-        "response.output_text.delta",
-        { item_id: this.msg.id, output_index: this.msg.index, content_index: 0, delta: text, logprobs: [] },
-        emit,
-      );
+      if (isRefusal)
+        this.ev(
+          "response.refusal.delta",
+          { item_id: this.msg.id, output_index: this.msg.index, content_index: 0, delta: text },
+          emit,
+        );
+      else
+        this.ev(
+          "response.output_text.delta",
+          { item_id: this.msg.id, output_index: this.msg.index, content_index: 0, delta: text, logprobs: [] },
+          emit,
+        );
     }
     for (const tc of arr(d.tool_calls)) {
       if (!isObject(tc)) continue;

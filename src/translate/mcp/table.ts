@@ -4,6 +4,7 @@
 
 import type { LabelSelector } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
+import { compileExpression, specEnvironmentWith } from "../../cel/index.js";
 import { serviceEndpoints } from "../backend/resolve.js";
 import type { TranslationInput } from "../input.js";
 import type { GatewayIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
@@ -13,12 +14,22 @@ import type { PolicyNote } from "../xds/filters/types.js";
 
 export type McpProtocol = "StreamableHTTP" | "SSE";
 
+/** The CEL environment of MCP authorization: the spec's variables and `mcp` (src/mcp/authorization.ts). */
+const MCP_CEL = specEnvironmentWith(["mcp"]);
+
 export interface McpTargetEntry {
   /** The target's name; a selector's Services are `<target>-<service>` (`<target>-<namespace>-<service>` elsewhere). */
   readonly name: string;
   readonly protocol: McpProtocol;
   /** `http://host:port/path` per endpoint (ready ones first); a session keeps the one it started on. */
   readonly urls: readonly string[];
+}
+
+/** One `backend.mcp.authorization` rule, as written; `path` names the policy and field in decisions. */
+export interface McpAuthorizationRule {
+  readonly path: string;
+  readonly action: "Allow" | "Deny" | "Require";
+  readonly matchExpressions: readonly string[];
 }
 
 export interface McpBackendEntry {
@@ -33,6 +44,8 @@ export interface McpBackendEntry {
   readonly sessionRouting: "Stateful" | "Stateless";
   readonly failureMode: "FailClosed" | "FailOpen";
   readonly prefixMode: "Conditional" | "Always" | "Never";
+  /** `backend.mcp.authorization` of the routes reaching the backend (the first route's where they differ). */
+  readonly authorization: readonly McpAuthorizationRule[];
 }
 
 export interface McpTable {
@@ -170,10 +183,46 @@ function resolveTargets(
 
 /** MCP policy fields the service does not apply yet, by their name under `backend.mcp`. */
 const MCP_POLICY_NOT_SERVED: Readonly<Record<string, string>> = {
-  authorization: "per-item MCP authorization is not served yet; every tool, prompt and resource is allowed",
   authentication: "MCP authentication is not served yet (use traffic.jwtAuthentication, which Envoy applies)",
   guardrails: "MCP guardrail processors are not served yet; no processor is called",
 };
+
+/** The `backend.mcp.authorization` rules of a route's backend policies for the GwBackend `cluster`. */
+function authorizationRules(
+  policy: RoutePolicyIR | undefined,
+  cluster: string,
+  notes: Map<string, PolicyNote>,
+): McpAuthorizationRule[] {
+  const out: McpAuthorizationRule[] = [];
+  for (const b of policy?.backends ?? []) {
+    if (b.cluster !== cluster) continue;
+    const f = b.policy["mcp"];
+    const values = f === undefined ? [] : "combined" in f ? f.combined : [f];
+    for (const v of values) {
+      const rule = (v.value as { authorization?: { action?: string; policy?: { matchExpressions?: string[] } } })
+        ?.authorization;
+      if (rule === undefined) continue;
+      const action = rule.action === "Deny" || rule.action === "Require" ? rule.action : "Allow";
+      (rule.policy?.matchExpressions ?? []).forEach((text, i) => {
+        const c = compileExpression(text, MCP_CEL);
+        if ("ok" in c) return;
+        const note: PolicyNote = {
+          from: v.from,
+          field: `backend.mcp.authorization.policy.matchExpressions[${i}]`,
+          message: `${c.errors.map((e) => e.message).join("; ")}; this expression never matches`,
+          reason: "NeverMatches",
+        };
+        notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+      });
+      out.push({
+        path: `${v.from.kind} ${v.from.name}: backend.mcp.authorization`,
+        action,
+        matchExpressions: rule.policy?.matchExpressions ?? [],
+      });
+    }
+  }
+  return out;
+}
 
 /** `cluster`: the GwBackend's name in the route's backend policies (names.ts backendClusterName). */
 function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: Map<string, PolicyNote>): void {
@@ -211,6 +260,7 @@ function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: 
 export function compileMcpTable(gateways: readonly GatewayIR[], input: TranslationInput): McpTable {
   const entries = new Map<string, McpBackendEntry>();
   const notes = new Map<string, PolicyNote>();
+  const authorized = new Set<string>();
   for (const gw of gateways) {
     const mcpClusters = gw.clusters.filter((c) => c.kind === "mcp");
     if (mcpClusters.length === 0) continue;
@@ -229,6 +279,7 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
         sessionRouting: spec.sessionRouting ?? "Stateful",
         failureMode: spec.failureMode ?? "FailClosed",
         prefixMode: spec.prefixMode ?? "Conditional",
+        authorization: [],
       });
     }
     for (const rc of gw.routeConfigs) {
@@ -240,6 +291,11 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
             if (e === undefined) continue;
             const [ns, name] = e.backend.split("/") as [string, string];
             policyNotes(r.policy, backendClusterName(ns, name), notes);
+            if (!authorized.has(e.key)) {
+              authorized.add(e.key);
+              const rules = authorizationRules(r.policy, backendClusterName(ns, name), notes);
+              if (rules.length > 0) entries.set(e.key, { ...e, authorization: rules });
+            }
           }
         }
       }

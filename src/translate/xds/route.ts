@@ -2,6 +2,7 @@
 
 import type { create, MessageInitShape } from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
+import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../cel/rbac.js";
 import {
   HeaderValueOption_HeaderAppendAction,
   type HeaderValueOptionSchema,
@@ -16,7 +17,7 @@ import {
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { HeaderMutationIR, PathRewriteIR, RouteIR, RouteMatchIR, WeightedBackendIR } from "../ir.js";
-import { isMcpClusterName, MCP_ROUTE_HEADER, SLUICE_MCP_CLUSTER } from "../names.js";
+import { isMcpClusterName, MCP_APIKEY_HEADER, MCP_JWT_HEADER, MCP_ROUTE_HEADER, SLUICE_MCP_CLUSTER } from "../names.js";
 import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy, servesRealtime } from "./llm.js";
 import { applyTrafficToRoute } from "./traffic-route.js";
@@ -136,19 +137,28 @@ function clusterSpecifier(
 function toMcpService(b: WeightedBackendIR): WeightedBackendIR {
   if (!isMcpClusterName(b.cluster)) return b;
   const h = b.requestHeaders;
+  const ours = (name: string) => MCP_HEADERS.includes(name.toLowerCase());
   return {
     ...b,
     cluster: SLUICE_MCP_CLUSTER,
     requestHeaders: {
       set: [
-        ...(h?.set ?? []).filter((x) => x.name.toLowerCase() !== MCP_ROUTE_HEADER),
+        ...(h?.set ?? []).filter((x) => !ours(x.name)),
         { name: MCP_ROUTE_HEADER, value: b.cluster },
+        // What the authorization rules read of the identity, from Envoy's own dynamic metadata.
+        { name: MCP_JWT_HEADER, value: `%DYNAMIC_METADATA(${JWT_METADATA_NAMESPACE}:${JWT_PAYLOAD_KEY})%` },
+        { name: MCP_APIKEY_HEADER, value: `%DYNAMIC_METADATA(${EXTAUTHZ_NAMESPACE}:apiKey)%` },
       ],
-      add: (h?.add ?? []).filter((x) => x.name.toLowerCase() !== MCP_ROUTE_HEADER),
-      remove: (h?.remove ?? []).filter((x) => x.toLowerCase() !== MCP_ROUTE_HEADER),
+      add: (h?.add ?? []).filter((x) => !ours(x.name)),
+      // Removed before the above are set: an empty value (no metadata) is not added, and no client copy survives.
+      remove: [...(h?.remove ?? []).filter((x) => !ours(x)), ...MCP_HEADERS],
     },
   };
 }
+
+const MCP_HEADERS = [MCP_ROUTE_HEADER, MCP_JWT_HEADER, MCP_APIKEY_HEADER];
+/** Where Sluice's ext_authz authentication puts the API key's metadata (src/extauthz/server.ts). */
+const EXTAUTHZ_NAMESPACE = "envoy.filters.http.ext_authz";
 
 /** One Envoy route of `r`; `perRoute` holds the typed_per_filter_config of every route, by route name. */
 export function buildRoute(

@@ -218,18 +218,21 @@ function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms
 /** Backend policy fields the AI backends' LLM table applies (llm/table.ts); every other one is reported. */
 const AI_BACKEND_FIELDS = new Set(["ai", "auth"]);
 
+/** Whether the route sends `backend` (`GwBackend ns/name`) to Sluice's MCP service (names.ts mcpClusterName). */
+function servesMcp(r: RouteIR, backend: string): boolean {
+  const suffix = `/${backend.replace(/^GwBackend /, "")}`;
+  return (
+    r.action.kind === "forward" &&
+    r.action.backends.some((x) => isMcpClusterName(x.cluster) && x.cluster.endsWith(suffix))
+  );
+}
+
 /**
  * Backend policy fields that reach no Envoy or Sluice config yet are reported on the GwPolicy that set them, rather
  * than shown as applied: on Service and static backends all but the connection settings of backend-connection.ts
  * (`tcp`, `http.version`, `health.eviction`), and on AI backends all but `ai` and `auth` (`tls` and `health` of an AI
  * backend come from the GwBackend's own `spec.policies`).
  */
-/** Whether the route sends `backend` (`GwBackend ns/name`) to Sluice's MCP service (names.ts mcpClusterName). */
-function servesMcp(r: RouteIR, backend: string): boolean {
-  const suffix = `/${backend.replace(/^GwBackend /, "")}`;
-  return r.action.kind === "forward" && r.action.backends.some((x) => isMcpClusterName(x.cluster) && x.cluster.endsWith(suffix));
-}
-
 export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undefined): void {
   if (ctx === undefined) return;
   for (const b of r.policy?.backends ?? []) {
