@@ -269,6 +269,24 @@ spec:
       const addresses = (g["status"] as { addresses?: { value: string }[] } | undefined)?.addresses ?? [];
       return addresses.length === 1 && addresses[0]?.value === svc.clusterIP;
     });
+    // Once the load balancer has an address, that one.
+    const lb = await cluster.request(
+      "PATCH",
+      `/api/v1/namespaces/${ns}/services/sluice-gw/status`,
+      { status: { loadBalancer: { ingress: [{ ip: "203.0.113.7" }] } } },
+      "application/merge-patch+json",
+    );
+    assert.equal(lb.status, 200, lb.body);
+    await waitForObject(
+      admin,
+      `${GW}/namespaces/${ns}/gateways/gw`,
+      "Gateway addresses from the load balancer",
+      (g) => {
+        const addresses =
+          (g["status"] as { addresses?: { type: string; value: string }[] } | undefined)?.addresses ?? [];
+        return addresses.length === 1 && addresses[0]?.value === "203.0.113.7" && addresses[0].type === "IPAddress";
+      },
+    );
     // The GwParameters says it provisions the Gateway.
     await waitForObject(
       admin,
