@@ -280,3 +280,17 @@ test("attempts: one Envoy retried failed, the last is judged by the response sta
   again.finish(503);
   assert.equal(health.isDegraded("default/two", m2.health), true);
 });
+
+test("auth forms the LLM ext_proc does not apply are named in the model's Warning, not dropped", () => {
+  const { r } = served([
+    gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
+    model("m", { ...openai(9001), policies: { auth: { passthrough: {} } } }),
+  ]);
+  const status = r.statuses.find((s) => s.kind === "GwModel" && s.name === "m");
+  assert.ok(status);
+  const parents = (status.status as { parents: { conditions: { type: string; message: string }[] }[] }).parents;
+  assert.match(
+    parents[0]?.conditions.find((c) => c.type === "Warning")?.message ?? "",
+    /spec\.policies\.auth\.passthrough: not applied yet/,
+  );
+});
