@@ -281,11 +281,21 @@ test("attempts: one Envoy retried failed, the last is judged by the response sta
   assert.equal(health.isDegraded("default/two", m2.health), true);
 });
 
-test("auth forms the LLM ext_proc does not apply are named in the model's Warning, not dropped", () => {
+test("auth forms the LLM ext_proc does not apply, and credentials that do not resolve, are named in the Warning", () => {
   const { r } = served([
     gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
     model("m", { ...openai(9001), policies: { auth: { passthrough: {} } } }),
+    model("n", { ...openai(9002), policies: { auth: { secretRef: { name: "missing" } } } }),
   ]);
+  const warningOf = (name: string) => {
+    const st = r.statuses.find((s) => s.kind === "GwModel" && s.name === name);
+    const ps = (st?.status as { parents?: { conditions: { type: string; message: string }[] }[] } | undefined)?.parents;
+    return ps?.[0]?.conditions.find((c) => c.type === "Warning")?.message ?? "";
+  };
+  assert.match(
+    warningOf("n"),
+    /spec\.policies\.auth: Secret default\/missing key Authorization not found; requests to this model fail/,
+  );
   const status = r.statuses.find((s) => s.kind === "GwModel" && s.name === "m");
   assert.ok(status);
   const parents = (status.status as { parents: { conditions: { type: string; message: string }[] }[] }).parents;

@@ -180,6 +180,15 @@ function providerEntry(
   const entry = modelProviderEntry(m, (kind, host, auth, ns) =>
     compileProviderAuth(kind, host, auth, ns, input.secrets, m.id),
   );
+  // A credential that cannot be resolved fails the model's requests (500): the status says why first.
+  for (const problem of entry?.auth.problems ?? []) {
+    const list = notes.get(m.id) ?? [];
+    list.push({
+      field: "spec.policies.auth",
+      message: `${problem.message}; requests to this model fail (500) until it is fixed`,
+    });
+    notes.set(m.id, list);
+  }
   if (entry === undefined || m.policies.promptGuard === undefined) return entry;
   const ns = m.id.split("/")[0] ?? "";
   const from = { kind: "GwBackend", name: m.id, level: "gwBackend", target: `GwModel ${m.id}` } as const;
