@@ -24,8 +24,8 @@ test("docs/llm.md shows the field table the translators use", () => {
 const REFUSED: { field: Record<string, unknown>; param: string; targets: ChatTarget[] }[] = [
   { field: { frequency_penalty: 0.5 }, param: "frequency_penalty", targets: ["messages", "converse"] },
   { field: { presence_penalty: -1 }, param: "presence_penalty", targets: ["messages", "converse"] },
-  { field: { logprobs: true }, param: "logprobs", targets: ["messages", "converse", "generate-content"] },
-  { field: { top_logprobs: 2 }, param: "top_logprobs", targets: ["messages", "converse", "generate-content"] },
+  { field: { logprobs: true }, param: "logprobs", targets: ["messages", "converse"] },
+  { field: { top_logprobs: 2 }, param: "top_logprobs", targets: ["messages", "converse"] },
   {
     field: { logit_bias: { "50256": -100 } },
     param: "logit_bias",

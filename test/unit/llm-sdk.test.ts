@@ -345,3 +345,27 @@ test("openai SDK: a structured-output refusal streamed to a Responses client rea
   );
   assert.equal(final.status, "completed");
 });
+
+test("openai SDK: Gemini log probabilities streamed reassemble to the buffered ones", async () => {
+  const { meta, bytes } = sseFile("chat-completions--generate-content/stream-logprobs.in.txt");
+  const client = new OpenAI({
+    apiKey: "k",
+    baseURL: "http://sluice.test/v1",
+    fetch: fakeFetch(translateStream("chat-completions", "generate-content", meta, bytes)),
+  });
+  const final = await client.chat.completions
+    .stream({ model: "m", messages: [{ role: "user", content: "hi" }], logprobs: true })
+    .finalChatCompletion();
+  const want = buffered(
+    "chat-completions",
+    "generate-content",
+    "chat-completions--generate-content/response-logprobs.in.json",
+  );
+  const wantChoice = (want.choices as ChatResponse["choices"])[0]!;
+  const got = final.choices[0]!.logprobs?.content ?? [];
+  assert.deepEqual(
+    got.map((t) => [t.token, t.logprob, t.bytes]),
+    (wantChoice.logprobs?.content ?? []).map((t) => [t.token, t.logprob, t.bytes]),
+  );
+  assert.equal(final.choices[0]!.message.content, wantChoice.message.content);
+});

@@ -61,6 +61,17 @@ export interface ChatRequest {
   [k: string]: unknown;
 }
 
+export interface ChatTokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+  top_logprobs: { token: string; logprob: number; bytes: number[] | null }[];
+}
+export interface ChatLogprobs {
+  content: ChatTokenLogprob[] | null;
+  refusal: null;
+}
+
 export type ChatFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "function_call";
 
 export interface ChatUsage {
@@ -87,7 +98,7 @@ export interface ChatResponse {
       reasoning_content?: string;
       thinking_blocks?: ChatThinkingBlock[];
     };
-    logprobs: null;
+    logprobs: ChatLogprobs | null;
     finish_reason: ChatFinishReason | null;
   }[];
   usage?: ChatUsage;
@@ -117,7 +128,7 @@ export interface ChatChunk {
       /** Whole blocks, each sent once its signature is known (after its reasoning_content deltas). */
       thinking_blocks?: ChatThinkingBlock[];
     };
-    logprobs?: null;
+    logprobs?: ChatLogprobs | null;
     finish_reason: ChatFinishReason | null;
   }[];
   usage?: ChatUsage | null;

@@ -38,6 +38,8 @@ export interface GeminiRequest {
     responseMimeType?: string;
     responseJsonSchema?: unknown;
     thinkingConfig?: Record<string, unknown>;
+    responseLogprobs?: boolean;
+    logprobs?: number;
   };
 }
 

@@ -71,9 +71,14 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
   },
   {
     field: "`logprobs`, `top_logprobs`",
-    to: { messages: "refused when asked", converse: "refused when asked", "generate-content": "refused when asked" },
-    refuse: (req) =>
-      req.logprobs === true || set(req.top_logprobs)
+    to: {
+      messages: "refused when asked",
+      converse: "refused when asked",
+      "generate-content":
+        "`responseLogprobs`, `logprobs`; the answer's `logprobsResult` → `choices[].logprobs.content`",
+    },
+    refuse: (req, target) =>
+      target !== "generate-content" && (req.logprobs === true || set(req.top_logprobs))
         ? {
             path: req.logprobs === true ? "logprobs" : "top_logprobs",
             message: "log probabilities are not returned by this provider",

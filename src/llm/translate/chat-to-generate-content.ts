@@ -3,6 +3,7 @@ import { invalidRequest, type LlmError } from "../errors.js";
 import {
   type ChatChunk,
   type ChatFinishReason,
+  type ChatLogprobs,
   type ChatResponse,
   type ChatToolCall,
   type ChatUsage,
@@ -147,6 +148,9 @@ export function chatToGeminiRequest(body: unknown, providerModel: string | undef
   if (pp !== undefined) gc.presencePenalty = pp;
   const fp = num(req.frequency_penalty);
   if (fp !== undefined) gc.frequencyPenalty = fp;
+  if (req.logprobs === true) gc.responseLogprobs = true;
+  const topLogprobs = num(req.top_logprobs);
+  if (topLogprobs !== undefined) gc.logprobs = topLogprobs;
   if (so !== undefined) Object.assign(gc, geminiStructuredOutput(so));
   if (effort !== undefined) gc.thinkingConfig = geminiThinkingConfig(effort, meta.model);
   if (Object.keys(gc).length > 0) out.generationConfig = gc;
@@ -236,6 +240,25 @@ function readParts(content: unknown, ctx: TranslateContext): { text: string; tho
   return { text, thoughts, calls };
 }
 
+/** A candidate's `logprobsResult` (chosen token and top candidates per step) as chat `logprobs`. */
+function chatLogprobs(c: Record<string, unknown>): ChatLogprobs | null {
+  const lr = isObject(c.logprobsResult) ? c.logprobsResult : undefined;
+  if (lr === undefined) return null;
+  const top = arr(lr.topCandidates);
+  const entry = (x: unknown): { token: string; logprob: number; bytes: number[] | null } => {
+    const o = isObject(x) ? x : {};
+    const token = str(o.token) ?? "";
+    return { token, logprob: num(o.logProbability) ?? 0, bytes: [...Buffer.from(token, "utf8")] };
+  };
+  return {
+    content: arr(lr.chosenCandidates).map((chosen, i) => {
+      const t = top[i];
+      return { ...entry(chosen), top_logprobs: isObject(t) ? arr(t.candidates).map(entry) : [] };
+    }),
+    refusal: null,
+  };
+}
+
 function chatCall(k: GeminiCall): ChatToolCall {
   const call: ChatToolCall = { id: k.id, type: "function", function: { name: k.name, arguments: k.args } };
   if (k.signature !== undefined) call.extra_content = { google: { thought_signature: k.signature } };
@@ -273,7 +296,7 @@ export function geminiToChatResponse(body: unknown, meta: RequestMeta, ctx: Tran
     choices.push({
       index: num(c.index) ?? i,
       message,
-      logprobs: null,
+      logprobs: chatLogprobs(c),
       finish_reason: geminiFinish(c.finishReason, calls.length > 0),
     });
   }
@@ -347,7 +370,12 @@ export class GeminiToChatStream implements StreamMapper<Record<string, unknown>,
       const index = num(c.index) ?? position;
       const { text, thoughts, calls } = readParts(c.content, this.ctx);
       if (thoughts !== "") emit(this.chunk({ reasoning_content: thoughts }, null, index));
-      if (text !== "") emit(this.chunk({ content: text }, null, index));
+      if (text !== "") {
+        const chunk = this.chunk({ content: text }, null, index);
+        const lp = chatLogprobs(c);
+        if (lp !== null && chunk.choices[0] !== undefined) chunk.choices[0].logprobs = lp;
+        emit(chunk);
+      }
       for (const k of calls) {
         const n = this.tools.get(index) ?? 0;
         this.tools.set(index, n + 1);
