@@ -9,8 +9,11 @@
 // - scalars replace; `null` removes a field; maps merge key by key;
 // - keyed lists merge item by item on their merge key (containers by `name`, container ports by `containerPort`,
 //   volume mounts by `mountPath`, ...); other lists are replaced whole;
-// - `$patch: replace` in a map replaces the map, as a list item replaces the list; `$patch: delete` in a map removes
-//   it, as a list item removes the item with its key; `$patch: merge` is the default;
+// - `$patch: replace` in a map replaces the map, as a list item replaces the list; `$patch: delete` in a map empties
+//   it (as the API server does: `null` removes a field), as a list item removes the item with its key; `$patch: merge`
+//   is the default;
+// - a merged keyed list holds the patch's items first, in the patch's order, then the items only the object had (the
+//   API server's order when the patch carries no `$setElementOrder`);
 // - `$retainKeys: [...]` keeps only those keys of the map; `$deleteFromPrimitiveList/<field>: [...]` removes values
 //   from a list of scalars; `$setElementOrder/<field>` is accepted (the order of the patched list is kept).
 
@@ -65,12 +68,15 @@ function clone<T extends Json>(v: T): T {
   return structuredClone(v);
 }
 
-/** Removes the directives a patch may carry where a value is taken whole (`$patch: replace`). */
+/**
+ * A value taken whole (`$patch: replace`): its directives and null fields removed (a null there means absent, as when
+ * the API server decodes it into its type).
+ */
 function stripDirectives(v: Json): Json {
   if (Array.isArray(v)) return v.filter((e) => !(isMap(e) && e["$patch"] !== undefined)).map(stripDirectives);
   if (!isMap(v)) return v;
   const out: JsonMap = {};
-  for (const [k, x] of Object.entries(v)) if (!k.startsWith("$")) out[k] = stripDirectives(x);
+  for (const [k, x] of Object.entries(v)) if (!k.startsWith("$") && x !== null) out[k] = stripDirectives(x);
   return out;
 }
 
@@ -102,7 +108,7 @@ function mergeMap(
   const directive = patch["$patch"];
   if (directive !== undefined) {
     if (directive === "replace") return stripDirectives(patch);
-    if (directive === "delete") return undefined;
+    if (directive === "delete") return {};
     if (directive !== "merge") {
       problems.push({
         path: joinPath([...at, "$patch"]),
@@ -183,7 +189,8 @@ function mergeList(
     });
     return stripDirectives(patch) as Json[];
   }
-  const out: Json[] = original === undefined ? [] : clone(original);
+  const rest: Json[] = original === undefined ? [] : clone(original);
+  const out: Json[] = [];
   patch.forEach((item, i) => {
     if (!isMap(item)) {
       problems.push({
@@ -200,19 +207,11 @@ function mergeList(
       });
       return;
     }
-    const index = out.findIndex((o) => isMap(o) && o[key] === id);
-    if (item["$patch"] === "delete") {
-      if (index >= 0) out.splice(index, 1);
-      return;
-    }
-    if (index >= 0) {
-      const merged = strategicMerge(out[index], item, problems, fields, [...at, i]);
-      if (merged === undefined) out.splice(index, 1);
-      else out[index] = merged;
-    } else {
-      const added = strategicMerge(undefined, item, problems, fields, [...at, i]);
-      if (added !== undefined) out.push(added);
-    }
+    const index = rest.findIndex((o) => isMap(o) && o[key] === id);
+    const before = index >= 0 ? rest.splice(index, 1)[0] : undefined;
+    if (item["$patch"] === "delete") return;
+    const merged = strategicMerge(before, item, problems, fields, [...at, i]);
+    if (merged !== undefined) out.push(merged);
   });
-  return out;
+  return [...out, ...rest];
 }
