@@ -26,6 +26,8 @@ const NAMES = [
   "blue",
   "guarded",
 ] as const;
+const AWS = { accessKeyId: "AKIDMODELS", secretAccessKey: "model-secret", region: "eu-west-1" };
+const GEMINI_KEY = "gemini-key-1";
 type Name = (typeof NAMES)[number];
 
 function model(name: string, body: string): string {
@@ -62,6 +64,9 @@ spec:
   traffic:
     apiKeyAuthentication: { secretRef: { name: client-keys } }
 ${tokens ? "    rateLimit: { local: [{ tokens: 40, unit: Minutes }] }\n" : ""}`;
+
+let bedrock: FakeProvider;
+let gemini: FakeProvider;
 
 function resources(p: Record<Name, FakeProvider>, withAny: boolean, withKeys = false, withTokens = false): string {
   const openai = (n: Name) => `provider: Provider01\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
@@ -131,6 +136,25 @@ policies:
       - regex: { builtins: [CreditCard], action: Reject }
         response: { message: "no card numbers", statusCode: 422 }`,
     ),
+    `---
+apiVersion: v1
+kind: Secret
+metadata: { name: model-creds, namespace: default }
+stringData: { accessKey: ${AWS.accessKeyId}, secretKey: ${AWS.secretAccessKey}, gemini: ${GEMINI_KEY} }
+`,
+    model(
+      "bedrock-model",
+      `provider: Provider06
+providerG: { region: ${AWS.region} }
+baseURL: http://127.0.0.1:${bedrock.port}
+policies: { auth: { cloudA: { secretRef: { name: model-creds } } } }`,
+    ),
+    model(
+      "gemini-model",
+      `provider: Provider04
+baseURL: http://127.0.0.1:${gemini.port}
+policies: { auth: { secretRef: { name: model-creds, key: gemini } } }`,
+    ),
     ...(withKeys ? [gatewayKeys(withTokens)] : []),
     ...(withAny ? [model("anything", `match: { model: "*" }\n${openai("any")}`)] : []),
   ].join("");
@@ -149,6 +173,8 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
 
   before(async () => {
     for (const n of NAMES) p[n] = await startFakeProvider({ name: n });
+    bedrock = await startFakeProvider({ name: "bedrock", aws: AWS });
+    gemini = await startFakeProvider({ name: "gemini", apiKey: GEMINI_KEY });
     env = await startLlmEnv(resources(p, false), "/probe");
     openai = new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/v1`, maxRetries: 0 });
     anthropic = new Anthropic({ apiKey: "k", baseURL: env.baseUrl, maxRetries: 0 });
@@ -156,6 +182,8 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
   after(async () => {
     await env?.stop();
     for (const n of NAMES) await p[n]?.close();
+    await bedrock?.close();
+    await gemini?.close();
   });
 
   test("each match form selects its model, and the provider is asked for the name the client sent", async () => {
@@ -178,6 +206,15 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
       messages: [{ role: "user", content: "four" }],
     });
     assert.deepEqual(named.content[0], { type: "text", text: "Hello from named: four" });
+  });
+
+  test("other providers of the enumeration: Bedrock (Converse, SigV4) and Gemini (generateContent, its key)", async () => {
+    const b = await chat("bedrock-model", "converse");
+    assert.equal(b.choices[0]?.message.content, "Hello from bedrock: converse");
+    assert.equal(bedrock.requests.at(-1)?.path, "/model/bedrock-model/converse");
+    const g = await chat("gemini-model", "generate");
+    assert.equal(g.choices[0]?.message.content, "Hello from gemini: generate");
+    assert.match(gemini.requests.at(-1)?.path ?? "", /\/models\/gemini-model:generateContent$/);
   });
 
   test("an unknown model and an Internal model are 404 model_not_found, in each client's format", async () => {
@@ -299,9 +336,20 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
       listed.push(m.id);
       assert.equal(m.object, "model");
     }
-    assert.deepEqual(listed, ["blue-only", "claude-named", "gpt-4o", "guarded", "resilient", "router", "split"]);
+    assert.deepEqual(listed, [
+      "bedrock-model",
+      "blue-only",
+      "claude-named",
+      "gemini-model",
+      "gpt-4o",
+      "guarded",
+      "resilient",
+      "router",
+      "split",
+    ]);
     const page = await anthropic.models.list({ limit: 4 });
     assert.equal(page.data.length, 4);
+    assert.equal(page.has_more, true);
     assert.ok(page.data.every((m) => m.type === "model"));
     const all: string[] = [];
     for await (const m of anthropic.models.list({ limit: 4 })) all.push(m.id);
