@@ -192,6 +192,7 @@ export function responsesToChatRequest(body: unknown, providerModel: string | un
       schema: isObject(fmt.schema) ? fmt.schema : {},
     };
     if (typeof fmt.strict === "boolean") js.strict = fmt.strict;
+    if (typeof fmt.description === "string") js.description = fmt.description;
     out.response_format = { type: "json_schema", json_schema: js };
   }
   const user = str(body.user);
