@@ -153,6 +153,18 @@ describe("stream regex guard: what is released", () => {
     assert.ok(!out.includes("4111"), out);
   });
 
+  test("the last text sent with the finish reason is read with the deltas before it", async () => {
+    const g = new StreamGuard("chat-completions", [regex(["CreditCard"])]);
+    const last = (content: string) =>
+      `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content }, finish_reason: "stop" }] })}\n\n`;
+    let out = await push(g, chat.delta("card 4111 1111 1111 "));
+    out += await push(g, `${last("1111")}data: [DONE]\n\n`, true);
+    assert.equal(chat.deltas(out).join(""), "card <CREDIT_CARD>");
+    assert.ok(!out.includes("4111"), out);
+    const finish = events(out).at(-1) as { choices: { finish_reason: string }[] };
+    assert.equal(finish.choices[0]?.finish_reason, "stop");
+  });
+
   test("a run longer than any match is released up to the longest match", async () => {
     const g = new StreamGuard("chat-completions", [regex(["CreditCard"])]);
     const out = chat.deltas(await push(g, chat.delta("9".repeat(60))));
@@ -352,6 +364,21 @@ describe("stream webhook guard", () => {
     assert.deepEqual(chat.deltas(end), ["The [redacted] code", ""]);
     assert.deepEqual(hook.calls.at(-1), ["The secret code"]);
     assert.ok(end.endsWith("data: [DONE]\n\n"));
+  });
+
+  test("the last text sent with the finish reason is checked with its segment; the finish goes out after it", async () => {
+    hook.calls.length = 0;
+    hook.delay = 0;
+    const g = new StreamGuard("chat-completions", [webhook()], ctx);
+    const last = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: " secret. Bye." }, finish_reason: "stop" }] })}\n\n`;
+    let out = await push(g, chat.start + chat.delta("One. Two"));
+    await fresh();
+    out += await push(g, `${last}data: [DONE]\n\n`, true);
+    assert.deepEqual(chat.deltas(out), ["", "One. ", "Two [redacted]. Bye."]);
+    assert.deepEqual(hook.calls, [["One. "], ["Two secret. Bye."]]);
+    const all = events(out) as { choices: { finish_reason: string | null }[] }[];
+    assert.equal(all.at(-1)?.choices[0]?.finish_reason, "stop");
+    assert.ok(out.endsWith("data: [DONE]\n\n"));
   });
 
   test("regex guards mask first, the webhook sees masked text; a split card never reaches it", async () => {

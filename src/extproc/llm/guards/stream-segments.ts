@@ -101,6 +101,12 @@ export class Segments {
     } else this.add({ kind: "seg", ch, text, tpl, closed: false });
   }
 
+  /** The last segment ends here: it is checked whole, not split at its sentences. */
+  close(): void {
+    const last = this.#queue.at(-1);
+    if (last?.kind === "seg") last.closed = true;
+  }
+
   /** Another event, behind what waits: it closes the segment before it. */
   add(item: Item): void {
     const last = this.#queue.at(-1);

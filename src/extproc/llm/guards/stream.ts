@@ -60,24 +60,25 @@ function scanAll(scanners: readonly RegexScanner[], text: string, seen?: { start
 }
 
 /**
- * A delta of one stream of text (text.ts textDelta), and chat-completions chunks that name the role with their text,
- * as servers that repeat the role on every chunk send (Ollama's OpenAI API): the role does not end the text, else
- * each chunk would be scanned alone and a match split across chunks missed.
+ * A delta of one stream of text (text.ts textDelta), and chat-completions chunks whose text comes with more: the role
+ * (servers that repeat it on every chunk, as Ollama's OpenAI API does) or the finish reason (the last text with the
+ * end). They go out all the same (`keep`), and the finish ends the channel (`last`); read as deltas, a match split
+ * across them and the chunks before is still caught whole.
  */
 function deltaOf(
   client: ClientFormat,
   json: Obj,
-): { channel: string; holder: Obj; key: string; role?: boolean } | undefined {
+): { channel: string; holder: Obj; key: string; keep?: boolean; last?: boolean } | undefined {
   const d = textDelta(client, json);
   if (d !== undefined || client !== "chat-completions") return d;
   const choices = json.choices;
   if (!Array.isArray(choices) || choices.length !== 1 || (json.usage !== undefined && json.usage !== null)) return;
   const c = choices[0] as Obj | undefined;
   const delta = c?.delta as Obj | undefined;
-  if (c === undefined || (c.finish_reason !== undefined && c.finish_reason !== null)) return undefined;
   if (typeof delta !== "object" || delta === null || typeof delta.content !== "string" || delta.content === "") return;
   for (const k of Object.keys(delta)) if (k !== "content" && k !== "role" && delta[k] !== null) return undefined;
-  return { channel: String(c.index ?? 0), holder: delta, key: "content", role: true };
+  const last = c?.finish_reason !== undefined && c.finish_reason !== null;
+  return { channel: String(c?.index ?? 0), holder: delta, key: "content", keep: true, last };
 }
 
 /** Whether `bytes` end an SSE event (a blank line), given whether the bytes before them did. */
@@ -192,11 +193,14 @@ export class StreamGuard {
       // Nothing held before: the delta may go out as it came.
       const whole = ch.held === "";
       ch.held += text;
-      const released = this.#release(ch, false);
+      const released = this.#release(ch, d.last === true);
       if (whole && released === text && seg === undefined) return undefined;
-      // A chunk that names the role goes out all the same, with the text it may release.
-      if (released === "" && (!d.role || seg !== undefined)) return "";
-      return this.#text(ch, released, tpl);
+      // A chunk that carries more than text goes out all the same, with the text it may release.
+      if (released === "" && (d.keep !== true || seg !== undefined)) return "";
+      const out = this.#text(ch, released, tpl);
+      // The finish goes out after the text of its segment, checked whole.
+      if (d.last === true) seg?.close();
+      return out;
     }
     const slots = eventSlots(this.client, obj);
     if (slots.list.length === 0) return this.#other(ev);
