@@ -5,13 +5,16 @@
 // - A Gateway whose parameters cannot be applied (a problem of severity error from rendering, or an object the API
 //   server refuses) keeps its last good objects: nothing is written, the GwParameters gets a condition naming the
 //   field and the Gateway a Warning Event.
-// - Drift is corrected: every pass re-applies (server-side apply of an unchanged object writes nothing), on each
-//   translation and every `resyncMs`. Fields Sluice does not set are left to whoever owns them (an HPA's replicas).
+// - Cheap when nothing changed: a translation re-renders every Gateway but writes only those whose objects differ from
+//   what was last applied (a route change touches no Deployment); a render the API server already took is not
+//   checked by a dry run again.
+// - Drift is corrected: every `resyncMs` (and on winning the Lease) everything is re-applied (server-side apply of an
+//   unchanged object writes nothing). Fields Sluice does not set are left to whoever owns them (an HPA's replicas).
 // - The session key Secret is created once and never written again (rotating it would end every MCP session).
 // - Objects no longer wanted (a PodDisruptionBudget or HPA whose overlay was removed, the Deployment after a switch
 //   to a DaemonSet) are deleted.
 
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { Gateway, GatewayClass } from "../api/gateway-api.js";
 import type { GwParameters } from "../api/sluice.js";
 import { isKubeError, type KubeClient, type KubeObject, resourcePath } from "../sources/kube/client.js";
@@ -94,11 +97,15 @@ export class Provisioner {
   #gateways: readonly string[] = [];
   #running: Promise<void> | undefined;
   #again = false;
+  /** Whether the pass asked for again re-applies everything (a resync), or only what changed. */
+  #againFull = false;
+  /** Per Gateway, the hash of the objects last applied (and so accepted by the API server). */
+  readonly #applied = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
   /** The kinds last applied per Gateway: what is no longer among them is looked for and deleted. */
   readonly #lastKinds = new Map<string, string>();
   /** Passes done and objects applied (tests, /status). */
-  readonly stats = { passes: 0, applies: 0, refusals: 0 };
+  readonly stats = { passes: 0, applies: 0, refusals: 0, unchanged: 0 };
 
   constructor(client: KubeClient, view: ProvisionerView, opts: ProvisionerOptions) {
     this.#client = client;
@@ -113,35 +120,44 @@ export class Provisioner {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     if (on && this.#opts.resyncMs > 0) {
-      this.#timer = setInterval(() => this.#kick(), this.#opts.resyncMs);
+      this.#timer = setInterval(() => this.#kick(true), this.#opts.resyncMs);
       this.#timer.unref();
     }
     if (on) this.#lastKinds.clear();
-    if (on) this.#kick();
+    if (on) this.#applied.clear();
+    if (on) this.#kick(true);
   }
 
   /** The Gateways Sluice serves (`namespace/name`), after each translation. */
   reconcile(gateways: readonly string[]): void {
     this.#gateways = gateways;
-    this.#kick();
+    // Forget Gateways no longer served (their objects went with them).
+    const served = new Set(gateways);
+    for (const map of [this.#applied, this.#lastKinds]) for (const k of map.keys()) if (!served.has(k)) map.delete(k);
+    this.#kick(false);
   }
 
-  #kick(): void {
+  /** A pass: `full` re-applies every Gateway's objects, else only those whose render changed. */
+  #kick(full: boolean): void {
     if (!this.#active) return;
     if (this.#running !== undefined) {
       this.#again = true;
+      this.#againFull ||= full;
       return;
     }
+    this.#againFull = full;
     this.#running = (async () => {
       // Not one synchronous run: #running must be set before the pass can end and clear it.
       await Promise.resolve();
       do {
         this.#again = false;
+        const pass = this.#againFull;
+        this.#againFull = false;
         const outcomes: ProvisionOutcome[] = [];
         for (const key of this.#gateways) {
           if (!this.#active) break;
           try {
-            const outcome = await this.#ensure(key);
+            const outcome = await this.#ensure(key, pass);
             if (outcome !== undefined) outcomes.push(outcome);
           } catch (e) {
             this.#opts.log(`provision: Gateway ${key}: ${(e as Error).message}`);
@@ -163,7 +179,7 @@ export class Provisioner {
     this.active = false;
   }
 
-  async #ensure(key: string): Promise<ProvisionOutcome | undefined> {
+  async #ensure(key: string, full: boolean): Promise<ProvisionOutcome | undefined> {
     const [namespace = "", name = ""] = key.split("/");
     const gateway = this.#view.object("Gateway", namespace, name) as unknown as Gateway | undefined;
     // Gone, or going: its objects go with it (garbage collection), nothing to write.
@@ -187,8 +203,14 @@ export class Provisioner {
       this.stats.refusals++;
       return outcome(false);
     }
+    const hash = createHash("sha256").update(JSON.stringify(rendered.objects)).digest("hex");
+    const known = this.#applied.get(key) === hash;
+    if (known && !full) {
+      this.stats.unchanged++;
+      return outcome(true);
+    }
     // The API server checks every object first (an overlay may make one it refuses): all or nothing.
-    for (const o of rendered.objects) {
+    for (const o of known ? [] : rendered.objects) {
       try {
         await this.#apply(o, true);
       } catch (e) {
@@ -211,6 +233,7 @@ export class Provisioner {
     }
     await this.#ensureSessionKey(rendered.sessionKeySecret);
     for (const o of rendered.objects) await this.#apply(o, false);
+    this.#applied.set(key, hash);
     const kinds = rendered.objects.map((o) => String(o["kind"])).sort();
     if (this.#lastKinds.get(key) !== kinds.join(",")) {
       await this.#deleteUnwanted(namespace, proxyName(name), new Set(kinds));

@@ -391,6 +391,25 @@ spec:
     assert.equal((d["spec"] as { replicas: number }).replicas, 3);
   });
 
+  test("a route change re-renders the Gateway but writes none of its objects", async () => {
+    const unchanged = async () =>
+      ((await controller.status())["kube"] as { provision: { unchanged: number } }).provision.unchanged;
+    const before = await admin.get<KubeObject>(deploymentPath());
+    const from = await unchanged();
+    await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: more, namespace: ${ns} }
+spec:
+  parentRefs: [{ name: gw }]
+  rules: [{ matches: [{ path: { type: PathPrefix, value: /more } }], backendRefs: [{ name: app, port: 80 }] }]
+`);
+    await waitFor("a pass that found the render unchanged", async () =>
+      (await unchanged()) > from ? true : undefined,
+    );
+    const now = await admin.get<KubeObject>(deploymentPath());
+    assert.equal(now.metadata.resourceVersion, before.metadata.resourceVersion);
+  });
+
   test("an overlay the API server refuses: named on the GwParameters, the Deployment keeps its last good form", async () => {
     const before = await admin.get<KubeObject>(deploymentPath());
     await cluster.apply(`apiVersion: sluice.dev/v1alpha1
