@@ -236,6 +236,15 @@ export function renderProxy(gateway: Gateway, params: EffectiveParameters, setti
     ],
     readinessProbe: { httpGet: { path: "/ready", port: settings.readyPort }, periodSeconds: 5, failureThreshold: 1 },
     ...(typed.resources !== undefined ? { resources: typed.resources as Json } : {}),
+    // The official image's user (its entrypoint, which `command` bypasses, would switch to it); nothing is written.
+    securityContext: {
+      runAsUser: 101,
+      runAsGroup: 101,
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    },
     lifecycle: {
       preStop: { exec: { command: ["bash", "-c", preStopScript(settings.adminPort, shutdown.min, shutdown.max)] } },
     },
