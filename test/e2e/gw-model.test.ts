@@ -190,6 +190,7 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     const exact = await chat("gpt-4o", "one");
     assert.equal(exact.choices[0]?.message.content, "Hello from exact: one");
     assert.equal(p.exact.requests.at(-1)?.json?.model, "gpt-4o");
+    assert.equal(p.exact.requests.at(-1)?.headers["x-sluice-model-cluster"], undefined, "Envoy's routing header stays");
     // gpt-* (the exact gpt-4o wins over it, so another name)
     const family = await chat("gpt-4.1-mini", "two");
     assert.equal(family.choices[0]?.message.content, "Hello from family: two");
