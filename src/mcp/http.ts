@@ -117,6 +117,16 @@ function requestContext(req: IncomingMessage): McpRequestContext {
   };
 }
 
+/** Whether an Origin header names the host the request was sent to (scheme and port aside). */
+function sameHost(origin: string, host: string | undefined): boolean {
+  try {
+    const hostname = (h: string) => h.replace(/:\d+$/, "").toLowerCase();
+    return host !== undefined && hostname(new URL(origin).host) === hostname(host);
+  } catch {
+    return false;
+  }
+}
+
 /** A JSON answer's channel: nothing but the answer goes through it. */
 const NO_CHANNEL: Channel = { open: false, send() {} };
 
@@ -220,6 +230,13 @@ export class McpHttpServer {
     if (entry === undefined) {
       // Only Envoy's MCP routes set the header; this is not one, or its backend left the configuration.
       throw httpError(404, ErrorCodes.ServerError, "no MCP backend is served on this route");
+    }
+    // DNS rebinding (Streamable HTTP security): a browser's request from another origin is refused. The Host itself is
+    // the route's business (its hostnames; Envoy answers 404 for others).
+    const origin = req.headers.origin;
+    if (typeof origin === "string" && origin !== "null" && !sameHost(origin, req.headers.host)) {
+      req.resume();
+      throw httpError(403, ErrorCodes.InvalidRequest, `Forbidden: Origin ${origin} is not this server's`);
     }
     const version = req.headers[VERSION_HEADER];
     if (typeof version === "string" && !(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {

@@ -210,6 +210,11 @@ describe("MCP multiplexing through Envoy", { timeout: 60_000 }, () => {
       JSON.stringify({ jsonrpc: "2.0", id: 8, method: "ping", params: { pad: "x".repeat(5 * 1024 * 1024) } }),
     );
     assert.equal(r.status, 413);
+    // A browser page of another origin (DNS rebinding): refused.
+    r = await post(JSON.stringify({ jsonrpc: "2.0", id: 11, method: "ping" }), { origin: "http://evil.example.com" });
+    assert.equal(r.status, 403);
+    r = await post(JSON.stringify({ jsonrpc: "2.0", id: 12, method: "ping" }), { origin: env.baseUrl });
+    assert.equal(r.status, 200);
     r = await post(JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping" }), { "mcp-session-id": "forged" });
     assert.equal(r.status, 404);
     // The client's own header naming another backend is overwritten by Envoy: still the Conditional backend.

@@ -13,7 +13,8 @@ export interface McpBackendSpec {
   readonly sessionRouting?: "Stateful" | "Stateless";
 }
 
-export function mcpYaml(backends: readonly McpBackendSpec[]): string {
+/** `hostnames`: of the HTTPRoute (any host when absent). */
+export function mcpYaml(backends: readonly McpBackendSpec[], hostnames?: readonly string[]): string {
   const docs = backends.map(
     (b) => `---
 apiVersion: sluice.dev/v1alpha1
@@ -44,7 +45,12 @@ kind: HTTPRoute
 metadata: { name: mcp, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
-  rules:${rules}
+${
+  hostnames !== undefined
+    ? `  hostnames: [${hostnames.join(", ")}]
+`
+    : ""
+}  rules:${rules}
 `;
 }
 
