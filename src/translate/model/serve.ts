@@ -359,10 +359,16 @@ export function serveModels(
         }
         return best === undefined ? undefined : listeners.find((l) => l.sectionName === best?.sectionName);
       };
+      // One entry per listener, whatever the number of its virtual hosts.
+      const byListener = new Map<ListenerModelsIR, LlmRouteEntry>();
       const withModels = (vh: VirtualHostIR, l: ListenerModelsIR): VirtualHostIR => {
         const policy = listenersOf.get(gw.key)?.find((x) => x.sectionName === l.sectionName)?.policy;
-        const entry = listenerEntry(table, l, gm, policy);
-        entries.set(entry.id, entry);
+        let entry = byListener.get(l);
+        if (entry === undefined) {
+          entry = listenerEntry(table, l, gm, policy);
+          byListener.set(l, entry);
+          entries.set(entry.id, entry);
+        }
         const added = modelRoutes(vh.name, gm, Object.keys(entry.backends), policy);
         for (const r of added) routes.set(`${gw.key}|${r.name}`, entry.id);
         return { ...vh, routes: [...vh.routes, ...added] };
