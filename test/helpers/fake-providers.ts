@@ -299,6 +299,49 @@ function checkSigV4(o: FakeProviderOptions, req: FakeRequest): string | undefine
   return "error" in r ? r.error : undefined;
 }
 
+/**
+ * Bedrock's own APIs, reached by route types forwarded as they are: InvokeModel (`/model/{id}/invoke`, the model's
+ * native body, here Anthropic's) and ListFoundationModels (`GET /foundation-models`, the control plane's). Signed
+ * like every Bedrock request, the body's hash included.
+ */
+function bedrockNative(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  const bad = checkSigV4(o, req);
+  if (bad !== undefined) {
+    json(res, 403, { message: bad }, { "x-amzn-errortype": "UnrecognizedClientException" });
+    return;
+  }
+  if (req.path.startsWith("/foundation-models")) {
+    if (req.method !== "GET") {
+      json(res, 405, { message: "method not allowed" });
+      return;
+    }
+    const byProvider = new URL(req.path, "http://x").searchParams.get("byProvider");
+    const all = [
+      { modelId: "anthropic.claude-3-haiku-20240307-v1:0", providerName: "Anthropic" },
+      { modelId: "amazon.titan-embed-text-v2:0", providerName: "Amazon" },
+    ];
+    json(res, 200, {
+      modelSummaries: all.filter((m) => byProvider === null || m.providerName.toLowerCase() === byProvider),
+    });
+    return;
+  }
+  const b = req.json ?? {};
+  if (typeof b.anthropic_version !== "string") {
+    json(res, 400, { message: "Malformed input request: anthropic_version is required" });
+    return;
+  }
+  const msgs = (Array.isArray(b.messages) ? b.messages : []) as Obj[];
+  const text = `Hello from ${o.name}: ${String(msgs.at(-1)?.content ?? "")}`;
+  json(res, 200, {
+    id: "msg_bdrk_01",
+    type: "message",
+    role: "assistant",
+    content: [{ type: "text", text }],
+    stop_reason: "end_turn",
+    usage: { input_tokens: 9, output_tokens: 5 },
+  });
+}
+
 function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
   const bad = checkSigV4(o, req);
   if (bad !== undefined) {
@@ -539,6 +582,9 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
       const path = fr.path;
       if (state.failWith !== undefined) return providerError(path, state.failWith, res);
       if (path.startsWith("/v1/messages")) return anthropic(o, fr, res);
+      if (/^\/model\/[^/]+\/invoke(\?|$)/.test(path) || path.startsWith("/foundation-models")) {
+        return bedrockNative(o, fr, res);
+      }
       if (path.startsWith("/model/")) return converse(o, fr, res);
       if (path.startsWith("/v1/projects/")) return vertex(o, fr, res);
       if (path.includes(":generateContent") || path.includes(":streamGenerateContent")) return gemini(o, fr, res);

@@ -255,28 +255,40 @@ export function providerRequest(
     headers = { ...t.headers };
   }
   ({ path, headers } = withCredentials(p, path, headers, creds));
-  const aws = p.auth.aws;
-  if (aws !== undefined) {
-    // A bug: the caller obtains the credentials for every provider with cloudA.
-    if (creds.aws === undefined) throw new Error(`no AWS credentials were obtained for provider ${p.name}`);
-    const q = path.indexOf("?");
-    const signed = signSigV4(
-      {
-        method: "POST",
-        host: p.authority,
-        path: q < 0 ? path : path.slice(0, q),
-        query: q < 0 ? "" : path.slice(q + 1),
-        headers: { "content-type": headers["content-type"] ?? "application/json" },
-        body,
-      },
-      {
-        region: awsRegion(p),
-        service: aws.service,
-        credentials: creds.aws,
-        date: new Date(),
-      },
-    );
-    Object.assign(headers, signed.headers);
+  if (p.auth.aws !== undefined) {
+    const type = headers["content-type"] ?? "application/json";
+    Object.assign(headers, sigV4Headers(p, "POST", path, { "content-type": type }, body, creds));
   }
   return { authority: p.authority, path, headers };
+}
+
+/**
+ * SigV4 headers (authorization, x-amz-date, x-amz-security-token) of a request to a cloudA provider: `headers` are
+ * signed besides host and x-amz-*. The payload hash is the body's: Bedrock, like AWS services other than S3, refuses
+ * `UNSIGNED-PAYLOAD`, so a request forwarded as it is has its body read to be signed.
+ */
+export function sigV4Headers(
+  p: LlmProviderEntry,
+  method: string,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+  body: string | Uint8Array,
+  creds: ProviderCredentials,
+): Record<string, string> {
+  const aws = p.auth.aws;
+  // A bug: the caller obtains the credentials for every provider with cloudA.
+  if (aws === undefined || creds.aws === undefined)
+    throw new Error(`no AWS credentials were obtained for provider ${p.name}`);
+  const q = path.indexOf("?");
+  return signSigV4(
+    {
+      method,
+      host: p.authority,
+      path: q < 0 ? path : path.slice(0, q),
+      query: q < 0 ? "" : path.slice(q + 1),
+      headers,
+      body,
+    },
+    { region: awsRegion(p), service: aws.service, credentials: creds.aws, date: new Date() },
+  ).headers;
 }

@@ -89,6 +89,7 @@ import {
   providerFormatFor,
   providerRequest,
   routeTypeOf,
+  sigV4Headers,
 } from "./provider.js";
 import { TokenLimiter } from "./token-limits.js";
 import {
@@ -134,6 +135,13 @@ interface RequestState {
   /** Served in one stage: the router level does the provider work (decided once, on the request headers). */
   readonly single: SingleStage | undefined;
   body?: Obj;
+  /**
+   * A route type forwarded as it is to a cloudA provider: its body, read only for SigV4's payload hash (empty when it
+   * has none); undefined until read, and on other routes.
+   */
+  raw?: Uint8Array;
+  /** The path as the upstream stage sees it (after the route's URL rewrites), which a SigV4 signature covers. */
+  upstreamPath?: string;
   /** Request headers, for CEL transformations. */
   headers: Record<string, string>;
   /** `jwt`, `apiKey`, `basicAuth`, `extauthz` for CEL, from the metadata the route forwards (empty when none). */
@@ -555,13 +563,16 @@ export class LlmExtProcService {
         this.#requests.set(id, state);
         set(state, id);
         const also = { [LLM_REQUEST_ID_HEADER]: id };
-        // Route types forwarded as they are need no body here: it streams (a Realtime websocket never ends).
+        // Route types forwarded as they are need no body here: it streams (a Realtime websocket never ends). To a
+        // cloudA provider it is read all the same, for SigV4's payload hash (a websocket is refused: see #provide).
+        const signs = client === undefined && routeType !== "Realtime" && hasAwsProvider(entry, state.single);
+        if (signs && r.value.endOfStream) state.raw = new Uint8Array();
         const extra =
-          client === undefined
+          client === undefined && !signs
             ? { modeOverride: bodyMode(ProcessingMode_BodySendMode.BUFFERED, ProcessingMode_BodySendMode.NONE) }
             : {};
         const single = state.single;
-        if (single !== undefined && (client === undefined || r.value.endOfStream)) {
+        if (single !== undefined && ((client === undefined && !signs) || r.value.endOfStream)) {
           // One stage, and no body to translate: the provider's destination and credentials are set now.
           return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
             providerResponse("requestHeaders", w, { also, ...extra }),
@@ -573,7 +584,16 @@ export class LlmExtProcService {
       }
       case "requestBody": {
         const state = get();
-        if (state?.client === undefined) return respond("requestBody");
+        if (state?.client === undefined) {
+          // A body forwarded as it is reaches here only to be signed (to a cloudA provider).
+          if (state === undefined) return respond("requestBody");
+          state.raw = r.value.body;
+          const single = state.single;
+          if (single === undefined) return respond("requestBody");
+          return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
+            providerResponse("requestBody", w),
+          );
+        }
         let parsed: unknown;
         try {
           parsed = JSON.parse(td.decode(r.value.body));
@@ -827,6 +847,8 @@ export class LlmExtProcService {
     // Served in one stage: the router level did the provider work. The cluster keeps this stage for other routes
     // (or for this route's previous table entry, while Envoy changes configuration).
     if (state.single !== undefined) return respond("requestHeaders");
+    const upstreamPath = header(h, ":path");
+    if (upstreamPath !== undefined) state.upstreamPath = upstreamPath;
     const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "";
     // The endpoint's metadata names its provider; an endpoint without any (ORIGINAL_DST, where an InferencePool's
     // picker chose the address) is the cluster's one provider.
@@ -926,9 +948,10 @@ export class LlmExtProcService {
     if (entry === undefined || provider === undefined) return undefined;
     const t = modelTarget(entry, cluster, providerName, state.model?.choice);
     if (t === undefined) return undefined;
-    state.model?.attempts.start(t.model);
     const refused = authorizeModel(t.model, celVariables(state, providerName));
+    // A client refused says nothing of the model's health: only attempts that go on are reported.
     if (refused !== undefined) return { error: refused };
+    state.model?.attempts.start(t.model);
     // The cluster header was for Envoy's routing: the provider never sees it.
     const own = modelHeaders(t.model, "request");
     const headers = {
@@ -1001,8 +1024,8 @@ export class LlmExtProcService {
     const providerName = provider.name;
     const google = provider.auth.google;
     const aws = provider.auth.aws;
-    // Route types forwarded as they are get no SigV4 signature (#passthrough), so no credentials are looked up.
-    const signed = state.client !== undefined && state.body !== undefined;
+    // A route type forwarded as it is is signed once its body is read (Realtime never is: #provide refuses it).
+    const signed = (state.client !== undefined && state.body !== undefined) || state.raw !== undefined;
     if (aws !== undefined && signed) {
       const keys = AwsCredentialSource.immediate(aws);
       if (keys !== undefined) return this.#provide(state, provider, body, { aws: keys }, fail);
@@ -1055,7 +1078,16 @@ export class LlmExtProcService {
       }
     }
     if (state.client === undefined || state.body === undefined) {
-      return this.#passthrough(state, provider, remove, creds.bearer);
+      if (provider.auth.aws !== undefined && (creds.aws === undefined || state.raw === undefined)) {
+        // Bedrock has no websocket API (its bidirectional streams are HTTP/2 event streams signed event by event);
+        // forwarding unsigned would only meet its refusal.
+        return fail({
+          status: 501,
+          kind: "server",
+          message: `provider ${providerName} (providerG) signs every request with SigV4; ${state.routeType} requests cannot be signed`,
+        });
+      }
+      return this.#passthrough(state, provider, remove, creds);
     }
     const client = state.client;
     const body = applyAiPolicy(
@@ -1123,13 +1155,24 @@ export class LlmExtProcService {
     state: RequestState,
     provider: LlmProviderEntry,
     remove: string[],
-    bearer: string | undefined,
+    creds: ProviderCredentials,
   ): ProviderMutation {
     state.attempt = { provider: provider.name };
-    const credentials = {
+    const bearer = creds.bearer;
+    const credentials: Record<string, string> = {
       ...provider.auth.headers,
       ...(bearer !== undefined ? { authorization: `Bearer ${bearer}` } : {}),
     };
+    if (state.raw !== undefined && provider.auth.aws !== undefined) {
+      // SigV4 over what is sent: the path as it leaves (one stage: no rewrite follows) and the body as read.
+      const path = state.upstreamPath ?? state.headers[":path"] ?? "/";
+      const type = state.headers["content-type"];
+      const signed = type === undefined ? {} : { "content-type": type };
+      const method = state.headers[":method"] ?? "POST";
+      Object.assign(credentials, sigV4Headers(provider, method, path, signed, state.raw, creds));
+      // A client's own AWS headers would contradict the signature (a session token with long-term keys).
+      remove.push("x-amz-security-token", "x-amz-content-sha256");
+    }
     state.provided = Object.keys(credentials);
     const set: Record<string, string> = { ":authority": provider.authority, ...credentials };
     // Browser websocket clients of the Realtime API pass their key as a subprotocol; like every client credential it
@@ -1162,6 +1205,12 @@ function celVariables(state: RequestState, provider: string): Record<string, unk
       provider,
     }),
   };
+}
+
+/** Whether a request of this route may go to a cloudA provider (its one provider, else any of its backends'). */
+function hasAwsProvider(entry: LlmRouteEntry, single: SingleStage | undefined): boolean {
+  if (single !== undefined) return entry.backends[single.cluster]?.providers[single.provider]?.auth.aws !== undefined;
+  return Object.values(entry.backends).some((b) => Object.values(b.providers).some((p) => p.auth.aws !== undefined));
 }
 
 /** A model's request header changes on the provider's request (after the provider work's own headers). */
