@@ -141,14 +141,21 @@ export function upstreamTarget(
       const ops: Partial<Record<ProviderFormat, string>> = {
         "generate-content": stream ? `:streamGenerateContent?alt=sse` : `:generateContent`,
         "vertex-count-tokens": ":countTokens",
+        "vertex-embed": ":predict",
         // Claude models are Anthropic's publisher models, called with their own body through rawPredict.
         "vertex-messages": stream ? ":streamRawPredict" : ":rawPredict",
+        // Claude's token count is one endpoint for every model (the model stays in the body).
+        "vertex-messages-count-tokens": ":rawPredict",
       };
       const op = ops[format];
       if (op === undefined) return undefined;
-      const publisher = format === "vertex-messages" ? "anthropic" : "google";
+      const claude = format === "vertex-messages" || format === "vertex-messages-count-tokens";
+      const publisher = claude ? "anthropic" : "google";
       // Claude versions are written `claude-sonnet-4@20250514`: the `@` stays as it is.
-      const m = encodeURIComponent(model.replace(/^(publishers\/[a-z]+\/)?models\//, "")).replace(/%40/g, "@");
+      const m =
+        format === "vertex-messages-count-tokens"
+          ? "count-tokens"
+          : encodeURIComponent(model.replace(/^(publishers\/[a-z]+\/)?models\//, "")).replace(/%40/g, "@");
       const base = `/v1/projects/${encodeURIComponent(p.projectId)}/locations/${encodeURIComponent(region)}`;
       return {
         host: p.host ?? vertexHost(region),

@@ -34,8 +34,10 @@ import {
 import {
   embeddingsToGeminiRequest,
   embeddingsToTitanRequest,
+  embeddingsToVertexRequest,
   geminiToEmbeddingsResponse,
   titanToEmbeddingsResponse,
+  vertexToEmbeddingsResponse,
 } from "./translate/embeddings.js";
 import { ChatToMessagesStream, chatToMessagesResponse, messagesToChatRequest } from "./translate/messages-to-chat.js";
 import {
@@ -251,6 +253,12 @@ const list: Direction[] = [
     response: titanToEmbeddingsResponse,
   },
   {
+    client: "embeddings",
+    provider: "vertex-embed",
+    request: (b, m) => embeddingsToVertexRequest(b, m),
+    response: vertexToEmbeddingsResponse,
+  },
+  {
     client: "count-tokens",
     provider: "count-tokens",
     request: passthroughRequest("count-tokens"),
@@ -300,6 +308,22 @@ for (const d of [...list]) {
       return { ...r, body: { anthropic_version: VERTEX_ANTHROPIC_VERSION, ...rest } };
     },
   });
+}
+/** Claude's token count on Vertex AI: Anthropic's body with the version, the model kept in it (one URL for all). */
+const countTokens = findDirectionIn(list, "count-tokens", "count-tokens");
+list.push({
+  ...countTokens,
+  provider: "vertex-messages-count-tokens",
+  request: (body, model, ctx) => {
+    const r = countTokens.request(body, model, ctx);
+    return r.ok ? { ...r, body: { anthropic_version: VERTEX_ANTHROPIC_VERSION, ...r.body } } : r;
+  },
+});
+
+function findDirectionIn(ds: readonly Direction[], client: ClientFormat, provider: ProviderFormat): Direction {
+  const d = ds.find((x) => x.client === client && x.provider === provider);
+  if (d === undefined) throw new Error(`no direction ${client}→${provider}`);
+  return d;
 }
 
 /** The client's meta on a chained translation's result, keeping what the last step learnt (renamed tools). */

@@ -87,7 +87,8 @@ export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage 
       return usageFromConverse(body.usage);
     case "generate-content":
       return usageFromGemini(body.usageMetadata);
-    case "count-tokens": {
+    case "count-tokens":
+    case "vertex-messages-count-tokens": {
       const n = num(body.input_tokens);
       return n === undefined ? undefined : makeUsage(n, 0);
     }
@@ -106,6 +107,15 @@ export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage 
     }
     case "gemini-embed":
       return undefined; // batchEmbedContents reports no usage
+    case "vertex-embed": {
+      const predictions = Array.isArray(body.predictions) ? body.predictions : [];
+      let n = 0;
+      for (const p of predictions) {
+        const e = isObject(p) && isObject(p.embeddings) ? p.embeddings : {};
+        n += (isObject(e.statistics) ? num(e.statistics.token_count) : undefined) ?? 0;
+      }
+      return predictions.length === 0 ? undefined : makeUsage(n, 0);
+    }
     case "rerank": {
       const meta = isObject(body.meta) ? body.meta : {};
       const t = isObject(meta.tokens) ? meta.tokens : isObject(meta.billed_units) ? meta.billed_units : {};

@@ -35,6 +35,7 @@ spec:
         /v1/chat/completions: Completions
         /v1/messages/count_tokens: MessagesTokenCount
         /v1/messages: Messages
+        /v1/embeddings: Embeddings
 `;
   const rule = (name: string) => `
     - matches: [{ path: { type: PathPrefix, value: /${name} } }]
@@ -202,5 +203,43 @@ describe("providerF (Vertex AI) end to end", { timeout: 60_000 }, () => {
     );
     assert.equal(vertex.requests.length, calls);
     assert.ok(env.sluice.output.some((l) => /Google credentials: token endpoint .* answered 400/.test(l)));
+  });
+  test("embeddings → Vertex AI predict (instances, outputDimensionality), token counts summed into usage", async () => {
+    const r = await openai("claude").embeddings.create({
+      model: "text-embedding-005",
+      input: ["hello world", "bonjour"],
+      dimensions: 3,
+    });
+    assert.deepEqual(
+      r.data.map((d) => d.embedding),
+      [
+        [11 / 8, 12 / 8, 13 / 8],
+        [7 / 8, 8 / 8, 9 / 8],
+      ],
+    );
+    assert.equal(r.usage.prompt_tokens, 3);
+    const seen = vertex.requests.at(-1);
+    assert.equal(
+      seen?.path,
+      "/v1/projects/my-project/locations/us-east5/publishers/google/models/text-embedding-005:predict",
+    );
+    assert.deepEqual(seen?.json, {
+      instances: [{ content: "hello world" }, { content: "bonjour" }],
+      parameters: { outputDimensionality: 3 },
+    });
+  });
+
+  test("Claude token counting → Anthropic's count-tokens:rawPredict on Vertex AI, the model kept in the body", async () => {
+    const c = new Anthropic({ apiKey: "client", baseURL: `${env.baseUrl}/claude`, maxRetries: 0 });
+    const messages = [{ role: "user" as const, content: "count me" }];
+    const n = await c.messages.countTokens({ model: "claude-sonnet-4-5@20250929", system: "Be brief.", messages });
+    assert.equal(n.input_tokens, JSON.stringify(messages).length + 3);
+    const seen = vertex.requests.at(-1);
+    assert.equal(
+      seen?.path,
+      "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict",
+    );
+    assert.equal(seen?.json?.model, "claude-sonnet-4-5@20250929");
+    assert.equal(seen?.json?.anthropic_version, "vertex-2023-10-16");
   });
 });

@@ -436,6 +436,49 @@ function vertex(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
     json(res, 404, { error: { code: 404, message: `no route ${req.path}`, status: "NOT_FOUND" } });
     return;
   }
+  if (m[3] === "anthropic" && m[4] === "count-tokens") {
+    // Claude's token count: one URL for every model, which stays in the body (with the Vertex version).
+    const b = req.json ?? {};
+    const problem =
+      m[5] !== "rawPredict"
+        ? `count-tokens has no method ${m[5]}`
+        : b.anthropic_version !== "vertex-2023-10-16"
+          ? "anthropic_version: Input should be 'vertex-2023-10-16'"
+          : typeof b.model !== "string"
+            ? "model: Field required"
+            : !Array.isArray(b.messages)
+              ? "messages: Field required"
+              : undefined;
+    if (problem !== undefined) {
+      json(res, 400, { type: "error", error: { type: "invalid_request_error", message: problem } });
+      return;
+    }
+    json(res, 200, { input_tokens: JSON.stringify(b.messages).length + (typeof b.system === "string" ? 3 : 0) });
+    return;
+  }
+  if (m[5] === "predict") {
+    // Text embeddings: `instances[].content`, an optional `parameters.outputDimensionality`.
+    const b = req.json ?? {};
+    const instances = Array.isArray(b.instances) ? (b.instances as Obj[]) : [];
+    if (instances.length === 0 || instances.some((i) => typeof i.content !== "string" || i.content === "")) {
+      json(res, 400, { error: { code: 400, message: "instances[].content is required", status: "INVALID_ARGUMENT" } });
+      return;
+    }
+    const dim = Number((b.parameters as Obj | undefined)?.outputDimensionality ?? 4);
+    json(res, 200, {
+      predictions: instances.map((i) => {
+        const text = String(i.content);
+        return {
+          embeddings: {
+            values: Array.from({ length: dim }, (_, k) => (text.length + k) / 8),
+            statistics: { token_count: text.split(/\s+/).length, truncated: false },
+          },
+        };
+      }),
+      metadata: { billableCharacterCount: instances.reduce((n, i) => n + String(i.content).length, 0) },
+    });
+    return;
+  }
   if (m[3] === "anthropic") {
     // Claude on Vertex AI: the messages body with the version in it and the model in the URL only.
     const b = req.json ?? {};

@@ -60,7 +60,11 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     embeddings: "gemini-embed",
     "count-tokens": "gemini-count-tokens",
   },
-  vertex: { "chat-completions": "generate-content", "count-tokens": "vertex-count-tokens" },
+  vertex: {
+    "chat-completions": "generate-content",
+    embeddings: "vertex-embed",
+    "count-tokens": "vertex-count-tokens",
+  },
   bedrock: {
     "chat-completions": "converse",
     messages: "converse",
@@ -100,7 +104,11 @@ function customFormats(p: LlmProviderEntry): { format: ProviderFormat; path?: st
 }
 
 /** Vertex AI serves Claude models (Anthropic's publisher models) in the messages format. */
-const VERTEX_CLAUDE: Family = { "chat-completions": "vertex-messages", messages: "vertex-messages" };
+const VERTEX_CLAUDE: Family = {
+  "chat-completions": "vertex-messages",
+  messages: "vertex-messages",
+  "count-tokens": "vertex-messages-count-tokens",
+};
 export const isClaudeModel = (model: string | undefined): boolean =>
   model !== undefined && /^(publishers\/anthropic\/models\/)?claude/.test(model);
 

@@ -15,10 +15,12 @@ export type ProviderFormat =
   | "embeddings"
   | "gemini-embed"
   | "titan-embed"
+  | "vertex-embed"
   | "count-tokens"
   | "converse-count-tokens"
   | "gemini-count-tokens"
   | "vertex-count-tokens"
+  | "vertex-messages-count-tokens"
   | "rerank";
 
 /** How a provider frames a streamed response. */

@@ -1,4 +1,4 @@
-// OpenAI embeddings client → Gemini batchEmbedContents and Bedrock Titan text embeddings.
+// OpenAI embeddings client → Gemini batchEmbedContents, Vertex AI predict and Bedrock Titan text embeddings.
 import { invalidRequest, type LlmError } from "../errors.js";
 import type { EmbeddingsResponse } from "../formats/embeddings.js";
 import { arr, isObject, type JsonObject, num, str } from "../json.js";
@@ -92,6 +92,35 @@ export function titanToEmbeddingsResponse(body: unknown, meta: RequestMeta): Res
     { ...meta, base64: meta.includeUsage },
     tokens,
   );
+  const usage = usageFromChat(out.usage);
+  return usage === undefined ? { ok: true, body: out } : { ok: true, body: out, usage };
+}
+
+/**
+ * Vertex AI's text embedding models (`text-embedding-005`, `gemini-embedding-001` ...) through `:predict`: one instance
+ * per text, `dimensions` as `parameters.outputDimensionality`. (How many instances a call may hold depends on the
+ * model: Vertex AI answers a clear 400 past it.)
+ */
+export function embeddingsToVertexRequest(body: unknown, providerModel: string | undefined): RequestResult {
+  const r = readEmbeddings(body, providerModel);
+  if ("kind" in r) return { ok: false, error: r };
+  const out: JsonObject = { instances: r.texts.map((content) => ({ content })) };
+  if (r.dimensions !== undefined) out.parameters = { outputDimensionality: r.dimensions };
+  return { ok: true, body: out, meta: { model: r.model, stream: false, includeUsage: r.base64 } };
+}
+
+/** `predictions[i].embeddings.values`; each prediction's `statistics.token_count` adds up to the prompt tokens. */
+export function vertexToEmbeddingsResponse(body: unknown, meta: RequestMeta): ResponseResult {
+  if (!isObject(body) || !Array.isArray(body.predictions)) {
+    return { ok: false, error: { status: 502, kind: "server", message: "malformed Vertex AI predict response" } };
+  }
+  let tokens = 0;
+  const vectors = body.predictions.map((p) => {
+    const e = isObject(p) && isObject(p.embeddings) ? p.embeddings : {};
+    tokens += (isObject(e.statistics) ? num(e.statistics.token_count) : undefined) ?? 0;
+    return arr(e.values).filter((x): x is number => typeof x === "number");
+  });
+  const out = response(vectors, { ...meta, base64: meta.includeUsage }, tokens);
   const usage = usageFromChat(out.usage);
   return usage === undefined ? { ok: true, body: out } : { ok: true, body: out, usage };
 }
