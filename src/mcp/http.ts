@@ -20,6 +20,7 @@ import {
   parseMessage,
   RpcError,
 } from "./jsonrpc.js";
+import type { McpMetrics } from "./metrics.js";
 import { type Channel, McpSession, SUPPORTED_VERSIONS } from "./session.js";
 import type { SessionCodec } from "./session-codec.js";
 
@@ -39,6 +40,7 @@ export interface McpHttpOptions {
   /** The backend of a route key (the MCP table). */
   readonly entry: (key: string) => McpBackendEntry | undefined;
   readonly log: (line: string) => void;
+  readonly metrics?: McpMetrics;
 }
 
 class HttpError extends Error {
@@ -170,6 +172,10 @@ export class McpHttpServer {
     this.#opts = opts;
   }
 
+  #sessionOptions(): { log: (line: string) => void; metrics?: McpMetrics } {
+    return { log: this.#opts.log, ...(this.#opts.metrics !== undefined ? { metrics: this.#opts.metrics } : {}) };
+  }
+
   async start(host: string, port: number, tls?: MutualTls): Promise<number> {
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       this.#handle(req, res).catch((e: unknown) => {
@@ -266,6 +272,7 @@ export class McpHttpServer {
     }
     const notFound = (why: string) => {
       this.counters.refused++;
+      if (this.#opts.metrics !== undefined) this.#opts.metrics.sessions.refused++;
       return httpError(404, ErrorCodes.ServerError, `Session not found: ${why}`);
     };
     if (this.#ended.has(id)) throw notFound("the session was ended");
@@ -280,7 +287,8 @@ export class McpHttpServer {
         );
       }
       this.counters.resumed++;
-      p = McpSession.resume(entry, opened.state, { log: this.#opts.log });
+      if (this.#opts.metrics !== undefined) this.#opts.metrics.sessions.resumed++;
+      p = McpSession.resume(entry, opened.state, this.#sessionOptions());
       this.#sessions.set(id, p);
       p.catch(() => this.#sessions.delete(id));
     }
@@ -318,12 +326,13 @@ export class McpHttpServer {
       }
       let started: Awaited<ReturnType<typeof McpSession.initialize>>;
       try {
-        started = await McpSession.initialize(entry, msg.params, { log: this.#opts.log });
+        started = await McpSession.initialize(entry, msg.params, this.#sessionOptions());
       } catch (e) {
         if (e instanceof RpcError) return sendJson(res, 200, errorResponse(msg.id, e.toObject()));
         throw e;
       }
       this.counters.sessions++;
+      if (this.#opts.metrics !== undefined) this.#opts.metrics.sessions.started++;
       const headers: Record<string, string> = {};
       if (stateful) {
         const id = this.#opts.codec.seal(started.session.state());
@@ -349,7 +358,7 @@ export class McpHttpServer {
           await McpSession.initialize(
             entry,
             { protocolVersion: typeof pv === "string" ? pv : undefined },
-            { log: this.#opts.log },
+            this.#sessionOptions(),
           )
         ).session;
       } catch (e) {

@@ -6,6 +6,7 @@ import type { MutualTls } from "../security/tls.js";
 import type { McpBackendEntry } from "../translate/mcp/table.js";
 import type { TranslationResult } from "../translate/translate.js";
 import { McpHttpServer } from "./http.js";
+import { McpMetrics } from "./metrics.js";
 import { SessionCodec } from "./session-codec.js";
 
 export interface McpServiceOptions {
@@ -19,6 +20,7 @@ export interface McpServiceOptions {
 
 export class McpService {
   readonly name = "mcp";
+  readonly metrics = new McpMetrics();
   readonly #http: McpHttpServer;
   #current: ReadonlyMap<string, McpBackendEntry> = new Map();
   /** The table before the newest: an Envoy that has not applied the new routes yet still sends their keys. */
@@ -29,6 +31,7 @@ export class McpService {
     const codec = opts.codec ?? SessionCodec.fromEnv(process.env["SESSION_KEY"], opts.log);
     this.#http = new McpHttpServer({
       codec,
+      metrics: this.metrics,
       entry: (key) => this.#current.get(key) ?? this.#previous.get(key),
       log: opts.log,
     });

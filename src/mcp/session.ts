@@ -11,6 +11,7 @@ import {
   normalizeUri,
 } from "./authorization.js";
 import { ErrorCodes, type JsonRpcId, type JsonRpcRequest, RpcError } from "./jsonrpc.js";
+import type { McpMetrics } from "./metrics.js";
 import {
   exposedName,
   exposedUri,
@@ -78,6 +79,7 @@ function mergeCapabilities(all: readonly Record<string, unknown>[]): Record<stri
 
 export interface SessionOptions {
   readonly log: (line: string) => void;
+  readonly metrics?: McpMetrics;
 }
 
 export class McpSession {
@@ -130,6 +132,7 @@ export class McpSession {
       onRequest: (target, method, params) => this.#toClient(target, method, params),
       onNotification: (target, method, params) => this.#notification(target, method, params),
       log: this.#opts.log,
+      observe: (target, method, ok, ms) => this.#opts.metrics?.record(this.entry.backend, target, method, ok, ms),
     };
   }
 

@@ -23,6 +23,8 @@ export interface TargetHooks {
   onRequest(target: string, method: string, params: Record<string, unknown> | undefined): Promise<unknown>;
   onNotification(target: string, method: string, params: Record<string, unknown> | undefined): void;
   log(line: string): void;
+  /** One request to the target: whether it was answered without an error, and how long it took. */
+  observe?(target: string, method: string, ok: boolean, ms: number): void;
 }
 
 export interface ConnectOptions {
@@ -43,11 +45,18 @@ export class TargetConnection {
   readonly protocol: "StreamableHTTP" | "SSE";
   readonly #client: Client;
   readonly #transport: Transport & { sessionId?: string | undefined };
+  readonly #observe: TargetHooks["observe"];
   /** Set once the target failed (a transport error, a refused request): FailOpen skips it. */
   failure: string | undefined;
   closed = false;
 
-  private constructor(o: ConnectOptions, client: Client, transport: Transport & { sessionId?: string | undefined }) {
+  private constructor(
+    o: ConnectOptions,
+    client: Client,
+    transport: Transport & { sessionId?: string | undefined },
+    observe: TargetHooks["observe"],
+  ) {
+    this.#observe = observe;
     this.name = o.name;
     this.url = o.url;
     this.protocol = o.protocol;
@@ -74,7 +83,7 @@ export class TargetConnection {
       { name: o.clientInfo?.name ?? "sluice", version: o.clientInfo?.version ?? "0" },
       { capabilities: (o.capabilities ?? {}) as never },
     );
-    const conn = new TargetConnection(o, client, transport);
+    const conn = new TargetConnection(o, client, transport, hooks.observe);
     client.fallbackRequestHandler = async (req) => {
       try {
         return (await hooks.onRequest(o.name, req.method, req.params as Record<string, unknown> | undefined)) as never;
@@ -141,8 +150,10 @@ export class TargetConnection {
         sent = rest;
       }
     }
+    const started = performance.now();
+    let ok = false;
     try {
-      return await this.#client.request(
+      const result = await this.#client.request(
         { method, ...(sent !== undefined ? { params: sent } : {}) } as never,
         AnyResult,
         {
@@ -154,6 +165,8 @@ export class TargetConnection {
             : {}),
         },
       );
+      ok = true;
+      return result;
     } catch (e) {
       if (e instanceof McpError && e.code !== -32001) {
         // The target answered with an error: the client gets it as it is.
@@ -162,6 +175,8 @@ export class TargetConnection {
       if (opts.signal?.aborted === true) throw new RpcError(ErrorCodes.InternalError, "cancelled");
       this.failure = (e as Error).message;
       throw new RpcError(ErrorCodes.ServerError, `target ${this.name} failed: ${(e as Error).message}`);
+    } finally {
+      this.#observe?.(this.name, method, ok, performance.now() - started);
     }
   }
 

@@ -225,4 +225,23 @@ describe("MCP multiplexing through Envoy", { timeout: 60_000 }, () => {
     assert.ok(listed.result.tools.every((t) => t.name.includes("_")));
     assert.equal(text(await client.callTool({ name: "alpha_echo", arguments: { text: "ok" } })), "alpha: ok");
   });
+
+  test("metrics per backend, target and method on Sluice's /metrics", async () => {
+    const text = await (await fetch(`http://127.0.0.1:${env.sluice.adminPort}/metrics`)).text();
+    const value = (name: string, labels: string) => {
+      const line = text.split("\n").find((l) => l.startsWith(`${name}{${labels}} `));
+      return line === undefined ? undefined : Number(line.split(" ").at(-1));
+    };
+    const call = 'backend="default/cond",target="alpha",method="tools/call"';
+    assert.ok((value("sluice_mcp_target_requests_total", call) ?? 0) >= 5, text);
+    // The cancelled call ended without an answer.
+    assert.ok((value("sluice_mcp_target_errors_total", call) ?? 0) >= 1);
+    assert.ok((value("sluice_mcp_target_request_seconds_total", call) ?? 0) > 0);
+    assert.ok(
+      (value("sluice_mcp_target_requests_total", 'backend="default/every",target="everything",method="tools/list"') ??
+        0) >= 1,
+    );
+    assert.ok((value("sluice_mcp_sessions_total", 'outcome="started"') ?? 0) >= 8);
+    assert.ok((value("sluice_mcp_sessions_total", 'outcome="refused"') ?? 0) >= 1);
+  });
 });
