@@ -243,6 +243,8 @@ export interface LlmClusterIR {
   /** Priority groups in order; a single `provider` is one group of one provider named `default`. */
   readonly groups: readonly (readonly LlmProviderIR[])[];
   readonly eviction: { readonly consecutiveFailures: number; readonly durationMs: number };
+  /** The GwBackend's own `policies.tcp` and `policies.http.version`, for the whole cluster (backend/ai.ts). */
+  readonly connection?: Pick<BackendConnectionIR, "connectTimeoutMs" | "keepalive" | "http2">;
 }
 
 /** Wire protocol family of a provider (src/llm/providers.ts ProviderSettings kinds, plus `custom`). */
@@ -264,8 +266,12 @@ export interface LlmProviderIR {
   readonly port: number;
   /** A `custom` provider with a Service backendRef: the Service's ready endpoints, where Envoy connects instead. */
   readonly endpoints?: readonly { readonly address: string; readonly port: number }[];
-  /** TLS with this SNI (real provider hosts on 443, or a `tls` policy); absent = plain HTTP. */
-  readonly tls?: { readonly sni: string };
+  /**
+   * TLS (real provider hosts on 443, or a `tls` policy): the GwBackend's or the provider's own `policies.tls` resolved
+   * as a Service's is (xds/backend-tls.ts); without `sans`, the system CAs with the SNI as the name to check; absent =
+   * plain HTTP.
+   */
+  readonly tls?: Omit<BackendTlsIR, "sans"> & { readonly sni?: string; readonly sans?: readonly string[] };
   /** The provider's `tunnel` policy: its TLS connections go through this HTTP CONNECT proxy (backend/tunnel.ts). */
   readonly tunnel?: TunnelIR;
   /** `:authority` sent to the provider. */

@@ -129,6 +129,16 @@ function withModelNotes(
   return { ...t, models };
 }
 
+/** Where a GwBackend's own policy field is written: `spec.policies.<field>`, or a provider's / MCP target's own. */
+function gwBackendField(from: PolicyNote["from"], field: string): string {
+  const rest = field.replace(/^backend\./, "");
+  const sub = from.level === "subBackend" ? / (provider|target) (\S+)$/.exec(from.target) : null;
+  if (sub === null) return `spec.policies.${rest}`;
+  return sub[1] === "provider"
+    ? `spec.ai.groups[].providers[${sub[2]}].policies.${rest}`
+    : `spec.mcp.targets[${sub[2]}].static.policies.${rest}`;
+}
+
 /** Most telling first: a Warning condition carries one reason, the messages of all. */
 const REASON_ORDER = ["NeverMatches", "Ignored", "NotYetSupported"] as const;
 
@@ -145,8 +155,9 @@ function withNotes(statuses: readonly ResourceStatus[], notes: readonly PolicyNo
   for (const n of notes) {
     const key = `${n.from.kind} ${n.from.name}`;
     const entry = bySource.get(key) ?? { messages: [], reasons: new Set<string>() };
-    // A GwBackend's policies are under spec.policies; a GwPolicy's fields are named by their section already.
-    const field = n.from.kind === "GwBackend" ? `spec.policies.${n.field.replace(/^backend\./, "")}` : n.field;
+    // A GwBackend's policies are under spec.policies (a provider's or MCP target's own under it, named by the
+    // sub-backend); a GwPolicy's fields are named by their section already.
+    const field = n.from.kind === "GwBackend" ? gwBackendField(n.from, n.field) : n.field;
     entry.messages.push(`${field}: ${n.message}`);
     entry.reasons.add(n.reason ?? "NotYetSupported");
     bySource.set(key, entry);

@@ -3,7 +3,7 @@
 
 import type { InferencePool } from "../../api/gateway-api.js";
 import { parseDurationMs } from "../duration.js";
-import type { EndpointIR, InferencePoolIR, LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
+import type { BackendTlsIR, EndpointIR, InferencePoolIR, LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
 import { pickerClusterName } from "../names.js";
 import type { ServiceEndpoints } from "./resolve.js";
 import { resolveTunnel, TUNNEL_NEEDS_TLS, type TunnelRefs } from "./tunnel.js";
@@ -56,6 +56,16 @@ export interface AiBackendRefs {
   inferencePool?(name: string): InferencePool | undefined;
   /** Where a `tunnel` policy's proxy is found (the GwBackend's namespace). */
   readonly tunnel?: TunnelRefs;
+  /**
+   * A `tls` policy toward `host` with its ConfigMaps and Secrets read in the GwBackend's namespace, as a Service's
+   * backend.tls is (xds/backend-tls.ts resolveBackendTls); `field` of a failure is relative to the `tls` value.
+   */
+  tls?(
+    value: unknown,
+    host: string | undefined,
+  ):
+    | { readonly ok: true; readonly tls: BackendTlsIR }
+    | { readonly ok: false; readonly field: string; readonly message: string };
 }
 
 /** Kind of the custom provider's backendRef ("Service" or "InferencePool"). */
@@ -175,6 +185,7 @@ export function translateProvider(
       kind: v.kind,
       address,
       port,
+      // Without a tls policy: the system CAs, SNI and the certificate's name from the host.
       ...(tls ? { tls: { sni: address } } : {}),
       authority,
       settings,
@@ -210,10 +221,27 @@ export function translateAiBackend(
       problems.push(`${path}: ${r.message}`);
       return;
     }
+    let provider = r.provider;
+    // The provider's own tls wins over the GwBackend's as a whole (spec: fields merge per top-level field).
+    const tlsValue = own.tls ?? policies.tls;
+    if (tlsValue !== undefined) {
+      const at = own.tls !== undefined ? `${path}.policies.tls` : "spec.policies.tls";
+      if (refs?.tls === undefined) {
+        problems.push(`${at}: cannot be resolved here`);
+        return;
+      }
+      const host = provider.address;
+      const t = refs.tls(tlsValue, IP.test(host) ? undefined : host);
+      if (!t.ok) {
+        problems.push(`${at}.${t.field}: ${t.message}`);
+        return;
+      }
+      provider = { ...provider, tls: t.tls };
+    }
     // The provider's own tunnel wins over the GwBackend's (spec: GwBackend, then the provider's policies).
     const tunnelValue = own.tunnel ?? policies.tunnel;
     if (tunnelValue === undefined) {
-      group.push(r.provider);
+      group.push(provider);
       return;
     }
     const at = own.tunnel !== undefined ? `${path}.policies.tunnel` : "spec.policies.tunnel";
@@ -223,8 +251,8 @@ export function translateAiBackend(
     }
     const t = resolveTunnel(tunnelValue, ns, refs.tunnel);
     if (!t.ok) problems.push(`${at}: ${t.message}`);
-    else if (r.provider.tls === undefined) problems.push(`${at}: ${TUNNEL_NEEDS_TLS}`);
-    else group.push({ ...r.provider, tunnel: t.tunnel });
+    else if (provider.tls === undefined) problems.push(`${at}: ${TUNNEL_NEEDS_TLS}`);
+    else group.push({ ...provider, tunnel: t.tunnel });
   };
   if (isRec(ai.provider)) {
     const g: LlmProviderIR[] = [];
@@ -258,6 +286,7 @@ export function translateAiBackend(
     typeof eviction.consecutiveFailures === "number" && eviction.consecutiveFailures > 0
       ? eviction.consecutiveFailures
       : 1;
+  const connection = clusterConnection(policies);
   return {
     ok: true,
     cluster: {
@@ -267,6 +296,35 @@ export function translateAiBackend(
       backend,
       groups,
       eviction: { consecutiveFailures, durationMs },
+      ...(connection !== undefined ? { connection } : {}),
     },
   };
+}
+
+const ms = (v: unknown) => (typeof v === "string" ? parseDurationMs(v) : undefined);
+const IP = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]+:[0-9a-fA-F:]*)$/;
+
+/**
+ * The GwBackend's own `policies.tcp` and `policies.http.version`: one Envoy cluster holds every provider, so they apply
+ * to all of them (a provider's own tcp and http are reported, xds/traffic-route.ts). The defaults are a Service's.
+ */
+function clusterConnection(policies: Rec): LlmClusterIR["connection"] {
+  const out: {
+    -readonly [K in keyof NonNullable<LlmClusterIR["connection"]>]: NonNullable<LlmClusterIR["connection"]>[K];
+  } = {};
+  const tcp = isRec(policies.tcp) ? policies.tcp : {};
+  const connectTimeout = ms(tcp.connectTimeout);
+  if (connectTimeout !== undefined) out.connectTimeoutMs = connectTimeout;
+  if (isRec(tcp.keepalive)) {
+    const k = tcp.keepalive;
+    out.keepalive = {
+      timeMs: ms(k.time) ?? 180_000,
+      intervalMs: ms(k.interval) ?? 180_000,
+      probes: typeof k.retries === "number" ? k.retries : 9,
+    };
+  }
+  const http = isRec(policies.http) ? policies.http : {};
+  if (http.version === "HTTP2") out.http2 = true;
+  else if (http.version === "HTTP1") out.http2 = false;
+  return Object.keys(out).length === 0 ? undefined : out;
 }

@@ -13,6 +13,7 @@ import {
   serviceClusterName,
 } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
+import { resolveBackendTls } from "../xds/backend-tls.js";
 import { type AiBackendRefs, resolveInferencePool, translateAiBackend } from "./ai.js";
 import type { TunnelRefs } from "./tunnel.js";
 
@@ -266,6 +267,7 @@ export class BackendResolver {
       service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
       inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
       tunnel: tunnelRefs(this.input, namespace),
+      tls: (value, host) => resolveBackendTls(value, namespace, host, this.input),
     };
   }
 

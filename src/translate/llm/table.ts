@@ -531,6 +531,19 @@ export function providerEntryBase(
   };
 }
 
+/**
+ * BackendAuth forms the LLM ext_proc does not mint or forward yet (resolveAuth reads key, secretRef, credentials,
+ * cloudA and cloudB): each is reported on the policy that set it rather than dropped without a word.
+ */
+const UNSERVED_AUTH = ["passthrough", "cloudC", "oauthTokenExchange", "crossAppAccess", "jwtSign"] as const;
+const UNSERVED_AUTH_WHY: Readonly<Record<(typeof UNSERVED_AUTH)[number], string>> = {
+  passthrough: "the client's own credential is removed before the provider request and not written back",
+  cloudC: "no cloudC token is minted",
+  oauthTokenExchange: "no token exchange is made",
+  crossAppAccess: "no identity assertion grant is made",
+  jwtSign: "no JWT is signed",
+};
+
 function providerEntry(
   p: LlmProviderIR,
   bp: BackendPolicyIR | undefined,
@@ -542,6 +555,25 @@ function providerEntry(
   const sub = bp?.subBackends?.find((s) => s.name === p.name)?.policy ?? bp?.policy;
   const auth = value(sub, "auth");
   const ai = value(sub, "ai");
+  // Route types are chosen per route, before a provider is: a provider's own `ai.routes` cannot apply.
+  if (ai !== undefined && ai.from.level === "subBackend" && isRec(ai.value) && ai.value.routes !== undefined) {
+    notes.push({
+      from: ai.from,
+      field: "backend.ai.routes",
+      message: `not applied per provider (route types are chosen for the route before a provider is); set them in the GwBackend's spec.policies.ai or a GwPolicy`,
+      reason: "Ignored",
+    });
+  }
+  if (auth !== undefined && isRec(auth.value)) {
+    for (const form of UNSERVED_AUTH) {
+      if (auth.value[form] === undefined) continue;
+      notes.push({
+        from: auth.from,
+        field: `backend.auth.${form}`,
+        message: `not applied to AI providers yet (${UNSERVED_AUTH_WHY[form]}); requests go to provider ${p.name} of ${backend} without this credential`,
+      });
+    }
+  }
   return {
     ...providerEntryBase(p),
     auth: compileAuth(

@@ -72,7 +72,14 @@ export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => stri
   tunnel: () => [],
   // requestTimeout: the route's timeout (traffic-route.ts).
   http: () => [],
-  health: (v) => (v.unhealthyCondition !== undefined ? ["unhealthyCondition"] : []),
+  health: (v) => {
+    const eviction = isRec(v.eviction) ? v.eviction : {};
+    return [
+      ...(v.unhealthyCondition !== undefined ? ["unhealthyCondition"] : []),
+      ...(eviction.restoreHealth !== undefined ? ["eviction.restoreHealth"] : []),
+      ...(eviction.healthThreshold !== undefined ? ["eviction.healthThreshold"] : []),
+    ];
+  },
 };
 
 /**

@@ -59,14 +59,32 @@ export function backendTls(
   base: ClusterIR | undefined,
   input: TranslationInput | undefined,
 ): TlsOutcome {
-  const t = isRec(value) ? value : {};
   const ns = from.name.split("/")[0] ?? "";
-  const fail = (field: string, message: string): TlsOutcome => ({
+  const r = resolveBackendTls(value, ns, destinationHost(backend, base), input);
+  if (r.ok) return r;
+  return {
     ok: false,
     from,
-    field: `backend.tls.${field}`,
-    message: `${message}; requests to ${backend} are answered 503 until it is`,
-  });
+    field: `backend.tls.${r.field}`,
+    message: `${r.message}; requests to ${backend} are answered 503 until it is`,
+  };
+}
+
+/**
+ * A `tls` value of a backend's policies, whose ConfigMaps and Secrets are in `ns`, toward a destination named `host`
+ * (undefined for an IP address); `field` of a failure is relative to the `tls` value. AI providers use it too
+ * (backend/ai.ts), so a GwBackend `ai` provider's TLS means exactly what a Service's does.
+ */
+export function resolveBackendTls(
+  value: unknown,
+  ns: string,
+  host: string | undefined,
+  input: TranslationInput | undefined,
+):
+  | { readonly ok: true; readonly tls: BackendTlsIR }
+  | { readonly ok: false; readonly field: string; readonly message: string } {
+  const t = isRec(value) ? value : {};
+  const fail = (field: string, message: string) => ({ ok: false as const, field, message });
   let clientCert: BackendTlsIR["clientCert"];
   let secretCa: string | undefined;
   const mtls = Array.isArray(t.mtlsCertificateRef) ? t.mtlsCertificateRef[0] : undefined;
@@ -97,7 +115,6 @@ export function backendTls(
     }
   }
   if (ca === undefined && secretCa !== undefined && validCertificates(secretCa)) ca = secretCa;
-  const host = destinationHost(backend, base);
   const sni = typeof t.sni === "string" ? t.sni : host;
   const insecure =
     t.insecureSkipVerify === "All" || t.insecureSkipVerify === "Hostname" ? t.insecureSkipVerify : undefined;

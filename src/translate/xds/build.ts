@@ -50,10 +50,17 @@ function credentialSecrets(gw: GatewayIR): Secret[] {
   for (const c of gw.clusters) {
     const cred = c.kind === "llm" ? undefined : c.connection?.credential;
     if (cred !== undefined && !out.has(cred.secret)) out.set(cred.secret, credentialSecret(cred));
-    // backend.tls client certificates (mTLS), as the listeners' certificates are.
-    const cert = c.kind === "llm" ? undefined : c.connection?.tls?.clientCert;
-    if (cert !== undefined && !out.has(cert.secret)) {
-      out.set(cert.secret, buildSecret({ name: cert.secret, certificateChain: cert.chain, privateKey: cert.key }));
+    // backend.tls client certificates (mTLS), as the listeners' certificates are; on AI backends, each provider's.
+    const certs =
+      c.kind === "llm"
+        ? c.groups.flat().map((p) => p.tls?.clientCert)
+        : c.kind === "mcp"
+          ? []
+          : [c.connection?.tls?.clientCert];
+    for (const cert of certs) {
+      if (cert !== undefined && !out.has(cert.secret)) {
+        out.set(cert.secret, buildSecret({ name: cert.secret, certificateChain: cert.chain, privateKey: cert.key }));
+      }
     }
   }
   return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : 1));

@@ -15,15 +15,15 @@ import {
   ClusterLoadAssignmentSchema,
 } from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
 import { UpstreamCodecSchema } from "../../gen/envoy/extensions/filters/http/upstream_codec/v3/upstream_codec_pb.js";
-import { UpstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { durationFromMs } from "../duration.js";
-import type { BackendConnectionIR, BackendTlsIR, ClusterIR, EndpointIR } from "../ir.js";
+import type { BackendConnectionIR, ClusterIR, EndpointIR } from "../ir.js";
 import { socketAddress } from "./address.js";
 import { credentialInjector } from "./backend-credential.js";
 import { DFP_CLUSTER_TYPE, dfpClusterConfig } from "./filters/dynamic-forward-proxy.js";
-import { buildLlmCluster, pickedEndpointTargets } from "./llm.js";
+import { buildLlmCluster, EVICTION_PANIC_PERCENT, pickedEndpointTargets } from "./llm.js";
 import { throughTunnel } from "./tunnel.js";
+import { upstreamTls } from "./upstream-tls.js";
 
 const CONNECT_TIMEOUT_MS = 5000;
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
@@ -108,45 +108,6 @@ function protocolOptions(
   };
 }
 
-/** System CAs, as for AI providers. */
-const SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt";
-
-/** backend.tls → the cluster's TLS transport socket (xds/backend-tls.ts says what each field becomes). */
-function upstreamTls(t: BackendTlsIR, http2: boolean) {
-  const sds = { configSourceSpecifier: { case: "ads" as const, value: {} }, resourceApiVersion: ApiVersion.V3 };
-  const validation =
-    t.insecure === "All"
-      ? undefined
-      : {
-          trustedCa: {
-            specifier:
-              t.ca !== undefined
-                ? { case: "inlineString" as const, value: t.ca }
-                : { case: "filename" as const, value: SYSTEM_CA },
-          },
-          matchTypedSubjectAltNames: t.sans.map((name) => ({
-            // DNS SAN
-            sanType: 2,
-            matcher: { matchPattern: { case: "exact" as const, value: name } },
-          })),
-        };
-  const tls = create(UpstreamTlsContextSchema, {
-    ...(t.sni !== undefined ? { sni: t.sni } : {}),
-    commonTlsContext: {
-      alpnProtocols: [...(t.alpn ?? [http2 ? "h2" : "http/1.1"])],
-      ...(t.curves !== undefined ? { tlsParams: { ecdhCurves: [...t.curves] } } : {}),
-      ...(t.clientCert !== undefined
-        ? { tlsCertificateSdsSecretConfigs: [{ name: t.clientCert.secret, sdsConfig: sds }] }
-        : {}),
-      ...(validation !== undefined ? { validationContextType: { case: "validationContext", value: validation } } : {}),
-    },
-  });
-  return {
-    name: "envoy.transport_sockets.tls",
-    configType: { case: "typedConfig" as const, value: anyPack(UpstreamTlsContextSchema, tls) },
-  };
-}
-
 /** `llmUpstreamStage`: for an AI cluster, whether it keeps the upstream LLM ext_proc (llm/stages.ts). */
 export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
   if (c.kind === "llm") return buildLlmCluster(c, llmUpstreamStage);
@@ -177,6 +138,9 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
             interval: durationFromMs(Math.min(1000, conn.eviction.durationMs)),
             maxEjectionPercent: 100,
           },
+          // Spec: evicted endpoints return only when every endpoint is evicted. Envoy's panic mode (default below
+          // 50 % healthy) would send traffic to them as soon as most are; at 1 % it starts when none is left (llm.ts).
+          commonLbConfig: { healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT } },
         }
       : {}),
     ...protocolOptions(http2, conn, c.kind === "dfp"),

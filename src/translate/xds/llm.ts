@@ -49,10 +49,18 @@ import { socketAddress } from "./address.js";
 import { extProcOnRoute } from "./filters/ext-proc-route.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
 import { throughTunnel } from "./tunnel.js";
+import { upstreamTls } from "./upstream-tls.js";
 
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 export const LLM_ROUTER_FILTER = "sluice.llm_ext_proc";
 const LLM_UPSTREAM_FILTER = "sluice.llm_upstream_ext_proc";
+/**
+ * Envoy's healthy panic threshold on clusters that evict (outlier detection): below this share of healthy endpoints
+ * Envoy sends traffic to every endpoint, evicted or not. Envoy's default is 50 %; the spec returns evicted endpoints
+ * only when every one is evicted. Envoy compares whole percents (healthy share × its 1.4 overprovisioning factor), so
+ * 1 % holds until the last endpoint is evicted for clusters of fewer than 140 endpoints; 0 would disable the fallback.
+ */
+export const EVICTION_PANIC_PERCENT = 1;
 /** Generous: the first request after a start warms the translators; a provider's latency is not counted here. */
 const MESSAGE_TIMEOUT_MS = 5000;
 
@@ -189,38 +197,33 @@ function llmClusterTargets(
 export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluster {
   const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
   const only = upstreamStage ? undefined : c.groups.flat()[0];
+  // `policies.http.version` of the GwBackend; without it, HTTP/1.1, or what ALPN agrees on where a provider's tls
+  // offers both h2 and http/1.1 (as for a Service, cluster.ts).
+  const http2 = c.connection?.http2 === true;
+  const auto =
+    c.connection?.http2 === undefined &&
+    tlsProviders.some((p) => p.tls?.alpn?.includes("h2") === true && p.tls.alpn.includes("http/1.1"));
   const init: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
-    connectTimeout: durationFromMs(5000),
+    connectTimeout: durationFromMs(c.connection?.connectTimeoutMs ?? 5000),
     ...llmClusterTargets(c),
+    ...(c.connection?.keepalive !== undefined
+      ? {
+          upstreamConnectionOptions: {
+            tcpKeepalive: {
+              keepaliveProbes: c.connection.keepalive.probes,
+              keepaliveTime: Math.max(1, Math.round(c.connection.keepalive.timeMs / 1000)),
+              keepaliveInterval: Math.max(1, Math.round(c.connection.keepalive.intervalMs / 1000)),
+            },
+          },
+        }
+      : {}),
+    // Each TLS provider's own transport socket: its `tls` policy resolved as a Service's (upstream-tls.ts).
     transportSocketMatches: tlsProviders.map((p) => ({
       name: `provider-${p.name}`,
       match: { provider: p.name },
       transportSocket: throughTunnel(
-        {
-          name: "envoy.transport_sockets.tls",
-          configType: {
-            case: "typedConfig",
-            value: anyPack(
-              UpstreamTlsContextSchema,
-              create(UpstreamTlsContextSchema, {
-                sni: p.tls?.sni ?? p.address,
-                commonTlsContext: {
-                  alpnProtocols: ["http/1.1"],
-                  validationContextType: {
-                    case: "validationContext",
-                    value: {
-                      trustedCa: { specifier: { case: "filename", value: "/etc/ssl/certs/ca-certificates.crt" } },
-                      matchTypedSubjectAltNames: [
-                        { sanType: 2, matcher: { matchPattern: { case: "exact", value: p.tls?.sni ?? p.address } } },
-                      ],
-                    },
-                  },
-                },
-              }),
-            ),
-          },
-        },
+        upstreamTls({ ...p.tls, sans: p.tls?.sans ?? [p.tls?.sni ?? p.address] }, http2),
         p.tunnel,
       ),
     })),
@@ -235,7 +238,7 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
     // Spec: when every provider is evicted, the evicted ones are used rather than failing ("in rotation (fallback)").
     // Envoy's panic mode does exactly that; a 1 % threshold enters it only when (almost) nothing healthy is left, so a
     // healthy lower-priority group still takes over from an evicted higher one.
-    commonLbConfig: { healthyPanicThreshold: { value: 1 } },
+    commonLbConfig: { healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT } },
     // Without the upstream stage the router-level stage serves every request to it, whatever entry its route names.
     ...(only === undefined
       ? {}
@@ -244,10 +247,16 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
         HttpProtocolOptionsSchema,
         create(HttpProtocolOptionsSchema, {
-          upstreamProtocolOptions: {
-            case: "explicitHttpConfig",
-            value: { protocolConfig: { case: "httpProtocolOptions", value: {} } },
-          },
+          upstreamProtocolOptions: auto
+            ? { case: "autoConfig", value: { httpProtocolOptions: {}, http2ProtocolOptions: {} } }
+            : {
+                case: "explicitHttpConfig",
+                value: {
+                  protocolConfig: http2
+                    ? { case: "http2ProtocolOptions", value: {} }
+                    : { case: "httpProtocolOptions", value: {} },
+                },
+              },
           // Close idle provider connections before providers typically do, so Envoy does not reuse one just closed.
           commonHttpProtocolOptions: { idleTimeout: durationFromMs(30_000) },
           // Without the upstream stage, Envoy's default upstream filter chain (the codec alone).

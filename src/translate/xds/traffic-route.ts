@@ -204,10 +204,10 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
 function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms: number; from: PolicySourceIR }[] {
   const out: { ms: number; from: PolicySourceIR }[] = [];
   for (const b of r.policy?.backends ?? []) {
-    // AI backends: reported with their other fields (noteUnappliedBackendFields).
-    if (ctx?.cluster?.(b.cluster)?.kind === "llm") continue;
     const f = b.policy.http;
     if (f === undefined || "combined" in f) continue;
+    // AI backends: only the GwBackend's own (a GwPolicy's backend.http is reported, noteUnappliedBackendFields).
+    if (ctx?.cluster?.(b.cluster)?.kind === "llm" && f.from.kind !== "GwBackend") continue;
     const t = (f.value as { requestTimeout?: unknown } | undefined)?.requestTimeout;
     const ms = typeof t === "string" ? parseDurationMs(t) : undefined;
     if (ms !== undefined) out.push({ ms, from: f.from });
@@ -217,6 +217,35 @@ function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms
 
 /** Backend policy fields the AI backends' LLM table applies (llm/table.ts); every other one is reported. */
 const AI_BACKEND_FIELDS = new Set(["ai", "auth"]);
+
+type Rec = Record<string, unknown>;
+
+/**
+ * What the AI cluster (backend/ai.ts) serves of a GwBackend's own `spec.policies` (level `gwBackend`) and of a
+ * provider's own `policies` (level `subBackend`): the parts of each field it does not serve, by field; a field not
+ * listed is reported whole.
+ */
+const AI_CLUSTER_FIELDS: Readonly<
+  Record<"gwBackend" | "subBackend", Readonly<Record<string, ((v: Rec) => string[]) | undefined>>>
+> = {
+  gwBackend: {
+    tls: () => [],
+    tunnel: () => [],
+    tcp: () => [],
+    // version: the cluster's protocol; requestTimeout: the route's timeout (backendRequestTimeouts).
+    http: () => [],
+    health: APPLIED_CONNECTION_FIELDS.health,
+  },
+  // One Envoy cluster holds every provider: per-provider connection settings are the TLS socket and tunnel only.
+  subBackend: { tls: () => [], tunnel: () => [] },
+};
+
+const HEALTH_WHY: Readonly<Record<string, string>> = {
+  unhealthyCondition: "",
+  "eviction.restoreHealth":
+    " (Envoy's outlier detection keeps no health score to restore: an endpoint returns fully in rotation)",
+  "eviction.healthThreshold": " (Envoy's outlier detection has no EWMA health score: only consecutiveFailures evicts)",
+};
 
 /** Whether the route sends `backend` (`GwBackend ns/name`) to Sluice's MCP service (names.ts mcpClusterName). */
 function servesMcp(r: RouteIR, backend: string): boolean {
@@ -228,42 +257,84 @@ function servesMcp(r: RouteIR, backend: string): boolean {
 }
 
 /**
- * Backend policy fields that reach no Envoy or Sluice config yet are reported on the GwPolicy that set them, rather
- * than shown as applied: on Service and static backends all but the connection settings of backend-connection.ts
- * (`tcp`, `http.version`, `health.eviction`), and on AI backends all but `ai` and `auth` (`tls` and `health` of an AI
- * backend come from the GwBackend's own `spec.policies`).
+ * Backend policy fields that reach no Envoy or Sluice config yet are reported on the policy that set them (a GwPolicy,
+ * or a GwBackend's own policies), rather than shown as applied: on Service and static backends all but the connection
+ * settings of backend-connection.ts (`tcp`, `http`, `health.eviction` but restoreHealth and healthThreshold) and
+ * `auth` / `tls`; on AI backends all but `ai` and `auth` from a GwPolicy, and from the GwBackend's own policies what
+ * its cluster serves (AI_CLUSTER_FIELDS).
  */
 export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undefined): void {
   if (ctx === undefined) return;
   for (const b of r.policy?.backends ?? []) {
-    const ai = ctx.cluster?.(b.cluster)?.kind === "llm";
+    // An MCP backend's cluster is named per Gateway (names.ts mcpClusterName): found by the backend it serves.
+    const mcp =
+      r.action.kind === "forward" &&
+      r.action.backends.some((x) => {
+        const c = ctx.cluster?.(x.cluster);
+        return c?.kind === "mcp" && `GwBackend ${c.backend}` === b.backend;
+      });
+    const kind = mcp ? "mcp" : ctx.cluster?.(b.cluster)?.kind;
+    const ai = kind === "llm";
     const sections = [b.policy, ...(b.subBackends ?? []).map((s) => s.policy)];
     for (const section of sections) {
       for (const [field, f] of Object.entries(section)) {
         // backend.mcp of an MCP backend is the MCP table's, which reports what of it is not served.
         if (field === "mcp" && servesMcp(r, b.backend)) continue;
-        if ("combined" in f || f.from.kind !== "GwPolicy") continue;
+        if ("combined" in f) continue;
+        // A sub-backend's own policies: an AI provider's here, an MCP target's in the MCP table (translate/mcp/table.ts).
+        if (f.from.kind !== "GwPolicy" && f.from.level !== "gwBackend" && !ai) continue;
+        const value = (f.value ?? {}) as Rec;
+        const parts = (served: ((v: Rec) => string[]) | undefined, why: string) => {
+          if (served === undefined) {
+            ctx.note(f.from, `backend.${field}`, why);
+            return;
+          }
+          for (const part of served(value)) {
+            ctx.note(f.from, `backend.${field}.${part}`, `${why}${HEALTH_WHY[part] ?? ""}`);
+          }
+        };
         if (ai) {
           if (AI_BACKEND_FIELDS.has(field)) continue;
-          ctx.note(
-            f.from,
-            `backend.${field}`,
-            "not applied to AI backends yet when set by a GwPolicy (only ai and auth are; tls and health come from the GwBackend's own spec.policies)",
-          );
-          continue;
-        }
-        // Credentials and TLS: applyBackendCredentials.
-        if (field === "auth" || field === "tls") continue;
-        // Connection settings become cluster settings (backend-connection.ts), but for the parts listed.
-        const partly = APPLIED_CONNECTION_FIELDS[field];
-        if (partly !== undefined) {
-          const value = (f.value ?? {}) as Record<string, unknown>;
-          for (const part of partly(value)) {
-            ctx.note(f.from, `backend.${field}.${part}`, `not applied to ${b.backend} yet`);
+          if (f.from.kind === "GwPolicy") {
+            ctx.note(
+              f.from,
+              `backend.${field}`,
+              "not applied to AI backends yet when set by a GwPolicy (only ai and auth are; tls, tcp, http and health come from the GwBackend's own spec.policies)",
+            );
+          } else if (f.from.level === "subBackend") {
+            parts(
+              AI_CLUSTER_FIELDS.subBackend[field],
+              field === "tcp" || field === "http" || field === "health"
+                ? "not applied per provider yet (one Envoy cluster holds every provider of the GwBackend: set it in the GwBackend's spec.policies)"
+                : "not applied to AI providers yet",
+            );
+          } else {
+            parts(AI_CLUSTER_FIELDS.gwBackend[field], "not applied to AI backends yet");
           }
           continue;
         }
-        ctx.note(f.from, `backend.${field}`, `not applied to ${b.backend} yet`);
+        if (kind === "mcp") {
+          // Sluice's MCP service, not an Envoy cluster, reaches MCP targets: no connection policy applies yet.
+          if (field !== "mcp") {
+            ctx.note(
+              f.from,
+              `backend.${field}`,
+              `not applied to MCP backends yet: Sluice's MCP service connects to the targets of ${b.backend} without it`,
+            );
+          }
+          continue;
+        }
+        // Credentials and TLS: applyBackendCredentials; Envoy's credential injector writes one credential.
+        if (field === "auth" && value.credentials !== undefined) {
+          ctx.note(
+            f.from,
+            "backend.auth.credentials",
+            `not applied to ${b.backend} yet (Envoy injects one credential, the key or secretRef)`,
+          );
+        }
+        if (field === "auth" || field === "tls") continue;
+        // Connection settings become cluster settings (backend-connection.ts), but for the parts listed.
+        parts(APPLIED_CONNECTION_FIELDS[field], `not applied to ${b.backend} yet`);
       }
     }
   }
