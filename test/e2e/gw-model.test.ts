@@ -389,11 +389,16 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
       200,
     );
     const keyed = new OpenAI({ apiKey: "sk-blue-team", baseURL: `${env.baseUrl}/v1`, maxRetries: 0 });
-    const r = await keyed.chat.completions.create({
-      model: "blue-only",
-      messages: [{ role: "user", content: "by key" }],
-      max_tokens: 8,
-    });
+    // Envoy takes the listener and its routes in separate updates: the key's identity reaches the route with the latter.
+    const r = await waitFor(
+      "the key's metadata on the model route",
+      () =>
+        keyed.chat.completions
+          .create({ model: "blue-only", messages: [{ role: "user", content: "by key" }], max_tokens: 8 })
+          .catch(() => undefined),
+      10_000,
+      200,
+    );
     assert.equal(r.choices[0]?.message.content, "Hello from blue: by key");
     assert.equal(p.blue.requests.at(-1)?.headers.authorization, undefined, "the client's key stays at the gateway");
     const ids: string[] = [];
