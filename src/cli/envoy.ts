@@ -166,6 +166,13 @@ export function startEnvoy(
       opts.logLevel ?? "warn",
       // Several Envoys (tests, several gateways) share one host: no hot-restart shared memory.
       "--disable-hot-restart",
+      // A listener whose filters change (the first authentication policy on a Gateway adds its filter) is replaced,
+      // and connections of the old one keep its filters until they close. Envoy's default (gradual over 600 s)
+      // would let a keep-alive client skip a new authentication policy for minutes; immediate asks every old
+      // connection to close after its current request (HTTP/1.1 `connection: close`, HTTP/2 GOAWAY), while
+      // requests in flight (long LLM streams) still get the drain time to finish. Provisioned Envoys do the same.
+      "--drain-strategy",
+      "immediate",
       "--concurrency",
       "2",
       ...(opts.adminAddressPath !== undefined ? ["--admin-address-path", opts.adminAddressPath] : []),
