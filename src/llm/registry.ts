@@ -1,6 +1,7 @@
 // The registry of supported translation directions, keyed `client→provider`. Each direction names its request and
 // response translators and how to build its stream translator. Adding a format is adding entries here, not branches.
 import { errorBody, type LlmError, parseProviderError } from "./errors.js";
+import type { MessagesStreamEvent } from "./formats/messages.js";
 import type { ClientFormat, ProviderFormat, StreamFraming } from "./formats/names.js";
 import { isObject, type JsonObject, str } from "./json.js";
 import {
@@ -8,6 +9,7 @@ import {
   chain,
   passthroughStream,
   pipeline,
+  type StreamMapper,
   type StreamTranslator,
   sseDecoder,
   streamError,
@@ -15,7 +17,12 @@ import {
 import { ConverseToChatStream, chatToConverseRequest, converseToChatResponse } from "./translate/chat-to-converse.js";
 import { chatToGeminiRequest, GeminiToChatStream, geminiToChatResponse } from "./translate/chat-to-generate-content.js";
 import { chatToMessagesRequest, MessagesToChatStream, messagesToChatResponse } from "./translate/chat-to-messages.js";
-import { chatEncoder, messagesEncoder } from "./translate/common.js";
+import {
+  chatToResponsesRequest,
+  ResponsesToChatStream,
+  responsesToChatResponse,
+} from "./translate/chat-to-responses.js";
+import { type ChatStreamItem, chatEncoder, messagesEncoder } from "./translate/common.js";
 import type {
   RequestMeta,
   RequestResult,
@@ -75,6 +82,24 @@ export interface Direction {
 const jsonOrError = (_ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
   if (!isObject(json)) return undefined;
   return streamError(json) ?? json;
+};
+/** Responses streams end in failure with a `response.failed` (its `response.error`) or an `error` event. */
+const responsesEvent = (ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
+  if (!isObject(json)) return undefined;
+  if (json.type === "response.failed") {
+    const r = isObject(json.response) ? json.response : {};
+    const e = isObject(r.error) ? r.error : {};
+    return { status: 502, kind: "server", message: str(e.message) ?? "the provider's response failed" };
+  }
+  if (json.type === "error")
+    return (
+      streamError({ error: { type: json.code, message: json.message } }) ?? {
+        status: 502,
+        kind: "server",
+        message: "upstream error",
+      }
+    );
+  return jsonOrError(ev, json);
 };
 const anthropicEvent = (_ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
   if (!isObject(json)) return undefined;
@@ -171,6 +196,15 @@ const list: Direction[] = [
     framing: "sse",
   },
   {
+    client: "chat-completions",
+    provider: "responses",
+    request: (b, m) => chatToResponsesRequest(b, m),
+    response: responsesToChatResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(sseDecoder(responsesEvent), new ResponsesToChatStream(meta, ctx), chatEncoder, onUsage),
+    framing: "sse",
+  },
+  {
     client: "messages",
     provider: "messages",
     request: passthroughRequest("messages"),
@@ -195,6 +229,27 @@ const list: Direction[] = [
     stream: (meta, ctx, onUsage) =>
       pipeline(awsEventStreamDecoder(), new ConverseToMessagesStream(meta, ctx), messagesEncoder, onUsage),
     framing: "aws-eventstream",
+  },
+  {
+    // Messages → a Responses-only provider goes through chat completions, as Responses → Converse does.
+    client: "messages",
+    provider: "responses",
+    request: (b, m) => {
+      const chat = messagesToChatRequest(b, m);
+      return chat.ok ? withMeta(chatToResponsesRequest(chat.body, chat.meta.model), chat.meta) : chat;
+    },
+    response: (b, meta, ctx) => {
+      const chat = responsesToChatResponse(b, meta, ctx);
+      return chat.ok ? chatToMessagesResponse(chat.body, meta, ctx) : chat;
+    },
+    stream: (meta, ctx, onUsage) =>
+      pipeline(
+        sseDecoder(responsesEvent),
+        chain(new ResponsesToChatStream({ ...meta, includeUsage: true }, ctx), chatItemsToMessages(meta, ctx)),
+        messagesEncoder,
+        onUsage,
+      ),
+    framing: "sse",
   },
   {
     client: "responses",
@@ -324,6 +379,20 @@ function findDirectionIn(ds: readonly Direction[], client: ClientFormat, provide
   const d = ds.find((x) => x.client === client && x.provider === provider);
   if (d === undefined) throw new Error(`no direction ${client}→${provider}`);
   return d;
+}
+
+/** ChatToMessagesStream after a translator into chat items: an item holding an error ends the messages stream. */
+function chatItemsToMessages(
+  meta: RequestMeta,
+  ctx: TranslateContext,
+): StreamMapper<ChatStreamItem, MessagesStreamEvent> {
+  const m = new ChatToMessagesStream(meta, ctx);
+  return {
+    event: (ev, emit) => ("error" in ev ? m.error(ev.error, emit) : m.event(ev as unknown as JsonObject, emit)),
+    error: (err, emit) => m.error(err, emit),
+    end: (emit) => m.end(emit),
+    usage: () => m.usage(),
+  };
 }
 
 /** The client's meta on a chained translation's result, keeping what the last step learnt (renamed tools). */

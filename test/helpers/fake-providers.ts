@@ -207,25 +207,7 @@ function openai(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
     return;
   }
   if (req.path.includes("/responses")) {
-    const input = typeof b.input === "string" ? b.input : lastUserText(b.input);
-    const text = `Hello from ${o.name}: ${input}`;
-    json(res, 200, {
-      id: "resp_fake01",
-      object: "response",
-      created_at: 1700000000,
-      status: "completed",
-      model,
-      output: [
-        {
-          type: "message",
-          id: "msg_fake01",
-          status: "completed",
-          role: "assistant",
-          content: [{ type: "output_text", text, annotations: [] }],
-        },
-      ],
-      usage: { input_tokens: 11, output_tokens: 7, total_tokens: 18 },
-    });
+    responses(o, b, model, res);
     return;
   }
   const text = `Hello from ${o.name}: ${lastUserText(b.messages)}`;
@@ -287,6 +269,109 @@ function openai(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
     events.push({ data: { ...base, object: "chat.completion.chunk", choices: [], usage } });
   events.push({ data: "[DONE]" });
   sse(res, events);
+}
+
+// ---- OpenAI Responses ----
+
+/**
+ * What the Responses API checks of `input` and `tools`: message items of its roles, function call outputs answering a
+ * call made earlier in the input, function tools flat (`name` at the top level, not chat's nested `function`).
+ */
+function responsesProblem(b: Obj): string | undefined {
+  const calls = new Set<string>();
+  for (const [i, it] of (Array.isArray(b.input) ? (b.input as Obj[]) : []).entries()) {
+    if (it.type === "function_call") {
+      if (typeof it.call_id !== "string" || typeof it.name !== "string")
+        return `input[${i}]: call_id and name are required`;
+      calls.add(it.call_id);
+    } else if (it.type === "function_call_output") {
+      if (!calls.has(String(it.call_id)))
+        return `No tool call found for function call output with call_id ${String(it.call_id)}.`;
+    } else if (!["user", "assistant", "system", "developer"].includes(String(it.role))) {
+      return `Invalid value: '${String(it.role)}'. Supported values are: 'assistant', 'system', 'developer', and 'user'.`;
+    }
+  }
+  for (const [i, t] of (Array.isArray(b.tools) ? (b.tools as Obj[]) : []).entries()) {
+    if (t.type === "function" && typeof t.name !== "string") return `Missing required parameter: 'tools[${i}].name'.`;
+  }
+  return undefined;
+}
+
+function responses(o: FakeProviderOptions, b: Obj, model: string, res: ServerResponse): void {
+  const problem = responsesProblem(b);
+  if (problem !== undefined) {
+    json(res, 400, { error: { message: problem, type: "invalid_request_error", param: "input", code: null } });
+    return;
+  }
+  const items = Array.isArray(b.input) ? (b.input as Obj[]) : [];
+  const input = typeof b.input === "string" ? b.input : lastUserText(items);
+  const text = `Hello from ${o.name}: ${input}`;
+  // A tool is called once: after its output comes back, the answer is text.
+  const tool = (Array.isArray(b.tools) ? (b.tools as Obj[]) : []).find((t) => t.type === "function");
+  const call = tool !== undefined && items.at(-1)?.type !== "function_call_output" ? String(tool.name) : undefined;
+  const message = {
+    type: "message",
+    id: "msg_fake01",
+    status: "completed",
+    role: "assistant",
+    content: [{ type: "output_text", text, annotations: [] }],
+  };
+  const fc = {
+    type: "function_call",
+    id: "fc_fake01",
+    call_id: "call_fake01",
+    name: call,
+    arguments: '{"city":"Paris"}',
+    status: "completed",
+  };
+  const usage = { input_tokens: 11, input_tokens_details: { cached_tokens: 0 }, output_tokens: 7, total_tokens: 18 };
+  const done = {
+    id: "resp_fake01",
+    object: "response",
+    created_at: 1700000000,
+    status: "completed",
+    model,
+    output: call !== undefined ? [message, fc] : [message],
+    usage,
+  };
+  if (b.stream !== true) {
+    json(res, 200, done);
+    return;
+  }
+  const events: Obj[] = [
+    { type: "response.created", response: { ...done, status: "in_progress", output: [], usage: null } },
+  ];
+  events.push({ type: "response.output_item.added", output_index: 0, item: { ...message, content: [] } });
+  for (const piece of text.match(/.{1,6}/gs) ?? [])
+    events.push({
+      type: "response.output_text.delta",
+      item_id: "msg_fake01",
+      output_index: 0,
+      content_index: 0,
+      delta: piece,
+    });
+  events.push({ type: "response.output_item.done", output_index: 0, item: message });
+  if (call !== undefined) {
+    events.push({ type: "response.output_item.added", output_index: 1, item: { ...fc, arguments: "" } });
+    events.push({
+      type: "response.function_call_arguments.delta",
+      item_id: "fc_fake01",
+      output_index: 1,
+      delta: '{"city":',
+    });
+    events.push({
+      type: "response.function_call_arguments.delta",
+      item_id: "fc_fake01",
+      output_index: 1,
+      delta: '"Paris"}',
+    });
+    events.push({ type: "response.output_item.done", output_index: 1, item: fc });
+  }
+  events.push({ type: "response.completed", response: done });
+  sse(
+    res,
+    events.map((e, n) => ({ event: String(e.type), data: { ...e, sequence_number: n } })),
+  );
 }
 
 // ---- Bedrock Converse ----

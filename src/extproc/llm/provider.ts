@@ -127,7 +127,7 @@ export function providerFormatFor(
   }
   if (p.kind === "custom") {
     const formats = customFormats(p).map((f) => f.format);
-    const candidates: ProviderFormat[] = [client as ProviderFormat, "chat-completions", "messages"];
+    const candidates: ProviderFormat[] = [client as ProviderFormat, "chat-completions", "messages", "responses"];
     return candidates.find((f) => formats.includes(f) && findDirection(client, f) !== undefined);
   }
   const f = FAMILIES[p.kind][client];

@@ -6,7 +6,7 @@ import { invalidRequest, type LlmError } from "../errors.js";
 import type { ChatRequest } from "../formats/chat-completions.js";
 import { isObject } from "../json.js";
 
-export type ChatTarget = "messages" | "converse" | "generate-content";
+export type ChatTarget = "messages" | "converse" | "generate-content" | "responses";
 
 interface FieldRow {
   readonly field: string;
@@ -25,6 +25,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`max_tokens` (4096 when absent: Messages requires it)",
       converse: "`inferenceConfig.maxTokens`",
       "generate-content": "`generationConfig.maxOutputTokens`",
+      responses: "`max_output_tokens`",
     },
   },
   {
@@ -33,6 +34,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`temperature`, `top_p` (Messages takes a temperature up to 1)",
       converse: "`inferenceConfig.temperature`, `topP`",
       "generate-content": "`temperature`, `topP`",
+      responses: "`temperature`, `top_p`",
     },
   },
   {
@@ -41,11 +43,21 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`stop_sequences`",
       converse: "`inferenceConfig.stopSequences`",
       "generate-content": "`stopSequences`",
+      responses: "refused (Responses has no stop sequences)",
     },
+    refuse: (req, target) =>
+      target === "responses" && (typeof req.stop === "string" || (Array.isArray(req.stop) && req.stop.length > 0))
+        ? { path: "stop", message: "stop sequences are not supported by this provider" }
+        : undefined,
   },
   {
     field: "`n`",
-    to: { messages: "refused unless 1", converse: "refused unless 1", "generate-content": "`candidateCount`" },
+    to: {
+      messages: "refused unless 1",
+      converse: "refused unless 1",
+      "generate-content": "`candidateCount`",
+      responses: "refused unless 1",
+    },
   },
   {
     field: "`seed`",
@@ -53,6 +65,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "ignored (no such setting; best effort in OpenAI too)",
       converse: "ignored (as for Messages)",
       "generate-content": "`seed`",
+      responses: "ignored (no such field in Responses)",
     },
   },
   {
@@ -61,6 +74,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "refused unless 0",
       converse: "refused unless 0",
       "generate-content": "`presencePenalty`, `frequencyPenalty`",
+      responses: "refused unless 0",
     },
     refuse: (req, target) => {
       if (target === "generate-content") return undefined;
@@ -76,6 +90,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       converse: "refused when asked",
       "generate-content":
         "`responseLogprobs`, `logprobs`; the answer's `logprobsResult` → `choices[].logprobs.content`",
+      responses: "refused when asked",
     },
     refuse: (req, target) =>
       target !== "generate-content" && (req.logprobs === true || set(req.top_logprobs))
@@ -91,6 +106,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "refused unless empty",
       converse: "refused unless empty",
       "generate-content": "refused unless empty",
+      responses: "refused unless empty",
     },
     refuse: (req) =>
       isObject(req.logit_bias) && Object.keys(req.logit_bias).length > 0
@@ -103,6 +119,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`metadata.user_id` (`user` first)",
       converse: "ignored (no such field)",
       "generate-content": "ignored (no such field)",
+      responses: "`user`, `safety_identifier` as they are",
     },
   },
   {
@@ -111,6 +128,8 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "ignored (OpenAI's stored completions, cache routing and predicted outputs: nothing in the answer)",
       converse: "ignored",
       "generate-content": "ignored",
+      responses:
+        "`metadata`, `prompt_cache_key` as they are; `store` false unless `true` (Responses stores by default); `prediction` ignored",
     },
   },
   {
@@ -119,6 +138,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`false` → `tool_choice.disable_parallel_tool_use`",
       converse: "ignored (no such setting: an answer may hold several calls, each still valid)",
       "generate-content": "ignored (as for Converse)",
+      responses: "`parallel_tool_calls`",
     },
   },
   {
@@ -127,6 +147,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`tools` (`input_schema`)",
       converse: "`toolConfig.tools[].toolSpec`",
       "generate-content": "`functionDeclarations` (`parametersJsonSchema`)",
+      responses: "`tools[]` flattened (`name`, `parameters`; `strict` false unless set, Responses' default being true)",
     },
   },
   {
@@ -135,6 +156,8 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "refused, naming the tool",
       converse: "refused, naming the tool",
       "generate-content": "`web_search_options` → the `google_search` tool; other types refused",
+      responses:
+        "`web_search_options` → the `web_search` tool (`search_context_size`, `user_location`); other types refused",
     },
     refuse: (req, target) => {
       for (const [i, t] of (Array.isArray(req.tools) ? req.tools : []).entries())
@@ -143,7 +166,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
             path: `tools[${i}].type`,
             message: `tools[${i}]: the ${String(t.type)} tool is not available from this provider (only function tools are)`,
           };
-      if (target !== "generate-content" && set(req.web_search_options))
+      if (target !== "generate-content" && target !== "responses" && set(req.web_search_options))
         return { path: "web_search_options", message: "web search is not available from this provider" };
       return undefined;
     },
@@ -155,6 +178,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       converse:
         "`auto`, `required` → `any`, a function → `tool`; `none` leaves the tools out (kept when the history uses them)",
       "generate-content": "`NONE`, `AUTO`, `ANY`, a function → `ANY` + `allowedFunctionNames`",
+      responses: "`none`, `auto`, `required` as they are, a function → `{type: function, name}`",
     },
   },
   {
@@ -163,6 +187,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`json_schema` → `output_config.format`; `json_object` → a system instruction (approximate)",
       converse: "`json_schema` → `outputConfig.textFormat`; `json_object` → a system instruction (approximate)",
       "generate-content": "`responseMimeType: application/json` (+ `responseJsonSchema`)",
+      responses: "`text.format` (`json_schema` flattened: `name`, `schema`, `strict`, `description`; `json_object`)",
     },
   },
   {
@@ -171,6 +196,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "`thinking` (budget table below)",
       converse: "by model family (below)",
       "generate-content": "`thinkingConfig` (below)",
+      responses: "`reasoning.effort`",
     },
   },
   {
@@ -180,10 +206,11 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
         "`auto`, `priority` → `auto` (priority capacity when the organization has it), `default` → `standard_only`; `flex` refused",
       converse: "`default`, `priority`, `flex` → `serviceTier.type`; `auto` not sent",
       "generate-content": "refused unless `auto` or `default`",
+      responses: "`service_tier` as it is",
     },
     refuse: (req, target) => {
       const t = req.service_tier;
-      if (t === undefined || t === null || t === "auto" || t === "default") return undefined;
+      if (t === undefined || t === null || t === "auto" || t === "default" || target === "responses") return undefined;
       if (target === "converse" && (t === "priority" || t === "flex")) return undefined;
       if (target === "messages" && t === "priority") return undefined;
       return { path: "service_tier", message: `service_tier ${String(t)} is not offered by this provider` };
@@ -195,6 +222,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "refused unless text only",
       converse: "refused unless text only",
       "generate-content": "refused unless text only",
+      responses: "refused unless text only",
     },
     refuse: (req) => {
       const m = req.modalities;
@@ -210,9 +238,10 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "refused unless `medium`",
       converse: "refused unless `medium`",
       "generate-content": "refused unless `medium`",
+      responses: "`text.verbosity`",
     },
-    refuse: (req) =>
-      set(req.verbosity) && req.verbosity !== "medium"
+    refuse: (req, target) =>
+      target !== "responses" && set(req.verbosity) && req.verbosity !== "medium"
         ? { path: "verbosity", message: "verbosity is not supported by this provider" }
         : undefined,
   },
@@ -222,6 +251,7 @@ export const CHAT_FIELDS: readonly FieldRow[] = [
       messages: "refused (use `tools`)",
       converse: "refused (use `tools`)",
       "generate-content": "refused (use `tools`)",
+      responses: "refused (use `tools`)",
     },
     refuse: (req) =>
       set(req.functions) || set(req.function_call)
@@ -245,9 +275,11 @@ export function refusedChatField(req: ChatRequest, target: ChatTarget): LlmError
 /** The table as docs/llm.md shows it. */
 export function chatFieldsMarkdown(): string {
   const lines = [
-    "| chat completions field | to Messages | to Converse | to generateContent |",
-    "|---|---|---|---|",
-    ...CHAT_FIELDS.map((r) => `| ${r.field} | ${r.to.messages} | ${r.to.converse} | ${r.to["generate-content"]} |`),
+    "| chat completions field | to Messages | to Converse | to generateContent | to Responses |",
+    "|---|---|---|---|---|",
+    ...CHAT_FIELDS.map(
+      (r) => `| ${r.field} | ${r.to.messages} | ${r.to.converse} | ${r.to["generate-content"]} | ${r.to.responses} |`,
+    ),
   ];
   return `${lines.join("\n")}\n`;
 }
