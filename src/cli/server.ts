@@ -164,9 +164,11 @@ export class SluiceServer {
     const unary = new Map(this.#services.flatMap((s) => [...(s.unary ?? [])]));
     const bidi = new Map(this.#services.flatMap((s) => [...(s.bidi ?? [])]));
     const http1 = this.#services.find((s) => s.http1 !== undefined)?.http1;
+    const upgrade = this.#services.find((s) => s.upgrade !== undefined)?.upgrade;
     this.#unary = new UnaryGrpcServer(unary, bidi, {
       log: this.#opts.log,
       ...(http1 !== undefined ? { http1 } : {}),
+      ...(upgrade !== undefined ? { upgrade } : {}),
       ...(this.#opts.tls !== undefined ? { tls: this.#opts.tls } : {}),
     });
     this.authzPort = await this.#unary.start(this.#opts.xdsHost, this.#opts.authzPort);

@@ -16,8 +16,9 @@ import { carryOverState, UserExtAuthClients } from "../extauthz/user-ext-auth.js
 import { AwsCredentialSource } from "../extproc/llm/aws-credentials.js";
 import { GoogleTokens } from "../extproc/llm/google-tokens.js";
 import { remoteGuards } from "../extproc/llm/guards/remote/index.js";
+import { RealtimeRelay } from "../extproc/llm/realtime/relay.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
-import type { Http1Handler } from "../grpc/http1.js";
+import type { Http1Handler, Http1Upgrade } from "../grpc/http1.js";
 import type { BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
 import type { TranslationResult } from "../translate/translate.js";
 
@@ -28,6 +29,8 @@ export interface SluiceService {
   readonly unary?: ReadonlyMap<string, UnaryHandler>;
   /** The hot-path server's HTTP/1.1 requests (Envoy's HTTP ext_authz); one service at most has them. */
   readonly http1?: Http1Handler;
+  /** The same server's HTTP/1.1 upgrades this service takes (the Realtime relay's websockets). */
+  readonly upgrade?: Http1Upgrade;
   /** Bidirectional-stream methods by gRPC path, for the same server. */
   readonly bidi?: ReadonlyMap<string, BidiHandler>;
   /** Called after every translation, before the new snapshot is published, so Envoy never sees an unknown id. */
@@ -91,15 +94,25 @@ export function extAuthzService(opts: ServiceOptions): SluiceService {
 
 /** The services `sluice serve` and `sluice run` host. */
 export function defaultServices(opts: ServiceOptions): SluiceService[] {
-  return [extAuthzService(opts), llmExtProcService(opts)];
-}
-
-/**
- * The LLM ext_proc, with the remote prompt guards (moderationA, guardrailsA, guardrailsB) sharing its cloudA
- * credentials and cloudB tokens: an assumed role or a service account's token is fetched once for both.
- */
-function llmExtProcService(opts: ServiceOptions): LlmExtProcService {
+  // The remote prompt guards (moderationA, guardrailsA, guardrailsB) share the LLM ext_proc's cloudA credentials and
+  // cloudB tokens: an assumed role or a service account's token is fetched once for both.
   const aws = new AwsCredentialSource();
   const google = new GoogleTokens();
-  return new LlmExtProcService({ log: opts.log, aws, google, remoteGuard: remoteGuards({ aws, google }) });
+  const remoteGuard = remoteGuards({ aws, google });
+  return [
+    extAuthzService(opts),
+    new LlmExtProcService({ log: opts.log, aws, google, remoteGuard }),
+    realtimeRelayService(new RealtimeRelay({ log: opts.log, remote: remoteGuard })),
+  ];
+}
+
+/** The Realtime relay (src/extproc/llm/realtime/relay.ts): guarded Realtime websockets, on the authz port's HTTP/1.1. */
+function realtimeRelayService(relay: RealtimeRelay): SluiceService {
+  return {
+    name: "llm-realtime-relay",
+    addTo() {},
+    upgrade: (req, socket, rest) => relay.upgrade(req, socket, rest),
+    update: (result) => relay.update(result),
+    close: () => relay.close(),
+  };
 }

@@ -30,6 +30,12 @@ export interface Http1Answer {
 export type Http1Handler = (req: Http1Request) => Http1Answer;
 
 /**
+ * A request with an `Upgrade` header offered to another protocol (the Realtime relay's websockets): true when it takes
+ * the connection, which from then on is its own with `rest`, the bytes read after the head; false to answer it here.
+ */
+export type Http1Upgrade = (req: Http1Request, socket: Socket, rest: Buffer) => boolean;
+
+/**
  * Headers up to Envoy's own ceiling (max_request_headers_kb is at most 8 MiB; 60 KiB by default), plus what Envoy adds
  * to a check, so a check is never refused for a request Envoy accepted.
  */
@@ -84,16 +90,36 @@ export class Http1Connection {
   #skip = 0;
   #closed = false;
   #timer: NodeJS.Timeout | undefined;
+  readonly #upgrade: Http1Upgrade | undefined;
+  readonly #listeners: { data: (chunk: Buffer) => void; end: () => void };
 
-  constructor(socket: Socket, handler: Http1Handler, log: (line: string) => void, initial?: Buffer) {
+  constructor(
+    socket: Socket,
+    handler: Http1Handler,
+    log: (line: string) => void,
+    initial?: Buffer,
+    upgrade?: Http1Upgrade,
+  ) {
     this.#socket = socket;
     this.#handler = handler;
     this.#log = log;
+    this.#upgrade = upgrade;
+    this.#listeners = { data: (chunk: Buffer) => this.#onData(chunk), end: () => this.close() };
     socket.setNoDelay(true);
-    socket.on("data", (chunk: Buffer) => this.#onData(chunk));
-    socket.on("error", () => this.close());
-    socket.on("close", () => this.close());
+    socket.on("data", this.#listeners.data);
+    socket.on("error", this.#listeners.end);
+    socket.on("close", this.#listeners.end);
     if (initial !== undefined && initial.byteLength > 0) this.#onData(initial);
+  }
+
+  /** An upgrade handler took the connection: this object lets go of the socket without closing it. */
+  #handOver(): void {
+    this.#closed = true;
+    this.#clearTimer();
+    this.#buf = undefined;
+    this.#socket.off("data", this.#listeners.data);
+    this.#socket.off("error", this.#listeners.end);
+    this.#socket.off("close", this.#listeners.end);
   }
 
   close(): void {
@@ -151,6 +177,17 @@ export class Http1Connection {
       this.#buf = buf.subarray(end + END_OF_HEAD.byteLength);
       this.#scanned = 0;
       const { request, close, length } = parseHead(head);
+      if (this.#upgrade !== undefined && length === 0 && hasUpgrade(request)) {
+        const rest = this.#buf;
+        this.#handOver();
+        if (this.#upgrade(request, this.#socket, rest ?? Buffer.alloc(0))) return;
+        // Not the handler's: answered here as any request (a check does not upgrade).
+        this.#closed = false;
+        this.#buf = rest;
+        this.#socket.on("data", this.#listeners.data);
+        this.#socket.on("error", this.#listeners.end);
+        this.#socket.on("close", this.#listeners.end);
+      }
       this.#skip = length;
       let answer: Http1Answer;
       try {
@@ -177,6 +214,14 @@ export class Http1Connection {
     this.#buf = undefined;
     this.#socket.end(serializeAnswer({ status }, true));
   }
+}
+
+function hasUpgrade(req: Http1Request): boolean {
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if ((req.rawHeaders[i] as string).length === 7 && (req.rawHeaders[i] as string).toLowerCase() === "upgrade")
+      return true;
+  }
+  return false;
 }
 
 /** The request in a head (request line and fields, without the blank line); throws BadRequest. */

@@ -14,7 +14,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import { type MutualTls, mutualTlsServerOptions } from "../security/tls.js";
 import { GRPC_RESPONSE_HEADERS, grpcTrailers, grpcTrailersOnly, HpackDecoder, HpackError } from "./hpack.js";
-import { Http1Connection, type Http1Handler } from "./http1.js";
+import { Http1Connection, type Http1Handler, type Http1Upgrade } from "./http1.js";
 
 export type Headers = Readonly<Record<string, string>>;
 
@@ -653,6 +653,8 @@ export class UnaryGrpcServer {
   #server: Server | undefined;
   /** Answers the HTTP/1.1 connections of the same port (Envoy's HTTP ext_authz), when there is a handler for them. */
   readonly #http1: Http1Handler | undefined;
+  /** Takes HTTP/1.1 upgrades it knows (the Realtime relay's websockets). */
+  readonly #upgrade: Http1Upgrade | undefined;
   readonly #http1Connections = new Set<Http1Connection>();
   readonly #tls: MutualTls | undefined;
   /** Connections refused in the TLS handshake (no certificate of the CA, or not TLS), and when one was last logged. */
@@ -667,12 +669,13 @@ export class UnaryGrpcServer {
   constructor(
     handlers: ReadonlyMap<string, UnaryHandler>,
     bidi: ReadonlyMap<string, BidiHandler> = new Map(),
-    opts: { log?: (line: string) => void; http1?: Http1Handler; tls?: MutualTls } = {},
+    opts: { log?: (line: string) => void; http1?: Http1Handler; upgrade?: Http1Upgrade; tls?: MutualTls } = {},
   ) {
     this.handlers = handlers;
     this.bidi = bidi;
     this.log = opts.log ?? ((line) => console.error(line));
     this.#http1 = opts.http1;
+    this.#upgrade = opts.upgrade;
     this.#tls = opts.tls;
   }
 
@@ -714,7 +717,7 @@ export class UnaryGrpcServer {
         socket.resume();
         return;
       }
-      const c = new Http1Connection(socket, http1, this.log, seen);
+      const c = new Http1Connection(socket, http1, this.log, seen, this.#upgrade);
       this.#http1Connections.add(c);
       socket.once("close", () => this.#http1Connections.delete(c));
       socket.resume();

@@ -120,6 +120,13 @@ export function isMcpClusterName(cluster: string): boolean {
 }
 /** The same server over HTTP/1.1, for Envoy's HTTP ext_authz checks (deploy/envoy/bootstrap.yaml). */
 export const SLUICE_AUTHZ_HTTP_CLUSTER = "sluice_authz_http";
+/**
+ * The request headers a guarded Realtime route's websocket upgrade carries to Sluice's Realtime relay over
+ * SLUICE_AUTHZ_HTTP_CLUSTER (xds/realtime-relay.ts; set from the route's config, overwriting any a client sent): the
+ * route's LLM table entry and the AI cluster the route forwards to.
+ */
+export const REALTIME_ENTRY_HEADER = "x-sluice-realtime-entry";
+export const REALTIME_CLUSTER_HEADER = "x-sluice-realtime-cluster";
 
 /** The cluster of a concrete GwModel (`namespace/name`), and of a failover virtual model Envoy fails over within. */
 export function modelClusterName(model: string, failover = false): string {

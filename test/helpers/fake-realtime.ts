@@ -1,6 +1,7 @@
 // A local fake of OpenAI's Realtime API over a websocket (RFC 6455 written out here: the handshake, masked client
 // frames, unmasked server frames, ping/pong and close), speaking its JSON events: `session.created` on connect, and
-// `response.done` for each `response.create`. It checks the provider's Bearer key and records each handshake.
+// `response.done` for each `response.create` (with `deltas`, the text streamed first as `response.output_text.delta`
+// events and a `response.output_text.done`). It checks the provider's Bearer key and records each handshake.
 
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
@@ -67,7 +68,7 @@ function parseFrames(buf: Buffer): { frames: { opcode: number; payload: Buffer }
   return { frames, rest: buf.subarray(at) };
 }
 
-export async function startFakeRealtime(o: { name: string; apiKey: string }): Promise<FakeRealtime> {
+export async function startFakeRealtime(o: { name: string; apiKey: string; deltas?: string[] }): Promise<FakeRealtime> {
   const handshakes: Handshake[] = [];
   const events: Record<string, unknown>[] = [];
   const sockets = new Set<Duplex>();
@@ -128,6 +129,10 @@ export async function startFakeRealtime(o: { name: string; apiKey: string }): Pr
         const event = JSON.parse(f.payload.toString("utf8")) as Record<string, unknown>;
         events.push(event);
         if (event.type === "response.create") {
+          const at = { response_id: "resp_fake", item_id: "item_fake", output_index: 0, content_index: 0 };
+          for (const delta of o.deltas ?? []) send({ type: "response.output_text.delta", event_id: "e", ...at, delta });
+          const text = o.deltas !== undefined ? o.deltas.join("") : `Hello from ${o.name}`;
+          if (o.deltas !== undefined) send({ type: "response.output_text.done", event_id: "e", ...at, text });
           send({
             type: "response.done",
             event_id: `event_${String(events.length + 1).padStart(3, "0")}`,
@@ -139,7 +144,7 @@ export async function startFakeRealtime(o: { name: string; apiKey: string }): Pr
                 {
                   type: "message",
                   role: "assistant",
-                  content: [{ type: "output_text", text: `Hello from ${o.name}` }],
+                  content: [{ type: "output_text", text }],
                 },
               ],
               usage: { total_tokens: 18, input_tokens: 11, output_tokens: 7 },

@@ -366,7 +366,7 @@ export function compilePromptGuard(
     response: direction("response"),
     streaming: v.streaming === "Enabled",
   };
-  // With `streaming: Enabled` every response guard also checks streams (extproc/llm/guards/stream.ts); realtime
-  // websocket messages are not read (table.ts reports a Realtime route type on a guarded backend).
+  // With `streaming: Enabled` every response guard also checks streams (extproc/llm/guards/stream.ts) and the text
+  // events of Realtime sessions (extproc/llm/realtime/); Realtime audio is not read (table.ts says so in the status).
   return { entry, notes };
 }

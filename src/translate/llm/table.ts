@@ -482,8 +482,11 @@ export function compileModelPromptGuard(
   return compilePromptGuard(v, ns, input, from, at, compileGuardAuth);
 }
 
-/** Route types whose requests are forwarded unread: no guard can read their text. */
-const UNGUARDED_ROUTE_TYPES: readonly RouteType[] = ["Passthrough", "Detect", "Realtime"];
+/**
+ * Route types whose requests are forwarded unread: no guard can read their text. (Realtime sessions of guarded
+ * providers go through Sluice's relay, extproc/llm/realtime/, which guards their text events.)
+ */
+const UNGUARDED_ROUTE_TYPES: readonly RouteType[] = ["Passthrough", "Detect"];
 
 function aiPolicy(
   ai: { value: unknown; ns: string; from: PolicySourceIR } | undefined,
@@ -504,7 +507,15 @@ function aiPolicy(
     notes.push({
       from: ai.from,
       field: at,
-      message: `requests of route types ${unread.sort().join(", ")} are forwarded unread: prompt guards do not apply to them (realtime websocket messages are not guarded yet)`,
+      message: `requests of route types ${unread.sort().join(", ")} are forwarded unread: prompt guards do not apply to them`,
+    });
+  }
+  if (isRec(routes) && Object.values(routes).includes("Realtime") && g.entry !== undefined) {
+    const responses = g.entry.response.length > 0 && !g.entry.streaming;
+    notes.push({
+      from: ai.from,
+      field: at,
+      message: `Realtime sessions are guarded on their text events only: audio (and the provider's transcription of the user's audio) is not read${responses ? "; response guards apply to them with streaming: Enabled, as to streamed responses" : ""}`,
     });
   }
   return { ...(rest as AiPolicy), ...(g.entry !== undefined ? { promptGuard: g.entry } : {}) };

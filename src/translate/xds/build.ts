@@ -16,6 +16,7 @@ import { frontendOptions } from "./frontend.js";
 import { buildListener } from "./listener.js";
 import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
+import { buildRealtimeRelayRoute, relaysRealtime } from "./realtime-relay.js";
 import type { XdsResources } from "./resources.js";
 import { buildConnectRoute, buildRoute } from "./route.js";
 import {
@@ -105,6 +106,12 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   // then leave them out. That depends on the sibling routes, so such routes are not taken from the memo.
   const early = new Map(gw.routeConfigs.map((rc) => [rc.name, earlyRequestHeaders(rc)]));
   const encode = (earlyHeaders: boolean) => (r: RouteIR) => encodeRoute(buildRoute(r, perRoute, ctx, earlyHeaders));
+  // A guarded Realtime route's relay twin, which takes its websocket upgrades, goes before it (realtime-relay.ts).
+  const relayTwin = (r: RouteIR, earlyHeaders: boolean): Uint8Array[] => {
+    if (!relaysRealtime(r)) return [];
+    const twin = buildRealtimeRelayRoute(r, buildRoute(r, perRoute, ctx, earlyHeaders), ctx);
+    return twin === undefined ? [] : [encodeRoute(twin)];
+  };
   const routeBytes = (r: RouteIR, earlyHeaders: boolean): Uint8Array =>
     memo !== undefined && !earlyHeaders
       ? memo.routeBytes(r, perRoute.get(r.name), encode(false))
@@ -147,7 +154,7 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
     const tunnels = connectRoute.has(rc.name);
     const hosts = rc.virtualHosts.map((vh) => {
       const each = () => [
-        ...vh.routes.map((r) => routeBytes(r, earlyHeaders)),
+        ...vh.routes.flatMap((r) => [...relayTwin(r, earlyHeaders), routeBytes(r, earlyHeaders)]),
         ...(tunnels
           ? vh.routes.flatMap((r) => {
               const twin = buildConnectRoute(r, perRoute, ctx);

@@ -20,6 +20,7 @@ import type { HeaderMutationIR, PathRewriteIR, RouteIR, RouteMatchIR, WeightedBa
 import { isMcpClusterName, MCP_APIKEY_HEADER, MCP_JWT_HEADER, MCP_ROUTE_HEADER, SLUICE_MCP_CLUSTER } from "../names.js";
 import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy, servesRealtime } from "./llm.js";
+import { relaysRealtime } from "./realtime-relay.js";
 import { applyTrafficToRoute } from "./traffic-route.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
@@ -240,8 +241,9 @@ function buildGatewayApiRoute(
         route.timeout = durationFromMs(0);
       }
       if (a.failover !== undefined) route.retryPolicy = failoverRetryPolicy(a.failover.retries);
-      // Realtime is a websocket to the provider: the upgrade is enabled on this route only.
-      if (a.failover !== undefined && servesRealtime(r)) {
+      // Realtime is a websocket to the provider: the upgrade is enabled on this route only, unless prompt guards send
+      // it through Sluice's relay (realtime-relay.ts: a twin route before this one takes upgrades).
+      if (a.failover !== undefined && servesRealtime(r) && !relaysRealtime(r)) {
         route.upgradeConfigs = [{ upgradeType: "websocket", enabled: true }];
       }
       if (a.rewrite?.hostname !== undefined) {

@@ -1,0 +1,423 @@
+// The Realtime relay: Envoy routes the websocket upgrade of a Realtime route whose provider has prompt guards here
+// (route.ts realtimeRelayRoute, over the bootstrap's `sluice_authz_http` cluster) instead of to the provider, since
+// Envoy's ext_proc does not see websocket frames. The relay answers the client's upgrade, opens the provider's
+// websocket itself (the provider entry of the LLM table: address, TLS, path, credentials; never the client's), and
+// relays the events, guarding them (events.ts). Which entry and cluster: headers the route sets from its config,
+// overwriting any a client sent.
+
+import { randomUUID } from "node:crypto";
+import { STATUS_CODES } from "node:http";
+import { connect as netConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
+import type { Http1Request } from "../../../grpc/http1.js";
+import type { LlmClusterIR, LlmProviderIR } from "../../../translate/ir.js";
+import type { LlmProviderEntry, LlmRouteEntry } from "../../../translate/llm/table.js";
+import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../translate/names.js";
+import type { TranslationResult } from "../../../translate/translate.js";
+import { requestVariable } from "../cel.js";
+import type { GuardContext } from "../guards/runner.js";
+import { guardClientEvent, RealtimeResponseGuard } from "./events.js";
+import {
+  acceptKey,
+  encodeFrame,
+  FrameReader,
+  type Message,
+  newKey,
+  OP_CLOSE,
+  OP_PING,
+  OP_PONG,
+  OP_TEXT,
+  ProtocolError,
+} from "./frames.js";
+
+/** The provider's answer to the upgrade must come within this. */
+const HANDSHAKE_TIMEOUT_MS = 10_000;
+const MAX_HANDSHAKE_BYTES = 64 * 1024;
+/** The provider is quiet after this long without an event (stream.ts counts 0.5 ms as back to back). */
+const IDLE_MS = 5;
+/** Client headers the provider gets besides the websocket's own: none carries a credential. */
+const FORWARDED = ["openai-beta", "user-agent", "x-request-id"];
+
+export interface RealtimeRelayOptions {
+  readonly log: (line: string) => void;
+  readonly remote?: GuardContext["remote"];
+}
+
+/** A provider's TLS as the relay reads it (the CA, name checks and client certificate of its `tls` policy, when set). */
+interface ProviderTls {
+  readonly sni?: string;
+  readonly ca?: string;
+  readonly insecure?: "All" | "Hostname";
+  readonly clientCert?: { readonly chain: string; readonly key: string };
+}
+
+interface Target {
+  readonly provider: LlmProviderEntry;
+  readonly ir: LlmProviderIR;
+}
+
+function reply(socket: Socket, status: number, message: string): void {
+  const body = JSON.stringify({ error: { message, type: status >= 500 ? "server_error" : "invalid_request_error" } });
+  const reason = STATUS_CODES[status] ?? "Error";
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+export class RealtimeRelay {
+  readonly #log: (line: string) => void;
+  readonly #remote: GuardContext["remote"];
+  #entries = new Map<string, LlmRouteEntry>();
+  #previous = new Map<string, LlmRouteEntry>();
+  #clusters = new Map<string, LlmClusterIR>();
+  readonly #sessions = new Set<Socket>();
+
+  constructor(opts: RealtimeRelayOptions) {
+    this.#log = opts.log;
+    this.#remote = opts.remote;
+  }
+
+  update(result: TranslationResult): void {
+    this.#previous = this.#entries;
+    this.#entries = new Map(result.llm.entries);
+    const clusters = new Map<string, LlmClusterIR>();
+    for (const gw of result.gateways) for (const c of gw.ir.clusters) if (c.kind === "llm") clusters.set(c.name, c);
+    this.#clusters = clusters;
+  }
+
+  close(): void {
+    for (const s of this.#sessions) s.destroy();
+  }
+
+  /** Whether `req` is the relay's (an upgrade Envoy routed here); if so the socket is the relay's from now on. */
+  upgrade(req: Http1Request, socket: Socket, head: Buffer): boolean {
+    const headers: Record<string, string> = {};
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+      const name = (req.rawHeaders[i] as string).toLowerCase();
+      const v = req.rawHeaders[i + 1] as string;
+      headers[name] = headers[name] === undefined ? v : `${headers[name]}, ${v}`;
+    }
+    const entryId = headers[REALTIME_ENTRY_HEADER];
+    // Envoy's HTTP ext_authz checks share this port and may carry a client's headers: a check (its path prefix, and no
+    // `Connection: upgrade`, a hop-by-hop header Envoy sets only on the upgrade it forwards) is never the relay's.
+    if (entryId === undefined || !/websocket/i.test(headers.upgrade ?? "")) return false;
+    if (req.url.startsWith(HTTP_AUTHZ_PREFIX) || !/(^|[\s,])upgrade($|[\s,])/i.test(headers.connection ?? "")) {
+      return false;
+    }
+    // No data listener until the session's: what comes meanwhile waits.
+    socket.pause();
+    this.#sessions.add(socket);
+    socket.once("close", () => this.#sessions.delete(socket));
+    socket.on("error", () => socket.destroy());
+    const key = headers["sec-websocket-key"];
+    if (req.method !== "GET" || key === undefined || headers["sec-websocket-version"] !== "13") {
+      reply(socket, 400, "a websocket upgrade (GET, Sec-WebSocket-Key, version 13) is required");
+      return true;
+    }
+    const entry = this.#entries.get(entryId) ?? this.#previous.get(entryId);
+    const target = entry !== undefined ? this.#target(entry, headers[REALTIME_CLUSTER_HEADER]) : undefined;
+    if (entry === undefined || target === undefined) {
+      reply(socket, 503, "unknown Realtime route");
+      return true;
+    }
+    const refused = unsupported(target);
+    if (refused !== undefined) {
+      this.#log(`llm realtime relay: ${refused.message}`);
+      reply(socket, refused.status, refused.message);
+      return true;
+    }
+    this.#open(req, headers, key, target, socket, head);
+    return true;
+  }
+
+  #target(entry: LlmRouteEntry, cluster: string | undefined): Target | undefined {
+    if (cluster === undefined) return undefined;
+    const backend = entry.backends[cluster];
+    const ir = this.#clusters.get(cluster);
+    if (backend === undefined || ir === undefined) return undefined;
+    // One provider per session: the single stage's, else the first of the first priority (no failover mid-session).
+    const name = entry.single?.cluster === cluster ? entry.single.provider : ir.groups[0]?.[0]?.name;
+    const provider = name !== undefined ? backend.providers[name] : undefined;
+    const pir = ir.groups.flat().find((p) => p.name === name);
+    return provider !== undefined && pir !== undefined ? { provider, ir: pir } : undefined;
+  }
+
+  #open(
+    req: Http1Request,
+    headers: Record<string, string>,
+    clientKey: string,
+    target: Target,
+    client: Socket,
+    clientHead: Buffer,
+  ): void {
+    const { provider, ir } = target;
+    client.pause();
+    const query = Object.entries(provider.auth.query);
+    const path =
+      query.length === 0
+        ? req.url
+        : `${req.url}${req.url.includes("?") ? "&" : "?"}${new URLSearchParams(query).toString()}`;
+    const protocols = (headers["sec-websocket-protocol"] ?? "")
+      .split(",")
+      .map((p) => p.trim())
+      .filter((p) => p !== "" && !p.startsWith("openai-insecure-api-key."));
+    const key = newKey();
+    const lines = [
+      `GET ${path} HTTP/1.1`,
+      `Host: ${provider.authority}`,
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      `Sec-WebSocket-Key: ${key}`,
+      "Sec-WebSocket-Version: 13",
+      ...(protocols.length > 0 ? [`Sec-WebSocket-Protocol: ${protocols.join(", ")}`] : []),
+      ...FORWARDED.flatMap((h) => (headers[h] !== undefined ? [`${h}: ${headers[h]}`] : [])),
+      ...Object.entries(provider.auth.headers).map(([k, v]) => `${k}: ${v}`),
+    ];
+    const tls = ir.tls as ProviderTls | undefined;
+    const upstream: Socket =
+      tls === undefined
+        ? netConnect({ host: ir.address, port: ir.port })
+        : tlsConnect({
+            host: ir.address,
+            port: ir.port,
+            servername: tls.sni ?? ir.address,
+            ALPNProtocols: ["http/1.1"],
+            ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+            ...(tls.insecure === "All" ? { rejectUnauthorized: false } : {}),
+            ...(tls.insecure === "Hostname" ? { checkServerIdentity: () => undefined } : {}),
+            ...(tls.clientCert !== undefined ? { cert: tls.clientCert.chain, key: tls.clientCert.key } : {}),
+          });
+    this.#sessions.add(upstream);
+    upstream.once("close", () => {
+      this.#sessions.delete(upstream);
+      client.destroy();
+    });
+    client.once("close", () => upstream.destroy());
+    const timer = setTimeout(() => {
+      reply(client, 502, `provider ${provider.name} did not answer the websocket upgrade in time`);
+      upstream.destroy();
+    }, HANDSHAKE_TIMEOUT_MS);
+    timer.unref();
+    let handshaken = false;
+    upstream.on("error", (e) => {
+      clearTimeout(timer);
+      if (!client.destroyed && !handshaken) {
+        this.#log(`llm realtime relay: provider ${provider.name}: ${e.message}`);
+        reply(client, 502, `provider ${provider.name} unreachable`);
+      }
+      upstream.destroy();
+    });
+    upstream.once(tls === undefined ? "connect" : "secureConnect", () =>
+      upstream.write(`${lines.join("\r\n")}\r\n\r\n`),
+    );
+    let buf = Buffer.alloc(0);
+    const onHead = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      const end = buf.indexOf("\r\n\r\n");
+      if (end < 0) {
+        if (buf.length > MAX_HANDSHAKE_BYTES) upstream.destroy();
+        return;
+      }
+      clearTimeout(timer);
+      upstream.off("data", onHead);
+      const head = buf.toString("latin1", 0, end).split("\r\n");
+      const rest = buf.subarray(end + 4);
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head[0] ?? "")?.[1]);
+      const theirs: Record<string, string> = {};
+      for (const l of head.slice(1)) {
+        const c = l.indexOf(":");
+        if (c > 0) theirs[l.slice(0, c).trim().toLowerCase()] = l.slice(c + 1).trim();
+      }
+      if (status !== 101 || theirs["sec-websocket-accept"] !== acceptKey(key)) {
+        // The provider's refusal (a 401, a 404 ...) reaches the client as it came.
+        client.end(buf);
+        upstream.end();
+        return;
+      }
+      handshaken = true;
+      const chosen = theirs["sec-websocket-protocol"];
+      client.write(
+        [
+          "HTTP/1.1 101 Switching Protocols",
+          "Upgrade: websocket",
+          "Connection: Upgrade",
+          `Sec-WebSocket-Accept: ${acceptKey(clientKey)}`,
+          ...(chosen !== undefined ? [`Sec-WebSocket-Protocol: ${chosen}`] : []),
+          "",
+          "",
+        ].join("\r\n"),
+      );
+      this.#relay(headers, provider, client, upstream, clientHead, rest);
+    };
+    upstream.on("data", onHead);
+  }
+
+  /** The session: client → provider through the request guards, provider → client through the response guards. */
+  #relay(
+    headers: Record<string, string>,
+    provider: LlmProviderEntry,
+    client: Socket,
+    upstream: Socket,
+    clientHead: Buffer,
+    upstreamHead: Buffer,
+  ): void {
+    const guards = provider.ai.promptGuard;
+    const request = guards?.request ?? [];
+    const vars = { request: requestVariable({ ...headers, ":method": "GET" }), llm: { provider: provider.name } };
+    const ctx: GuardContext = {
+      headers: new Map(Object.entries(headers)),
+      vars: () => vars,
+      log: this.#log,
+      ...(this.#remote !== undefined ? { remote: this.#remote } : {}),
+    };
+    const responses = RealtimeResponseGuard.applies(guards)
+      ? new RealtimeResponseGuard(guards?.response ?? [], ctx)
+      : undefined;
+    const session = randomUUID().slice(0, 8);
+    const toProvider = (op: number, payload: Buffer) => {
+      if (!upstream.destroyed) upstream.write(encodeFrame(op, payload, true));
+    };
+    const toClient = (op: number, payload: Buffer) => {
+      if (!client.destroyed) client.write(encodeFrame(op, payload, false));
+    };
+    const closeBoth = (code: number, why: string) => {
+      const p = Buffer.alloc(2 + Buffer.byteLength(why));
+      p.writeUInt16BE(code, 0);
+      p.write(why, 2);
+      toClient(OP_CLOSE, p);
+      toProvider(OP_CLOSE, p);
+      client.end();
+      upstream.end();
+    };
+    // Guards may answer later (webhooks): each direction keeps its messages in order.
+    let clientChain: Promise<void> = Promise.resolve();
+    let upstreamChain: Promise<void> = Promise.resolve();
+    const fromClient = (m: Message): void | Promise<void> => {
+      if (m.opcode !== OP_TEXT) return toProvider(m.opcode, m.payload);
+      const o = guardClientEvent(m.payload.toString("utf8"), request, ctx);
+      const send = (r: Awaited<typeof o>) => {
+        if ("reply" in r) toClient(OP_TEXT, Buffer.from(r.reply));
+        else toProvider(OP_TEXT, Buffer.from(r.forward));
+      };
+      return o instanceof Promise ? o.then(send) : send(o);
+    };
+    // When the provider goes quiet, what the webhook and remote guards have not checked yet is checked (events.ts idle).
+    let idleTimer: NodeJS.Timeout | undefined;
+    const quiet = () => {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(() => {
+        upstreamChain = upstreamChain.then(async () => {
+          for (const e of (await responses?.idle()) ?? []) toClient(OP_TEXT, Buffer.from(e));
+        });
+      }, IDLE_MS);
+      idleTimer.unref();
+    };
+    upstream.once("close", () => clearTimeout(idleTimer));
+    const fromProvider = (m: Message): void | Promise<void> => {
+      if (m.opcode !== OP_TEXT || responses === undefined) {
+        if (m.opcode === OP_CLOSE && responses !== undefined) {
+          // What the response guards still hold goes out (masked) before the close.
+          const rest = responses.end();
+          const send = (events: string[]) => {
+            for (const e of events) toClient(OP_TEXT, Buffer.from(e));
+            toClient(m.opcode, m.payload);
+          };
+          return rest instanceof Promise ? rest.then(send) : send(rest);
+        }
+        return toClient(m.opcode, m.payload);
+      }
+      const out = responses.push(m.payload.toString("utf8"));
+      quiet();
+      const send = (events: string[]) => {
+        for (const e of events) toClient(OP_TEXT, Buffer.from(e));
+        if (responses.closed) {
+          this.#log(`llm realtime relay ${session}: a response guard rejected; session closed`);
+          closeBoth(1008, "rejected by a prompt guard");
+        }
+      };
+      return out instanceof Promise ? out.then(send) : send(out);
+    };
+    const pump = (
+      socket: Socket,
+      reader: FrameReader,
+      handle: (m: Message) => void | Promise<void>,
+      chain: () => Promise<void>,
+      setChain: (p: Promise<void>) => void,
+    ) => {
+      const onData = (chunk: Buffer) => {
+        let messages: Message[];
+        try {
+          messages = reader.push(chunk);
+        } catch (e) {
+          const pe = e instanceof ProtocolError ? e : new ProtocolError(1002, String(e));
+          closeBoth(pe.code, pe.message);
+          return;
+        }
+        for (const m of messages) {
+          setChain(
+            chain().then(() =>
+              Promise.resolve(handle(m)).catch((e: unknown) => {
+                this.#log(`llm realtime relay ${session}: ${String(e)}`);
+                closeBoth(1011, "relay error");
+              }),
+            ),
+          );
+        }
+      };
+      socket.on("data", onData);
+    };
+    const clientReader = new FrameReader(true);
+    const upstreamReader = new FrameReader(false);
+    pump(
+      client,
+      clientReader,
+      (m) => (m.opcode === OP_PING || m.opcode === OP_PONG ? toProvider(m.opcode, m.payload) : fromClient(m)),
+      () => clientChain,
+      (p) => {
+        clientChain = p;
+      },
+    );
+    pump(
+      upstream,
+      upstreamReader,
+      fromProvider,
+      () => upstreamChain,
+      (p) => {
+        upstreamChain = p;
+      },
+    );
+    client.on("end", () => upstream.end());
+    upstream.on("end", () => client.end());
+    if (clientHead.length > 0) client.emit("data", clientHead);
+    if (upstreamHead.length > 0) upstream.emit("data", upstreamHead);
+    client.resume();
+  }
+}
+
+/** Why the relay cannot open this provider's websocket itself (and the status it answers); undefined when it can. */
+function unsupported(t: Target): { status: 501 | 502; message: string } | undefined {
+  const name = t.provider.name;
+  const auth = t.provider.auth;
+  if ((auth.problems?.length ?? 0) > 0) return { status: 502, message: `provider ${name}: credentials unresolved` };
+  // As the LLM ext_proc answers a Realtime request to such a provider.
+  if (auth.aws !== undefined) {
+    return {
+      status: 501,
+      message: `provider ${name} (providerG) signs every request with SigV4; Realtime requests cannot be signed`,
+    };
+  }
+  if (auth.google !== undefined) {
+    return { status: 501, message: `provider ${name}: Google tokens are not minted for Realtime sessions` };
+  }
+  if (t.ir.tunnel !== undefined) {
+    return {
+      status: 501,
+      message: `provider ${name}: Realtime sessions with prompt guards do not go through a tunnel`,
+    };
+  }
+  if (t.ir.endpoints !== undefined || t.ir.pool !== undefined) {
+    return { status: 501, message: `provider ${name}: Realtime sessions with prompt guards reach provider hosts only` };
+  }
+  return undefined;
+}

@@ -1,0 +1,93 @@
+// The twin route that sends a guarded Realtime route's websocket upgrades to Sluice's Realtime relay
+// (src/extproc/llm/realtime/relay.ts): Envoy's ext_proc does not see websocket frames, so prompt guards on a Realtime
+// session need Sluice in the path. Only routes whose AI backends have prompt guards get it; other Realtime routes
+// stay websockets Envoy passes straight to the provider.
+
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { DurationSchema } from "@bufbuild/protobuf/wkt";
+import {
+  HeaderValueOption_HeaderAppendAction,
+  HeaderValueOptionSchema,
+} from "../../gen/envoy/config/core/v3/base_pb.js";
+import {
+  HeaderMatcherSchema,
+  type Route,
+  RouteAction_UpgradeConfigSchema,
+  RouteMatchSchema,
+  RouteSchema,
+} from "../../gen/envoy/config/route/v3/route_components_pb.js";
+import { durationFromMs } from "../duration.js";
+import type { EffectivePolicyIR, RouteIR } from "../ir.js";
+import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../names.js";
+import type { BuildContext } from "./filters/types.js";
+import { LLM_ROUTER_FILTER, servesRealtime } from "./llm.js";
+
+type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
+
+function hasGuards(policy: EffectivePolicyIR | undefined): boolean {
+  const ai = policy?.ai;
+  if (ai === undefined || "combined" in ai) return false;
+  const g = (ai.value as { promptGuard?: { request?: unknown; response?: unknown } } | undefined)?.promptGuard;
+  const some = (v: unknown) => Array.isArray(v) && v.length > 0;
+  return typeof g === "object" && g !== null && (some(g.request) || some(g.response));
+}
+
+/** Whether the route serves Realtime and a provider behind it has prompt guards: its upgrades go through the relay. */
+export function relaysRealtime(route: RouteIR): boolean {
+  if (!servesRealtime(route)) return false;
+  return (route.policy?.backends ?? []).some(
+    (b) => hasGuards(b.policy) || (b.subBackends ?? []).some((s) => hasGuards(s.policy)),
+  );
+}
+
+/**
+ * The relay twin of `main` (the route as built, a copy of its own: it is changed in place), to go before it: the same
+ * match plus a websocket `Upgrade` header, its filters but the LLM ext_proc (the relay sets the provider's credentials
+ * itself), to `sluice_authz_http` with the route's LLM entry and AI cluster in headers that overwrite any the client
+ * sent. Undefined when the route does not relay.
+ */
+export function buildRealtimeRelayRoute(
+  r: RouteIR,
+  main: Init<typeof RouteSchema>,
+  ctx: BuildContext | undefined,
+): Route | undefined {
+  const a = r.action;
+  if (a.kind !== "forward" || !relaysRealtime(r)) return undefined;
+  const entry = ctx?.llmEntry?.(r.name);
+  const cluster = a.backends.find((b) => ctx?.cluster?.(b.cluster)?.kind === "llm")?.cluster;
+  if (entry === undefined || cluster === undefined) return undefined;
+  const twin = create(RouteSchema, main);
+  if (twin.action.case !== "route") return undefined;
+  twin.name = `${r.name}/realtime`;
+  delete twin.typedPerFilterConfig[LLM_ROUTER_FILTER];
+  twin.match ??= create(RouteMatchSchema);
+  twin.match.headers.push(
+    create(HeaderMatcherSchema, {
+      name: "upgrade",
+      headerMatchSpecifier: {
+        case: "stringMatch",
+        value: { matchPattern: { case: "contains", value: "websocket" }, ignoreCase: true },
+      },
+    }),
+  );
+  for (const [key, value] of [
+    [REALTIME_ENTRY_HEADER, entry],
+    [REALTIME_CLUSTER_HEADER, cluster],
+  ] as const) {
+    twin.requestHeadersToAdd.push(
+      create(HeaderValueOptionSchema, {
+        header: { key, value },
+        appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+      }),
+    );
+  }
+  const action = twin.action.value;
+  action.clusterSpecifier = { case: "cluster", value: SLUICE_AUTHZ_HTTP_CLUSTER };
+  action.retryPolicy = undefined;
+  action.requestMirrorPolicies = [];
+  action.hostRewriteSpecifier = { case: undefined };
+  // A session lasts as long as the client keeps it.
+  action.timeout = create(DurationSchema, durationFromMs(0));
+  action.upgradeConfigs = [create(RouteAction_UpgradeConfigSchema, { upgradeType: "websocket", enabled: true })];
+  return twin;
+}

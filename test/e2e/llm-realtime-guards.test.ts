@@ -1,0 +1,207 @@
+// Prompt guards on Realtime websocket sessions through a real Envoy: Node's own WebSocket client (as OpenAI's SDK opens
+// it) → Envoy → Sluice's Realtime relay → a fake Realtime provider. A card number in an input_text reaches the
+// provider masked; a Reject guard answers Realtime's error event and nothing reaches the provider; a card number the
+// provider streams split across deltas reaches the client masked. A Realtime route without guards is still a
+// websocket Envoy passes straight to the provider (no relay in the path).
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
+import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+
+type Event = Record<string, unknown>;
+
+function backend(name: string, rt: FakeRealtime, guard: string | undefined): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: ${name}, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: 127.0.0.1, port: ${rt.port} }
+  policies:
+    auth: { key: sk-provider }
+    ai:
+      routes: { /v1/realtime: Realtime }
+${guard !== undefined ? `      promptGuard:\n${guard}\n` : ""}`;
+}
+
+function rule(prefix: string, name: string): string {
+  return `    - matches: [{ path: { type: PathPrefix, value: /${prefix}/v1 } }]
+      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v1 } } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${name} }]`;
+}
+
+function resources(masked: FakeRealtime, rejected: FakeRealtime, direct: FakeRealtime): string {
+  return [
+    backend(
+      "masked",
+      masked,
+      `        streaming: Enabled
+        request: [{ regex: { builtins: [CreditCard] } }]
+        response: [{ regex: { builtins: [CreditCard] } }]`,
+    ),
+    backend(
+      "rejected",
+      rejected,
+      `        request:
+          - regex: { builtins: [CreditCard], action: Reject }
+            response: { message: "no card numbers here", statusCode: 422 }`,
+    ),
+    backend("direct", direct, undefined),
+    `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+${rule("masked", "masked")}
+${rule("rejected", "rejected")}
+${rule("direct", "direct")}
+`,
+  ].join("\n");
+}
+
+/** A websocket to `path` through Envoy, with the events it receives queued. */
+async function open(env: LlmEnv, path: string): Promise<{ ws: WebSocket; next: () => Promise<Event> }> {
+  const ws = new WebSocket(`ws://127.0.0.1:${env.port}${path}?model=gpt-realtime`, [
+    "realtime",
+    "openai-insecure-api-key.client-key",
+  ]);
+  const queue: Event[] = [];
+  const waiting: ((e: Event) => void)[] = [];
+  ws.addEventListener("message", (m) => {
+    const e = JSON.parse(String(m.data)) as Event;
+    const w = waiting.shift();
+    if (w !== undefined) w(e);
+    else queue.push(e);
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.addEventListener("open", () => resolve());
+    ws.addEventListener("error", () => reject(new Error(`websocket to ${path} failed to open`)));
+  });
+  const next = () => {
+    const e = queue.shift();
+    if (e !== undefined) return Promise.resolve(e);
+    return new Promise<Event>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error("no event within 5 s")), 5000);
+      waiting.push((ev) => {
+        clearTimeout(t);
+        resolve(ev);
+      });
+    });
+  };
+  return { ws, next };
+}
+
+/** Events until one of `type`, inclusive. */
+async function until(next: () => Promise<Event>, type: string): Promise<Event[]> {
+  const out: Event[] = [];
+  for (;;) {
+    const e = await next();
+    out.push(e);
+    if (e.type === type) return out;
+  }
+}
+
+async function close(ws: WebSocket): Promise<number> {
+  const closed = new Promise<number>((r) => ws.addEventListener("close", (e) => r(e.code)));
+  ws.close(1000, "bye");
+  return closed;
+}
+
+const userText = (text: string) =>
+  JSON.stringify({
+    type: "conversation.item.create",
+    event_id: "evt_client_1",
+    item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
+  });
+
+describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }, () => {
+  let masked: FakeRealtime;
+  let rejected: FakeRealtime;
+  let direct: FakeRealtime;
+  let env: LlmEnv;
+
+  before(async () => {
+    masked = await startFakeRealtime({
+      name: "masked",
+      apiKey: "sk-provider",
+      deltas: ["Your card is 4111 1111 ", "1111 1111, noted."],
+    });
+    rejected = await startFakeRealtime({ name: "rejected", apiKey: "sk-provider" });
+    direct = await startFakeRealtime({ name: "direct", apiKey: "sk-provider" });
+    env = await startLlmEnv(resources(masked, rejected, direct), "/direct/v1/realtime");
+  });
+  after(async () => {
+    await env?.stop();
+    await masked?.close();
+    await rejected?.close();
+    await direct?.close();
+  });
+
+  test("a card number in input_text reaches the provider masked; one split across deltas reaches the client masked", async () => {
+    const { ws, next } = await open(env, "/masked/v1/realtime");
+    assert.equal(ws.protocol, "realtime");
+    assert.equal((await next()).type, "session.created");
+    ws.send(userText("pay with 4111 1111 1111 1111 please"));
+    ws.send(JSON.stringify({ type: "response.create" }));
+    const events = await until(next, "response.done");
+    const sent = masked.events[0] as { item: { content: { text: string }[] } };
+    assert.equal(masked.events[1]?.type, "response.create");
+    assert.doesNotMatch(sent.item.content[0]?.text ?? "", /4111/);
+    assert.match(sent.item.content[0]?.text ?? "", /^pay with .+ please$/);
+    const deltas = events.filter((e) => e.type === "response.output_text.delta");
+    const text = deltas.map((e) => e.delta).join("");
+    assert.match(text, /^Your card is .+, noted\.$/);
+    assert.doesNotMatch(text, /4111|1111 1111/);
+    for (const d of deltas) assert.equal(d.item_id, "item_fake");
+    assert.equal(events.find((e) => e.type === "response.output_text.done")?.text, text);
+    assert.doesNotMatch(JSON.stringify(events.at(-1)), /4111/);
+    assert.equal(await close(ws), 1000);
+    const h = masked.handshakes.at(-1);
+    assert.equal(h?.path, "/v1/realtime?model=gpt-realtime");
+    assert.equal(h?.headers.authorization, "Bearer sk-provider");
+    assert.equal(h?.headers["sec-websocket-protocol"], "realtime", "the client's key is not passed on");
+    // Sluice opened this websocket, not Envoy (Envoy adds x-forwarded-proto to what it forwards).
+    assert.equal(h?.headers["x-forwarded-proto"], undefined);
+  });
+
+  test("a Reject guard answers Realtime's error event and the event does not reach the provider", async () => {
+    const { ws, next } = await open(env, "/rejected/v1/realtime");
+    assert.equal((await next()).type, "session.created");
+    ws.send(userText("my card is 4111 1111 1111 1111"));
+    const err = await next();
+    assert.equal(err.type, "error");
+    const e = err.error as Record<string, unknown>;
+    assert.equal(e.message, "no card numbers here");
+    assert.equal(e.event_id, "evt_client_1");
+    // The session goes on: a clean event passes.
+    ws.send(userText("hello"));
+    ws.send(JSON.stringify({ type: "response.create" }));
+    assert.equal((await until(next, "response.done")).at(-1)?.type, "response.done");
+    assert.deepEqual(
+      rejected.events.map((x) => x.type),
+      ["conversation.item.create", "response.create"],
+    );
+    assert.equal((rejected.events[0] as { item: { content: { text: string }[] } }).item.content[0]?.text, "hello");
+    await close(ws);
+  });
+
+  test("a Realtime route without guards stays a websocket Envoy passes to the provider", async () => {
+    const { ws, next } = await open(env, "/direct/v1/realtime");
+    assert.equal((await next()).type, "session.created");
+    ws.send(userText("4111 1111 1111 1111"));
+    ws.send(JSON.stringify({ type: "response.create" }));
+    await until(next, "response.done");
+    assert.equal(
+      (direct.events[0] as { item: { content: { text: string }[] } }).item.content[0]?.text,
+      "4111 1111 1111 1111",
+    );
+    const h = direct.handshakes.at(-1);
+    assert.equal(h?.headers.authorization, "Bearer sk-provider");
+    assert.equal(h?.headers["x-forwarded-proto"], "http", "forwarded by Envoy itself");
+    await close(ws);
+  });
+});
