@@ -197,12 +197,10 @@ function llmClusterTargets(
 export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluster {
   const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
   const only = upstreamStage ? undefined : c.groups.flat()[0];
-  // `policies.http.version` of the GwBackend; without it, HTTP/1.1, or what ALPN agrees on where a provider's tls
-  // offers both h2 and http/1.1 (as for a Service, cluster.ts).
+  // `policies.http.version` of the GwBackend; without it, HTTP/1.1. Never Envoy's automatic choice by ALPN: it needs
+  // every endpoint of the cluster to speak TLS (Envoy refuses the cluster otherwise), and providers may be plain HTTP.
   const http2 = c.connection?.http2 === true;
-  const auto =
-    c.connection?.http2 === undefined &&
-    tlsProviders.some((p) => p.tls?.alpn?.includes("h2") === true && p.tls.alpn.includes("http/1.1"));
+  const protocol = http2 ? "h2" : "http/1.1";
   const init: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
     connectTimeout: durationFromMs(c.connection?.connectTimeoutMs ?? 5000),
@@ -223,7 +221,15 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
       name: `provider-${p.name}`,
       match: { provider: p.name },
       transportSocket: throughTunnel(
-        upstreamTls({ ...p.tls, sans: p.tls?.sans ?? [p.tls?.sni ?? p.address] }, http2),
+        upstreamTls(
+          {
+            ...p.tls,
+            sans: p.tls?.sans ?? [p.tls?.sni ?? p.address],
+            // ALPN offers the protocol Envoy speaks to the cluster (the policy's default list offers both).
+            alpn: p.tls?.alpn === undefined || p.tls.alpn.includes(protocol) ? [protocol] : p.tls.alpn,
+          },
+          http2,
+        ),
         p.tunnel,
       ),
     })),
@@ -247,16 +253,14 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
         HttpProtocolOptionsSchema,
         create(HttpProtocolOptionsSchema, {
-          upstreamProtocolOptions: auto
-            ? { case: "autoConfig", value: { httpProtocolOptions: {}, http2ProtocolOptions: {} } }
-            : {
-                case: "explicitHttpConfig",
-                value: {
-                  protocolConfig: http2
-                    ? { case: "http2ProtocolOptions", value: {} }
-                    : { case: "httpProtocolOptions", value: {} },
-                },
-              },
+          upstreamProtocolOptions: {
+            case: "explicitHttpConfig",
+            value: {
+              protocolConfig: http2
+                ? { case: "http2ProtocolOptions", value: {} }
+                : { case: "httpProtocolOptions", value: {} },
+            },
+          },
           // Close idle provider connections before providers typically do, so Envoy does not reuse one just closed.
           commonHttpProtocolOptions: { idleTimeout: durationFromMs(30_000) },
           // Without the upstream stage, Envoy's default upstream filter chain (the codec alone).
