@@ -20,7 +20,7 @@ import { durationFromMs } from "../duration.js";
 import type { EffectivePolicyIR, RouteIR } from "../ir.js";
 import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../names.js";
 import type { BuildContext } from "./filters/types.js";
-import { LLM_ROUTER_FILTER, servesRealtime } from "./llm.js";
+import { servesRealtime } from "./llm.js";
 
 type Init<T extends Parameters<typeof create>[0]> = MessageInitShape<T>;
 
@@ -42,9 +42,10 @@ export function relaysRealtime(route: RouteIR): boolean {
 
 /**
  * The relay twin of `main` (the route as built, a copy of its own: it is changed in place), to go before it: the same
- * match plus a websocket `Upgrade` header, its filters but the LLM ext_proc (the relay sets the provider's credentials
- * itself), to `sluice_authz_http` with the route's LLM entry and AI cluster in headers that overwrite any the client
- * sent. Undefined when the route does not relay.
+ * match plus a websocket `Upgrade` header and all its filters (the LLM ext_proc too: it admits the upgrade against the
+ * `tokens` limits and refuses providers that cannot take Realtime, as on the direct route), to `sluice_authz_http`
+ * with the route's LLM entry and AI cluster in headers that overwrite any the client sent. Undefined when the route
+ * does not relay.
  */
 export function buildRealtimeRelayRoute(
   r: RouteIR,
@@ -59,7 +60,6 @@ export function buildRealtimeRelayRoute(
   const twin = create(RouteSchema, main);
   if (twin.action.case !== "route") return undefined;
   twin.name = `${r.name}/realtime`;
-  delete twin.typedPerFilterConfig[LLM_ROUTER_FILTER];
   twin.match ??= create(RouteMatchSchema);
   twin.match.headers.push(
     create(HeaderMatcherSchema, {
