@@ -239,25 +239,91 @@ export function checkCarried(target: string, req: Record<string, unknown>, body:
   if (target === "generate-content" && req.seed !== undefined) assert.equal(gc.seed, req.seed, "seed carried");
 }
 
+/** What the Responses API checks: input items of its roles or types, each function call output answering a call made
+ * before it, flat function tools, no stop sequences (it has none: a request with `stop` is refused instead). */
+function checkResponses(body: Record<string, unknown>): void {
+  const calls = new Set<string>();
+  for (const [i, it] of (body.input as Record<string, unknown>[]).entries()) {
+    if (it.type === "function_call") {
+      assert.equal(typeof it.name, "string", `input[${i}].name`);
+      calls.add(it.call_id as string);
+    } else if (it.type === "function_call_output") {
+      assert.ok(calls.has(it.call_id as string), `input[${i}]: output of an unknown call`);
+    } else assert.ok(["user", "assistant", "system", "developer"].includes(it.role as string), `input[${i}].role`);
+  }
+  for (const t of (body.tools ?? []) as Record<string, unknown>[]) assert.equal(typeof t.name, "string", "flat tools");
+  assert.equal(body.store, false, "nothing stored unless asked");
+}
+
+function checkCarriedResponses(req: Record<string, unknown>, body: Record<string, unknown>): void {
+  assert.equal(body.temperature, req.temperature, "temperature carried");
+  assert.equal(body.top_p, req.top_p, "top_p carried");
+  assert.equal(body.max_output_tokens, req.max_completion_tokens, "max tokens carried");
+  const names = ((req.tools as { function: { name: string } }[] | undefined) ?? []).map((t) => t.function.name);
+  assert.deepEqual(
+    ((body.tools ?? []) as { name: string }[]).map((t) => t.name),
+    names,
+    "tools carried",
+  );
+  if (req.tool_choice !== undefined) assert.equal(body.tool_choice, req.tool_choice, "tool_choice carried");
+  const rf = req.response_format as { type: string } | undefined;
+  if (rf !== undefined)
+    assert.equal((body.text as { format?: { type: string } } | undefined)?.format?.type, rf.type, "format carried");
+  if (req.reasoning_effort !== undefined)
+    assert.deepEqual(body.reasoning, { effort: req.reasoning_effort }, "reasoning_effort carried");
+  // Every call and result of the history, in order.
+  const msgs = req.messages as Record<string, unknown>[];
+  const ids = msgs.flatMap((m) => [
+    ...((m.tool_calls ?? []) as { id: string }[]).map((c) => `call:${c.id}`),
+    ...(m.role === "tool" ? [`out:${m.tool_call_id as string}`] : []),
+  ]);
+  const got = (body.input as Record<string, unknown>[]).flatMap((it) =>
+    it.type === "function_call"
+      ? [`call:${it.call_id}`]
+      : it.type === "function_call_output"
+        ? [`out:${it.call_id}`]
+        : [],
+  );
+  assert.deepEqual(got, ids, "tool calls and results carried in order");
+}
+
 export const TARGETS = [
-  { target: "messages", model: undefined, check: checkMessages },
-  { target: "converse", model: "anthropic.claude-sonnet-4-5-20250929-v1:0", check: checkConverse },
-  { target: "generate-content", model: "gemini-2.5-flash", check: checkGemini },
+  { target: "messages", model: undefined, check: checkMessages, refusable: "max_completion_tokens" },
+  {
+    target: "converse",
+    model: "anthropic.claude-sonnet-4-5-20250929-v1:0",
+    check: checkConverse,
+    refusable: "max_completion_tokens",
+  },
+  { target: "generate-content", model: "gemini-2.5-flash", check: checkGemini, refusable: "max_completion_tokens" },
+  // Responses has no stop sequences: a request with `stop` is refused naming it (docs/llm.md's table).
+  { target: "responses", model: undefined, check: checkResponses, refusable: "stop" },
 ] as const;
 
 const ctx = { id: (p: string) => `${p}1`, now: () => 1700000000 };
 
 /** The property for one target: a request translates (or meets the one documented refusal) and its translation
  * passes the format's rules and keeps the carried fields. Returns whether it translated. */
-export function translatesFaithfully(t: (typeof TARGETS)[number], req: Record<string, unknown>): boolean {
-  const res = findDirection("chat-completions", t.target)!.request(req, t.model, ctx);
-  // The only refusal a valid request may meet here: too few max tokens for a thinking budget (documented).
+export function translatesFaithfully(t: (typeof TARGETS)[number], asked: Record<string, unknown>): boolean {
+  const d = findDirection("chat-completions", t.target)!;
+  let req = asked;
+  if (t.refusable === "stop" && asked.stop !== undefined) {
+    // Refused naming the field; the rest of the request is then checked without it.
+    const refused = d.request(asked, t.model, ctx);
+    assert.ok(!refused.ok && refused.error.param === "stop", "stop sequences refused");
+    const { stop: _stop, ...rest } = asked;
+    req = rest;
+  }
+  const res = d.request(req, t.model, ctx);
+  // The only refusal a valid request may meet here: too few max tokens for a thinking budget, or stop sequences where
+  // the format has none (both documented).
   if (!res.ok) {
-    assert.equal(res.error.param, "max_completion_tokens", res.error.message);
+    assert.equal(res.error.param, t.refusable, res.error.message);
     return false;
   }
   t.check(res.body as Record<string, unknown>);
-  checkCarried(t.target, req, res.body as Record<string, unknown>);
+  if (t.target === "responses") checkCarriedResponses(req, res.body as Record<string, unknown>);
+  else checkCarried(t.target, req, res.body as Record<string, unknown>);
   return true;
 }
 
