@@ -5,8 +5,11 @@
 // websocket Envoy passes straight to the provider (no relay in the path).
 
 import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
+import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 
 type Event = Record<string, unknown>;
@@ -32,8 +35,21 @@ function rule(prefix: string, name: string): string {
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${name} }]`;
 }
 
-function resources(masked: FakeRealtime, rejected: FakeRealtime, direct: FakeRealtime): string {
+function resources(
+  masked: FakeRealtime,
+  rejected: FakeRealtime,
+  direct: FakeRealtime,
+  hooked: FakeRealtime,
+  hookPort: number,
+): string {
   return [
+    localService("guard-hook", hookPort),
+    backend(
+      "hooked",
+      hooked,
+      `        streaming: Enabled
+        response: [{ webhook: { backendRef: { name: guard-hook, port: 80 } } }]`,
+    ),
     backend(
       "masked",
       masked,
@@ -59,6 +75,7 @@ spec:
 ${rule("masked", "masked")}
 ${rule("rejected", "rejected")}
 ${rule("direct", "direct")}
+${rule("hooked", "hooked")}
 `,
   ].join("\n");
 }
@@ -122,6 +139,8 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
   let masked: FakeRealtime;
   let rejected: FakeRealtime;
   let direct: FakeRealtime;
+  let hooked: FakeRealtime;
+  let hook: Server;
   let env: LlmEnv;
 
   before(async () => {
@@ -132,13 +151,39 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
     });
     rejected = await startFakeRealtime({ name: "rejected", apiKey: "sk-provider" });
     direct = await startFakeRealtime({ name: "direct", apiKey: "sk-provider" });
-    env = await startLlmEnv(resources(masked, rejected, direct), "/direct/v1/realtime");
+    hooked = await startFakeRealtime({
+      name: "hooked",
+      apiKey: "sk-provider",
+      deltas: ["All good. ", "The secret ", "is out. ", "More text."],
+    });
+    // The webhook guard: rejects a text that tells the secret.
+    hook = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => {
+        body += c.toString();
+      });
+      req.on("end", () => {
+        const { texts } = JSON.parse(body) as { texts: string[] };
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(
+          JSON.stringify(
+            texts.some((t) => t.includes("secret")) ? { action: "reject", reason: "secret" } : { action: "pass" },
+          ),
+        );
+      });
+    });
+    await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
+    const hookPort = (hook.address() as AddressInfo).port;
+    env = await startLlmEnv(resources(masked, rejected, direct, hooked, hookPort), "/direct/v1/realtime");
   });
   after(async () => {
     await env?.stop();
     await masked?.close();
     await rejected?.close();
     await direct?.close();
+    await hooked?.close();
+    hook?.closeAllConnections();
+    await new Promise<void>((r) => (hook === undefined ? r() : hook.close(() => r())));
   });
 
   test("a card number in input_text reaches the provider masked; one split across deltas reaches the client masked", async () => {
@@ -203,5 +248,20 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
     assert.equal(h?.headers.authorization, "Bearer sk-provider");
     assert.equal(h?.headers["x-forwarded-proto"], "http", "forwarded by Envoy itself");
     await close(ws);
+  });
+
+  test("a webhook response guard rejecting part way: the text checked so far, Realtime's error event, and the session closed", async () => {
+    const { ws, next } = await open(env, "/hooked/v1/realtime");
+    assert.equal((await next()).type, "session.created");
+    const closed = new Promise<number>((r) => ws.addEventListener("close", (e) => r(e.code)));
+    ws.send(JSON.stringify({ type: "response.create" }));
+    const events = await until(next, "error");
+    const text = events
+      .filter((e) => e.type === "response.output_text.delta")
+      .map((e) => e.delta)
+      .join("");
+    assert.equal(text, "All good. ");
+    assert.equal((events.at(-1)?.error as { code?: string } | undefined)?.code, "prompt_guard_rejected");
+    assert.equal(await closed, 1008);
   });
 });

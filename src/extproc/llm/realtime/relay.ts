@@ -36,6 +36,8 @@ const HANDSHAKE_TIMEOUT_MS = 10_000;
 const MAX_HANDSHAKE_BYTES = 64 * 1024;
 /** The provider is quiet after this long without an event (stream.ts counts 0.5 ms as back to back). */
 const IDLE_MS = 5;
+/** How long the relay waits for a peer's close frame after sending its own. */
+const CLOSE_WAIT_MS = 2000;
 /** Client headers the provider gets besides the websocket's own: none carries a credential. */
 const FORWARDED = ["openai-beta", "user-agent", "x-request-id"];
 
@@ -191,7 +193,9 @@ export class RealtimeRelay {
     this.#sessions.add(upstream);
     upstream.once("close", () => {
       this.#sessions.delete(upstream);
-      client.destroy();
+      // What was written to the client (a close frame, an error event) goes out before the connection ends.
+      client.end();
+      setTimeout(() => client.destroy(), 1000).unref();
     });
     client.once("close", () => upstream.destroy());
     const timer = setTimeout(() => {
@@ -281,14 +285,27 @@ export class RealtimeRelay {
     const toClient = (op: number, payload: Buffer) => {
       if (!client.destroyed) client.write(encodeFrame(op, payload, false));
     };
+    // The relay ends the session (a guard's rejection, a protocol error): a close frame each way, and each connection
+    // ends when its peer's close frame comes back (RFC 6455 §7.1.1), or after CLOSE_WAIT_MS.
+    let closing = false;
     const closeBoth = (code: number, why: string) => {
+      if (closing) return;
+      closing = true;
       const p = Buffer.alloc(2 + Buffer.byteLength(why));
       p.writeUInt16BE(code, 0);
       p.write(why, 2);
       toClient(OP_CLOSE, p);
       toProvider(OP_CLOSE, p);
-      client.end();
-      upstream.end();
+      setTimeout(() => {
+        client.end();
+        upstream.end();
+      }, CLOSE_WAIT_MS).unref();
+    };
+    /** While closing: the peer's close frame ends its connection; anything else is dropped. */
+    const whileClosing = (m: Message, socket: Socket): boolean => {
+      if (!closing) return false;
+      if (m.opcode === OP_CLOSE) socket.end();
+      return true;
     };
     // Guards may answer later (webhooks): each direction keeps its messages in order.
     let clientChain: Promise<void> = Promise.resolve();
@@ -315,6 +332,7 @@ export class RealtimeRelay {
     };
     upstream.once("close", () => clearTimeout(idleTimer));
     const fromProvider = (m: Message): void | Promise<void> => {
+      if (whileClosing(m, upstream)) return;
       if (m.opcode !== OP_TEXT || responses === undefined) {
         if (m.opcode === OP_CLOSE && responses !== undefined) {
           // What the response guards still hold goes out (masked) before the close.
@@ -372,7 +390,12 @@ export class RealtimeRelay {
     pump(
       client,
       clientReader,
-      (m) => (m.opcode === OP_PING || m.opcode === OP_PONG ? toProvider(m.opcode, m.payload) : fromClient(m)),
+      (m) =>
+        whileClosing(m, client)
+          ? undefined
+          : m.opcode === OP_PING || m.opcode === OP_PONG
+            ? toProvider(m.opcode, m.payload)
+            : fromClient(m),
       () => clientChain,
       (p) => {
         clientChain = p;
