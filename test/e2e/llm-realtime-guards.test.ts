@@ -1,8 +1,9 @@
 // Prompt guards on Realtime websocket sessions through a real Envoy: Node's own WebSocket client (as OpenAI's SDK opens
 // it) → Envoy → Sluice's Realtime relay → a fake Realtime provider. A card number in an input_text reaches the
 // provider masked; a Reject guard answers Realtime's error event and nothing reaches the provider; a card number the
-// provider streams split across deltas reaches the client masked. A Realtime route without guards is still a
-// websocket Envoy passes straight to the provider (no relay in the path).
+// provider streams split across deltas reaches the client masked; a webhook response guard rejecting part way leaves
+// the client the text checked so far, Realtime's error event and a 1008 close. A Realtime route without guards is
+// still a websocket Envoy passes straight to the provider (no relay in the path).
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
