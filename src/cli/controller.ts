@@ -174,6 +174,7 @@ export class Controller {
       source: this.source,
       ...(opts.xds !== undefined ? { tls: opts.xds.tls } : {}),
       impliedGatewayClass: false,
+      listenOnGatewayAddress: false,
       xdsHost: opts.xdsHost,
       xdsPort: opts.xdsPort,
       authzPort: opts.authzPort,

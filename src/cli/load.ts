@@ -57,5 +57,5 @@ export async function loadCluster(
 /** loadCluster, translated as the controller translates (no implied GatewayClass). */
 export async function loadAndTranslateCluster(kubeconfig: string, log: (line: string) => void): Promise<Loaded> {
   const load = await loadCluster(kubeconfig, log);
-  return { load, result: translateLoad(load, { impliedGatewayClass: false }) };
+  return { load, result: translateLoad(load, { impliedGatewayClass: false, listenOnGatewayAddress: false }) };
 }

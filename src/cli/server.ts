@@ -52,6 +52,8 @@ export interface SluiceServerOptions {
   readonly source?: ConfigSource;
   /** File mode implies a GatewayClass `sluice` when none is defined (default true); a cluster does not. */
   readonly impliedGatewayClass?: boolean;
+  /** Listeners bind a Gateway's spec.addresses (default true, file mode); a cluster's Envoys bind every address. */
+  readonly listenOnGatewayAddress?: boolean;
   readonly xdsHost: string;
   readonly xdsPort: number;
   /** Port of the unary gRPC server (ext_authz Check); 0 picks one. */
@@ -252,6 +254,7 @@ export class SluiceServer {
         authorizationPath: this.#opts.authorizationPath ?? "auto",
         memo: this.#memo,
         impliedGatewayClass: this.#opts.impliedGatewayClass ?? true,
+        listenOnGatewayAddress: this.#opts.listenOnGatewayAddress ?? true,
       });
       const translated = performance.now();
       if (this.#consistent) {

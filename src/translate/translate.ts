@@ -23,6 +23,12 @@ export interface TranslateOptions {
   /** File mode: a GatewayClass `sluice` is implied when the input defines no GatewayClass. */
   readonly impliedGatewayClass?: boolean;
   /**
+   * File mode (default true): a Gateway's listeners bind the first value of its `spec.addresses` (the host Envoy runs
+   * on has it). In a cluster (false) `spec.addresses` asks for the Envoy Service's address, which a pod never has:
+   * listeners bind every address (0.0.0.0).
+   */
+  readonly listenOnGatewayAddress?: boolean;
+  /**
    * `auto` (default): authorization rules that compile to Envoy RBAC run natively, the rest in Sluice's ext_authz.
    * `sluice`: every authorization rule runs in Sluice's ext_authz (tests compare the two paths with it).
    */
@@ -57,10 +63,12 @@ export interface TranslationResult {
 export function translate(input: TranslationInput, opts: TranslateOptions = {}): TranslationResult {
   const memo = opts.memo;
   const path = opts.authorizationPath ?? "auto";
-  memo?.begin(input, [opts.impliedGatewayClass ?? false, path]);
+  const listenOnGatewayAddress = opts.listenOnGatewayAddress ?? true;
+  memo?.begin(input, [opts.impliedGatewayClass ?? false, path, listenOnGatewayAddress]);
   const policies = new PolicyEngine(input, memo?.policies);
   const { gateways, statuses } = translateGateways(input, {
     impliedGatewayClass: opts.impliedGatewayClass ?? false,
+    listenOnGatewayAddress,
     policies,
     ...(memo !== undefined ? { memo } : {}),
   });

@@ -39,6 +39,8 @@ import type { GatewayRouteMemo, RouteOutcome } from "./route-memo.js";
 export interface GatewayTranslateOptions {
   /** File mode: a GatewayClass named `sluice` with Sluice's controller is implied when the input defines none. */
   readonly impliedGatewayClass: boolean;
+  /** Listeners bind the Gateway's first `spec.addresses` value (file mode), else 0.0.0.0 (translate.ts says why). */
+  readonly listenOnGatewayAddress?: boolean;
   /** Attaches effective policies to listeners and routes; without it the IR carries no policy. */
   readonly policies?: PolicyEngine;
   /** Route outcomes of earlier translations (src/translate/memo.ts); the result is the same with or without it. */
@@ -308,7 +310,8 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
       }
       routeConfigs.push({ name, virtualHosts });
     }
-    const address = gw.spec.addresses?.[0]?.value ?? DEFAULT_ADDRESS;
+    const address =
+      ((opts.listenOnGatewayAddress ?? true) ? gw.spec.addresses?.[0]?.value : undefined) ?? DEFAULT_ADDRESS;
     const irListeners: ListenerIR[] = [];
     const ports = [...new Set(listeners.filter((l) => l.valid).map((l) => l.att.listener.port))].sort((a, b) => a - b);
     for (const port of ports) {
