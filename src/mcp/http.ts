@@ -77,6 +77,14 @@ class SseChannel implements Channel {
     if (!this.open) return;
     this.res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
   }
+  /** The last message, and the end of the stream, in one write (with nothing sent before: one with the headers). */
+  end(message: object): void {
+    if (!this.open) {
+      this.res.end();
+      return;
+    }
+    this.res.end(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+  }
 }
 
 /** Envoy's dynamic metadata in a header its route set (JSON); absent when Envoy had none ("-" or empty). */
@@ -341,7 +349,9 @@ export class McpHttpServer {
       } else {
         await started.session.close(true);
       }
-      return sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: started.result }, headers);
+      sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: started.result }, headers);
+      if (stateful) started.session.openStreams();
+      return;
     }
     // Stateless: every request has a session of its own with each target, ended when it is answered.
     let session: McpSession;
@@ -389,8 +399,7 @@ export class McpHttpServer {
         } catch (e) {
           answer = errorResponse(msg.id, this.#rpcError(e));
         }
-        channel.send(answer);
-        res.end();
+        channel.end(answer);
         return;
       }
       try {

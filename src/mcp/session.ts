@@ -99,6 +99,8 @@ export class McpSession {
   #stream: Channel | undefined;
   /** A resumed session: the targets' GET streams open when the client opens its own (the SDK opens a new one's). */
   #streamsClosed = false;
+  /** A new session: its targets' GET streams wait for this (openStreams), so initialize is answered first. */
+  #streamsGate: (() => void) | undefined;
   failed: string | undefined;
   lastUsed = Date.now();
   readonly clientCapabilities: Record<string, unknown>;
@@ -152,6 +154,9 @@ export class McpSession {
         }
       : undefined;
     const s = new McpSession(entry, version, opts, caps, info);
+    const streamsAfter = new Promise<void>((resolve) => {
+      s.#streamsGate = resolve;
+    });
     const failures: string[] = entry.unresolved.map((u) => `target ${u.name}: ${u.message}`);
     for (const u of entry.unresolved) s.skipped.add(u.name);
     const results = await Promise.allSettled(
@@ -163,6 +168,7 @@ export class McpSession {
             protocol: t.protocol,
             capabilities: caps,
             ...(info !== undefined ? { clientInfo: info } : {}),
+            streamsAfter,
           },
           s.#hooks(),
         ),
@@ -258,6 +264,12 @@ export class McpSession {
       ...(this.clientInfo !== undefined ? { info: this.clientInfo } : {}),
       iat: Date.now(),
     };
+  }
+
+  /** A new session was answered: its targets' GET streams open now. */
+  openStreams(): void {
+    this.#streamsGate?.();
+    this.#streamsGate = undefined;
   }
 
   /** The client's GET stream: notifications and requests of the targets not tied to one of its requests. */
@@ -610,5 +622,7 @@ export class McpSession {
     for (const p of this.#pending.values()) p.reject(new RpcError(ErrorCodes.InternalError, "session closed"));
     this.#pending.clear();
     await Promise.all([...this.#targets.values()].map((c) => (terminate ? c.terminate() : c.close())));
+    // Streams held back until now find their connection closed and are not opened.
+    this.openStreams();
   }
 }

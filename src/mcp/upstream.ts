@@ -5,7 +5,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { FetchLike, Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ErrorCodes, RpcError } from "./jsonrpc.js";
@@ -37,13 +37,47 @@ export interface ConnectOptions {
   /** What the client declared at initialize, declared to the target in turn. */
   readonly capabilities?: Record<string, unknown>;
   readonly clientInfo?: { readonly name: string; readonly version: string };
+  /**
+   * A new session's GET stream to the target (which the SDK opens once the target accepted notifications/initialized)
+   * waits for this: the streams open once the client has its answer to initialize, not on the way to it.
+   */
+  readonly streamsAfter?: Promise<void>;
+}
+
+/**
+ * The SDK's Client, but notifications/initialized does not hold up connect(): it is sent as soon as initialize is
+ * answered, and every later request to the target waits for it to be accepted (`initialized`), so the target still
+ * sees it before anything else. A new session over several targets then costs one round trip to each, not two.
+ */
+class TargetClient extends Client {
+  initialized: Promise<void> = Promise.resolve();
+
+  override notification(...args: Parameters<Client["notification"]>): Promise<void> {
+    if (args[0].method !== "notifications/initialized") return super.notification(...args);
+    this.initialized = super.notification(...args);
+    // Its failure is the failure of the first request that waits for it.
+    this.initialized.catch(() => {});
+    return Promise.resolve();
+  }
+}
+
+/** fetch, with a GET (the target's stream) held until `after`; none once the connection closed meanwhile. */
+function streamGate(after: Promise<void>): FetchLike {
+  return async (url, init) => {
+    if (init?.method === "GET") {
+      await after;
+      // 405: "this server offers no stream", which the SDK takes quietly (the session ended before it was opened).
+      if (init.signal?.aborted === true) return new Response(null, { status: 405 });
+    }
+    return fetch(url, init);
+  };
 }
 
 export class TargetConnection {
   readonly name: string;
   readonly url: string;
   readonly protocol: "StreamableHTTP" | "SSE";
-  readonly #client: Client;
+  readonly #client: TargetClient;
   readonly #transport: Transport & { sessionId?: string | undefined };
   readonly #observe: TargetHooks["observe"];
   /** Set once the target failed (a transport error, a refused request): FailOpen skips it. */
@@ -52,7 +86,7 @@ export class TargetConnection {
 
   private constructor(
     o: ConnectOptions,
-    client: Client,
+    client: TargetClient,
     transport: Transport & { sessionId?: string | undefined },
     observe: TargetHooks["observe"],
   ) {
@@ -71,6 +105,7 @@ export class TargetConnection {
         ? new SSEClientTransport(url)
         : new StreamableHTTPClientTransport(url, {
             ...(o.sessionId !== undefined ? { sessionId: o.sessionId } : {}),
+            ...(o.streamsAfter !== undefined ? { fetch: streamGate(o.streamsAfter) } : {}),
             // A target that went away is not waited for long: FailOpen skips it, FailClosed fails the session.
             reconnectionOptions: {
               initialReconnectionDelay: 500,
@@ -79,7 +114,7 @@ export class TargetConnection {
               maxRetries: 3,
             },
           });
-    const client = new Client(
+    const client = new TargetClient(
       { name: o.clientInfo?.name ?? "sluice", version: o.clientInfo?.version ?? "0" },
       { capabilities: (o.capabilities ?? {}) as never },
     );
@@ -153,6 +188,7 @@ export class TargetConnection {
     const started = performance.now();
     let ok = false;
     try {
+      await this.#client.initialized;
       const result = await this.#client.request(
         { method, ...(sent !== undefined ? { params: sent } : {}) } as never,
         AnyResult,
@@ -181,12 +217,14 @@ export class TargetConnection {
   }
 
   async notify(method: string, params?: Record<string, unknown>): Promise<void> {
+    await this.#client.initialized;
     await this.#client.notification({ method, ...(params !== undefined ? { params } : {}) } as never);
   }
 
   /** Ends the target's session (DELETE) and the connection. */
   async terminate(): Promise<void> {
     if (this.protocol === "StreamableHTTP") {
+      await this.#client.initialized.catch(() => {});
       await (this.#transport as StreamableHTTPClientTransport).terminateSession().catch(() => {});
     }
     await this.close();
