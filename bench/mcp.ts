@@ -4,10 +4,18 @@
 //   - tools/list aggregated over 8 targets, against one target's tools/list straight to it;
 //   - a new session (initialize + notifications/initialized) over 8 targets, against one straight to a target.
 // Prints p50 / p99 per setup and the p50 added by Sluice. Issue 20's targets: at most 2 ms added p50 for a call,
-// 5 ms for a new session over 8 targets.
+// 5 ms for a new session over 8 targets. A new session over 8 targets is also set against 8 direct sessions started
+// at once: the targets' own work for 8 sessions, which Sluice cannot save, is then in both columns.
 //
-//   node dist/bench/mcp.js [--calls 500] [--sessions 50]
+// The targets run in a process of their own (as real targets do; in the bench's own process, their work for 8
+// sessions would queue behind the bench's client on one thread); `--targets inproc` puts them back in it.
+//
+//   node dist/bench/mcp.js [--calls 500] [--sessions 50] [--targets child|inproc]
 
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -16,8 +24,23 @@ import { mcpYaml } from "../test/helpers/mcp-env.js";
 import { type SdkTarget, startSdkTarget } from "../test/helpers/mcp-targets.js";
 
 const { values } = parseArgs({
-  options: { calls: { type: "string", default: "500" }, sessions: { type: "string", default: "50" } },
+  options: {
+    calls: { type: "string", default: "500" },
+    sessions: { type: "string", default: "50" },
+    targets: { type: "string", default: "child" },
+    "serve-targets": { type: "boolean", default: false },
+  },
 });
+
+if (values["serve-targets"]) {
+  // The child: 8 targets, their ports on one line, until the parent closes stdin.
+  const ts = await Promise.all(Array.from({ length: 8 }, (_, i) => startSdkTarget(`t${i + 1}`)));
+  console.log(JSON.stringify(ts.map((t) => t.port)));
+  process.stdin.resume();
+  await once(process.stdin, "end");
+  for (const t of ts) await t.kill();
+  process.exit(0);
+}
 const CALLS = Number(values.calls);
 const SESSIONS = Number(values.sessions);
 
@@ -43,7 +66,32 @@ async function connect(url: string): Promise<Client> {
   return c;
 }
 
-const targets: SdkTarget[] = await Promise.all(Array.from({ length: 8 }, (_, i) => startSdkTarget(`t${i + 1}`)));
+type Target = Pick<SdkTarget, "name" | "port" | "kill">;
+
+async function childTargets(): Promise<Target[]> {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve-targets"], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const [line] = (await once(createInterface({ input: child.stdout }), "line")) as [string];
+  const ports = JSON.parse(line) as number[];
+  const exited = once(child, "exit");
+  let killed = false;
+  return ports.map((port, i) => ({
+    name: `t${i + 1}`,
+    port,
+    async kill() {
+      if (killed) return;
+      killed = true;
+      child.stdin.end();
+      await exited;
+    },
+  }));
+}
+
+const targets: Target[] =
+  values.targets === "inproc"
+    ? await Promise.all(Array.from({ length: 8 }, (_, i) => startSdkTarget(`t${i + 1}`)))
+    : await childTargets();
 const env = await startLlmEnv(
   mcpYaml([
     { name: "one", targets: [{ name: "t1", port: targets[0]?.port ?? 0 }] },
@@ -73,10 +121,15 @@ try {
     await timed(CALLS, () => d.listTools()),
     await timed(CALLS, () => eight.listTools()),
   ]);
+  const viaSluice = await timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close());
+  rows.push(["new session (8 targets)", await timed(SESSIONS, async () => (await connect(direct)).close()), viaSluice]);
   rows.push([
-    "new session (8 targets)",
-    await timed(SESSIONS, async () => (await connect(direct)).close()),
-    await timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close()),
+    "new session (8 targets) vs 8 at once",
+    await timed(SESSIONS, async () => {
+      const cs = await Promise.all(targets.map((t) => connect(`http://127.0.0.1:${t.port}/mcp`)));
+      await Promise.all(cs.map((c) => c.close()));
+    }),
+    viaSluice,
   ]);
   for (const c of [d, one, eight]) await c.close();
 } finally {
