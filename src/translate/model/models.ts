@@ -157,6 +157,18 @@ function prepareVirtual(
     refused.push("spec.virtualModel: one of weighted, failover, conditional is required");
     return undefined;
   }
+  // A virtual model only chooses; the request goes out with the chosen target's own policies, never these.
+  const policies = (m.spec as Rec).policies;
+  for (const [field, value] of isRec(policies) ? Object.entries(policies) : []) {
+    const at = `spec.policies.${field}`;
+    for (const path of Array.isArray(value) ? value.map((_, i) => `${at}[${i}]`) : [at]) {
+      notes.push({
+        field: path,
+        message:
+          "is not applied on a virtual model: each target applies its own policies (set them on the target GwModels)",
+      });
+    }
+  }
   const ns = namespaceOf(m);
   const written = ((vm[strategy] as Rec).targets ?? []) as readonly Rec[];
   const targets: (ModelTargetIR & Rec)[] = [];
