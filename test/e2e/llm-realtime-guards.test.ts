@@ -103,7 +103,7 @@ async function open(env: LlmEnv, path: string): Promise<{ ws: WebSocket; next: (
     const e = queue.shift();
     if (e !== undefined) return Promise.resolve(e);
     return new Promise<Event>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error("no event within 5 s")), 5000);
+      const t = setTimeout(() => reject(new Error("no event within 15 s")), 15_000);
       waiting.push((ev) => {
         clearTimeout(t);
         resolve(ev);
@@ -142,6 +142,7 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
   let direct: FakeRealtime;
   let hooked: FakeRealtime;
   let hook: Server;
+  const hookTexts: string[][] = [];
   let env: LlmEnv;
 
   before(async () => {
@@ -157,7 +158,8 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
       apiKey: "sk-provider",
       deltas: ["All good. ", "The secret ", "is out. ", "More text."],
     });
-    // The webhook guard: rejects a text that tells the secret.
+    // The webhook guard: rejects a text that tells the secret. It answers after 100 ms, so the provider's next events
+    // arrive while a check is out and are checked together once the provider is quiet (the relay's idle check).
     hook = createServer((req, res) => {
       let body = "";
       req.on("data", (c: Buffer) => {
@@ -165,12 +167,12 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
       });
       req.on("end", () => {
         const { texts } = JSON.parse(body) as { texts: string[] };
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(
-          JSON.stringify(
-            texts.some((t) => t.includes("secret")) ? { action: "reject", reason: "secret" } : { action: "pass" },
-          ),
-        );
+        hookTexts.push(texts);
+        const bad = texts.some((t) => t.includes("secret"));
+        setTimeout(() => {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(JSON.stringify(bad ? { action: "reject", reason: "secret" } : { action: "pass" }));
+        }, 100);
       });
     });
     await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
@@ -261,8 +263,15 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
       .filter((e) => e.type === "response.output_text.delta")
       .map((e) => e.delta)
       .join("");
-    assert.equal(text, "All good. ");
+    // The first sentence passed its check, unless it was checked in one call with the rejected one (events that come
+    // back to back after a check join the next): nothing of the secret either way.
+    assert.ok(text === "All good. " || text === "", text);
+    assert.ok(
+      hookTexts.some((t) => t.some((x) => x.includes("secret"))),
+      JSON.stringify(hookTexts),
+    );
     assert.equal((events.at(-1)?.error as { code?: string } | undefined)?.code, "prompt_guard_rejected");
-    assert.equal(await closed, 1008);
+    const noClose = new Promise<number>((r) => setTimeout(() => r(-1), 10_000).unref());
+    assert.equal(await Promise.race([closed, noClose]), 1008, "the relay closes the session (-1: it did not)");
   });
 });

@@ -319,14 +319,27 @@ export class RealtimeRelay {
       };
       return o instanceof Promise ? o.then(send) : send(o);
     };
+    /** Events the response guards let out; after a rejection (its error event last), the session ends. */
+    const release = (events: readonly string[]): boolean => {
+      for (const e of events) toClient(OP_TEXT, Buffer.from(e));
+      if (responses?.closed !== true) return false;
+      this.#log(`llm realtime relay ${session}: a response guard rejected; session closed`);
+      closeBoth(1008, "rejected by a prompt guard");
+      return true;
+    };
     // When the provider goes quiet, what the webhook and remote guards have not checked yet is checked (events.ts idle).
     let idleTimer: NodeJS.Timeout | undefined;
     const quiet = () => {
       clearTimeout(idleTimer);
       idleTimer = setTimeout(() => {
-        upstreamChain = upstreamChain.then(async () => {
-          for (const e of (await responses?.idle()) ?? []) toClient(OP_TEXT, Buffer.from(e));
-        });
+        upstreamChain = upstreamChain
+          .then(async () => {
+            if (responses !== undefined && !closing) release(await responses.idle());
+          })
+          .catch((e: unknown) => {
+            this.#log(`llm realtime relay ${session}: ${String(e)}`);
+            closeBoth(1011, "relay error");
+          });
       }, IDLE_MS);
       idleTimer.unref();
     };
@@ -338,8 +351,7 @@ export class RealtimeRelay {
           // What the response guards still hold goes out (masked) before the close.
           const rest = responses.end();
           const send = (events: string[]) => {
-            for (const e of events) toClient(OP_TEXT, Buffer.from(e));
-            toClient(m.opcode, m.payload);
+            if (!release(events)) toClient(m.opcode, m.payload);
           };
           return rest instanceof Promise ? rest.then(send) : send(rest);
         }
@@ -348,11 +360,7 @@ export class RealtimeRelay {
       const out = responses.push(m.payload.toString("utf8"));
       quiet();
       const send = (events: string[]) => {
-        for (const e of events) toClient(OP_TEXT, Buffer.from(e));
-        if (responses.closed) {
-          this.#log(`llm realtime relay ${session}: a response guard rejected; session closed`);
-          closeBoth(1008, "rejected by a prompt guard");
-        }
+        release(events);
       };
       return out instanceof Promise ? out.then(send) : send(out);
     };
