@@ -152,7 +152,9 @@ function checkString(schema: Schema, value: string, path: string, problems: Prob
   }
   const en = schema["enum"];
   if (Array.isArray(en) && !en.includes(value)) {
-    problems.push(error(path, `must be one of ${en.join(", ")} (got ${JSON.stringify(value)})`));
+    // (An empty value, the core group, is written "" so the message still says what is valid.)
+    const valid = en.map((v) => (v === "" ? '""' : v)).join(", ");
+    problems.push(error(path, `must be one of ${valid} (got ${JSON.stringify(value)})`));
     return;
   }
   const pattern = schema["pattern"];

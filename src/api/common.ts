@@ -114,6 +114,22 @@ const portForService = rule({
   check: (s) => (has(s, "kind") && s.kind !== "Service") || has(s, "port"),
 });
 
+// The group of a Service is the core group and a GwBackend's is sluice.dev: another one is refused rather than
+// ignored (issue 22). Other kinds are refused where the reference is resolved.
+const groupOfKind = rule({
+  rule:
+    "!has(self.group) || ((!has(self.kind) || self.kind == 'Service') ? self.group == '' : " +
+    "(self.kind == 'GwBackend' ? self.group == 'sluice.dev' : true))",
+  message: "group must be empty for a Service and sluice.dev for a GwBackend",
+  fieldPath: ".group",
+  check: (s) => {
+    if (!has(s, "group")) return true;
+    const kind = has(s, "kind") ? s.kind : "Service";
+    if (kind === "Service") return s.group === "";
+    return kind === "GwBackend" ? s.group === "sluice.dev" : true;
+  },
+});
+
 export const LocalObjectReference = Obj({ name: ObjectName }, "A same-namespace object, by name.");
 
 export const LocalBackendObjectReference = Obj(
@@ -134,16 +150,21 @@ export const BackendObjectReference = Obj(
     namespace: Opt(withDoc(Namespace, "Namespace of the referent; default the policy's namespace.")),
     port: Opt(withDoc(PortNumber, "Port of the referent; required for a Service.")),
   },
-  { description: "A Service or a GwBackend.", rules: [portForService] },
+  { description: "A Service or a GwBackend.", rules: [portForService, groupOfKind] },
 );
+
+// A Secret or ConfigMap reference names the core group and its one kind: anything else is refused at the field rather
+// than read as a Secret whatever it says (issue 22).
+const CoreGroup = Enum([""], { description: "Empty: the core group (the only one valid here)." });
+const SecretKind = Enum(["Secret"], { default: "Secret", description: "Secret (the only kind valid here)." });
 
 export const LocalSecretObjectRef = Obj(
   {
     name: ObjectName,
-    group: Opt(withDoc(Group, "Empty means the core group.")),
-    kind: Opt(Str({ min: 1, max: 63, default: "Secret" })),
+    group: Opt(CoreGroup),
+    kind: Opt(SecretKind),
   },
-  "A Secret (by default) in the same namespace.",
+  "A Secret in the same namespace.",
 );
 
 /** A secret key reference whose `key` defaults to what this location uses. */
@@ -151,8 +172,8 @@ export function LocalSecretKeyRef(defaultKey?: string, description?: string) {
   return Obj(
     {
       name: ObjectName,
-      group: Opt(withDoc(Group, "Empty means the core group.")),
-      kind: Opt(Str({ min: 1, max: 63, default: "Secret" })),
+      group: Opt(CoreGroup),
+      kind: Opt(SecretKind),
       key: Opt(
         Str({
           min: 1,
@@ -168,7 +189,11 @@ export function LocalSecretKeyRef(defaultKey?: string, description?: string) {
 }
 
 export const ConfigMapRef = Obj(
-  { name: ObjectName, group: Opt(Group), kind: Opt(Str({ min: 1, max: 63, default: "ConfigMap" })) },
+  {
+    name: ObjectName,
+    group: Opt(CoreGroup),
+    kind: Opt(Enum(["ConfigMap"], { default: "ConfigMap", description: "ConfigMap (the only kind valid here)." })),
+  },
   "A ConfigMap in the same namespace.",
 );
 

@@ -18,7 +18,9 @@ function typeName(s: Schema): string {
       return `map of string to ${typeName(s["additionalProperties"] as Schema)}`;
     return s["x-kubernetes-preserve-unknown-fields"] === true ? "JSON object" : "object (empty)";
   }
-  if (Array.isArray(s["enum"])) return `enum: ${(s["enum"] as string[]).map((v) => `\`${v}\``).join(", ")}`;
+  if (Array.isArray(s["enum"])) {
+    return `enum: ${(s["enum"] as string[]).map((v) => (v === "" ? '`""`' : `\`${v}\``)).join(", ")}`;
+  }
   return String(t);
 }
 
