@@ -49,7 +49,8 @@ export const extProcBuilder: HttpFilterBuilder = {
       const chosen = unconditional(f.value, f.from, "extProc", ctx);
       if (chosen === undefined) continue;
       const p = chosen.policy;
-      const note = (field: string, message: string) => ctx.note(f.from, `extProc.${field}`, message);
+      // Notes name the field where it is written: inside the applied conditional entry when that is where it came from.
+      const note = (field: string, message: string) => ctx.note(f.from, `extProc${chosen.path}.${field}`, message);
       const svc = serviceCluster(route, `${f.path}${chosen.path}.backendRef`, f.from, ctx, true);
       if (svc.extra !== undefined) clusters.push(svc.extra);
       const o: Options = p.processingOptions ?? {};
