@@ -1,7 +1,7 @@
-// OTLP export through a real Envoy, to the collector of the policy's backendRef (a collector written for the test,
-// which keeps what it receives): frontend.tracing's spans of sampled requests, with the span attributes the policy
-// adds from a request header and a constant; accessLog.otlp's log records, with a CEL attribute, for the requests its
-// filter keeps.
+// OTLP export through a real Envoy, to the collector of the policy's backendRef in another namespace, allowed by a
+// ReferenceGrant there (a collector written for the test, which keeps what it receives): frontend.tracing's spans of
+// sampled requests, with the span attributes the policy adds from a request header and a constant; accessLog.otlp's
+// log records, with a CEL attribute, for the requests its filter keeps.
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
@@ -17,7 +17,16 @@ interface Export {
 }
 
 function resources(upstream: number, collector: number): string {
-  return `${localService("echo", upstream)}${localService("collector", collector)}---
+  // The collector lives in namespace obs (backendRef.namespace), allowed by a ReferenceGrant there.
+  const inObs = localService("collector", collector).replaceAll("namespace: default", "namespace: obs");
+  return `${localService("echo", upstream)}${inObs}---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: { name: policies-may-export, namespace: obs }
+spec:
+  from: [{ group: sluice.dev, kind: GwPolicy, namespace: default }]
+  to: [{ group: "", kind: Service }]
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: default }
@@ -32,7 +41,7 @@ spec:
   targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
   frontend:
     tracing:
-      backendRef: { name: collector, port: 80 }
+      backendRef: { name: collector, namespace: obs, port: 80 }
       protocol: HTTP
       randomSampling: "1.0"
       attributes:
@@ -43,7 +52,7 @@ spec:
       attributes:
         add: [{ name: log_tenant, expression: "'log-' + request.headers['x-tenant']" }]
       otlp:
-        backendRef: { name: collector, port: 80 }
+        backendRef: { name: collector, namespace: obs, port: 80 }
         protocol: HTTP
         filter: "request.path.startsWith('/logged')"
 `;

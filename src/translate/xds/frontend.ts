@@ -29,7 +29,7 @@ import { CelSchema } from "../../gen/envoy/extensions/formatter/cel/v3/cel_pb.js
 import { PreserveCaseFormatterConfigSchema } from "../../gen/envoy/extensions/http/header_formatters/preserve_case/v3/preserve_case_pb.js";
 import { TlsParameters_TlsProtocol } from "../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js";
 import type { CustomTagSchema } from "../../gen/envoy/type/tracing/v3/custom_tag_pb.js";
-import { serviceEndpoints } from "../backend/resolve.js";
+import { referenceAllowed, serviceEndpoints } from "../backend/resolve.js";
 import { parseByteSize } from "../bytes.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
@@ -355,12 +355,26 @@ function collector(
   refValue: unknown,
   grpc: boolean,
   input: TranslationInput | undefined,
-  ns: string,
+  policyNs: string,
   note: (field: string, message: string) => void,
 ): { cluster: Cluster; clusterName: string; host: string; name: string } | undefined {
   const ref = isRec(refValue) ? refValue : {};
   const name = str(ref.name) ?? "";
   const kind = str(ref.kind) ?? "Service";
+  // A collector in another namespace, like any cross-namespace reference, needs a ReferenceGrant there.
+  const ns = str(ref.namespace) ?? policyNs;
+  const group = str(ref.group) ?? (kind === "GwBackend" ? "sluice.dev" : "");
+  if (
+    input !== undefined &&
+    !referenceAllowed(
+      input,
+      { group: "sluice.dev", kind: "GwPolicy", namespace: policyNs },
+      { group, kind, namespace: ns, name },
+    )
+  ) {
+    note("backendRef", `${kind} ${ns}/${name} is not allowed by a ReferenceGrant in ${ns}; not applied`);
+    return undefined;
+  }
   let endpoints: { address: string; port: number; ready: boolean }[] = [];
   let host = name;
   if (kind === "Service" && (str(ref.group) ?? "") === "" && input !== undefined) {
@@ -426,9 +440,10 @@ function tracing(
   if (Array.isArray(attributes.remove) && attributes.remove.length > 0) {
     note("attributes.remove", "Envoy's default span attributes cannot be removed; not applied");
   }
-  if (Array.isArray(t.resources) && t.resources.length > 0) {
-    note("resources", "resource attributes are not set yet (the service name is the listener's); not applied");
-  }
+  // Envoy's OpenTelemetry tracer has no resource attributes of its own beyond service.name (the listener's here).
+  (Array.isArray(t.resources) ? t.resources : []).forEach((_, i) => {
+    note(`resources[${i}]`, "resource attributes are not set yet (the service name is the listener's); not applied");
+  });
   if (t.filter !== undefined) note("filter", "span filters are not served yet; every sampled span is exported");
   const random = samplingPercent(t.randomSampling, (m) => note("randomSampling", m));
   const client = samplingPercent(t.clientSampling, (m) => note("clientSampling", m));
