@@ -1,7 +1,9 @@
 // Every xDS golden must be accepted by Envoy itself: each golden's resources are embedded in a bootstrap
 // (routes inlined into their HttpConnectionManager, EDS endpoints inlined into their cluster, SDS secrets read from
 // static_resources) and checked with
-// `envoy --mode validate`, which builds every listener, filter and cluster factory.
+// `envoy --mode validate`, which builds every listener, filter and cluster factory. The clusters of Sluice's own
+// bootstrap (sluice_authz, sluice_authz_http, sluice_mcp ...) are added, as the real Envoy has them: routes may name
+// them (a guarded Realtime route's relay twin routes to sluice_authz_http).
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -10,7 +12,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { parse } from "yaml";
-import { findEnvoy } from "../../src/cli/envoy.js";
+import { findEnvoy, renderBootstrap } from "../../src/cli/envoy.js";
 import { goldenDir } from "../helpers/golden.js";
 
 const run = promisify(execFile);
@@ -25,6 +27,24 @@ interface GoldenGateway {
   routes: Json[];
   secrets: Json[];
 }
+
+/** Clusters of the bootstrap `sluice run` gives Envoy, but the xDS one (no ADS here). */
+const bootstrapClusters = (
+  (
+    parse(
+      renderBootstrap({
+        nodeId: "validate",
+        gateway: "validate/validate",
+        adminPort: 0,
+        xdsHost: "127.0.0.1",
+        xdsPort: 1,
+        authzPort: 2,
+        mcpPort: 3,
+        delta: false,
+      }),
+    ) as { static_resources: { clusters: Json[] } }
+  ).static_resources.clusters ?? []
+).filter((c) => c["name"] !== "sluice_xds");
 
 /** Replaces ADS references by the resources themselves, so a static bootstrap carries the whole snapshot. */
 export function embedSnapshot(g: GoldenGateway): Json {
@@ -66,9 +86,14 @@ export function embedSnapshot(g: GoldenGateway): Json {
   };
   embedSecrets(listeners);
   embedSecrets(clusters);
+  const own = new Set(clusters.map((c) => c["name"]));
   return {
     node: { id: "validate", cluster: g.gateway },
-    static_resources: { listeners, clusters, secrets: g.secrets },
+    static_resources: {
+      listeners,
+      clusters: [...clusters, ...bootstrapClusters.filter((c) => !own.has(c["name"]))],
+      secrets: g.secrets,
+    },
   };
 }
 
