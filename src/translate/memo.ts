@@ -81,12 +81,12 @@ export class TranslationMemo {
    */
   sharedRouteNames: ReadonlySet<string> = new Set();
   #context: readonly unknown[] = [];
-  /** Services, EndpointSlices and GwBackends of the last finished translation, and of the current one. */
+  /** What backendRefs resolve against (Services ... ConfigMaps) in the last finished translation, and the current one. */
   #backends: readonly (readonly object[])[] = [];
   #pendingBackends: readonly (readonly object[])[] = [];
   /**
-   * Every backendRef resolves as in the last finished translation (its Services, EndpointSlices, GwBackends and
-   * ReferenceGrants are the same objects), so memoized routes need not check their resolutions.
+   * Every backendRef resolves as in the last finished translation (its Services, EndpointSlices, GwBackends, Secrets,
+   * ConfigMaps and ReferenceGrants are the same objects), so memoized routes need not check their resolutions.
    */
   resolutionsSame = false;
 
@@ -98,10 +98,18 @@ export class TranslationMemo {
     const routeContext = [...context, ...input.referenceGrants];
     if (!sameItems(routeContext, this.#context)) this.#gateways.clear();
     this.#context = routeContext;
-    this.#pendingBackends = [input.services, input.endpointSlices, input.backends, input.inferencePools];
+    // Secrets and ConfigMaps too: an AI GwBackend's tls policy reads its CA and client certificate when it resolves.
+    this.#pendingBackends = [
+      input.services,
+      input.endpointSlices,
+      input.backends,
+      input.inferencePools,
+      input.secrets,
+      input.configMaps,
+    ];
     this.resolutionsSame =
       this.#gateways.size > 0 &&
-      this.#backends.length === 4 &&
+      this.#backends.length === this.#pendingBackends.length &&
       this.#backends.every((l, i) => sameItems(l, this.#pendingBackends[i] ?? []));
     this.#seen = new Set();
     this.#statuses.begin();
