@@ -4,10 +4,12 @@
 
 import { parseArgs } from "node:util";
 import type { HTTPRoute } from "../api/gateway-api.js";
+import type { Resource } from "../api/resource.js";
 import { namespaceOf } from "../api/resource.js";
 import { formatProblem } from "../sources/file-source.js";
 import type { EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, PolicyValueIR } from "../translate/ir.js";
 import type { RejectedTarget, RouteSite, SiteNotApplied } from "../translate/policy/engine.js";
+import { closest } from "./help.js";
 import type { CommandIO } from "./io.js";
 import { loadAndTranslate, loadAndTranslateCluster } from "./load.js";
 
@@ -104,6 +106,18 @@ function siteText(site: RouteSite): string[] {
   return out;
 }
 
+/** The HTTPRoutes there are, to pick from when the one asked for is not there (with the likeliest first). */
+export function knownRoutesText(resources: readonly Resource[], asked: string, source: string): string {
+  const keys = resources
+    .filter((r) => r.kind === "HTTPRoute")
+    .map((r) => `${namespaceOf(r)}/${r.metadata.name}`)
+    .sort();
+  if (keys.length === 0) return "There is no HTTPRoute there; explain reads HTTPRoutes (kind HTTPRoute).\n";
+  const guess = closest(asked, keys);
+  const lines = keys.map((k) => `  ${k}`);
+  return `${guess !== undefined ? `Did you mean ${guess}? ` : ""}HTTPRoutes there:\n${lines.join("\n")}\ntry: sluice explain ${source} --route ${guess ?? keys[0]}\n`;
+}
+
 function ruleMatches(route: HTTPRoute, index: number, rule: string | undefined): boolean {
   if (rule === undefined) return true;
   return route.spec.rules?.[index]?.name === rule || String(index) === rule;
@@ -121,6 +135,12 @@ export async function runExplain(argv: string[], io: CommandIO): Promise<number>
   });
   const sel = values.route !== undefined ? parseRoute(values.route) : undefined;
   const fromCluster = values.kubeconfig !== undefined;
+  if (values.route !== undefined && sel === undefined) {
+    io.stderr(
+      `sluice explain: --route "${values.route}" is not <namespace>/<name>[/<rule>] (for example default/api or default/api/0)\n${USAGE}`,
+    );
+    return 2;
+  }
   if ((!values.file?.length && !fromCluster) || sel === undefined) {
     io.stderr(
       `sluice explain: -f <file|dir> (or --kubeconfig <file>) and --route <namespace>/<name>[/<rule>] are required\n${USAGE}`,
@@ -143,7 +163,13 @@ export async function runExplain(argv: string[], io: CommandIO): Promise<number>
   );
   if (route === undefined) {
     const where = values.kubeconfig !== undefined ? "the cluster" : (values.file ?? []).join(", ");
-    io.stderr(`sluice explain: HTTPRoute ${key} not found in ${where}\n`);
+    const source =
+      values.kubeconfig !== undefined
+        ? `--kubeconfig ${values.kubeconfig || '""'}`
+        : (values.file ?? []).map((f) => `-f ${f}`).join(" ");
+    io.stderr(
+      `sluice explain: HTTPRoute ${key} not found in ${where}\n${knownRoutesText(load.resources, key, source)}`,
+    );
     return 1;
   }
   const rules = route.spec.rules ?? [];

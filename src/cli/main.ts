@@ -4,6 +4,7 @@ import { runBootstrap } from "./bootstrap.js";
 import { runCertificate } from "./certificate.js";
 import { runController } from "./controller.js";
 import { runExplain } from "./explain.js";
+import { COMMAND_HELP, closest, commandHelp, unknownOptionHint } from "./help.js";
 import { type CommandIO, processIO } from "./io.js";
 import { runRun } from "./run.js";
 import { runServe } from "./serve.js";
@@ -13,45 +14,89 @@ import { runValidate } from "./validate.js";
 
 type Command = (argv: string[], io: CommandIO) => Promise<number>;
 
-const COMMANDS: Readonly<Record<string, { run: Command; help: string }>> = {
-  run: { run: runRun, help: "serve -f <dir> and run Envoy for each Gateway in it (the embedded default)" },
-  controller: {
-    run: runController,
-    help: "watch a Kubernetes cluster (--kubeconfig, or in-cluster), serve xDS, write status (Lease holder)",
-  },
-  serve: { run: runServe, help: "serve xDS (ADS) for the Gateways in -f <file|dir>, watching for changes" },
-  bootstrap: { run: runBootstrap, help: "print the Envoy bootstrap for --gateway <ns>/<name> against `sluice serve`" },
-  certificate: {
-    run: runCertificate,
-    help: "issue --gateway <ns>/<name>'s client certificate from the CA of `sluice serve --xds-ca <dir>`",
-  },
-  translate: { run: runTranslate, help: "print the xDS that would be served for -f <file|dir>" },
-  validate: { run: runValidate, help: "check -f <file|dir> against the schemas; every problem as file:line: ..." },
-  explain: { run: runExplain, help: "print the effective policy of --route <ns>/<name>[/<rule>] in -f <file|dir>" },
-  status: { run: runStatus, help: "print resource status for -f <file|dir> (and --admin <url> xDS status)" },
+const COMMANDS: Readonly<Record<string, Command>> = {
+  run: runRun,
+  controller: runController,
+  serve: runServe,
+  bootstrap: runBootstrap,
+  certificate: runCertificate,
+  translate: runTranslate,
+  validate: runValidate,
+  explain: runExplain,
+  status: runStatus,
 };
 
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.help}`);
-  return `usage: sluice <command> [options]\n\ncommands:\n${lines.join("\n")}\n`;
+  const lines = Object.keys(COMMANDS).map((name) => `  ${name.padEnd(12)} ${COMMAND_HELP[name]?.summary ?? ""}`);
+  return `usage: sluice <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nsluice <command> --help shows a command's options and examples; examples/ has a directory per use case.\n`;
+}
+
+/** Whether `argv` asks for help before any `--` (after which arguments are not options). */
+function wantsHelp(argv: readonly string[]): boolean {
+  for (const a of argv) {
+    if (a === "--") return false;
+    if (a === "--help" || a === "-h") return true;
+  }
+  return false;
+}
+
+const helpHint = (name: string) => `run \`sluice ${name} --help\` for its options and examples`;
+
+/** A parse error of node:util's parseArgs, said with the fix. */
+function parseErrorText(name: string, e: Error & { code?: string }): string | undefined {
+  if (e.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+    const flag = /'([^']+)'/.exec(e.message)?.[1] ?? "";
+    return `unknown option ${flag}; ${unknownOptionHint(name, flag)}${helpHint(name)}`;
+  }
+  if (e.code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") return `${e.message.replace(/\.$/, "")}; ${helpHint(name)}`;
+  if (e.code === "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL")
+    return `unexpected argument ${/'([^']+)'/.exec(e.message)?.[1] ?? ""}: files are given with -f <file|dir>; ${helpHint(name)}`;
+  return undefined;
 }
 
 export async function main(argv: string[], io: CommandIO = processIO): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+  if (name === undefined || name === "--help" || name === "-h") {
     io.stdout(usage());
     return name === undefined ? 2 : 0;
   }
+  if (name === "help") {
+    const topic = rest[0];
+    const text = topic !== undefined ? commandHelp(topic) : usage();
+    if (text === undefined) {
+      io.stderr(`sluice help: unknown command "${topic}"\n${usage()}`);
+      return 2;
+    }
+    io.stdout(text);
+    return 0;
+  }
   const command = COMMANDS[name];
   if (command === undefined) {
-    io.stderr(`sluice: unknown command "${name}"\n${usage()}`);
+    const guess = closest(name, Object.keys(COMMANDS));
+    io.stderr(
+      `sluice: unknown command "${name}"${guess !== undefined ? `; did you mean \`sluice ${guess}\`?` : ""}\n${usage()}`,
+    );
     return 2;
   }
+  if (wantsHelp(rest)) {
+    io.stdout(commandHelp(name) ?? usage());
+    return 0;
+  }
   try {
-    return await command.run(rest, io);
+    const code = await command(rest, io);
+    // 2 is a usage error: the command said what was wrong; say where the right usage is.
+    if (code === 2) io.stderr(`${helpHint(name)}\n`);
+    return code;
   } catch (e) {
-    // Bad flags and the like; bugs still show their stack with SLUICE_DEBUG=1.
-    io.stderr(`sluice ${name}: ${process.env["SLUICE_DEBUG"] ? (e as Error).stack : (e as Error).message}\n`);
+    const parse = parseErrorText(name, e as Error & { code?: string });
+    if (parse !== undefined) {
+      io.stderr(`sluice ${name}: ${parse}\n`);
+      return 2;
+    }
+    // Bad flag values and the like; bugs still show their stack with SLUICE_DEBUG=1.
+    io.stderr(
+      `sluice ${name}: ${process.env["SLUICE_DEBUG"] ? (e as Error).stack : (e as Error).message}\n${helpHint(name)}\n`,
+    );
     return 2;
   }
 }
