@@ -3,6 +3,8 @@
 
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { isConsolePath, serveConsole } from "../console/serve.js";
+import { MetricsHistory } from "../console/usage.js";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
 import { McpService } from "../mcp/service.js";
 import type { MutualTls } from "../security/tls.js";
@@ -119,6 +121,9 @@ export class SluiceServer {
   #discarded = 0;
   /** The load last published, and reloads skipped because the source handed it back (nothing read changed). */
   #lastLoad: LoadResult | undefined;
+  /** The translation last published, and /metrics samples over the last hour (the web console's). */
+  #lastResult: TranslationResult | undefined;
+  readonly #history = new MetricsHistory(() => this.metrics());
   #unchanged = 0;
   #startTimer: NodeJS.Timeout | undefined;
   xdsPort = 0;
@@ -297,6 +302,7 @@ export class SluiceServer {
   ): void {
     const { queued, started, loaded, translated } = t;
     this.#lastLoad = load;
+    this.#lastResult = result;
     // Services learn the new policy tables before Envoy can learn their ids.
     for (const s of this.#services) s.update(result);
     const rejected: string[] = [];
@@ -434,9 +440,17 @@ export class SluiceServer {
         const why = this.#opts.ready !== undefined ? this.#opts.ready() : this.#reloads > 0 ? undefined : "starting";
         res.writeHead(why === undefined ? 200 : 503, { "content-type": "text/plain" });
         res.end(why === undefined ? "ok\n" : `not ready: ${why}\n`);
+      } else if (isConsolePath(path ?? "")) {
+        void serveConsole(path ?? "", req, res, async () => ({
+          load: this.#lastLoad,
+          result: this.#lastResult,
+          xds: this.xds.status(),
+          usage: await this.#history.usage(),
+          lastReloadAt: this.#last?.at,
+        }));
       } else {
         res.writeHead(404, { "content-type": "text/plain" });
-        res.end("not found; try /status, /status/xds, /metrics, /healthz or /readyz\n");
+        res.end("not found; try /console, /status, /status/xds, /metrics, /healthz or /readyz\n");
       }
     });
     await new Promise<void>((resolve, reject) => {
@@ -444,8 +458,9 @@ export class SluiceServer {
       server.listen(port, this.#opts.adminHost, () => resolve());
     });
     this.#admin = server;
+    this.#history.start();
     this.adminPort = (server.address() as AddressInfo).port;
-    this.#opts.log(`sluice: admin on http://${this.#opts.adminHost}:${this.adminPort} (/status, /metrics)`);
+    this.#opts.log(`sluice: admin on http://${this.#opts.adminHost}:${this.adminPort} (/console, /status, /metrics)`);
   }
 
   async stop(): Promise<void> {
@@ -456,6 +471,7 @@ export class SluiceServer {
     await this.#unary?.stop();
     await this.#mcp?.stop();
     for (const s of this.#services) if (s !== this.#mcp) s.close?.();
+    this.#history.stop();
     const admin = this.#admin;
     this.#admin = undefined;
     if (admin) await new Promise<void>((resolve) => admin.close(() => resolve()));
