@@ -2,18 +2,11 @@
 // response translators and how to build its stream translator. Adding a format is adding entries here, not branches.
 import { errorBody, type LlmError, parseProviderError } from "./errors.js";
 import type { MessagesStreamEvent } from "./formats/messages.js";
-import type { ClientFormat, ProviderFormat, StreamFraming } from "./formats/names.js";
+import type { ClientFormat, ProviderFormat } from "./formats/names.js";
+import { GEMINI_CLIENT_DIRECTIONS } from "./gemini-client-directions.js";
 import { isObject, type JsonObject, str } from "./json.js";
-import {
-  awsEventStreamDecoder,
-  chain,
-  passthroughStream,
-  pipeline,
-  type StreamMapper,
-  type StreamTranslator,
-  sseDecoder,
-  streamError,
-} from "./stream.js";
+import type { Direction } from "./registry-types.js";
+import { awsEventStreamDecoder, chain, passthroughStream, pipeline, type StreamMapper, sseDecoder } from "./stream.js";
 import { ConverseToChatStream, chatToConverseRequest, converseToChatResponse } from "./translate/chat-to-converse.js";
 import { chatToGeminiRequest, GeminiToChatStream, geminiToChatResponse } from "./translate/chat-to-generate-content.js";
 import { chatToMessagesRequest, MessagesToChatStream, messagesToChatResponse } from "./translate/chat-to-messages.js";
@@ -58,55 +51,10 @@ import {
   responsesEncoder,
   responsesToChatRequest,
 } from "./translate/responses-to-chat.js";
+import { anthropicEvent, jsonOrError, responsesEvent } from "./upstream-events.js";
 import { extractUsage, type TokenUsage, usageFromChat, usageFromMessages, usageFromResponses } from "./usage.js";
 
-export type StreamFactory = (
-  meta: RequestMeta,
-  ctx: TranslateContext,
-  onUsage?: (u: TokenUsage | undefined) => void,
-) => StreamTranslator;
-
-export interface Direction {
-  readonly client: ClientFormat;
-  readonly provider: ProviderFormat;
-  readonly request: RequestTranslator;
-  readonly response: ResponseTranslator;
-  /** Absent for formats that never stream (embeddings, token counting). */
-  readonly stream?: StreamFactory;
-  readonly framing?: StreamFraming;
-}
-
-// ---- upstream event readers ----
-
-/** Chat-completions, Gemini and Responses report stream errors as `{"error": {...}}` events. */
-const jsonOrError = (_ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
-  if (!isObject(json)) return undefined;
-  return streamError(json) ?? json;
-};
-/** Responses streams end in failure with a `response.failed` (its `response.error`) or an `error` event. */
-const responsesEvent = (ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
-  if (!isObject(json)) return undefined;
-  if (json.type === "response.failed") {
-    const r = isObject(json.response) ? json.response : {};
-    const e = isObject(r.error) ? r.error : {};
-    return { status: 502, kind: "server", message: str(e.message) ?? "the provider's response failed" };
-  }
-  if (json.type === "error")
-    return (
-      streamError({ error: { type: json.code, message: json.message } }) ?? {
-        status: 502,
-        kind: "server",
-        message: "upstream error",
-      }
-    );
-  return jsonOrError(ev, json);
-};
-const anthropicEvent = (_ev: unknown, json: unknown): Record<string, unknown> | LlmError | undefined => {
-  if (!isObject(json)) return undefined;
-  return json.type === "error"
-    ? (streamError(json) ?? { status: 500, kind: "server", message: "upstream error" })
-    : json;
-};
+export type { Direction, StreamFactory } from "./registry-types.js";
 
 // ---- passthrough (same format both sides; only the model may change) ----
 
@@ -343,6 +291,7 @@ const list: Direction[] = [
     request: passthroughRequest("rerank"),
     response: passthroughResponse("rerank"),
   },
+  ...GEMINI_CLIENT_DIRECTIONS,
 ];
 
 /**

@@ -435,18 +435,30 @@ function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse)
   }
   const b = req.json ?? {};
   const msgs = (Array.isArray(b.messages) ? b.messages : []) as Obj[];
+  const problem = converseProblem(b, msgs);
+  if (problem !== undefined) {
+    json(res, 400, { message: problem }, { "x-amzn-errortype": "ValidationException" });
+    return;
+  }
   const last = msgs[msgs.length - 1];
-  const userText = Array.isArray(last?.content)
-    ? String(((last.content as Obj[])[0] as Obj | undefined)?.text ?? "")
-    : "";
+  const lastBlocks = (Array.isArray(last?.content) ? last.content : []) as Obj[];
+  const userText = String(lastBlocks.find((c) => typeof c.text === "string")?.text ?? "");
   const text = `Hello from ${o.name}: ${userText}`;
+  // A declared tool is called once: after its result comes back, the answer is text.
+  const spec = (((b.toolConfig as Obj | undefined)?.tools ?? []) as Obj[]).find((t) => t.toolSpec !== undefined)
+    ?.toolSpec as Obj | undefined;
+  const toolUse =
+    spec !== undefined && !lastBlocks.some((c) => c.toolResult !== undefined)
+      ? { toolUseId: "tooluse_fake01", name: String(spec.name), input: { city: "Paris" } }
+      : undefined;
   // A prompt with cache points is answered as if its prefix had been cached (Bedrock reports it apart from inputTokens).
   const cached = req.body.includes('"cachePoint"') ? { cacheReadInputTokens: 5 } : {};
   const usage = { inputTokens: 11, outputTokens: 7, totalTokens: 18, ...cached };
+  const stopReason = toolUse !== undefined ? "tool_use" : "end_turn";
   if (!req.path.endsWith("/converse-stream")) {
     json(res, 200, {
-      output: { message: { role: "assistant", content: [{ text }] } },
-      stopReason: "end_turn",
+      output: { message: { role: "assistant", content: [{ text }, ...(toolUse !== undefined ? [{ toolUse }] : [])] } },
+      stopReason,
       usage,
       metrics: { latencyMs: 5 },
     });
@@ -457,9 +469,38 @@ function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse)
   for (const w of words(text))
     res.write(encodeJsonEvent("contentBlockDelta", { contentBlockIndex: 0, delta: { text: w } }));
   res.write(encodeJsonEvent("contentBlockStop", { contentBlockIndex: 0 }));
-  res.write(encodeJsonEvent("messageStop", { stopReason: "end_turn" }));
+  if (toolUse !== undefined) {
+    const { input, ...start } = toolUse;
+    res.write(encodeJsonEvent("contentBlockStart", { contentBlockIndex: 1, start: { toolUse: start } }));
+    res.write(
+      encodeJsonEvent("contentBlockDelta", {
+        contentBlockIndex: 1,
+        delta: { toolUse: { input: JSON.stringify(input) } },
+      }),
+    );
+    res.write(encodeJsonEvent("contentBlockStop", { contentBlockIndex: 1 }));
+  }
+  res.write(encodeJsonEvent("messageStop", { stopReason }));
   res.write(encodeJsonEvent("metadata", { usage, metrics: { latencyMs: 5 } }));
   res.end();
+}
+
+/**
+ * What Converse checks of a conversation: roles `user` and `assistant`, the first turn the user's, and a `toolConfig`
+ * whenever a toolUse or toolResult block is present.
+ */
+function converseProblem(b: Obj, msgs: Obj[]): string | undefined {
+  if (msgs.length === 0) return "The messages field is required";
+  if (msgs[0]?.role !== "user") return "A conversation must start with a user message.";
+  let tools = false;
+  for (const m of msgs) {
+    if (m.role !== "user" && m.role !== "assistant") return `Invalid role ${String(m.role)}`;
+    for (const c of (Array.isArray(m.content) ? m.content : []) as Obj[])
+      if (c.toolUse !== undefined || c.toolResult !== undefined) tools = true;
+  }
+  if (tools && b.toolConfig === undefined)
+    return "The toolConfig field must be defined when using toolUse and toolResult content blocks.";
+  return undefined;
 }
 
 // ---- Gemini ----
@@ -470,32 +511,85 @@ function gemini(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse, e
     return;
   }
   const b = req.json ?? {};
+  const problem = geminiProblem(b);
+  if (problem !== undefined) {
+    json(res, 400, { error: { code: 400, message: problem, status: "INVALID_ARGUMENT" } });
+    return;
+  }
   const contents = (Array.isArray(b.contents) ? b.contents : []) as Obj[];
   const last = contents[contents.length - 1];
-  const userText = Array.isArray(last?.parts) ? String(((last.parts as Obj[])[0] as Obj | undefined)?.text ?? "") : "";
+  const lastParts = (Array.isArray(last?.parts) ? last.parts : []) as Obj[];
+  const userText = String(lastParts.find((p) => typeof p.text === "string")?.text ?? "");
   const text = `Hello from ${o.name}: ${userText}`;
+  // A declared function is called once: after its response comes back, the answer is text.
+  const decl = ((Array.isArray(b.tools) ? b.tools : []) as Obj[]).flatMap((t) =>
+    Array.isArray(t.functionDeclarations) ? (t.functionDeclarations as Obj[]) : [],
+  )[0];
+  const answered = lastParts.some((p) => p.functionResponse !== undefined);
+  const call =
+    decl !== undefined && !answered
+      ? { functionCall: { name: String(decl.name), args: { city: "Paris" } } }
+      : undefined;
   const usageMetadata = { promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18 };
-  const candidate = (t: string, finish?: string) => ({
-    content: { role: "model", parts: [{ text: t }] },
+  const candidate = (parts: Obj[], finish?: string) => ({
+    content: { role: "model", parts },
     index: 0,
     ...(finish !== undefined ? { finishReason: finish } : {}),
   });
   if (!req.path.includes(":streamGenerateContent")) {
-    json(res, 200, { candidates: [candidate(text, "STOP")], usageMetadata, modelVersion: "gemini-fake", ...extra });
+    const parts = call !== undefined ? [{ text }, call] : [{ text }];
+    json(res, 200, { candidates: [candidate(parts, "STOP")], usageMetadata, modelVersion: "gemini-fake", ...extra });
     return;
   }
   const ws = words(text);
-  sse(
-    res,
-    ws.map((w, i) => ({
-      data: {
-        candidates: [candidate(w, i === ws.length - 1 ? "STOP" : undefined)],
-        ...(i === ws.length - 1 ? { usageMetadata } : {}),
-        modelVersion: "gemini-fake",
-        ...extra,
-      },
-    })),
-  );
+  const events = ws.map((w) => ({
+    data: { candidates: [candidate([{ text: w }])], modelVersion: "gemini-fake", ...extra },
+  }));
+  events.push({
+    data: {
+      candidates: [candidate(call !== undefined ? [call] : [{ text: "" }], "STOP")],
+      usageMetadata,
+      modelVersion: "gemini-fake",
+      ...extra,
+    },
+  } as (typeof events)[number]);
+  sse(res, events);
+}
+
+const GEMINI_FIELDS = new Set([
+  "contents",
+  "systemInstruction",
+  "tools",
+  "toolConfig",
+  "generationConfig",
+  "safetySettings",
+  "cachedContent",
+  "labels",
+]);
+
+/**
+ * What generateContent checks: no field it does not know (Google refuses "Unknown name"), contents of the roles
+ * `user` and `model`, and a turn of function responses right after the model's turn of as many function calls.
+ */
+function geminiProblem(b: Obj): string | undefined {
+  for (const k of Object.keys(b))
+    if (!GEMINI_FIELDS.has(k)) return `Invalid JSON payload received. Unknown name "${k}": Cannot find field.`;
+  const contents = (Array.isArray(b.contents) ? b.contents : []) as Obj[];
+  if (contents.length === 0) return "* GenerateContentRequest.contents: contents is not specified";
+  for (const [i, c] of contents.entries()) {
+    if (c.role !== undefined && c.role !== "user" && c.role !== "model") return "Please use a valid role: user, model.";
+    const parts = (Array.isArray(c.parts) ? c.parts : []) as Obj[];
+    if (parts.length === 0) return `* GenerateContentRequest.contents[${i}].parts: contents.parts must not be empty.`;
+    const responses = parts.filter((p) => p.functionResponse !== undefined).length;
+    if (responses === 0) continue;
+    const prev = contents[i - 1];
+    const calls = ((Array.isArray(prev?.parts) ? prev.parts : []) as Obj[]).filter(
+      (p) => p.functionCall !== undefined,
+    ).length;
+    if (prev?.role !== "model" || calls !== responses)
+      return "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.";
+  }
+  return undefined;
 }
 
 // ---- Vertex AI ----

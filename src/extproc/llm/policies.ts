@@ -69,6 +69,24 @@ function enrich(client: ClientFormat, body: Obj, prompt: NonNullable<AiPolicy["p
     const messages = Array.isArray(body.messages) ? body.messages : [];
     const rest = (list: typeof pre) => list.filter((m) => !isSystem(m.role)).map(msg);
     body.messages = [...rest(pre), ...messages, ...rest(post)];
+  } else if (client === "generate-content") {
+    // Gemini has no system role either: system prompts join systemInstruction; the others are user / model turns.
+    const sys = [...pre, ...post].filter((m) => isSystem(m.role));
+    if (sys.length > 0) {
+      const current =
+        isObj(body.systemInstruction) && Array.isArray(body.systemInstruction.parts)
+          ? body.systemInstruction.parts
+          : [];
+      const text = (list: typeof pre) => list.filter((m) => isSystem(m.role)).map((m) => ({ text: m.content }));
+      body.systemInstruction = { parts: [...text(pre), ...current, ...text(post)] };
+    }
+    const turn = (m: { role: string; content: string }) => ({
+      role: m.role.toLowerCase() === "assistant" ? "model" : "user",
+      parts: [{ text: m.content }],
+    });
+    const rest = (list: typeof pre) => list.filter((m) => !isSystem(m.role)).map(turn);
+    const contents = Array.isArray(body.contents) ? body.contents : [];
+    body.contents = [...rest(pre), ...contents, ...rest(post)];
   } else if (client === "responses") {
     const input =
       typeof body.input === "string"

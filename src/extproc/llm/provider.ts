@@ -22,9 +22,30 @@ const CLIENT_OF_ROUTE: Partial<Record<RouteType, ClientFormat>> = {
   Rerank: "rerank",
 };
 
-/** The client wire format of a route type; undefined for types forwarded without translation. */
-export function clientFormatOf(t: RouteType): ClientFormat | undefined {
+/** A Google method in the path (`.../models/{model}:generateContent`): the model and whether it streams. */
+const GOOGLE_METHOD = /\/models\/([^/:?]+):(generateContent|streamGenerateContent)(?:\?|$)/;
+
+/**
+ * The client wire format of a request: its route type's, except that a `Completions` route (the default) serves
+ * Google's own generateContent clients at `models/{model}:generateContent` / `:streamGenerateContent` (the spec's
+ * route types have no name for them; they generate as Completions does). Undefined for types forwarded as they are.
+ */
+export function clientFormatOf(t: RouteType, path = ""): ClientFormat | undefined {
+  if (t === "Completions" && GOOGLE_METHOD.test(path)) return "generate-content";
   return CLIENT_OF_ROUTE[t];
+}
+
+/** The model and stream flag a generateContent client puts in its URL; undefined when the path has no Google method. */
+export function googleMethodOf(path: string): { model: string; stream: boolean } | undefined {
+  const m = GOOGLE_METHOD.exec(path);
+  if (m === null || m[1] === undefined) return undefined;
+  let model = m[1];
+  try {
+    model = decodeURIComponent(model);
+  } catch {
+    // A malformed escape is kept as it was written: the provider refuses the name.
+  }
+  return { model, stream: m[2] === "streamGenerateContent" };
 }
 
 /** Route type of a request path: the longest matching suffix wins, `*` matches anything; default Completions. */
@@ -47,6 +68,7 @@ type Family = Partial<Record<ClientFormat, ProviderFormat>>;
 const OPENAI: Family = {
   "chat-completions": "chat-completions",
   messages: "chat-completions",
+  "generate-content": "chat-completions",
   responses: "responses",
   embeddings: "embeddings",
 };
@@ -54,14 +76,21 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
   openai: OPENAI,
   "azure-openai": OPENAI,
   "azure-foundry": OPENAI,
-  anthropic: { "chat-completions": "messages", messages: "messages", "count-tokens": "count-tokens" },
+  anthropic: {
+    "chat-completions": "messages",
+    messages: "messages",
+    "generate-content": "messages",
+    "count-tokens": "count-tokens",
+  },
   gemini: {
     "chat-completions": "generate-content",
+    "generate-content": "generate-content",
     embeddings: "gemini-embed",
     "count-tokens": "gemini-count-tokens",
   },
   vertex: {
     "chat-completions": "generate-content",
+    "generate-content": "generate-content",
     embeddings: "vertex-embed",
     "count-tokens": "vertex-count-tokens",
   },
@@ -69,6 +98,7 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     "chat-completions": "converse",
     messages: "converse",
     responses: "converse",
+    "generate-content": "converse",
     embeddings: "titan-embed",
     "count-tokens": "converse-count-tokens",
   },
@@ -107,6 +137,7 @@ function customFormats(p: LlmProviderEntry): { format: ProviderFormat; path?: st
 const VERTEX_CLAUDE: Family = {
   "chat-completions": "vertex-messages",
   messages: "vertex-messages",
+  "generate-content": "vertex-messages",
   "count-tokens": "vertex-messages-count-tokens",
 };
 export const isClaudeModel = (model: string | undefined): boolean =>

@@ -84,6 +84,7 @@ import { applyAiPolicy, providerModel } from "./policies.js";
 import {
   awsRegion,
   clientFormatOf,
+  googleMethodOf,
   modelsRequest,
   type ProviderCredentials,
   providerFormatFor,
@@ -535,7 +536,7 @@ export class LlmExtProcService {
           return clientErrorResponse(undefined, { status: 500, kind: "server", message: "unknown LLM route policy" });
         }
         const routeType = routeTypeOf(entry.routes, header(r.value, ":path") ?? "/");
-        const client = clientFormatOf(routeType);
+        const client = clientFormatOf(routeType, header(r.value, ":path") ?? "/");
         if (entry.models !== undefined) {
           // GwModel discovery is answered here; other model requests need their body to select a model.
           if (routeType === "Models")
@@ -608,6 +609,12 @@ export class LlmExtProcService {
           });
         }
         state.body = parsed as Obj;
+        if (state.client === "generate-content") {
+          // Google's clients name the model and streaming in the URL: read into the body's usual fields (the
+          // translators take them out again), so policies, CEL and GwModels see them as for every format.
+          const g = googleMethodOf(state.headers[":path"] ?? "");
+          if (g !== undefined) state.body = { ...state.body, model: g.model, stream: g.stream };
+        }
         // Known from here on, for rate limit descriptors after this filter that read llm.requestModel/streaming.
         const model = state.body.model;
         const metadata = {

@@ -2,7 +2,14 @@
 // keeps the neutral provider identifiers).
 
 /** What a client may speak to Sluice. */
-export type ClientFormat = "chat-completions" | "messages" | "responses" | "embeddings" | "count-tokens" | "rerank";
+export type ClientFormat =
+  | "chat-completions"
+  | "messages"
+  | "responses"
+  | "generate-content"
+  | "embeddings"
+  | "count-tokens"
+  | "rerank";
 
 /** What Sluice may speak to a provider. */
 export type ProviderFormat =

@@ -91,6 +91,10 @@ export function requestSlots(client: ClientFormat, body: Obj): Slots {
       }
       break;
     }
+    case "generate-content":
+      geminiParts(body.systemInstruction, out);
+      for (const c of Array.isArray(body.contents) ? body.contents : []) geminiParts(c, out);
+      break;
     case "embeddings": {
       const input = body.input;
       if (typeof input === "string") out.add(body, "input");
@@ -128,9 +132,22 @@ export function responseSlots(client: ClientFormat, body: unknown): Slots {
     case "responses":
       responsesOutput(body.output, out);
       break;
+    case "generate-content":
+      geminiCandidates(body, out);
+      break;
     default:
   }
   return out;
+}
+
+/** The text parts of a generateContent `Content` (a thought part is the model's reasoning, not its answer). */
+function geminiParts(content: unknown, out: Slots): void {
+  if (!isObj(content) || !Array.isArray(content.parts)) return;
+  for (const p of content.parts) if (isObj(p) && p.thought !== true) out.add(p, "text");
+}
+
+function geminiCandidates(body: Obj, out: Slots): void {
+  for (const c of Array.isArray(body.candidates) ? body.candidates : []) if (isObj(c)) geminiParts(c.content, out);
 }
 
 function responsesOutput(output: unknown, out: Slots): void {
@@ -150,6 +167,8 @@ export function eventSlots(client: ClientFormat, json: Obj): Slots {
   } else if (client === "messages") {
     if (isObj(json.delta)) out.add(json.delta, "text");
     if (isObj(json.content_block)) out.add(json.content_block, "text");
+  } else if (client === "generate-content") {
+    geminiCandidates(json, out);
   } else if (client === "responses") {
     out.add(json, "delta");
     out.add(json, "text");
@@ -182,6 +201,18 @@ export function textDelta(client: ClientFormat, json: Obj): { channel: string; h
     return typeof json.delta.text === "string"
       ? { channel: String(json.index ?? 0), holder: json.delta, key: "text" }
       : undefined;
+  }
+  if (client === "generate-content") {
+    // Every generateContent event adds text: one candidate with one text part and nothing else is a delta.
+    const cands = json.candidates;
+    if (!Array.isArray(cands) || cands.length !== 1 || json.usageMetadata !== undefined) return undefined;
+    const c = cands[0];
+    if (!isObj(c) || c.finishReason !== undefined || !isObj(c.content) || !Array.isArray(c.content.parts))
+      return undefined;
+    const parts = c.content.parts;
+    const p = parts[0];
+    if (parts.length !== 1 || !isObj(p) || typeof p.text !== "string" || p.thought === true) return undefined;
+    return { channel: String(c.index ?? 0), holder: p, key: "text" };
   }
   if (client === "responses") {
     if (json.type !== "response.output_text.delta" || typeof json.delta !== "string") return undefined;

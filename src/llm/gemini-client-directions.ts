@@ -1,0 +1,177 @@
+// The generateContent client's directions: to a generateContent provider (Gemini, Vertex AI) the body goes as the
+// client wrote it; to every other provider it goes through the chat-completions form, whose translators (and field
+// table) reach Messages, Converse and Responses. A field the second step refuses is named as the client wrote it.
+import type { LlmError } from "./errors.js";
+import { isObject, type JsonObject } from "./json.js";
+import type { Direction } from "./registry-types.js";
+import { awsEventStreamDecoder, chain, passthroughStream, pipeline, type StreamMapper, sseDecoder } from "./stream.js";
+import { ConverseToChatStream, chatToConverseRequest, converseToChatResponse } from "./translate/chat-to-converse.js";
+import { chatToMessagesRequest, MessagesToChatStream, messagesToChatResponse } from "./translate/chat-to-messages.js";
+import {
+  chatToResponsesRequest,
+  ResponsesToChatStream,
+  responsesToChatResponse,
+} from "./translate/chat-to-responses.js";
+import type { ChatStreamItem } from "./translate/common.js";
+import type {
+  RequestMeta,
+  RequestResult,
+  RequestTranslator,
+  ResponseTranslator,
+  TranslateContext,
+} from "./translate/context.js";
+import { geminiClientToChatRequest, geminiPassthroughRequest } from "./translate/gemini-client-request.js";
+import { ChatToGeminiStream, chatToGeminiClientResponse, geminiEncoder } from "./translate/gemini-client-response.js";
+import { anthropicEvent, jsonOrError, responsesEvent } from "./upstream-events.js";
+import { extractUsage, type TokenUsage, usageFromGemini } from "./usage.js";
+
+/** The chat fields a generateContent client's request was read into, by the client's own name. */
+const GEMINI_NAME_OF_CHAT: Readonly<Record<string, string>> = {
+  max_completion_tokens: "generationConfig.maxOutputTokens",
+  temperature: "generationConfig.temperature",
+  top_p: "generationConfig.topP",
+  top_k: "generationConfig.topK",
+  stop: "generationConfig.stopSequences",
+  n: "generationConfig.candidateCount",
+  seed: "generationConfig.seed",
+  presence_penalty: "generationConfig.presencePenalty",
+  frequency_penalty: "generationConfig.frequencyPenalty",
+  logprobs: "generationConfig.responseLogprobs",
+  top_logprobs: "generationConfig.logprobs",
+  reasoning_effort: "generationConfig.thinkingConfig",
+  response_format: "generationConfig.responseJsonSchema",
+  "response_format.json_schema.schema": "generationConfig.responseJsonSchema",
+  web_search_options: "tools[].googleSearch",
+  tool_choice: "toolConfig.functionCallingConfig",
+};
+
+/** A chat translator's refusal, naming the client's field (Google's error JSON has the message only). */
+function inClientTerms(e: LlmError): LlmError {
+  const name = e.param === undefined ? undefined : GEMINI_NAME_OF_CHAT[e.param];
+  if (name === undefined) return e;
+  return { ...e, param: name, message: `${name}: ${e.message}` };
+}
+
+type ChatTo = (body: JsonObject, model: string | undefined, ctx: TranslateContext) => RequestResult;
+
+/** Two request steps (generateContent → chat → the provider's), then `fix` on the provider's body. */
+function viaChat(next: ChatTo, fix?: (chat: JsonObject, out: JsonObject) => LlmError | undefined): RequestTranslator {
+  return (body, model, ctx) => {
+    const chat = geminiClientToChatRequest(body, model);
+    if (!chat.ok) return chat;
+    const r = next(chat.body, chat.meta.model, ctx);
+    if (!r.ok) return { ok: false, error: inClientTerms(r.error) };
+    const e = fix?.(chat.body, r.body);
+    if (e !== undefined) return { ok: false, error: e };
+    const meta: RequestMeta =
+      r.meta.toolNames === undefined ? chat.meta : { ...chat.meta, toolNames: r.meta.toolNames };
+    return { ok: true, body: r.body, meta };
+  };
+}
+
+/** The provider's answer as chat completions, then as the client's. */
+function answerViaChat(first: ResponseTranslator): ResponseTranslator {
+  return (body, meta, ctx) => {
+    const chat = first(body, meta, ctx);
+    return chat.ok ? chatToGeminiClientResponse(chat.body, meta, ctx) : chat;
+  };
+}
+
+/** A stream mapper into chat chunks, then chat chunks as Gemini events. */
+function streamViaChat<I>(first: (meta: RequestMeta, ctx: TranslateContext) => StreamMapper<I, ChatStreamItem>) {
+  return (meta: RequestMeta, ctx: TranslateContext) =>
+    chain(first({ ...meta, includeUsage: true }, ctx), new ChatToGeminiStream(meta, ctx));
+}
+
+const geminiStreamUsage = (_ev: unknown, json: unknown): TokenUsage | undefined =>
+  isObject(json) ? usageFromGemini(json.usageMetadata) : undefined;
+
+/** Gemini's topK where the provider has it: Messages' `top_k`, Claude's on Converse; Responses has none. */
+const topK =
+  (where: "messages" | "converse" | "responses") =>
+  (chat: JsonObject, out: JsonObject): LlmError | undefined => {
+    const k = chat.top_k;
+    if (typeof k !== "number") return undefined;
+    if (where === "responses")
+      return {
+        status: 400,
+        kind: "invalid_request",
+        message: "generationConfig.topK: top-k sampling is not available from this provider",
+        param: "generationConfig.topK",
+      };
+    if (where === "messages") out.top_k = k;
+    else {
+      const extra = isObject(out.additionalModelRequestFields) ? out.additionalModelRequestFields : {};
+      out.additionalModelRequestFields = { ...extra, top_k: k };
+    }
+    return undefined;
+  };
+
+export const GEMINI_CLIENT_DIRECTIONS: readonly Direction[] = [
+  {
+    client: "generate-content",
+    provider: "generate-content",
+    request: (b, m) => geminiPassthroughRequest(b, m),
+    response: (body) => {
+      if (!isObject(body))
+        return { ok: false, error: { status: 502, kind: "server", message: "malformed response from upstream" } };
+      const usage = extractUsage("generate-content", body);
+      return usage === undefined
+        ? { ok: true, body: body as JsonObject }
+        : { ok: true, body: body as JsonObject, usage };
+    },
+    stream: (_m, _c, onUsage) => passthroughStream(geminiStreamUsage, onUsage),
+    framing: "sse",
+  },
+  {
+    client: "generate-content",
+    provider: "chat-completions",
+    request: (b, m) => geminiClientToChatRequest(b, m),
+    response: chatToGeminiClientResponse,
+    stream: (meta, ctx, onUsage) =>
+      pipeline(sseDecoder(jsonOrError), new ChatToGeminiStream(meta, ctx), geminiEncoder, onUsage),
+    framing: "sse",
+  },
+  {
+    client: "generate-content",
+    provider: "messages",
+    request: viaChat((b, m) => chatToMessagesRequest(b, m), topK("messages")),
+    response: answerViaChat(messagesToChatResponse),
+    stream: (meta, ctx, onUsage) =>
+      pipeline(
+        sseDecoder(anthropicEvent),
+        streamViaChat((m, c) => new MessagesToChatStream(m, c))(meta, ctx),
+        geminiEncoder,
+        onUsage,
+      ),
+    framing: "sse",
+  },
+  {
+    client: "generate-content",
+    provider: "converse",
+    request: viaChat((b, m) => chatToConverseRequest(b, m), topK("converse")),
+    response: answerViaChat(converseToChatResponse),
+    stream: (meta, ctx, onUsage) =>
+      pipeline(
+        awsEventStreamDecoder(),
+        streamViaChat((m, c) => new ConverseToChatStream(m, c))(meta, ctx),
+        geminiEncoder,
+        onUsage,
+      ),
+    framing: "aws-eventstream",
+  },
+  {
+    client: "generate-content",
+    provider: "responses",
+    request: viaChat((b, m) => chatToResponsesRequest(b, m), topK("responses")),
+    response: answerViaChat(responsesToChatResponse),
+    stream: (meta, ctx, onUsage) =>
+      pipeline(
+        sseDecoder(responsesEvent),
+        streamViaChat((m, c) => new ResponsesToChatStream(m, c))(meta, ctx),
+        geminiEncoder,
+        onUsage,
+      ),
+    framing: "sse",
+  },
+];

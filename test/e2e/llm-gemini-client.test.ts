@@ -1,0 +1,251 @@
+// Google's own SDK (`@google/genai`) pointed at Sluice (its httpOptions.baseUrl), through a real Envoy, to a provider
+// of every format Sluice serves: generateContent (Gemini, the body as the client wrote it), chat completions
+// (OpenAI), messages (Anthropic), Converse (Bedrock, SigV4 verified) and Responses (a custom provider). Table-driven:
+// every provider, buffered and streamed, plain text, a function declaration and a tool loop; the streamed answer the
+// SDK reads, put together, equals the buffered one. The fakes check what the real services check (Gemini's unknown
+// names and roles, Converse's toolConfig rule, Responses' call ids), so a translation they would refuse fails here.
+// Errors reach the SDK as Google's error JSON, with the status it raises ApiError for.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { ApiError, type GenerateContentResponse, GoogleGenAI, type Part } from "@google/genai";
+import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+
+const AWS = {
+  accessKeyId: "AKIDEXAMPLE",
+  secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+  region: "eu-west-1",
+};
+
+const PROVIDERS = {
+  gemini: { yaml: "providerE: {}", auth: "auth: { secretRef: { name: keys, key: gemini } }", key: "g-key" },
+  openai: { yaml: "providerA: {}", auth: "auth: { secretRef: { name: keys, key: openai } }", key: "sk-openai" },
+  claude: { yaml: "providerD: {}", auth: "auth: { secretRef: { name: keys, key: anthropic } }", key: "sk-ant" },
+  bedrock: {
+    yaml: `providerG: { region: ${AWS.region}, model: "anthropic.claude-sonnet-4-5-20250929-v1:0" }`,
+    auth: "auth: { cloudA: { secretRef: { name: aws } } }",
+    key: undefined,
+  },
+  resp: {
+    yaml: "custom: { formats: [{ type: Responses, path: /v1/responses }] }",
+    auth: "auth: { key: sk-resp }",
+    key: "sk-resp",
+  },
+} as const;
+type Name = keyof typeof PROVIDERS;
+const NAMES = Object.keys(PROVIDERS) as Name[];
+
+function resources(f: Record<string, FakeProvider>): string {
+  const backends = NAMES.map(
+    (n) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: ${n}, namespace: default }
+spec:
+  ai:
+    provider:
+      ${PROVIDERS[n].yaml}
+      host: 127.0.0.1
+      port: ${f[n]?.port}
+  policies:
+    ${PROVIDERS[n].auth}
+`,
+  ).join("");
+  const rules = NAMES.map(
+    (n) => `
+    - matches: [{ path: { type: PathPrefix, value: /${n}/ } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`,
+  ).join("");
+  return `
+apiVersion: v1
+kind: Secret
+metadata: { name: keys, namespace: default }
+stringData: { anthropic: sk-ant, gemini: g-key, openai: sk-openai }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: aws, namespace: default }
+stringData: { accessKey: ${AWS.accessKeyId}, secretKey: ${AWS.secretAccessKey} }
+${backends}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:${rules}
+`;
+}
+
+const weather = {
+  name: "get_weather",
+  description: "Weather of a city",
+  parametersJsonSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+};
+
+/** What a client reads of an answer: text, function calls, finish reason, usage. */
+interface Answer {
+  text: string;
+  calls: { name: string | undefined; args: unknown }[];
+  finish: string | undefined;
+  usage: { prompt?: number | undefined; candidates?: number | undefined; total?: number | undefined };
+}
+
+function answerOf(responses: readonly GenerateContentResponse[]): Answer {
+  const parts: Part[] = responses.flatMap((r) => r.candidates?.[0]?.content?.parts ?? []);
+  const last = responses.at(-1);
+  const finish = responses.map((r) => r.candidates?.[0]?.finishReason).filter((f) => f !== undefined);
+  const u = [...responses].reverse().find((r) => r.usageMetadata !== undefined)?.usageMetadata;
+  return {
+    text: parts
+      .filter((p) => typeof p.text === "string" && p.thought !== true)
+      .map((p) => p.text)
+      .join(""),
+    calls: parts
+      .filter((p) => p.functionCall !== undefined)
+      .map((p) => ({ name: p.functionCall?.name, args: p.functionCall?.args })),
+    finish: finish.at(-1) ?? last?.candidates?.[0]?.finishReason,
+    usage: { prompt: u?.promptTokenCount, candidates: u?.candidatesTokenCount, total: u?.totalTokenCount },
+  };
+}
+
+describe("generateContent clients (@google/genai) reach every provider format", { timeout: 120_000 }, () => {
+  const fakes: Record<string, FakeProvider> = {};
+  let env: LlmEnv;
+  const client = (n: Name) =>
+    new GoogleGenAI({ apiKey: "client-key", httpOptions: { baseUrl: `${env.baseUrl}/${n}` } });
+  const seen = (n: Name) => fakes[n]?.requests.at(-1);
+
+  before(async () => {
+    for (const n of NAMES) {
+      const key = PROVIDERS[n].key;
+      fakes[n] = await startFakeProvider(
+        n === "bedrock" ? { name: n, aws: AWS } : { name: n, ...(key !== undefined ? { apiKey: key } : {}) },
+      );
+    }
+    env = await startLlmEnv(resources(fakes), "/openai/v1beta/models/m:generateContent");
+  });
+  after(async () => {
+    await env?.stop();
+    for (const f of Object.values(fakes)) await f.close();
+  });
+
+  async function both(n: Name, params: Parameters<GoogleGenAI["models"]["generateContent"]>[0]): Promise<Answer> {
+    const ai = client(n);
+    const buffered = answerOf([await ai.models.generateContent(params)]);
+    const chunks: GenerateContentResponse[] = [];
+    for await (const c of await ai.models.generateContentStream(params)) chunks.push(c);
+    assert.ok(chunks.length > 1, `${n}: the answer came in several events`);
+    const streamed = answerOf(chunks);
+    assert.match(seen(n)?.path ?? "", n === "bedrock" ? /converse-stream$/ : /./);
+    assert.deepEqual(streamed, buffered, `${n}: the streamed answer equals the buffered one`);
+    return buffered;
+  }
+
+  for (const n of NAMES) {
+    test(`${n}: text with a system instruction and generation settings, buffered = streamed`, async () => {
+      // Responses has no stop sequences: asked for them, that provider is refused (a test below).
+      const stop = n === "resp" ? {} : { stopSequences: ["END"] };
+      const a = await both(n, {
+        model: "m",
+        contents: "Paris?",
+        config: { systemInstruction: "Answer briefly.", temperature: 0.5, maxOutputTokens: 300, ...stop },
+      });
+      assert.match(a.text, new RegExp(`Hello from ${n}: Paris\\?`));
+      assert.equal(a.finish, "STOP");
+      assert.deepEqual(a.usage, { prompt: 11, candidates: 7, total: 18 });
+      const body = seen(n)?.json ?? {};
+      // Each provider got the instruction and settings under its own names.
+      const expected: Record<Name, (b: Record<string, unknown>) => void> = {
+        gemini: (b) => {
+          assert.deepEqual(b.systemInstruction, { parts: [{ text: "Answer briefly." }], role: "user" });
+          assert.deepEqual(b.generationConfig, { temperature: 0.5, maxOutputTokens: 300, stopSequences: ["END"] });
+          assert.match(seen(n)?.path ?? "", /^\/v1beta\/models\/m:streamGenerateContent\?alt=sse$/);
+        },
+        openai: (b) => {
+          assert.deepEqual(b.messages, [
+            { role: "system", content: "Answer briefly." },
+            { role: "user", content: "Paris?" },
+          ]);
+          assert.equal(b.temperature, 0.5);
+          assert.equal(b.max_completion_tokens, 300);
+          assert.deepEqual(b.stop, ["END"]);
+        },
+        claude: (b) => {
+          assert.deepEqual(b.system, [{ type: "text", text: "Answer briefly." }]);
+          assert.equal(b.max_tokens, 300);
+          assert.deepEqual(b.stop_sequences, ["END"]);
+        },
+        bedrock: (b) => {
+          assert.deepEqual(b.system, [{ text: "Answer briefly." }]);
+          assert.deepEqual(b.inferenceConfig, { maxTokens: 300, temperature: 0.5, stopSequences: ["END"] });
+        },
+        resp: (b) => {
+          assert.match(`${String(b.instructions ?? "")} ${JSON.stringify(b.input)}`, /Answer briefly\./);
+          assert.equal(b.max_output_tokens, 300);
+          assert.equal(b.temperature, 0.5);
+        },
+      };
+      expected[n](body);
+    });
+
+    test(`${n}: a function declaration comes back as a whole functionCall, buffered = streamed`, async () => {
+      const a = await both(n, {
+        model: "m",
+        contents: "Weather in Paris?",
+        config: { tools: [{ functionDeclarations: [weather] }] },
+      });
+      assert.deepEqual(a.calls, [{ name: "get_weather", args: { city: "Paris" } }]);
+      assert.equal(a.finish, "STOP");
+    });
+
+    test(`${n}: a tool loop (the model's call and the function's response) is a history the provider accepts`, async () => {
+      const r = await client(n).models.generateContent({
+        model: "m",
+        contents: [
+          { role: "user", parts: [{ text: "Weather in Paris?" }] },
+          { role: "model", parts: [{ functionCall: { id: "call_1", name: "get_weather", args: { city: "Paris" } } }] },
+          {
+            role: "user",
+            parts: [{ functionResponse: { id: "call_1", name: "get_weather", response: { temp: 21 } } }],
+          },
+        ],
+        config: { tools: [{ functionDeclarations: [weather] }] },
+      });
+      assert.ok(r.candidates?.[0]?.content?.parts !== undefined);
+      assert.equal(seen(n)?.path.includes("generateContent") || n !== "gemini", true);
+      assert.match(seen(n)?.body ?? "", /21/, `${n} got the function's response`);
+    });
+  }
+
+  test("a field Sluice cannot carry is Google's 400 naming it, and the provider is not called", async () => {
+    const before = fakes.resp?.requests.length;
+    await assert.rejects(
+      client("resp").models.generateContent({ model: "m", contents: "hi", config: { topK: 5 } }),
+      (e: unknown) => e instanceof ApiError && e.status === 400 && /generationConfig\.topK/.test(e.message),
+    );
+    await assert.rejects(
+      client("resp").models.generateContent({ model: "m", contents: "hi", config: { stopSequences: ["END"] } }),
+      (e: unknown) => e instanceof ApiError && e.status === 400 && /generationConfig\.stopSequences/.test(e.message),
+    );
+    await assert.rejects(
+      client("claude").models.generateContent({ model: "m", contents: "hi", config: { candidateCount: 2 } }),
+      (e: unknown) => e instanceof ApiError && e.status === 400 && /generationConfig\.candidateCount/.test(e.message),
+    );
+    assert.equal(fakes.resp?.requests.length, before);
+  });
+
+  test("a provider's error reaches the SDK as Google's error JSON with the provider's status", async () => {
+    const f = fakes.claude;
+    assert.ok(f !== undefined);
+    f.failWith = 529;
+    try {
+      await assert.rejects(
+        client("claude").models.generateContent({ model: "m", contents: "hi" }),
+        (e: unknown) => e instanceof ApiError && e.status === 529 && /"status":"UNAVAILABLE"/.test(e.message),
+      );
+    } finally {
+      f.failWith = undefined;
+    }
+  });
+});
