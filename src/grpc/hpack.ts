@@ -152,6 +152,8 @@ export class HpackDecoder {
       if (first & 0x80) {
         h = this.#entry(integer(7));
       } else if ((first & 0xe0) === 0x20) {
+        // Only at the start of a block (RFC 7541 §4.2): anywhere else it is a decoding error.
+        if (headers.length > 0) throw new HpackError("dynamic table size update after a header field");
         const size = integer(5);
         if (size > this.#limit) throw new HpackError("dynamic table size above the advertised limit");
         this.#max = size;

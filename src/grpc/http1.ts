@@ -12,6 +12,7 @@
 
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
+import { DEFAULT_LIMITS, type ServerLimits } from "./limits.js";
 
 /** What a handler gets: the fields node:http's IncomingMessage has under the same names (values as latin1). */
 export interface Http1Request {
@@ -35,13 +36,8 @@ export type Http1Handler = (req: Http1Request) => Http1Answer;
  */
 export type Http1Upgrade = (req: Http1Request, socket: Socket, rest: Buffer) => boolean;
 
-/**
- * Headers up to Envoy's own ceiling (max_request_headers_kb is at most 8 MiB; 60 KiB by default), plus what Envoy adds
- * to a check, so a check is never refused for a request Envoy accepted.
- */
-export const MAX_HEAD = 8 * 1024 * 1024 + 64 * 1024;
-/** A head that has started must be complete within this (node:http's headersTimeout as the server had it). */
-const HEAD_TIMEOUT_MS = 10_000;
+/** The default ceiling of a request head (ServerLimits.maxHeadBytes, ./limits.ts). */
+export const MAX_HEAD = DEFAULT_LIMITS.maxHeadBytes;
 
 const END_OF_HEAD = Buffer.from("\r\n\r\n", "latin1");
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -91,6 +87,10 @@ export class Http1Connection {
   #closed = false;
   #timer: NodeJS.Timeout | undefined;
   readonly #upgrade: Http1Upgrade | undefined;
+  readonly #limits: ServerLimits;
+  /** Closes a connection that sends nothing for limits.idleTimeoutMs (checked lazily: no timer per request). */
+  #idle: NodeJS.Timeout | undefined;
+  #lastActive = Date.now();
   readonly #listeners: { data: (chunk: Buffer) => void; end: () => void };
 
   constructor(
@@ -99,7 +99,9 @@ export class Http1Connection {
     log: (line: string) => void,
     initial?: Buffer,
     upgrade?: Http1Upgrade,
+    limits: ServerLimits = DEFAULT_LIMITS,
   ) {
+    this.#limits = limits;
     this.#socket = socket;
     this.#handler = handler;
     this.#log = log;
@@ -109,7 +111,19 @@ export class Http1Connection {
     socket.on("data", this.#listeners.data);
     socket.on("error", this.#listeners.end);
     socket.on("close", this.#listeners.end);
+    this.#armIdle(limits.idleTimeoutMs);
     if (initial !== undefined && initial.byteLength > 0) this.#onData(initial);
+  }
+
+  #armIdle(ms: number): void {
+    this.#idle = setTimeout(() => {
+      this.#idle = undefined;
+      if (this.#closed) return;
+      const quiet = Date.now() - this.#lastActive;
+      if (quiet >= this.#limits.idleTimeoutMs) this.close();
+      else this.#armIdle(this.#limits.idleTimeoutMs - quiet);
+    }, ms);
+    this.#idle.unref();
   }
 
   /** An upgrade handler took the connection: this object lets go of the socket without closing it. */
@@ -131,12 +145,17 @@ export class Http1Connection {
   }
 
   #clearTimer(): void {
+    if (this.#idle !== undefined && this.#closed) {
+      clearTimeout(this.#idle);
+      this.#idle = undefined;
+    }
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
   }
 
   #onData(chunk: Buffer): void {
     if (this.#closed) return;
+    this.#lastActive = Date.now();
     this.#buf = this.#buf === undefined || this.#buf.byteLength === 0 ? chunk : Buffer.concat([this.#buf, chunk]);
     try {
       this.#drain();
@@ -163,16 +182,19 @@ export class Http1Connection {
       }
       const end = buf.indexOf(END_OF_HEAD, this.#scanned);
       if (end < 0) {
-        if (buf.byteLength > MAX_HEAD) throw new BadRequest(431, "request head too large");
+        if (buf.byteLength > this.#limits.maxHeadBytes) throw new BadRequest(431, "request head too large");
         this.#scanned = Math.max(0, buf.byteLength - (END_OF_HEAD.byteLength - 1));
         if (this.#timer === undefined) {
-          this.#timer = setTimeout(() => this.#fail(400, "request head not complete in time"), HEAD_TIMEOUT_MS);
+          this.#timer = setTimeout(
+            () => this.#fail(400, "request head not complete in time"),
+            this.#limits.headTimeoutMs,
+          );
           this.#timer.unref();
         }
         return;
       }
       this.#clearTimer();
-      if (end > MAX_HEAD) throw new BadRequest(431, "request head too large");
+      if (end > this.#limits.maxHeadBytes) throw new BadRequest(431, "request head too large");
       const head = buf.toString("latin1", 0, end);
       this.#buf = buf.subarray(end + END_OF_HEAD.byteLength);
       this.#scanned = 0;
@@ -183,6 +205,7 @@ export class Http1Connection {
         if (this.#upgrade(request, this.#socket, rest ?? Buffer.alloc(0))) return;
         // Not the handler's: answered here as any request (a check does not upgrade).
         this.#closed = false;
+        this.#armIdle(this.#limits.idleTimeoutMs);
         this.#buf = rest;
         this.#socket.on("data", this.#listeners.data);
         this.#socket.on("error", this.#listeners.end);

@@ -13,8 +13,10 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import { type MutualTls, mutualTlsServerOptions } from "../security/tls.js";
+import { requestHead, trailersProblem } from "./h2-headers.js";
 import { GRPC_RESPONSE_HEADERS, grpcTrailers, grpcTrailersOnly, HpackDecoder, HpackError } from "./hpack.js";
 import { Http1Connection, type Http1Handler, type Http1Upgrade } from "./http1.js";
+import { Budget, DEFAULT_LIMITS, type ServerLimits } from "./limits.js";
 
 export type Headers = Readonly<Record<string, string>>;
 
@@ -46,16 +48,20 @@ const ERROR = {
   PROTOCOL_ERROR: 1,
   INTERNAL_ERROR: 2,
   FLOW_CONTROL_ERROR: 3,
-  REFUSED_STREAM: 7,
+  STREAM_CLOSED: 5,
   FRAME_SIZE_ERROR: 6,
+  REFUSED_STREAM: 7,
+  CANCEL: 8,
   COMPRESSION_ERROR: 9,
+  ENHANCE_YOUR_CALM: 11,
 };
+/** Not a wire flag: marks a header block whose stream depends on itself (a stream error once the block is decoded). */
+const SELF_DEPENDENT = 0x100;
+/** How many of the streams this side reset are remembered, so that the peer's frames in flight on them are ignored. */
+const RECENT_RESETS = 256;
 
 const MAX_FRAME = 16_384;
 const MAX_WINDOW = 2 ** 31 - 1;
-const MAX_HEADER_LIST = 64 * 1024;
-/** Streams open at once on a connection (advertised; Envoy's circuit breaker for sluice_authz allows as many). */
-const MAX_STREAMS = 65_536;
 /** Larger requests are refused: a CheckRequest carries headers and at most a bounded body. */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
@@ -104,6 +110,10 @@ class Stream {
   consumed = 0;
   /** DATA and trailers waiting for flow-control window, in order. */
   readonly blocked: { data?: Buffer; trailers?: Buffer }[] = [];
+  /** When output last started waiting for window (Date.now()). */
+  blockedSince = 0;
+  /** DATA bytes received, counted against a declared content-length. */
+  received = 0;
   /** Unary: the request so far. Bidi: bytes of an incomplete message. */
   chunks: Buffer[] = [];
   size = 0;
@@ -114,6 +124,7 @@ class Stream {
     readonly id: number,
     readonly headers: Headers,
     sendWindow: number,
+    readonly contentLength: number | undefined,
   ) {
     this.sendWindow = sendWindow;
   }
@@ -122,37 +133,56 @@ class Stream {
 class Connection {
   readonly #socket: Socket;
   readonly #server: UnaryGrpcServer;
+  readonly #limits: ServerLimits;
   readonly #decoder = new HpackDecoder(4096);
   readonly #streams = new Map<number, Stream>();
   #input: Buffer = Buffer.alloc(0);
   #prefaceSeen = false;
+  /** The highest stream id the peer has opened; streams at or below it that are not in #streams are closed. */
   #lastStream = 0;
+  /** Streams this side reset lately: frames the peer sent before it learnt of the reset are ignored (RFC 9113 §5.4.2). */
+  readonly #resetHere = new Set<number>();
   #sendWindow = 65_535;
   #peerInitialWindow = 65_535;
   #peerMaxFrame = MAX_FRAME;
   #consumed = 0;
   /** A header block split over CONTINUATION frames. */
-  #block: { stream: number; flags: number; parts: Buffer[]; size: number } | undefined;
+  #block: { stream: number; flags: number; parts: Buffer[]; size: number; frames: number } | undefined;
   readonly #out: Buffer[] = [];
   #flushScheduled = false;
   #dead = false;
+  /** The peer sent GOAWAY: it opens no more streams; the connection ends when its last stream does. */
+  #peerGoaway = false;
+  readonly #resets: Budget;
+  readonly #control: Budget;
+  #lastActive = Date.now();
+  #idleTimer: NodeJS.Timeout | undefined;
+  #stallTimer: NodeJS.Timeout | undefined;
+  #readPaused = false;
 
   /** `first`: what the peer sent before the connection was recognised as HTTP/2. */
-  constructor(socket: Socket, server: UnaryGrpcServer, first?: Buffer) {
+  constructor(socket: Socket, server: UnaryGrpcServer, limits: ServerLimits, first?: Buffer) {
     this.#socket = socket;
     this.#server = server;
+    this.#limits = limits;
+    this.#resets = new Budget(limits.resetBurst, limits.resetsPerSecond);
+    this.#control = new Budget(limits.controlBurst, limits.controlPerSecond);
     socket.setNoDelay(true);
     socket.on("data", (chunk: Buffer) => this.#onData(chunk));
     socket.on("error", () => this.#teardown());
     socket.on("close", () => this.#teardown());
+    socket.on("drain", () => this.#onDrain());
     // Our SETTINGS: streams may carry up to 2^31-1 bytes before a WINDOW_UPDATE; the connection window is opened too.
-    const settings = Buffer.alloc(12);
+    const settings = Buffer.alloc(18);
     settings.writeUInt16BE(0x3, 0); // MAX_CONCURRENT_STREAMS
-    settings.writeUInt32BE(MAX_STREAMS, 2);
+    settings.writeUInt32BE(limits.maxConcurrentStreams, 2);
     settings.writeUInt16BE(0x4, 6); // INITIAL_WINDOW_SIZE
     settings.writeUInt32BE(MAX_WINDOW, 8);
-    this.#queue(frameHeader(12, FRAME.SETTINGS, 0, 0), settings);
+    settings.writeUInt16BE(0x6, 12); // MAX_HEADER_LIST_SIZE
+    settings.writeUInt32BE(limits.maxHeaderListSize, 14);
+    this.#queue(frameHeader(18, FRAME.SETTINGS, 0, 0), settings);
     this.#windowUpdate(0, MAX_WINDOW - 65_535);
+    this.#armIdle(limits.handshakeTimeoutMs);
     if (first !== undefined) this.#onData(first);
   }
 
@@ -165,6 +195,8 @@ class Connection {
   /** The connection is over: no more output, the server forgets it, open calls end with an error. */
   #abandon(why: string): void {
     this.#dead = true;
+    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
+    if (this.#stallTimer !== undefined) clearTimeout(this.#stallTimer);
     this.#server.forget(this);
     for (const s of this.#streams.values()) s.bidi?.abort(new Error(why));
     this.#streams.clear();
@@ -174,16 +206,60 @@ class Connection {
     this.#goaway(ERROR.NO_ERROR, "server stopping");
   }
 
+  // ---- timers ----
+
+  /** One timer per connection: the preface must arrive in time, and a connection without streams may idle so long. */
+  #armIdle(ms: number): void {
+    this.#idleTimer = setTimeout(() => this.#onIdleTimer(), ms);
+    this.#idleTimer.unref();
+  }
+
+  #onIdleTimer(): void {
+    this.#idleTimer = undefined;
+    if (this.#dead) return;
+    if (!this.#prefaceSeen) {
+      this.#abandon("no connection preface in time");
+      this.#socket.destroy();
+      return;
+    }
+    const quiet = Date.now() - this.#lastActive;
+    if (this.#streams.size === 0 && quiet >= this.#limits.idleTimeoutMs) {
+      this.#goaway(ERROR.NO_ERROR, "idle");
+      return;
+    }
+    this.#armIdle(Math.max(1, this.#limits.idleTimeoutMs - (this.#streams.size === 0 ? quiet : 0)));
+  }
+
+  /** Output waits for the peer's window: streams still waiting when the timer fires, and since before it, are reset. */
+  #armStall(): void {
+    if (this.#stallTimer !== undefined || this.#dead) return;
+    this.#stallTimer = setTimeout(() => {
+      this.#stallTimer = undefined;
+      const before = Date.now() - this.#limits.stallTimeoutMs;
+      let waiting = false;
+      for (const s of [...this.#streams.values()]) {
+        if (s.blocked.length === 0) continue;
+        if (s.blockedSince <= before) this.#resetStream(s.id, ERROR.CANCEL, "response stalled by flow control");
+        else waiting = true;
+      }
+      if (waiting) this.#armStall();
+    }, this.#limits.stallTimeoutMs);
+    this.#stallTimer.unref();
+  }
+
   // ---- input ----
 
   #onData(chunk: Buffer): void {
+    if (this.#dead) return;
     this.#input = this.#input.byteLength === 0 ? chunk : Buffer.concat([this.#input, chunk]);
+    this.#lastActive = Date.now();
     try {
       if (!this.#prefaceSeen) {
-        if (this.#input.byteLength < PREFACE.byteLength) return;
-        if (!this.#input.subarray(0, PREFACE.byteLength).equals(PREFACE)) {
+        const n = Math.min(this.#input.byteLength, PREFACE.byteLength);
+        if (!this.#input.subarray(0, n).equals(PREFACE.subarray(0, n))) {
           throw new ProtocolError(ERROR.PROTOCOL_ERROR, "not an HTTP/2 connection preface");
         }
+        if (n < PREFACE.byteLength) return;
         this.#prefaceSeen = true;
         this.#input = this.#input.subarray(PREFACE.byteLength);
       }
@@ -209,6 +285,11 @@ class Connection {
     }
   }
 
+  /** A frame that costs work and carries no request: spent from the connection's control budget. */
+  #spendControl(): void {
+    if (!this.#control.take()) throw new ProtocolError(ERROR.ENHANCE_YOUR_CALM, "too many control frames");
+  }
+
   #onFrame(type: number, flags: number, id: number, payload: Buffer): void {
     if (this.#block !== undefined && type !== CONTINUATION) {
       throw new ProtocolError(ERROR.PROTOCOL_ERROR, "header block interrupted");
@@ -220,76 +301,152 @@ class Connection {
       case FRAME.HEADERS:
         this.#onHeaders(flags, id, payload);
         return;
-      case CONTINUATION: {
-        const block = this.#block;
-        if (block === undefined || block.stream !== id)
-          throw new ProtocolError(ERROR.PROTOCOL_ERROR, "stray CONTINUATION");
-        block.parts.push(Buffer.from(payload));
-        block.size += payload.byteLength;
-        if (block.size > MAX_HEADER_LIST) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "header block too large");
-        if (flags & FLAG.END_HEADERS) {
-          this.#block = undefined;
-          this.#onHeaderBlock(id, block.flags, Buffer.concat(block.parts));
-        }
+      case CONTINUATION:
+        this.#onContinuation(flags, id, payload);
         return;
-      }
-      case FRAME.RST_STREAM: {
-        const s = this.#streams.get(id);
-        if (s === undefined) return;
-        this.#streams.delete(id);
-        s.bidi?.abort(new Error("stream reset by the client"));
+      case FRAME.PRIORITY:
+        this.#onPriority(id, payload);
         return;
-      }
+      case FRAME.RST_STREAM:
+        this.#onReset(id, payload);
+        return;
       case FRAME.SETTINGS:
-        if (id !== 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "SETTINGS on a stream");
-        if (flags & FLAG.ACK) return;
-        if (payload.byteLength % 6 !== 0) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "SETTINGS length");
-        for (let i = 0; i < payload.byteLength; i += 6)
-          this.#onSetting(payload.readUInt16BE(i), payload.readUInt32BE(i + 2));
-        this.#queue(frameHeader(0, FRAME.SETTINGS, FLAG.ACK, 0));
-        this.#drainBlocked();
+        this.#onSettings(flags, id, payload);
         return;
       case FRAME.PING:
+        if (id !== 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "PING on a stream");
         if (payload.byteLength !== 8) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "PING length");
-        if (!(flags & FLAG.ACK)) this.#queue(frameHeader(8, FRAME.PING, FLAG.ACK, 0), Buffer.from(payload));
+        if (flags & FLAG.ACK) return;
+        this.#spendControl();
+        this.#queue(frameHeader(8, FRAME.PING, FLAG.ACK, 0), Buffer.from(payload));
         return;
       case FRAME.GOAWAY:
-        // The client opens no more streams here; the ones in flight finish and the client closes the connection.
+        if (id !== 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "GOAWAY on a stream");
+        if (payload.byteLength < 8) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "GOAWAY length");
+        // The client opens no more streams here; the ones in flight finish, then the connection closes.
+        this.#peerGoaway = true;
+        this.#closeIfDone();
         return;
-      case WINDOW_UPDATE: {
-        if (payload.byteLength !== 4) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "WINDOW_UPDATE length");
-        const inc = payload.readUInt32BE(0) & 0x7fffffff;
-        if (id === 0) {
-          this.#sendWindow += inc;
-          if (this.#sendWindow > MAX_WINDOW) throw new ProtocolError(ERROR.FLOW_CONTROL_ERROR, "window overflow");
-        } else {
-          const s = this.#streams.get(id);
-          if (s !== undefined) s.sendWindow += inc;
-        }
-        this.#drainBlocked();
+      case WINDOW_UPDATE:
+        this.#onWindowUpdate(id, payload);
         return;
-      }
       case FRAME.PUSH_PROMISE:
         throw new ProtocolError(ERROR.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
       default:
-        // PRIORITY and frame types this server does not know are ignored (RFC 9113 §5.5).
+        // Frame types this server does not know are ignored (RFC 9113 §5.5), but not without limit.
+        this.#spendControl();
         return;
     }
   }
 
+  /** The state of a stream the peer names in a frame other than HEADERS. */
+  #state(id: number): Stream | "idle" | "closed" {
+    const s = this.#streams.get(id);
+    if (s !== undefined) return s;
+    return id > this.#lastStream ? "idle" : "closed";
+  }
+
+  #onContinuation(flags: number, id: number, payload: Buffer): void {
+    const block = this.#block;
+    if (block === undefined || block.stream !== id) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "stray CONTINUATION");
+    block.parts.push(Buffer.from(payload));
+    block.size += payload.byteLength;
+    block.frames++;
+    if (block.size > this.#limits.maxHeaderBlockBytes)
+      throw new ProtocolError(ERROR.ENHANCE_YOUR_CALM, "header block too large");
+    if (block.frames > this.#limits.maxContinuationFrames)
+      throw new ProtocolError(ERROR.ENHANCE_YOUR_CALM, "too many CONTINUATION frames");
+    if (flags & FLAG.END_HEADERS) {
+      this.#block = undefined;
+      this.#onHeaderBlock(id, block.flags, Buffer.concat(block.parts));
+    }
+  }
+
+  #onPriority(id: number, payload: Buffer): void {
+    if (id === 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "PRIORITY on stream 0");
+    this.#spendControl();
+    const idle = id > this.#lastStream;
+    if (payload.byteLength !== 5) {
+      if (idle) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "PRIORITY length");
+      this.#resetStream(id, ERROR.FRAME_SIZE_ERROR, "PRIORITY length");
+      return;
+    }
+    if ((payload.readUInt32BE(0) & 0x7fffffff) === id) {
+      if (idle) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "stream depends on itself");
+      this.#resetStream(id, ERROR.PROTOCOL_ERROR, "stream depends on itself");
+    }
+    // Otherwise ignored: this server does not prioritise its answers.
+  }
+
+  #onReset(id: number, payload: Buffer): void {
+    if (id === 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+    if (payload.byteLength !== 4) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "RST_STREAM length");
+    const s = this.#state(id);
+    if (s === "idle") throw new ProtocolError(ERROR.PROTOCOL_ERROR, "RST_STREAM on an idle stream");
+    if (s === "closed") return;
+    this.#streams.delete(id);
+    s.bidi?.abort(new Error("stream reset by the client"));
+    if (!this.#resets.take()) throw new ProtocolError(ERROR.ENHANCE_YOUR_CALM, "too many stream resets");
+    this.#closeIfDone();
+  }
+
+  #onSettings(flags: number, id: number, payload: Buffer): void {
+    if (id !== 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "SETTINGS on a stream");
+    if (flags & FLAG.ACK) {
+      if (payload.byteLength !== 0) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+      return;
+    }
+    if (payload.byteLength % 6 !== 0) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "SETTINGS length");
+    this.#spendControl();
+    for (let i = 0; i < payload.byteLength; i += 6)
+      this.#onSetting(payload.readUInt16BE(i), payload.readUInt32BE(i + 2));
+    this.#queue(frameHeader(0, FRAME.SETTINGS, FLAG.ACK, 0));
+    this.#drainBlocked();
+  }
+
   #onSetting(id: number, value: number): void {
-    if (id === 0x4) {
+    if (id === 0x2) {
+      if (value > 1) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH other than 0 or 1");
+    } else if (id === 0x4) {
       if (value > MAX_WINDOW) throw new ProtocolError(ERROR.FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE");
       const delta = value - this.#peerInitialWindow;
       this.#peerInitialWindow = value;
-      for (const s of this.#streams.values()) s.sendWindow += delta;
+      for (const s of this.#streams.values()) {
+        s.sendWindow += delta;
+        if (s.sendWindow > MAX_WINDOW) throw new ProtocolError(ERROR.FLOW_CONTROL_ERROR, "stream window overflow");
+      }
     } else if (id === 0x5) {
       if (value < MAX_FRAME || value > 16_777_215)
         throw new ProtocolError(ERROR.PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE");
       this.#peerMaxFrame = value;
     }
-    // HEADER_TABLE_SIZE: this side's encoder never indexes. ENABLE_PUSH, MAX_CONCURRENT_STREAMS (we never open a
-    // stream), MAX_HEADER_LIST_SIZE and unknown settings need nothing.
+    // HEADER_TABLE_SIZE: this side's encoder never indexes. MAX_CONCURRENT_STREAMS (we never open a stream),
+    // MAX_HEADER_LIST_SIZE (our headers are a few fixed fields) and unknown settings need nothing.
+  }
+
+  #onWindowUpdate(id: number, payload: Buffer): void {
+    if (payload.byteLength !== 4) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "WINDOW_UPDATE length");
+    const inc = payload.readUInt32BE(0) & 0x7fffffff;
+    if (id === 0) {
+      if (inc === 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+      this.#sendWindow += inc;
+      if (this.#sendWindow > MAX_WINDOW) throw new ProtocolError(ERROR.FLOW_CONTROL_ERROR, "window overflow");
+      this.#drainBlocked();
+      return;
+    }
+    const s = this.#state(id);
+    if (s === "idle") throw new ProtocolError(ERROR.PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream");
+    if (s === "closed") return;
+    if (inc === 0) {
+      this.#resetStream(id, ERROR.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+      return;
+    }
+    s.sendWindow += inc;
+    if (s.sendWindow > MAX_WINDOW) {
+      this.#resetStream(id, ERROR.FLOW_CONTROL_ERROR, "stream window overflow");
+      return;
+    }
+    if (s.blocked.length > 0) this.#drain(s);
   }
 
   /** The frame's payload without padding (and, for HEADERS, without priority fields). */
@@ -297,9 +454,9 @@ class Connection {
     let start = 0;
     let end = payload.byteLength;
     if (flags & FLAG.PADDED) {
-      const pad = payload[0] ?? 0;
+      if (end === 0) throw new ProtocolError(ERROR.FRAME_SIZE_ERROR, "PADDED frame without a pad length");
       start = 1;
-      end -= pad;
+      end -= payload[0] ?? 0;
     }
     if (priority && flags & FLAG.PRIORITY) start += 5;
     if (start > end) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "padding longer than the frame");
@@ -308,32 +465,55 @@ class Connection {
 
   #onHeaders(flags: number, id: number, payload: Buffer): void {
     if (id === 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "HEADERS on stream 0");
+    if (id % 2 === 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "HEADERS on an even stream id");
     const block = Connection.#unpad(flags, payload, true);
-    if (flags & FLAG.END_HEADERS) this.#onHeaderBlock(id, flags, block);
-    else this.#block = { stream: id, flags, parts: [Buffer.from(block)], size: block.byteLength };
+    // A stream that depends on itself is a stream error, known once the block is decoded (the table must follow).
+    let f = flags;
+    if (flags & FLAG.PRIORITY && (payload.readUInt32BE(flags & FLAG.PADDED ? 1 : 0) & 0x7fffffff) === id)
+      f |= SELF_DEPENDENT;
+    if (flags & FLAG.END_HEADERS) this.#onHeaderBlock(id, f, block);
+    else this.#block = { stream: id, flags: f, parts: [Buffer.from(block)], size: block.byteLength, frames: 0 };
   }
 
   #onHeaderBlock(id: number, flags: number, block: Buffer): void {
-    // Every block is decoded, even one this server ignores: the HPACK dynamic table must follow the encoder's.
-    const list = this.#decoder.decode(block, MAX_HEADER_LIST);
+    // Every block is decoded, even one this server refuses: the HPACK dynamic table must follow the encoder's.
+    const list = this.#decoder.decode(block, this.#limits.maxHeaderListSize);
     const existing = this.#streams.get(id);
     if (existing !== undefined) {
-      // Trailers from the client: only the end of its stream matters.
-      if (flags & FLAG.END_STREAM) this.#remoteEnd(existing);
+      // Trailers from the client: they end its stream, and carry no pseudo-header fields.
+      if (existing.remoteEnded) this.#resetStream(id, ERROR.STREAM_CLOSED, "HEADERS after the end of the stream");
+      else if (!(flags & FLAG.END_STREAM)) this.#resetStream(id, ERROR.PROTOCOL_ERROR, "trailers without END_STREAM");
+      else if (trailersProblem(list) !== undefined) this.#resetStream(id, ERROR.PROTOCOL_ERROR, "malformed trailers");
+      else this.#remoteEnd(existing);
       return;
     }
-    if (id % 2 === 0 || id <= this.#lastStream) return; // a stream already closed here, or not a client stream
+    if (id <= this.#lastStream) {
+      if (this.#resetHere.has(id)) return;
+      if (id === this.#lastStream) throw new ProtocolError(ERROR.STREAM_CLOSED, "HEADERS on a closed stream");
+      throw new ProtocolError(ERROR.PROTOCOL_ERROR, "stream id lower than one already used");
+    }
     this.#lastStream = id;
-    if (this.#streams.size >= MAX_STREAMS) {
-      // Above what this side advertised (SETTINGS_MAX_CONCURRENT_STREAMS).
-      this.#frame32(FRAME.RST_STREAM, id, ERROR.REFUSED_STREAM);
+    if (this.#peerGoaway) {
+      this.#resetStream(id, ERROR.REFUSED_STREAM, "stream opened after GOAWAY");
       return;
     }
-    const headers: Record<string, string> = {};
-    for (const [name, value] of list) headers[name] = name in headers ? `${headers[name]},${value}` : value;
-    const s = new Stream(id, headers, this.#peerInitialWindow);
+    if (flags & SELF_DEPENDENT) {
+      this.#resetStream(id, ERROR.PROTOCOL_ERROR, "stream depends on itself");
+      return;
+    }
+    if (this.#streams.size >= this.#limits.maxConcurrentStreams) {
+      // Above what this side advertised (SETTINGS_MAX_CONCURRENT_STREAMS).
+      this.#resetStream(id, ERROR.REFUSED_STREAM, "too many concurrent streams");
+      return;
+    }
+    const head = requestHead(list);
+    if (typeof head === "string") {
+      this.#resetStream(id, ERROR.PROTOCOL_ERROR, head);
+      return;
+    }
+    const s = new Stream(id, head.headers, this.#peerInitialWindow, head.contentLength);
     this.#streams.set(id, s);
-    const path = headers[":path"] ?? "";
+    const path = head.headers[":path"] ?? "";
     const bidi = this.#server.bidi.get(path);
     const unary = bidi === undefined ? this.#server.handlers.get(path) : undefined;
     if (bidi === undefined && unary === undefined) {
@@ -350,19 +530,35 @@ class Connection {
 
   #onDataFrame(flags: number, id: number, payload: Buffer): void {
     if (id === 0) throw new ProtocolError(ERROR.PROTOCOL_ERROR, "DATA on stream 0");
+    const data = Connection.#unpad(flags, payload, false);
     this.#consumed += payload.byteLength;
     if (this.#consumed >= 2 ** 30) {
       this.#windowUpdate(0, this.#consumed);
       this.#consumed = 0;
     }
-    const s = this.#streams.get(id);
-    if (s === undefined || s.remoteEnded) return;
+    if (payload.byteLength === 0 && !(flags & FLAG.END_STREAM)) this.#spendControl();
+    const s = this.#state(id);
+    if (s === "idle") throw new ProtocolError(ERROR.PROTOCOL_ERROR, "DATA on an idle stream");
+    if (s === "closed") {
+      if (!this.#resetHere.has(id)) this.#resetStream(id, ERROR.STREAM_CLOSED, "DATA on a closed stream");
+      return;
+    }
+    if (s.remoteEnded) {
+      this.#resetStream(id, ERROR.STREAM_CLOSED, "DATA after the end of the stream");
+      return;
+    }
     s.consumed += payload.byteLength;
     if (s.consumed >= 2 ** 30) {
       this.#windowUpdate(id, s.consumed);
       s.consumed = 0;
     }
-    const data = Connection.#unpad(flags, payload, false);
+    if (s.contentLength !== undefined) {
+      s.received += data.byteLength;
+      if (s.received > s.contentLength) {
+        this.#resetStream(id, ERROR.PROTOCOL_ERROR, "DATA does not add up to content-length");
+        return;
+      }
+    }
     if (data.byteLength > 0 && !s.closed) {
       if (s.bidi !== undefined) s.bidi.push(data);
       else {
@@ -371,14 +567,20 @@ class Connection {
         else s.chunks.push(Buffer.from(data));
       }
     }
-    if (flags & FLAG.END_STREAM) this.#remoteEnd(s);
+    if (flags & FLAG.END_STREAM && this.#streams.get(id) === s) this.#remoteEnd(s);
   }
 
+  /** The peer's side of `s` ended (END_STREAM): a declared content-length must have been met. */
   #remoteEnd(s: Stream): void {
     if (s.remoteEnded) return;
+    if (s.contentLength !== undefined && s.received !== s.contentLength) {
+      this.#resetStream(s.id, ERROR.PROTOCOL_ERROR, "DATA does not add up to content-length");
+      return;
+    }
     s.remoteEnded = true;
     if (s.closed) {
-      this.#streams.delete(s.id);
+      if (s.blocked.length === 0) this.#streams.delete(s.id);
+      this.#closeIfDone();
       return;
     }
     if (s.bidi !== undefined) {
@@ -409,6 +611,34 @@ class Connection {
     );
   }
 
+  /** A stream error (RFC 9113 §5.4.2): RST_STREAM, the stream is forgotten, its call ends with an error. */
+  #resetStream(id: number, code: number, why: string): void {
+    const s = this.#streams.get(id);
+    if (s !== undefined) {
+      this.#streams.delete(id);
+      s.closed = true;
+      s.bidi?.abort(new Error(`stream reset: ${why}`));
+    }
+    this.#frame32(FRAME.RST_STREAM, id, code);
+    this.#rememberReset(id);
+    // Each costs the peer from its reset budget: a client could make this side reset streams as fast as it resets them.
+    if (!this.#resets.take()) throw new ProtocolError(ERROR.ENHANCE_YOUR_CALM, "too many stream resets");
+    this.#closeIfDone();
+  }
+
+  #rememberReset(id: number): void {
+    this.#resetHere.add(id);
+    if (this.#resetHere.size > RECENT_RESETS) {
+      const oldest = this.#resetHere.values().next().value as number;
+      this.#resetHere.delete(oldest);
+    }
+  }
+
+  /** After the peer's GOAWAY, the connection ends once no stream is left. */
+  #closeIfDone(): void {
+    if (this.#peerGoaway && this.#streams.size === 0 && !this.#dead) this.#goaway(ERROR.NO_ERROR, "");
+  }
+
   // ---- output ----
 
   #queue(...parts: Buffer[]): void {
@@ -426,6 +656,18 @@ class Connection {
     const out = this.#out.length === 1 ? (this.#out[0] as Buffer) : Buffer.concat(this.#out);
     this.#out.length = 0;
     this.#socket.write(out);
+    // A peer that does not read what it asked for (PING and SETTINGS floods, responses it never takes) is not read
+    // either until the socket drains.
+    if (!this.#readPaused && this.#socket.writableLength > this.#limits.maxQueuedOutputBytes) {
+      this.#readPaused = true;
+      this.#socket.pause();
+    }
+  }
+
+  #onDrain(): void {
+    if (!this.#readPaused || this.#dead) return;
+    this.#readPaused = false;
+    this.#socket.resume();
   }
 
   #windowUpdate(id: number, inc: number): void {
@@ -505,7 +747,11 @@ class Connection {
   /** Our side of the stream is done: forget it, and tell a client still sending that nothing more is needed. */
   #finish(s: Stream): void {
     this.#streams.delete(s.id);
-    if (!s.remoteEnded) this.#frame32(FRAME.RST_STREAM, s.id, ERROR.NO_ERROR);
+    if (!s.remoteEnded) {
+      this.#frame32(FRAME.RST_STREAM, s.id, ERROR.NO_ERROR);
+      this.#rememberReset(s.id);
+    }
+    this.#closeIfDone();
   }
 
   #drain(s: Stream): void {
@@ -520,7 +766,14 @@ class Connection {
       }
       const data = next.data as Buffer;
       const n = Math.min(data.byteLength, this.#peerMaxFrame, this.#sendWindow, s.sendWindow);
-      if (n <= 0) return;
+      if (n <= 0) {
+        if (s.blockedSince === 0) {
+          s.blockedSince = Date.now();
+          this.#armStall();
+        }
+        return;
+      }
+      s.blockedSince = 0;
       this.#queue(frameHeader(n, FRAME.DATA, 0, s.id), data.subarray(0, n));
       this.#sendWindow -= n;
       s.sendWindow -= n;
@@ -660,17 +913,26 @@ export class UnaryGrpcServer {
   /** Connections refused in the TLS handshake (no certificate of the CA, or not TLS), and when one was last logged. */
   #tlsRefused = 0;
   #tlsRefusedLogged = { at: 0, count: 0 };
+  readonly limits: ServerLimits;
 
   /**
    * Handlers by gRPC path, e.g. `/envoy.service.auth.v3.Authorization/Check`. With `http1`, connections that do not
    * start with the HTTP/2 preface are HTTP/1.1 and go to it (./http1.ts). With `tls`, connections are mutual TLS:
-   * a client without a certificate of `tls.ca` is refused in the handshake.
+   * a client without a certificate of `tls.ca` is refused in the handshake. `limits` replace some of DEFAULT_LIMITS
+   * (./limits.ts, docs/http2.md).
    */
   constructor(
     handlers: ReadonlyMap<string, UnaryHandler>,
     bidi: ReadonlyMap<string, BidiHandler> = new Map(),
-    opts: { log?: (line: string) => void; http1?: Http1Handler; upgrade?: Http1Upgrade; tls?: MutualTls } = {},
+    opts: {
+      log?: (line: string) => void;
+      http1?: Http1Handler;
+      upgrade?: Http1Upgrade;
+      tls?: MutualTls;
+      limits?: Partial<ServerLimits>;
+    } = {},
   ) {
+    this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     this.handlers = handlers;
     this.bidi = bidi;
     this.log = opts.log ?? ((line) => console.error(line));
@@ -701,29 +963,34 @@ export class UnaryGrpcServer {
   #accept(socket: Socket): void {
     const http1 = this.#http1;
     if (http1 === undefined) {
-      this.#connections.add(new Connection(socket, this));
+      this.#connections.add(new Connection(socket, this, this.limits));
       return;
     }
     let seen: Buffer = Buffer.alloc(0);
+    // A client that never says which protocol it speaks does not hold the socket.
+    const timer = setTimeout(() => socket.destroy(), this.limits.handshakeTimeoutMs);
+    timer.unref();
     const onData = (chunk: Buffer) => {
       seen = seen.byteLength === 0 ? chunk : Buffer.concat([seen, chunk]);
       const n = Math.min(seen.byteLength, H2_START.byteLength);
       const h2 = seen.subarray(0, n).equals(H2_START.subarray(0, n));
       if (h2 && n < H2_START.byteLength) return;
+      clearTimeout(timer);
       socket.off("data", onData);
       socket.pause();
       if (h2) {
-        this.#connections.add(new Connection(socket, this, seen));
+        this.#connections.add(new Connection(socket, this, this.limits, seen));
         socket.resume();
         return;
       }
-      const c = new Http1Connection(socket, http1, this.log, seen, this.#upgrade);
+      const c = new Http1Connection(socket, http1, this.log, seen, this.#upgrade, this.limits);
       this.#http1Connections.add(c);
       socket.once("close", () => this.#http1Connections.delete(c));
       socket.resume();
     };
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());
+    socket.once("close", () => clearTimeout(timer));
   }
 
   async start(host: string, port: number): Promise<number> {
