@@ -4,6 +4,8 @@
 // `sluice_authz`), which is the one the translator points Envoy at. Each service gets every new translation result, from which it takes its policy tables.
 
 import type * as grpc from "@grpc/grpc-js";
+import { Minter } from "../credentials/mint.js";
+import { CredentialService, EXT_PROC_PATH } from "../credentials/service.js";
 import {
   addExtAuthzService,
   type ExtAuthzOptions,
@@ -99,9 +101,17 @@ export function defaultServices(opts: ServiceOptions): SluiceService[] {
   const aws = new AwsCredentialSource();
   const google = new GoogleTokens();
   const remoteGuard = remoteGuards({ aws, google });
+  const llm = new LlmExtProcService({ log: opts.log, aws, google, remoteGuard });
+  // Backend credentials (src/credentials/) share the ext_proc method: streams without a plan id go on to the LLM's.
+  const credentials = new CredentialService({
+    minter: new Minter({ aws }),
+    log: opts.log,
+    next: llm.bidi.get(EXT_PROC_PATH),
+  });
   return [
     extAuthzService(opts),
-    new LlmExtProcService({ log: opts.log, aws, google, remoteGuard }),
+    llm,
+    credentials,
     realtimeRelayService(new RealtimeRelay({ log: opts.log, remote: remoteGuard })),
   ];
 }

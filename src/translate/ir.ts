@@ -1,6 +1,7 @@
 // The intermediate representation: per Gateway, plain readonly data with no Envoy or Kubernetes types.
 // translate<Kind> functions produce it from resources; build<EnvoyThing> functions turn it into xDS.
 
+import type { CredentialPlan } from "../credentials/plan.js";
 import type { TunnelIR } from "./backend/tunnel.js";
 
 export interface GatewayIR {
@@ -150,6 +151,8 @@ export interface BackendConnectionIR {
     readonly header: string;
     readonly prefix: string;
   };
+  /** `backend.auth` Sluice mints per request (src/credentials/): the plan its upstream ext_proc serves. */
+  readonly minted?: CredentialPlan;
 }
 
 export interface BackendTlsIR {

@@ -1,5 +1,6 @@
 // The translator: validated resources → status + IR → xDS, per Gateway. A pure function of its input.
 
+import type { CredentialPlan } from "../credentials/plan.js";
 import type { PolicyTable } from "../extauthz/server.js";
 import type { AuthorizationPath } from "./authz/plan.js";
 import { PolicyTableBuilder } from "./authz/policy-table.js";
@@ -45,6 +46,8 @@ export interface GatewayOutput {
   readonly key: string;
   readonly ir: GatewayIR;
   readonly xds: XdsResources;
+  /** Backend credentials Sluice's credential ext_proc mints for this Gateway (src/credentials/). */
+  readonly credentialPlans?: readonly CredentialPlan[];
 }
 
 export interface TranslationResult {
@@ -112,7 +115,7 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   memo?.end();
   let report: PolicyReport | undefined;
   return {
-    gateways: built.map(({ ir, xds }) => ({ key: ir.key, ir, xds })),
+    gateways: built.map(({ ir, xds, credentialPlans }) => ({ key: ir.key, ir, xds, credentialPlans })),
     statuses: finalStatuses,
     // Only `sluice explain` reads the report; sorting every route site on each reload would be wasted.
     get policies() {

@@ -88,10 +88,11 @@ export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => stri
  * secret anyway, under the same name.
  */
 function variantName(base: string, c: BackendConnectionIR): string {
-  const { credential, tls, ...rest } = c;
+  const { credential, tls, minted, ...rest } = c;
   const clientCert = tls?.clientCert;
   const visible = {
     ...rest,
+    ...(minted !== undefined ? { minted: minted.id } : {}),
     ...(credential !== undefined ? { credential: { ...credential, value: undefined } } : {}),
     ...(tls !== undefined
       ? { tls: { ...tls, clientCert: clientCert === undefined ? undefined : clientCert.secret } }
@@ -134,7 +135,7 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
       if (credential?.ok === false) {
         const { from, field, message, fatal } = credential;
         credentialProblems.push({ from, field, message, fatal });
-      }
+      } else if (credential !== undefined) credentialProblems.push(...credential.notes);
       if (tls?.ok === false) tlsProblems.push({ from: tls.from, field: tls.field, message: tls.message, fatal: true });
       const tunnelField = bp.policy.tunnel;
       let tunnel: TunnelIR | undefined;
@@ -155,7 +156,10 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         else tunnel = r.tunnel;
       }
       const extra = {
-        ...(credential?.ok === true ? { credential: credential.credential } : {}),
+        ...(credential?.ok === true && credential.credential !== undefined
+          ? { credential: credential.credential }
+          : {}),
+        ...(credential?.ok === true && credential.minted !== undefined ? { minted: credential.minted } : {}),
         ...(tls?.ok === true ? { tls: tls.tls } : {}),
         ...(tunnel !== undefined ? { tunnel } : {}),
       };

@@ -1,23 +1,33 @@
-// `backend.auth` on Service and static backends → Envoy's credential_injector as an upstream filter of the backend's
-// cluster (a cluster per distinct setting, backend-connection.ts), so each backendRef of a route gets its own: the key
-// (`key`, or a Secret's value through `secretRef`) goes to Envoy as an SDS generic secret, never into the route or
-// cluster configuration, and the filter writes it into the header the policy names (default
-// `Authorization: Bearer <key>`), replacing the client's. A credential that cannot be had (a Secret missing) makes
-// the route answer 503 rather than send the request without it. What Envoy cannot inject natively (query parameter
-// and cookie locations, cloud credentials, passthrough, token exchanges) is reported.
+// `backend.auth` on Service and static backends → Envoy, in one of two ways (docs/credentials.md):
+// - `key` / `secretRef` into a header, alone: Envoy's credential_injector as an upstream filter of the backend's
+//   cluster (a cluster per distinct setting, backend-connection.ts), the key served as an SDS generic secret, never in
+//   the route or cluster configuration; `overwrite`, so the client's own value never reaches the backend;
+// - everything Sluice mints (query and cookie locations, `credentials[]`, `passthrough`, `cloudA` SigV4, `jwtSign`,
+//   `oauthTokenExchange`): an upstream ext_proc filter on the cluster calling Sluice's credential service
+//   (src/credentials/), which is given the plan id as gRPC metadata; the plan itself, with its Secrets, stays in
+//   Sluice. SigV4 needs the final body (its hash is signed), so that filter buffers it.
+// A credential that cannot be had makes the route answer 503 rather than send the request without it; forms not
+// minted yet (cloudB, cloudC, crossAppAccess on these backends) are reported.
 
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { secretValue } from "../../api/core.js";
+import { CREDENTIAL_METADATA, type CredentialPlan, needsBody } from "../../credentials/plan.js";
+import { resolveBackendAuth } from "../../credentials/resolve.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { CredentialInjectorSchema } from "../../gen/envoy/extensions/filters/http/credential_injector/v3/credential_injector_pb.js";
+import { ExternalProcessorSchema } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import { GenericSchema } from "../../gen/envoy/extensions/http/injected_credentials/generic/v3/generic_pb.js";
 import { type Secret, SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { TranslationInput } from "../input.js";
 import type { PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
-import { credentialSecretName } from "../names.js";
+import { credentialSecretName, SLUICE_AUTHZ_CLUSTER } from "../names.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -34,49 +44,51 @@ export interface BackendCredential {
   readonly prefix: string;
 }
 
+export interface CredentialOutcomeProblem {
+  readonly from: PolicySourceIR;
+  readonly field: string;
+  readonly message: string;
+  readonly fatal: boolean;
+}
+
 export type CredentialOutcome =
-  | { readonly ok: true; readonly credential: BackendCredential }
   | {
-      readonly ok: false;
-      readonly from: PolicySourceIR;
-      readonly field: string;
-      readonly message: string;
-      readonly fatal: boolean;
-    };
+      readonly ok: true;
+      /** Injected by Envoy (key or secretRef into a header). */
+      readonly credential?: BackendCredential;
+      /** Minted by Sluice's credential ext_proc. */
+      readonly minted?: CredentialPlan;
+      /** Parts reported but not fatal. */
+      readonly notes: readonly CredentialOutcomeProblem[];
+    }
+  | ({ readonly ok: false } & CredentialOutcomeProblem);
 
-/** Auth forms Envoy injects natively here; the others are reported. */
-const NATIVE = new Set(["key", "secretRef"]);
-
-/** The credential a `backend.auth` value gives `backend`, or why none is injected. */
+/** The credential a `backend.auth` value gives `backend`, or why none is given. */
 export function backendCredential(
   authValue: unknown,
   from: PolicySourceIR,
   backend: string,
   input: TranslationInput | undefined,
 ): CredentialOutcome {
-  if (!isRec(authValue)) return { ok: false, from, field: "backend.auth", message: "not an object", fatal: false };
+  if (!isRec(authValue)) return { ok: false, from, field: "backend.auth", message: "not an object", fatal: true };
   const auth = authValue;
-  const forms = Object.keys(auth).filter((k) => k !== "location" && k !== "credentials");
-  const other = forms.find((k) => !NATIVE.has(k));
-  if (other !== undefined || forms.length === 0) {
-    return {
-      ok: false,
-      from,
-      field: `backend.auth${other !== undefined ? `.${other}` : ""}`,
-      message: `not applied to ${backend} yet (only key and secretRef are injected into a header)`,
-      fatal: false,
-    };
+  const ns = from.name.split("/")[0] ?? "";
+  const resolved = resolveBackendAuth(auth, { input, ns, backend, source: `${from.kind}/${from.name}` });
+  const problems = resolved.problems.map((p) => ({ from, ...p }));
+  const fatal = problems.find((p) => p.fatal);
+  if (fatal !== undefined) {
+    // Every problem is named; the first fatal one carries the route's 503.
+    const others = problems.filter((p) => p !== fatal).map((p) => `${p.field}: ${p.message}`);
+    return { ok: false, ...fatal, message: [fatal.message, ...others].join("; ") };
+  }
+  if (!resolved.native) {
+    if (resolved.plan !== undefined) return { ok: true, minted: resolved.plan, notes: problems };
+    const first = problems[0];
+    return first !== undefined
+      ? { ok: false, ...first }
+      : { ok: false, from, field: "backend.auth", message: `no credential for ${backend}`, fatal: true };
   }
   const location = isRec(auth.location) ? auth.location : undefined;
-  if (location !== undefined && !isRec(location.header)) {
-    return {
-      ok: false,
-      from,
-      field: "backend.auth.location",
-      message: `only a header location is injected for ${backend} (not a query parameter or cookie); not applied`,
-      fatal: false,
-    };
-  }
   const header =
     isRec(location?.header) && typeof location.header.name === "string" ? location.header.name : "Authorization";
   const prefix =
@@ -86,7 +98,6 @@ export function backendCredential(
         ? "Bearer"
         : "";
   let value: string | undefined;
-  const ns = from.name.split("/")[0] ?? "";
   if (typeof auth.key === "string") value = auth.key;
   else if (isRec(auth.secretRef) && typeof auth.secretRef.name === "string") {
     const key = typeof auth.secretRef.key === "string" ? auth.secretRef.key : "Authorization";
@@ -105,12 +116,12 @@ export function backendCredential(
     value = key === "Authorization" ? v.trim().replace(/^Bearer\s+/i, "") : v.trim();
   }
   if (value === undefined) {
-    return { ok: false, from, field: "backend.auth", message: `no key for ${backend}; not applied`, fatal: false };
+    return { ok: false, from, field: "backend.auth", message: `no key for ${backend}`, fatal: true };
   }
   const secret = credentialSecretName(
     createHash("sha256").update(`${from.kind}|${from.name}|${backend}|${header}`).digest("hex").slice(0, 16),
   );
-  return { ok: true, credential: { secret, value, header: header.toLowerCase(), prefix } };
+  return { ok: true, credential: { secret, value, header: header.toLowerCase(), prefix }, notes: problems };
 }
 
 export function credentialSecret(c: BackendCredential): Secret {
@@ -141,6 +152,37 @@ export function credentialInjector(c: BackendCredential) {
           }),
         ),
       },
+    }),
+  );
+}
+
+/** The credential ext_proc's answer comes within this; its own fetches stop at 4 s, so the client hears why. */
+const MINT_TIMEOUT_MS = 5000;
+
+/**
+ * The upstream ext_proc filter of a cluster whose credential Sluice mints: request headers (and the whole body for
+ * SigV4) to Sluice's credential service with the plan id; the answer writes the credential, or refuses the request.
+ * Sluice unreachable: the request fails (Envoy's ext_proc fails closed), never goes out without it.
+ */
+export function credentialExtProc(plan: CredentialPlan) {
+  return anyPack(
+    ExternalProcessorSchema,
+    create(ExternalProcessorSchema, {
+      grpcService: {
+        targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
+        initialMetadata: [{ key: CREDENTIAL_METADATA, value: plan.id }],
+      },
+      processingMode: {
+        requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+        requestBodyMode: needsBody(plan) ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
+        responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
+        responseBodyMode: ProcessingMode_BodySendMode.NONE,
+        requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+        responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+      },
+      messageTimeout: { seconds: BigInt(MINT_TIMEOUT_MS / 1000) },
+      // A query parameter credential changes :path.
+      mutationRules: { allowAllRouting: true, allowEnvoy: false },
     }),
   );
 }

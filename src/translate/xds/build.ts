@@ -1,6 +1,7 @@
 // GatewayIR → the xDS resources of that Gateway.
 
 import { fromBinary } from "@bufbuild/protobuf";
+import type { CredentialPlan } from "../../credentials/plan.js";
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
@@ -32,6 +33,8 @@ export interface BuildResult {
   readonly xds: XdsResources;
   /** Policy fields accepted but not applied (yet), for status. */
   readonly notes: readonly PolicyNote[];
+  /** The backend credentials Sluice mints for this Gateway's clusters (src/credentials/), by plan id. */
+  readonly credentialPlans: readonly CredentialPlan[];
 }
 
 export interface BuildOptions {
@@ -43,6 +46,15 @@ export interface BuildOptions {
   readonly llmUpstreamClusters?: ReadonlySet<string>;
   /** Builds of earlier translations (src/translate/memo.ts); the result is the same with or without it. */
   readonly memo?: XdsMemo;
+}
+
+function credentialPlans(gw: GatewayIR): CredentialPlan[] {
+  const out = new Map<string, CredentialPlan>();
+  for (const c of gw.clusters) {
+    const p = c.kind === "llm" || c.kind === "mcp" ? undefined : c.connection?.minted;
+    if (p !== undefined) out.set(p.id, p);
+  }
+  return [...out.values()];
 }
 
 /** The SDS secrets of the backend credentials the clusters inject (backend-credential.ts), once each. */
@@ -192,5 +204,5 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
     },
     secrets: [...gw.secrets.map(buildSecret), ...credentialSecrets(gw)],
   };
-  return { xds, notes };
+  return { xds, notes, credentialPlans: credentialPlans(gw) };
 }

@@ -2,6 +2,7 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
+import type { CredentialPlan } from "../../credentials/plan.js";
 import {
   type Cluster,
   Cluster_DiscoveryType,
@@ -19,7 +20,7 @@ import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/
 import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, ClusterIR, EndpointIR } from "../ir.js";
 import { socketAddress } from "./address.js";
-import { credentialInjector } from "./backend-credential.js";
+import { credentialExtProc, credentialInjector } from "./backend-credential.js";
 import { DFP_CLUSTER_TYPE, dfpClusterConfig } from "./filters/dynamic-forward-proxy.js";
 import { buildLlmCluster, EVICTION_PANIC_PERCENT, pickedEndpointTargets } from "./llm.js";
 import { throughTunnel } from "./tunnel.js";
@@ -55,13 +56,14 @@ function protocolOptions(
   dynamicHost = false,
 ): Pick<MessageInitShape<typeof ClusterSchema>, "typedExtensionProtocolOptions"> {
   const credential = conn?.credential;
+  const minted = conn?.minted;
   // backend.tls offering both h2 and http/1.1 without http.version: the protocol ALPN agrees on.
   const alpn = conn?.tls?.alpn;
   const auto = conn?.http2 === undefined && alpn !== undefined && alpn.includes("h2") && alpn.includes("http/1.1");
   // TLS to hosts known per request (dynamic forward proxy): SNI, and unless verification is off the certificate's
   // name, from the request's host.
   const perHostTls = dynamicHost && conn?.tls !== undefined;
-  if (!http2 && credential === undefined && !auto && !perHostTls) return {};
+  if (!http2 && credential === undefined && minted === undefined && !auto && !perHostTls) return {};
   return {
     typedExtensionProtocolOptions: {
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
@@ -85,13 +87,18 @@ function protocolOptions(
                     : { case: "httpProtocolOptions", value: {} },
                 },
               },
-          ...(credential !== undefined
+          ...(credential !== undefined || minted !== undefined
             ? {
                 httpFilters: [
-                  {
-                    name: "sluice.credential_injector",
-                    configType: { case: "typedConfig", value: credentialInjector(credential) },
-                  },
+                  credential !== undefined
+                    ? {
+                        name: "sluice.credential_injector",
+                        configType: { case: "typedConfig", value: credentialInjector(credential) },
+                      }
+                    : {
+                        name: "sluice.credential_ext_proc",
+                        configType: { case: "typedConfig", value: credentialExtProc(minted as CredentialPlan) },
+                      },
                   {
                     name: "envoy.filters.http.upstream_codec",
                     configType: {

@@ -1,0 +1,121 @@
+// `backend.auth` forms that Sluice mints per request (docs/credentials.md), resolved at translation into a plan the
+// credential ext_proc (service.ts) serves: Secrets read, CEL compiled and checked, token endpoints resolved to
+// addresses. The plan is carried in the backend's cluster IR; Envoy only ever sees its id.
+
+import type { AwsAssumeRole } from "../translate/llm/table.js";
+
+/** gRPC initial metadata of the credential ext_proc's stream: the plan id. */
+export const CREDENTIAL_METADATA = "x-sluice-credential";
+
+/** Where a credential is written to the backend request (the spec's AuthorizationLocation). */
+export type CredentialLocation =
+  | { readonly kind: "header"; readonly name: string; readonly prefix: string }
+  | { readonly kind: "query"; readonly name: string }
+  | { readonly kind: "cookie"; readonly name: string };
+
+/** `cloudA`: SigV4 over the request as it leaves Envoy (body included). */
+export interface SigV4Plan {
+  readonly kind: "cloudA";
+  /** Keys of the policy's Secret; absent: the Sluice process's default credential chain. */
+  readonly keys?: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken?: string };
+  readonly assumeRole?: AwsAssumeRole;
+  /** Signing region; absent: from the host (`<service>.<region>.amazonaws.com`), else AWS_REGION. */
+  readonly region?: string;
+  /** Signing service; absent: from the host. */
+  readonly service?: string;
+}
+
+export type JwtAlg = "RS256" | "RS384" | "RS512" | "PS256" | "ES256" | "ES384";
+
+/** `jwtSign`: a short-lived JWT signed by Sluice with the policy's key. */
+export interface JwtSignPlan {
+  readonly kind: "jwtSign";
+  /** PEM (PKCS#8, PKCS#1 RSA or SEC1 EC). */
+  readonly signingKey: string;
+  readonly alg: JwtAlg;
+  readonly kid?: string;
+  readonly claims: Readonly<Record<string, unknown>>;
+  readonly ttlMs: number;
+  readonly location: CredentialLocation;
+}
+
+/** `key` / `secretRef` written where Envoy's credential injector cannot (query, cookie) or beside `credentials[]`. */
+export interface StaticPlan {
+  readonly kind: "static";
+  readonly value: string;
+  readonly location: CredentialLocation;
+}
+
+/** `passthrough`: the client's own bearer token (as the client authentication read it) re-added at `location`. */
+export interface PassthroughPlan {
+  readonly kind: "passthrough";
+  readonly location: CredentialLocation;
+}
+
+/** Where Sluice calls a token endpoint (a Service's ready endpoints, or a static GwBackend). */
+export interface TokenEndpoint {
+  readonly targets: readonly { readonly host: string; readonly port: number }[];
+  /** Authority sent (`name.ns.svc` or the static host). */
+  readonly authority: string;
+  readonly path: string;
+  readonly tls: boolean;
+}
+
+export interface ClientAuthPlan {
+  readonly clientId: string;
+  readonly method: "ClientSecretBasic" | "ClientSecretPost" | "PrivateKeyJwt";
+  readonly clientSecret?: string;
+  readonly privateKeyJwt?: {
+    readonly signingKey: string;
+    readonly alg: JwtAlg;
+    readonly kid?: string;
+    readonly assertionAudience: string;
+    /** PEM chain, leaf first, with `certificateHeader`. */
+    readonly certificate?: string;
+    readonly certificateHeader?: "x5c" | "x5t#S256";
+  };
+}
+
+/** `oauthTokenExchange`: RFC 8693 token exchange (or an RFC 7523 JWT bearer grant) with the client's token. */
+export interface TokenExchangePlan {
+  readonly kind: "oauthTokenExchange";
+  readonly endpoint: TokenEndpoint;
+  readonly grantType: "TokenExchange" | "JwtBearer";
+  /** Where the subject token is read from the request (default `Authorization: Bearer`). */
+  readonly subjectSource: { readonly header: string; readonly prefix: string };
+  readonly subjectTokenType: string;
+  readonly audiences: readonly string[];
+  readonly scopes: readonly string[];
+  readonly resources: readonly string[];
+  readonly requestedTokenType?: string;
+  readonly clientAuth?: ClientAuthPlan;
+  readonly location: CredentialLocation;
+  readonly cache: { readonly maxEntries: number; readonly defaultTtlMs: number };
+}
+
+export type MintPlan = SigV4Plan | JwtSignPlan | StaticPlan | PassthroughPlan | TokenExchangePlan;
+
+/** What the credential ext_proc does for one backend. */
+export interface CredentialPlan {
+  /** Named from where the policy is configured and what it says, never from a secret value. */
+  readonly id: string;
+  /** `namespace/name` of the backend, for messages. */
+  readonly backend: string;
+  /** The policy's field path of the primary mechanism (`backend.auth.cloudA`), for messages. */
+  readonly field: string;
+  readonly primary?: MintPlan;
+  /** `credentials[]`: more static credentials, each at its location. */
+  readonly extra: readonly { readonly value: string; readonly location: CredentialLocation }[];
+}
+
+/** Whether the ext_proc must see the body (SigV4 signs its hash). */
+export function needsBody(plan: CredentialPlan): boolean {
+  return plan.primary?.kind === "cloudA";
+}
+
+export const TOKEN_TYPE_URIS: Readonly<Record<string, string>> = {
+  AccessToken: "urn:ietf:params:oauth:token-type:access_token",
+  Jwt: "urn:ietf:params:oauth:token-type:jwt",
+  IdToken: "urn:ietf:params:oauth:token-type:id_token",
+  IdJag: "urn:ietf:params:oauth:token-type:id-jag",
+};
