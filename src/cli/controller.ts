@@ -7,6 +7,7 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { SLUICE_CONTROLLER_NAME } from "../api/gateway-api.js";
+import { applyObservability, OBSERVABILITY_OPTIONS, stopObservability } from "../observability/options.js";
 import {
   DEFAULT_ENVOY_ADMIN_PORT,
   DEFAULT_ENVOY_IMAGE,
@@ -503,7 +504,8 @@ function positive(flag: string, value: string): number {
 
 export async function runController(argv: string[], io: CommandIO): Promise<number> {
   const { values } = parseArgs({ args: argv, options: CONTROLLER_OPTIONS });
-  const log = (line: string) => io.stderr(`${line}\n`);
+  // JSON by default: a cluster's log collector reads it.
+  const log = applyObservability(values, "json", (t) => io.stderr(t));
   const client = await KubeClient.load(values.kubeconfig ?? (process.env["KUBECONFIG"] || undefined));
   const namespace = controllerNamespace(values.namespace);
   let xds: ControllerOptions["xds"];
@@ -571,4 +573,5 @@ export async function runController(argv: string[], io: CommandIO): Promise<numb
   await controller.stop();
   await client.close();
   return 0;
+  await stopObservability();
 }

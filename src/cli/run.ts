@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { applyObservability, interactiveFormat, stopObservability } from "../observability/options.js";
 import {
   type BootstrapTls,
   deltaXds,
@@ -33,7 +34,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
   }
   const delta = deltaXds(values, "sluice run", io);
   if (delta === undefined) return 2;
-  const log = (line: string) => io.stderr(`${line}\n`);
+  const log = applyObservability(values, interactiveFormat(), (t) => io.stderr(t));
   const workDir = mkdtempSync(join(tmpdir(), "sluice-run-"));
   const envoys = new Map<string, EnvoyProcess>();
   // However sluice ends (a crash, a closed pipe on its output), the Envoys it started must not outlive it.
@@ -136,6 +137,7 @@ export async function runRun(argv: string[], io: CommandIO): Promise<number> {
   log(`sluice: ${signal}, stopping`);
   await Promise.all([...envoys.values()].map((e) => e.stop()));
   await server.stop();
+  await stopObservability();
   rmSync(workDir, { recursive: true, force: true });
   return 0;
 }

@@ -1,6 +1,12 @@
 // `sluice serve -f <file|dir>`: serve xDS for the Gateways in the files, watching them for changes.
 
 import { parseArgs } from "node:util";
+import {
+  applyObservability,
+  interactiveFormat,
+  OBSERVABILITY_OPTIONS,
+  stopObservability,
+} from "../observability/options.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
 import type { CommandIO } from "./io.js";
 import { SluiceServer } from "./server.js";
@@ -22,6 +28,7 @@ export const SERVER_OPTIONS = {
   // Envoys on delta ADS get virtual hosts over VHDS unless this is set (then whole RouteConfigurations, as on SotW).
   "no-vhds": { type: "boolean", default: false },
   ...XDS_TLS_OPTIONS,
+  ...OBSERVABILITY_OPTIONS,
 } as const;
 
 export function parseAuthorizationPath(value: string): AuthorizationPath {
@@ -56,7 +63,7 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
     io.stderr("sluice serve: -f <file|dir> is required\n");
     return 2;
   }
-  const log = (line: string) => io.stderr(`${line}\n`);
+  const log = applyObservability(values, interactiveFormat(), (t) => io.stderr(t));
   const xdsTls = await xdsTlsOf(values, log);
   const server = new SluiceServer({
     paths: values.file,
@@ -73,7 +80,8 @@ export async function runServe(argv: string[], io: CommandIO): Promise<number> {
   });
   await server.start();
   const signal = await untilSignal();
-  io.stderr(`sluice: ${signal}, stopping\n`);
+  log(`sluice: ${signal}, stopping`);
   await server.stop();
+  await stopObservability();
   return 0;
 }

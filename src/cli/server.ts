@@ -7,13 +7,17 @@ import { isConsolePath, serveConsole } from "../console/serve.js";
 import { MetricsHistory } from "../console/usage.js";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
 import { McpService } from "../mcp/service.js";
+import { withRequestContext, withStreamContext } from "../observability/context.js";
+import { updateLlmLabels } from "../observability/llm.js";
+import { registry } from "../observability/metrics.js";
 import type { MutualTls } from "../security/tls.js";
 import { FileSource, formatProblem, type LoadResult, type SourceProblem } from "../sources/file-source.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
 import { TranslationMemo } from "../translate/memo.js";
 import type { ResourceStatus } from "../translate/status/conditions.js";
 import type { TranslationResult } from "../translate/translate.js";
-import { buildSnapshot, type XdsLogger, XdsServer } from "../xds-server/index.js";
+import { buildSnapshot, XdsServer } from "../xds-server/index.js";
+import { xdsLogger } from "../xds-server/logger.js";
 import { translateLoad } from "./load.js";
 import { defaultServices, type SluiceService } from "./services.js";
 
@@ -123,7 +127,7 @@ export class SluiceServer {
   #lastLoad: LoadResult | undefined;
   /** The translation last published, and /metrics samples over the last hour (the web console's). */
   #lastResult: TranslationResult | undefined;
-  readonly #history = new MetricsHistory(() => this.metrics());
+  readonly #history = new MetricsHistory(() => this.metricsText());
   #unchanged = 0;
   #startTimer: NodeJS.Timeout | undefined;
   xdsPort = 0;
@@ -140,13 +144,7 @@ export class SluiceServer {
     if (opts.source === undefined && opts.paths === undefined) throw new Error("SluiceServer needs paths or a source");
     this.#source = opts.source ?? new FileSource(opts.paths ?? []);
     this.#consistent = opts.source !== undefined;
-    const logger: XdsLogger = {
-      debug() {},
-      info: (m, f) => opts.log(`xds: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
-      warn: (m, f) => opts.log(`xds warning: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
-      error: (m, f) => opts.log(`xds error: ${m}${f ? ` ${JSON.stringify(f)}` : ""}`),
-    };
-    this.xds = new XdsServer({ logger, vhds: opts.vhds ?? true });
+    this.xds = new XdsServer({ logger: xdsLogger(), vhds: opts.vhds ?? true });
     this.#mcp = opts.mcpPort !== undefined ? new McpService({ log: opts.log }) : undefined;
     this.#services = [...defaultServices({ log: opts.log }), ...(this.#mcp !== undefined ? [this.#mcp] : [])];
   }
@@ -168,8 +166,13 @@ export class SluiceServer {
       })
     ).port;
     this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
-    const unary = new Map(this.#services.flatMap((s) => [...(s.unary ?? [])]));
-    const bidi = new Map(this.#services.flatMap((s) => [...(s.bidi ?? [])]));
+    // Each call runs in a request context of its own: its log lines carry its trace id, its span is Envoy's child.
+    const unary = new Map(
+      this.#services.flatMap((s) => [...(s.unary ?? [])].map(([k, h]) => [k, withRequestContext(s.name, h)] as const)),
+    );
+    const bidi = new Map(
+      this.#services.flatMap((s) => [...(s.bidi ?? [])].map(([k, h]) => [k, withStreamContext(s.name, h)] as const)),
+    );
     const http1 = this.#services.find((s) => s.http1 !== undefined)?.http1;
     const upgrade = this.#services.find((s) => s.upgrade !== undefined)?.upgrade;
     this.#unary = new UnaryGrpcServer(unary, bidi, {
@@ -305,6 +308,7 @@ export class SluiceServer {
     this.#lastResult = result;
     // Services learn the new policy tables before Envoy can learn their ids.
     for (const s of this.#services) s.update(result);
+    updateLlmLabels(result.llm);
     const rejected: string[] = [];
     const served = new Set<string>();
     for (const g of result.gateways) {
@@ -415,9 +419,36 @@ export class SluiceServer {
       "# TYPE sluice_process_external_memory_bytes gauge",
       `sluice_process_external_memory_bytes ${memory.external}`,
     ];
+    lines.push(...this.#perEnvoyLines());
     lines.push(...(this.#mcp?.metrics.lines() ?? []));
     lines.push(...(this.#opts.extraMetrics?.() ?? []));
     return `${lines.join("\n")}\n`;
+  }
+
+  /** The control-plane series (metrics()) and the request path's (src/observability/metrics.ts). */
+  async metricsText(): Promise<string> {
+    return `${this.metrics()}${await registry.metrics()}`;
+  }
+
+  /** Pushes, ACKs and NACKs per Envoy (node id) and its Gateway. */
+  #perEnvoyLines(): string[] {
+    const nodes = [...this.xds.nodeCounters].sort(([a], [b]) => (a < b ? -1 : 1));
+    const labels = (node: string, group: string) => `node="${escapeLabel(node)}",gateway="${escapeLabel(group)}"`;
+    return [
+      "# HELP sluice_xds_envoy_pushes_total xDS responses sent to one Envoy (node id).",
+      "# TYPE sluice_xds_envoy_pushes_total counter",
+      ...nodes.map(([n, c]) => `sluice_xds_envoy_pushes_total{${labels(n, c.group)}} ${c.pushes}`),
+      "# HELP sluice_xds_envoy_acks_total xDS ACKs from one Envoy.",
+      "# TYPE sluice_xds_envoy_acks_total counter",
+      ...nodes.map(([n, c]) => `sluice_xds_envoy_acks_total{${labels(n, c.group)}} ${c.acks}`),
+      "# HELP sluice_xds_envoy_nacks_total xDS NACKs from one Envoy by resource type (see /status for Envoy's error).",
+      "# TYPE sluice_xds_envoy_nacks_total counter",
+      ...nodes.flatMap(([n, c]) =>
+        [...c.nacks]
+          .sort(([a], [b]) => (a < b ? -1 : 1))
+          .map(([type, count]) => `sluice_xds_envoy_nacks_total{${labels(n, c.group)},type="${type}"} ${count}`),
+      ),
+    ];
   }
 
   async #startAdmin(port: number): Promise<void> {
@@ -431,8 +462,16 @@ export class SluiceServer {
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify(this.xds.status()));
       } else if (path === "/metrics") {
-        res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
-        res.end(this.metrics());
+        this.metricsText().then(
+          (text) => {
+            res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
+            res.end(text);
+          },
+          (e: unknown) => {
+            res.writeHead(500, { "content-type": "text/plain" });
+            res.end(`metrics failed: ${(e as Error).message}\n`);
+          },
+        );
       } else if (path === "/healthz") {
         res.writeHead(200, { "content-type": "text/plain" });
         res.end("ok\n");
@@ -476,4 +515,9 @@ export class SluiceServer {
     this.#admin = undefined;
     if (admin) await new Promise<void>((resolve) => admin.close(() => resolve()));
   }
+}
+
+/** A Prometheus label value: backslash, double quote and newline escaped. */
+function escapeLabel(v: string): string {
+  return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }

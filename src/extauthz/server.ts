@@ -27,6 +27,7 @@ import { StatusCode } from "../gen/envoy/type/v3/http_status_pb.js";
 import type { Http1Answer, Http1Handler } from "../grpc/http1.js";
 import { addGrpcService } from "../grpc/service.js";
 import type { UnaryHandler } from "../grpc/unary-server.js";
+import { authzOutcomeOf, observeAuthz } from "../observability/metrics.js";
 import { type ApiKeyAuth, checkApiKey } from "./api-keys.js";
 import { authorize, type CompiledAuthorization, EMPTY_AUTHORIZATION } from "./authorization.js";
 import { type BasicAuth, checkBasicAuth } from "./basic-auth.js";
@@ -248,11 +249,16 @@ export function extAuthzHttpHandler(options: ExtAuthzOptions): Http1Handler {
     return FORBIDDEN_ANSWER;
   };
   return (req) => {
+    const started = performance.now();
     const parsed = checkFieldsOfHttp(req);
-    if (typeof parsed === "string") return deny(`malformed HTTP check (${parsed})`);
+    if (typeof parsed === "string") {
+      observeAuthz("unknown", "error", started);
+      return deny(`malformed HTTP check (${parsed})`);
+    }
     const policy = options.policies().get(parsed.id);
     if (policy === undefined) {
       options.logger?.warn("ext_authz: unknown policy id, denying (fail closed)", { policy: parsed.id });
+      observeAuthz("unknown", "deny", started);
       return UNKNOWN_POLICY_ANSWER;
     }
     // Fail closed on what only the gRPC check can carry (identity, metadata): the translator never sends those here.
@@ -263,8 +269,10 @@ export function extAuthzHttpHandler(options: ExtAuthzOptions): Http1Handler {
     try {
       allowed = authorize(policy.authorization, activationOf(parsed.fields, false)).allowed;
     } catch (e) {
+      observeAuthz(parsed.id, "error", started);
       return deny("internal error", { error: String(e) });
     }
+    observeAuthz(parsed.id, allowed ? "allow" : "deny", started);
     return allowed ? ALLOW_ANSWER : FORBIDDEN_ANSWER;
   };
 }
@@ -285,23 +293,32 @@ function clientsOf(options: ExtAuthzOptions): () => UserExtAuthClients {
 export function extAuthzUnaryHandlers(options: ExtAuthzOptions): ReadonlyMap<string, UnaryHandler> {
   const clients = clientsOf(options);
   const handler: UnaryHandler = async (bytes, headers) => {
+    const started = performance.now();
     const fromMetadata = headers[POLICY_METADATA_KEY];
     let response: CheckResponse;
+    // The policy's id when the table has it: a label of the decision metrics (ids never come from clients).
+    let policy = "unknown";
     try {
       const fields = readCheckRequest(bytes);
       const metadataId = typeof fromMetadata === "string" ? fromMetadata : undefined;
       const id = fields.contextExtensions.get(POLICY_CONTEXT_KEY) ?? metadataId;
-      const ua = id === undefined ? undefined : options.policies().get(id)?.userExtAuth;
+      const p = id === undefined ? undefined : options.policies().get(id);
+      if (p !== undefined && id !== undefined) policy = id;
+      const ua = p?.userExtAuth;
       if (ua !== undefined) {
         const request = () => fromBinary(CheckRequestSchema, bytes);
-        return await checkUserExtAuth(ua, activationOf(fields, ua.jwt), request, clients(), options.logger);
+        const out = await checkUserExtAuth(ua, activationOf(fields, ua.jwt), request, clients(), options.logger);
+        observeAuthz(policy, authzOutcomeOf(out), started);
+        return out;
       }
       response = await checkFields(fields, options, metadataId);
     } catch (e) {
       options.logger?.warn("ext_authz: internal error, denying", { error: String(e) });
       response = denied(GRPC_PERMISSION_DENIED, StatusCode.Forbidden, "internal error", []);
     }
-    return response === OK ? OK_BYTES : toBinary(CheckResponseSchema, response);
+    const out = response === OK ? OK_BYTES : toBinary(CheckResponseSchema, response);
+    observeAuthz(policy, authzOutcomeOf(out), started);
+    return out;
   };
   return new Map([[`/${Authorization.typeName}/Check`, handler]]);
 }

@@ -1,5 +1,7 @@
 // The server logs through this, so the CLI can route logs and tests can assert on them.
 
+import { moduleLogger } from "../observability/log.js";
+
 export type LogFields = Readonly<Record<string, string | number | boolean | undefined>>;
 
 export interface XdsLogger {
@@ -9,20 +11,23 @@ export interface XdsLogger {
   error(message: string, fields?: LogFields): void;
 }
 
-function line(level: string, message: string, fields?: LogFields): string {
-  const rest = fields
-    ? Object.entries(fields)
-        .filter(([, v]) => v !== undefined)
-        .map(([k, v]) => ` ${k}=${JSON.stringify(v)}`)
-        .join("")
-    : "";
-  return `xds ${level}: ${message}${rest}`;
+/** The `xds` module's logger (src/observability/log.ts): its level is `--log-level xds=<level>`. */
+export function xdsLogger(): XdsLogger {
+  const l = moduleLogger("xds");
+  return {
+    debug: (message, fields) => {
+      if (l.isLevelEnabled("debug")) l.debug(fields ?? {}, `xds: ${message}`);
+    },
+    info: (message, fields) => l.info(fields ?? {}, `xds: ${message}`),
+    warn: (message, fields) => l.warn(fields ?? {}, `xds warning: ${message}`),
+    error: (message, fields) => l.error(fields ?? {}, `xds error: ${message}`),
+  };
 }
 
-/** Warnings and errors to stderr; debug and info are dropped. */
+/** The default logger of an XdsServer: the `xds` module's, at its level. */
 export const stderrLogger: XdsLogger = {
-  debug() {},
-  info() {},
-  warn: (message, fields) => console.error(line("warn", message, fields)),
-  error: (message, fields) => console.error(line("error", message, fields)),
+  debug: (message, fields) => xdsLogger().debug(message, fields),
+  info: (message, fields) => xdsLogger().info(message, fields),
+  warn: (message, fields) => xdsLogger().warn(message, fields),
+  error: (message, fields) => xdsLogger().error(message, fields),
 };

@@ -219,4 +219,9 @@ export class XdsServer {
   status(): XdsServerStatus {
     return this.#tracker.status();
   }
+
+  /** Pushes, ACKs and NACKs per node id (per-Envoy metrics). */
+  get nodeCounters(): XdsTracker["byNode"] {
+    return this.#tracker.byNode;
+  }
 }

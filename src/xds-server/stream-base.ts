@@ -177,7 +177,7 @@ export abstract class StreamBase implements StatusSource {
       return "nack";
     }
     p.ackedVersion = version;
-    this.#deps.tracker.counters.acks++;
+    this.#deps.tracker.recordAck(this.nodeId, this.#node?.group);
     this.#deps.logger.debug("ACK", { node: this.nodeId, type: shortTypeName(typeUrl), version });
     return "ack";
   }
@@ -188,7 +188,7 @@ export abstract class StreamBase implements StatusSource {
     p.sentNonce = nonce;
     p.sentVersion = version;
     p.inFlight = true;
-    this.#deps.tracker.counters.pushes++;
+    this.#deps.tracker.recordPush(this.nodeId, this.#node?.group);
     this.#deps.logger.debug("push", { node: this.nodeId, type: shortTypeName(typeUrl), version, nonce });
   }
 

@@ -64,6 +64,15 @@ export interface XdsCounters {
   refused: number;
 }
 
+/** What one Envoy (node id) was sent and answered, for per-Envoy metrics. */
+export interface NodeCounters {
+  group: string;
+  pushes: number;
+  acks: number;
+  /** By short type name (Listener, Cluster, ...). */
+  readonly nacks: Map<string, number>;
+}
+
 export interface XdsServerStatus {
   /** Streams whose node is known (it sent its first request), by stream id. */
   readonly streams: readonly StreamStatus[];
@@ -81,6 +90,28 @@ export class XdsTracker {
   readonly #refusals: RefusalRecord[] = [];
   readonly #nacks = new Map<string, Map<string, NackRecord>>();
   readonly #streams = new Set<StatusSource>();
+  /** Per node id, kept after its streams close (counters do not go back). */
+  readonly byNode = new Map<string, NodeCounters>();
+
+  #node(nodeId: string, group: string): NodeCounters {
+    let n = this.byNode.get(nodeId);
+    if (n === undefined) {
+      n = { group, pushes: 0, acks: 0, nacks: new Map() };
+      this.byNode.set(nodeId, n);
+    }
+    if (group !== "") n.group = group;
+    return n;
+  }
+
+  recordPush(nodeId: string, group = ""): void {
+    this.counters.pushes++;
+    this.#node(nodeId, group).pushes++;
+  }
+
+  recordAck(nodeId: string, group = ""): void {
+    this.counters.acks++;
+    this.#node(nodeId, group).acks++;
+  }
 
   /** Told of every NACK (the controller records a Kubernetes Event on the Gateway). */
   readonly nackListeners: ((nack: { nodeId: string; group: string; typeUrl: string; record: NackRecord }) => void)[] =
@@ -95,6 +126,9 @@ export class XdsTracker {
     }
     byType.set(typeUrl, record);
     this.counters.nacks++;
+    const nacks = this.#node(nodeId, group).nacks;
+    const type = typeUrl.slice(typeUrl.lastIndexOf(".") + 1);
+    nacks.set(type, (nacks.get(type) ?? 0) + 1);
   }
 
   lastNack(nodeId: string, typeUrl: string): NackRecord | undefined {

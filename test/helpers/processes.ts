@@ -69,7 +69,8 @@ export async function startSluiceCommand(
       ...(command === "serve" || command === "run" || command === "controller" ? ["--mcp-port", "0"] : []),
       ...(opts.extraArgs ?? []),
     ],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...opts.env } },
+    // Text logs (the controller's default is JSON): the lines below are read by their words.
+    { stdio: ["ignore", "pipe", "pipe"], env: { SLUICE_LOG_FORMAT: "text", ...process.env, ...opts.env } },
   );
   for (const s of [child.stdout, child.stderr]) {
     s?.setEncoding("utf8");
@@ -78,7 +79,8 @@ export async function startSluiceCommand(
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const portFrom = (what: RegExp): number | undefined => {
     for (const line of output) {
-      const m = what.exec(line);
+      // A JSON log line (--log-format json) is read by its message.
+      const m = what.exec(line.startsWith("{") ? String((JSON.parse(line) as { msg?: unknown }).msg ?? "") : line);
       if (m?.[1] !== undefined) return Number(m[1]);
     }
     return undefined;

@@ -38,6 +38,7 @@ import {
 } from "../../llm/index.js";
 import { isObject } from "../../llm/json.js";
 import { extractUsage } from "../../llm/usage.js";
+import { llmChunk, llmCompleted, llmFailed, llmStarted } from "../../observability/llm.js";
 import type { GuardSpec, PromptGuardEntry } from "../../translate/llm/guards.js";
 import type { SingleStage } from "../../translate/llm/stages.js";
 import {
@@ -482,6 +483,7 @@ export class LlmExtProcService {
       // A bug, not input: answer in the client's format rather than leaving Envoy waiting.
       this.#log(`llm ext_proc: ${(e as Error).message}`);
       call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
+      llmFailed(state, 500);
       close();
     };
     const handle = (req: ExtProcRequest): Promise<void> | undefined => {
@@ -496,6 +498,7 @@ export class LlmExtProcService {
             state = s;
             id = i;
           },
+            llmStarted(s);
         );
       } catch (e) {
         fail(e);
@@ -714,6 +717,7 @@ export class LlmExtProcService {
     const client = state?.client ?? "chat-completions";
     if (resp.mode === "stream" && resp.stream !== undefined) {
       let out = resp.stream.push(chunk);
+      llmChunk(state);
       let metadata: JsonObject | undefined;
       if (end) {
         const tail = resp.stream.end();
@@ -743,6 +747,7 @@ export class LlmExtProcService {
     }
     if (resp.mode === "error") {
       const e = translateError(client, resp.status, text, resp.headers);
+      llmFailed(state, resp.status);
       return this.#replaceBody(e.body, e.status !== resp.status ? e.status : undefined);
     }
     // Translate a successful, non-streamed response.
@@ -803,6 +808,7 @@ export class LlmExtProcService {
     const counting = state.client === "count-tokens" && usage !== undefined;
     const used = counting ? undefined : usage;
     if (used !== undefined && state.entry.tokenLimits.length > 0) {
+    llmCompleted(state, used, responseModel);
       this.#limiter.consume(state.entry.tokenLimits, used.totalTokens);
     }
     const model = state.body?.model;

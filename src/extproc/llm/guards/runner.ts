@@ -3,6 +3,7 @@
 // (no promise on the hot path); webhook and remote guards are awaited, each bounded by a timeout, and a guard that
 // cannot answer follows its failure mode (FailClosed unless the guard says FailOpen).
 
+import { observeGuards } from "../../../observability/metrics.js";
 import {
   GUARD_TIMEOUT_MS,
   GUARDS_BUDGET_MS,
@@ -120,5 +121,10 @@ export function runGuards(
     }
     return masked ? { action: "mask", texts: current } : { action: "pass" };
   };
-  return step(0);
+  const counted = (o: GuardOutcome): GuardOutcome => {
+    observeGuards(direction, o.action, o.action === "reject" ? o.guard.kind : undefined);
+    return o;
+  };
+  const out = step(0);
+  return out instanceof Promise ? out.then(counted) : counted(out);
 }

@@ -1,0 +1,86 @@
+// The request a piece of work belongs to, kept across callbacks and awaits (AsyncLocalStorage): log lines written
+// meanwhile carry its trace id (from the `traceparent` Envoy sent with its ext_authz / ext_proc call) or an id Sluice
+// gives it, and the hooks that count and trace a request find its span here. The wrappers below set it around the
+// handlers of Sluice's HTTP/2 server, so the services' own code needs no change to take part.
+
+import { AsyncLocalStorage, AsyncResource } from "node:async_hooks";
+import type { Span } from "@opentelemetry/api";
+import type { BidiCall, BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
+import { startChildSpan } from "./trace.js";
+
+export interface RequestContext {
+  readonly requestId: string;
+  /** Envoy's `traceparent` header, as sent. */
+  readonly traceparent: string | undefined;
+  /** Sluice's span for this request, when tracing is on and Envoy traces the request. */
+  span: Span | undefined;
+}
+
+const storage = new AsyncLocalStorage<RequestContext>();
+let sequence = 0;
+const prefix = `${process.pid.toString(36)}-`;
+
+export function currentRequest(): (RequestContext & { traceId?: string; spanId?: string }) | undefined {
+  const r = storage.getStore();
+  if (r === undefined) return undefined;
+  const ids = traceIds(r.traceparent);
+  return ids === undefined ? r : { ...r, ...ids };
+}
+
+/** The trace and parent span ids of a W3C `traceparent` (version 00), or undefined for anything else. */
+export function traceIds(traceparent: string | undefined): { traceId: string; spanId: string } | undefined {
+  if (traceparent === undefined) return undefined;
+  const m = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceparent.trim());
+  if (m === null || /^0+$/.test(m[1] as string)) return undefined;
+  return { traceId: m[1] as string, spanId: m[2] as string };
+}
+
+function contextOf(name: string, traceparent: string | undefined): RequestContext {
+  return { requestId: prefix + (++sequence).toString(36), traceparent, span: startChildSpan(name, traceparent) };
+}
+
+/** A unary handler run in a request context of its own, its span ended when it answers. */
+export function withRequestContext(name: string, handler: UnaryHandler): UnaryHandler {
+  return (bytes, headers) => {
+    const ctx = contextOf(name, headers["traceparent"]);
+    const out = storage.run(ctx, () => handler(bytes, headers));
+    if (ctx.span === undefined) return out;
+    const span = ctx.span;
+    return out.finally(() => span.end());
+  };
+}
+
+/**
+ * A bidirectional handler run in a request context of its own: the listeners it registers run in that context too
+ * (events come from the connection's socket, outside it otherwise). Its span ends when the call ends either way.
+ */
+export function withStreamContext(name: string, handler: BidiHandler): BidiHandler {
+  return (call) => {
+    const ctx = contextOf(name, call.headers["traceparent"]);
+    const span = ctx.span;
+    const wrapped: BidiCall = {
+      headers: call.headers,
+      on: ((event: "data" | "end" | "error", fn: (arg: never) => void) => {
+        if (event === "error" && span !== undefined) {
+          call.on("error", (e: Error) => {
+            span.recordException(e);
+            span.end();
+          });
+        }
+        call.on(event as "data", AsyncResource.bind(fn as (m: Uint8Array) => void));
+      }) as BidiCall["on"],
+      write: (m) => call.write(m),
+      end: () => {
+        span?.end();
+        call.end();
+      },
+    };
+    storage.run(ctx, () => handler(wrapped));
+  };
+}
+
+/** Runs `fn` in a request context of its own (the MCP service's HTTP requests). */
+export function inRequestContext<T>(name: string, traceparent: string | undefined, fn: (ctx: RequestContext) => T): T {
+  const ctx = contextOf(name, traceparent);
+  return storage.run(ctx, () => fn(ctx));
+}
