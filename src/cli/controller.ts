@@ -34,6 +34,7 @@ import { serverTls } from "./xds-tls.js";
 const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 export const CONTROLLER_OPTIONS = {
+  ...OBSERVABILITY_OPTIONS,
   kubeconfig: { type: "string" },
   // Where the Lease (and the xDS CA Secret) live: the controller's own namespace.
   namespace: { type: "string" },
@@ -572,6 +573,6 @@ export async function runController(argv: string[], io: CommandIO): Promise<numb
   log(`sluice controller: ${signal}, stopping`);
   await controller.stop();
   await client.close();
-  return 0;
   await stopObservability();
+  return 0;
 }
