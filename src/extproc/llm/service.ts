@@ -482,8 +482,8 @@ export class LlmExtProcService {
       if (closed) return;
       // A bug, not input: answer in the client's format rather than leaving Envoy waiting.
       this.#log(`llm ext_proc: ${(e as Error).message}`);
-      call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
       llmFailed(state, 500);
+      call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
       close();
     };
     const handle = (req: ExtProcRequest): Promise<void> | undefined => {
@@ -497,8 +497,8 @@ export class LlmExtProcService {
           (s, i) => {
             state = s;
             id = i;
-          },
             llmStarted(s);
+          },
         );
       } catch (e) {
         fail(e);
@@ -716,8 +716,8 @@ export class LlmExtProcService {
     const attempt = state?.attempt;
     const client = state?.client ?? "chat-completions";
     if (resp.mode === "stream" && resp.stream !== undefined) {
-      let out = resp.stream.push(chunk);
       llmChunk(state);
+      let out = resp.stream.push(chunk);
       let metadata: JsonObject | undefined;
       if (end) {
         const tail = resp.stream.end();
@@ -746,8 +746,8 @@ export class LlmExtProcService {
       return respond("responseBody", {}, metadata !== undefined ? { metadata } : {});
     }
     if (resp.mode === "error") {
-      const e = translateError(client, resp.status, text, resp.headers);
       llmFailed(state, resp.status);
+      const e = translateError(client, resp.status, text, resp.headers);
       return this.#replaceBody(e.body, e.status !== resp.status ? e.status : undefined);
     }
     // Translate a successful, non-streamed response.
@@ -807,8 +807,8 @@ export class LlmExtProcService {
     // Counting tokens uses none: the count is reported as such, not as input tokens.
     const counting = state.client === "count-tokens" && usage !== undefined;
     const used = counting ? undefined : usage;
-    if (used !== undefined && state.entry.tokenLimits.length > 0) {
     llmCompleted(state, used, responseModel);
+    if (used !== undefined && state.entry.tokenLimits.length > 0) {
       this.#limiter.consume(state.entry.tokenLimits, used.totalTokens);
     }
     const model = state.body?.model;
