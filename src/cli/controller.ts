@@ -71,7 +71,8 @@ export const CONTROLLER_OPTIONS = {
   // The Envoy image and log level when GwParameters names none.
   "proxy-image": { type: "string" },
   "proxy-log-level": { type: "string", default: "info" },
-  // Seconds between re-applies of every provisioned object (drift correction); 0: only on changes.
+  // Seconds between re-applies of every provisioned object, a backstop to the watch of those objects that puts a hand
+  // edit right at once; 0: only on changes.
   "provision-resync": { type: "string", default: "60" },
 } as const;
 
@@ -463,8 +464,7 @@ export class Controller {
     this.status.close();
     await this.events.close();
     await this.certificates?.idle();
-    this.provisioner?.stop();
-    await this.provisioner?.idle();
+    await this.provisioner?.close();
     await this.server.stop();
   }
 }

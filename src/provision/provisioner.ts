@@ -1,4 +1,4 @@
-// The Lease holder's provisioning: for each Gateway Sluice serves, the objects renderProxy gives are checked by the
+// The Lease holder's provisioning. For each Gateway Sluice serves, the objects renderProxy gives are checked by the
 // API server (a dry-run server-side apply, strict field validation), then applied by server-side apply with field
 // manager `sluice`, owned by the Gateway (kube-controller-manager's garbage collector deletes them with it).
 //
@@ -8,8 +8,11 @@
 // - Cheap when nothing changed: a translation re-renders every Gateway but writes only those whose objects differ from
 //   what was last applied (a route change touches no Deployment); a render the API server already took is not
 //   checked by a dry run again.
-// - Drift is corrected: every `resyncMs` (and on winning the Lease) everything is re-applied (server-side apply of an
-//   unchanged object writes nothing). Fields Sluice does not set are left to whoever owns them (an HPA's replicas).
+// - Drift is corrected: the provisioned objects are watched (owned-watch.ts), and one edited or deleted by another
+//   hand has its Gateway's objects re-applied at once; every `resyncMs` (and on winning the Lease) everything is
+//   re-applied as well (server-side apply of an unchanged object writes nothing). Fields Sluice does not set are left
+//   to whoever owns them (an HPA's replicas, a label or annotation added by hand): an apply with force takes back only
+//   the fields Sluice's own render sets, so re-applying after such an edit changes nothing and wakes nothing.
 // - The session key Secret is created once and never written again (rotating it would end every MCP session).
 // - Objects no longer wanted (a PodDisruptionBudget or HPA whose overlay was removed, the Deployment after a switch
 //   to a DaemonSet) are deleted.
@@ -18,7 +21,8 @@ import { createHash, randomBytes } from "node:crypto";
 import type { Gateway, GatewayClass } from "../api/gateway-api.js";
 import type { GwParameters } from "../api/sluice.js";
 import { isKubeError, type KubeClient, type KubeObject, resourcePath } from "../sources/kube/client.js";
-import { proxyName, SESSION_KEY_KEY } from "./names.js";
+import { proxyName, SESSION_KEY_KEY, sessionKeySecretName } from "./names.js";
+import { type Drift, OwnedWatch } from "./owned-watch.js";
 import { effectiveParameters, type ParametersProblem } from "./parameters.js";
 import { type ObjectJson, type ProvisionSettings, renderProxy } from "./render.js";
 
@@ -104,13 +108,36 @@ export class Provisioner {
   #timer: NodeJS.Timeout | undefined;
   /** The kinds last applied per Gateway: what is no longer among them is looked for and deleted. */
   readonly #lastKinds = new Map<string, string>();
-  /** Passes done and objects applied (tests, /status). */
-  readonly stats = { passes: 0, applies: 0, refusals: 0, unchanged: 0 };
+  /** Gateways whose objects were changed by another hand: re-applied in the next pass even if their render is not. */
+  readonly #drifted = new Set<string>();
+  /** Per provisioned object (`kind/namespace/name`), the resourceVersion of Sluice's last write ("" once deleted). */
+  readonly #written = new Map<string, string>();
+  /** Per provisioned object name (`namespace/name`), its Gateway (`namespace/name`). */
+  readonly #owners = new Map<string, string>();
+  readonly #watch: OwnedWatch;
+  /** Passes done, objects applied, changes by another hand put right (tests, /status). */
+  readonly stats = { passes: 0, applies: 0, refusals: 0, unchanged: 0, drift: 0 };
 
   constructor(client: KubeClient, view: ProvisionerView, opts: ProvisionerOptions) {
     this.#client = client;
     this.#view = view;
     this.#opts = opts;
+    this.#watch = new OwnedWatch(client, PROVISIONED_KINDS, { log: opts.log, onDrift: (d) => this.#onDrift(d) });
+  }
+
+  /** A provisioned object was edited or deleted: unless the write was Sluice's, its Gateway is applied again. */
+  #onDrift(d: Drift): void {
+    if (!this.#active) return;
+    const written = this.#written.get(`${d.kind}/${d.namespace}/${d.name}`);
+    if (written !== undefined && written === (d.resourceVersion ?? "")) return;
+    const gateway = this.#owners.get(`${d.namespace}/${d.name}`);
+    if (gateway === undefined || !this.#gateways.includes(gateway)) return;
+    this.stats.drift++;
+    this.#opts.log(
+      `provision: ${d.kind} ${d.namespace}/${d.name} was ${d.resourceVersion === undefined ? "deleted" : "changed"} by another hand; applying Gateway ${gateway}'s objects again`,
+    );
+    this.#drifted.add(gateway);
+    this.#kick(false);
   }
 
   /** Only the Lease holder provisions. */
@@ -119,6 +146,7 @@ export class Provisioner {
     this.#active = on;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
+    if (on) this.#watch.start();
     if (on && this.#opts.resyncMs > 0) {
       this.#timer = setInterval(() => this.#kick(true), this.#opts.resyncMs);
       this.#timer.unref();
@@ -134,6 +162,7 @@ export class Provisioner {
     // Forget Gateways no longer served (their objects went with them).
     const served = new Set(gateways);
     for (const map of [this.#applied, this.#lastKinds]) for (const k of map.keys()) if (!served.has(k)) map.delete(k);
+    for (const [k, gateway] of this.#owners) if (!served.has(gateway)) this.#owners.delete(k);
     this.#kick(false);
   }
 
@@ -157,7 +186,7 @@ export class Provisioner {
         for (const key of this.#gateways) {
           if (!this.#active) break;
           try {
-            const outcome = await this.#ensure(key, pass);
+            const outcome = await this.#ensure(key, this.#drifted.delete(key) || pass);
             if (outcome !== undefined) outcomes.push(outcome);
           } catch (e) {
             this.#opts.log(`provision: Gateway ${key}: ${(e as Error).message}`);
@@ -179,6 +208,13 @@ export class Provisioner {
     this.active = false;
   }
 
+  /** Stops, and ends the watch of the provisioned objects. */
+  async close(): Promise<void> {
+    this.stop();
+    await this.idle();
+    await this.#watch.stop();
+  }
+
   async #ensure(key: string, full: boolean): Promise<ProvisionOutcome | undefined> {
     const [namespace = "", name = ""] = key.split("/");
     const gateway = this.#view.object("Gateway", namespace, name) as unknown as Gateway | undefined;
@@ -192,6 +228,8 @@ export class Provisioner {
       this.#view.object("GwParameters", ns, n) as unknown as GwParameters | undefined;
     const params = effectiveParameters(gateway, gatewayClass, lookup);
     const rendered = renderProxy(gateway, params, this.#opts.settings);
+    this.#owners.set(`${namespace}/${proxyName(name)}`, key);
+    this.#owners.set(`${namespace}/${sessionKeySecretName(name)}`, key);
     const problems = [...rendered.problems];
     const outcome = (applied: boolean): ProvisionOutcome => ({
       gateway: key,
@@ -231,7 +269,7 @@ export class Provisioner {
       this.stats.refusals++;
       return outcome(false);
     }
-    await this.#ensureSessionKey(rendered.sessionKeySecret);
+    await this.#ensureSessionKey(rendered.sessionKeySecret, full);
     for (const o of rendered.objects) await this.#apply(o, false);
     this.#applied.set(key, hash);
     const kinds = rendered.objects.map((o) => String(o["kind"])).sort();
@@ -247,7 +285,7 @@ export class Provisioner {
     const r = PROVISIONED_KINDS[kind];
     if (r === undefined) throw new Error(`provision: no REST path for ${kind}`);
     const meta = o["metadata"] as { name: string; namespace: string };
-    await this.#client.request("PATCH", resourcePath(r, meta.namespace, meta.name), {
+    const written = await this.#client.request<KubeObject>("PATCH", resourcePath(r, meta.namespace, meta.name), {
       body: o,
       contentType: "application/apply-patch+yaml",
       query: {
@@ -257,14 +295,20 @@ export class Provisioner {
         ...(dryRun ? { dryRun: "All" } : {}),
       },
     });
-    if (!dryRun) this.stats.applies++;
+    if (dryRun) return;
+    this.stats.applies++;
+    const rv = written?.metadata.resourceVersion;
+    if (rv !== undefined) this.#written.set(`${kind}/${meta.namespace}/${meta.name}`, rv);
   }
 
-  /** Created with a random key when missing; an existing one is never written. */
-  async #ensureSessionKey(secret: ObjectJson): Promise<void> {
+  /**
+   * Created with a random key when missing; an existing one is never written. On a full pass the API server is asked
+   * (the view may not have seen a deletion yet).
+   */
+  async #ensureSessionKey(secret: ObjectJson, full: boolean): Promise<void> {
     const meta = secret["metadata"] as { name: string; namespace: string };
     const r = PROVISIONED_KINDS["Secret"] as Resource;
-    if (this.#view.object("Secret", meta.namespace, meta.name) !== undefined) return;
+    if (!full && this.#view.object("Secret", meta.namespace, meta.name) !== undefined) return;
     try {
       await this.#client.get(resourcePath(r, meta.namespace, meta.name));
       return;
@@ -275,7 +319,9 @@ export class Provisioner {
     const key = randomBytes(32).toString("base64");
     const body = { ...secret, data: { [SESSION_KEY_KEY]: Buffer.from(key).toString("base64") } };
     try {
-      await this.#client.request("POST", resourcePath(r, meta.namespace), { body });
+      const created = await this.#client.request<KubeObject>("POST", resourcePath(r, meta.namespace), { body });
+      const rv = created?.metadata.resourceVersion;
+      if (rv !== undefined) this.#written.set(`Secret/${meta.namespace}/${meta.name}`, rv);
       this.#opts.log(`provision: created the session key Secret ${meta.namespace}/${meta.name}`);
     } catch (e) {
       if (!isKubeError(e, 409)) throw e;
@@ -297,6 +343,7 @@ export class Provisioner {
       // Only what Sluice made (a user's object of the same name is not ours to delete).
       if (existing.metadata.labels?.["app.kubernetes.io/managed-by"] !== "sluice") continue;
       try {
+        this.#written.set(`${kind}/${namespace}/${name}`, "");
         await this.#client.request("DELETE", path);
         this.#opts.log(`provision: deleted ${kind} ${namespace}/${name}, no longer asked for`);
       } catch (e) {

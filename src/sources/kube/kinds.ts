@@ -29,6 +29,8 @@ export interface WatchedKind {
   readonly optional: boolean;
   /** Field selector of the list and watch (what is not needed is never sent, nor kept). */
   readonly fieldSelector?: string;
+  /** Label selector of the list and watch (the provisioner watches only the objects it made). */
+  readonly labelSelector?: string;
   /** What of each object is kept in memory, when less than all of it (see slimEndpointSlice). */
   readonly slim?: (o: Record<string, unknown>) => Record<string, unknown>;
   /**

@@ -177,6 +177,7 @@ export class Reflector {
           limit: PAGE_SIZE,
           ...(cont !== undefined ? { continue: cont } : {}),
           ...(this.kind.fieldSelector !== undefined ? { fieldSelector: this.kind.fieldSelector } : {}),
+          ...(this.kind.labelSelector !== undefined ? { labelSelector: this.kind.labelSelector } : {}),
         },
         signal: this.#abort.signal,
         timeoutMs: 60_000,
@@ -209,6 +210,7 @@ export class Reflector {
         allowWatchBookmarks: true,
         timeoutSeconds: WATCH_TIMEOUT_S + Math.floor(Math.random() * WATCH_TIMEOUT_S),
         ...(this.kind.fieldSelector !== undefined ? { fieldSelector: this.kind.fieldSelector } : {}),
+        ...(this.kind.labelSelector !== undefined ? { labelSelector: this.kind.labelSelector } : {}),
       },
       (type, object) => {
         const rv = object.metadata.resourceVersion;
