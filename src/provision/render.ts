@@ -1,4 +1,4 @@
-// A Gateway's data plane as Kubernetes objects: a pure function from the Gateway, its merged GwParameters and the
+// A Gateway's data plane as Kubernetes objects, a pure function from the Gateway, its merged GwParameters and the
 // controller's settings to the objects the Lease holder applies (provisioner.ts). Typed fields first, then the
 // overlays (class level, then Gateway level) by strategic merge; every field it cannot apply is a problem naming it.
 
@@ -88,7 +88,8 @@ function imageOf(typed: TypedParameters, settings: ProvisionSettings): string {
 
 /**
  * The preStop hook: fail Envoy's health check (the readiness probe answers 503), start a graceful drain through its
- * admin endpoint (listeners stop after --drain-time-s, connections are told to close), wait at least `min` seconds, then until no request is in flight or `max` is near.
+ * admin endpoint (connections are told to close; listeners keep accepting for --drain-time-s, which is `max`, so past
+ * the hook), wait at least `min` seconds, then until no request is in flight or `max` is near.
  * bash and its /dev/tcp (the official Envoy image is Ubuntu with bash): the image has no curl.
  */
 export function preStopScript(adminPort: number, min: number, max: number): string {
@@ -216,8 +217,12 @@ export function renderProxy(gateway: Gateway, params: EffectiveParameters, setti
     "--log-level",
     logging.level,
     ...(logging.components.length > 0 ? ["--component-log-level", logging.components.join(",")] : []),
+    // How long a draining listener keeps its connections: on the preStop's drain, and on every listener update (a
+    // changed filter chain drains the old one for this long, then closes its connections, requests in flight or not).
+    // shutdown.max, the longest a request may take to finish; min is only the preStop's least wait. No hot restart,
+    // so --parent-shutdown-time-s has nothing to time.
     "--drain-time-s",
-    String(shutdown.min),
+    String(shutdown.max),
     "--drain-strategy",
     "immediate",
     "--disable-hot-restart",

@@ -88,3 +88,33 @@ test("provision: the default image is the Envoy version scripts/versions.sh pins
   assert.match(versions, new RegExp(`^ENVOY_VERSION=${ENVOY_VERSION.replaceAll(".", "\\.")}$`, "m"));
   assert.equal(DEFAULT_ENVOY_IMAGE.tag, `v${ENVOY_VERSION}`);
 });
+
+test("provision: Envoy drains for shutdown.max (listener updates cut requests after --drain-time-s); min is the preStop's least wait", () => {
+  type Pod = {
+    terminationGracePeriodSeconds: number;
+    containers: { name: string; args?: string[]; lifecycle?: { preStop?: { exec: { command: string[] } } } }[];
+  };
+  let checked = 0;
+  for (const name of goldenCases(dir)) {
+    const file = join(dir, `${name}.in.yaml`);
+    const docs = parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS() as Record<string, unknown>);
+    const asked = docs.find((d) => d["kind"] === "GwParameters" && (d["spec"] as { shutdown?: unknown }).shutdown);
+    const shutdown = (asked?.["spec"] as { shutdown?: { min: number; max: number } } | undefined)?.shutdown ?? {
+      min: 10,
+      max: 60,
+    };
+    for (const o of render(file).objects) {
+      if (o["kind"] !== "Deployment" && o["kind"] !== "DaemonSet") continue;
+      const pod = (o["spec"] as { template: { spec: Pod } }).template.spec;
+      const envoy = pod.containers.find((c) => c.name === "envoy");
+      assert.ok(envoy !== undefined, name);
+      // An overlay that replaced the container or deleted its hook is the user's (overlay-replace-delete).
+      if (envoy.args === undefined || envoy.lifecycle?.preStop === undefined) continue;
+      assert.equal(envoy.args[envoy.args.indexOf("--drain-time-s") + 1], String(shutdown.max), name);
+      assert.equal(pod.terminationGracePeriodSeconds, shutdown.max, name);
+      assert.match(envoy.lifecycle.preStop.exec.command.at(-1) ?? "", new RegExp(`\\nsleep ${shutdown.min}\\n`), name);
+      checked++;
+    }
+  }
+  assert.ok(checked >= 10, `${checked} workloads checked`);
+});
