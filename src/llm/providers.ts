@@ -147,6 +147,15 @@ export function upstreamTarget(
         // Claude's token count is one endpoint for every model (the model stays in the body).
         "vertex-messages-count-tokens": ":rawPredict",
       };
+      if (format === "vertex-rank") {
+        // Google's ranking API (Discovery Engine): the default ranking config of the project and location.
+        const loc = `/v1/projects/${encodeURIComponent(p.projectId)}/locations/${encodeURIComponent(region)}`;
+        return {
+          host: p.host ?? "discoveryengine.googleapis.com",
+          path: `${loc}/rankingConfigs/default_ranking_config:rank`,
+          headers: {},
+        };
+      }
       const op = ops[format];
       if (op === undefined) return undefined;
       const claude = format === "vertex-messages" || format === "vertex-messages-count-tokens";
@@ -164,6 +173,15 @@ export function upstreamTarget(
       };
     }
     case "bedrock": {
+      if (format === "bedrock-rerank") {
+        // The agent runtime's Rerank: no model in the path (the body names its ARN).
+        const region = p.region ?? "us-east-1";
+        return {
+          host: p.host ?? `bedrock-agent-runtime.${region}.amazonaws.com`,
+          path: "/rerank",
+          headers: { "content-type": "application/json", accept: "application/json" },
+        };
+      }
       const ops: Partial<Record<ProviderFormat, string>> = {
         converse: stream ? "/converse-stream" : "/converse",
         "titan-embed": "/invoke",

@@ -46,6 +46,12 @@ import {
   messagesToConverseRequest,
 } from "./translate/messages-to-converse.js";
 import {
+  bedrockToRerankResponse,
+  rerankToBedrockRequest,
+  rerankToVertexRequest,
+  vertexToRerankResponse,
+} from "./translate/rerank.js";
+import {
   ChatToResponsesStream,
   chatToResponsesResponse,
   responsesEncoder,
@@ -290,6 +296,18 @@ const list: Direction[] = [
     provider: "rerank",
     request: passthroughRequest("rerank"),
     response: passthroughResponse("rerank"),
+  },
+  {
+    client: "rerank",
+    provider: "bedrock-rerank",
+    request: (b, m) => rerankToBedrockRequest(b, m),
+    response: bedrockToRerankResponse,
+  },
+  {
+    client: "rerank",
+    provider: "vertex-rank",
+    request: (b, m) => rerankToVertexRequest(b, m),
+    response: vertexToRerankResponse,
   },
   ...GEMINI_CLIENT_DIRECTIONS,
 ];

@@ -106,7 +106,9 @@ export function extractUsage(format: ProviderFormat, body: unknown): TokenUsage 
       return n === undefined ? undefined : makeUsage(n, 0);
     }
     case "gemini-embed":
-      return undefined; // batchEmbedContents reports no usage
+    case "bedrock-rerank":
+    case "vertex-rank":
+      return undefined; // batchEmbedContents and the cloud rerank APIs report no token counts
     case "vertex-embed": {
       const predictions = Array.isArray(body.predictions) ? body.predictions : [];
       let n = 0;

@@ -610,6 +610,10 @@ function vertex(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
     });
     return;
   }
+  if (/^\/v1\/projects\/[^/]+\/locations\/[^/]+\/rankingConfigs\/[^/:]+:rank$/.test(req.path)) {
+    googleRank(req, res);
+    return;
+  }
   const m = VERTEX_PATH.exec(req.path);
   if (m === null) {
     json(res, 404, { error: { code: 404, message: `no route ${req.path}`, status: "NOT_FOUND" } });
@@ -779,6 +783,111 @@ function rerank(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
   });
 }
 
+/** Score of each text against a query: the share of the query's words it holds. */
+function overlap(query: string, texts: string[]): number[] {
+  const q = new Set(
+    query
+      .toLowerCase()
+      .split(/\W+/)
+      .filter((w) => w !== ""),
+  );
+  return texts.map(
+    (t) =>
+      t
+        .toLowerCase()
+        .split(/\W+/)
+        .filter((w) => q.has(w)).length / Math.max(1, q.size),
+  );
+}
+
+/**
+ * Bedrock's agent runtime Rerank (POST /rerank), signed like every Bedrock request. What the service checks: exactly
+ * one TEXT query, 1 to 1000 INLINE sources of type TEXT or JSON, a BEDROCK_RERANKING_MODEL configuration naming a
+ * foundation model ARN, numberOfResults from 1 to the number of sources.
+ */
+function bedrockRerank(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  const bad = checkSigV4(o, req);
+  if (bad !== undefined) {
+    json(res, 403, { message: bad }, { "x-amzn-errortype": "UnrecognizedClientException" });
+    return;
+  }
+  const b = req.json ?? {};
+  const queries = (Array.isArray(b.queries) ? b.queries : []) as Obj[];
+  const sources = (Array.isArray(b.sources) ? b.sources : []) as Obj[];
+  const rc = (b.rerankingConfiguration ?? {}) as Obj;
+  const brc = (rc.bedrockRerankingConfiguration ?? {}) as Obj;
+  const arn = String(((brc.modelConfiguration ?? {}) as Obj).modelArn ?? "");
+  const n = brc.numberOfResults;
+  const texts = sources.map((x) => {
+    const d = (x.inlineDocumentSource ?? {}) as Obj;
+    return d.type === "TEXT"
+      ? ((d.textDocument as Obj | undefined)?.text as string | undefined)
+      : d.type === "JSON"
+        ? JSON.stringify(d.jsonDocument)
+        : undefined;
+  });
+  const problem =
+    queries.length !== 1 ||
+    queries[0]?.type !== "TEXT" ||
+    typeof (queries[0]?.textQuery as Obj | undefined)?.text !== "string"
+      ? "queries: exactly one TEXT query is required"
+      : sources.length < 1 || sources.length > 1000 || sources.some((x) => x.type !== "INLINE")
+        ? "sources: 1 to 1000 INLINE sources are required"
+        : texts.some((t) => typeof t !== "string")
+          ? "sources: each inline document needs a textDocument (TEXT) or jsonDocument (JSON)"
+          : rc.type !== "BEDROCK_RERANKING_MODEL" ||
+              !/^arn:aws(-[^:]+)?:bedrock:[a-z0-9-]{1,20}::foundation-model\/.+$/.test(arn)
+            ? "rerankingConfiguration: a BEDROCK_RERANKING_MODEL with a foundation model ARN is required"
+            : n !== undefined && (typeof n !== "number" || n < 1 || n > sources.length)
+              ? "numberOfResults must be between 1 and the number of sources"
+              : undefined;
+  if (problem !== undefined) {
+    json(res, 400, { message: problem }, { "x-amzn-errortype": "ValidationException" });
+    return;
+  }
+  const query = String(((queries[0]?.textQuery ?? {}) as Obj).text);
+  const scores = overlap(query, texts as string[]);
+  const ranked = scores.map((relevanceScore, index) => ({ index, relevanceScore }));
+  ranked.sort((x, y) => y.relevanceScore - x.relevanceScore || x.index - y.index);
+  json(res, 200, { results: typeof n === "number" ? ranked.slice(0, n) : ranked });
+}
+
+/**
+ * Google's ranking API (Discovery Engine rankingConfigs.rank). What it checks: a query, 1 to 200 records each with a
+ * unique id and a title or content; the answer is the records by score, best first (only id and score when
+ * ignoreRecordDetailsInResponse).
+ */
+function googleRank(req: FakeRequest, res: ServerResponse): void {
+  const b = req.json ?? {};
+  const records = (Array.isArray(b.records) ? b.records : []) as Obj[];
+  const ids = new Set(records.map((r) => r.id));
+  const problem =
+    typeof b.query !== "string" || b.query === ""
+      ? "query is required"
+      : records.length < 1 || records.length > 200
+        ? "records: 1 to 200 records are required"
+        : ids.size !== records.length || records.some((r) => typeof r.id !== "string")
+          ? "records: each record needs a unique id"
+          : records.some((r) => typeof r.content !== "string" && typeof r.title !== "string")
+            ? "records: each record needs a title or content"
+            : undefined;
+  if (problem !== undefined) {
+    json(res, 400, { error: { code: 400, message: problem, status: "INVALID_ARGUMENT" } });
+    return;
+  }
+  const scores = overlap(
+    b.query as string,
+    records.map((r) => `${String(r.title ?? "")} ${String(r.content ?? "")}`),
+  );
+  const ranked = records.map((r, i) => ({
+    id: String(r.id),
+    score: scores[i] ?? 0,
+    ...(b.ignoreRecordDetailsInResponse === true ? {} : { content: r.content }),
+  }));
+  ranked.sort((x, y) => y.score - x.score);
+  json(res, 200, { records: typeof b.topN === "number" && b.topN > 0 ? ranked.slice(0, b.topN) : ranked });
+}
+
 export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promise<FakeProvider> {
   const requests: FakeRequest[] = [];
   const state = { failWith: undefined as number | undefined };
@@ -808,6 +917,7 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
         return bedrockNative(o, fr, res);
       }
       if (path.startsWith("/model/")) return converse(o, fr, res);
+      if (path === "/rerank") return bedrockRerank(o, fr, res);
       if (path.startsWith("/v1/projects/")) return vertex(o, fr, res);
       if (path.includes(":generateContent") || path.includes(":streamGenerateContent")) return gemini(o, fr, res);
       if (/\/(chat\/completions|responses|embeddings)(\?|$)/.test(path)) return openai(o, fr, res);

@@ -93,6 +93,7 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     "generate-content": "generate-content",
     embeddings: "vertex-embed",
     "count-tokens": "vertex-count-tokens",
+    rerank: "vertex-rank",
   },
   bedrock: {
     "chat-completions": "converse",
@@ -101,6 +102,7 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     "generate-content": "converse",
     embeddings: "titan-embed",
     "count-tokens": "converse-count-tokens",
+    rerank: "bedrock-rerank",
   },
 };
 
@@ -162,7 +164,30 @@ export function providerFormatFor(
     return candidates.find((f) => formats.includes(f) && findDirection(client, f) !== undefined);
   }
   const f = FAMILIES[p.kind][client];
+  if (f !== undefined && RERANK_HOST[f]?.test(p.authority) === true) return undefined;
   return f !== undefined && findDirection(client, f) !== undefined ? f : undefined;
+}
+
+/**
+ * The cloud rerank APIs live on hosts of their own (Bedrock's agent runtime, Google's Discovery Engine), not on the
+ * host the provider's other requests go to: a provider at its default host cannot serve them (docs/llm.md, Rerank).
+ */
+const RERANK_HOST: Partial<Record<ProviderFormat, RegExp>> = {
+  "bedrock-rerank": /^bedrock-runtime[.-]/,
+  "vertex-rank": /aiplatform\.googleapis\.com$/,
+};
+
+/** The model a provider format is asked for: Bedrock's Rerank names a foundation model by its ARN, in its region. */
+export function modelForFormat(
+  p: LlmProviderEntry,
+  format: ProviderFormat,
+  model: string | undefined,
+  requested: unknown,
+): string | undefined {
+  if (format !== "bedrock-rerank") return model;
+  const m = model ?? (typeof requested === "string" ? requested : undefined);
+  if (m === undefined || m.startsWith("arn:")) return m;
+  return `arn:aws:bedrock:${awsRegion(p)}::foundation-model/${m}`;
 }
 
 const s = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);

@@ -86,6 +86,7 @@ import {
   awsRegion,
   clientFormatOf,
   googleMethodOf,
+  modelForFormat,
   modelsRequest,
   type ProviderCredentials,
   providerFormatFor,
@@ -1130,7 +1131,7 @@ export class LlmExtProcService {
         message: `provider ${providerName} does not serve ${state.routeType} requests`,
       });
     }
-    const translated = direction.request(body, model, defaultContext);
+    const translated = direction.request(body, modelForFormat(provider, format, model, body.model), defaultContext);
     if (!translated.ok) return fail(translated.error);
     // Cache points and the guardrail go on the final Converse body (cache points depend on its layout), before SigV4
     // signs it.

@@ -28,7 +28,9 @@ export type ProviderFormat =
   | "gemini-count-tokens"
   | "vertex-count-tokens"
   | "vertex-messages-count-tokens"
-  | "rerank";
+  | "rerank"
+  | "bedrock-rerank"
+  | "vertex-rank";
 
 /** How a provider frames a streamed response. */
 export type StreamFraming = "sse" | "aws-eventstream";
