@@ -1,10 +1,12 @@
 // Authentication objects of Document 1: JWT, API key, basic, the deprecated MCP form, backend credentials
 // (BackendAuth and the model flavour without crossAppAccess/jwtSign) and external authorization.
 
+import { parseDurationMs } from "../translate/duration.js";
 import {
   AuthorizationLocation,
   BackendObjectReference,
   ByteSize,
+  byteSizeWithin,
   CELExpression,
   DurationDefault,
   ExtractionLocation,
@@ -14,6 +16,7 @@ import {
   LongString,
   MatchLabels,
   ShortString,
+  UINT32_MAX,
 } from "./common.js";
 import {
   Arr,
@@ -31,6 +34,7 @@ import {
   rule,
   type Static,
   Str,
+  type TSchema,
   withDoc,
 } from "./schema-kit.js";
 
@@ -292,10 +296,20 @@ export const JwtSign = Obj(
       message: "claims must not contain iat, exp or nbf: the gateway sets them",
       reservedDescription: "Reserved: set by the gateway, refused here.",
     }),
-    ttl: Opt(DurationDefault("300s", "Lifetime of each signed token.")),
+    ttl: Opt(DurationDefault("300s", "Lifetime of each signed token; at least 1s (JWT times are whole seconds).")),
     location: Opt(AuthorizationLocation),
   },
-  "Signs a short-lived JWT per request.",
+  {
+    description: "Signs a short-lived JWT per request.",
+    rules: [
+      rule({
+        rule: "!has(self.ttl) || duration(self.ttl) >= duration('1s')",
+        message: "ttl must be at least 1s: a token's exp is in whole seconds, so a shorter one expires as it is signed",
+        fieldPath: ".ttl",
+        check: (s) => !has(s, "ttl") || (parseDurationMs(String(s.ttl)) ?? 0) >= 1000,
+      }),
+    ],
+  },
 );
 
 const AssumeRoleTag = Obj(
@@ -375,6 +389,16 @@ const BackendCredential = Obj({
   secretRef: LocalSecretKeyRef("Authorization"),
 });
 
+/**
+ * The location without its schema default: a defaulted location would count as written next to every mechanism. Unset,
+ * the translators use the same default (Authorization: Bearer, or an LLM provider's own header).
+ */
+function withoutDefault<T extends TSchema>(schema: T): T {
+  const copy = { ...(schema as unknown as Record<string | symbol, unknown>) };
+  delete copy["default"];
+  return copy as unknown as T;
+}
+
 const MODEL_MECHANISMS = ["key", "secretRef", "passthrough", "cloudA", "cloudC", "cloudB", "oauthTokenExchange"];
 const MECHANISMS = [...MODEL_MECHANISMS, "crossAppAccess", "jwtSign"];
 
@@ -388,21 +412,34 @@ const authCommon = {
   cloudC: Opt(CloudCAuth),
   cloudB: Opt(CloudBAuth),
   oauthTokenExchange: Opt(OAuthTokenExchange),
-  location: Opt(withDoc(AuthorizationLocation, "Applies to key, secretRef and passthrough.")),
+  location: Opt(withoutDefault(withDoc(AuthorizationLocation, "Applies to key, secretRef and passthrough."))),
   credentials: Opt(
     Arr(BackendCredential, { min: 1, max: 8, description: "Additional credentials, independent of the mechanism." }),
   ),
 };
 
+// location says where key, secretRef and passthrough write their value; the other mechanisms have their own location
+// or none (cloud signatures and tokens go where their protocol puts them), so a location there would be ignored.
+const locationNeedsItsMechanism = rule({
+  rule: "!has(self.location) || has(self.key) || has(self.secretRef) || has(self.passthrough)",
+  message:
+    "location applies only to key, secretRef and passthrough (oauthTokenExchange and jwtSign have their own location)",
+  fieldPath: ".location",
+  check: (s) => !has(s, "location") || has(s, "key") || has(s, "secretRef") || has(s, "passthrough"),
+});
+
 export const BackendAuth = Obj(
   { ...authCommon, crossAppAccess: Opt(CrossAppAccess), jwtSign: Opt(JwtSign) },
-  { description: "Credentials added to requests to the backend.", rules: [atMostOne(MECHANISMS)] },
+  {
+    description: "Credentials added to requests to the backend.",
+    rules: [atMostOne(MECHANISMS), locationNeedsItsMechanism],
+  },
 );
 export type BackendAuth = Static<typeof BackendAuth>;
 
 export const ModelBackendAuth = Obj(authCommon, {
   description: "Credentials added to requests to the model's provider.",
-  rules: [atMostOne(MODEL_MECHANISMS)],
+  rules: [atMostOne(MODEL_MECHANISMS), locationNeedsItsMechanism],
 });
 
 // ---- external authorization ----
@@ -436,7 +473,15 @@ export const ExtAuth = Obj(
         "Use HTTP; anything but 200 is an authorization failure.",
       ),
     ),
-    forwardBody: Opt(Obj({ maxSize: ByteSize() }, "Buffer the body and send it; larger bodies are rejected.")),
+    forwardBody: Opt(
+      Obj(
+        { maxSize: ByteSize() },
+        {
+          description: "Buffer the body and send it; larger bodies are rejected.",
+          rules: [byteSizeWithin("maxSize", 1, UINT32_MAX, "Envoy holds it in 32 bits")],
+        },
+      ),
+    ),
     cache: Opt(
       Obj({
         key: Arr(CELExpression, { min: 1, max: 16, description: "Everything the decision depends on." }),

@@ -5,14 +5,15 @@ import {
   LabelSelector,
   LocalBackendObjectReference,
   LocalObjectReference,
-  LongString,
   PortNumber,
   SectionName,
   ShortString,
   TinyString,
+  UpstreamPath,
 } from "./common.js";
 import {
   Arr,
+  atMostOne,
   Empty,
   Enum,
   exactlyOne,
@@ -113,7 +114,7 @@ export const ProviderGModelSettings = Obj({ region: Opt(REGION), guardrail: Opt(
 export const CustomFormats = Arr(
   Obj({
     type: Enum(PROVIDER_FORMATS),
-    path: Opt(withDoc(LongString, "Default: the default path of the format.")),
+    path: Opt(UpstreamPath("Default: the default path of the format.")),
   }),
   { min: 1, max: 6 },
 );
@@ -162,12 +163,16 @@ const llmProviderProps = {
   custom: Opt(CustomProvider),
   host: Opt(withDoc(ShortString, "Target host; overrides the default of managed variants.")),
   port: Opt(PortNumber),
-  path: Opt(withDoc(LongString, "Overrides the upstream API path.")),
-  pathPrefix: Opt(withDoc(LongString, "Overrides the base path prefix (such as /v1); providerA and providerD only.")),
+  path: Opt(UpstreamPath("Overrides the upstream API path; exclusive with pathPrefix.")),
+  pathPrefix: Opt(UpstreamPath("Overrides the base path prefix (such as /v1); providerA and providerD only.")),
 };
 
 const llmProviderRules: Rule[] = [
   exactlyOne(PROVIDER_VARIANTS),
+  atMostOne(
+    ["path", "pathPrefix"],
+    "at most one of path and pathPrefix may be set: path replaces the whole upstream path, pathPrefix its prefix",
+  ),
   rule({
     rule: "!has(self.pathPrefix) || has(self.providerA) || has(self.providerD)",
     message: "pathPrefix is only supported for providerA and providerD",
@@ -236,7 +241,7 @@ const StaticMCPTarget = Obj(
     host: Opt(ShortString),
     backendRef: Opt(withDoc(LocalObjectReference, "A Service in the same namespace; replaces host only.")),
     port: PortNumber,
-    path: Opt(withDoc(LongString, "Default /sse for SSE, /mcp for StreamableHTTP.")),
+    path: Opt(UpstreamPath("Default /sse for SSE, /mcp for StreamableHTTP.")),
     protocol: Opt(Enum(["StreamableHTTP", "SSE"])),
     policies: Opt(withDoc(BackendSimple, "Only for host-based targets.")),
   },

@@ -105,6 +105,65 @@ export const Kind = Str({
 });
 export const PortNumber = Int({ min: 1, max: 65535 });
 
+/** A path sent upstream as written: it must start with `/` (one without it is not a request target). */
+export function UpstreamPath(description: string) {
+  return Str({ min: 1, max: 1024, pattern: "^/", patternMessage: "must start with /", description });
+}
+
+const QUANTITY_FACTOR: Readonly<Record<string, number>> = {
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  "": 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+};
+
+/** The exact value of a ByteSize (not rounded, as the API server's quantity() compares it); undefined if malformed. */
+export function byteQuantity(v: unknown): number | undefined {
+  if (typeof v === "number") return Number.isFinite(v) ? v : undefined;
+  if (typeof v !== "string") return undefined;
+  const m = /^((?:[0-9]+(?:\.[0-9]*)?)|(?:\.[0-9]+))(?:([KMGTPE]i|[numkMGTPE])|[eE]([+-]?[0-9.]+))?$/.exec(v);
+  if (m === null) return undefined;
+  const factor = m[3] !== undefined ? 10 ** Number(m[3]) : (QUANTITY_FACTOR[m[2] ?? ""] ?? Number.NaN);
+  const n = Number(m[1]) * factor;
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/**
+ * A ByteSize `field` of the object carrying the rule must lie within min..max bytes: the sizes Envoy holds in a
+ * 32-bit field, or where it reads 0 as "no limit", are refused at the field instead of wrapping or silently clamped.
+ * The CEL side compares with the API server's quantity library, which reads the same grammar.
+ */
+export function byteSizeWithin(field: string, min: number, max: number, why: string) {
+  const cel = (v: string) =>
+    `(type(${v}) == string ? (isQuantity(${v}) && quantity(${v}).compareTo(quantity('${min}')) >= 0 && ` +
+    `quantity(${v}).compareTo(quantity('${max}')) <= 0) : (${v} >= ${min} && ${v} <= ${max}))`;
+  return rule({
+    rule: `!has(self.${field}) || ${cel(`self.${field}`)}`,
+    message: `${field} must be between ${min} and ${max} bytes: ${why}`,
+    fieldPath: `.${field}`,
+    check: (s) => {
+      if (!has(s, field)) return true;
+      const n = byteQuantity(s[field]);
+      return n !== undefined && n >= min && n <= max;
+    },
+  });
+}
+
+/** Envoy carries these sizes in a uint32 where 0 means "no limit". */
+export const UINT32_MAX = 4294967295;
+
 // ---- references ----
 
 const portForService = rule({
@@ -130,6 +189,14 @@ const groupOfKind = rule({
   },
 });
 
+// The spec: "BackendObjectReference names a Service or a Backend" (Backend being its name for GwBackend).
+const serviceOrBackend = rule({
+  rule: "!has(self.kind) || self.kind in ['Service', 'GwBackend', 'Backend']",
+  message: "kind must be Service or GwBackend (the spec's Backend)",
+  fieldPath: ".kind",
+  check: (s) => !has(s, "kind") || ["Service", "GwBackend", "Backend"].includes(s.kind),
+});
+
 export const LocalObjectReference = Obj({ name: ObjectName }, "A same-namespace object, by name.");
 
 export const LocalBackendObjectReference = Obj(
@@ -150,7 +217,7 @@ export const BackendObjectReference = Obj(
     namespace: Opt(withDoc(Namespace, "Namespace of the referent; default the policy's namespace.")),
     port: Opt(withDoc(PortNumber, "Port of the referent; required for a Service.")),
   },
-  { description: "A Service or a GwBackend.", rules: [portForService, groupOfKind] },
+  { description: "A Service or a GwBackend.", rules: [portForService, groupOfKind, serviceOrBackend] },
 );
 
 // A Secret or ConfigMap reference names the core group and its one kind: anything else is refused at the field rather

@@ -118,7 +118,18 @@ export const GwModelSpec = Obj(
     parentRefs: Arr(ParentReference, { min: 1, max: 16, description: "Gateways and listeners it attaches to." }),
     match: Opt(
       Obj(
-        { model: Opt(withDoc(LongString, "Exact name, gpt-*, *-latest or *.")) },
+        {
+          model: Opt(
+            Str({
+              min: 1,
+              max: 1024,
+              pattern: "^(\\*|[^*]+|\\*[^*]+|[^*]+\\*)$",
+              patternMessage:
+                "must be an exact name, one * as the last character (gpt-*), one * as the first (*-latest), or *",
+              description: "Exact name, gpt-*, *-latest or *.",
+            }),
+          ),
+        },
         "Which requested model names this matches; omitted means metadata.name exactly.",
       ),
     ),

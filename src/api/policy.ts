@@ -6,6 +6,7 @@ import {
   Authorization,
   BackendObjectReference,
   ByteSize,
+  byteSizeWithin,
   CELExpression,
   Duration,
   DurationDefault,
@@ -13,7 +14,6 @@ import {
   HeaderModifiers,
   HTTPHeaderName,
   Kind,
-  LongString,
   MatchLabels,
   ObjectName,
   PortNumber,
@@ -22,7 +22,10 @@ import {
   StatusCode,
   TinyString,
   Transformation,
+  UINT32_MAX,
+  UpstreamPath,
 } from "./common.js";
+import { GATEWAY_API_GROUP, GATEWAY_API_X_GROUP } from "./gateway-api.js";
 import {
   Arr,
   atMostOne,
@@ -45,6 +48,30 @@ import {
 
 // ---- targets ----
 
+function celList(xs: readonly string[]): string {
+  return `[${xs.map((x) => `'${x}'`).join(", ")}]`;
+}
+
+// The group each target kind lives in, as the translator reads them (a Gateway named with group "" or a Service with
+// the Gateway API group matched nothing and said so only in status). Kinds not listed are judged by the section rules.
+const KIND_GROUPS: readonly (readonly [readonly string[], readonly string[]])[] = [
+  [["Gateway", "HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"], [GATEWAY_API_GROUP]],
+  [
+    ["ListenerSet", "XListenerSet"],
+    [GATEWAY_API_GROUP, GATEWAY_API_X_GROUP],
+  ],
+  [["Service"], ["", "core"]],
+  [["GwBackend", "Backend"], ["sluice.dev"]],
+];
+const targetGroupMatchesKind: Rule = rule({
+  rule: `!(${KIND_GROUPS.map(([k, g]) => `(self.kind in ${celList(k)} && !(self.group in ${celList(g)}))`).join(" || ")})`,
+  message:
+    `group does not match kind: Gateway and routes are in ${GATEWAY_API_GROUP}, ListenerSet in ${GATEWAY_API_GROUP} ` +
+    `or ${GATEWAY_API_X_GROUP}, Service in the core group (""), GwBackend (the spec's Backend) in sluice.dev`,
+  fieldPath: ".group",
+  check: (t) => !KIND_GROUPS.some(([k, g]) => k.includes(t?.kind) && !g.includes(t?.group)),
+});
+
 export const TargetReference = Obj(
   {
     group: withDoc(Group, "API group of the target (empty for core Service)."),
@@ -55,7 +82,10 @@ export const TargetReference = Obj(
     ),
     port: Opt(withDoc(PortNumber, "Port of a Gateway; only on frontend policies.")),
   },
-  { description: "An object in the policy's namespace.", rules: [atMostOne(["sectionName", "port"])] },
+  {
+    description: "An object in the policy's namespace.",
+    rules: [atMostOne(["sectionName", "port"]), targetGroupMatchesKind],
+  },
 );
 
 export const TargetSelector = Obj(
@@ -68,7 +98,7 @@ export const TargetSelector = Obj(
   },
   {
     description: "Objects of a kind selected by label (slower to reconcile than references).",
-    rules: [atMostOne(["sectionName", "port"])],
+    rules: [atMostOne(["sectionName", "port"]), targetGroupMatchesKind],
   },
 );
 
@@ -101,7 +131,7 @@ export const AccessLog = Obj(
           filter: Opt(withDoc(CELExpression, "Default: the parent filter.")),
           attributes: Opt(withDoc(LogAttributes, "Default: the parent attributes.")),
           protocol: Opt(OTLP_PROTOCOL),
-          path: Opt(withDoc(LongString, "HTTP only; default /v1/logs.")),
+          path: Opt(UpstreamPath("HTTP only; default /v1/logs.")),
         },
         { description: "Export logs over OTLP.", rules: [pathOnlyForHTTP] },
       ),
@@ -114,7 +144,7 @@ export const Tracing = Obj(
   {
     backendRef: withDoc(BackendObjectReference, "The collector: a Service or a GwBackend."),
     protocol: Opt(OTLP_PROTOCOL),
-    path: Opt(withDoc(LongString, "HTTP only; default /v1/traces.")),
+    path: Opt(UpstreamPath("HTTP only; default /v1/traces.")),
     attributes: Opt(LogAttributes),
     resources: Opt(Arr(Attribute, "Resource attributes.")),
     randomSampling: Opt(withDoc(CELExpression, "Float 0.0..1.0 or boolean; starts a new trace; unset disables.")),
@@ -181,7 +211,16 @@ export const FrontendHTTP = Obj(
     http2KeepaliveTimeout: Opt(Duration),
     maxConnectionDuration: Opt(withDoc(Duration, "Closed gracefully after the in-flight request.")),
   },
-  "HTTP settings of downstream connections.",
+  {
+    description: "HTTP settings of downstream connections.",
+    rules: [
+      byteSizeWithin("maxBufferSize", 1, UINT32_MAX, "Envoy holds it in 32 bits and reads 0 as no limit"),
+      byteSizeWithin("http2WindowSize", 65535, 2147483647, "the HTTP/2 window bounds Envoy accepts"),
+      byteSizeWithin("http2ConnectionWindowSize", 65535, 2147483647, "the HTTP/2 window bounds Envoy accepts"),
+      byteSizeWithin("http2FrameSize", 16384, 16777215, "the frame sizes HTTP/2 allows (RFC 9113)"),
+      byteSizeWithin("http2MaxHeaderSize", 1024, 8192 * 1024, "Envoy's header limit is 1 to 8192 KiB"),
+    ],
+  },
 );
 
 export const Frontend = Obj(
@@ -438,10 +477,13 @@ export const Traffic = Obj(
 );
 
 function BufferDirection() {
-  return Obj({
-    maxBytes: Opt(ByteSize({ default: "2Mi" })),
-    failureMode: Opt(Enum(["FailClosed", "FailOpen"], { default: "FailClosed" })),
-  });
+  return Obj(
+    {
+      maxBytes: Opt(ByteSize({ default: "2Mi" })),
+      failureMode: Opt(Enum(["FailClosed", "FailOpen"], { default: "FailClosed" })),
+    },
+    { rules: [byteSizeWithin("maxBytes", 1, UINT32_MAX, "Envoy holds it in 32 bits and reads 0 as no limit")] },
+  );
 }
 
 // ---- spec ----
@@ -449,12 +491,9 @@ function BufferDirection() {
 const ROUTE_KINDS = ["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"];
 const LISTENER_SET_KINDS = ["ListenerSet", "XListenerSet"];
 const TRAFFIC_KINDS = ["Gateway", ...LISTENER_SET_KINDS, ...ROUTE_KINDS];
-const BACKEND_KINDS = [...TRAFFIC_KINDS, "Service", "GwBackend"];
+// `Backend` is the spec's name for a GwBackend target (the translator reads both).
+const BACKEND_KINDS = [...TRAFFIC_KINDS, "Service", "GwBackend", "Backend"];
 const PRE_ROUTING_KINDS = ["Gateway", ...LISTENER_SET_KINDS];
-
-function celList(xs: readonly string[]): string {
-  return `[${xs.map((x) => `'${x}'`).join(", ")}]`;
-}
 
 /** A rule that every targetRef and targetSelector must satisfy when `when` holds for the spec. */
 function everyTarget(
@@ -513,16 +552,38 @@ export const GwPolicySpec = Obj(
     description: "A policy attached to gateway resources.",
     rules: [
       exactlyOne(["targetRefs", "targetSelectors"]),
+      rule({
+        rule: "has(self.frontend) || has(self.traffic) || has(self.backend)",
+        message: "a policy needs at least one of frontend, traffic and backend",
+        check: (s) => has(s, "frontend") || has(s, "traffic") || has(s, "backend"),
+      }),
       requires("strategy", "traffic", "strategy is only valid on traffic policies"),
       ...everyTarget(
         {
           whenCel: "true",
           when: () => true,
-          predCel: "!has(t.port) || (has(self.frontend) && t.kind == 'Gateway')",
-          pred: (t, s) => !has(t, "port") || (has(s, "frontend") && (t as { kind?: unknown })?.kind === "Gateway"),
+          predCel:
+            "!has(t.port) || (t.kind == 'Gateway' && has(self.frontend) && !has(self.traffic) && !has(self.backend))",
+          pred: (t, s) =>
+            !has(t, "port") ||
+            ((t as { kind?: unknown })?.kind === "Gateway" &&
+              has(s, "frontend") &&
+              !has(s, "traffic") &&
+              !has(s, "backend")),
           at: ".port",
         },
-        "port is only valid on frontend policies that target a Gateway",
+        "port is only valid on frontend policies that target a Gateway, in a policy with no traffic or backend section",
+      ),
+      ...everyTarget(
+        {
+          whenCel: "has(self.backend) && (has(self.backend.ai) || has(self.backend.mcp))",
+          when: (s) =>
+            has((s as { backend?: unknown })?.backend, "ai") || has((s as { backend?: unknown })?.backend, "mcp"),
+          predCel: "t.kind != 'Service'",
+          pred: (t) => (t as { kind?: unknown })?.kind !== "Service",
+          at: ".kind",
+        },
+        "backend.ai and backend.mcp apply only to backends of that type (a GwBackend with ai or mcp), not to a Service",
       ),
       ...everyTarget(
         {

@@ -15,6 +15,7 @@ import { parseYamlFile } from "../../src/sources/yaml.js";
 import { crdFiles, type KubeCluster, startKubeCluster, statusMessage, yamlObjects } from "../helpers/kube.js";
 import { waitFor } from "../helpers/net.js";
 import { caseDocument, LIMIT_CASES, RULE_CASES } from "../support/api-cases.js";
+import { VALIDATE_CASES } from "../support/validate-cases.js";
 
 type Json = Record<string, unknown>;
 
@@ -140,7 +141,7 @@ interface Judged {
 /** Every case of the rules and limits tables, and every Sluice document of the golden inputs and examples. */
 function documents(): Judged[] {
   const out: Judged[] = [];
-  for (const c of [...RULE_CASES, ...LIMIT_CASES]) {
+  for (const c of [...RULE_CASES, ...LIMIT_CASES, ...VALIDATE_CASES]) {
     out.push({ id: `case ${c.kind}: ${c.name}`, doc: caseDocument(c), paths: c.error ? [c.error[0]] : [] });
   }
   const root = projectRoot();

@@ -2,6 +2,8 @@
 // backend-model-api.md), valid and invalid specs at the boundary, each invalid one with the field path and message
 // `sluice validate` gives. Shared with test/e2e/kube-crds.test.ts, which submits them to a real API server.
 
+import { byteQuantity } from "../../src/api/common.js";
+
 export type Json = Record<string, unknown>;
 export type Kind = "GwPolicy" | "GwBackend" | "GwModel" | "GwParameters";
 
@@ -76,7 +78,7 @@ export const sel = { group: GW, kind: "Gateway", matchLabels: { a: "b" } };
 
 export const RULE_CASES: Case[] = [
   // targets
-  P("targetRefs only", pol({})),
+  P("targetRefs only", pol({ traffic: {} })),
   P("targetSelectors only", { targetSelectors: [sel], traffic: {} }),
   P("neither targetRefs nor targetSelectors", { traffic: {} }, ["spec", ONE_TARGET]),
   P("both targetRefs and targetSelectors", pol({ targetSelectors: [sel] }), ["spec", ONE_TARGET]),
@@ -246,7 +248,10 @@ export const RULE_CASES: Case[] = [
   ]),
   // backend auth
   P("auth key", auth({ key: "Bearer x" })),
-  P("auth none", auth({ location: { header: { name: "X-Api-Key" } } })),
+  P("auth location without a mechanism", auth({ location: { header: { name: "X-Api-Key" } } }), [
+    "spec.backend.auth.location",
+    "location applies only to key, secretRef and passthrough",
+  ]),
   P("auth two mechanisms", auth({ key: "x", passthrough: {} }), [
     "spec.backend.auth",
     "at most one of key, secretRef, passthrough, cloudA, cloudC, cloudB, oauthTokenExchange, crossAppAccess and jwtSign may be set",
@@ -521,7 +526,16 @@ export const RULE_CASES: Case[] = [
     "1.5E+3",
     ".5Mi",
     "1.5",
-  ].map((v) => P(`ByteSize ${v}`, pol({ frontend: { http: { maxBufferSize: v } } }))),
+  ].map((v) => {
+    // Every form is a ByteSize; those outside what Envoy can hold for maxBufferSize (1 byte .. 2^32-1) are refused.
+    const n = byteQuantity(v) ?? 0;
+    const inRange = n >= 1 && n <= 4294967295;
+    return P(
+      `ByteSize ${v}`,
+      pol({ frontend: { http: { maxBufferSize: v } } }),
+      inRange ? undefined : ["spec.frontend.http.maxBufferSize", "must be between 1 and 4294967295 bytes"],
+    );
+  }),
   P("ByteSize integer", pol({ frontend: { http: { maxBufferSize: 1048576 } } })),
   P("ByteSize 2mb", pol({ frontend: { http: { maxBufferSize: "2mb" } } }), [
     "spec.frontend.http.maxBufferSize",

@@ -76,6 +76,7 @@ import {
   svcRef,
   traffic,
 } from "../support/api-cases.js";
+import { KUBE_CEL } from "../support/kube-cel.js";
 
 /** Evaluates every x-kubernetes-validations rule with @bufbuild/cel next to its TypeScript predicate. */
 function crossCheck(
@@ -87,7 +88,7 @@ function crossCheck(
 ): void {
   const rules = schema["x-kubernetes-validations"] as readonly Rule[] | undefined;
   for (const r of rules ?? []) {
-    const cel = run(r.rule, { self: value as never });
+    const cel = run(r.rule, { self: value as never }, KUBE_CEL);
     const ts = r.check(value);
     // On a document with structural errors the API server does not get to the rules; CEL may then fail on types.
     if (isCelError(cel) && !wellTyped) continue;

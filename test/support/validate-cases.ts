@@ -1,0 +1,249 @@
+// The validation issue 22 asked for: rules the spec implies (and combinations users expect refused where it is
+// silent) that Sluice did not enforce. Each invalid case carries the exact field path and the exact message
+// `sluice validate` gives; test/unit/validate-rules.test.ts checks them through the validator, the CRDs' CEL rules
+// and the `sluice validate` command, and test/e2e/kube-crds.test.ts submits them to a real kube-apiserver.
+
+import {
+  B,
+  backendPol,
+  type Case,
+  GW,
+  gateway,
+  type Json,
+  M,
+  model,
+  P,
+  pol,
+  service,
+  svcRef,
+  traffic,
+} from "./api-cases.js";
+
+const sluiceBackend = { group: "sluice.dev", kind: "GwBackend", name: "b" };
+const specBackend = { group: "sluice.dev", kind: "Backend", name: "b" };
+const frontend = (http: Json): Json => pol({ frontend: { http } });
+const provider = (p: Json): Json => ({ ai: { provider: { providerA: {}, ...p } } });
+const jwtSign = (extra: Json): Json => ({ jwtSign: { signingKeyRef: { name: "k" }, claims: { sub: "gw" }, ...extra } });
+
+const MATCH = "must be an exact name, one * as the last character (gpt-*), one * as the first (*-latest), or *";
+const GROUP =
+  "group does not match kind: Gateway and routes are in gateway.networking.k8s.io, ListenerSet in " +
+  'gateway.networking.k8s.io or gateway.networking.x-k8s.io, Service in the core group (""), GwBackend ' +
+  "(the spec's Backend) in sluice.dev";
+const PORT =
+  "port is only valid on frontend policies that target a Gateway, in a policy with no traffic or backend section";
+const AI_ON_SERVICE =
+  "backend.ai and backend.mcp apply only to backends of that type (a GwBackend with ai or mcp), not to a Service";
+const LOCATION =
+  "location applies only to key, secretRef and passthrough (oauthTokenExchange and jwtSign have their own location)";
+const PATHS =
+  "at most one of path and pathPrefix may be set: path replaces the whole upstream path, pathPrefix its prefix";
+const BUFFER = (f: string) =>
+  `${f} must be between 1 and 4294967295 bytes: Envoy holds it in 32 bits and reads 0 as no limit`;
+const WINDOW = (f: string) => `${f} must be between 65535 and 2147483647 bytes: the HTTP/2 window bounds Envoy accepts`;
+const slash = (got: string) => `must start with / (got ${JSON.stringify(got)})`;
+
+export const VALIDATE_CASES: Case[] = [
+  // GwModel spec.match.model: no *, exactly *, or one * first or last.
+  ...["gpt-4o", "gpt-*", "*-latest", "*"].map((m) => M(`match.model ${m}`, model({ match: { model: m } }))),
+  ...["gpt*4o", "**", "*gpt*", "gpt-**"].map((m) =>
+    M(`match.model ${m}`, model({ match: { model: m } }), ["spec.match.model", `${MATCH} (got ${JSON.stringify(m)})`]),
+  ),
+
+  // backend.ai / backend.mcp only for backends of that type: never a core Service.
+  P("backend.ai on a GwBackend", { targetRefs: [sluiceBackend], backend: { ai: { modelAliases: { a: "b" } } } }),
+  P("backend.ai on a Gateway", pol({ backend: { ai: { modelAliases: { a: "b" } } } })),
+  P("backend.ai on a Service", backendPol({ ai: { modelAliases: { a: "b" } } }), [
+    "spec.targetRefs[0].kind",
+    AI_ON_SERVICE,
+  ]),
+  P(
+    "backend.mcp on a selected Service",
+    {
+      targetSelectors: [{ group: "", kind: "Service", matchLabels: { a: "b" } }],
+      backend: { mcp: { authorization: { policy: { matchExpressions: ["true"] } } } },
+    },
+    ["spec.targetSelectors[0].kind", AI_ON_SERVICE],
+  ),
+
+  // port: only on a Gateway target of a frontend-only policy.
+  P("port on a frontend-only policy", { targetRefs: [{ ...gateway, port: 8080 }], frontend: { http: {} } }),
+  P("port with frontend and traffic", { targetRefs: [{ ...gateway, port: 8080 }], frontend: {}, traffic: {} }, [
+    "spec.targetRefs[0].port",
+    PORT,
+  ]),
+  P("port with frontend and backend", { targetRefs: [{ ...gateway, port: 8080 }], frontend: {}, backend: {} }, [
+    "spec.targetRefs[0].port",
+    PORT,
+  ]),
+
+  // caCertificateRefs name ConfigMaps.
+  P("caCertificateRefs ConfigMap", backendPol({ tls: { caCertificateRefs: [{ name: "ca", kind: "ConfigMap" }] } })),
+  P("caCertificateRefs Secret", backendPol({ tls: { caCertificateRefs: [{ name: "ca", kind: "Secret" }] } }), [
+    "spec.backend.tls.caCertificateRefs[0].kind",
+    'must be one of ConfigMap (got "Secret")',
+  ]),
+
+  // The spec's `Backend` target kind.
+  P("Backend target of a backend policy", { targetRefs: [specBackend], backend: { tcp: { connectTimeout: "1s" } } }),
+  P("Backend target of a traffic policy", { targetRefs: [specBackend], traffic: {} }, [
+    "spec.targetRefs[0].kind",
+    "traffic policies may target Gateway, ListenerSet, XListenerSet, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute",
+  ]),
+  P("Backend target in the core group", { targetRefs: [{ ...specBackend, group: "" }], backend: {} }, [
+    "spec.targetRefs[0].group",
+    GROUP,
+  ]),
+
+  // A target's group matches its kind.
+  P("ListenerSet in the experimental group", {
+    targetRefs: [{ group: "gateway.networking.x-k8s.io", kind: "ListenerSet", name: "ls" }],
+    traffic: {},
+  }),
+  P("Gateway in the core group", { targetRefs: [{ ...gateway, group: "" }], traffic: {} }, [
+    "spec.targetRefs[0].group",
+    GROUP,
+  ]),
+  P("Service in the Gateway API group", { targetRefs: [{ ...service, group: GW }], backend: {} }, [
+    "spec.targetRefs[0].group",
+    GROUP,
+  ]),
+  P(
+    "HTTPRoute selected in sluice.dev",
+    { targetSelectors: [{ group: "sluice.dev", kind: "HTTPRoute", matchLabels: { a: "b" } }], traffic: {} },
+    ["spec.targetSelectors[0].group", GROUP],
+  ),
+  P("GwBackend in the Gateway API group", { targetRefs: [{ ...sluiceBackend, group: GW }], backend: {} }, [
+    "spec.targetRefs[0].group",
+    GROUP,
+  ]),
+
+  // Mutually exclusive path fields of an LLM provider; upstream paths start with /.
+  B("provider path", provider({ path: "/v1/chat/completions" })),
+  B("provider path and pathPrefix", provider({ path: "/v1/chat/completions", pathPrefix: "/v2" }), [
+    "spec.ai.provider",
+    PATHS,
+  ]),
+  B(
+    "grouped provider path and pathPrefix",
+    { ai: { groups: [{ providers: [{ name: "a", providerA: {}, path: "/x", pathPrefix: "/y" }] }] } },
+    ["spec.ai.groups[0].providers[0]", PATHS],
+  ),
+  B("provider path without /", provider({ path: "v1/chat/completions" }), [
+    "spec.ai.provider.path",
+    slash("v1/chat/completions"),
+  ]),
+  B("provider pathPrefix without /", provider({ pathPrefix: "v2" }), ["spec.ai.provider.pathPrefix", slash("v2")]),
+  B(
+    "custom format path without /",
+    { ai: { provider: { custom: { formats: [{ type: "Completions", path: "chat" }] }, host: "h", port: 80 } } },
+    ["spec.ai.provider.custom.formats[0].path", slash("chat")],
+  ),
+  B("MCP target path without /", { mcp: { targets: [{ name: "t", static: { host: "h", port: 80, path: "mcp" } }] } }, [
+    "spec.mcp.targets[0].static.path",
+    slash("mcp"),
+  ]),
+  P(
+    "OTLP log path without /",
+    pol({ frontend: { accessLog: { otlp: { backendRef: svcRef, protocol: "HTTP", path: "v1/logs" } } } }),
+    ["spec.frontend.accessLog.otlp.path", slash("v1/logs")],
+  ),
+  P(
+    "OTLP trace path without /",
+    pol({ frontend: { tracing: { backendRef: svcRef, protocol: "HTTP", path: "v1/traces" } } }),
+    ["spec.frontend.tracing.path", slash("v1/traces")],
+  ),
+
+  // References to credentials name a Secret; a backendRef names a Service or GwBackend.
+  P("secretRef naming a ConfigMap", backendPol({ auth: { secretRef: { name: "s", kind: "ConfigMap" } } }), [
+    "spec.backend.auth.secretRef.kind",
+    'must be one of Secret (got "ConfigMap")',
+  ]),
+  P("mTLS certificate in another group", backendPol({ tls: { mtlsCertificateRef: [{ name: "c", group: "apps" }] } }), [
+    "spec.backend.tls.mtlsCertificateRef[0].group",
+    'must be one of "" (got "apps")',
+  ]),
+  P(
+    "jwtSign key naming a ConfigMap",
+    backendPol({ auth: jwtSign({ signingKeyRef: { name: "k", kind: "ConfigMap" } }) }),
+    ["spec.backend.auth.jwtSign.signingKeyRef.kind", 'must be one of Secret (got "ConfigMap")'],
+  ),
+  P(
+    "extAuth backendRef to an InferencePool",
+    traffic({ extAuth: { backendRef: { kind: "InferencePool", group: "inference.networking.k8s.io", name: "p" } } }),
+    ["spec.traffic.extAuth.backendRef.kind", "kind must be Service or GwBackend (the spec's Backend)"],
+  ),
+
+  // Sizes Envoy cannot hold: 0 (read as no limit) and 4 GiB or more (past 32 bits).
+  P("maxBufferSize 1", frontend({ maxBufferSize: 1 })),
+  P("maxBufferSize 4294967295", frontend({ maxBufferSize: "4294967295" })),
+  P("maxBufferSize 0", frontend({ maxBufferSize: 0 }), ["spec.frontend.http.maxBufferSize", BUFFER("maxBufferSize")]),
+  P("maxBufferSize 4Gi", frontend({ maxBufferSize: "4Gi" }), [
+    "spec.frontend.http.maxBufferSize",
+    BUFFER("maxBufferSize"),
+  ]),
+  P("buffer request 0", traffic({ buffer: { request: { maxBytes: "0" } } }), [
+    "spec.traffic.buffer.request.maxBytes",
+    BUFFER("maxBytes"),
+  ]),
+  P("buffer response 5G", traffic({ buffer: { response: { maxBytes: "5G" } } }), [
+    "spec.traffic.buffer.response.maxBytes",
+    BUFFER("maxBytes"),
+  ]),
+  P("extAuth forwardBody 4Gi", traffic({ extAuth: { backendRef: svcRef, forwardBody: { maxSize: "4Gi" } } }), [
+    "spec.traffic.extAuth.forwardBody.maxSize",
+    "maxSize must be between 1 and 4294967295 bytes: Envoy holds it in 32 bits",
+  ]),
+  P("http2WindowSize 64Ki", frontend({ http2WindowSize: "64Ki" })),
+  P("http2WindowSize 1Ki", frontend({ http2WindowSize: "1Ki" }), [
+    "spec.frontend.http.http2WindowSize",
+    WINDOW("http2WindowSize"),
+  ]),
+  P("http2ConnectionWindowSize 2Gi", frontend({ http2ConnectionWindowSize: "2Gi" }), [
+    "spec.frontend.http.http2ConnectionWindowSize",
+    WINDOW("http2ConnectionWindowSize"),
+  ]),
+  P("http2FrameSize 8Ki", frontend({ http2FrameSize: "8Ki" }), [
+    "spec.frontend.http.http2FrameSize",
+    "http2FrameSize must be between 16384 and 16777215 bytes: the frame sizes HTTP/2 allows (RFC 9113)",
+  ]),
+  P("http2MaxHeaderSize 16Mi", frontend({ http2MaxHeaderSize: "16Mi" }), [
+    "spec.frontend.http.http2MaxHeaderSize",
+    "http2MaxHeaderSize must be between 1024 and 8388608 bytes: Envoy's header limit is 1 to 8192 KiB",
+  ]),
+
+  // A policy with nothing to apply.
+  P("policy with no section", pol({}), ["spec", "a policy needs at least one of frontend, traffic and backend"]),
+  P(
+    "policy with only targetSelectors",
+    { targetSelectors: [{ group: GW, kind: "HTTPRoute", matchLabels: { a: "b" } }] },
+    ["spec", "a policy needs at least one of frontend, traffic and backend"],
+  ),
+
+  // jwtSign.ttl: JWT times are whole seconds.
+  P("jwtSign ttl 1s", backendPol({ auth: jwtSign({ ttl: "1s" }) })),
+  P("jwtSign ttl 999ms", backendPol({ auth: jwtSign({ ttl: "999ms" }) }), [
+    "spec.backend.auth.jwtSign.ttl",
+    "ttl must be at least 1s: a token's exp is in whole seconds, so a shorter one expires as it is signed",
+  ]),
+
+  // auth.location only beside key, secretRef and passthrough.
+  P("location with key", backendPol({ auth: { key: "k", location: { header: { name: "X-Key" } } } })),
+  P(
+    "location with passthrough",
+    backendPol({ auth: { passthrough: {}, location: { queryParameter: { name: "k" } } } }),
+  ),
+  P("location with cloudA", backendPol({ auth: { cloudA: {}, location: { header: { name: "X-Key" } } } }), [
+    "spec.backend.auth.location",
+    LOCATION,
+  ]),
+  P("location with jwtSign", backendPol({ auth: { ...jwtSign({}), location: { header: { name: "X-Jwt" } } } }), [
+    "spec.backend.auth.location",
+    LOCATION,
+  ]),
+  M(
+    "model auth location with cloudB",
+    model({ policies: { auth: { cloudB: {}, location: { cookie: { name: "t" } } } } }),
+    ["spec.policies.auth.location", LOCATION],
+  ),
+];
