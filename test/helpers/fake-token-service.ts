@@ -228,14 +228,14 @@ export async function startTokenService(client: TokenServiceClient): Promise<Tok
 
 /** A backend that answers 200 only to `Authorization: Bearer <token>` that `valid` accepts, else 401. */
 export async function startBearerBackend(
-  valid: (token: string) => boolean,
+  valid: (token: string) => boolean | Promise<boolean>,
 ): Promise<{ port: number; seen: string[]; refused: number; close(): Promise<void> }> {
   const out = { port: 0, seen: [] as string[], refused: 0, close: async () => {} };
   const server = createServer((req, res) => {
-    void body(req).then(() => {
+    void body(req).then(async () => {
       const token = /^Bearer (\S+)$/.exec(String(req.headers.authorization ?? ""))?.[1] ?? "";
       out.seen.push(token);
-      if (!valid(token)) {
+      if (!(await valid(token))) {
         out.refused++;
         res.writeHead(401, { "www-authenticate": 'Bearer error="invalid_token"' });
         res.end();
