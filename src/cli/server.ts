@@ -7,7 +7,7 @@ import { isConsolePath, serveConsole } from "../console/serve.js";
 import { MetricsHistory } from "../console/usage.js";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
 import { McpService } from "../mcp/service.js";
-import { withRequestContext, withStreamContext } from "../observability/context.js";
+import { withHttp1Context, withRequestContext, withStreamContext } from "../observability/context.js";
 import { updateLlmLabels } from "../observability/llm.js";
 import { registry } from "../observability/metrics.js";
 import type { MutualTls } from "../security/tls.js";
@@ -173,7 +173,9 @@ export class SluiceServer {
     const bidi = new Map(
       this.#services.flatMap((s) => [...(s.bidi ?? [])].map(([k, h]) => [k, withStreamContext(s.name, h)] as const)),
     );
-    const http1 = this.#services.find((s) => s.http1 !== undefined)?.http1;
+    const http1Service = this.#services.find((s) => s.http1 !== undefined);
+    const http1 =
+      http1Service?.http1 !== undefined ? withHttp1Context(http1Service.name, http1Service.http1) : undefined;
     const upgrade = this.#services.find((s) => s.upgrade !== undefined)?.upgrade;
     this.#unary = new UnaryGrpcServer(unary, bidi, {
       log: this.#opts.log,

@@ -5,6 +5,7 @@
 
 import { AsyncLocalStorage, AsyncResource } from "node:async_hooks";
 import type { Span } from "@opentelemetry/api";
+import type { Http1Handler } from "../grpc/http1.js";
 import type { BidiCall, BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
 import { startChildSpan } from "./trace.js";
 
@@ -47,6 +48,26 @@ export function withRequestContext(name: string, handler: UnaryHandler): UnaryHa
     if (ctx.span === undefined) return out;
     const span = ctx.span;
     return out.finally(() => span.end());
+  };
+}
+
+/** An HTTP/1.1 handler (Envoy's HTTP ext_authz check) run in a request context of its own; it answers synchronously. */
+export function withHttp1Context(name: string, handler: Http1Handler): Http1Handler {
+  return (req) => {
+    let traceparent: string | undefined;
+    const raw = req.rawHeaders;
+    for (let i = 0; i < raw.length; i += 2) {
+      if (raw[i]?.toLowerCase() === "traceparent") {
+        traceparent = raw[i + 1];
+        break;
+      }
+    }
+    const ctx = contextOf(name, traceparent);
+    try {
+      return storage.run(ctx, () => handler(req));
+    } finally {
+      ctx.span?.end();
+    }
   };
 }
 
