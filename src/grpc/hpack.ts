@@ -31,7 +31,13 @@ const tree: number[] = [0, 0];
   add(0x3fffffff, 30, 256);
 }
 
-const latin1 = new TextDecoder("latin1");
+/**
+ * Bytes as one character each (ISO-8859-1). Not TextDecoder("latin1"): the Encoding Standard makes that label
+ * windows-1252, which turns 0x80-0x9f into other characters (0x82 into U+201A), so UTF-8 in a value was mangled.
+ */
+function latin1(b: Uint8Array, start: number, end: number): string {
+  return (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString("latin1", start, end);
+}
 
 // Envoy's encoder sends some strings as Huffman-coded literals on every stream (`:path` is never indexed): short codes
 // are decoded once and remembered by their bytes. Bounded: emptied when full.
@@ -41,7 +47,7 @@ const huffmanMemo = new Map<string, string>();
 
 function huffmanDecode(b: Uint8Array, start: number, end: number): string {
   if (end - start > HUFFMAN_MEMO_MAX_BYTES) return huffmanDecodeBits(b, start, end);
-  const key = latin1.decode(b.subarray(start, end));
+  const key = latin1(b, start, end);
   const known = huffmanMemo.get(key);
   if (known !== undefined) return known;
   const s = huffmanDecodeBits(b, start, end);
@@ -78,7 +84,7 @@ function huffmanDecodeBits(b: Uint8Array, start: number, end: number): string {
     }
   }
   if (pending > 7 || !allOnes) throw new HpackError("invalid Huffman padding");
-  return latin1.decode(Uint8Array.from(out));
+  return Buffer.from(out).toString("latin1");
 }
 
 export type Header = readonly [name: string, value: string];
@@ -142,7 +148,7 @@ export class HpackDecoder {
       const n = integer(7);
       const end = pos + n;
       if (end > b.byteLength) throw new HpackError("truncated string");
-      const s = huffman ? huffmanDecode(b, pos, end) : latin1.decode(b.subarray(pos, end));
+      const s = huffman ? huffmanDecode(b, pos, end) : latin1(b, pos, end);
       pos = end;
       return s;
     };
