@@ -21,6 +21,7 @@ import {
   RpcError,
 } from "./jsonrpc.js";
 import type { McpMetrics } from "./metrics.js";
+import { challenge, McpOAuth, oauthPath } from "./oauth.js";
 import { type Channel, McpSession, SUPPORTED_VERSIONS } from "./session.js";
 import type { SessionCodec } from "./session-codec.js";
 
@@ -47,6 +48,7 @@ class HttpError extends Error {
   constructor(
     readonly status: number,
     readonly rpc: JsonRpcResponse,
+    readonly headers: Record<string, string> = {},
   ) {
     super(rpc.error?.message ?? String(status));
   }
@@ -175,9 +177,11 @@ export class McpHttpServer {
   #sweep: NodeJS.Timeout | undefined;
   /** Counters for /metrics and tests. */
   readonly counters = { sessions: 0, resumed: 0, refused: 0, requests: 0, errors: 0 };
+  readonly #oauth: McpOAuth;
 
   constructor(opts: McpHttpOptions) {
     this.#opts = opts;
+    this.#oauth = new McpOAuth(opts.log);
   }
 
   #sessionOptions(): { log: (line: string) => void; metrics?: McpMetrics } {
@@ -193,7 +197,7 @@ export class McpHttpServer {
             : httpError(500, ErrorCodes.InternalError, `internal error: ${(e as Error).message}`);
         if (!(e instanceof HttpError)) this.#opts.log(`sluice mcp: ${(e as Error).stack ?? String(e)}`);
         this.counters.errors++;
-        if (!res.headersSent) sendJson(res, err.status, err.rpc);
+        if (!res.headersSent) sendJson(res, err.status, err.rpc, err.headers);
         else res.end();
       });
     };
@@ -244,6 +248,26 @@ export class McpHttpServer {
     if (entry === undefined) {
       // Only Envoy's MCP routes set the header; this is not one, or its backend left the configuration.
       throw httpError(404, ErrorCodes.ServerError, "no MCP backend is served on this route");
+    }
+    const oauth = entry.oauth;
+    if (oauth !== undefined) {
+      // Discovery and registration (the route's twins bring them here without a token); public, any origin.
+      const at = oauthPath(new URL(req.url ?? "/", "http://localhost").pathname);
+      if (at !== undefined) return this.#oauth.serve(req, res, oauth, at);
+      const verified = await this.#oauth.verify(req, oauth);
+      if (verified === "refused") {
+        req.resume();
+        throw new HttpError(
+          401,
+          errorResponse(null, {
+            code: ErrorCodes.InvalidRequest,
+            message: "Unauthorized: a valid bearer token is required",
+          }),
+          { "www-authenticate": challenge(req) },
+        );
+      }
+      // What the authorization rules read as `jwt` (Envoy removed any copy the client sent).
+      if (verified !== undefined) req.headers[MCP_JWT_HEADER] = JSON.stringify(verified);
     }
     // DNS rebinding (Streamable HTTP security): a browser's request from another origin is refused. The Host itself is
     // the route's business (its hostnames; Envoy answers 404 for others).

@@ -151,7 +151,7 @@ function gwBackendField(from: PolicyNote["from"], field: string): string {
 }
 
 /** Most telling first: a Warning condition carries one reason, the messages of all. */
-const REASON_ORDER = ["NeverMatches", "Ignored", "NotYetSupported"] as const;
+const REASON_ORDER = ["NeverMatches", "Ignored", "NotYetSupported", "Deprecated"] as const;
 
 /**
  * Notes become a `Warning` condition on every ancestor of the policy they came from, so nothing is dropped silently:

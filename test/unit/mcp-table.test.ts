@@ -54,7 +54,7 @@ spec:
     prefixMode: Always
     failureMode: FailOpen
     targets:
-      - { name: remote, static: { host: mcp.example.com, port: 443, path: api/mcp } }
+      - { name: remote, static: { host: mcp.example.com, port: 443, path: /api/mcp } }
       - { name: legacy, static: { host: 10.9.9.9, port: 8000, protocol: SSE, policies: { tls: { sni: x } } } }
       - { name: svc, static: { backendRef: { name: local }, port: 80 } }
       - { name: found, selector: { namespaces: { matchLabels: { mcp: "yes" } }, services: { matchLabels: { kind: mcp } } } }

@@ -40,7 +40,7 @@ export type AuthorizationPath = "auto" | "sluice" | "sluice-grpc";
 export const API_KEY_METADATA_HEADER_ANNOTATION = "sluice.dev/api-key-metadata-header";
 export const BASIC_AUTH_USERNAME_HEADER_ANNOTATION = "sluice.dev/basic-auth-username-header";
 
-export type NoteReason = "NeverMatches" | "Ignored" | "NotYetSupported";
+export type NoteReason = "NeverMatches" | "Ignored" | "NotYetSupported" | "Deprecated";
 
 export interface AuthzContext {
   readonly input: TranslationInput;

@@ -6,11 +6,13 @@ import type { LabelSelector } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import { compileExpression, specEnvironmentWith } from "../../cel/index.js";
 import { serviceEndpoints } from "../backend/resolve.js";
+import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { GatewayIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
 import { backendClusterName } from "../names.js";
 import type { PolicyNote } from "../xds/filters/types.js";
+import { servesMcpOAuth } from "./oauth-routes.js";
 
 export type McpProtocol = "StreamableHTTP" | "SSE";
 
@@ -46,6 +48,32 @@ export interface McpBackendEntry {
   readonly prefixMode: "Conditional" | "Always" | "Never";
   /** `backend.mcp.authorization` of the routes reaching the backend (the first route's where they differ). */
   readonly authorization: readonly McpAuthorizationRule[];
+  /** MCP OAuth (`traffic.jwtAuthentication.mcp`, or the deprecated `backend.mcp.authentication`). */
+  readonly oauth?: McpOAuthEntry;
+}
+
+/**
+ * What the MCP service needs to serve the OAuth endpoints of MCP authorization (src/mcp/oauth.ts): the authorization
+ * server (the issuer of the JWT provider), the protected resource metadata fields the policy sets, and the client id
+ * registration is answered with (else registration is proxied to the authorization server).
+ */
+export interface McpOAuthEntry {
+  /** `kind namespace/name: field` of the policy, for messages. */
+  readonly path: string;
+  readonly issuer: string;
+  readonly provider?: string;
+  readonly clientId?: string;
+  readonly resourceMetadata: Readonly<Record<string, unknown>>;
+  /**
+   * The deprecated `backend.mcp.authentication`: Envoy verifies no token, the MCP service does (remote key set URLs,
+   * audiences, mode). Absent for `traffic.jwtAuthentication.mcp`, where Envoy's jwt_authn verified it already.
+   */
+  readonly verify?: {
+    readonly jwksUrls: readonly string[];
+    readonly audiences: readonly string[];
+    readonly mode: "Strict" | "Optional" | "Permissive";
+    readonly cacheMs: number;
+  };
 }
 
 export interface McpTable {
@@ -183,7 +211,6 @@ function resolveTargets(
 
 /** MCP policy fields the service does not apply yet, by their name under `backend.mcp`. */
 const MCP_POLICY_NOT_SERVED: Readonly<Record<string, string>> = {
-  authentication: "MCP authentication is not served yet (use traffic.jwtAuthentication, which Envoy applies)",
   guardrails: "MCP guardrail processors are not served yet; no processor is called",
 };
 
@@ -222,6 +249,134 @@ function authorizationRules(
     }
   }
   return out;
+}
+
+interface JwtSpec {
+  readonly providers?: readonly { readonly issuer?: string }[];
+  readonly mcp?: {
+    readonly resourceMetadata?: Record<string, unknown>;
+    readonly provider?: string;
+    readonly clientId?: string;
+  };
+}
+
+interface DeprecatedAuthSpec {
+  readonly resourceMetadata?: Record<string, unknown>;
+  readonly provider?: string;
+  readonly issuer?: string;
+  readonly audiences?: readonly string[];
+  readonly jwks?: {
+    readonly jwksPath: string;
+    readonly cacheDuration?: string;
+    readonly backendRef: {
+      readonly name: string;
+      readonly namespace?: string;
+      readonly kind?: string;
+      readonly port?: number;
+    };
+  };
+  readonly mode?: "Strict" | "Optional" | "Permissive";
+  readonly clientId?: string;
+  readonly clientSecretRef?: unknown;
+}
+
+/** The key server of the deprecated form as URLs: a Service's endpoints, or a static GwBackend's host. */
+function jwksUrls(
+  input: TranslationInput,
+  namespace: string,
+  jwks: NonNullable<DeprecatedAuthSpec["jwks"]>,
+): { urls: string[] } | { error: string } {
+  const ref = jwks.backendRef;
+  const ns = ref.namespace ?? namespace;
+  const path = normalPath(jwks.jwksPath);
+  if ((ref.kind ?? "Service") === "Service") return serviceUrls(input, ns, ref.name, ref.port ?? 80, path);
+  const be = findNamed(input.backends, ns, ref.name);
+  const st = be?.spec.static as { host?: string; port?: number } | undefined;
+  if (st?.host === undefined || st.port === undefined) {
+    return { error: `GwBackend ${ns}/${ref.name} is not a static backend with host and port` };
+  }
+  return { urls: [`http://${hostPort(st.host, st.port)}${path}`] };
+}
+
+/**
+ * MCP OAuth of a route reaching the backend: `jwtAuthentication.mcp` (Envoy verifies the token; the service serves
+ * the metadata and registration), else the deprecated `backend.mcp.authentication` (the service verifies too).
+ */
+function oauthOf(
+  input: TranslationInput,
+  policy: RoutePolicyIR | undefined,
+  cluster: string,
+  notes: Map<string, PolicyNote>,
+): McpOAuthEntry | undefined {
+  const note = (from: PolicySourceIR, field: string, message: string) =>
+    notes.set(`${from.kind}|${from.name}|${field}|${message}`, { from, field, message });
+  for (const phase of ["preRouting", "traffic"] as const) {
+    const f = policy?.[phase]?.["jwtAuthentication"];
+    if (f === undefined || "combined" in f) continue;
+    const jwt = f.value as JwtSpec;
+    if (jwt.mcp === undefined) continue;
+    const issuer = jwt.providers?.[0]?.issuer ?? "";
+    return {
+      path: `${f.from.kind} ${f.from.name}: ${phase}.jwtAuthentication.mcp`,
+      issuer,
+      resourceMetadata: jwt.mcp.resourceMetadata ?? {},
+      ...(jwt.mcp.provider !== undefined ? { provider: jwt.mcp.provider } : {}),
+      ...(jwt.mcp.clientId !== undefined ? { clientId: jwt.mcp.clientId } : {}),
+    };
+  }
+  for (const b of policy?.backends ?? []) {
+    if (b.cluster !== cluster) continue;
+    const f = b.policy["mcp"];
+    const values = f === undefined ? [] : "combined" in f ? f.combined : [f];
+    for (const v of values) {
+      const auth = (v.value as { authentication?: DeprecatedAuthSpec } | null)?.authentication;
+      if (auth?.jwks === undefined) continue;
+      const [ns] = v.from.name.split("/") as [string];
+      notes.set(`${v.from.kind}|${v.from.name}|backend.mcp.authentication|deprecated`, {
+        from: v.from,
+        field: "backend.mcp.authentication",
+        message:
+          "is deprecated: use traffic.jwtAuthentication.mcp, which runs before transformation and rate limiting; honoured here: Sluice's MCP service verifies the token and serves the OAuth endpoints",
+        reason: "Deprecated",
+      });
+      const r = jwksUrls(input, ns, auth.jwks);
+      if ("error" in r) {
+        note(
+          v.from,
+          "backend.mcp.authentication.jwks.backendRef",
+          `${r.error}; no token verifies, so Strict and Optional refuse every request with a token`,
+        );
+      }
+      if (auth.clientSecretRef !== undefined) {
+        note(
+          v.from,
+          "backend.mcp.authentication.clientSecretRef",
+          "token requests are not proxied yet (clients reach the authorization server's token endpoint themselves); the secret is not used",
+        );
+      }
+      if (auth.issuer === undefined) {
+        note(
+          v.from,
+          "backend.mcp.authentication.issuer",
+          "is not set: the OAuth metadata endpoints have no authorization server to name and answer 404",
+        );
+      }
+      return {
+        path: `${v.from.kind} ${v.from.name}: backend.mcp.authentication`,
+        issuer: auth.issuer ?? "",
+        resourceMetadata: auth.resourceMetadata ?? {},
+        ...(auth.provider !== undefined ? { provider: auth.provider } : {}),
+        ...(auth.clientId !== undefined ? { clientId: auth.clientId } : {}),
+        verify: {
+          jwksUrls: "urls" in r ? r.urls : [],
+          audiences: auth.audiences ?? [],
+          mode: auth.mode ?? "Strict",
+          cacheMs: parseDurationMs(auth.jwks.cacheDuration ?? "5m") ?? 300_000,
+        },
+      };
+    }
+  }
+  return undefined;
 }
 
 /** `cluster`: the GwBackend's name in the route's backend policies (names.ts backendClusterName). */
@@ -291,10 +446,29 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
             if (e === undefined) continue;
             const [ns, name] = e.backend.split("/") as [string, string];
             policyNotes(r.policy, backendClusterName(ns, name), notes);
+            const jwt = r.policy?.traffic?.["jwtAuthentication"] ?? r.policy?.preRouting?.["jwtAuthentication"];
+            if (
+              r.match.path.type === "RegularExpression" &&
+              servesMcpOAuth(r) &&
+              jwt !== undefined &&
+              !("combined" in jwt)
+            ) {
+              const note: PolicyNote = {
+                from: jwt.from,
+                field: "jwtAuthentication.mcp",
+                message: `the OAuth discovery paths are built on a route's path; route ${r.name} matches a regular expression and gets none (use PathPrefix or Exact)`,
+              };
+              notes.set(`${jwt.from.kind}|${jwt.from.name}|${note.field}|${note.message}`, note);
+            }
             if (!authorized.has(e.key)) {
               authorized.add(e.key);
               const rules = authorizationRules(r.policy, backendClusterName(ns, name), notes);
-              if (rules.length > 0) entries.set(e.key, { ...e, authorization: rules });
+              const oauth = oauthOf(input, r.policy, backendClusterName(ns, name), notes);
+              entries.set(e.key, {
+                ...e,
+                ...(rules.length > 0 ? { authorization: rules } : {}),
+                ...(oauth !== undefined ? { oauth } : {}),
+              });
             }
           }
         }

@@ -5,7 +5,8 @@ import type { CredentialPlan } from "../../credentials/plan.js";
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
-import type { GatewayIR, RouteIR } from "../ir.js";
+import type { GatewayIR, ListenerIR, RouteIR } from "../ir.js";
+import { buildMcpOAuthRoutes, servesMcpOAuth } from "../mcp/oauth-routes.js";
 import { withBackendConnections } from "./backend-connection.js";
 import { credentialSecret } from "./backend-credential.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
@@ -13,7 +14,7 @@ import { earlyRequestHeaders } from "./early-headers.js";
 import { buildFilterChain } from "./filters/chain.js";
 import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
-import { frontendOptions } from "./frontend.js";
+import { type FrontendOptions, frontendOptions } from "./frontend.js";
 import { buildListener } from "./listener.js";
 import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
@@ -120,6 +121,8 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   const encode = (earlyHeaders: boolean) => (r: RouteIR) => encodeRoute(buildRoute(r, perRoute, ctx, earlyHeaders));
   // A guarded Realtime route's relay twin, which takes its websocket upgrades, goes before it (realtime-relay.ts).
   const relayTwin = (r: RouteIR, earlyHeaders: boolean): Uint8Array[] => {
+    // An MCP route with OAuth: its discovery paths' twins (mcp/oauth-routes.ts).
+    if (servesMcpOAuth(r)) return buildMcpOAuthRoutes(r, buildRoute(r, perRoute, ctx, earlyHeaders)).map(encodeRoute);
     if (!relaysRealtime(r)) return [];
     const twin = buildRealtimeRelayRoute(r, buildRoute(r, perRoute, ctx, earlyHeaders), ctx);
     return twin === undefined ? [] : [encodeRoute(twin)];
@@ -145,13 +148,21 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   for (const f of frontends.values()) {
     for (const cl of f.clusters ?? []) if (!extraClusters.has(cl.name)) extraClusters.set(cl.name, cl);
   }
+  // A listener with an MCP OAuth route points its 401s to the protected resource metadata (listener.ts).
+  const oauthRouteConfigs = new Set(
+    gw.routeConfigs.filter((rc) => rc.virtualHosts.some((vh) => vh.routes.some(servesMcpOAuth))).map((rc) => rc.name),
+  );
+  const mcpOAuthListener = (f: FrontendOptions | undefined, l: ListenerIR) =>
+    f !== undefined && l.filterChains.some((c) => oauthRouteConfigs.has(c.routeConfigName))
+      ? { ...f, mcpOAuth: true }
+      : f;
   const listeners = gw.listeners.map((l) =>
     buildListener(
       l,
       (chain) => chains.get(chain)?.httpFilters ?? [],
       buildNetworkAuthorization(l, ctx),
       (routeConfigName) => early.get(routeConfigName),
-      frontends.get(l.name),
+      mcpOAuthListener(frontends.get(l.name), l),
     ),
   );
   // Route configurations served by a listener whose frontend.connect mode is Route: their routes that take CONNECT get

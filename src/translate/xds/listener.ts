@@ -3,6 +3,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { type AccessLogFilterSchema, ComparisonFilter_Op } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
+import { HeaderValueOption_HeaderAppendAction } from "../../gen/envoy/config/core/v3/base_pb.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { type Listener, ListenerSchema } from "../../gen/envoy/config/listener/v3/listener_pb.js";
 import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb.js";
@@ -16,6 +17,7 @@ import { DownstreamTlsContextSchema } from "../../gen/envoy/extensions/transport
 import type { ValueMatcherSchema } from "../../gen/envoy/type/matcher/v3/value_pb.js";
 import { durationFromMs } from "../duration.js";
 import type { FilterChainIR, ListenerIR } from "../ir.js";
+import { MCP_OAUTH_CHALLENGE, MCP_OAUTH_METADATA_KEY } from "../mcp/oauth-routes.js";
 import { type EarlyRequestHeaders, earlyHeaderMutationExtension } from "./early-headers.js";
 import type { FilterChainResult } from "./filters/chain.js";
 import { JWT_FAILURE_KEY, JWT_HEADER_KEY } from "./filters/jwt-authn.js";
@@ -30,7 +32,7 @@ function buildHcm(
   chain: FilterChainIR,
   httpFilters: HttpFilters,
   early: EarlyRequestHeaders | undefined,
-  frontend: FrontendOptions,
+  frontend: ListenerOptions,
 ) {
   return create(HttpConnectionManagerSchema, {
     // The Gateway's frontend policy (protocol options, access log), under what Sluice itself sets.
@@ -48,17 +50,24 @@ function buildHcm(
     mergeSlashes: true,
     useRemoteAddress: true,
     httpFilters: [...httpFilters],
-    ...localReplyConfig(httpFilters, frontend.connect),
+    ...localReplyConfig(httpFilters, frontend.connect, frontend.mcpOAuth === true),
     // PreRouting request header modifiers, before the route is chosen (early-headers.ts).
     ...(early !== undefined ? { earlyHeaderMutationExtensions: [earlyHeaderMutationExtension(early.value)] } : {}),
   });
 }
 
-function localReplyConfig(httpFilters: HttpFilters, connect: string | undefined) {
+/** The frontend's options, and whether a route of the listener serves MCP OAuth (translate/mcp/oauth-routes.ts). */
+export type ListenerOptions = FrontendOptions & { readonly mcpOAuth?: boolean };
+
+function localReplyConfig(httpFilters: HttpFilters, connect: string | undefined, mcpOAuth: boolean) {
   const mappers = [
     // Route: a CONNECT no route takes keeps Envoy's 404, as any request no route takes.
     ...(connect === "Route" ? [] : [connectReply(connect === "Deny" ? 403 : 405)]),
-    ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER)) ? JWT_401_REPLY.mappers : []),
+    // First: on an MCP OAuth route the 401 (and jwt_authn's 403 for a token it refused) also points to the protected
+    // resource metadata (translate/mcp/oauth-routes.ts); the first matching mapper is the one applied.
+    ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER))
+      ? [...(mcpOAuth ? [MCP_OAUTH_401] : []), ...JWT_401_REPLY.mappers]
+      : []),
     ...(httpFilters.some((f) => f.name === RESPONSE_BUFFER_FILTER) ? [RESPONSE_TOO_LARGE_502] : []),
   ];
   return mappers.length === 0 ? {} : { localReplyConfig: { mappers } };
@@ -125,6 +134,36 @@ const RESPONSE_TOO_LARGE_502: MessageInitShape<typeof ResponseMapperSchema> = {
 };
 
 const JWT_FILTER = "envoy.filters.http.jwt_authn";
+
+/** MCP authorization: a 401 carries `WWW-Authenticate: Bearer resource_metadata="<its metadata's URL>"`. */
+const MCP_OAUTH_401: MessageInitShape<typeof ResponseMapperSchema> = {
+  filter: {
+    filterSpecifier: {
+      case: "extensionFilter" as const,
+      value: {
+        name: "sluice.mcp_oauth_401",
+        configType: {
+          case: "typedConfig" as const,
+          value: anyPack(
+            ExpressionFilterSchema,
+            create(ExpressionFilterSchema, {
+              expression:
+                `xds.route_metadata.filter_metadata['${SLUICE_ROUTE_METADATA}']['${MCP_OAUTH_METADATA_KEY}'] == true && ` +
+                `(response.code == 401 || (response.code == 403 && '${JWT_FAILURE_KEY}' in metadata.filter_metadata['${JWT_FILTER}']))`,
+            }),
+          ),
+        },
+      },
+    },
+  },
+  statusCode: 401,
+  headersToAdd: [
+    {
+      header: { key: "www-authenticate", value: MCP_OAUTH_CHALLENGE },
+      appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+    },
+  ],
+};
 
 /**
  * The spec answers every failed JWT check with 401; Envoy's jwt_authn uses 403 when a valid token names another
@@ -234,7 +273,7 @@ export function buildListener(
   filtersOf: (chain: string) => HttpFilters,
   networkFilters: readonly NetworkFilter[] = [],
   earlyHeadersOf: (routeConfigName: string) => EarlyRequestHeaders | undefined = () => undefined,
-  frontend: FrontendOptions = { hcm: {}, listener: {}, listenerFilters: [] },
+  frontend: ListenerOptions = { hcm: {}, listener: {}, listenerFilters: [] },
 ): Listener {
   return create(ListenerSchema, {
     ...frontend.listener,

@@ -17,6 +17,7 @@ import {
 import { FractionalPercent_DenominatorType } from "../../gen/envoy/type/v3/percent_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { HeaderMutationIR, PathRewriteIR, RouteIR, RouteMatchIR, WeightedBackendIR } from "../ir.js";
+import { markMcpOAuthRoute } from "../mcp/oauth-routes.js";
 import { isMcpClusterName, MCP_APIKEY_HEADER, MCP_JWT_HEADER, MCP_ROUTE_HEADER, SLUICE_MCP_CLUSTER } from "../names.js";
 import type { BuildContext } from "./filters/types.js";
 import { failoverRetryPolicy, servesRealtime } from "./llm.js";
@@ -170,6 +171,7 @@ export function buildRoute(
 ): Init<typeof RouteSchema> {
   const out = buildGatewayApiRoute(r, perRoute);
   applyTrafficToRoute(r, out, ctx, earlyHeaders);
+  markMcpOAuthRoute(r, out);
   return out;
 }
 

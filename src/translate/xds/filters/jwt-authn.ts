@@ -18,6 +18,7 @@ import {
 import { RBACPerRouteSchema, RBACSchema } from "../../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js";
 import { durationFromMs, parseDurationMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
+import { servesMcpOAuth } from "../../mcp/oauth-routes.js";
 import { instanceName, phaseFields, phaseOrder, serviceCluster } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder, type RouteContribution } from "./types.js";
 
@@ -185,8 +186,13 @@ export const jwtAuthnBuilder: HttpFilterBuilder = {
           "reading the token from a CEL expression has no Envoy equivalent and is not supported yet",
         );
       }
-      if (jwt.mcp !== undefined) {
-        ctx.note(f.from, "jwtAuthentication.mcp", "the MCP OAuth metadata endpoints come with the MCP work");
+      if (jwt.mcp !== undefined && !servesMcpOAuth(route)) {
+        // Served by Sluice's MCP service (translate/mcp/oauth-routes.ts), so only on routes to MCP backends.
+        ctx.note(
+          f.from,
+          "jwtAuthentication.mcp",
+          "the MCP OAuth endpoints are served on routes to an MCP GwBackend only; this route has none",
+        );
       }
       const names = Object.keys(providers);
       const verified: MessageInitShape<typeof JwtRequirementSchema>[] = names.map((n) => ({
