@@ -1,6 +1,6 @@
 // The registry of supported translation directions, keyed `client→provider`. Each direction names its request and
 // response translators and how to build its stream translator. Adding a format is adding entries here, not branches.
-import { errorBody, type LlmError, parseProviderError } from "./errors.js";
+import { errorBody, invalidRequest, type LlmError, parseProviderError } from "./errors.js";
 import type { MessagesStreamEvent } from "./formats/messages.js";
 import type { ClientFormat, ProviderFormat } from "./formats/names.js";
 import { GEMINI_CLIENT_DIRECTIONS } from "./gemini-client-directions.js";
@@ -190,7 +190,11 @@ const list: Direction[] = [
     provider: "responses",
     request: (b, m) => {
       const chat = messagesToChatRequest(b, m);
-      return chat.ok ? withMeta(chatToResponsesRequest(chat.body, chat.meta.model), chat.meta) : chat;
+      if (!chat.ok) return chat;
+      // Responses has no top-k sampling: dropping it would change how the answer is sampled.
+      if (typeof chat.body.top_k === "number")
+        return { ok: false, error: invalidRequest("top_k is not supported by this provider", "top_k") };
+      return withMeta(inClientTerms("messages", chatToResponsesRequest(chat.body, chat.meta.model)), chat.meta);
     },
     response: (b, meta, ctx) => {
       const chat = responsesToChatResponse(b, meta, ctx);
@@ -228,7 +232,9 @@ const list: Direction[] = [
     provider: "converse",
     request: (b, m) => {
       const chat = responsesToChatRequest(b, m);
-      return chat.ok ? withMeta(chatToConverseRequest(chat.body, chat.meta.model), chat.meta) : chat;
+      return chat.ok
+        ? withMeta(inClientTerms("responses", chatToConverseRequest(chat.body, chat.meta.model)), chat.meta)
+        : chat;
     },
     response: (b, meta, ctx) => {
       const chat = converseToChatResponse(b, meta, ctx);
@@ -363,6 +369,31 @@ function chatItemsToMessages(
 }
 
 /** The client's meta on a chained translation's result, keeping what the last step learnt (renamed tools). */
+/** The client's name of a chat field its request was read into, for a refusal of the second step of a chain. */
+const CLIENT_NAME_OF_CHAT: Readonly<Partial<Record<ClientFormat, Readonly<Record<string, string>>>>> = {
+  messages: {
+    stop: "stop_sequences",
+    max_completion_tokens: "max_tokens",
+    reasoning_effort: "thinking",
+    response_format: "output_config.format",
+    user: "metadata.user_id",
+  },
+  responses: {
+    verbosity: "text.verbosity",
+    response_format: "text.format",
+    reasoning_effort: "reasoning.effort",
+    max_completion_tokens: "max_output_tokens",
+  },
+};
+
+function inClientTerms(client: ClientFormat, r: RequestResult): RequestResult {
+  if (r.ok || r.error.param === undefined) return r;
+  const name = CLIENT_NAME_OF_CHAT[client]?.[r.error.param];
+  return name === undefined
+    ? r
+    : { ok: false, error: { ...r.error, param: name, message: `${name}: ${r.error.message}` } };
+}
+
 function withMeta(r: RequestResult, meta: RequestMeta): RequestResult {
   if (!r.ok) return r;
   return { ...r, meta: r.meta.toolNames === undefined ? meta : { ...meta, toolNames: r.meta.toolNames } };
