@@ -104,7 +104,7 @@ export function defaultServices(opts: ServiceOptions): SluiceService[] {
   const llm = new LlmExtProcService({ log: opts.log, aws, google, remoteGuard });
   // Backend credentials (src/credentials/) share the ext_proc method: streams without a plan id go on to the LLM's.
   const credentials = new CredentialService({
-    minter: new Minter({ aws }),
+    minter: new Minter({ aws, google }),
     log: opts.log,
     next: llm.bidi.get(EXT_PROC_PATH),
   });

@@ -8,11 +8,13 @@ import { createHash, createPrivateKey, type KeyObject, randomUUID, X509Certifica
 import { SignJWT } from "jose";
 import { type AwsCredentialSource, roleSession } from "../extproc/llm/aws-credentials.js";
 import { requestVariable } from "../extproc/llm/cel.js";
+import { GoogleTokens } from "../extproc/llm/google-tokens.js";
 import { signSigV4 } from "../llm/codec/sigv4.js";
 import type {
   ClientAuthPlan,
   CredentialLocation,
   CredentialPlan,
+  GoogleTokenPlan,
   JwtAlg,
   JwtSignPlan,
   SigV4Plan,
@@ -158,12 +160,15 @@ export function writeAt(
 
 export interface MinterOptions {
   readonly aws: AwsCredentialSource;
+  /** cloudB tokens (shared with the LLM ext_proc); a private one when absent. */
+  readonly google?: GoogleTokens;
   readonly now?: () => number;
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 export class Minter {
   readonly #aws: AwsCredentialSource;
+  readonly #google: GoogleTokens;
   readonly #now: () => number;
   readonly #env: Readonly<Record<string, string | undefined>>;
   readonly #jwts: TokenCache;
@@ -171,6 +176,7 @@ export class Minter {
 
   constructor(opts: MinterOptions) {
     this.#aws = opts.aws;
+    this.#google = opts.google ?? new GoogleTokens();
     this.#now = opts.now ?? Date.now;
     this.#env = opts.env ?? process.env;
     this.#jwts = new TokenCache(1024, this.#now);
@@ -200,8 +206,21 @@ export class Minter {
         case "oauthTokenExchange":
           writeAt(p.location, await this.#exchange(plan.id, p, req), req.headers, m);
           break;
+        case "crossAppAccess": {
+          // The access token is cached per ID token (the exchange's cache); the ID-JAG lives only between the steps.
+          const token = await this.#exchange(plan.id, p.resourceServer, req, (subject) =>
+            this.#tokenRequest(p.identityProvider, subject).then((jag) =>
+              this.#tokenRequest(p.resourceServer, jag.value),
+            ),
+          );
+          m.set.authorization = `Bearer ${token}`;
+          break;
+        }
         case "cloudA":
           await this.#sign(p, req, m);
+          break;
+        case "cloudB":
+          m.set.authorization = `Bearer ${await this.#googleToken(p, req)}`;
           break;
       }
       return { ok: m };
@@ -226,7 +245,12 @@ export class Minter {
     });
   }
 
-  async #exchange(id: string, p: TokenExchangePlan, req: OutgoingRequest): Promise<string> {
+  async #exchange(
+    id: string,
+    p: TokenExchangePlan,
+    req: OutgoingRequest,
+    fetchToken: (subject: string) => Promise<Token> = (subject) => this.#tokenRequest(p, subject),
+  ): Promise<string> {
     const raw = req.headers[p.subjectSource.header];
     const subject =
       raw === undefined
@@ -244,7 +268,7 @@ export class Minter {
     }
     const key = sha(subject, p.clientAuth?.clientSecret ?? "", p.clientAuth?.privateKeyJwt?.signingKey ?? "");
     try {
-      return await cache.get(key, () => this.#tokenRequest(p, subject));
+      return await cache.get(key, () => fetchToken(subject));
     } catch (e) {
       cache.drop(key);
       throw e;
@@ -344,6 +368,24 @@ export class Minter {
       .sign(privateKey(k.signingKey));
     form.set("client_assertion_type", CLIENT_ASSERTION_TYPE);
     form.set("client_assertion", assertion);
+  }
+
+  async #googleToken(p: GoogleTokenPlan, req: OutgoingRequest): Promise<string> {
+    let audience = p.audience;
+    if (p.type === "IdToken" && audience === undefined) {
+      // The backend's URL, as Cloud Run and IAP expect: the host the request goes to, without its port.
+      const host = (req.headers[":authority"] ?? "").replace(/:\d+$/, "");
+      audience = `https://${host}`;
+    }
+    try {
+      return await this.#google.token({
+        type: p.type,
+        ...(p.credentials !== undefined ? { credentials: p.credentials } : {}),
+        ...(audience !== undefined ? { audience } : {}),
+      });
+    } catch (e) {
+      throw new MintError(503, (e as Error).message);
+    }
   }
 
   async #sign(p: SigV4Plan, req: OutgoingRequest, m: Mutation): Promise<void> {

@@ -93,7 +93,37 @@ export interface TokenExchangePlan {
   readonly cache: { readonly maxEntries: number; readonly defaultTtlMs: number };
 }
 
-export type MintPlan = SigV4Plan | JwtSignPlan | StaticPlan | PassthroughPlan | TokenExchangePlan;
+/** `cloudB`: a Google access or ID token, from a credentials JSON or the ambient credentials. */
+export interface GoogleTokenPlan {
+  readonly kind: "cloudB";
+  readonly type: "AccessToken" | "IdToken";
+  /** The Secret's JSON (service account key or authorized user); absent: application default credentials. */
+  readonly credentials?: Readonly<Record<string, unknown>>;
+  /** ID tokens: absent means `https://` + the request's host. */
+  readonly audience?: string;
+}
+
+/**
+ * `crossAppAccess` (Identity Assertion Authorization Grant): the client's ID token exchanged at the identity provider
+ * for an ID-JAG (RFC 8693, requested type id-jag, audience the resource authorization server), then the ID-JAG
+ * presented to that server as an RFC 7523 JWT bearer grant for the access token the backend takes.
+ */
+export interface CrossAppPlan {
+  readonly kind: "crossAppAccess";
+  /** Step one, as a token exchange at the identity provider. */
+  readonly identityProvider: TokenExchangePlan;
+  /** Step two, as a JWT bearer grant at the resource authorization server. */
+  readonly resourceServer: TokenExchangePlan;
+}
+
+export type MintPlan =
+  | SigV4Plan
+  | JwtSignPlan
+  | StaticPlan
+  | PassthroughPlan
+  | TokenExchangePlan
+  | GoogleTokenPlan
+  | CrossAppPlan;
 
 /** What the credential ext_proc does for one backend. */
 export interface CredentialPlan {

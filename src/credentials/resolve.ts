@@ -33,8 +33,17 @@ export interface CredentialProblem {
 }
 
 /** The forms the credential ext_proc mints; the others are reported. */
-export const MINTED_FORMS = ["key", "secretRef", "cloudA", "jwtSign", "passthrough", "oauthTokenExchange"] as const;
-const FORMS = [...MINTED_FORMS, "cloudB", "cloudC", "crossAppAccess"];
+export const MINTED_FORMS = [
+  "key",
+  "secretRef",
+  "cloudA",
+  "cloudB",
+  "jwtSign",
+  "passthrough",
+  "oauthTokenExchange",
+  "crossAppAccess",
+] as const;
+const FORMS = [...MINTED_FORMS, "cloudC"];
 /** Variables a cloudA session name or tag expression may read on a Service backend (the upstream request). */
 export const UPSTREAM_CEL_VARIABLES: readonly string[] = ["request"];
 const RESERVED_CLAIMS = ["iat", "exp", "nbf"];
@@ -283,6 +292,50 @@ function resolveCloudA(v: Rec, ctx: ResolveContext, problems: CredentialProblem[
     ...(assumeRole !== undefined ? { assumeRole } : {}),
     ...(str(v.region) !== undefined ? { region: str(v.region) as string } : {}),
     ...(str(v.serviceName) !== undefined ? { service: str(v.serviceName) as string } : {}),
+  };
+}
+
+function resolveCloudB(v: Rec, ctx: ResolveContext, problems: CredentialProblem[]): MintPlan | undefined {
+  const at = "backend.auth.cloudB";
+  const before = problems.length;
+  const type = v.type ?? "AccessToken";
+  if (type !== "AccessToken" && type !== "IdToken") {
+    problems.push({ field: `${at}.type`, message: "must be AccessToken or IdToken", fatal: true });
+  }
+  if (v.audience !== undefined && type !== "IdToken") {
+    problems.push({ field: `${at}.audience`, message: "is only valid with type IdToken", fatal: true });
+  }
+  let credentials: Rec | undefined;
+  if (v.secretRef !== undefined) {
+    const text = readSecret(v.secretRef, "credentials.json", `${at}.secretRef`, ctx, problems);
+    if (text !== undefined) {
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      if (!isRec(json) || (json.type !== "service_account" && json.type !== "authorized_user")) {
+        problems.push({
+          field: `${at}.secretRef`,
+          message: "is not a service account key or authorized user credentials JSON",
+          fatal: true,
+        });
+      } else if (type === "IdToken" && json.type !== "service_account") {
+        problems.push({
+          field: `${at}.secretRef`,
+          message: "ID tokens with a chosen audience need a service account key, not authorized user credentials",
+          fatal: true,
+        });
+      } else credentials = json;
+    }
+  }
+  if (problems.length > before) return undefined;
+  return {
+    kind: "cloudB",
+    type: type as "AccessToken" | "IdToken",
+    ...(credentials !== undefined ? { credentials } : {}),
+    ...(str(v.audience) !== undefined ? { audience: str(v.audience) as string } : {}),
   };
 }
 
@@ -546,6 +599,75 @@ function resolveTokenExchange(v: Rec, ctx: ResolveContext, problems: CredentialP
   };
 }
 
+function resolveCrossApp(v: Rec, ctx: ResolveContext, problems: CredentialProblem[]): MintPlan | undefined {
+  const at = "backend.auth.crossAppAccess";
+  const before = problems.length;
+  const side = (name: "identityProvider" | "resourceAuthorizationServer") => {
+    const s = v[name];
+    if (!isRec(s)) {
+      problems.push({ field: `${at}.${name}`, message: "is required ({backendRef, path, clientAuth})", fatal: true });
+      return undefined;
+    }
+    const endpoint = tokenEndpoint(s, `${at}.${name}`, ctx, problems);
+    if (!isRec(s.clientAuth)) {
+      problems.push({ field: `${at}.${name}.clientAuth`, message: "is required", fatal: true });
+      return undefined;
+    }
+    const clientAuth = resolveClientAuth(s.clientAuth, `${at}.${name}.clientAuth`, ctx, problems);
+    return endpoint === undefined || clientAuth === undefined ? undefined : { endpoint, clientAuth };
+  };
+  const idp = side("identityProvider");
+  const ras = side("resourceAuthorizationServer");
+  const audience = str(v.audience);
+  if (audience === undefined) problems.push({ field: `${at}.audience`, message: "is required", fatal: true });
+  const scopes = list(v.scopes, `${at}.scopes`, problems);
+  const resources = list(v.resources, `${at}.resources`, problems);
+  const subject = isRec(v.subjectToken) ? v.subjectToken : {};
+  let subjectSource = { header: "authorization", prefix: "Bearer" };
+  if (subject.source !== undefined) {
+    const h = isRec(subject.source) && isRec(subject.source.header) ? subject.source.header : undefined;
+    if (h === undefined || str(h.name) === undefined) {
+      problems.push({ field: `${at}.subjectToken.source`, message: "only a header source is read", fatal: true });
+    } else subjectSource = { header: (h.name as string).toLowerCase(), prefix: str(h.prefix) ?? "" };
+  }
+  const cache = isRec(v.cache) && isRec(v.cache.inMemory) ? v.cache.inMemory : {};
+  const maxEntries = typeof cache.maxEntries === "number" ? cache.maxEntries : 8192;
+  const ttl = typeof cache.defaultTtl === "string" ? parseDurationMs(cache.defaultTtl) : 300_000;
+  if (ttl === undefined)
+    problems.push({ field: `${at}.cache.inMemory.defaultTtl`, message: "must be a duration", fatal: true });
+  if (problems.length > before || idp === undefined || ras === undefined || audience === undefined) return undefined;
+  const common = {
+    kind: "oauthTokenExchange" as const,
+    subjectSource,
+    resources: [] as string[],
+    location: { kind: "header" as const, name: "authorization", prefix: "Bearer" },
+    cache: { maxEntries, defaultTtlMs: ttl ?? 300_000 },
+  };
+  return {
+    kind: "crossAppAccess",
+    identityProvider: {
+      ...common,
+      endpoint: idp.endpoint,
+      clientAuth: idp.clientAuth,
+      grantType: "TokenExchange",
+      subjectTokenType: TOKEN_TYPE_URIS.IdToken as string,
+      requestedTokenType: TOKEN_TYPE_URIS.IdJag as string,
+      audiences: [audience],
+      scopes,
+      resources,
+    },
+    resourceServer: {
+      ...common,
+      endpoint: ras.endpoint,
+      clientAuth: ras.clientAuth,
+      grantType: "JwtBearer",
+      subjectTokenType: TOKEN_TYPE_URIS.IdJag as string,
+      audiences: [],
+      scopes: [],
+    },
+  };
+}
+
 /** `backend.auth` of a Service or static backend: served by Envoy natively, a plan for Sluice, or problems. */
 export function resolveBackendAuth(auth: Rec, ctx: ResolveContext): ResolvedAuth {
   const problems: CredentialProblem[] = [];
@@ -618,11 +740,17 @@ export function resolveBackendAuth(auth: Rec, ctx: ResolveContext): ResolvedAuth
     case "cloudA":
       primary = resolveCloudA(isRec(value) ? value : {}, ctx, problems);
       break;
+    case "cloudB":
+      primary = resolveCloudB(isRec(value) ? value : {}, ctx, problems);
+      break;
     case "jwtSign":
       primary = resolveJwtSign(isRec(value) ? value : {}, ctx, problems);
       break;
     case "oauthTokenExchange":
       primary = resolveTokenExchange(isRec(value) ? value : {}, ctx, problems);
+      break;
+    case "crossAppAccess":
+      primary = resolveCrossApp(isRec(value) ? value : {}, ctx, problems);
       break;
   }
   const extra: { value: string; location: CredentialLocation }[] = [];

@@ -3,10 +3,10 @@
 // it made) or a refresh-token grant, and answers access tokens (`scope`) or ID tokens (`target_audience`); the
 // metadata server answers the default service account's token when asked with `Metadata-Flavor: Google`.
 
-import { generateKeyPairSync } from "node:crypto";
+import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { importSPKI, jwtVerify } from "jose";
+import { importSPKI, jwtVerify, SignJWT } from "jose";
 
 export interface FakeGoogleAuth {
   readonly port: number;
@@ -17,6 +17,10 @@ export interface FakeGoogleAuth {
   readonly grants: { kind: string; claims?: Record<string, unknown> }[];
   /** Whether `token` is an access token this fake issued. */
   issued(token: string): boolean;
+  /** The public key Google's ID tokens verify with (its JWKS, here one key). */
+  readonly idTokenKey: KeyObject;
+  /** ID tokens' lifetime, seconds (Google's: 3600). */
+  idTokenSeconds: number;
   close(): Promise<void>;
 }
 
@@ -27,6 +31,19 @@ export async function startFakeGoogleAuth(): Promise<FakeGoogleAuth> {
   const pkcs8 = privateKey.export({ type: "pkcs8", format: "pem" }).toString();
   const spki = await importSPKI(publicKey.export({ type: "spki", format: "pem" }).toString(), "RS256");
   const tokens = new Set<string>();
+  // Google signs ID tokens with its own key; a backend verifies them against Google's JWKS.
+  const google = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const idToken = (aud: string, sub: string) => {
+    const iat = Math.floor(Date.now() / 1000);
+    return new SignJWT({ email: sub, email_verified: true })
+      .setProtectedHeader({ alg: "RS256", kid: "google-1", typ: "JWT" })
+      .setIssuer("https://accounts.google.com")
+      .setAudience(aud)
+      .setSubject(sub)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + fake.idTokenSeconds)
+      .sign(google.privateKey);
+  };
   const grants: FakeGoogleAuth["grants"] = [];
   let n = 0;
   const state = { tokenUri: "" };
@@ -50,6 +67,13 @@ export async function startFakeGoogleAuth(): Promise<FakeGoogleAuth> {
           tokens.add(t);
           return send(200, { access_token: t, expires_in: 3599, token_type: "Bearer" });
         }
+        if (url.pathname === "/computeMetadata/v1/instance/service-accounts/default/identity") {
+          if (req.headers["metadata-flavor"] !== "Google") return send(403, "Missing Metadata-Flavor:Google header.");
+          const aud = url.searchParams.get("audience") ?? "";
+          if (aud === "") return send(400, "non-empty audience parameter required");
+          grants.push({ kind: "metadata-identity", claims: { aud } });
+          return send(200, await idToken(aud, "default@my-project.iam.gserviceaccount.com"));
+        }
         if (url.pathname !== "/token" || req.method !== "POST") return send(404, { error: "not_found" });
         const form = new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
         const grant = form.get("grant_type");
@@ -62,10 +86,7 @@ export async function startFakeGoogleAuth(): Promise<FakeGoogleAuth> {
             });
             grants.push({ kind: "jwt-bearer", claims: payload as Record<string, unknown> });
             if (typeof payload.target_audience === "string") {
-              return send(400, {
-                error: "invalid_request",
-                error_description: "ID tokens are not served by this fake",
-              });
+              return send(200, { id_token: await idToken(payload.target_audience, email) });
             }
             if (payload.scope !== SCOPE) return send(400, { error: "invalid_scope" });
           } catch (e) {
@@ -91,9 +112,11 @@ export async function startFakeGoogleAuth(): Promise<FakeGoogleAuth> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const port = (server.address() as AddressInfo).port;
   state.tokenUri = `http://127.0.0.1:${port}/token`;
-  return {
+  const fake: FakeGoogleAuth = {
     port,
     tokenUri: state.tokenUri,
+    idTokenKey: google.publicKey,
+    idTokenSeconds: 3600,
     serviceAccount: {
       type: "service_account",
       project_id: "my-project",
@@ -111,4 +134,5 @@ export async function startFakeGoogleAuth(): Promise<FakeGoogleAuth> {
         server.close(() => r());
       }),
   };
+  return fake;
 }

@@ -115,7 +115,8 @@ const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
-export async function startTokenService(client: TokenServiceClient): Promise<TokenService> {
+/** `trusts`: another token service whose valid tokens this one accepts as subjects (an ID-JAG issuer). */
+export async function startTokenService(client: TokenServiceClient, trusts?: TokenService): Promise<TokenService> {
   const issued = new Map<string, { subject: string; expiresAt: number }>();
   const grants: TokenGrant[] = [];
   const jtis = new Set<string>();
@@ -192,7 +193,8 @@ export async function startTokenService(client: TokenServiceClient): Promise<Tok
           ? { requestedTokenType: form.get("requested_token_type") as string }
           : {}),
       };
-      if (!fake.subjects.has(subject) || fake.revoked.has(subject)) {
+      const known = fake.subjects.has(subject) || trusts?.valid(subject) === true;
+      if (!known || fake.revoked.has(subject)) {
         grants.push(grant);
         return fail(400, "invalid_grant", "subject token not valid");
       }
@@ -203,8 +205,9 @@ export async function startTokenService(client: TokenServiceClient): Promise<Tok
       res.end(
         JSON.stringify({
           access_token: token,
-          issued_token_type: "urn:ietf:params:oauth:token-type:access_token",
-          token_type: "Bearer",
+          // An ID-JAG is issued as a token exchange's access_token with its own type and token_type N_A.
+          issued_token_type: grant.requestedTokenType ?? "urn:ietf:params:oauth:token-type:access_token",
+          token_type: grant.requestedTokenType?.endsWith(":id-jag") === true ? "N_A" : "Bearer",
           expires_in: fake.lifetimeSeconds,
         }),
       );

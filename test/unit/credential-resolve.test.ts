@@ -126,8 +126,18 @@ describe("credential plans from backend.auth", () => {
   });
 
   test("forms not minted for these backends are reported, not fatal; two forms at once are refused", () => {
-    assert.deepEqual(problems({ cloudB: { type: "AccessToken" } }), [
-      "backend.auth.cloudB: not applied to default/api yet: no cloudB token is minted for Service and static backends (docs/credentials.md)",
+    assert.deepEqual(problems({ cloudC: {} }), [
+      "backend.auth.cloudC: not applied to default/api yet: no cloudC token is minted for Service and static backends (docs/credentials.md)",
+    ]);
+    assert.deepEqual(problems({ cloudB: { type: "AccessToken", audience: "x" } }), [
+      "backend.auth.cloudB.audience: is only valid with type IdToken [fatal]",
+    ]);
+    assert.deepEqual(problems({ cloudB: { secretRef: { name: "aws", key: "accessKey" } } }), [
+      "backend.auth.cloudB.secretRef: is not a service account key or authorized user credentials JSON [fatal]",
+    ]);
+    assert.deepEqual(problems({ crossAppAccess: { audience: "a" } }), [
+      "backend.auth.crossAppAccess.identityProvider: is required ({backendRef, path, clientAuth}) [fatal]",
+      "backend.auth.crossAppAccess.resourceAuthorizationServer: is required ({backendRef, path, clientAuth}) [fatal]",
     ]);
     assert.match(
       problems({ key: "a", jwtSign: {} })[0] ?? "",
