@@ -23,11 +23,19 @@ export class SseParser {
     let text = typeof chunk === "string" ? chunk : this.decoder.decode(chunk, { stream: true });
     if (this.pendingCR && text.startsWith("\n")) text = text.slice(1);
     this.pendingCR = false;
+    // What is left of earlier chunks holds no line break: the scan starts at the new text, not at the line's start,
+    // and a piece without one is only appended (a long line arriving in small pieces was rescanned and copied whole
+    // on every piece: quadratic, found by fuzzing).
+    if (text.indexOf("\n") < 0 && text.indexOf("\r") < 0) {
+      this.buf += text;
+      return [];
+    }
+    const from = this.buf.length;
     this.buf += text;
     const out: SseEvent[] = [];
     let start = 0;
     const b = this.buf;
-    for (let i = 0; i < b.length; i++) {
+    for (let i = from; i < b.length; i++) {
       const c = b.charCodeAt(i);
       if (c !== 10 && c !== 13) continue;
       this.line(b.slice(start, i), out);
