@@ -44,8 +44,13 @@ export const OPTION_TEXT: Readonly<Record<string, string>> = {
   delta: "delta xDS (the default; kept for older scripts)",
   sotw: "state-of-the-world xDS instead of delta",
   "envoy-log-level": "log level of the Envoys `sluice run` starts (trace, debug, info, warn, error)",
-  "log-level": "Sluice's own log level (trace, debug, info, warn, error, silent)",
-  "log-format": "json or pretty (default: pretty on a terminal, json otherwise)",
+  "log-level":
+    "Sluice's log level, one for all modules then per module: info,xds=debug (default: $SLUICE_LOG_LEVEL, else info)",
+  "log-format": "json, pretty or text (default: $SLUICE_LOG_FORMAT, else json in a cluster, pretty on a terminal)",
+  "otlp-endpoint":
+    "OTLP/HTTP endpoint for Sluice's spans, e.g. http://collector:4318/v1/traces (tracing is off without)",
+  "otlp-service-name": "service.name of Sluice's spans (default: $OTEL_SERVICE_NAME, else sluice)",
+  "request-metrics": "on or off: the request-path series on /metrics (ext_authz, LLM, guards, MCP)",
   namespace: "namespace of the Lease and the xDS CA Secret (default: the pod's own)",
   identity: "this replica's name in the Lease (default: the host name)",
   "lease-name": "name of the leader-election Lease",
