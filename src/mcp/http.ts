@@ -10,12 +10,14 @@ import { type MutualTls, mutualTlsServerOptions } from "../security/tls.js";
 import type { McpBackendEntry } from "../translate/mcp/table.js";
 import { MCP_APIKEY_HEADER, MCP_JWT_HEADER, MCP_ROUTE_HEADER } from "../translate/names.js";
 import type { McpRequestContext } from "./authorization.js";
+import { guarded, runGuardrails } from "./guardrails.js";
 import {
   ErrorCodes,
   errorResponse,
   isNotification,
   isRequest,
   type JsonRpcId,
+  type JsonRpcRequest,
   type JsonRpcResponse,
   parseMessage,
   RpcError,
@@ -357,8 +359,26 @@ export class McpHttpServer {
         );
       }
       let started: Awaited<ReturnType<typeof McpSession.initialize>>;
+      const ctx = requestContext(req);
+      const input = { backend: entry.backend, method: msg.method, id: msg.id, params: msg.params };
       try {
-        started = await McpSession.initialize(entry, msg.params, this.#sessionOptions());
+        const params = guarded(entry.guardrails, msg.method, "Request")
+          ? (await runGuardrails(entry.guardrails, "Request", input, ctx, this.#opts.log)).params
+          : msg.params;
+        started = await McpSession.initialize(entry, params, this.#sessionOptions());
+        if (guarded(entry.guardrails, msg.method, "Response")) {
+          const g = await runGuardrails(
+            entry.guardrails,
+            "Response",
+            { ...input, result: started.result },
+            ctx,
+            this.#opts.log,
+          ).catch(async (e: unknown) => {
+            await started.session.close(true);
+            throw e;
+          });
+          started = { ...started, result: g.result as Record<string, unknown> };
+        }
       } catch (e) {
         if (e instanceof RpcError) return sendJson(res, 200, errorResponse(msg.id, e.toObject()));
         throw e;
@@ -419,7 +439,7 @@ export class McpHttpServer {
         const channel = new SseChannel(res);
         let answer: object;
         try {
-          answer = { jsonrpc: "2.0", id: msg.id, result: await session.handle(msg, channel, requestContext(req)) };
+          answer = { jsonrpc: "2.0", id: msg.id, result: await this.#guarded(entry, session, msg, channel, req) };
         } catch (e) {
           answer = errorResponse(msg.id, this.#rpcError(e));
         }
@@ -430,7 +450,7 @@ export class McpHttpServer {
         sendJson(res, 200, {
           jsonrpc: "2.0",
           id: msg.id,
-          result: await session.handle(msg, NO_CHANNEL, requestContext(req)),
+          result: await this.#guarded(entry, session, msg, NO_CHANNEL, req),
         });
       } catch (e) {
         sendJson(res, 200, errorResponse(msg.id, this.#rpcError(e)));
@@ -438,6 +458,45 @@ export class McpHttpServer {
     } finally {
       if (ephemeral) await session.close(true);
     }
+  }
+
+  /** A request served with the guardrail processors that want its method around it (guardrails.ts). */
+  async #guarded(
+    entry: McpBackendEntry,
+    session: McpSession,
+    msg: JsonRpcRequest,
+    channel: Channel,
+    req: IncomingMessage,
+  ): Promise<unknown> {
+    const ctx = requestContext(req);
+    const guards = entry.guardrails;
+    if (guards === undefined) return session.handle(msg, channel, ctx);
+    const log = this.#opts.log;
+    let m = msg;
+    if (guarded(guards, msg.method, "Request")) {
+      const input = { backend: entry.backend, method: msg.method, id: msg.id, params: msg.params };
+      const g = await runGuardrails(guards, "Request", input, ctx, log);
+      m = { ...msg, ...(g.params !== undefined ? { params: g.params } : {}) };
+    }
+    if (!guarded(guards, msg.method, "Response")) return session.handle(m, channel, ctx);
+    let result: unknown;
+    let error: RpcError | undefined;
+    try {
+      result = await session.handle(m, channel, ctx);
+    } catch (e) {
+      if (!(e instanceof RpcError)) throw e;
+      error = e;
+    }
+    const input = { backend: entry.backend, method: msg.method, id: msg.id, params: m.params };
+    const g = await runGuardrails(
+      guards,
+      "Response",
+      { ...input, ...(error !== undefined ? { error: error.toObject() } : { result }) },
+      ctx,
+      log,
+    );
+    if (error !== undefined) throw error;
+    return g.result;
   }
 
   #rpcError(e: unknown): { code: number; message: string; data?: unknown } {

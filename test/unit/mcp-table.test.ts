@@ -116,6 +116,18 @@ describe("MCP backends in translation", () => {
               matchExpressions: ["mcp.tool.name == 'echo'", "mcp.tool.name == nope"],
             },
           ],
+          // The processor's Service resolves to its first ready endpoint.
+          guardrails: [
+            {
+              path: "GwPolicy default/mcp-rules: backend.mcp.guardrails.processors[0]",
+              url: "http://10.0.0.1:9000/",
+              failureMode: "FailClosed",
+              methods: { "tools/*": "Request" },
+              metadata: {},
+              allowedRequestHeaders: [],
+              disallowedRequestHeaders: [],
+            },
+          ],
         },
       );
       // Envoy: the route goes to sluice_mcp and sets the header; no cluster of the backend's own.
@@ -141,10 +153,10 @@ describe("MCP backends in translation", () => {
         /spec\.mcp\.targets\[legacy\]\.static\.policies\.tls: connection policies of MCP targets are not served yet/,
       );
       const pol = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "mcp-rules")?.status);
-      // Authorization is served; an expression that cannot compile is named; guardrails are not served yet.
+      // Authorization and guardrails are served; an expression that cannot compile is named.
       assert.doesNotMatch(pol, /backend\.mcp\.authorization: /);
       assert.match(pol, /backend\.mcp\.authorization\.policy\.matchExpressions\[1\]: undeclared reference to 'nope'/);
-      assert.match(pol, /backend\.mcp\.guardrails: MCP guardrail processors are not served yet/);
+      assert.doesNotMatch(pol, /guardrails/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

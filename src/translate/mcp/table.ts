@@ -50,6 +50,27 @@ export interface McpBackendEntry {
   readonly authorization: readonly McpAuthorizationRule[];
   /** MCP OAuth (`traffic.jwtAuthentication.mcp`, or the deprecated `backend.mcp.authentication`). */
   readonly oauth?: McpOAuthEntry;
+  /** `backend.mcp.guardrails.processors`, in order. */
+  readonly guardrails?: readonly McpGuardrail[];
+}
+
+export type McpGuardrailPhase = "Off" | "Request" | "Response" | "Full";
+
+/** One `backend.mcp.guardrails.processors[i]` (src/mcp/guardrails.ts; the protocol is in docs/mcp.md). */
+export interface McpGuardrail {
+  /** `kind namespace/name: backend.mcp.guardrails.processors[i]`, for messages. */
+  readonly path: string;
+  /** Where the processor is POSTed to; undefined when its backendRef resolves to nothing (a failure of each call). */
+  readonly url?: string;
+  readonly unresolved?: string;
+  readonly failureMode: "FailClosed" | "FailOpen";
+  /** Method pattern → phase, as written. */
+  readonly methods: Readonly<Record<string, McpGuardrailPhase>>;
+  /** Name → CEL text, evaluated per request and sent along. */
+  readonly metadata: Readonly<Record<string, string>>;
+  /** Lowercase header names. */
+  readonly allowedRequestHeaders: readonly string[];
+  readonly disallowedRequestHeaders: readonly string[];
 }
 
 /**
@@ -208,11 +229,6 @@ function resolveTargets(
   }
   return { targets, unresolved };
 }
-
-/** MCP policy fields the service does not apply yet, by their name under `backend.mcp`. */
-const MCP_POLICY_NOT_SERVED: Readonly<Record<string, string>> = {
-  guardrails: "MCP guardrail processors are not served yet; no processor is called",
-};
 
 /** The `backend.mcp.authorization` rules of a route's backend policies for the GwBackend `cluster`. */
 function authorizationRules(
@@ -379,16 +395,103 @@ function oauthOf(
   return undefined;
 }
 
+interface GuardrailSpec {
+  readonly remote?: {
+    readonly backendRef: {
+      readonly name: string;
+      readonly namespace?: string;
+      readonly kind?: string;
+      readonly port?: number;
+    };
+    readonly failureMode?: "FailClosed" | "FailOpen";
+    readonly metadata?: Record<string, string>;
+    readonly allowedRequestHeaders?: readonly string[];
+    readonly disallowedRequestHeaders?: readonly string[];
+  };
+  readonly methods: Record<string, McpGuardrailPhase>;
+}
+
+/** A processor's address: a Service's first endpoint (ready ones first), or a static GwBackend's host. */
+function processorUrl(
+  input: TranslationInput,
+  namespace: string,
+  ref: NonNullable<GuardrailSpec["remote"]>["backendRef"],
+): { url: string } | { error: string } {
+  const ns = ref.namespace ?? namespace;
+  if ((ref.kind ?? "Service") === "Service") {
+    const r = serviceUrls(input, ns, ref.name, ref.port ?? 80, "/");
+    return "error" in r ? r : { url: r.urls[0] as string };
+  }
+  const be = findNamed(input.backends, ns, ref.name);
+  const st = be?.spec.static as { host?: string; port?: number } | undefined;
+  if (st?.host === undefined || st.port === undefined) {
+    return { error: `GwBackend ${ns}/${ref.name} is not a static backend with host and port` };
+  }
+  return { url: `http://${hostPort(st.host, st.port)}/` };
+}
+
+/** `backend.mcp.guardrails` of a route's backend policies for the GwBackend `cluster`. */
+function guardrailsOf(
+  input: TranslationInput,
+  policy: RoutePolicyIR | undefined,
+  cluster: string,
+  notes: Map<string, PolicyNote>,
+): McpGuardrail[] {
+  for (const b of policy?.backends ?? []) {
+    if (b.cluster !== cluster) continue;
+    const f = b.policy["mcp"];
+    const values = f === undefined ? [] : "combined" in f ? f.combined : [f];
+    for (const v of values) {
+      const spec = (v.value as { guardrails?: { processors?: readonly GuardrailSpec[] } } | null)?.guardrails;
+      if (spec?.processors === undefined) continue;
+      const [ns] = v.from.name.split("/") as [string];
+      return spec.processors.flatMap((p, i) => {
+        const remote = p.remote;
+        if (remote === undefined) return [];
+        const field = `backend.mcp.guardrails.processors[${i}]`;
+        const r = processorUrl(input, ns, remote.backendRef);
+        const failureMode = remote.failureMode ?? "FailClosed";
+        if ("error" in r) {
+          const message = `${r.error}; ${failureMode === "FailClosed" ? "the requests it applies to are refused" : "it is skipped (FailOpen)"}`;
+          notes.set(`${v.from.kind}|${v.from.name}|${field}.remote.backendRef|${message}`, {
+            from: v.from,
+            field: `${field}.remote.backendRef`,
+            message,
+          });
+        }
+        Object.entries(remote.metadata ?? {}).forEach(([k, text]) => {
+          const c = compileExpression(text, MCP_CEL);
+          if ("ok" in c) return;
+          const note: PolicyNote = {
+            from: v.from,
+            field: `${field}.remote.metadata.${k}`,
+            message: `${c.errors.map((e) => e.message).join("; ")}; the processor gets null for it`,
+            reason: "NeverMatches",
+          };
+          notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+        });
+        return [
+          {
+            path: `${v.from.kind} ${v.from.name}: ${field}`,
+            ...("url" in r ? { url: r.url } : { unresolved: r.error }),
+            failureMode,
+            methods: p.methods,
+            metadata: remote.metadata ?? {},
+            allowedRequestHeaders: (remote.allowedRequestHeaders ?? []).map((h) => h.toLowerCase()),
+            disallowedRequestHeaders: (remote.disallowedRequestHeaders ?? []).map((h) => h.toLowerCase()),
+          },
+        ];
+      });
+    }
+  }
+  return [];
+}
+
 /** `cluster`: the GwBackend's name in the route's backend policies (names.ts backendClusterName). */
 function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: Map<string, PolicyNote>): void {
   for (const b of policy?.backends ?? []) {
     if (b.cluster !== cluster) continue;
-    const levels: { from: PolicySourceIR; value: unknown }[] = [];
-    const mcp = b.policy["mcp"];
-    if (mcp !== undefined && !("combined" in mcp)) levels.push({ from: mcp.from, value: mcp.value });
     for (const sub of b.subBackends ?? []) {
-      const f = sub.policy["mcp"];
-      if (f !== undefined && !("combined" in f)) levels.push({ from: f.from, value: f.value });
       for (const [field, v] of Object.entries(sub.policy)) {
         // A target's own connection policies (tls, auth, ...) are for Envoy clusters, which MCP targets are not.
         if (field === "mcp" || "combined" in v || v.from.level !== "subBackend") continue;
@@ -398,15 +501,6 @@ function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: 
           message: `connection policies of MCP targets are not served yet; Sluice connects to target ${sub.name} over plain HTTP without them`,
         };
         notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
-      }
-    }
-    for (const { from, value } of levels) {
-      if (typeof value !== "object" || value === null) continue;
-      for (const field of Object.keys(value)) {
-        const message = MCP_POLICY_NOT_SERVED[field];
-        if (message === undefined) continue;
-        const note = { from, field: `backend.mcp.${field}`, message };
-        notes.set(`${from.kind}|${from.name}|${note.field}|${message}`, note);
       }
     }
   }
@@ -464,8 +558,10 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
               authorized.add(e.key);
               const rules = authorizationRules(r.policy, backendClusterName(ns, name), notes);
               const oauth = oauthOf(input, r.policy, backendClusterName(ns, name), notes);
+              const guardrails = guardrailsOf(input, r.policy, backendClusterName(ns, name), notes);
               entries.set(e.key, {
                 ...e,
+                ...(guardrails.length > 0 ? { guardrails } : {}),
                 ...(rules.length > 0 ? { authorization: rules } : {}),
                 ...(oauth !== undefined ? { oauth } : {}),
               });
