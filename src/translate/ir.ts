@@ -187,12 +187,15 @@ export type ClusterIR =
       readonly host: string;
       readonly port: number;
       readonly http2: boolean;
+      /** A GwBackend `a2a`: its agent card is served with the Gateway's address (filters/a2a.ts). */
+      readonly a2a?: true;
     } & ConnectionVariant)
   | ({
       readonly kind: "static";
       readonly name: string;
       readonly endpoints: readonly EndpointIR[];
       readonly http2: boolean;
+      readonly a2a?: true;
     } & ConnectionVariant)
   | ({
       readonly kind: "unix";

@@ -14,6 +14,7 @@
 import { randomUUID } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
+import { A2A_STAGE, serveA2a } from "../../a2a/agent-card.js";
 import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
@@ -438,6 +439,11 @@ export class LlmExtProcService {
     // The same ext_proc service serves GwPolicy transformations (src/extproc/transformation.ts).
     if (stage === TRANSFORMATION_STAGE) {
       serveTransformation(call, decodeTransformation(meta(TRANSFORMATION_METADATA) ?? ""), this.#log);
+      return;
+    }
+    // And the agent cards of GwBackend a2a (src/a2a/agent-card.ts).
+    if (stage === A2A_STAGE) {
+      serveA2a(call, this.#log);
       return;
     }
     if (stage === "upstream") this.#upstream(call);

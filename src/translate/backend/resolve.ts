@@ -311,6 +311,19 @@ export class BackendResolver {
         return { ok: true, cluster: { kind: "dns", name: clusterName, host: s.host, port: s.port, http2: false } };
       }
     }
+    const a2a = be.spec.a2a;
+    if (a2a !== undefined) {
+      // An agent-to-agent endpoint: an ordinary cluster (JSON-RPC and SSE pass through Envoy as any HTTP does, with
+      // the route's and the backend's policies), marked so the agent card is served with the Gateway's address.
+      if (isIpAddress(a2a.host)) {
+        const endpoints = [{ address: a2a.host, port: a2a.port, ready: true }];
+        return { ok: true, cluster: { kind: "static", name: clusterName, endpoints, http2: false, a2a: true } };
+      }
+      return {
+        ok: true,
+        cluster: { kind: "dns", name: clusterName, host: a2a.host, port: a2a.port, http2: false, a2a: true },
+      };
+    }
     if (be.spec.mcp !== undefined) {
       const gateway = this.gateway;
       const backend = `${namespace}/${name}`;

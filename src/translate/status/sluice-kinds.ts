@@ -9,7 +9,7 @@ import { modelStatuses } from "../model/status.js";
 import { type Condition, condition, type ResourceStatus } from "./conditions.js";
 
 /** The GwBackend variants the translator turns into clusters today. */
-const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static", "ai", "dynamicForwardProxy", "mcp"]);
+const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static", "ai", "dynamicForwardProxy", "mcp", "a2a"]);
 
 function variantOf(spec: unknown): string | undefined {
   if (typeof spec !== "object" || spec === null) return undefined;

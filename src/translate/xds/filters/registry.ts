@@ -1,6 +1,7 @@
 // The registered HTTP filter builders. Order in the chain comes from each instance's `order`, not from this list.
 
 import { llmExtProcBuilder } from "../llm.js";
+import { a2aBuilder } from "./a2a.js";
 import { dynamicForwardProxyBuilder } from "./dynamic-forward-proxy.js";
 import { extAuthzBuilder } from "./ext-authz.js";
 import { sluiceExtAuthzBuilder } from "./ext-authz-sluice.js";
@@ -25,6 +26,7 @@ export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [
   bufferBuilder,
   extProcBuilder,
   transformationBuilder,
+  a2aBuilder,
   llmExtProcBuilder,
   endpointPickerBuilder,
   csrfBuilder,

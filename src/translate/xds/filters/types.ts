@@ -23,6 +23,8 @@ export const FilterOrder = {
   userExtProc: 750,
   /** traffic.transformation in Sluice's ext_proc. */
   transformation: 760,
+  /** A GwBackend a2a's agent card served with the Gateway's address (after transformations, which see the agent's). */
+  a2a: 770,
   sluiceExtProc: 800,
   /** An InferencePool's endpoint picker: after the LLM ext_proc, so it sees the body the model server gets. */
   endpointPicker: 810,
