@@ -10,8 +10,10 @@ import { type AwsCredentialSource, roleSession } from "../extproc/llm/aws-creden
 import { requestVariable } from "../extproc/llm/cel.js";
 import { GoogleTokens } from "../extproc/llm/google-tokens.js";
 import { signSigV4 } from "../llm/codec/sigv4.js";
+import { cloudCSource, fetchCloudCToken } from "./cloud-c-tokens.js";
 import type {
   ClientAuthPlan,
+  CloudCPlan,
   CredentialLocation,
   CredentialPlan,
   GoogleTokenPlan,
@@ -172,6 +174,7 @@ export class Minter {
   readonly #now: () => number;
   readonly #env: Readonly<Record<string, string | undefined>>;
   readonly #jwts: TokenCache;
+  readonly #cloudC: TokenCache;
   readonly #exchanges = new Map<string, TokenCache>();
 
   constructor(opts: MinterOptions) {
@@ -180,6 +183,7 @@ export class Minter {
     this.#now = opts.now ?? Date.now;
     this.#env = opts.env ?? process.env;
     this.#jwts = new TokenCache(1024, this.#now);
+    this.#cloudC = new TokenCache(1024, this.#now);
   }
 
   /** The changes to `req` for `plan`, or the status and message the client gets instead. */
@@ -221,6 +225,9 @@ export class Minter {
           break;
         case "cloudB":
           m.set.authorization = `Bearer ${await this.#googleToken(p, req)}`;
+          break;
+        case "cloudC":
+          m.set.authorization = `Bearer ${await this.#cloudCToken(p)}`;
           break;
       }
       return { ok: m };
@@ -368,6 +375,22 @@ export class Minter {
       .sign(privateKey(k.signingKey));
     form.set("client_assertion_type", CLIENT_ASSERTION_TYPE);
     form.set("client_assertion", assertion);
+  }
+
+  async #cloudCToken(p: CloudCPlan): Promise<string> {
+    const source = cloudCSource(p, this.#env);
+    if ("error" in source) throw new MintError(503, source.error);
+    const key = sha(JSON.stringify(source), p.scope);
+    try {
+      return await this.#cloudC.get(key, async () => {
+        const issuedAt = this.#now();
+        const t = await fetchCloudCToken(source, p.scope, this.#env, this.#now);
+        return { value: t.value, expiresAt: t.expiresAt, issuedAt };
+      });
+    } catch (e) {
+      this.#cloudC.drop(key);
+      throw new MintError(503, (e as Error).message);
+    }
   }
 
   async #googleToken(p: GoogleTokenPlan, req: OutgoingRequest): Promise<string> {

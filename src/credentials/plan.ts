@@ -116,7 +116,19 @@ export interface CrossAppPlan {
   readonly resourceServer: TokenExchangePlan;
 }
 
+/** `cloudC`: a Microsoft Entra ID access token (client secret, managed identity, workload identity, or the environment). */
+export interface CloudCPlan {
+  readonly kind: "cloudC";
+  readonly mode: "secretRef" | "managedIdentity" | "workloadIdentity" | "environment";
+  readonly secret?: { readonly tenant: string; readonly clientId: string; readonly secret: string };
+  /** The identity a managed identity endpoint is asked for (the first of clientId, objectId, resourceId given). */
+  readonly managedIdentity?: { readonly param: "client_id" | "object_id" | "msi_res_id"; readonly value: string };
+  /** OAuth scope (`<resource>/.default`). */
+  readonly scope: string;
+}
+
 export type MintPlan =
+  | CloudCPlan
   | SigV4Plan
   | JwtSignPlan
   | StaticPlan

@@ -42,8 +42,14 @@ export const MINTED_FORMS = [
   "passthrough",
   "oauthTokenExchange",
   "crossAppAccess",
+  "cloudC",
 ] as const;
-const FORMS = [...MINTED_FORMS, "cloudC"];
+const FORMS: readonly string[] = MINTED_FORMS;
+/**
+ * The scope of cloudC tokens. The spec gives none for a Service backend; cloudC is the spec's Azure-OpenAI-like
+ * provider, whose scope this is.
+ */
+export const CLOUD_C_SCOPE = "https://cognitiveservices.azure.com/.default";
 /** Variables a cloudA session name or tag expression may read on a Service backend (the upstream request). */
 export const UPSTREAM_CEL_VARIABLES: readonly string[] = ["request"];
 const RESERVED_CLAIMS = ["iat", "exp", "nbf"];
@@ -292,6 +298,56 @@ function resolveCloudA(v: Rec, ctx: ResolveContext, problems: CredentialProblem[
     ...(assumeRole !== undefined ? { assumeRole } : {}),
     ...(str(v.region) !== undefined ? { region: str(v.region) as string } : {}),
     ...(str(v.serviceName) !== undefined ? { service: str(v.serviceName) as string } : {}),
+  };
+}
+
+function resolveCloudC(v: Rec, ctx: ResolveContext, problems: CredentialProblem[]): MintPlan | undefined {
+  const at = "backend.auth.cloudC";
+  const given = ["secretRef", "managedIdentity", "workloadIdentity"].filter((k) => v[k] !== undefined);
+  if (given.length > 1) {
+    problems.push({
+      field: at,
+      message: `at most one of secretRef, managedIdentity, workloadIdentity (found ${given.join(", ")})`,
+      fatal: true,
+    });
+    return undefined;
+  }
+  if (v.secretRef !== undefined) {
+    const ref = v.secretRef as Rec;
+    const read = (key: string) =>
+      readSecret({ ...(isRec(ref) ? ref : {}), key }, key, `${at}.secretRef`, ctx, problems);
+    const clientId = read("clientID");
+    const tenant = read("tenantID");
+    const secret = read("clientSecret");
+    if (clientId === undefined || tenant === undefined || secret === undefined) return undefined;
+    return {
+      kind: "cloudC",
+      mode: "secretRef",
+      secret: { clientId: clientId.trim(), tenant: tenant.trim(), secret: secret.trim() },
+      scope: CLOUD_C_SCOPE,
+    };
+  }
+  if (v.managedIdentity !== undefined) {
+    const m = isRec(v.managedIdentity) ? v.managedIdentity : {};
+    const id =
+      str(m.clientId) !== undefined
+        ? { param: "client_id" as const, value: str(m.clientId) as string }
+        : str(m.objectId) !== undefined
+          ? { param: "object_id" as const, value: str(m.objectId) as string }
+          : str(m.resourceId) !== undefined
+            ? { param: "msi_res_id" as const, value: str(m.resourceId) as string }
+            : undefined;
+    return {
+      kind: "cloudC",
+      mode: "managedIdentity",
+      ...(id !== undefined ? { managedIdentity: id } : {}),
+      scope: CLOUD_C_SCOPE,
+    };
+  }
+  return {
+    kind: "cloudC",
+    mode: v.workloadIdentity !== undefined ? "workloadIdentity" : "environment",
+    scope: CLOUD_C_SCOPE,
   };
 }
 
@@ -742,6 +798,9 @@ export function resolveBackendAuth(auth: Rec, ctx: ResolveContext): ResolvedAuth
       break;
     case "cloudB":
       primary = resolveCloudB(isRec(value) ? value : {}, ctx, problems);
+      break;
+    case "cloudC":
+      primary = resolveCloudC(isRec(value) ? value : {}, ctx, problems);
       break;
     case "jwtSign":
       primary = resolveJwtSign(isRec(value) ? value : {}, ctx, problems);

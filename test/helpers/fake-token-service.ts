@@ -265,3 +265,115 @@ export async function verifyJwt(
     return { error: (e as Error).message };
   }
 }
+
+export interface FakeEntra {
+  readonly port: number;
+  readonly url: string;
+  /** Token requests seen: how the client authenticated, and the identity asked for. */
+  readonly calls: { kind: "secret" | "assertion" | "managed"; clientId?: string; scope?: string; resource?: string }[];
+  /** Lifetime of issued tokens, seconds. */
+  lifetimeSeconds: number;
+  valid(token: string): boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * A stand-in for Microsoft Entra ID's v2.0 token endpoint (`/<tenant>/oauth2/v2.0/token`, client credentials grant
+ * with a client secret or a federated client assertion whose signature, issuer, subject and audience
+ * `api://AzureADTokenExchange` are checked) and for the instance metadata service's managed identity endpoint
+ * (`GET /metadata/identity/oauth2/token`, `Metadata: true`, api-version, resource, the user-assigned client_id).
+ */
+export async function startFakeEntra(opts: {
+  tenant: string;
+  app: { clientId: string; clientSecret: string };
+  federated: { clientId: string; publicKey: KeyObject; issuer: string; subject: string };
+  managedClientId: string;
+}): Promise<FakeEntra> {
+  const issued = new Map<string, number>();
+  const calls: FakeEntra["calls"] = [];
+  const issue = () => {
+    const t = `eyJ0eXAi.entra-${randomBytes(10).toString("hex")}`;
+    issued.set(t, Date.now() + fake.lifetimeSeconds * 1000);
+    return t;
+  };
+  const server = createServer((req, res) => {
+    void body(req).then(async (text) => {
+      const send = (status: number, json: unknown) => {
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end(JSON.stringify(json));
+      };
+      const url = new URL(req.url ?? "/", "http://x");
+      if (req.method === "GET" && url.pathname === "/metadata/identity/oauth2/token") {
+        if (req.headers.metadata !== "true")
+          return send(400, { error: "invalid_request", error_description: "Required metadata header not specified" });
+        if (url.searchParams.get("api-version") === null) return send(400, { error: "invalid_request" });
+        const resource = url.searchParams.get("resource") ?? "";
+        const clientId = url.searchParams.get("client_id") ?? undefined;
+        if (resource === "") return send(400, { error: "invalid_request", error_description: "resource" });
+        if (clientId !== undefined && clientId !== opts.managedClientId) {
+          return send(400, { error: "invalid_request", error_description: "Identity not found" });
+        }
+        calls.push({ kind: "managed", ...(clientId !== undefined ? { clientId } : {}), resource });
+        const expiresOn = Math.floor(Date.now() / 1000) + fake.lifetimeSeconds;
+        // IMDS answers numbers as strings.
+        return send(200, {
+          access_token: issue(),
+          expires_in: String(fake.lifetimeSeconds),
+          expires_on: String(expiresOn),
+          resource,
+          token_type: "Bearer",
+        });
+      }
+      if (req.method !== "POST" || url.pathname !== `/${opts.tenant}/oauth2/v2.0/token`) {
+        return send(400, { error: "invalid_request", error_description: "AADSTS90002: Tenant not found" });
+      }
+      const form = new URLSearchParams(text);
+      const scope = form.get("scope") ?? "";
+      if (form.get("grant_type") !== "client_credentials") return send(400, { error: "unsupported_grant_type" });
+      if (!scope.endsWith("/.default")) return send(400, { error: "invalid_scope" });
+      const clientId = form.get("client_id") ?? "";
+      if (form.has("client_assertion")) {
+        if (form.get("client_assertion_type") !== ASSERTION_TYPE || clientId !== opts.federated.clientId) {
+          return send(401, { error: "invalid_client" });
+        }
+        try {
+          await jwtVerify(form.get("client_assertion") ?? "", opts.federated.publicKey, {
+            issuer: opts.federated.issuer,
+            subject: opts.federated.subject,
+            audience: "api://AzureADTokenExchange",
+          });
+        } catch {
+          return send(401, {
+            error: "invalid_client",
+            error_description: "AADSTS700211: No matching federated identity record found",
+          });
+        }
+        calls.push({ kind: "assertion", clientId, scope });
+      } else {
+        if (clientId !== opts.app.clientId || form.get("client_secret") !== opts.app.clientSecret) {
+          return send(401, {
+            error: "invalid_client",
+            error_description: "AADSTS7000215: Invalid client secret provided",
+          });
+        }
+        calls.push({ kind: "secret", clientId, scope });
+      }
+      return send(200, {
+        token_type: "Bearer",
+        expires_in: fake.lifetimeSeconds,
+        ext_expires_in: fake.lifetimeSeconds,
+        access_token: issue(),
+      });
+    });
+  });
+  const port = await listen(server);
+  const fake: FakeEntra = {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    calls,
+    lifetimeSeconds: 3599,
+    valid: (t) => (issued.get(t) ?? 0) > Date.now(),
+    close: closer(server),
+  };
+  return fake;
+}

@@ -125,9 +125,14 @@ describe("credential plans from backend.auth", () => {
     );
   });
 
-  test("forms not minted for these backends are reported, not fatal; two forms at once are refused", () => {
-    assert.deepEqual(problems({ cloudC: {} }), [
-      "backend.auth.cloudC: not applied to default/api yet: no cloudC token is minted for Service and static backends (docs/credentials.md)",
+  test("cloudB, cloudC and crossAppAccess inputs are checked; two forms at once are refused", () => {
+    assert.deepEqual(problems({ cloudC: { secretRef: { name: "aws" }, workloadIdentity: {} } }), [
+      "backend.auth.cloudC: at most one of secretRef, managedIdentity, workloadIdentity (found secretRef, workloadIdentity) [fatal]",
+    ]);
+    assert.deepEqual(problems({ cloudC: { secretRef: { name: "aws" } } }), [
+      "backend.auth.cloudC.secretRef: Secret default/aws key clientID not found; requests to default/api are answered 503 until it is [fatal]",
+      "backend.auth.cloudC.secretRef: Secret default/aws key tenantID not found; requests to default/api are answered 503 until it is [fatal]",
+      "backend.auth.cloudC.secretRef: Secret default/aws key clientSecret not found; requests to default/api are answered 503 until it is [fatal]",
     ]);
     assert.deepEqual(problems({ cloudB: { type: "AccessToken", audience: "x" } }), [
       "backend.auth.cloudB.audience: is only valid with type IdToken [fatal]",
