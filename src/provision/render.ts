@@ -180,14 +180,14 @@ export function renderProxy(gateway: Gateway, params: EffectiveParameters, setti
     report(
       warning(
         "spec.mesh",
-        "mTLS to mesh pods is not provisioned: Envoy needs workload certificates from the mesh CA (caAddress), which only a mesh agent obtains; the proxy runs without mesh mTLS",
+        "mTLS to mesh pods is not provisioned: Envoy needs workload certificates from the mesh CA (caAddress), which only a mesh agent (istio-agent, ztunnel) obtains and Sluice does not run one; trustDomain, additionalTrustDomains, clusterId and network have nothing to apply to; the proxy runs without mesh mTLS",
       ),
     );
   if (typed.modelCatalog !== undefined)
     report(
       warning(
         "spec.modelCatalog",
-        "model cost catalogs are not read yet: LLM cost accounting has no consumer for them; the ConfigMaps are not mounted",
+        "model cost catalogs are not read yet: Sluice's LLM cost accounting is the cost expression of Tokens rate-limit descriptors, which has no variable for catalog prices, and the spec defines no format for a catalog's entries; the ConfigMaps are neither read nor mounted",
       ),
     );
 
@@ -298,12 +298,19 @@ export function renderProxy(gateway: Gateway, params: EffectiveParameters, setti
     metadata: metadata(gateway, name, labels),
     data: { [BOOTSTRAP_FILE]: bootstrap },
   });
+  // The rollout strategies are the API server's defaults, written out so that they are Sluice's fields: an overlay
+  // switching to Recreate (or OnDelete) with `$retainKeys: [type]` then drops rollingUpdate on apply, where a defaulted
+  // rollingUpdate nobody owns would stay and make the object invalid.
   if (kind === "DaemonSet")
     objects.set("daemonSet", {
       apiVersion: "apps/v1",
       kind: "DaemonSet",
       metadata: metadata(gateway, name, labels),
-      spec: { selector: { matchLabels: selector }, template },
+      spec: {
+        selector: { matchLabels: selector },
+        template,
+        updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } },
+      },
     });
   else
     objects.set("deployment", {
@@ -311,7 +318,12 @@ export function renderProxy(gateway: Gateway, params: EffectiveParameters, setti
       kind: "Deployment",
       metadata: metadata(gateway, name, labels),
       // With an HPA, replicas is the HPA's field: never set here (an apply would fight it).
-      spec: { ...(withHpa ? {} : { replicas: 1 }), selector: { matchLabels: selector }, template },
+      spec: {
+        ...(withHpa ? {} : { replicas: 1 }),
+        selector: { matchLabels: selector },
+        template,
+        strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: "25%", maxSurge: "25%" } },
+      },
     });
   objects.set("service", {
     apiVersion: "v1",

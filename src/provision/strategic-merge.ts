@@ -12,10 +12,11 @@
 // - `$patch: replace` in a map replaces the map, as a list item replaces the list; `$patch: delete` in a map empties
 //   it (as the API server does: `null` removes a field), as a list item removes the item with its key; `$patch: merge`
 //   is the default;
-// - a merged keyed list holds the patch's items first, in the patch's order, then the items only the object had (the
-//   API server's order when the patch carries no `$setElementOrder`);
+// - a merged keyed list is ordered as the API server orders it: the patch's items in the patch's order (or in the
+//   order `$setElementOrder/<field>` gives), the items only the object had in their order, the two interleaved so
+//   that of two items the object had, the earlier one stays first, and a new item goes before an old one otherwise;
 // - `$retainKeys: [...]` keeps only those keys of the map; `$deleteFromPrimitiveList/<field>: [...]` removes values
-//   from a list of scalars; `$setElementOrder/<field>` is accepted (the order of the patched list is kept).
+//   from a list of scalars.
 
 import { joinPath } from "../api/problems.js";
 
@@ -127,6 +128,12 @@ function mergeMap(
       out = Object.fromEntries(Object.entries(out).filter(([k]) => keep.has(k)));
     }
   }
+  const orders = new Map<string, Json[]>();
+  for (const [k, v] of Object.entries(patch)) {
+    if (!k.startsWith("$setElementOrder/")) continue;
+    if (Array.isArray(v)) orders.set(k.slice("$setElementOrder/".length), v);
+    else problems.push({ path: joinPath([...at, k]), message: "must be a list of the items' merge keys, in order" });
+  }
   for (const [k, v] of Object.entries(patch)) {
     if (k === "$patch" || k === "$retainKeys" || k.startsWith("$setElementOrder/")) continue;
     if (k.startsWith("$deleteFromPrimitiveList/")) {
@@ -161,9 +168,66 @@ function mergeMap(
       });
       continue;
     }
-    const merged = strategicMerge(before, v, problems, [...fields, k], [...at, k]);
+    const order = orders.get(k);
+    const merged =
+      Array.isArray(v) && order !== undefined
+        ? mergeList(Array.isArray(before) ? before : undefined, v, problems, [...fields, k], [...at, k], order)
+        : strategicMerge(before, v, problems, [...fields, k], [...at, k]);
     if (merged === undefined) delete out[k];
     else out[k] = merged;
+  }
+  // An order for a list the patch does not otherwise change.
+  for (const [k, order] of orders) {
+    const list = out[k];
+    const key = mergeKey([...fields, k]);
+    if (k in patch || !Array.isArray(list) || key === undefined) continue;
+    out[k] = serverOrder(list, order, list, key);
+  }
+  return out;
+}
+
+/**
+ * `merged` in the API server's order (apimachinery's normalizeElementOrder): the items named in `patchOrder` sorted
+ * by it, the others by `original`, then interleaved — the earlier of two items `original` both has goes first, else
+ * the patch's item.
+ */
+function serverOrder(merged: Json[], patchOrder: Json[], original: Json[], key: string): Json[] {
+  const idOf = (v: Json) => (isMap(v) ? v[key] : undefined);
+  const rank = (list: Json[]) => {
+    const m = new Map<Json | undefined, number>();
+    list.forEach((v, i) => {
+      const id = isMap(v) ? v[key] : v;
+      if (!m.has(id)) m.set(id, i);
+    });
+    return m;
+  };
+  const inPatch = rank(patchOrder);
+  const inOriginal = rank(original);
+  const byRank = (r: Map<Json | undefined, number>) => (a: Json, b: Json) =>
+    (r.get(idOf(a)) ?? 0) - (r.get(idOf(b)) ?? 0);
+  const patchItems = merged.filter((v) => inPatch.has(idOf(v))).sort(byRank(inPatch));
+  const serverOnly = merged.filter((v) => !inPatch.has(idOf(v))).sort(byRank(inOriginal));
+  const out: Json[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < serverOnly.length || j < patchItems.length) {
+    const left = serverOnly[i];
+    const right = patchItems[j];
+    if (right === undefined || left === undefined) {
+      out.push((left ?? right) as Json);
+      if (left !== undefined) i++;
+      else j++;
+      continue;
+    }
+    const li = inOriginal.get(idOf(left));
+    const ri = inOriginal.get(idOf(right));
+    if (li !== undefined && ri !== undefined && li < ri) {
+      out.push(left);
+      i++;
+    } else {
+      out.push(right);
+      j++;
+    }
   }
   return out;
 }
@@ -174,6 +238,7 @@ function mergeList(
   problems: MergeProblem[],
   fields: readonly string[],
   at: readonly (string | number)[],
+  order?: Json[],
 ): Json[] {
   const key = mergeKey(fields);
   const replaceAll = patch.some((e) => isMap(e) && e["$patch"] === "replace" && Object.keys(e).length === 1);
@@ -213,5 +278,5 @@ function mergeList(
     const merged = strategicMerge(before, item, problems, fields, [...at, i]);
     if (merged !== undefined) out.push(merged);
   });
-  return [...out, ...rest];
+  return serverOrder([...out, ...rest], order ?? patch, original ?? [], key);
 }
