@@ -309,10 +309,12 @@ export class McpSession {
 
   /** Whether `backend.mcp.authorization` lets this request see or use the item (no rules: everything). */
   #allowed(ctx: McpRequestContext | undefined, item: McpItem): boolean {
-    if (this.entry.authorization.length === 0) return true;
+    // A target's own rules (a policy with its sectionName, merged over the backend's) replace the backend's.
+    const rules = this.entry.targetAuthorization?.[item.target] ?? this.entry.authorization;
+    if (rules.length === 0) return true;
     // No request context (Sluice's own lookups): nothing is allowed that the rules would have to decide.
     if (ctx === undefined) return false;
-    return itemAllowed(compileMcpAuthorization(this.entry.authorization), ctx, item);
+    return itemAllowed(compileMcpAuthorization(rules), ctx, item);
   }
 
   #check(ctx: McpRequestContext | undefined, item: McpItem): void {

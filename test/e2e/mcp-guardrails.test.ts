@@ -86,6 +86,7 @@ describe("MCP guardrail processors through Envoy", { timeout: 90_000 }, () => {
       `${mcpYaml([
         { name: "guarded", targets },
         { name: "closed", targets },
+        { name: "split", targets },
       ])}${staticBackend("blocker", blocker.port)}${staticBackend("rewriter", rewriter.port)}${staticBackend("dead", dead)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
@@ -117,6 +118,24 @@ spec:
         processors:
           - remote: { backendRef: ${ref("dead")} }
             methods: { "tools/call": Request }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: split-all, namespace: default }
+spec:
+  targetRefs: [{ group: sluice.dev, kind: GwBackend, name: split }]
+  backend:
+    mcp:
+      authorization: { action: Allow, policy: { matchExpressions: ["mcp.tool.name == 'echo'"] } }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: split-beta, namespace: default }
+spec:
+  targetRefs: [{ group: sluice.dev, kind: GwBackend, name: split, sectionName: beta }]
+  backend:
+    mcp:
+      authorization: { action: Allow, policy: { matchExpressions: ["mcp.tool.name == 'beta-only'"] } }
 `,
       "/guarded/mcp",
     );
@@ -168,6 +187,17 @@ spec:
     assert.equal(call.headers[":method"], "POST");
     assert.ok(!Object.keys(call.headers).some((h) => h.startsWith("x-sluice-mcp")));
     assert.ok(blocker.seen.every((s) => s.method === "tools/call"));
+  });
+
+  test("a policy with a target's sectionName replaces the backend's rules for that target only", async () => {
+    const { client } = await mcpClient(env.baseUrl, "split");
+    clients.push(client);
+    const tools = (await client.listTools()).tools.map((t) => t.name).sort();
+    assert.deepEqual(tools, ["alpha_echo", "beta_beta-only"]);
+    assert.equal(text(await client.callTool({ name: "alpha_echo", arguments: { text: "a" } })), "alpha: a");
+    assert.equal(text(await client.callTool({ name: "beta_beta-only", arguments: {} })), "only beta");
+    await assert.rejects(client.callTool({ name: "beta_echo", arguments: { text: "b" } }), /not allowed/);
+    await assert.rejects(client.callTool({ name: "alpha_alpha-only", arguments: {} }), /not allowed/);
   });
 
   test("an unreachable FailClosed processor refuses what it applies to, and nothing else", async () => {

@@ -8,7 +8,7 @@ import { compileExpression, specEnvironmentWith } from "../../cel/index.js";
 import { serviceEndpoints } from "../backend/resolve.js";
 import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
-import type { GatewayIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
+import type { GatewayIR, PolicyFieldIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
 import { backendClusterName } from "../names.js";
 import type { PolicyNote } from "../xds/filters/types.js";
@@ -50,6 +50,8 @@ export interface McpBackendEntry {
   readonly authorization: readonly McpAuthorizationRule[];
   /** MCP OAuth (`traffic.jwtAuthentication.mcp`, or the deprecated `backend.mcp.authentication`). */
   readonly oauth?: McpOAuthEntry;
+  /** Targets whose own effective `backend.mcp.authorization` differs (a GwPolicy with their sectionName). */
+  readonly targetAuthorization?: Readonly<Record<string, readonly McpAuthorizationRule[]>>;
   /** `backend.mcp.guardrails.processors`, in order. */
   readonly guardrails?: readonly McpGuardrail[];
 }
@@ -236,33 +238,73 @@ function authorizationRules(
   cluster: string,
   notes: Map<string, PolicyNote>,
 ): McpAuthorizationRule[] {
-  const out: McpAuthorizationRule[] = [];
-  for (const b of policy?.backends ?? []) {
-    if (b.cluster !== cluster) continue;
-    const f = b.policy["mcp"];
-    const values = f === undefined ? [] : "combined" in f ? f.combined : [f];
-    for (const v of values) {
-      const rule = (v.value as { authorization?: { action?: string; policy?: { matchExpressions?: string[] } } })
-        ?.authorization;
-      if (rule === undefined) continue;
-      const action = rule.action === "Deny" || rule.action === "Require" ? rule.action : "Allow";
-      (rule.policy?.matchExpressions ?? []).forEach((text, i) => {
-        const c = compileExpression(text, MCP_CEL);
-        if ("ok" in c) return;
-        const note: PolicyNote = {
+  const b = policy?.backends?.find((x) => x.cluster === cluster);
+  return b === undefined ? [] : rulesOf(b.policy["mcp"], notes);
+}
+
+/**
+ * The authorization rules of targets whose effective `backend.mcp` differs from the backend's: a GwPolicy selecting
+ * the target by `targetRefs[].sectionName` merges over the backend's policies (spec: GwPolicy < GwBackend < target).
+ */
+function targetAuthorizationRules(
+  policy: RoutePolicyIR | undefined,
+  cluster: string,
+  notes: Map<string, PolicyNote>,
+): Record<string, McpAuthorizationRule[]> {
+  const out: Record<string, McpAuthorizationRule[]> = {};
+  const b = policy?.backends?.find((x) => x.cluster === cluster);
+  const whole = JSON.stringify(b?.policy["mcp"] ?? null);
+  const wholeValues = new Set(
+    (b?.policy["mcp"] === undefined
+      ? []
+      : "combined" in b.policy["mcp"]
+        ? b.policy["mcp"].combined
+        : [b.policy["mcp"]]
+    ).map((v) => JSON.stringify(v)),
+  );
+  for (const sub of b?.subBackends ?? []) {
+    const f = sub.policy["mcp"];
+    if (JSON.stringify(f ?? null) === whole) continue;
+    out[sub.name] = rulesOf(f, notes);
+    for (const v of f === undefined ? [] : "combined" in f ? f.combined : [f]) {
+      if (wholeValues.has(JSON.stringify(v)) || typeof v.value !== "object" || v.value === null) continue;
+      for (const field of ["guardrails", "authentication"].filter((k) => k in (v.value as object))) {
+        const message = `is served per backend, not per target: the backend's own backend.mcp.${field} applies to target ${sub.name}`;
+        notes.set(`${v.from.kind}|${v.from.name}|backend.mcp.${field}|${message}`, {
           from: v.from,
-          field: `backend.mcp.authorization.policy.matchExpressions[${i}]`,
-          message: `${c.errors.map((e) => e.message).join("; ")}; this expression never matches`,
-          reason: "NeverMatches",
-        };
-        notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
-      });
-      out.push({
-        path: `${v.from.kind} ${v.from.name}: backend.mcp.authorization`,
-        action,
-        matchExpressions: rule.policy?.matchExpressions ?? [],
-      });
+          field: `backend.mcp.${field}`,
+          message,
+        });
+      }
     }
+  }
+  return out;
+}
+
+function rulesOf(f: PolicyFieldIR | undefined, notes: Map<string, PolicyNote>): McpAuthorizationRule[] {
+  const out: McpAuthorizationRule[] = [];
+  const values = f === undefined ? [] : "combined" in f ? f.combined : [f];
+  for (const v of values) {
+    const rule = (v.value as { authorization?: { action?: string; policy?: { matchExpressions?: string[] } } })
+      ?.authorization;
+    if (rule === undefined) continue;
+    const action = rule.action === "Deny" || rule.action === "Require" ? rule.action : "Allow";
+    (rule.policy?.matchExpressions ?? []).forEach((text, i) => {
+      const c = compileExpression(text, MCP_CEL);
+      if ("ok" in c) return;
+      const note: PolicyNote = {
+        from: v.from,
+        field: `backend.mcp.authorization.policy.matchExpressions[${i}]`,
+        message: `${c.errors.map((e) => e.message).join("; ")}; this expression never matches`,
+        reason: "NeverMatches",
+      };
+      notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+    });
+    out.push({
+      path: `${v.from.kind} ${v.from.name}: backend.mcp.authorization`,
+      action,
+      matchExpressions: rule.policy?.matchExpressions ?? [],
+    });
   }
   return out;
 }
@@ -559,8 +601,10 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
               const rules = authorizationRules(r.policy, backendClusterName(ns, name), notes);
               const oauth = oauthOf(input, r.policy, backendClusterName(ns, name), notes);
               const guardrails = guardrailsOf(input, r.policy, backendClusterName(ns, name), notes);
+              const perTarget = targetAuthorizationRules(r.policy, backendClusterName(ns, name), notes);
               entries.set(e.key, {
                 ...e,
+                ...(Object.keys(perTarget).length > 0 ? { targetAuthorization: perTarget } : {}),
                 ...(guardrails.length > 0 ? { guardrails } : {}),
                 ...(rules.length > 0 ? { authorization: rules } : {}),
                 ...(oauth !== undefined ? { oauth } : {}),
