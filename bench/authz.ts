@@ -23,7 +23,7 @@
 // With --tls, Envoy reaches Sluice (ADS and ext_authz) over mutual TLS (`sluice serve --xds-ca`, docs/xds-security.md):
 // run it beside a plaintext run to see what TLS costs a check.
 //
-//   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3] [--tls]
+//   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3] [--tls] [--observability on|off]
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
@@ -41,6 +41,8 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
     tls: { type: "boolean", default: false },
+    // on: Sluice's request metrics and info logs (the default); off: neither (--request-metrics off, warn logs).
+    observability: { type: "string", default: "on" },
   },
 });
 const connectionCounts = values.connections.split(",").map(Number);
@@ -195,7 +197,13 @@ const checker = await startChecker(checkerPort);
 checkerPid = checker.pid;
 cfg.write("bench.yaml", config(port, upstreamPort, checkerPort));
 const caDir = `${cfg.dir}-ca`;
-const sluice = await startSluice("serve", cfg.dir, values.tls ? { extraArgs: ["--xds-ca", caDir] } : {});
+const observabilityArgs =
+  values.observability === "off"
+    ? ["--request-metrics", "off", "--log-level", "warn,sluice=info"]
+    : ["--log-level", "info"];
+const sluice = await startSluice("serve", cfg.dir, {
+  extraArgs: [...(values.tls ? ["--xds-ca", caDir] : []), ...observabilityArgs],
+});
 sluicePid = sluice.child.pid;
 const tls = values.tls
   ? {
@@ -230,6 +238,7 @@ try {
       .join(" ")} (Envoy, Sluice, the upstream and the load generator share them)`,
   );
   console.log(`Envoy to Sluice (ADS, ext_authz): ${values.tls ? "mutual TLS" : "plaintext"}`);
+  console.log(`Sluice request metrics and info logs: ${values.observability}`);
   for (const connections of connectionCounts) {
     // Warm-up: connections, JIT, Envoy's gRPC connection to Sluice.
     for (const route of Object.keys(ROUTES) as RouteName[]) await load(port, route, 1, connections);

@@ -4,6 +4,7 @@
 // Portkey gateway (npm @portkey-ai/gateway) and the LiteLLM proxy (PyPI litellm) translating to the same fake.
 //
 //   node dist/bench/llm.js [--seconds 5] [--concurrency 16] [--modes buffered,stream,ttft] [--ttft-requests 300]
+//     [--observability on|off]   (off: Sluice without request metrics, at warn; compare runs for their cost)
 //   bash scripts/bench-competitors.sh   # once: installs Portkey and LiteLLM into .cache/bench
 //   PORTKEY_DIR=.cache/bench/portkey LITELLM_BIN=.cache/bench/litellm-venv/bin/litellm node dist/bench/llm.js
 //
@@ -43,6 +44,8 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "16" },
     modes: { type: "string", default: "buffered,stream,ttft" },
     "ttft-requests": { type: "string", default: "300" },
+    // on: Sluice's request metrics and info logs (the default); off: neither (--request-metrics off, warn logs).
+    observability: { type: "string", default: "on" },
   },
 });
 const seconds = Number(values.seconds);
@@ -373,7 +376,12 @@ const pacedPort = await new Promise<number>((resolve) =>
 const port = await freePort();
 const cfg = tempConfigDir();
 cfg.write("all.yaml", resources(fake.port, port, noopPort, pacedPort));
-const sluice = await startSluice("serve", cfg.dir);
+const sluice = await startSluice("serve", cfg.dir, {
+  extraArgs:
+    values.observability === "off"
+      ? ["--request-metrics", "off", "--log-level", "warn,sluice=info"]
+      : ["--log-level", "info"],
+});
 const envoy = await startTestEnvoy(sluice);
 const envoyPid = envoy.process.child.pid;
 const children: ChildProcess[] = [];
@@ -525,7 +533,9 @@ try {
   agent.destroy();
 }
 
-console.log(`\n${seconds}s per setup, ${concurrency} concurrent clients, 1 KB chat-completions request\n`);
+console.log(
+  `\n${seconds}s per setup, ${concurrency} concurrent clients, 1 KB chat-completions request; Sluice request metrics and info logs ${values.observability}\n`,
+);
 console.log(
   "mode      setup                             req/s     p50 ms   p99 ms   +p50 ms  +p99 ms  errors   CPU µs/req: load fake envoy proc",
 );

@@ -9,7 +9,9 @@ import { UnaryGrpcServer } from "../grpc/unary-server.js";
 import { McpService } from "../mcp/service.js";
 import { withHttp1Context, withRequestContext, withStreamContext } from "../observability/context.js";
 import { updateLlmLabels } from "../observability/llm.js";
-import { registry } from "../observability/metrics.js";
+import { registry, series } from "../observability/metrics.js";
+import { requestContextWanted } from "../observability/options.js";
+import { escapeLabel } from "../observability/series.js";
 import type { MutualTls } from "../security/tls.js";
 import { FileSource, formatProblem, type LoadResult, type SourceProblem } from "../sources/file-source.js";
 import type { AuthorizationPath } from "../translate/authz/plan.js";
@@ -167,15 +169,22 @@ export class SluiceServer {
     ).port;
     this.#opts.log(`sluice: ADS on ${this.#opts.xdsHost}:${this.xdsPort}`);
     // Each call runs in a request context of its own: its log lines carry its trace id, its span is Envoy's child.
+    const wrap = requestContextWanted();
     const unary = new Map(
-      this.#services.flatMap((s) => [...(s.unary ?? [])].map(([k, h]) => [k, withRequestContext(s.name, h)] as const)),
+      this.#services.flatMap((s) =>
+        [...(s.unary ?? [])].map(([k, h]) => [k, wrap ? withRequestContext(s.name, h) : h] as const),
+      ),
     );
     const bidi = new Map(
-      this.#services.flatMap((s) => [...(s.bidi ?? [])].map(([k, h]) => [k, withStreamContext(s.name, h)] as const)),
+      this.#services.flatMap((s) =>
+        [...(s.bidi ?? [])].map(([k, h]) => [k, wrap ? withStreamContext(s.name, h) : h] as const),
+      ),
     );
     const http1Service = this.#services.find((s) => s.http1 !== undefined);
     const http1 =
-      http1Service?.http1 !== undefined ? withHttp1Context(http1Service.name, http1Service.http1) : undefined;
+      http1Service?.http1 !== undefined && wrap
+        ? withHttp1Context(http1Service.name, http1Service.http1)
+        : http1Service?.http1;
     const upgrade = this.#services.find((s) => s.upgrade !== undefined)?.upgrade;
     this.#unary = new UnaryGrpcServer(unary, bidi, {
       log: this.#opts.log,
@@ -429,7 +438,7 @@ export class SluiceServer {
 
   /** The control-plane series (metrics()) and the request path's (src/observability/metrics.ts). */
   async metricsText(): Promise<string> {
-    return `${this.metrics()}${await registry.metrics()}`;
+    return `${this.metrics()}${series.text()}${await registry.metrics()}`;
   }
 
   /** Pushes, ACKs and NACKs per Envoy (node id) and its Gateway. */
@@ -517,9 +526,4 @@ export class SluiceServer {
     this.#admin = undefined;
     if (admin) await new Promise<void>((resolve) => admin.close(() => resolve()));
   }
-}
-
-/** A Prometheus label value: backslash, double quote and newline escaped. */
-function escapeLabel(v: string): string {
-  return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }

@@ -3,11 +3,10 @@
 // exist. The service calls the hooks below at four points (a request starts, a streamed chunk arrives, the response is
 // complete, it failed); everything else (labels, bounds, spans) is here.
 
-import { Counter, Histogram } from "prom-client";
 import type { LlmRouteEntry, LlmTable } from "../translate/llm/table.js";
 import { currentRequest } from "./context.js";
 import { requestDebug } from "./log.js";
-import { registry, requestMetricsOn } from "./metrics.js";
+import { requestMetricsOn, series } from "./metrics.js";
 
 /** What the hooks read of the service's request state (its RequestState has these and more). */
 export interface LlmRequestView {
@@ -29,46 +28,40 @@ export interface LlmUsageView {
 const ROUTE_LABELS = ["gateway", "route", "provider", "model"] as const;
 const GENAI_LABELS = ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gateway", "route"];
 
-const requests = new Counter({
-  name: "sluice_llm_requests_total",
-  help: "LLM requests answered through the LLM ext_proc, by gateway, route, provider, model and outcome (ok, error).",
-  labelNames: [...ROUTE_LABELS, "outcome"],
-  registers: [registry],
-});
-const errors = new Counter({
-  name: "sluice_llm_errors_total",
-  help: "LLM requests that ended in an error, by the HTTP status the client got (error_type).",
-  labelNames: [...ROUTE_LABELS, "error_type"],
-  registers: [registry],
-});
-const tokens = new Counter({
-  name: "sluice_llm_tokens_total",
-  help: "Tokens as the provider reported them, by type (input includes cached_input; reasoning is part of output).",
-  labelNames: [...ROUTE_LABELS, "type"],
-  registers: [registry],
-});
-const tokenUsage = new Histogram({
-  name: "gen_ai_client_token_usage",
-  help: "Tokens per LLM request by gen_ai_token_type (OpenTelemetry gen_ai.client.token.usage, unit {token}).",
-  labelNames: [...GENAI_LABELS, "gen_ai_token_type"],
-  buckets: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
-  registers: [registry],
-});
+const requests = series.counter(
+  "sluice_llm_requests_total",
+  "LLM requests answered through the LLM ext_proc, by gateway, route, provider, model and outcome (ok, error).",
+  [...ROUTE_LABELS, "outcome"],
+);
+const errors = series.counter(
+  "sluice_llm_errors_total",
+  "LLM requests that ended in an error, by the HTTP status the client got (error_type).",
+  [...ROUTE_LABELS, "error_type"],
+);
+const tokens = series.counter(
+  "sluice_llm_tokens_total",
+  "Tokens as the provider reported them, by type (input includes cached_input; reasoning is part of output).",
+  [...ROUTE_LABELS, "type"],
+);
+const tokenUsage = series.histogram(
+  "gen_ai_client_token_usage",
+  "Tokens per LLM request by gen_ai_token_type (OpenTelemetry gen_ai.client.token.usage, unit {token}).",
+  [...GENAI_LABELS, "gen_ai_token_type"],
+  [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
+);
 const SECONDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
-const duration = new Histogram({
-  name: "gen_ai_client_operation_duration_seconds",
-  help: "From the request's headers at Sluice to the end of its response (OpenTelemetry gen_ai.client.operation.duration).",
-  labelNames: [...GENAI_LABELS, "error_type"],
-  buckets: SECONDS,
-  registers: [registry],
-});
-const ttft = new Histogram({
-  name: "gen_ai_server_time_to_first_token_seconds",
-  help: "Streamed responses: from the request's headers to the first response chunk (OpenTelemetry gen_ai.server.time_to_first_token).",
-  labelNames: GENAI_LABELS,
-  buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
-  registers: [registry],
-});
+const duration = series.histogram(
+  "gen_ai_client_operation_duration_seconds",
+  "From the request's headers at Sluice to the end of its response (OpenTelemetry gen_ai.client.operation.duration).",
+  [...GENAI_LABELS, "error_type"],
+  SECONDS,
+);
+const ttft = series.histogram(
+  "gen_ai_server_time_to_first_token_seconds",
+  "Streamed responses: from the request's headers to the first response chunk (OpenTelemetry gen_ai.server.time_to_first_token).",
+  GENAI_LABELS,
+  [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+);
 
 /** OpenTelemetry's gen_ai.provider.name for each provider kind (docs: gen-ai semantic conventions). */
 const GENAI_PROVIDER: Readonly<Record<string, string>> = {

@@ -2,11 +2,20 @@
 // registry that /metrics appends to the control-plane series. Label values that come from clients are bounded by the
 // callers: a policy id not in the table is "unknown", a model not configured is "other" (llm.ts).
 
-import { Counter, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Registry } from "prom-client";
 import { currentRequest } from "./context.js";
 import { requestDebug } from "./log.js";
+import { Series } from "./series.js";
 
+/** The request path's series (series.ts: cheaper per request than prom-client's). */
+export const series = new Series();
+
+/**
+ * prom-client's process and Node.js series (CPU, file descriptors, event loop lag, garbage collection), which are
+ * sampled at scrape time, not per request.
+ */
 export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
 
 let on = true;
 
@@ -19,37 +28,19 @@ export function requestMetricsOn(): boolean {
   return on;
 }
 
-/** Children by joined label values: prom-client hashes the labels on every call otherwise. */
-function cached<T>(make: (values: readonly string[]) => T): (...values: string[]) => T {
-  const children = new Map<string, T>();
-  return (...values) => {
-    const key = values.join("\u0000");
-    let c = children.get(key);
-    if (c === undefined) {
-      c = make(values);
-      children.set(key, c);
-    }
-    return c;
-  };
-}
-
 // ---- ext_authz ----
 
-const authzDecisions = new Counter({
-  name: "sluice_authz_decisions_total",
-  help: "ext_authz decisions by policy and outcome (allow, deny, unauthenticated, error).",
-  labelNames: ["policy", "outcome"] as const,
-  registers: [registry],
-});
-const authzDuration = new Histogram({
-  name: "sluice_authz_check_duration_seconds",
-  help: "Time Sluice took to decide an ext_authz check.",
-  labelNames: ["outcome"] as const,
-  buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
-  registers: [registry],
-});
-const authzDecision = cached((v) => authzDecisions.labels(...(v as [string, string])));
-const authzTime = cached((v) => authzDuration.labels(...(v as [string])));
+const authzDecisions = series.counter(
+  "sluice_authz_decisions_total",
+  "ext_authz decisions by policy and outcome (allow, deny, unauthenticated, error).",
+  ["policy", "outcome"],
+);
+const authzDuration = series.histogram(
+  "sluice_authz_check_duration_seconds",
+  "Time Sluice took to decide an ext_authz check.",
+  ["outcome"],
+  [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+);
 
 export type AuthzOutcome = "allow" | "deny" | "unauthenticated" | "error";
 
@@ -72,23 +63,21 @@ export function observeAuthz(policy: string, outcome: AuthzOutcome, startedMs: n
   }
   requestDebug("authz", { policy, outcome }, "ext_authz: decided");
   if (!on) return;
-  authzDecision(policy, outcome).inc();
-  authzTime(outcome).observe((performance.now() - startedMs) / 1000);
+  authzDecisions.labels(policy, outcome).inc();
+  authzDuration.labels(outcome).observe((performance.now() - startedMs) / 1000);
 }
 
 // ---- prompt guards ----
 
-const guardVerdicts = new Counter({
-  name: "sluice_llm_guard_verdicts_total",
-  help: "Prompt guard outcomes: direction, the kind of the guard that rejected (all when none did), verdict.",
-  labelNames: ["direction", "guard", "verdict"] as const,
-  registers: [registry],
-});
-const guardVerdict = cached((v) => guardVerdicts.labels(...(v as [string, string, string])));
+const guardVerdicts = series.counter(
+  "sluice_llm_guard_verdicts_total",
+  "Prompt guard outcomes: direction, the kind of the guard that rejected (all when none did), verdict.",
+  ["direction", "guard", "verdict"],
+);
 
 /** What a set of guards decided (runner.ts); `rejectedBy` the rejecting guard's kind. */
 export function observeGuards(direction: string, verdict: "pass" | "mask" | "reject", rejectedBy?: string): void {
   requestDebug("llm", { direction, verdict, guard: rejectedBy }, "llm prompt guards: verdict");
   if (!on) return;
-  guardVerdict(direction, rejectedBy ?? "all", verdict).inc();
+  guardVerdicts.labels(direction, rejectedBy ?? "all", verdict).inc();
 }

@@ -1,9 +1,9 @@
 // The command-line flags of logs, request metrics and traces, shared by `sluice serve`, `run` and `controller`, and
 // the one place that applies them.
 
-import { configureLogging, LOG_FORMATS, type LogFormat, lineLogger, parseLevelSpec } from "./log.js";
-import { setRequestMetrics } from "./metrics.js";
-import { configureTracing, shutdownTracing, tracingEndpoint } from "./trace.js";
+import { configureLogging, LOG_FORMATS, type LogFormat, lineLogger, logConfig, parseLevelSpec } from "./log.js";
+import { requestMetricsOn, setRequestMetrics } from "./metrics.js";
+import { configureTracing, shutdownTracing, tracingEndpoint, tracingOn } from "./trace.js";
 
 export const OBSERVABILITY_OPTIONS = {
   // `info`, or per module: `info,xds=debug` (docs/observability.md). Default: $SLUICE_LOG_LEVEL, else info.
@@ -60,6 +60,16 @@ export function applyObservability(
 /** The default format of a command a person runs: pretty on a terminal, text otherwise (a pipe, a test). */
 export function interactiveFormat(): LogFormat {
   return process.stderr.isTTY === true ? "pretty" : "text";
+}
+
+/**
+ * Whether Sluice's services run each request in a context of its own (context.ts): needed by request metrics' spans,
+ * traces and request ids on debug lines; `--request-metrics off` with no tracing and nothing at debug runs none.
+ */
+export function requestContextWanted(): boolean {
+  const l = logConfig().levels;
+  const debug = (v: string) => v === "debug" || v === "trace";
+  return requestMetricsOn() || tracingOn() || debug(l.level) || [...l.modules.values()].some(debug);
 }
 
 /** Flushes what is still to be sent (spans) before the process ends. */
