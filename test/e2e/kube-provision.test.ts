@@ -523,6 +523,41 @@ spec:
     assert.equal(now.metadata.resourceVersion, before.metadata.resourceVersion);
   });
 
+  test("mesh and modelCatalog: accepted, not served, and the GwParameters says so with the reason", async () => {
+    await cluster.apply(`apiVersion: sluice.dev/v1alpha1
+kind: GwParameters
+metadata: { name: edge, namespace: ${ns} }
+spec:
+  logging: { level: "warning,upstream:info", format: json }
+  shutdown: { min: 1, max: 20 }
+  env: [{ name: REGION, value: eu-west-1 }]
+  resources: { requests: { cpu: 100m, memory: 64Mi } }
+  horizontalPodAutoscaler: { spec: { minReplicas: 1, maxReplicas: 5 } }
+  deployment: { spec: { minReadySeconds: 5 } }
+  mesh: { enabled: true, trustDomain: example.org }
+  modelCatalog: { sources: [{ configMap: { name: prices } }] }
+`);
+    const params = await waitForObject(
+      admin,
+      `/apis/sluice.dev/v1alpha1/namespaces/${ns}/gwparameters/edge`,
+      "GwParameters Warning NotYetSupported",
+      (p) => conditionOf((p["status"] as { conditions?: unknown } | undefined)?.conditions, "Warning")?.status === "True",
+    );
+    const conditions = (params["status"] as { conditions: unknown }).conditions;
+    assert.equal(conditionOf(conditions, "Accepted")?.status, "True", "still provisions the Gateway");
+    const warning = conditionOf(conditions, "Warning");
+    assert.equal(warning?.reason, "NotYetSupported");
+    assert.match(warning?.message ?? "", /spec\.mesh: .*workload certificates from the mesh CA/);
+    assert.match(warning?.message ?? "", /spec\.modelCatalog: .*cost/);
+    // Nothing of either reaches the Envoy objects: no catalog volume, no mesh certificate.
+    const d = await admin.get<KubeObject>(deploymentPath());
+    const volumes = (d["spec"] as { template: { spec: PodSpec } }).template.spec.volumes;
+    assert.deepEqual(
+      volumes.map((v) => v.name),
+      ["bootstrap", "xds-certificate"],
+    );
+  });
+
   test("an overlay the API server refuses: named on the GwParameters, the Deployment keeps its last good form", async () => {
     const before = await admin.get<KubeObject>(deploymentPath());
     await cluster.apply(`apiVersion: sluice.dev/v1alpha1
