@@ -5,9 +5,9 @@
 // need and never carries an expired token. Nothing here logs or returns a credential; errors name the field.
 
 import { createHash, createPrivateKey, type KeyObject, randomUUID, X509Certificate } from "node:crypto";
-import { SignJWT } from "jose";
+import { decodeJwt, SignJWT } from "jose";
 import { type AwsCredentialSource, roleSession } from "../extproc/llm/aws-credentials.js";
-import { requestVariable } from "../extproc/llm/cel.js";
+import { evaluateText, requestVariable } from "../extproc/llm/cel.js";
 import { GoogleTokens } from "../extproc/llm/google-tokens.js";
 import { signSigV4 } from "../llm/codec/sigv4.js";
 import { cloudCSource, fetchCloudCToken } from "./cloud-c-tokens.js";
@@ -256,33 +256,54 @@ export class Minter {
     id: string,
     p: TokenExchangePlan,
     req: OutgoingRequest,
-    fetchToken: (subject: string) => Promise<Token> = (subject) => this.#tokenRequest(p, subject),
+    fetchToken?: (subject: string) => Promise<Token>,
   ): Promise<string> {
-    const raw = req.headers[p.subjectSource.header];
-    const subject =
-      raw === undefined
-        ? undefined
-        : p.subjectSource.prefix === ""
-          ? raw.trim()
-          : new RegExp(`^${p.subjectSource.prefix}\\s+(\\S+)$`, "i").exec(raw.trim())?.[1];
-    if (subject === undefined || subject === "") {
+    const subject = tokenIn(req.headers, p.subjectSource);
+    if (subject === undefined) {
       throw new MintError(401, `no subject token in the ${p.subjectSource.header} header to exchange`);
     }
+    const extra: [string, string][] = [];
+    if (p.actor !== undefined) {
+      const actor = tokenIn(req.headers, p.actor.source);
+      if (actor === undefined) throw new MintError(401, `no actor token in the ${p.actor.source.header} header`);
+      if (p.actor.mayActRequired) checkMayAct(subject, actor);
+      extra.push(["actor_token", actor], ["actor_token_type", p.actor.tokenType]);
+    }
+    if (p.additionalParams !== undefined) {
+      const vars = { request: requestVariable(req.headers) };
+      for (const [name, text] of p.additionalParams) {
+        const v = evaluateText(text, vars);
+        if (typeof v !== "string" && typeof v !== "number" && typeof v !== "bigint" && typeof v !== "boolean") {
+          throw new MintError(400, `additionalParams.${name} did not give a string`);
+        }
+        extra.push([name, String(v)]);
+      }
+    }
+    const fetchOne = fetchToken ?? ((s: string) => this.#tokenRequest(p, s, extra));
     let cache = this.#exchanges.get(id);
     if (cache === undefined || cache.maxEntries !== p.cache.maxEntries) {
       cache = new TokenCache(p.cache.maxEntries, this.#now);
       this.#exchanges.set(id, cache);
     }
-    const key = sha(subject, p.clientAuth?.clientSecret ?? "", p.clientAuth?.privateKeyJwt?.signingKey ?? "");
+    const key = sha(
+      subject,
+      JSON.stringify(extra),
+      p.clientAuth?.clientSecret ?? "",
+      p.clientAuth?.privateKeyJwt?.signingKey ?? "",
+    );
     try {
-      return await cache.get(key, () => fetchToken(subject));
+      return await cache.get(key, () => fetchOne(subject));
     } catch (e) {
       cache.drop(key);
       throw e;
     }
   }
 
-  async #tokenRequest(p: TokenExchangePlan, subject: string): Promise<Token> {
+  async #tokenRequest(
+    p: TokenExchangePlan,
+    subject: string,
+    extra: readonly (readonly [string, string])[] = [],
+  ): Promise<Token> {
     const form = new URLSearchParams();
     if (p.grantType === "JwtBearer") {
       form.set("grant_type", JWT_BEARER_GRANT);
@@ -296,6 +317,7 @@ export class Minter {
       if (p.requestedTokenType !== undefined) form.set("requested_token_type", p.requestedTokenType);
     }
     if (p.scopes.length > 0) form.set("scope", p.scopes.join(" "));
+    for (const [k, v] of extra) form.append(k, v);
     const headers: Record<string, string> = {
       "content-type": "application/x-www-form-urlencoded",
       accept: "application/json",
@@ -452,6 +474,46 @@ export class Minter {
     );
     Object.assign(m.set, signed.headers);
     if (creds.sessionToken === undefined) m.remove.push("x-amz-security-token");
+  }
+}
+
+/** The token in `source` of the request, without its prefix; undefined when absent. */
+function tokenIn(
+  headers: Readonly<Record<string, string>>,
+  source: { readonly header: string; readonly prefix: string },
+): string | undefined {
+  const raw = headers[source.header]?.trim();
+  if (raw === undefined || raw === "") return undefined;
+  if (source.prefix === "") return raw;
+  const sp = raw.indexOf(" ");
+  if (sp < 0 || raw.slice(0, sp).toLowerCase() !== source.prefix.toLowerCase()) return undefined;
+  const t = raw.slice(sp + 1).trim();
+  return t === "" ? undefined : t;
+}
+
+/**
+ * `mayAct: Required` (RFC 8693 §4.4): the subject token must be a JWT whose `may_act` claim names the actor; when both
+ * carry a `sub`, they must match. A pre-check only: the authorization server verifies both tokens.
+ */
+function checkMayAct(subject: string, actor: string): void {
+  let mayAct: unknown;
+  try {
+    mayAct = decodeJwt(subject).may_act;
+  } catch {
+    throw new MintError(403, "actorToken.mayAct is Required but the subject token is not a JWT");
+  }
+  if (typeof mayAct !== "object" || mayAct === null) {
+    throw new MintError(403, "actorToken.mayAct is Required but the subject token has no may_act claim");
+  }
+  const allowed = (mayAct as Record<string, unknown>).sub;
+  let actorSub: unknown;
+  try {
+    actorSub = decodeJwt(actor).sub;
+  } catch {
+    actorSub = undefined;
+  }
+  if (typeof allowed === "string" && typeof actorSub === "string" && allowed !== actorSub) {
+    throw new MintError(403, "actorToken.mayAct: the subject token's may_act does not name this actor");
   }
 }
 

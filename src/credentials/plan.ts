@@ -83,6 +83,14 @@ export interface TokenExchangePlan {
   readonly grantType: "TokenExchange" | "JwtBearer";
   /** Where the subject token is read from the request (default `Authorization: Bearer`). */
   readonly subjectSource: { readonly header: string; readonly prefix: string };
+  /** RFC 8693 delegation: the actor token's header, its type, and whether the subject must name it in `may_act`. */
+  readonly actor?: {
+    readonly source: { readonly header: string; readonly prefix: string };
+    readonly tokenType: string;
+    readonly mayActRequired: boolean;
+  };
+  /** `additionalParams`: form parameter → CEL over `request`. */
+  readonly additionalParams?: readonly (readonly [string, string])[];
   readonly subjectTokenType: string;
   readonly audiences: readonly string[];
   readonly scopes: readonly string[];

@@ -19,6 +19,7 @@ import {
   type MintPlan,
   TOKEN_TYPE_URIS,
   type TokenEndpoint,
+  type TokenExchangePlan,
 } from "./plan.js";
 
 type Rec = Record<string, unknown>;
@@ -600,20 +601,45 @@ function resolveTokenExchange(v: Rec, ctx: ResolveContext, problems: CredentialP
   if (grantType !== "TokenExchange" && grantType !== "JwtBearer") {
     problems.push({ field: `${at}.grantType`, message: "must be TokenExchange or JwtBearer", fatal: true });
   }
+  let actor: TokenExchangePlan["actor"];
   if (v.actorToken !== undefined) {
-    problems.push({
-      field: `${at}.actorToken`,
-      message:
-        "is not sent yet (the delegation form of RFC 8693); the request is refused rather than exchanged without it",
-      fatal: true,
-    });
+    const a = isRec(v.actorToken) ? v.actorToken : {};
+    if (grantType !== "TokenExchange") {
+      problems.push({ field: `${at}.actorToken`, message: "is only valid with grantType TokenExchange", fatal: true });
+    }
+    const h = isRec(a.source) && isRec(a.source.header) ? a.source.header : undefined;
+    if (h === undefined || str(h.name) === undefined) {
+      problems.push({
+        field: `${at}.actorToken.source`,
+        message: "is required (no default) and only a header source is read",
+        fatal: true,
+      });
+    }
+    if (a.mayAct !== undefined && a.mayAct !== "Required") {
+      problems.push({ field: `${at}.actorToken.mayAct`, message: "must be Required", fatal: true });
+    }
+    const type = tokenType(a.tokenType, `${at}.actorToken.tokenType`, problems, true) ?? ACCESS_TOKEN_TYPE;
+    if (h !== undefined && str(h.name) !== undefined) {
+      actor = {
+        source: { header: (h.name as string).toLowerCase(), prefix: str(h.prefix) ?? "" },
+        tokenType: type,
+        mayActRequired: a.mayAct === "Required",
+      };
+    }
   }
-  if (isRec(v.additionalParams)) {
-    problems.push({
-      field: `${at}.additionalParams`,
-      message: "not sent yet; the exchange goes on without them",
-      fatal: false,
-    });
+  const additionalParams: (readonly [string, string])[] = [];
+  if (v.additionalParams !== undefined) {
+    const params = isRec(v.additionalParams) ? v.additionalParams : {};
+    if (Object.keys(params).length > 64) {
+      problems.push({ field: `${at}.additionalParams`, message: "at most 64 parameters", fatal: true });
+    }
+    for (const [name, text] of Object.entries(params)) {
+      const e = expression(text, `${at}.additionalParams.${name}`, problems);
+      if (e !== undefined) additionalParams.push([name, e]);
+      else if (typeof text !== "string") {
+        problems.push({ field: `${at}.additionalParams.${name}`, message: "must be a CEL expression", fatal: true });
+      }
+    }
   }
   const subject = isRec(v.subjectToken) ? v.subjectToken : {};
   const source = isRec(subject.source) ? subject.source : undefined;
@@ -642,6 +668,8 @@ function resolveTokenExchange(v: Rec, ctx: ResolveContext, problems: CredentialP
   return {
     kind: "oauthTokenExchange",
     endpoint,
+    ...(actor !== undefined ? { actor } : {}),
+    ...(additionalParams.length > 0 ? { additionalParams } : {}),
     grantType: grantType as "TokenExchange" | "JwtBearer",
     subjectSource,
     subjectTokenType,

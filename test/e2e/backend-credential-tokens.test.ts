@@ -39,9 +39,10 @@ function resources(ports: { echo: number; jwt: number; api: number; idp: number 
     localService("badjwt", ports.echo),
     localService("exchange", ports.api),
     localService("pkjwt", ports.api),
+    localService("delegated", ports.api),
     localService("idp", ports.idp),
   ].join("");
-  const names = ["static", "passthrough", "jwt", "badjwt", "exchange", "pkjwt"];
+  const names = ["static", "passthrough", "jwt", "badjwt", "exchange", "pkjwt", "delegated"];
   const policy = (name: string, auth: string) => `---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
@@ -112,6 +113,16 @@ ${policy(
           clientId: gateway
           method: PrivateKeyJwt
           privateKeyJwt: { signingKeyRef: { name: client }, kid: c1, assertionAudience: "${ASSERTION_AUD}" }`,
+)}${policy(
+  "delegated",
+  `
+      oauthTokenExchange:
+        backendRef: { name: idp, port: 80 }
+        path: /token
+        subjectToken: { tokenType: Jwt }
+        actorToken: { source: { header: { name: X-Actor-Token } }, tokenType: Jwt, mayAct: Required }
+        additionalParams: { tenant: "request.headers['x-tenant']" }
+        clientAuth: { clientId: gateway, secretRef: { name: client } }`,
 )}`;
 }
 
@@ -210,6 +221,33 @@ describe("backend.auth tokens minted by Sluice through Envoy", { timeout: 120_00
     assert.equal(g?.clientAuth, "private_key_jwt");
     assert.equal(g?.requestedTokenType, "urn:ietf:params:oauth:token-type:access_token");
     assert.equal(api.seen.at(-1), g?.issued);
+  });
+
+  test("delegation: actor token and additionalParams sent; a subject whose may_act does not name the actor is refused", async () => {
+    const jwt = (claims: Record<string, unknown>) =>
+      `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}.`;
+    const subject = jwt({ sub: "alice", may_act: { sub: "agent-7" } });
+    const actor = jwt({ sub: "agent-7" });
+    idp.subjects.add(subject);
+    const r = await get("/delegated/x", subject, { "x-actor-token": actor, "x-tenant": "acme" });
+    assert.equal(r.status, 200, r.body);
+    const g = idp.grants.at(-1);
+    assert.equal(g?.subjectTokenType, "urn:ietf:params:oauth:token-type:jwt");
+    assert.equal(g?.actorToken, actor);
+    assert.equal(g?.actorTokenType, "urn:ietf:params:oauth:token-type:jwt");
+    assert.deepEqual(g?.other, { tenant: "acme" });
+    const stranger = jwt({ sub: "agent-9" });
+    const n = idp.grants.length;
+    const refused = await get("/delegated/x", subject, { "x-actor-token": stranger, "x-tenant": "acme" });
+    assert.equal(refused.status, 403);
+    assert.match(
+      refused.body,
+      /backend\.auth\.oauthTokenExchange: actorToken\.mayAct: the subject token's may_act does not name this actor/,
+    );
+    assert.equal(idp.grants.length, n, "refused before any call to the token endpoint");
+    const noActor = await get("/delegated/x", subject, { "x-tenant": "acme" });
+    assert.equal(noActor.status, 401);
+    assert.match(noActor.body, /no actor token in the x-actor-token header/);
   });
 
   test("2 s tokens under concurrent traffic for 6 s: refreshed ahead of expiry, no request fails", async () => {

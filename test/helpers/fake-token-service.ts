@@ -86,6 +86,10 @@ export interface TokenGrant {
   readonly scope?: string;
   readonly resources: readonly string[];
   readonly requestedTokenType?: string;
+  readonly actorToken?: string;
+  readonly actorTokenType?: string;
+  /** Form parameters beyond the grant's own. */
+  readonly other: Readonly<Record<string, string>>;
   readonly issued?: string;
 }
 
@@ -114,6 +118,22 @@ export interface TokenServiceClient {
 const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+const KNOWN_PARAMS = new Set([
+  "grant_type",
+  "subject_token",
+  "subject_token_type",
+  "actor_token",
+  "actor_token_type",
+  "audience",
+  "resource",
+  "scope",
+  "requested_token_type",
+  "assertion",
+  "client_id",
+  "client_secret",
+  "client_assertion",
+  "client_assertion_type",
+]);
 
 /** `trusts`: another token service whose valid tokens this one accepts as subjects (an ID-JAG issuer). */
 export async function startTokenService(client: TokenServiceClient, trusts?: TokenService): Promise<TokenService> {
@@ -192,7 +212,14 @@ export async function startTokenService(client: TokenServiceClient, trusts?: Tok
         ...(form.get("requested_token_type") !== null
           ? { requestedTokenType: form.get("requested_token_type") as string }
           : {}),
+        ...(form.get("actor_token") !== null ? { actorToken: form.get("actor_token") as string } : {}),
+        ...(form.get("actor_token_type") !== null ? { actorTokenType: form.get("actor_token_type") as string } : {}),
+        other: Object.fromEntries([...form].filter(([k]) => !KNOWN_PARAMS.has(k))),
       };
+      // RFC 8693 §2.1: actor_token_type is required when actor_token is present.
+      if (grant.actorToken !== undefined && grant.actorTokenType === undefined) {
+        return fail(400, "invalid_request", "actor_token_type");
+      }
       const known = fake.subjects.has(subject) || trusts?.valid(subject) === true;
       if (!known || fake.revoked.has(subject)) {
         grants.push(grant);
