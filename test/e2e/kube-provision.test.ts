@@ -541,7 +541,8 @@ spec:
       admin,
       `/apis/sluice.dev/v1alpha1/namespaces/${ns}/gwparameters/edge`,
       "GwParameters Warning NotYetSupported",
-      (p) => conditionOf((p["status"] as { conditions?: unknown } | undefined)?.conditions, "Warning")?.status === "True",
+      (p) =>
+        conditionOf((p["status"] as { conditions?: unknown } | undefined)?.conditions, "Warning")?.status === "True",
     );
     const conditions = (params["status"] as { conditions: unknown }).conditions;
     assert.equal(conditionOf(conditions, "Accepted")?.status, "True", "still provisions the Gateway");
