@@ -5,7 +5,7 @@
 import type { Gateway, HTTPRoute } from "../api/gateway-api.js";
 import { namespaceOf, type Resource } from "../api/resource.js";
 import type { LoadResult } from "../sources/file-source.js";
-import type { RouteSite } from "../translate/policy/engine.js";
+import type { ListenerSite, RouteSite } from "../translate/policy/engine.js";
 import type { TranslationResult } from "../translate/translate.js";
 import type { XdsServerStatus } from "../xds-server/index.js";
 import type { Usage } from "./usage.js";
@@ -123,6 +123,8 @@ export interface ConsoleGateway {
     readonly port: number;
     readonly protocol: string;
     readonly hostname?: string;
+    /** The frontend policy of the listener's port (Envoy has one listener per port), with where each field came from. */
+    readonly frontend?: ListenerSite["policy"]["frontend"];
     readonly routes: readonly ConsoleRoute[];
   }[];
 }
@@ -174,11 +176,13 @@ export function gatewaysView(load: LoadResult | undefined, result: TranslationRe
     const listeners = (gw?.spec.listeners ?? []).map((l) => {
       const mine = sites.filter((s) => s.gateway === key && s.listener === l.name);
       const routeNames = [...new Set(mine.map((s) => s.route))].sort();
+      const frontend = result?.policies.listeners.find((x) => x.gateway === key && x.port === l.port)?.policy.frontend;
       return {
         name: l.name,
         port: l.port,
         protocol: l.protocol,
         ...(l.hostname !== undefined ? { hostname: l.hostname } : {}),
+        ...(frontend !== undefined && Object.keys(frontend).length > 0 ? { frontend } : {}),
         routes: routeNames.map((rk): ConsoleRoute => {
           const route = routes.get(rk);
           return {

@@ -54,6 +54,14 @@ spec:
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
+metadata: { name: gw-frontend, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+    http: { http1MaxHeaders: 80 }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
 metadata: { name: broken, namespace: default }
 spec:
   targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
@@ -153,6 +161,15 @@ test("the console shows the broken resource first with its field path, Envoy's N
     /^timeouts.*"request":"7s".*from GwPolicy default\/api-timeout \[rule: HTTPRoute default\/r rule api\]/,
   );
   assert.equal(api.backends, "GwBackend up");
+  // The listener's frontend policy, with the GwPolicy it came from.
+  const frontend = await page.$eval(
+    '[data-testid="listener"] [data-testid="frontend-policy"]',
+    (e) => e.textContent ?? "",
+  );
+  assert.match(
+    frontend,
+    /http.*"http1MaxHeaders":80.*from GwPolicy default\/gw-frontend \[gateway: Gateway default\/gw\]/,
+  );
   // The gateway tree: Gateway → listener → route.
   const tree = await page.$eval('[data-testid="gateway"]', (g) => g.textContent ?? "");
   assert.match(tree, /Gateway default\/gw.*listener http · HTTP :\d+.*HTTPRoute default\/r/s);

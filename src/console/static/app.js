@@ -181,6 +181,13 @@ function renderGateways(gateways) {
           "details",
           { open: true, "data-testid": "listener" },
           el("summary", {}, `listener ${l.name} · ${l.protocol} :${l.port}${l.hostname ? ` · ${l.hostname}` : ""}`),
+          l.frontend
+            ? el(
+                "div",
+                { class: "policy", "data-testid": "frontend-policy" },
+                policySection("frontend policy (the port's)", l.frontend),
+              )
+            : "",
           l.routes.length === 0 ? el("div", { class: "muted policy" }, "no routes") : "",
           l.routes.map((r) =>
             el(
