@@ -57,6 +57,26 @@ spec:
     - matches: [{ path: { type: PathPrefix, value: /${n}/ } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`,
   ).join("");
+  // The same OpenAI fake behind prompt guards, which read and mask the generateContent client's own texts.
+  const guarded = `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: guarded, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: 127.0.0.1, port: ${f.openai?.port} }
+  policies:
+    auth: { secretRef: { name: keys, key: openai } }
+    ai:
+      promptGuard:
+        request:
+          - regex: { matches: ["forbidden"], action: Reject }
+            response: { message: "not here", statusCode: 422 }
+          - regex: { builtins: [Email] }
+        streaming: Enabled
+        response:
+          - regex: { matches: ["Paris"] }
+`;
   return `
 apiVersion: v1
 kind: Secret
@@ -67,13 +87,15 @@ apiVersion: v1
 kind: Secret
 metadata: { name: aws, namespace: default }
 stringData: { accessKey: ${AWS.accessKeyId}, secretKey: ${AWS.secretAccessKey} }
-${backends}---
+${backends}${guarded}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:${rules}
+    - matches: [{ path: { type: PathPrefix, value: /guarded/ } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: guarded }]
 `;
 }
 
@@ -233,6 +255,28 @@ describe("generateContent clients (@google/genai) reach every provider format", 
       (e: unknown) => e instanceof ApiError && e.status === 400 && /generationConfig\.candidateCount/.test(e.message),
     );
     assert.equal(fakes.resp?.requests.length, before);
+  });
+
+  test("prompt guards read a generateContent client's texts: masked, rejected in Google's error JSON, masked across a stream", async () => {
+    const ai = new GoogleGenAI({ apiKey: "client-key", httpOptions: { baseUrl: `${env.baseUrl}/guarded` } });
+    const r = await ai.models.generateContent({ model: "m", contents: "mail me at jo@example.com" });
+    assert.match(r.text ?? "", /Hello from openai/);
+    assert.doesNotMatch(JSON.stringify(fakes.openai?.requests.at(-1)?.json), /jo@example\.com/);
+    await assert.rejects(
+      ai.models.generateContent({ model: "m", contents: "something forbidden" }),
+      (e: unknown) => e instanceof ApiError && e.status === 422 && /not here/.test(e.message),
+      "the request guard rejects",
+    );
+    // The answer names Paris: the response guard masks it in the buffered answer and across the streamed events.
+    const buffered = await ai.models.generateContent({ model: "m", contents: "Paris?" });
+    let streamed = "";
+    for await (const c of await ai.models.generateContentStream({ model: "m", contents: "Paris?" }))
+      streamed += c.text ?? "";
+    for (const text of [buffered.text ?? "", streamed]) {
+      assert.match(text, /^Hello from openai: /);
+      assert.doesNotMatch(text, /Paris/);
+    }
+    assert.equal(streamed, buffered.text);
   });
 
   test("a provider's error reaches the SDK as Google's error JSON with the provider's status", async () => {

@@ -218,6 +218,8 @@ export class Segments {
       };
       return `event: error\ndata: ${JSON.stringify(data)}\n\n`;
     }
+    // Google's SDKs raise an ApiError for an event holding `error` with a numeric `code`.
+    if (this.client === "generate-content") return `data: ${JSON.stringify(errorBody("generate-content", err))}\n\n`;
     return `data: ${JSON.stringify(errorBody("chat-completions", err))}\n\n`;
   }
 }
