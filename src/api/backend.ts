@@ -187,6 +187,10 @@ const llmProviderRules: Rule[] = [
   }),
 ];
 
+// The spec: prompt caching is for "cloud providers of variant providerG ... only"; Sluice writes its cache points in
+// that provider's format alone, so elsewhere it would be accepted and do nothing.
+const PROMPT_CACHING = "promptCaching applies only to providerG providers (Claude 3+ and Nova models)";
+
 export const LLMProvider = Obj(llmProviderProps, { description: "An LLM provider.", rules: llmProviderRules });
 
 export const NamedProvider = Obj(
@@ -195,7 +199,18 @@ export const NamedProvider = Obj(
     ...llmProviderProps,
     policies: Opt(withDoc(BackendWithAI, "Win over GwPolicy and GwBackend policies for this provider.")),
   },
-  { description: "An LLM provider with a name.", rules: llmProviderRules },
+  {
+    description: "An LLM provider with a name.",
+    rules: [
+      ...llmProviderRules,
+      rule({
+        rule: "!has(self.policies) || !has(self.policies.ai) || !has(self.policies.ai.promptCaching) || has(self.providerG)",
+        message: PROMPT_CACHING,
+        fieldPath: ".policies.ai.promptCaching",
+        check: (s) => !has(s?.policies?.ai, "promptCaching") || has(s, "providerG"),
+      }),
+    ],
+  },
 );
 
 export const AIBackend = Obj(
@@ -353,6 +368,22 @@ export const GwBackendSpec = Obj(
         message: "policies.mcp is only valid on mcp backends",
         fieldPath: ".policies.mcp",
         check: (s) => !has(s?.policies, "mcp") || has(s, "mcp"),
+      }),
+      rule({
+        rule:
+          "!has(self.policies) || !has(self.policies.ai) || !has(self.policies.ai.promptCaching) || (has(self.ai) && " +
+          "((has(self.ai.provider) && has(self.ai.provider.providerG)) || " +
+          "(has(self.ai.groups) && self.ai.groups.exists(g, g.providers.exists(p, has(p.providerG))))))",
+        message: `${PROMPT_CACHING}; this backend has none`,
+        fieldPath: ".policies.ai.promptCaching",
+        check: (s) =>
+          !has(s?.policies?.ai, "promptCaching") ||
+          has(s?.ai?.provider, "providerG") ||
+          (Array.isArray(s?.ai?.groups) &&
+            s.ai.groups.some(
+              (g: { providers?: unknown }) =>
+                Array.isArray(g?.providers) && g.providers.some((p: unknown) => has(p, "providerG")),
+            )),
       }),
     ],
   },

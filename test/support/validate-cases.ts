@@ -212,6 +212,34 @@ export const VALIDATE_CASES: Case[] = [
     "http2MaxHeaderSize must be between 1024 and 8388608 bytes: Envoy's header limit is 1 to 8192 KiB",
   ]),
 
+  // promptCaching: providerG only.
+  B("promptCaching on providerG", { ai: { provider: { providerG: {} } }, policies: { ai: { promptCaching: {} } } }),
+  B("promptCaching on groups with a providerG", {
+    ai: {
+      groups: [
+        {
+          providers: [
+            { name: "a", providerA: {} },
+            { name: "g", providerG: {} },
+          ],
+        },
+      ],
+    },
+    policies: { ai: { promptCaching: {} } },
+  }),
+  B("promptCaching on providerA", { ai: { provider: { providerA: {} } }, policies: { ai: { promptCaching: {} } } }, [
+    "spec.policies.ai.promptCaching",
+    "promptCaching applies only to providerG providers (Claude 3+ and Nova models); this backend has none",
+  ]),
+  B(
+    "promptCaching on a providerD of a group",
+    { ai: { groups: [{ providers: [{ name: "d", providerD: {}, policies: { ai: { promptCaching: {} } } }] }] } },
+    [
+      "spec.ai.groups[0].providers[0].policies.ai.promptCaching",
+      "promptCaching applies only to providerG providers (Claude 3+ and Nova models)",
+    ],
+  ),
+
   // A policy with nothing to apply.
   P("policy with no section", pol({}), ["spec", "a policy needs at least one of frontend, traffic and backend"]),
   P(

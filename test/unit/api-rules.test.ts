@@ -213,7 +213,11 @@ describe("defaults of the Limits tables", () => {
   });
   test("document 2 defaults", () => {
     const b = spec(
-      B("b", { ...backendAI({ promptCaching: {}, promptGuard: { request: [regexGuard] } }), mcp: undefined }),
+      // promptCaching is for providerG only.
+      B("b", {
+        ...backendAI({ promptCaching: {}, promptGuard: { request: [regexGuard] } }),
+        ai: { provider: { providerG: {} } },
+      }),
     ) as Json;
     const a = (b["policies"] as Json)["ai"] as Json;
     assert.deepEqual(a["promptCaching"], {
