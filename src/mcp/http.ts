@@ -6,6 +6,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import { withIncomingContext } from "../observability/context.js";
+import { requestContextWanted } from "../observability/options.js";
 import { type MutualTls, mutualTlsServerOptions } from "../security/tls.js";
 import type { McpBackendEntry } from "../translate/mcp/table.js";
 import { MCP_APIKEY_HEADER, MCP_JWT_HEADER, MCP_ROUTE_HEADER } from "../translate/names.js";
@@ -204,8 +206,10 @@ export class McpHttpServer {
       });
     };
     // With mutual TLS only Envoys holding a certificate of Sluice's CA get in: the route header is trusted.
+    // Each request in a context of its own: its target calls are its span's children, its log lines carry its ids.
+    const served = withIncomingContext("mcp", handler, requestContextWanted);
     const server =
-      tls === undefined ? createServer(handler) : createHttpsServer(mutualTlsServerOptions(tls, ["http/1.1"]), handler);
+      tls === undefined ? createServer(served) : createHttpsServer(mutualTlsServerOptions(tls, ["http/1.1"]), served);
     // Long tool calls and GET streams: no request timeout here (Envoy's route and idle timeouts apply).
     server.requestTimeout = 0;
     server.headersTimeout = 30_000;

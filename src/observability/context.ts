@@ -4,6 +4,7 @@
 // handlers of Sluice's HTTP/2 server, so the services' own code needs no change to take part.
 
 import { AsyncLocalStorage, AsyncResource } from "node:async_hooks";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Span } from "@opentelemetry/api";
 import type { Http1Handler } from "../grpc/http1.js";
 import type { BidiCall, BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
@@ -100,8 +101,24 @@ export function withStreamContext(name: string, handler: BidiHandler): BidiHandl
   };
 }
 
-/** Runs `fn` in a request context of its own (the MCP service's HTTP requests). */
-export function inRequestContext<T>(name: string, traceparent: string | undefined, fn: (ctx: RequestContext) => T): T {
-  const ctx = contextOf(name, traceparent);
-  return storage.run(ctx, () => fn(ctx));
+/**
+ * A node:http request handler (the MCP service's) run in a request context of its own while `wanted()` says so; its
+ * span ends when the response does.
+ */
+export function withIncomingContext(
+  name: string,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  wanted: () => boolean,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    if (!wanted()) {
+      handler(req, res);
+      return;
+    }
+    const tp = req.headers["traceparent"];
+    const ctx = contextOf(name, typeof tp === "string" ? tp : undefined);
+    const span = ctx.span;
+    if (span !== undefined) res.once("close", () => span.end());
+    storage.run(ctx, () => handler(req, res));
+  };
 }

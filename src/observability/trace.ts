@@ -55,6 +55,25 @@ export async function shutdownTracing(): Promise<void> {
   await p?.shutdown();
 }
 
+/** A client span of work already done (`ms` long, ending now) under `parent`. */
+export function recordChildSpan(
+  parent: Span,
+  name: string,
+  ms: number,
+  attributes: Readonly<Record<string, string | number | boolean>>,
+  failed: boolean,
+): void {
+  if (tracer === undefined) return;
+  const end = Date.now();
+  const span = tracer.startSpan(
+    name,
+    { kind: SpanKind.CLIENT, startTime: end - ms, attributes },
+    trace.setSpan(ROOT_CONTEXT, parent),
+  );
+  if (failed) span.setStatus({ code: 2 });
+  span.end(end);
+}
+
 /** A server span, child of the remote span `traceparent` names; undefined when tracing is off or there is none. */
 export function startChildSpan(name: string, traceparent: string | undefined): Span | undefined {
   if (tracer === undefined || traceparent === undefined) return undefined;
