@@ -139,13 +139,19 @@ export function compileExpression(text: string, environment: CelEnvironment = sp
   }
   const problems: CelProblem[] = [];
   const variables = new Set<string>();
-  checkExpr(ast.expr, new Set(), environment, variables, (id, message) => {
-    const offset = ast.sourceInfo?.positions[id.toString()];
-    problems.push(offset === undefined ? { message } : { message, position: positionAt(text, offset) });
-  });
-  if (problems.length > 0) return { errors: problems };
-  // `cidr('10.0.0.0/8')` and `ip('...')` literals are parsed here once, not on every evaluation.
-  registerNetLiterals(ast.expr);
+  try {
+    checkExpr(ast.expr, new Set(), environment, variables, (id, message) => {
+      const offset = ast.sourceInfo?.positions[id.toString()];
+      problems.push(offset === undefined ? { message } : { message, position: positionAt(text, offset) });
+    });
+    if (problems.length > 0) return { errors: problems };
+    // `cidr('10.0.0.0/8')` and `ip('...')` literals are parsed here once, not on every evaluation.
+    registerNetLiterals(ast.expr);
+  } catch (e) {
+    // Both walk the tree recursively: a chain of thousands of operators (found by fuzzing) overflows the stack.
+    if (!(e instanceof RangeError)) throw e;
+    return { errors: [{ message: "expression is nested too deeply" }] };
+  }
   let run: CompiledExpr["run"];
   try {
     run = plan(environment.env, ast) as CompiledExpr["run"];
