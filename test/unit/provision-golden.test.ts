@@ -98,7 +98,8 @@ test("provision: Envoy drains for shutdown.max (listener updates cut requests af
   for (const name of goldenCases(dir)) {
     const file = join(dir, `${name}.in.yaml`);
     const docs = parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS() as Record<string, unknown>);
-    const asked = docs.find((d) => d["kind"] === "GwParameters" && (d["spec"] as { shutdown?: unknown }).shutdown);
+    // The Gateway level's, when both set it: in the goldens it comes after the class level's.
+    const asked = docs.findLast((d) => d["kind"] === "GwParameters" && (d["spec"] as { shutdown?: unknown }).shutdown);
     const shutdown = (asked?.["spec"] as { shutdown?: { min: number; max: number } } | undefined)?.shutdown ?? {
       min: 10,
       max: 60,
