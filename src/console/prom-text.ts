@@ -39,6 +39,16 @@ function readLabels(line: string, at: number): { labels: Record<string, string>;
   }
 }
 
+/** As Prometheus reads a value (Go's ParseFloat): NaN and Inf in any case (prom-client writes "Nan"). */
+function sampleValue(text: string): number | undefined {
+  const t = text.toLowerCase();
+  if (t === "nan") return Number.NaN;
+  if (t === "+inf" || t === "inf" || t === "+infinity" || t === "infinity") return Number.POSITIVE_INFINITY;
+  if (t === "-inf" || t === "-infinity") return Number.NEGATIVE_INFINITY;
+  const n = Number(text);
+  return text === "" || Number.isNaN(n) ? undefined : n;
+}
+
 export function parsePrometheusText(text: string): Sample[] {
   const out: Sample[] = [];
   for (const raw of text.split("\n")) {
@@ -54,10 +64,8 @@ export function parsePrometheusText(text: string): Sample[] {
       labels = l.labels;
       rest = rest.slice(l.end);
     }
-    const valueText = rest.trim().split(/\s+/)[0] ?? "";
-    const value =
-      valueText === "+Inf" ? Number.POSITIVE_INFINITY : valueText === "-Inf" ? -Infinity : Number(valueText);
-    if (valueText === "" || (Number.isNaN(value) && valueText !== "NaN")) continue;
+    const value = sampleValue(rest.trim().split(/\s+/)[0] ?? "");
+    if (value === undefined) continue;
     out.push({ name, labels, value });
   }
   return out;

@@ -23,7 +23,7 @@ sluice_mcp_target_errors_total{backend="default/tools",target="alpha",method="to
 
 test("the reader takes labels with escapes, skips comments, and leaves out what it cannot read", () => {
   const s = parsePrometheusText(
-    'a_total{x="q\\"uote",y="new\\nline",z="back\\\\slash"} 3\n# HELP b x\nb 1.5 1700000000\nc{broken 1\nd +Inf\ne NaN\n',
+    'a_total{x="q\\"uote",y="new\\nline",z="back\\\\slash"} 3\n# HELP b x\nb 1.5 1700000000\nc{broken 1\nd +Inf\ne Nan\nf nope\n',
   );
   assert.deepEqual(
     s.map((x) => [x.name, x.labels, x.value]),
