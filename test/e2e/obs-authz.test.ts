@@ -98,6 +98,16 @@ describe("ext_authz decisions on /metrics through Envoy", { timeout: 90_000 }, (
     assert.equal(delta(before, after, { policy: query, outcome: "allow" }), 1);
     assert.equal(delta(before, after, { policy: query, outcome: "deny" }), 2);
     assert.equal(delta(before, after, { outcome: "error" }), 0);
+    // The Envoy's own xDS series: pushes and ACKs under its node id and Gateway, no NACK.
+    const envoy = after.get("sluice_xds_envoy_pushes_total")?.samples ?? [];
+    assert.equal(envoy.length, 1, JSON.stringify(envoy));
+    const node = { node: envoy[0]?.labels["node"] ?? "", gateway: "default/gw" };
+    assert.ok(sampleSum(after, "sluice_xds_envoy_pushes_total", node) >= 4, "LDS, RDS, CDS, EDS at least");
+    assert.equal(
+      sampleSum(after, "sluice_xds_envoy_acks_total", node),
+      sampleSum(after, "sluice_xds_envoy_pushes_total", node),
+    );
+    assert.equal(sampleSum(after, "sluice_xds_envoy_nacks_total"), 0);
     // Timed too: one observation per decision.
     const count = (m: Map<string, Family>) => sampleSum(m, "sluice_authz_check_duration_seconds_count");
     assert.equal(count(after) - count(before), 7);
