@@ -2,11 +2,16 @@
 // client wrote it; to every other provider it goes through the chat-completions form, whose translators (and field
 // table) reach Messages, Converse and Responses. A field the second step refuses is named as the client wrote it.
 import type { LlmError } from "./errors.js";
-import { isObject, type JsonObject } from "./json.js";
+import { isObject, type JsonObject, num } from "./json.js";
 import type { Direction } from "./registry-types.js";
 import { awsEventStreamDecoder, chain, passthroughStream, pipeline, type StreamMapper, sseDecoder } from "./stream.js";
 import { ConverseToChatStream, chatToConverseRequest, converseToChatResponse } from "./translate/chat-to-converse.js";
-import { chatToMessagesRequest, MessagesToChatStream, messagesToChatResponse } from "./translate/chat-to-messages.js";
+import {
+  chatToMessagesRequest as chatToMessagesForCount,
+  chatToMessagesRequest,
+  MessagesToChatStream,
+  messagesToChatResponse,
+} from "./translate/chat-to-messages.js";
 import {
   chatToResponsesRequest,
   ResponsesToChatStream,
@@ -17,13 +22,15 @@ import type {
   RequestMeta,
   RequestResult,
   RequestTranslator,
+  ResponseResult,
   ResponseTranslator,
   TranslateContext,
 } from "./translate/context.js";
+import { converseToCountTokensResponse, countTokensToConverseRequest } from "./translate/count-tokens.js";
 import { geminiClientToChatRequest, geminiPassthroughRequest } from "./translate/gemini-client-request.js";
 import { ChatToGeminiStream, chatToGeminiClientResponse, geminiEncoder } from "./translate/gemini-client-response.js";
 import { anthropicEvent, jsonOrError, responsesEvent } from "./upstream-events.js";
-import { extractUsage, type TokenUsage, usageFromGemini } from "./usage.js";
+import { extractUsage, makeUsage, type TokenUsage, usageFromGemini } from "./usage.js";
 
 /** The chat fields a generateContent client's request was read into, by the client's own name. */
 const GEMINI_NAME_OF_CHAT: Readonly<Record<string, string>> = {
@@ -173,5 +180,81 @@ export const GEMINI_CLIENT_DIRECTIONS: readonly Direction[] = [
         onUsage,
       ),
     framing: "sse",
+  },
+];
+
+// ---- countTokens (`models/{model}:countTokens`) ----
+
+/** The generateContent fields a countTokens request counts: `generateContentRequest`'s, else `contents` alone. */
+function countedFields(body: unknown): JsonObject | undefined {
+  if (!isObject(body)) return undefined;
+  const g = isObject(body.generateContentRequest) ? body.generateContentRequest : undefined;
+  const { model: _m, generationConfig: _g, ...fields } = g ?? { contents: body.contents };
+  return fields as JsonObject;
+}
+
+const countMeta = (model: string): RequestMeta => ({ model, stream: false, includeUsage: false });
+
+/** To Anthropic's count_tokens body (and from it Bedrock's CountTokens): through the chat and messages forms. */
+function countAsMessages(body: unknown, model: string | undefined): RequestResult {
+  const fields = countedFields(body);
+  if (fields === undefined)
+    return {
+      ok: false,
+      error: { status: 400, kind: "invalid_request", message: "request body must be a JSON object" },
+    };
+  const asked = model ?? (isObject(body) && typeof body.model === "string" ? body.model : undefined);
+  const chat = geminiClientToChatRequest({ ...fields, ...(asked !== undefined ? { model: asked } : {}) }, model);
+  if (!chat.ok) return chat;
+  const m = chatToMessagesForCount(chat.body, chat.meta.model);
+  if (!m.ok) return { ok: false, error: inClientTerms(m.error) };
+  // count_tokens takes the messages body without the sampling settings.
+  const { max_tokens: _x, temperature: _t, top_p: _p, stop_sequences: _s, stream: _st, ...counted } = m.body;
+  return { ok: true, body: counted, meta: countMeta(chat.meta.model) };
+}
+
+const totalTokens = (n: number | undefined): ResponseResult =>
+  n === undefined
+    ? { ok: false, error: { status: 502, kind: "server", message: "malformed token count from upstream" } }
+    : { ok: true, body: { totalTokens: n }, usage: makeUsage(n, 0) };
+
+export const GEMINI_COUNT_DIRECTIONS: readonly Direction[] = [
+  {
+    client: "generate-content-count-tokens",
+    provider: "gemini-count-tokens",
+    request: (b, m) => {
+      const r = geminiPassthroughRequest(b, m);
+      return r.ok ? { ...r, meta: countMeta(r.meta.model) } : r;
+    },
+    response: (body) => totalTokens(isObject(body) ? num(body.totalTokens) : undefined),
+  },
+  {
+    // Vertex AI's countTokens takes the generateContent fields themselves, not `generateContentRequest`.
+    client: "generate-content-count-tokens",
+    provider: "vertex-count-tokens",
+    request: (b, m) => {
+      const r = geminiPassthroughRequest(b, m);
+      if (!r.ok) return r;
+      return { ok: true, body: countedFields(b) ?? {}, meta: countMeta(r.meta.model) };
+    },
+    response: (body) => totalTokens(isObject(body) ? num(body.totalTokens) : undefined),
+  },
+  {
+    client: "generate-content-count-tokens",
+    provider: "count-tokens",
+    request: (b, m) => countAsMessages(b, m),
+    response: (body) => totalTokens(isObject(body) ? num(body.input_tokens) : undefined),
+  },
+  {
+    client: "generate-content-count-tokens",
+    provider: "converse-count-tokens",
+    request: (b, m) => {
+      const r = countAsMessages(b, m);
+      return r.ok ? countTokensToConverseRequest(r.body, r.meta.model) : r;
+    },
+    response: (body, meta) => {
+      const r = converseToCountTokensResponse(body, meta);
+      return r.ok ? totalTokens(num(r.body.input_tokens)) : r;
+    },
   },
 ];

@@ -3,7 +3,7 @@
 import { errorBody, invalidRequest, type LlmError, parseProviderError } from "./errors.js";
 import type { MessagesStreamEvent } from "./formats/messages.js";
 import type { ClientFormat, ProviderFormat } from "./formats/names.js";
-import { GEMINI_CLIENT_DIRECTIONS } from "./gemini-client-directions.js";
+import { GEMINI_CLIENT_DIRECTIONS, GEMINI_COUNT_DIRECTIONS } from "./gemini-client-directions.js";
 import { isObject, type JsonObject, str } from "./json.js";
 import type { Direction } from "./registry-types.js";
 import { awsEventStreamDecoder, chain, passthroughStream, pipeline, type StreamMapper, sseDecoder } from "./stream.js";
@@ -316,6 +316,7 @@ const list: Direction[] = [
     response: vertexToRerankResponse,
   },
   ...GEMINI_CLIENT_DIRECTIONS,
+  ...GEMINI_COUNT_DIRECTIONS,
 ];
 
 /**

@@ -4,7 +4,8 @@
 // every provider, buffered and streamed, plain text, a function declaration and a tool loop; the streamed answer the
 // SDK reads, put together, equals the buffered one. The fakes check what the real services check (Gemini's unknown
 // names and roles, Converse's toolConfig rule, Responses' call ids), so a translation they would refuse fails here.
-// Errors reach the SDK as Google's error JSON, with the status it raises ApiError for.
+// Errors reach the SDK as Google's error JSON, with the status it raises ApiError for. countTokens is counted by the
+// provider's own API (Gemini, Anthropic's count_tokens, Bedrock's CountTokens) and answered as Google's.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -239,6 +240,33 @@ describe("generateContent clients (@google/genai) reach every provider format", 
       assert.match(seen(n)?.body ?? "", /21/, `${n} got the function's response`);
     });
   }
+
+  for (const n of ["gemini", "claude", "bedrock"] as const) {
+    test(`${n}: countTokens is answered as Google's {totalTokens}, counted by the provider's own API`, async () => {
+      const contents = [
+        { role: "user", parts: [{ text: "Weather in Paris?" }] },
+        { role: "model", parts: [{ text: "Sunny." }] },
+        { role: "user", parts: [{ text: "And tomorrow?" }] },
+      ];
+      const r = await client(n).models.countTokens({ model: "m", contents });
+      assert.ok(typeof r.totalTokens === "number" && r.totalTokens > 0, JSON.stringify(r));
+      const seen = fakes[n]?.requests.at(-1);
+      const expected: Record<typeof n, RegExp> = {
+        gemini: /^\/v1beta\/models\/m:countTokens$/,
+        claude: /^\/v1\/messages\/count_tokens$/,
+        bedrock: /\/count-tokens$/,
+      };
+      assert.match(seen?.path ?? "", expected[n]);
+      assert.match(seen?.body ?? "", /And tomorrow\?/);
+    });
+  }
+
+  test("countTokens to a provider without a token count API (OpenAI) is Google's 501 error", async () => {
+    await assert.rejects(
+      client("openai").models.countTokens({ model: "m", contents: "hi" }),
+      (e: unknown) => e instanceof ApiError && e.status === 501,
+    );
+  });
 
   test("a field Sluice cannot carry is Google's 400 naming it, and the provider is not called", async () => {
     const before = fakes.resp?.requests.length;

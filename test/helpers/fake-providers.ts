@@ -433,6 +433,18 @@ function converse(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse)
     json(res, 403, { message: bad }, { "x-amzn-errortype": "UnrecognizedClientException" });
     return;
   }
+  if (req.path.endsWith("/count-tokens")) {
+    // CountTokens: the Converse body inside `input.converse`, checked as Converse checks it.
+    const c = (req.json?.input as Obj | undefined)?.converse as Obj | undefined;
+    const cm = (Array.isArray(c?.messages) ? c.messages : []) as Obj[];
+    const bad = c === undefined ? "input.converse is required" : converseProblem(c, cm);
+    if (bad !== undefined) {
+      json(res, 400, { message: bad }, { "x-amzn-errortype": "ValidationException" });
+      return;
+    }
+    json(res, 200, { inputTokens: JSON.stringify(cm).length });
+    return;
+  }
   const b = req.json ?? {};
   const msgs = (Array.isArray(b.messages) ? b.messages : []) as Obj[];
   const problem = converseProblem(b, msgs);
@@ -590,6 +602,30 @@ function geminiProblem(b: Obj): string | undefined {
       return "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.";
   }
   return undefined;
+}
+
+/** Gemini API countTokens: `contents` or a whole `generateContentRequest`, not both; the count of the contents. */
+function geminiCount(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+  if (o.apiKey !== undefined && req.headers["x-goog-api-key"] !== o.apiKey) {
+    json(res, 400, { error: { code: 400, message: "API key not valid.", status: "INVALID_ARGUMENT" } });
+    return;
+  }
+  const b = req.json ?? {};
+  const unknown = Object.keys(b).find((k) => k !== "contents" && k !== "generateContentRequest");
+  const g = b.generateContentRequest as Obj | undefined;
+  const problem =
+    unknown !== undefined
+      ? `Invalid JSON payload received. Unknown name "${unknown}": Cannot find field.`
+      : (b.contents === undefined) === (g === undefined)
+        ? "contents and generateContentRequest are mutually exclusive; one is required"
+        : g !== undefined
+          ? geminiProblem(Object.fromEntries(Object.entries(g).filter(([k]) => k !== "model")))
+          : undefined;
+  if (problem !== undefined) {
+    json(res, 400, { error: { code: 400, message: problem, status: "INVALID_ARGUMENT" } });
+    return;
+  }
+  json(res, 200, { totalTokens: JSON.stringify(g?.contents ?? b.contents).length });
 }
 
 // ---- Vertex AI ----
@@ -920,6 +956,7 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
       if (path === "/rerank") return bedrockRerank(o, fr, res);
       if (path.startsWith("/v1/projects/")) return vertex(o, fr, res);
       if (path.includes(":generateContent") || path.includes(":streamGenerateContent")) return gemini(o, fr, res);
+      if (path.includes(":countTokens")) return geminiCount(o, fr, res);
       if (/\/(chat\/completions|responses|embeddings)(\?|$)/.test(path)) return openai(o, fr, res);
       if (/\/v1\/models(\?|$)/.test(path)) return models(o, fr, res);
       if (/\/v2\/rerank(\?|$)/.test(path)) return rerank(o, fr, res);

@@ -430,3 +430,39 @@ test("streamed: text as it comes, a call whole once its choice finishes, usage o
   });
   assert.equal(s.usage()?.totalTokens, 29);
 });
+
+test("countTokens: Gemini gets the body as written, Vertex the counted fields, Anthropic and Bedrock their count bodies", () => {
+  const contents = [{ role: "user", parts: [{ text: "hi" }] }];
+  const gcr = {
+    model: "g",
+    generateContentRequest: {
+      model: "models/g",
+      contents,
+      systemInstruction: { parts: [{ text: "be brief" }] },
+      generationConfig: { temperature: 1 },
+    },
+  };
+  const to = (p: "gemini-count-tokens" | "vertex-count-tokens" | "count-tokens" | "converse-count-tokens") =>
+    findDirection("generate-content-count-tokens", p)!;
+  const g = to("gemini-count-tokens").request(gcr, undefined, ctx);
+  assert.deepEqual(g.ok && g.body, { generateContentRequest: gcr.generateContentRequest });
+  const v = to("vertex-count-tokens").request(gcr, "gemini-2.5-pro", ctx);
+  assert.deepEqual(v.ok && v.body, { contents, systemInstruction: { parts: [{ text: "be brief" }] } });
+  const a = to("count-tokens").request({ model: "claude-x", contents }, undefined, ctx);
+  assert.deepEqual(a.ok && a.body, {
+    model: "claude-x",
+    messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
+  });
+  const b = to("converse-count-tokens").request({ model: "x", contents }, "anthropic.claude-sonnet-4-5-v1:0", ctx);
+  assert.deepEqual(b.ok && b.body, {
+    input: { converse: { messages: [{ role: "user", content: [{ text: "hi" }] }] } },
+  });
+  const meta = { model: "m", stream: false, includeUsage: false };
+  assert.deepEqual(to("count-tokens").response({ input_tokens: 12 }, meta, ctx), {
+    ok: true,
+    body: { totalTokens: 12 },
+    usage: { inputTokens: 12, outputTokens: 0, totalTokens: 12 },
+  });
+  const c = to("converse-count-tokens").response({ inputTokens: 7 }, meta, ctx);
+  assert.deepEqual(c.ok && c.body, { totalTokens: 7 });
+});

@@ -23,15 +23,20 @@ const CLIENT_OF_ROUTE: Partial<Record<RouteType, ClientFormat>> = {
 };
 
 /** A Google method in the path (`.../models/{model}:generateContent`): the model and whether it streams. */
-const GOOGLE_METHOD = /\/models\/([^/:?]+):(generateContent|streamGenerateContent)(?:\?|$)/;
+const GOOGLE_METHOD = /\/models\/([^/:?]+):(generateContent|streamGenerateContent|countTokens)(?:\?|$)/;
 
 /**
  * The client wire format of a request: its route type's, except that a `Completions` route (the default) serves
  * Google's own generateContent clients at `models/{model}:generateContent` / `:streamGenerateContent` (the spec's
- * route types have no name for them; they generate as Completions does). Undefined for types forwarded as they are.
+ * route types have no name for them; they generate as Completions does), and their `:countTokens` there or on a
+ * `MessagesTokenCount` route. Undefined for types forwarded as they are.
  */
 export function clientFormatOf(t: RouteType, path = ""): ClientFormat | undefined {
-  if (t === "Completions" && GOOGLE_METHOD.test(path)) return "generate-content";
+  if (t === "Completions" || t === "MessagesTokenCount") {
+    const m = GOOGLE_METHOD.exec(path)?.[2];
+    if (m === "countTokens") return "generate-content-count-tokens";
+    if (m !== undefined && t === "Completions") return "generate-content";
+  }
   return CLIENT_OF_ROUTE[t];
 }
 
@@ -81,18 +86,21 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     messages: "messages",
     "generate-content": "messages",
     "count-tokens": "count-tokens",
+    "generate-content-count-tokens": "count-tokens",
   },
   gemini: {
     "chat-completions": "generate-content",
     "generate-content": "generate-content",
     embeddings: "gemini-embed",
     "count-tokens": "gemini-count-tokens",
+    "generate-content-count-tokens": "gemini-count-tokens",
   },
   vertex: {
     "chat-completions": "generate-content",
     "generate-content": "generate-content",
     embeddings: "vertex-embed",
     "count-tokens": "vertex-count-tokens",
+    "generate-content-count-tokens": "vertex-count-tokens",
     rerank: "vertex-rank",
   },
   bedrock: {
@@ -102,6 +110,7 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     "generate-content": "converse",
     embeddings: "titan-embed",
     "count-tokens": "converse-count-tokens",
+    "generate-content-count-tokens": "converse-count-tokens",
     rerank: "bedrock-rerank",
   },
 };

@@ -619,7 +619,7 @@ export class LlmExtProcService {
           });
         }
         state.body = parsed as Obj;
-        if (state.client === "generate-content") {
+        if (state.client === "generate-content" || state.client === "generate-content-count-tokens") {
           // Google's clients name the model and streaming in the URL: read into the body's usual fields (the
           // translators take them out again), so policies, CEL and GwModels see them as for every format.
           const g = googleMethodOf(state.headers[":path"] ?? "");
@@ -812,7 +812,8 @@ export class LlmExtProcService {
   ): JsonObject | undefined {
     if (state === undefined) return undefined;
     // Counting tokens uses none: the count is reported as such, not as input tokens.
-    const counting = state.client === "count-tokens" && usage !== undefined;
+    const counting =
+      (state.client === "count-tokens" || state.client === "generate-content-count-tokens") && usage !== undefined;
     const used = counting ? undefined : usage;
     llmCompleted(state, used, responseModel);
     if (used !== undefined && state.entry.tokenLimits.length > 0) {

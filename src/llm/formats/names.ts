@@ -7,6 +7,7 @@ export type ClientFormat =
   | "messages"
   | "responses"
   | "generate-content"
+  | "generate-content-count-tokens"
   | "embeddings"
   | "count-tokens"
   | "rerank";

@@ -95,6 +95,12 @@ export function requestSlots(client: ClientFormat, body: Obj): Slots {
       geminiParts(body.systemInstruction, out);
       for (const c of Array.isArray(body.contents) ? body.contents : []) geminiParts(c, out);
       break;
+    case "generate-content-count-tokens": {
+      const g = isObj(body.generateContentRequest) ? body.generateContentRequest : body;
+      geminiParts(g.systemInstruction, out);
+      for (const c of Array.isArray(g.contents) ? g.contents : []) geminiParts(c, out);
+      break;
+    }
     case "embeddings": {
       const input = body.input;
       if (typeof input === "string") out.add(body, "input");
