@@ -1,19 +1,21 @@
 // ext_authz metrics and logs end to end (issue 23): a real Envoy calls Sluice's ext_authz (the gRPC check for API
 // keys with a CEL rule, the HTTP check for a rule Envoy cannot evaluate), and /metrics, read with a Prometheus text
-// parser, counts each decision under its policy and outcome. Sluice logs in text at `info,authz=debug`: the authz
+// parser, counts each decision under its policy and outcome; each check is a span under Envoy's call at a local OTLP
+// receiver. Sluice logs in text at `info,authz=debug`: the authz
 // module's per-decision lines carry a request id, the xds module stays at info, and no line holds a key or password.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
-import { request, startEchoUpstream, type Upstream } from "../helpers/net.js";
+import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
+import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
 import { type Family, sampleSum, scrape } from "../helpers/prom-text.js";
 
 const GOLD = "k-obs-gold-secret-5a7c1e";
 const SILVER = "k-obs-silver-secret-9d2f4b";
 const WRONG = "k-obs-wrong-secret-31aa70";
 
-function resources(upstream: number): string {
+function resources(upstream: number, collector: number): string {
   const route = (name: string) => `---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -31,7 +33,18 @@ spec:
   traffic:
 ${traffic}
 `;
-  return `${localService("echo", upstream)}---
+  return `${localService("echo", upstream)}${localService("collector", collector)}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: tracing, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+    tracing:
+      backendRef: { name: collector, port: 80 }
+      protocol: HTTP
+      randomSampling: "1.0"
+---
 apiVersion: v1
 kind: Secret
 metadata: { name: keys, namespace: default }
@@ -53,20 +66,30 @@ const delta = (a: Map<string, Family>, b: Map<string, Family>, match: Record<str
 
 describe("ext_authz decisions on /metrics through Envoy", { timeout: 90_000 }, () => {
   let upstream: Upstream;
+  let otlp: OtlpReceiver;
   let gw: TestGateway;
 
   before(async () => {
     upstream = await startEchoUpstream("echo");
+    otlp = await startOtlpReceiver();
     gw = await startTestGateway(
-      () => resources(upstream.port),
+      () => resources(upstream.port, otlp.port),
       "/query?internal=true",
       (s) => s === 200,
-      ["--log-level", "info,authz=debug", "--log-format", "text"],
+      [
+        "--log-level",
+        "info,authz=debug",
+        "--log-format",
+        "text",
+        "--otlp-endpoint",
+        `http://127.0.0.1:${otlp.port}/v1/traces`,
+      ],
     );
   });
   after(async () => {
     await gw?.stop();
     await upstream?.close();
+    await otlp?.close();
   });
 
   test("allow, deny and unauthenticated are counted per policy, on the gRPC and the HTTP check", async () => {
@@ -113,11 +136,32 @@ describe("ext_authz decisions on /metrics through Envoy", { timeout: 90_000 }, (
     assert.equal(count(after) - count(before), 7);
   });
 
+  test("a check is a span under Envoy's ext_authz call, with its policy and outcome", async () => {
+    assert.equal((await request(gw.port, "/keyed", { headers: { authorization: `Bearer ${SILVER}` } })).status, 403);
+    const found = await waitFor(
+      "Sluice's ext_authz check span whose parent is one of Envoy's spans",
+      async () => {
+        for (const s of otlp.spans) {
+          if (s.service !== "sluice" || s.attributes["sluice.authz.outcome"] !== "deny") continue;
+          const parent = otlp.spans.find((e) => e.service !== "sluice" && e.spanId === s.parentSpanId);
+          if (parent !== undefined) return { s, parent };
+        }
+        return undefined;
+      },
+      30_000,
+    );
+    assert.equal(found.s.name, "ext_authz check");
+    assert.equal(found.s.traceId, found.parent.traceId);
+    assert.match(String(found.s.attributes["sluice.authz.policy"]), /^p-/);
+  });
+
   test("logs: per-module levels, a request id on each decision line, no key anywhere", async () => {
     const lines = gw.sluice.output;
     const decisions = lines.filter((l) => l.startsWith("ext_authz: decided"));
     assert.ok(decisions.length >= 7, `${decisions.length} decision lines`);
-    for (const l of decisions) assert.match(l, / request_id="[0-9a-z]+-[0-9a-z]+"/);
+    // Traced requests carry Envoy's trace id, the others an id of Sluice's.
+    for (const l of decisions) assert.match(l, / (request_id="[0-9a-z]+-[0-9a-z]+"|trace_id="[0-9a-f]{32}")/);
+    assert.ok(decisions.some((l) => / trace_id="[0-9a-f]{32}"/.test(l)));
     // xds stays at info: its debug lines (every push and ACK) are not written.
     assert.ok(!lines.some((l) => l.startsWith("xds: push") || l.startsWith("xds: ACK")));
     for (const l of lines) for (const secret of [GOLD, SILVER, WRONG]) assert.ok(!l.includes(secret), l);
