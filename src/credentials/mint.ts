@@ -186,6 +186,11 @@ export class Minter {
     this.#cloudC = new TokenCache(1024, this.#now);
   }
 
+  /** Forgets the exchange caches of plans no longer served (the other caches are bounded). */
+  retain(ids: ReadonlySet<string>): void {
+    for (const id of this.#exchanges.keys()) if (!ids.has(id)) this.#exchanges.delete(id);
+  }
+
   /** The changes to `req` for `plan`, or the status and message the client gets instead. */
   async mint(plan: CredentialPlan, req: OutgoingRequest): Promise<MintResult> {
     try {

@@ -42,6 +42,7 @@ export class CredentialService {
     for (const gw of result.gateways) for (const plan of gw.credentialPlans ?? []) next.set(plan.id, plan);
     this.#previous = this.#current;
     this.#current = next;
+    this.#minter.retain(new Set([...this.#current.keys(), ...this.#previous.keys()]));
   }
 
   /** Number of plans served (tests). */

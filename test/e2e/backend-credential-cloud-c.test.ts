@@ -149,4 +149,12 @@ describe("backend.auth.cloudC: Entra ID tokens minted by Sluice through Envoy", 
     for (const s of [APP.clientSecret, projected, ...backend.seen])
       assert.ok(!out.includes(s), "a credential in the logs");
   });
+
+  test("Sluice down: Envoy's ext_proc fails the request (500) instead of sending it without a token", async () => {
+    await env.sluice.stop();
+    const n = backend.seen.length;
+    const r = await request(env.port, "/secret/z");
+    assert.equal(r.status, 500);
+    assert.equal(backend.seen.length, n);
+  });
 });
