@@ -20,7 +20,7 @@ import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
 import { buildRealtimeRelayRoute, relaysRealtime } from "./realtime-relay.js";
 import type { XdsResources } from "./resources.js";
-import { buildConnectRoute, buildRoute } from "./route.js";
+import { buildConnectRoute, buildRoute, buildSelfTunnelRoutes } from "./route.js";
 import {
   encodeRoute,
   encodeRouteConfiguration,
@@ -172,18 +172,38 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
       .filter((l) => frontends.get(l.name)?.connect === "Route")
       .flatMap((l) => l.filterChains.map((c) => c.routeConfigName)),
   );
+  // Listeners whose frontend.connect mode is Tunnel: a CONNECT to any port of this Gateway goes back into that port's
+  // listener through a cluster to its own address (loopback when it binds every address).
+  const connectTunnel = new Set(
+    gw.listeners
+      .filter((l) => frontends.get(l.name)?.connect === "Tunnel")
+      .flatMap((l) => l.filterChains.map((c) => c.routeConfigName)),
+  );
+  const selfBinds = gw.listeners.map((l) => ({ port: l.port, cluster: `connect-tunnel/${l.name}` }));
+  if (connectTunnel.size > 0) {
+    for (const l of gw.listeners) {
+      const address =
+        l.address === "0.0.0.0" || l.address === "" ? "127.0.0.1" : l.address === "::" ? "::1" : l.address;
+      const name = `connect-tunnel/${l.name}`;
+      extraClusters.set(
+        name,
+        buildCluster({ kind: "static", name, endpoints: [{ address, port: l.port, ready: true }], http2: false }),
+      );
+    }
+  }
   const encodedRoutes = gw.routeConfigs.map((rc) => {
     const earlyHeaders = early.get(rc.name) !== undefined;
-    const tunnels = connectRoute.has(rc.name);
+    const tunnels = connectRoute.has(rc.name) || connectTunnel.has(rc.name);
     const hosts = rc.virtualHosts.map((vh) => {
       const each = () => [
         ...vh.routes.flatMap((r) => [...relayTwin(r, earlyHeaders), routeBytes(r, earlyHeaders)]),
-        ...(tunnels
+        ...(connectRoute.has(rc.name)
           ? vh.routes.flatMap((r) => {
               const twin = buildConnectRoute(r, perRoute, ctx);
               return twin === undefined ? [] : [encodeRoute(twin)];
             })
           : []),
+        ...(connectTunnel.has(rc.name) ? buildSelfTunnelRoutes(selfBinds).map(encodeRoute) : []),
       ];
       const routes =
         memo !== undefined && !earlyHeaders && !tunnels

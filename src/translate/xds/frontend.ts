@@ -72,7 +72,7 @@ export interface FrontendOptions {
   readonly tls?: FrontendTls;
   /** Clusters the listener's options call (the OTLP trace collector). */
   readonly clusters?: readonly Cluster[];
-  /** `connect.mode` when served: Deny (listener.ts answers CONNECT 403) or Route (tunnels: route.ts connectRoute). */
+  /** `connect.mode`: Deny (listener.ts answers CONNECT 403), Route or Tunnel (route.ts connect routes). */
   readonly connect?: string;
 }
 
@@ -305,13 +305,13 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
   if (metrics !== undefined && !("combined" in metrics)) {
     note(metrics.from, "metrics", "metric labels from CEL are not added yet; not applied");
   }
-  // CONNECT: unset 405, Deny 403 (listener.ts), Route a tunnel per matching route (build.ts, route.ts); Tunnel would
-  // re-enter the gateway as a new connection, which Sluice does not do yet: answered as unset, and said so.
+  // CONNECT: unset 405, Deny 403 (listener.ts), Route a tunnel per matching route, Tunnel a tunnel back into the
+  // Gateway port the CONNECT names (build.ts, route.ts).
   const connectField = policy.connect;
   let connect: string | undefined;
   if (connectField !== undefined && !("combined" in connectField)) {
     connect = isRec(connectField.value) ? str(connectField.value.mode) : undefined;
-    if (connect !== "Deny" && connect !== "Route") {
+    if (connect !== "Deny" && connect !== "Route" && connect !== "Tunnel") {
       note(
         connectField.from,
         "connect.mode",
@@ -325,7 +325,7 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     listenerFilters,
     clusters,
     ...(tls !== undefined ? { tls } : {}),
-    ...(connect === "Deny" || connect === "Route" ? { connect } : {}),
+    ...(connect === "Deny" || connect === "Route" || connect === "Tunnel" ? { connect } : {}),
   };
 }
 

@@ -61,8 +61,8 @@ export type ListenerOptions = FrontendOptions & { readonly mcpOAuth?: boolean };
 
 function localReplyConfig(httpFilters: HttpFilters, connect: string | undefined, mcpOAuth: boolean) {
   const mappers = [
-    // Route: a CONNECT no route takes keeps Envoy's 404, as any request no route takes.
-    ...(connect === "Route" ? [] : [connectReply(connect === "Deny" ? 403 : 405)]),
+    // Route and Tunnel: a CONNECT no route takes keeps Envoy's 404, as any request no route takes.
+    ...(connect === "Route" || connect === "Tunnel" ? [] : [connectReply(connect === "Deny" ? 403 : 405)]),
     // First: on an MCP OAuth route the 401 (and jwt_authn's 403 for a token it refused) also points to the protected
     // resource metadata (translate/mcp/oauth-routes.ts); the first matching mapper is the one applied.
     ...(httpFilters.some((f) => f.name?.startsWith(JWT_FILTER))

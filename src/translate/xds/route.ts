@@ -264,6 +264,39 @@ function buildGatewayApiRoute(
 export const ROUTE_CONFIGURATION_FIELDS = { ignorePortInHostMatching: true } as const;
 
 /**
+ * `frontend.connect.mode: Tunnel`: a CONNECT to one of the Gateway's own ports (`:authority` ending in `:<port>`) is a
+ * raw TCP tunnel to that port's listener, where its stream arrives as a new downstream connection (the spec's
+ * "re-enters the addressed gateway bind"). A CONNECT naming another port matches no route (404).
+ */
+export function buildSelfTunnelRoutes(
+  binds: readonly { readonly port: number; readonly cluster: string }[],
+): Init<typeof RouteSchema>[] {
+  return binds.map((b) => ({
+    name: `connect-tunnel/${b.port}`,
+    match: {
+      pathSpecifier: { case: "connectMatcher", value: {} },
+      headers: [
+        {
+          name: ":authority",
+          headerMatchSpecifier: {
+            case: "stringMatch",
+            value: { matchPattern: { case: "suffix", value: `:${b.port}` } },
+          },
+        },
+      ],
+    },
+    action: {
+      case: "route",
+      value: {
+        clusterSpecifier: { case: "cluster", value: b.cluster },
+        timeout: durationFromMs(0),
+        upgradeConfigs: [{ upgradeType: "CONNECT", connectConfig: {} }],
+      },
+    },
+  }));
+}
+
+/**
  * `frontend.connect.mode: Route`: a CONNECT request is routed like any request, then its stream is a raw TCP tunnel to
  * the backend (Envoy terminates the CONNECT: `connect_matcher` and the route's CONNECT upgrade). A rule takes CONNECT
  * when it forwards, matches every path (PathPrefix `/`, as a CONNECT has none), no query, and any method or CONNECT;
