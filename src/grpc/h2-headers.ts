@@ -25,31 +25,51 @@ function badEdge(value: string): boolean {
   return first === 0x20 || first === 0x09 || last === 0x20 || last === 0x09;
 }
 
+/**
+ * Names already seen to be plain regular fields (valid, not pseudo, not connection-specific, not te or content-length):
+ * Envoy sends the same few on every stream, so they are checked once. Bounded: emptied when full.
+ */
+const ORDINARY = new Set<string>();
+const ORDINARY_MAX = 1024;
+
+/**
+ * The record handed to handlers: its prototype has no properties (a field named `constructor` or `__proto__` is a
+ * plain key), yet it stays a fast object, unlike Object.create(null).
+ */
+const Fields = function Fields() {} as unknown as new () => Record<string, string>;
+Fields.prototype = Object.create(null);
+
 /** The request's fields as a record, or why the request is malformed. */
 export function requestHead(list: readonly Header[]): RequestHead | string {
-  const headers: Record<string, string> = Object.create(null);
+  const headers = new Fields();
   let regular = false;
   let contentLength: number | undefined;
   for (const [name, value] of list) {
-    if (name.length === 0 || BAD_NAME.test(name)) return "invalid header field name";
     if (value.length > 0 && (badEdge(value) || BAD_VALUE.test(value))) return `invalid value in ${name}`;
-    if (name.charCodeAt(0) === 0x3a) {
-      if (regular) return "pseudo-header field after a regular field";
-      if (name !== ":method" && name !== ":scheme" && name !== ":path" && name !== ":authority")
-        return `pseudo-header field ${name} is not a request's`;
-      if (headers[name] !== undefined) return `duplicate ${name}`;
-      headers[name] = value;
-      continue;
+    if (!ORDINARY.has(name)) {
+      if (name.charCodeAt(0) === 0x3a) {
+        if (regular) return "pseudo-header field after a regular field";
+        if (name !== ":method" && name !== ":scheme" && name !== ":path" && name !== ":authority")
+          return `pseudo-header field ${name} is not a request's`;
+        if (headers[name] !== undefined) return `duplicate ${name}`;
+        headers[name] = value;
+        continue;
+      }
+      if (name.length === 0 || BAD_NAME.test(name)) return "invalid header field name";
+      if (CONNECTION_SPECIFIC.has(name)) return `connection-specific field ${name}`;
+      if (name === "te") {
+        if (value !== "trailers") return "te other than trailers";
+      } else if (name === "content-length") {
+        if (!CONTENT_LENGTH.test(value)) return "invalid content-length";
+        const n = Number(value);
+        if (contentLength !== undefined && contentLength !== n) return "conflicting content-length";
+        contentLength = n;
+      } else {
+        if (ORDINARY.size >= ORDINARY_MAX) ORDINARY.clear();
+        ORDINARY.add(name);
+      }
     }
     regular = true;
-    if (CONNECTION_SPECIFIC.has(name)) return `connection-specific field ${name}`;
-    if (name === "te" && value !== "trailers") return "te other than trailers";
-    if (name === "content-length") {
-      if (!CONTENT_LENGTH.test(value)) return "invalid content-length";
-      const n = Number(value);
-      if (contentLength !== undefined && contentLength !== n) return "conflicting content-length";
-      contentLength = n;
-    }
     const prior = headers[name];
     headers[name] = prior === undefined ? value : `${prior},${value}`;
   }
