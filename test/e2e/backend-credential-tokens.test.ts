@@ -53,6 +53,15 @@ spec:
     auth:${auth}
 `;
   return `${services}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: static-jwt, namespace: default }
+spec:
+  static: { host: 127.0.0.1, port: ${ports.jwt} }
+  policies:
+    auth:
+      jwtSign: { signingKeyRef: { name: signer }, alg: ES256, claims: { iss: sluice, aud: orders, sub: static-backend } }
+---
 apiVersion: v1
 kind: Secret
 metadata: { name: keys, namespace: default }
@@ -75,6 +84,8 @@ spec:
   parentRefs: [{ name: gw }]
   rules:
 ${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ name: ${n}, port: 80 }]`).join("\n")}
+    - matches: [{ path: { type: PathPrefix, value: /static-jwt } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: static-jwt }]
 ${policy(
   "static",
   `
@@ -198,6 +209,12 @@ describe("backend.auth tokens minted by Sluice through Envoy", { timeout: 120_00
     assert.deepEqual(c.scope, ["read"]);
     assert.equal((c.exp ?? 0) - (c.iat ?? 0), 2);
     assert.equal(c.nbf, c.iat);
+  });
+
+  test("a static GwBackend's own spec.policies.auth: the same jwtSign, verified by the backend", async () => {
+    const r = await get("/static-jwt/x");
+    assert.equal(r.status, 200, r.body);
+    assert.equal(decodeJwt(jwtSeen.at(-1)?.token ?? "").sub, "static-backend");
   });
 
   test("oauthTokenExchange: RFC 8693 with client_secret_basic; the exchanged token reaches the backend", async () => {
