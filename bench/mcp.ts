@@ -14,6 +14,7 @@
 
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -60,6 +61,22 @@ async function timed(n: number, once: () => Promise<unknown>): Promise<{ p50: nu
   return { p50: quantile(ms, 0.5), p99: quantile(ms, 0.99) };
 }
 
+/**
+ * CPU time (user + system, ms) a process has used, from /proc (Linux). Unlike wall time it hardly depends on how busy
+ * the machine is, so Sluice's own cost per operation can be read even on a loaded host.
+ */
+function cpuMs(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime are fields 14 and 15 of the line, in clock ticks (100 per second on Linux).
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 async function connect(url: string): Promise<Client> {
   const c = new Client({ name: "bench", version: "1" });
   await c.connect(new StreamableHTTPClientTransport(new URL(url)));
@@ -101,15 +118,24 @@ const env = await startLlmEnv(
 );
 const direct = `http://127.0.0.1:${targets[0]?.port}/mcp`;
 const rows: [string, { p50: number; p99: number }, { p50: number; p99: number }][] = [];
+const cpu: [string, number][] = [];
 try {
   const d = await connect(direct);
   const one = await connect(`${env.baseUrl}/one/mcp`);
   const eight = await connect(`${env.baseUrl}/eight/mcp`);
   const args = { name: "echo", arguments: { text: "hello" } };
+  const pid = env.sluice.child.pid;
+  const measured = async <T>(name: string, n: number, run: () => Promise<T>): Promise<T> => {
+    const before = cpuMs(pid);
+    const r = await run();
+    // Warm-up included: n + min(20, n) operations.
+    cpu.push([name, (cpuMs(pid) - before) / (n + Math.min(20, n))]);
+    return r;
+  };
   rows.push([
     "tools/call (1 target)",
     await timed(CALLS, () => d.callTool(args)),
-    await timed(CALLS, () => one.callTool(args)),
+    await measured("tools/call (1 target)", CALLS, () => timed(CALLS, () => one.callTool(args))),
   ]);
   rows.push([
     "tools/call (8 targets, prefixed)",
@@ -119,9 +145,11 @@ try {
   rows.push([
     "tools/list (8 targets)",
     await timed(CALLS, () => d.listTools()),
-    await timed(CALLS, () => eight.listTools()),
+    await measured("tools/list (8 targets)", CALLS, () => timed(CALLS, () => eight.listTools())),
   ]);
-  const viaSluice = await timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close());
+  const viaSluice = await measured("new session (8 targets)", SESSIONS, () =>
+    timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close()),
+  );
   rows.push(["new session (8 targets)", await timed(SESSIONS, async () => (await connect(direct)).close()), viaSluice]);
   rows.push([
     "new session (8 targets) vs 8 at once",
@@ -141,3 +169,5 @@ console.log(`${"setup".padEnd(34)}  direct p50/p99 (ms)   via Sluice p50/p99 (ms
 for (const [name, a, b] of rows) {
   console.log(`${name.padEnd(34)}  ${f(a.p50)} ${f(a.p99)}     ${f(b.p50)} ${f(b.p99)}          ${f(b.p50 - a.p50)}`);
 }
+console.log(`\n${"Sluice process CPU per operation".padEnd(34)}  ms (user + system, /proc; 10 ms ticks)`);
+for (const [name, ms] of cpu) console.log(`${name.padEnd(34)}  ${f(ms)}`);
