@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # h2spec (HTTP/2 conformance checker) for test/e2e/h2spec.test.ts: built from its Go module into
-# .cache/h2spec-<version>/h2spec. Idempotent: does nothing when that binary exists.
+# .cache/h2spec-<version>/h2spec. Idempotent: does nothing when that binary exists. v2.2.1 is the newest version the
+# module proxy serves (it answers "not available" for v2.6.0); it has no go.mod of
+# its own, so its few dependencies resolve to their latest versions at build time.
 set -euo pipefail
 H2SPEC_VERSION="${H2SPEC_VERSION:-v2.2.1+incompatible}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
