@@ -20,10 +20,12 @@ const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*/;
 const SUFFIXES = ["_bucket", "_sum", "_count", "_total", "_created"];
 
+/** A sample value as Prometheus reads it (Go's ParseFloat): NaN and Inf in any case (prom-client writes "Nan"). */
 function number(text: string, line: string): number {
-  if (text === "+Inf" || text === "Inf") return Number.POSITIVE_INFINITY;
-  if (text === "-Inf") return Number.NEGATIVE_INFINITY;
-  if (text === "NaN") return Number.NaN;
+  const lower = text.toLowerCase();
+  if (lower === "+inf" || lower === "inf") return Number.POSITIVE_INFINITY;
+  if (lower === "-inf") return Number.NEGATIVE_INFINITY;
+  if (lower === "nan") return Number.NaN;
   const n = Number(text);
   if (text === "" || Number.isNaN(n)) throw new Error(`not a number "${text}" in: ${line}`);
   return n;
