@@ -56,12 +56,24 @@ export function challenge(req: IncomingMessage): string {
   return `Bearer resource_metadata="${publicOrigin(req)}${PROTECTED_RESOURCE_PREFIX}${path}"`;
 }
 
+/**
+ * Discovery and registration are public and meant for browser clients too (an MCP client in a web page on another
+ * origin): any origin may read them, without credentials.
+ */
+const CORS = {
+  "access-control-allow-origin": "*",
+  "access-control-allow-methods": "GET, POST, OPTIONS",
+  "access-control-allow-headers": "content-type, authorization, mcp-protocol-version",
+  "access-control-max-age": "600",
+};
+
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
     "cache-control": "no-store",
+    ...CORS,
     ...headers,
   });
   res.end(text);
@@ -84,6 +96,12 @@ export class McpOAuth {
   async serve(req: IncomingMessage, res: ServerResponse, oauth: McpOAuthEntry, at: OAuthPath): Promise<void> {
     const origin = publicOrigin(req);
     const resource = `${origin}${at.resource}`;
+    if (req.method === "OPTIONS") {
+      // A browser's preflight (registration is a JSON POST; discovery may carry MCP-Protocol-Version).
+      req.resume();
+      res.writeHead(204, CORS).end();
+      return;
+    }
     if (at.kind === "register") {
       if (req.method !== "POST") return send(res, 405, { error: "invalid_request" }, { allow: "POST" });
       return this.#register(req, res, oauth, resource);
@@ -211,6 +229,7 @@ export class McpOAuth {
     }
     const body = Buffer.from(await r.arrayBuffer());
     res.writeHead(r.status, {
+      ...CORS,
       "content-type": r.headers.get("content-type") ?? "application/json",
       "content-length": body.byteLength,
       "cache-control": "no-store",

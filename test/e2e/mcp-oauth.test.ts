@@ -173,7 +173,17 @@ spec:
     });
     assert.equal(bad.status, 401);
     assert.match(bad.headers.get("www-authenticate") ?? "", /resource_metadata="[^"]+\/dyn\/mcp"/);
-    const prm = (await (await fetch(prmUrl)).json()) as Record<string, unknown>;
+    // Public for browser clients on any origin: CORS on the documents and a preflight for registration.
+    const doc = await fetch(prmUrl, { headers: { origin: "https://app.example" } });
+    assert.equal(doc.headers.get("access-control-allow-origin"), "*");
+    const preflight = await fetch(`${env.baseUrl}/.well-known/oauth-authorization-server/dyn/mcp/register`, {
+      method: "OPTIONS",
+      headers: { origin: "https://app.example", "access-control-request-method": "POST" },
+    });
+    assert.equal(preflight.status, 204);
+    assert.match(preflight.headers.get("access-control-allow-methods") ?? "", /POST/);
+    assert.match(preflight.headers.get("access-control-allow-headers") ?? "", /content-type/);
+    const prm = (await doc.json()) as Record<string, unknown>;
     assert.deepEqual(prm, {
       resource: `${env.baseUrl}/dyn/mcp`,
       authorization_servers: [`${env.baseUrl}/dyn/mcp`],
