@@ -42,13 +42,15 @@ test("reads prom-client's counters, gauges and histograms by name and labels", a
 
 test("special values, timestamps and comments", () => {
   const f = parsePrometheusText(
-    '# a comment\n# TYPE x gauge\nx{a="1"} NaN\nx{a="2"} +Inf 1700000000000\nx{a="3"} -Inf\ny 1e3\n',
+    '# a comment\n# TYPE x gauge\nx{a="1"} NaN\nx{a="2"} +Inf 1700000000000\nx{a="3"} -Inf\ny 1e3\nz Nan\n',
   );
   assert.ok(Number.isNaN(sampleValue(f, "x", { a: "1" })));
   assert.equal(sampleValue(f, "x", { a: "2" }), Number.POSITIVE_INFINITY);
   assert.equal(sampleValue(f, "x", { a: "3" }), Number.NEGATIVE_INFINITY);
   assert.equal(sampleValue(f, "y"), 1000);
   assert.equal(f.get("y")?.type, "untyped");
+  // As prom-client writes it (an event loop lag gauge before its first sample); Prometheus reads it as NaN too.
+  assert.ok(Number.isNaN(sampleValue(f, "z")));
 });
 
 test("malformed exposition is an error, not a guess", () => {
