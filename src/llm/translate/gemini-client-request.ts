@@ -83,9 +83,7 @@ function readTools(v: unknown, r: Reading, key: string): LlmError | undefined {
               ? (jsonSchemaOfOpenApi(d.parameters) as Obj)
               : undefined;
           if (params !== undefined) f.parameters = params;
-          if (d.response !== undefined || d.responseJsonSchema !== undefined || d.behavior !== undefined) {
-            // A declared result schema or non-blocking behaviour has no chat form; neither changes what is asked.
-          }
+          // A declared result schema (`response`) or `behavior` has no chat form; neither changes what is asked.
           tools.push({ type: "function", function: f });
         }
       } else if (k === "googleSearch" || k === "google_search") {
