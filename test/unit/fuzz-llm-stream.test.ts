@@ -222,3 +222,12 @@ test("SSE: a long line in many small chunks is parsed in linear time", () => {
   assert.equal(events.length, 1);
   assert.equal(events[0]?.data.length, 200_000);
 });
+
+// Found by the event-stream round trip: headers were collected in a plain object, so one named `__proto__` set that
+// object's prototype instead of being a header.
+test("event stream: a header named __proto__ is a header like any other", () => {
+  const headers = JSON.parse('{"__proto__": "x", ":event-type": "e"}') as Record<string, HeaderValue>;
+  const got = esAll([encodeEventStreamMessage({ headers, payload: new Uint8Array([1]) })]);
+  assert.equal(got.error, undefined);
+  assert.deepEqual(plain(got.messages[0]?.headers ?? {}), JSON.parse('{"__proto__": "x", ":event-type": "e"}'));
+});

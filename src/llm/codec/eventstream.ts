@@ -113,7 +113,8 @@ function concat(chunks: Uint8Array[], n: number): Uint8Array {
 
 function decodeHeaders(b: Uint8Array): Record<string, HeaderValue> | undefined {
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  const out: Record<string, HeaderValue> = {};
+  // No prototype: a header named `__proto__` (found by fuzzing) is a header, not a change of this object's prototype.
+  const out: Record<string, HeaderValue> = Object.create(null);
   let i = 0;
   while (i < b.length) {
     const nameLen = b[i]!;
