@@ -211,8 +211,11 @@ test("every query of the dashboards names a metric Sluice or its Envoy exports a
     resources(port, echo.port, provider.port, target.port, '{ path: { type: RegularExpression, value: "^/(?=x)y" } }'),
   );
   const sluiceUrl = `http://127.0.0.1:${sluice.adminPort}/metrics`;
-  await waitFor("the NACK counted", async () =>
-    /sluice_xds_envoy_nacks_total\{/.test(await (await fetch(sluiceUrl)).text()) ? true : undefined,
+  // Generous: on a loaded machine (the suite runs files in parallel) Envoy takes its time to refuse the update.
+  await waitFor(
+    "the NACK counted",
+    async () => (/sluice_xds_envoy_nacks_total\{/.test(await (await fetch(sluiceUrl)).text()) ? true : undefined),
+    60_000,
   );
 
   const sluiceNames = new Set<string>();
