@@ -118,6 +118,10 @@ test("Containerfile: the entrypoint is bin/sluice.js, whose import of the compil
   assert.equal(layout.get(posix.resolve(workdir, "package.json")), "/src/package.json");
   assert.equal(layout.get(posix.resolve(workdir, "node_modules")), "/src/node_modules");
   assert.equal(layout.get(posix.resolve(workdir, "deploy")), "/src/deploy", "deploy/ (bootstrap templates) is copied");
+  // The web console reads its page, script and stylesheet from <project root>/src/console/static at run time.
+  const consoleStatic = posix.resolve(workdir, "src/console/static");
+  assert.equal(layout.get(consoleStatic), "/src/src/console/static", "the console's static files are copied");
+  assert.ok(existsSync(join(root, "src", "console", "static", "index.html")), "src/console/static/index.html exists");
   assert.deepEqual(
     JSON.parse(image.instructions.find((i) => i.op === "CMD")?.args ?? "[]"),
     ["--help"],
