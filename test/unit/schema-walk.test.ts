@@ -201,6 +201,24 @@ function repaired(s: S, obj: Record<string, Json>, path: string, variant: 0 | 1,
     if (now < failing) failing = now;
     else obj[k] = v;
   }
+  // Another member of an exactly-one group ("promptCaching applies only to providerG": providerA becomes providerG).
+  for (const g of groups(s).filter((x) => x.exactly)) {
+    const present = g.members.find((m) => obj[m] !== undefined);
+    if (failing === 0 || present === undefined || present === keep) continue;
+    for (const m of g.members) {
+      if (m === present) continue;
+      const was = obj[present];
+      delete obj[present];
+      obj[m] = sample(s.properties[m], `${path}.${m}`, variant);
+      const now = broken(s, obj).length;
+      if (now < failing) {
+        failing = now;
+        break;
+      }
+      delete obj[m];
+      obj[present] = was;
+    }
+  }
   if (failing > 0) {
     // Two fields at once ("unixPath is exclusive with host and port"): every optional one but `keep` goes.
     const only = Object.fromEntries(Object.entries(obj).filter(([k]) => k === keep || (s.required ?? []).includes(k)));
@@ -630,6 +648,8 @@ describe("every schema field reaches the xDS, a Sluice table or a status", () =>
     const contexts = [
       backendContext("static GwBackend", { static: { host: "127.0.0.1", port: 9 } }),
       backendContext("AI GwBackend", AI_BACKEND),
+      // promptCaching is for providerG alone.
+      backendContext("providerG GwBackend", { ai: { provider: { providerG: {}, host: "127.0.0.1", port: 9 } } }),
       backendContext("MCP GwBackend", { mcp: { targets: [{ name: "t", static: { host: "127.0.0.1", port: 9 } }] } }),
     ];
     const variants = ["static", "ai", "mcp", "a2a", "cloudA", "dynamicForwardProxy"];
