@@ -575,6 +575,16 @@ function providerEntry(
       reason: "Ignored",
     });
   }
+  // Cache points exist in Converse alone (the providerG family): on any other provider the setting does nothing, which
+  // the GwBackend's own schema refuses but a GwPolicy over a mixed GwBackend cannot see.
+  if (ai !== undefined && isRec(ai.value) && ai.value.promptCaching !== undefined && p.kind !== "bedrock") {
+    notes.push({
+      from: ai.from,
+      field: "backend.ai.promptCaching",
+      message: `not applied to provider ${p.name} of ${backend} (cache points are written for providerG providers only)`,
+      reason: "Ignored",
+    });
+  }
   if (auth !== undefined && isRec(auth.value)) {
     for (const form of UNSERVED_AUTH) {
       if (auth.value[form] === undefined) continue;
