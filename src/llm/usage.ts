@@ -11,6 +11,8 @@ export interface TokenUsage {
   cacheReadTokens?: number;
   /** Prompt tokens written to the provider's prompt cache. */
   cacheWriteTokens?: number;
+  /** Output tokens the model spent reasoning (part of `outputTokens`), where the provider reports them apart. */
+  reasoningTokens?: number;
 }
 
 export function makeUsage(
@@ -19,10 +21,12 @@ export function makeUsage(
   total?: number,
   cacheRead?: number,
   cacheWrite?: number,
+  reasoning?: number,
 ): TokenUsage {
   const u: TokenUsage = { inputTokens: input, outputTokens: output, totalTokens: total ?? input + output };
   if (cacheRead !== undefined && cacheRead > 0) u.cacheReadTokens = cacheRead;
   if (cacheWrite !== undefined && cacheWrite > 0) u.cacheWriteTokens = cacheWrite;
+  if (reasoning !== undefined && reasoning > 0) u.reasoningTokens = reasoning;
   return u;
 }
 
@@ -32,7 +36,15 @@ export function usageFromChat(u: unknown): TokenUsage | undefined {
   const input = num(u.prompt_tokens) ?? 0;
   const output = num(u.completion_tokens) ?? 0;
   const d = isObject(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
-  return makeUsage(input, output, num(u.total_tokens), num(d.cached_tokens), num(d.cache_creation_tokens));
+  const c = isObject(u.completion_tokens_details) ? u.completion_tokens_details : {};
+  return makeUsage(
+    input,
+    output,
+    num(u.total_tokens),
+    num(d.cached_tokens),
+    num(d.cache_creation_tokens),
+    num(c.reasoning_tokens),
+  );
 }
 
 /** Anthropic counts cached prompt tokens apart from `input_tokens`; they are added back so limits see the whole prompt. */
@@ -49,7 +61,8 @@ export function usageFromResponses(u: unknown): TokenUsage | undefined {
   const d = isObject(u.input_tokens_details) ? u.input_tokens_details : {};
   const input = num(u.input_tokens) ?? 0;
   const output = num(u.output_tokens) ?? 0;
-  return makeUsage(input, output, num(u.total_tokens), num(d.cached_tokens));
+  const o = isObject(u.output_tokens_details) ? u.output_tokens_details : {};
+  return makeUsage(input, output, num(u.total_tokens), num(d.cached_tokens), undefined, num(o.reasoning_tokens));
 }
 
 /** Bedrock, like Anthropic, leaves cache reads and writes out of `inputTokens`; `totalTokens` has them all. */
@@ -68,7 +81,14 @@ export function usageFromGemini(u: unknown): TokenUsage | undefined {
   if (!isObject(u)) return undefined;
   const input = (num(u.promptTokenCount) ?? 0) + (num(u.toolUsePromptTokenCount) ?? 0);
   const output = (num(u.candidatesTokenCount) ?? 0) + (num(u.thoughtsTokenCount) ?? 0);
-  return makeUsage(input, output, num(u.totalTokenCount), num(u.cachedContentTokenCount));
+  return makeUsage(
+    input,
+    output,
+    num(u.totalTokenCount),
+    num(u.cachedContentTokenCount),
+    undefined,
+    num(u.thoughtsTokenCount),
+  );
 }
 
 /** Usage of a whole (non-streamed) response body in a provider's format. */

@@ -116,6 +116,46 @@ describe("LLM metrics and traces through Envoy", { timeout: 120_000 }, () => {
     );
   });
 
+  test("a reasoning completion adds its cached and reasoning tokens exactly, streamed or not", async () => {
+    const labels = { gateway: "default/gw", model: MODEL };
+    for (const stream of [false, true]) {
+      const before = await scrape(env.sluice.adminPort);
+      let usage: OpenAI.CompletionUsage | undefined;
+      if (stream) {
+        const s = await client().chat.completions.create({
+          model: MODEL,
+          messages: [{ role: "user", content: "think first" }],
+          reasoning_effort: "low",
+          stream: true,
+          stream_options: { include_usage: true },
+        });
+        for await (const chunk of s) if (chunk.usage) usage = chunk.usage;
+      } else {
+        const r = await client().chat.completions.create({
+          model: MODEL,
+          messages: [{ role: "user", content: "think first" }],
+          reasoning_effort: "low",
+        });
+        usage = r.usage;
+      }
+      const reasoning = usage?.completion_tokens_details?.reasoning_tokens ?? 0;
+      const cached = usage?.prompt_tokens_details?.cached_tokens ?? 0;
+      assert.ok(reasoning > 0 && cached > 0, `the provider reported reasoning and cached tokens (stream ${stream})`);
+      const after = await waitFor(
+        "the reasoning tokens counted",
+        async () => {
+          const a = await scrape(env.sluice.adminPort);
+          return delta(before, a, "sluice_llm_tokens_total", { ...labels, type: "reasoning" }) > 0 ? a : undefined;
+        },
+        10_000,
+      );
+      const d = (type: string) => delta(before, after, "sluice_llm_tokens_total", { ...labels, type });
+      assert.equal(d("reasoning"), reasoning, `reasoning tokens (stream ${stream})`);
+      assert.equal(d("cached_input"), cached, `cached input tokens (stream ${stream})`);
+      assert.equal(d("output"), usage?.completion_tokens, `output tokens, reasoning included (stream ${stream})`);
+    }
+  });
+
   test("a streamed completion adds exactly the usage of its last chunk, and a time to first token", async () => {
     const before = await scrape(env.sluice.adminPort);
     const stream = await client().chat.completions.create({

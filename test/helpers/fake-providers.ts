@@ -213,7 +213,16 @@ function openai(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
   const text = `Hello from ${o.name}: ${lastUserText(b.messages)}`;
   const tools = Array.isArray(b.tools) ? (b.tools as Obj[]) : [];
   const toolName = tools.length > 0 ? String((tools[0]?.function as Obj | undefined)?.name) : undefined;
-  const usage = { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 };
+  // A reasoning request is answered as OpenAI answers one: the reasoning tokens inside completion_tokens, reported
+  // apart in completion_tokens_details, and (a repeated prompt) part of the prompt read from the cache.
+  const usage = {
+    prompt_tokens: 11,
+    completion_tokens: 7,
+    total_tokens: 18,
+    ...(b.reasoning_effort !== undefined
+      ? { prompt_tokens_details: { cached_tokens: 4 }, completion_tokens_details: { reasoning_tokens: 3 } }
+      : {}),
+  };
   const base = { id: "chatcmpl-fake01", created: 1700000000, model };
   if (b.stream !== true) {
     json(res, 200, {
