@@ -8,6 +8,7 @@ import { main } from "../../src/cli/main.js";
 import { gatewayYaml } from "../helpers/gateway.js";
 import { type EchoBody, freePort, request, startEchoUpstream, waitFor } from "../helpers/net.js";
 import { startSluice, startTestEnvoy, tempConfigDir } from "../helpers/processes.js";
+import { sampleSum, scrape } from "../helpers/prom-text.js";
 
 const cfg = tempConfigDir();
 after(() => cfg.cleanup());
@@ -46,14 +47,25 @@ test("a NACK is recorded with Envoy's message and the last good config keeps ser
       const s = (await (await fetch(`http://127.0.0.1:${sluice.adminPort}/status/xds`)).json()) as {
         streams: { types: { typeUrl: string; lastNack?: { message: string } }[] }[];
       };
-      return s.streams.flatMap((st) => st.types).find((t) => t.lastNack !== undefined)?.lastNack;
+      return s.streams.flatMap((st) => st.types).find((t) => t.lastNack !== undefined);
     });
-    assert.match(nack.message, /regex|RE2|invalid/i);
+    assert.match(nack.lastNack?.message ?? "", /regex|RE2|invalid/i);
+    const refused = nack.typeUrl.slice(nack.typeUrl.lastIndexOf(".") + 1);
     // Envoy kept its last good routes.
     assert.equal((JSON.parse((await request(port, "/second")).body) as EchoBody).upstream, "up");
     assert.equal((await request(port, "/ok")).status, 200);
-    const metrics = await (await fetch(`http://127.0.0.1:${sluice.adminPort}/metrics`)).text();
-    assert.match(metrics, /sluice_xds_nacks_total [1-9]/);
+    // Counted for this Envoy and the type it refused, and in the total (read with a Prometheus text parser).
+    const metrics = await scrape(sluice.adminPort);
+    assert.ok(sampleSum(metrics, "sluice_xds_nacks_total") >= 1, "the total counts the NACK");
+    const perEnvoy = metrics.get("sluice_xds_envoy_nacks_total")?.samples.filter((x) => x.value > 0) ?? [];
+    assert.ok(
+      perEnvoy.some((x) => x.labels["type"] === refused && (x.labels["node"] ?? "") !== ""),
+      `a per-Envoy NACK of the ${refused} (the routes' type): ${JSON.stringify(perEnvoy)}`,
+    );
+    assert.ok(
+      perEnvoy.every((x) => x.labels["type"] === refused),
+      `no other type refused: ${JSON.stringify(perEnvoy)}`,
+    );
     let out = "";
     const code = await main(["status", "--admin", `http://127.0.0.1:${sluice.adminPort}`], {
       stdout: (t) => (out += t),
