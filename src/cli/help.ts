@@ -4,6 +4,7 @@
 
 import { CONTROLLER_OPTIONS } from "./controller.js";
 import { XDS_MODE_OPTIONS } from "./envoy.js";
+import { RATELIMIT_CONFIG_OPTIONS } from "./ratelimit-config.js";
 import { SERVER_OPTIONS } from "./serve.js";
 
 interface OptionSpec {
@@ -81,6 +82,8 @@ export const OPTION_TEXT: Readonly<Record<string, string>> = {
   "show-secrets": "print TLS private keys instead of redacting them",
   route: "the HTTPRoute, as <namespace>/<name>[/<rule name or index>] (namespace default when omitted)",
   admin: "URL of a running Sluice's admin endpoint, to add what each connected Envoy ACKed or NACKed",
+  limit:
+    "a limit of envoyproxy/ratelimit, <domain>/<entry>[/<entry>...]=<n>/<second|minute|hour|day|...>; repeat for more",
 };
 
 /** Per-command wording where the shared sentence would mislead. */
@@ -89,6 +92,7 @@ const OPTION_OVERRIDE: Readonly<Record<string, Readonly<Record<string, string>>>
   validate: { output: "text or json" },
   explain: { output: "text or json (json has every value whole)" },
   status: { output: "yaml or json" },
+  "ratelimit-config": { out: "directory to write one <domain>.yaml into (printed to stdout when absent)" },
   certificate: { "xds-ca": "the CA directory `sluice serve --xds-ca` uses (created when absent)" },
 };
 
@@ -150,6 +154,16 @@ export const COMMAND_HELP: Readonly<Record<string, CommandHelp>> = {
     about: "Writes the Envoy client certificate `sluice bootstrap --tls-cert/--tls-key` expects.",
     options: { "xds-ca": { type: "string" }, gateway: { type: "string" }, out: { type: "string" } },
     examples: ["sluice certificate --xds-ca ./ca --gateway default/web --out ./web-tls"],
+  },
+  "ratelimit-config": {
+    summary: "write envoyproxy/ratelimit's config for the GwPolicies' global rate limits",
+    usage: ["sluice ratelimit-config -f <file|dir> --limit <domain>/<entry>[/<entry>...]=<n>/<unit> ... [--out <dir>]"],
+    about:
+      "Writes one YAML file per rateLimit.global domain in envoyproxy/ratelimit's format: a nested descriptor per entry\nname (every distinct value counted apart), the innermost with the --limit given for it. Without --out, prints\nthem. Descriptors without a --limit are written without one and warned about. See docs/policies.md.",
+    options: RATELIMIT_CONFIG_OPTIONS,
+    examples: [
+      "sluice ratelimit-config -f ./config --limit llm/user=100000/day --out /srv/runtime_data/current/ratelimit/config",
+    ],
   },
   translate: {
     summary: "print the xDS that would be served for -f <file|dir>",

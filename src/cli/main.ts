@@ -6,6 +6,7 @@ import { runController } from "./controller.js";
 import { runExplain } from "./explain.js";
 import { COMMAND_HELP, closest, commandHelp, unknownOptionHint } from "./help.js";
 import { type CommandIO, processIO } from "./io.js";
+import { runRateLimitConfig } from "./ratelimit-config.js";
 import { runRun } from "./run.js";
 import { runServe } from "./serve.js";
 import { runStatus } from "./status.js";
@@ -24,6 +25,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   validate: runValidate,
   explain: runExplain,
   status: runStatus,
+  "ratelimit-config": runRateLimitConfig,
 };
 
 function usage(): string {

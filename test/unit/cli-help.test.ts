@@ -28,6 +28,7 @@ const COMMANDS = [
   "validate",
   "explain",
   "status",
+  "ratelimit-config",
 ];
 
 test("every command is documented, and only those", () => {
