@@ -16,7 +16,13 @@ import { localService, rulePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort, request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import { tempConfigDir } from "../helpers/processes.js";
-import { type RateLimitService, type Redis, startEnvoyRateLimit, startRedis } from "../helpers/ratelimit-redis.js";
+import {
+  type RateLimitService,
+  type Redis,
+  rateLimitRuntime,
+  startEnvoyRateLimit,
+  startRedis,
+} from "../helpers/ratelimit-redis.js";
 
 const run = promisify(execFile);
 
@@ -69,6 +75,23 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
   let a: LlmEnv;
   let b: LlmEnv;
   let cfg: ReturnType<typeof tempConfigDir>;
+  let runtime: ReturnType<typeof rateLimitRuntime>;
+  /** `sluice ratelimit-config` over the resources into the service's config directory; its stderr. */
+  const writeConfig = async (limits: string[]) => {
+    const { stderr } = await run(process.execPath, [
+      join(projectRoot(), "bin", "sluice.js"),
+      "ratelimit-config",
+      "-f",
+      join(cfg.dir, "resources.yaml"),
+      ...limits.flatMap((l) => ["--limit", l]),
+      "--out",
+      runtime.configDir,
+    ]);
+    return stderr;
+  };
+  const LIMITS = ["llm/user=30/day", "open/client=1000/day", "closed/client=1000/day"];
+  const send = (env: LlmEnv, client: string) =>
+    request(env.port, "/req", { headers: { "x-client": client } }).then((r) => r.status);
 
   const openai = (env: LlmEnv, user: string) =>
     new OpenAI({
@@ -109,25 +132,9 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
     // boundary falls within the test. 5 requests per client; 30 tokens per user (each answer of the fake uses 18).
     cfg = tempConfigDir();
     cfg.write("resources.yaml", yaml);
-    const out = join(cfg.dir, "ratelimit");
-    const { stderr } = await run(process.execPath, [
-      join(projectRoot(), "bin", "sluice.js"),
-      "ratelimit-config",
-      "-f",
-      join(cfg.dir, "resources.yaml"),
-      "--limit",
-      "shared/client=5/day",
-      "--limit",
-      "llm/user=30/day",
-      "--limit",
-      "open/client=1000/day",
-      "--limit",
-      "closed/client=1000/day",
-      "--out",
-      out,
-    ]);
-    assert.equal(stderr, "", "every descriptor has its limit");
-    rls = await startEnvoyRateLimit(out, redis.port, rlsPort);
+    runtime = rateLimitRuntime();
+    assert.equal(await writeConfig(["shared/client=5/day", ...LIMITS]), "", "every descriptor has its limit");
+    rls = await startEnvoyRateLimit(runtime.root, redis.port, rlsPort);
     [a, b] = await Promise.all([
       startLlmEnv(yaml, "/tokens/v1/chat/completions"),
       startLlmEnv(yaml, "/tokens/v1/chat/completions"),
@@ -140,11 +147,10 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
     await fake?.close();
     await echo?.close();
     cfg?.cleanup();
+    runtime?.cleanup();
   });
 
   test("a request budget of 5 is shared: 5 requests spread over both Envoys pass, the 6th on either gets 429", async () => {
-    const send = (env: LlmEnv, client: string) =>
-      request(env.port, "/req", { headers: { "x-client": client } }).then((r) => r.status);
     const statuses: number[] = [];
     for (let i = 0; i < 5; i++) statuses.push(await send(i % 2 === 0 ? a : b, "c1"));
     assert.deepEqual(statuses, [200, 200, 200, 200, 200]);
@@ -174,6 +180,19 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
     assert.equal(await counter("llm_user_alice"), 36);
     assert.ok((await ask(b, "bob")).choices[0]?.message.content);
     await counterReaches("llm_user_bob", 18);
+  });
+
+  test("a limit changed by running sluice ratelimit-config again is served without a restart", async () => {
+    assert.equal(await writeConfig(["shared/client=2/day", ...LIMITS]), "");
+    // The service reloads when the file changes; each probe is a fresh client, so probes spend no one's budget.
+    let probe = 0;
+    await waitFor("the new limit of 2 served", async () => {
+      const c = `probe${probe++}`;
+      for (let i = 0; i < 2; i++) assert.equal(await send(a, c), 200);
+      return (await send(a, c)) === 429 ? true : undefined;
+    });
+    const statuses = [await send(a, "c3"), await send(b, "c3"), await send(b, "c3"), await send(a, "c3")];
+    assert.deepEqual(statuses, [200, 200, 429, 429]);
   });
 
   test("Redis stopped: FailOpen lets requests through, FailClosed refuses them", async () => {

@@ -1,8 +1,8 @@
 // A real shared rate limit store for end-to-end tests: redis-server (Debian package, scripts/setup.d/redis.sh) on a
 // port picked at run time without persistence, and envoyproxy/ratelimit (built by scripts/setup.d/ratelimit.sh)
-// counting in it, its configuration read from files once at start (RUNTIME_WATCH_ROOT=false).
+// counting in it, its configuration read from the files of a directory it watches (RUNTIME_WATCH_ROOT=false).
 
-import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -122,21 +122,26 @@ export interface RateLimitService {
   stop(): Promise<void>;
 }
 
+/** A runtime root for envoyproxy/ratelimit; `configDir` (<root>/ratelimit/config) is where its YAML files go. */
+export function rateLimitRuntime(): { root: string; configDir: string; cleanup(): void } {
+  const root = mkdtempSync(join(tmpdir(), "sluice-ratelimit-"));
+  const configDir = join(root, "ratelimit", "config");
+  mkdirSync(configDir, { recursive: true });
+  return { root, configDir, cleanup: () => rmSync(root, { recursive: true, force: true }) };
+}
+
 /**
- * Starts envoyproxy/ratelimit with the YAML files of `configDir` (written by `sluice ratelimit-config --out`), counting
- * in Redis at `redisPort`; waits for its health check. The directory is copied into its runtime layout
- * (<root>/<subdirectory>/config/), read once. `grpcPort`: the RLS port, when the caller has already named it.
+ * Starts envoyproxy/ratelimit on the runtime `root` (see rateLimitRuntime; files written there by
+ * `sluice ratelimit-config --out`), counting in Redis at `redisPort`; waits for its health check. It watches the
+ * config directory and reloads when a file there changes. `grpcPort`: the RLS port, when the caller has named it.
  */
 export async function startEnvoyRateLimit(
-  configDir: string,
+  root: string,
   redisPort: number,
   grpcPort?: number,
 ): Promise<RateLimitService> {
   const bin = rateLimitBinary();
   if (bin === undefined) throw new Error("envoyproxy/ratelimit is not built: run scripts/setup.d/ratelimit.sh");
-  const root = mkdtempSync(join(tmpdir(), "sluice-ratelimit-"));
-  mkdirSync(join(root, "ratelimit"), { recursive: true });
-  execFileSync("cp", ["-r", configDir, join(root, "ratelimit", "config")]);
   const [rlsPort, httpPort, debugPort] = [grpcPort ?? (await freePort()), await freePort(), await freePort()];
   const output: string[] = [];
   const child = spawn(bin, [], {
@@ -163,10 +168,7 @@ export async function startEnvoyRateLimit(
   });
   child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
   child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
-  const stop = async () => {
-    await stopChild(child);
-    rmSync(root, { recursive: true, force: true });
-  };
+  const stop = () => stopChild(child);
   try {
     await waitFor(
       "envoyproxy/ratelimit's health check",
