@@ -1,8 +1,8 @@
 // Global limits on a real shared store: two gateways (each its own `sluice serve` and Envoy) send their rate limit
 // descriptors to one envoyproxy/ratelimit counting in one redis-server. Its configuration is written by
 // `sluice ratelimit-config` from the same GwPolicies. A request budget and a token budget (charged with the usage read
-// from the LLM response, streamed or not) are shared exactly; with Redis stopped, FailOpen lets requests through and
-// FailClosed refuses them.
+// from the LLM response, streamed or not) are shared exactly; a limit rewritten by the command is served without a
+// restart; with Redis stopped, and then the service, FailOpen lets requests through and FailClosed refuses them.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -204,6 +204,16 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
     for (const env of [a, b]) {
       assert.equal((await request(env.port, "/open", { headers: { "x-client": "d" } })).status, 200, "FailOpen");
       // Envoy answers a rate limit service error with 500 under failure_mode_deny.
+      assert.equal((await request(env.port, "/closed", { headers: { "x-client": "d" } })).status, 500, "FailClosed");
+      // The token budget is FailClosed (the default) too: an LLM request is refused, not served uncounted.
+      await assert.rejects(ask(env, "erin"), (e: unknown) => e instanceof OpenAI.APIError && e.status === 500);
+    }
+  });
+
+  test("the rate limit service stopped: the same", async () => {
+    await rls.stop();
+    for (const env of [a, b]) {
+      assert.equal((await request(env.port, "/open", { headers: { "x-client": "d" } })).status, 200, "FailOpen");
       assert.equal((await request(env.port, "/closed", { headers: { "x-client": "d" } })).status, 500, "FailClosed");
     }
   });
