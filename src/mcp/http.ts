@@ -398,7 +398,6 @@ export class McpHttpServer {
         await started.session.close(true);
       }
       sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: started.result }, headers);
-      if (stateful) started.session.openStreams();
       return;
     }
     // Stateless: every request has a session of its own with each target, ended when it is answered.

@@ -97,10 +97,11 @@ export class McpSession {
   readonly #pending = new Map<string, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   #nextId = 0;
   #stream: Channel | undefined;
-  /** A resumed session: the targets' GET streams open when the client opens its own (the SDK opens a new one's). */
-  #streamsClosed = false;
-  /** A new session: its targets' GET streams wait for this (openStreams), so initialize is answered first. */
-  #streamsGate: (() => void) | undefined;
+  /**
+   * Whether the targets' GET streams were opened: not at initialize or resume, but once the client opens its own GET
+   * stream, the only place their messages not tied to a request can go (docs/mcp.md, "Target streams").
+   */
+  #streamsOpen = false;
   failed: string | undefined;
   lastUsed = Date.now();
   readonly clientCapabilities: Record<string, unknown>;
@@ -154,9 +155,6 @@ export class McpSession {
         }
       : undefined;
     const s = new McpSession(entry, version, opts, caps, info);
-    const streamsAfter = new Promise<void>((resolve) => {
-      s.#streamsGate = resolve;
-    });
     const failures: string[] = entry.unresolved.map((u) => `target ${u.name}: ${u.message}`);
     for (const u of entry.unresolved) s.skipped.add(u.name);
     const results = await Promise.allSettled(
@@ -168,7 +166,6 @@ export class McpSession {
             protocol: t.protocol,
             capabilities: caps,
             ...(info !== undefined ? { clientInfo: info } : {}),
-            streamsAfter,
           },
           s.#hooks(),
         ),
@@ -209,7 +206,6 @@ export class McpSession {
       ? { name: String(state.info["name"] ?? "client"), version: String(state.info["version"] ?? "0") }
       : undefined;
     const s = new McpSession(entry, state.pv, opts, caps, info);
-    s.#streamsClosed = true;
     for (const n of state.skipped ?? []) s.skipped.add(n);
     const byName = new Map(entry.targets.map((t) => [t.name, t]));
     const failures: string[] = [];
@@ -266,18 +262,16 @@ export class McpSession {
     };
   }
 
-  /** A new session was answered: its targets' GET streams open now. */
-  openStreams(): void {
-    this.#streamsGate?.();
-    this.#streamsGate = undefined;
-  }
-
-  /** The client's GET stream: notifications and requests of the targets not tied to one of its requests. */
+  /**
+   * The client's GET stream: notifications and requests of the targets not tied to one of its requests. The first one
+   * opens the targets' GET streams; they stay open while the session lives here (a client's stream that drops and
+   * comes back finds them still open).
+   */
   attachStream(channel: Channel): void {
     this.#stream = channel;
-    if (!this.#streamsClosed) return;
-    this.#streamsClosed = false;
-    for (const c of this.#targets.values()) c.openStream();
+    if (this.#streamsOpen) return;
+    this.#streamsOpen = true;
+    for (const c of this.#targets.values()) void c.openStream();
   }
 
   detachStream(channel: Channel): void {
@@ -527,6 +521,11 @@ export class McpSession {
     channel: Channel,
   ): Promise<Record<string, unknown>> {
     const c = this.#target(target);
+    // A target may send its requests of the client (sampling, elicitation) on its GET stream even while serving this
+    // one: the stream opens at the first call forwarded to it (which waits for it to be open, else the target could
+    // send before it is, and drop what it sent), if the client's own GET stream did not open it before. A Stateless
+    // session lives for one request: it opens none, as it never did.
+    if (this.entry.sessionRouting === "Stateful") await c.openStream();
     const abort = new AbortController();
     const id = String(req.id);
     this.#inflight.set(id, { target, abort, channel });
@@ -624,7 +623,5 @@ export class McpSession {
     for (const p of this.#pending.values()) p.reject(new RpcError(ErrorCodes.InternalError, "session closed"));
     this.#pending.clear();
     await Promise.all([...this.#targets.values()].map((c) => (terminate ? c.terminate() : c.close())));
-    // Streams held back until now find their connection closed and are not opened.
-    this.openStreams();
   }
 }

@@ -1,15 +1,16 @@
-// One target of a session, through the MCP SDK's own Client and transports (Streamable HTTP, or SSE for targets that
-// still use it). The SDK keeps request ids, the target's SSE streams and their reconnection, progress tokens and
-// cancellation notices; Sluice only forwards what passes through it (docs/mcp.md says why the SDK).
+// One target of a session, through the MCP SDK's own Client: on Sluice's Streamable HTTP transport (node:http with
+// keep-alive agents, target-transport.ts), or the SDK's SSE transport for targets that still use SSE. The SDK keeps
+// request ids, progress tokens and cancellation notices; Sluice only forwards what passes through it (docs/mcp.md says
+// why the SDK).
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { FetchLike, Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { z } from "zod";
 import { ErrorCodes, RpcError } from "./jsonrpc.js";
+import { TargetTransport } from "./target-transport.js";
 
 /** Any result: Sluice forwards what the target answered without reading more of it than it rewrites. */
 const AnyResult = z.looseObject({});
@@ -23,6 +24,8 @@ const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
 /** Longest wait for a target's answer; the client's cancellation or Envoy's route timeout usually end it sooner. */
 const REQUEST_TIMEOUT_MS = 10 * 60_000;
+/** Longest wait for a target to answer the GET of its stream before the first call to it is sent anyway. */
+const STREAM_WAIT_MS = 2_000;
 /** Starting a target's session (initialize). */
 const CONNECT_TIMEOUT_MS = 10_000;
 
@@ -45,11 +48,6 @@ export interface ConnectOptions {
   /** What the client declared at initialize, declared to the target in turn. */
   readonly capabilities?: Record<string, unknown>;
   readonly clientInfo?: { readonly name: string; readonly version: string };
-  /**
-   * A new session's GET stream to the target (which the SDK opens once the target accepted notifications/initialized)
-   * waits for this: the streams open once the client has its answer to initialize, not on the way to it.
-   */
-  readonly streamsAfter?: Promise<void>;
 }
 
 /**
@@ -69,18 +67,6 @@ class TargetClient extends Client {
   }
 }
 
-/** fetch, with a GET (the target's stream) held until `after`; none once the connection closed meanwhile. */
-function streamGate(after: Promise<void>): FetchLike {
-  return async (url, init) => {
-    if (init?.method === "GET") {
-      await after;
-      // 405: "this server offers no stream", which the SDK takes quietly (the session ended before it was opened).
-      if (init.signal?.aborted === true) return new Response(null, { status: 405 });
-    }
-    return fetch(url, init);
-  };
-}
-
 export class TargetConnection {
   readonly name: string;
   readonly url: string;
@@ -91,6 +77,7 @@ export class TargetConnection {
   /** Set once the target failed (a transport error, a refused request): FailOpen skips it. */
   failure: string | undefined;
   closed = false;
+  #stream: Promise<void> | undefined;
 
   private constructor(
     o: ConnectOptions,
@@ -111,16 +98,10 @@ export class TargetConnection {
     const transport =
       o.protocol === "SSE"
         ? new SSEClientTransport(url)
-        : new StreamableHTTPClientTransport(url, {
+        : new TargetTransport(url, {
             ...(o.sessionId !== undefined ? { sessionId: o.sessionId } : {}),
-            ...(o.streamsAfter !== undefined ? { fetch: streamGate(o.streamsAfter) } : {}),
             // A target that went away is not waited for long: FailOpen skips it, FailClosed fails the session.
-            reconnectionOptions: {
-              initialReconnectionDelay: 500,
-              maxReconnectionDelay: 5000,
-              reconnectionDelayGrowFactor: 2,
-              maxRetries: 3,
-            },
+            reconnect: { initialDelayMs: 500, maxDelayMs: 5000, growFactor: 2, maxRetries: 3 },
           });
     const client = new TargetClient(
       { name: o.clientInfo?.name ?? "sluice", version: o.clientInfo?.version ?? "0" },
@@ -146,7 +127,7 @@ export class TargetConnection {
     };
     await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
     if (o.sessionId !== undefined && o.protocolVersion !== undefined) {
-      (transport as StreamableHTTPClientTransport).setProtocolVersion(o.protocolVersion);
+      (transport as TargetTransport).setProtocolVersion(o.protocolVersion);
     }
     return conn;
   }
@@ -156,7 +137,7 @@ export class TargetConnection {
   }
 
   get protocolVersion(): string | undefined {
-    return this.protocol === "SSE" ? undefined : (this.#transport as StreamableHTTPClientTransport).protocolVersion;
+    return this.protocol === "SSE" ? undefined : (this.#transport as TargetTransport).protocolVersion;
   }
 
   /** The target's capabilities; undefined for a resumed session (no initialize on this replica). */
@@ -168,10 +149,27 @@ export class TargetConnection {
     return this.#client.getInstructions();
   }
 
-  /** Opens the target's GET stream of a resumed session (a new session's is opened by the SDK after initialize). */
-  openStream(): void {
-    if (this.protocol !== "StreamableHTTP") return;
-    (this.#transport as StreamableHTTPClientTransport).resumeStream("").catch(() => {});
+  /**
+   * Opens the target's GET stream (once), for what the target sends outside the answer to a request: list_changed,
+   * resource updates, logging, and its own requests, which a target may send there even while serving a call. Opened
+   * when the client opens its own GET stream or when a call is first forwarded to the target (docs/mcp.md).
+   */
+  openStream(): Promise<void> {
+    if (this.protocol !== "StreamableHTTP") return Promise.resolve();
+    const transport = this.#transport as TargetTransport;
+    if (this.#stream === undefined) {
+      const opened = this.#client.initialized.then(
+        () => (this.closed ? undefined : transport.openStream()),
+        () => {},
+      );
+      // A target that holds back the head of its GET answer does not hold up the calls waiting for it for long.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, STREAM_WAIT_MS).unref();
+      });
+      this.#stream = Promise.race([opened, late]).finally(() => clearTimeout(timer));
+    }
+    return this.#stream;
   }
 
   /**
@@ -233,7 +231,7 @@ export class TargetConnection {
   async terminate(): Promise<void> {
     if (this.protocol === "StreamableHTTP") {
       await this.#client.initialized.catch(() => {});
-      await (this.#transport as StreamableHTTPClientTransport).terminateSession().catch(() => {});
+      await (this.#transport as TargetTransport).terminateSession().catch(() => {});
     }
     await this.close();
   }
