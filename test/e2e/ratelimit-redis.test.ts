@@ -2,7 +2,7 @@
 // descriptors to one envoyproxy/ratelimit counting in one redis-server. Its configuration is written by
 // `sluice ratelimit-config` from the same GwPolicies. A request budget and a token budget (charged with the usage read
 // from the LLM response, streamed or not) are shared exactly; a limit rewritten by the command is served without a
-// restart; with Redis stopped, and then the service, FailOpen lets requests through and FailClosed refuses them.
+// restart; with Redis stopped, then the service, FailOpen lets requests through and FailClosed refuses them.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
