@@ -94,6 +94,50 @@ describe("MCP sessions through Envoy", { timeout: 60_000 }, () => {
     return c;
   };
 
+  test("the targets' GET streams open lazily: not at initialize or for lists, but at the client's GET stream", async () => {
+    const url = `${env.baseUrl}/cond/mcp`;
+    const streams = () => alpha.seen.streams + beta.seen.streams;
+    const before = streams();
+    const post = (body: object, sid?: string) =>
+      fetch(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...(sid !== undefined ? { "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25" } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    const init = await post({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+    });
+    assert.equal(init.status, 200);
+    const sid = init.headers.get("mcp-session-id") ?? "";
+    assert.notEqual(sid, "");
+    await init.json();
+    assert.equal((await post({ jsonrpc: "2.0", method: "notifications/initialized" }, sid)).status, 202);
+    const list = (await (await post({ jsonrpc: "2.0", id: 2, method: "tools/list" }, sid)).json()) as {
+      result: { tools: { name: string }[] };
+    };
+    assert.ok(list.result.tools.some((t) => t.name === "alpha_echo"));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(streams(), before, "no target GET stream before the client opens its own");
+    const ctl = new AbortController();
+    const get = await fetch(url, {
+      headers: { accept: "text/event-stream", "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25" },
+      signal: ctl.signal,
+    });
+    assert.equal(get.status, 200);
+    await waitFor("both targets' GET streams", async () => (streams() === before + 2 ? true : undefined));
+    ctl.abort();
+    await get.body?.cancel().catch(() => {});
+    const del = await fetch(url, { method: "DELETE", headers: { "mcp-session-id": sid } });
+    assert.equal(del.status, 200);
+  });
+
   test("DELETE ends the targets' sessions; the id is refused afterwards, on any replica", async () => {
     const { client, transport } = await connect(env.baseUrl, "cond");
     await client.listTools();

@@ -15,8 +15,8 @@ import { freePort, waitFor } from "./net.js";
 export interface SdkTarget {
   readonly name: string;
   readonly port: number;
-  /** What the target saw: cancelled calls of `slow`, sessions ended by DELETE, sessions started. */
-  readonly seen: { cancelled: number; deleted: number; initialized: number };
+  /** What the target saw: cancelled calls of `slow`, sessions ended by DELETE, sessions started, GET streams asked. */
+  readonly seen: { cancelled: number; deleted: number; initialized: number; streams: number };
   /** Ends the target as a crash would: every connection dropped, the port closed. */
   kill(): Promise<void>;
 }
@@ -84,7 +84,7 @@ function buildServer(name: string, seen: SdkTarget["seen"]): McpServer {
 
 /** A target over Streamable HTTP at http://127.0.0.1:<port>/mcp. */
 export async function startSdkTarget(name: string): Promise<SdkTarget> {
-  const seen = { cancelled: 0, deleted: 0, initialized: 0 };
+  const seen = { cancelled: 0, deleted: 0, initialized: 0, streams: 0 };
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const sid = req.headers["mcp-session-id"];
@@ -109,6 +109,7 @@ export async function startSdkTarget(name: string): Promise<SdkTarget> {
       await buildServer(name, seen).connect(t);
       transport = t;
     }
+    if (req.method === "GET") seen.streams++;
     await transport.handleRequest(req, res);
   };
   const server: Server = createServer((req, res) => {
