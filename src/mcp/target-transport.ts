@@ -270,7 +270,13 @@ export class TargetTransport implements Transport {
         // microtask of its own and an answer at once, so a progress notice followed by the answer in one chunk would
         // otherwise find its request already answered (and be dropped).
         const msg = m;
-        dispatch = dispatch.then(() => this.onmessage?.(msg));
+        dispatch = dispatch.then(() => {
+          try {
+            this.onmessage?.(msg);
+          } catch (e) {
+            this.onerror?.(e as Error);
+          }
+        });
       }
     };
     const finish = (error: string | undefined): void => {
