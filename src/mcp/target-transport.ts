@@ -71,6 +71,23 @@ function readAll(res: IncomingMessage): Promise<string> {
   });
 }
 
+/**
+ * Reads a response to its end, unread. Awaited before the next request is sent: the socket goes back to the agent's
+ * pool only at the end, so a request sent before it would open a new connection.
+ */
+function drain(res: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.readableEnded) {
+      resolve();
+      return;
+    }
+    res.once("end", resolve);
+    res.once("close", resolve);
+    res.once("error", () => resolve());
+    res.resume();
+  });
+}
+
 function isMessage(v: unknown): v is JSONRPCMessage {
   return typeof v === "object" && v !== null && !Array.isArray(v) && (v as { jsonrpc?: unknown }).jsonrpc === "2.0";
 }
@@ -166,7 +183,7 @@ export class TargetTransport implements Transport {
       const messages = Array.isArray(message) ? message : [message];
       const hasRequests = messages.some((m) => "method" in m && "id" in m && m.id !== undefined);
       if (status === 202 || !hasRequests) {
-        res.resume();
+        await drain(res);
         return;
       }
       const type = mediaType(res.headers["content-type"]);
@@ -301,7 +318,7 @@ export class TargetTransport implements Transport {
     if (this.sessionId === undefined) return;
     try {
       const res = await this.#request("DELETE", this.#headers({}), undefined, false);
-      res.resume();
+      await drain(res);
       const status = res.statusCode ?? 0;
       if ((status < 200 || status > 299) && status !== 405) {
         throw new HttpError(status, `Failed to terminate session: ${res.statusMessage ?? status}`);
