@@ -386,7 +386,11 @@ class Connection {
     if (s === "closed") return;
     this.#streams.delete(id);
     s.bidi?.abort(new Error("stream reset by the client"));
-    if (!this.#resets.take()) throw new ProtocolError(ERROR.ENHANCE_YOUR_CALM, "too many stream resets");
+    // Only a premature reset (before this side answered) costs from the budget, as in Envoy's own premature-reset
+    // guard: the rapid-reset attack opens streams and resets them before any answer, while Envoy's ext_proc client
+    // closes and resets every stream it is done with, answered long before (thousands a second under load).
+    if (!s.headersSent && !this.#resets.take())
+      throw new ProtocolError(ERROR.ENHANCE_YOUR_CALM, "too many stream resets");
     this.#closeIfDone();
   }
 

@@ -32,6 +32,14 @@ before(async () => {
           call.on("error", () => {});
         },
       ],
+      [
+        // Answers each message and stays open, as an ext_proc stream does until Envoy closes and resets it.
+        "/test.Answer/Bidi",
+        (call) => {
+          call.on("error", () => {});
+          call.on("data", (m) => call.write(m));
+        },
+      ],
     ]),
     {
       log: (line) => logged.push(line),
@@ -235,6 +243,30 @@ test("rapid reset: streams opened and reset past the budget end the connection (
   const started = hangingCalls - before;
   assert.ok(started <= 60, `the server started ${started} calls for 2000 opened and reset (budget 50)`);
   await goodCall();
+});
+
+test("resets of streams the server already answered cost nothing: 200 answered and reset (budget 50) keep the connection", async () => {
+  const c = await RawH2.open();
+  for (let i = 0; i < 200; i++) {
+    const id = 2 * i + 1;
+    c.write(
+      RawH2.frame(T.HEADERS, 0x4, id, requestBlock("/test.Answer/Bidi")),
+      RawH2.frame(T.DATA, 0, id, frame(new Uint8Array([i & 0xff]))),
+    );
+    await c.waitFor((f) => f.type === T.DATA && f.id === id, 3000);
+    c.write(RawH2.frame(T.RST_STREAM, 0, id, Buffer.from([0, 0, 0, 8])));
+  }
+  // Still served on the same connection, and no GOAWAY came.
+  c.write(
+    RawH2.frame(T.HEADERS, 0x4, 401, requestBlock("/test.Answer/Bidi")),
+    RawH2.frame(T.DATA, 0, 401, frame(new Uint8Array([7]))),
+  );
+  await c.waitFor((f) => f.type === T.DATA && f.id === 401, 3000);
+  assert.equal(
+    c.frames.some((f) => f.type === T.GOAWAY),
+    false,
+  );
+  c.socket.destroy();
 });
 
 test("HPACK: a table size update above the advertised 4096 bytes is a COMPRESSION_ERROR", async () => {
