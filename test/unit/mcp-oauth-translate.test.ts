@@ -78,6 +78,7 @@ spec:
         issuer: https://idp.test
         audiences: [mcp]
         mode: Optional
+        provider: Idp3
         jwks: { jwksPath: keys.json, backendRef: { group: sluice.dev, kind: GwBackend, name: keys } }
         clientSecretRef: { name: client }
 `;
@@ -155,6 +156,8 @@ test("MCP OAuth: discovery routes, the 401 mapper, the table entry, the deprecat
       /route httproute\/default\/r\/rule\/1\/match\/0 matches a regular expression and gets none/,
     );
     assert.doesNotMatch(status("jwt"), /MCP GwBackend only/);
+    // provider (Idp1..Idp6) changes nothing yet, and the status says so.
+    assert.match(status("legacy"), /backend\.mcp\.authentication\.provider: has no effect yet/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -356,6 +356,10 @@ function jwksUrls(
   return { urls: [`http://${hostPort(st.host, st.port)}${path}`] };
 }
 
+/** `provider` (Idp1..Idp6) of MCP OAuth: accepted and reported, since nothing differs by provider yet. */
+const IDP_NOTE =
+  "has no effect yet: every identity provider is served the same way (the issuer's discovery document, client registration proxied to it)";
+
 /**
  * MCP OAuth of a route reaching the backend: `jwtAuthentication.mcp` (Envoy verifies the token; the service serves
  * the metadata and registration), else the deprecated `backend.mcp.authentication` (the service verifies too).
@@ -374,6 +378,7 @@ function oauthOf(
     const jwt = f.value as JwtSpec;
     if (jwt.mcp === undefined) continue;
     const issuer = jwt.providers?.[0]?.issuer ?? "";
+    if (jwt.mcp.provider !== undefined) note(f.from, "jwtAuthentication.mcp.provider", IDP_NOTE);
     return {
       path: `${f.from.kind} ${f.from.name}: ${phase}.jwtAuthentication.mcp`,
       issuer,
@@ -405,6 +410,7 @@ function oauthOf(
           `${r.error}; no token verifies, so Strict and Optional refuse every request with a token`,
         );
       }
+      if (auth.provider !== undefined) note(v.from, "backend.mcp.authentication.provider", IDP_NOTE);
       if (auth.clientSecretRef !== undefined) {
         note(
           v.from,
