@@ -1,0 +1,236 @@
+// Soak: the mixed load of the fault tests (test/helpers/mixed-load.ts: plain routing, native JWT authorization and its
+// denial, Sluice's ext_authz CEL rule and its denial, LLM buffered and streamed through the LLM ext_proc with the
+// official `openai` client, MCP tool calls on one session with the MCP SDK) through a real Envoy and `sluice serve`,
+// plus one configuration change per second (the watched YAML of an HTTPRoute rewritten: a new response header value,
+// which a probe reads back to show the change is served), for --duration (default 30 minutes).
+//
+//   node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s]
+//
+// Prints a table: requests and unexpected errors per kind (every kind checks its answer, the denials too; there must
+// be none), the configuration changes written and how far the served generation lagged, the RSS of Sluice and Envoy
+// after warm-up and at the end (growth must stay under 10 %), their file descriptors and sockets (counted from
+// /proc/<pid>/fd) at both points, and CPU ms per request. Exits 1 when an error was unexpected or a bound was broken.
+
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { churnYaml, KINDS, type Kind, mixedClient, mixedYaml, startMixedPeers } from "../test/helpers/mixed-load.js";
+import { freePort, request, sleep, waitFor } from "../test/helpers/net.js";
+import { startSluice, startTestEnvoy, tempConfigDir } from "../test/helpers/processes.js";
+import { cpuMs } from "./proc.js";
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: "string", default: "30m" },
+    rate: { type: "string", default: "40" },
+    concurrency: { type: "string", default: "8" },
+    warmup: { type: "string", default: "" },
+    help: { type: "boolean", default: false },
+  },
+});
+if (values.help) {
+  console.log("node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s]");
+  process.exit(0);
+}
+
+/** "90s", "5m", "1h" or plain seconds. */
+function seconds(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(s|m|h)?$/.exec(text.trim());
+  if (m === null) throw new Error(`--duration/--warmup: "${text}" is not a duration like 90s, 5m or 1h`);
+  return Number(m[1]) * ({ s: 1, m: 60, h: 3600 }[m[2] ?? "s"] ?? 1);
+}
+
+const durationS = seconds(values.duration);
+const warmupS = values.warmup !== "" ? seconds(values.warmup) : Math.min(60, durationS / 10);
+const rate = Number(values.rate);
+const concurrency = Number(values.concurrency);
+
+interface Snapshot {
+  rssKb: number;
+  fds: number;
+  sockets: number;
+  cpuMs: number;
+}
+
+function snapshot(pid: number | undefined): Snapshot {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const rssKb = Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? "0");
+  let fds = 0;
+  let sockets = 0;
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    fds++;
+    try {
+      if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith("socket:")) sockets++;
+    } catch {
+      // closed between the listing and the read
+    }
+  }
+  return { rssKb, fds, sockets, cpuMs: cpuMs(pid) };
+}
+
+const peers = await startMixedPeers();
+const cfg = tempConfigDir();
+const port = await freePort();
+cfg.write("mixed.yaml", mixedYaml(port, peers));
+let generation = 0;
+cfg.write("churn.yaml", churnYaml(generation));
+const sluice = await startSluice("serve", cfg.dir, { env: { SESSION_KEY: "soak-session-key" } });
+const envoy = await startTestEnvoy(sluice);
+const baseUrl = `http://127.0.0.1:${port}`;
+const client = await waitFor(
+  "every kind to be served",
+  async () => {
+    const c = await mixedClient(baseUrl, port, peers);
+    const os = await Promise.all(KINDS.map((k) => c.run(k)));
+    if (os.every((o) => o.ok)) return c;
+    await c.close();
+    return undefined;
+  },
+  60_000,
+  500,
+);
+
+const counts = new Map<Kind, { n: number; errors: number; msSum: number; msMax: number }>(
+  KINDS.map((k) => [k, { n: 0, errors: 0, msSum: 0, msMax: 0 }]),
+);
+const examples: string[] = [];
+let inFlight = 0;
+let next = 0;
+const startedAt = performance.now();
+const elapsedS = () => (performance.now() - startedAt) / 1000;
+
+// One configuration change per second; a probe every second reads the generation Envoy serves.
+let maxLag = 0;
+let probes = 0;
+let probeErrors = 0;
+const churn = setInterval(() => {
+  generation++;
+  cfg.write("churn.yaml", churnYaml(generation));
+}, 1000);
+const probe = setInterval(() => {
+  const written = generation;
+  request(port, "/churn", { timeoutMs: 10_000 })
+    .then((r) => {
+      probes++;
+      const served = Number(r.headers["x-generation"]);
+      if (r.status !== 200 || !Number.isFinite(served)) {
+        probeErrors++;
+        if (examples.length < 20) examples.push(`churn probe: ${r.status} x-generation=${r.headers["x-generation"]}`);
+        return;
+      }
+      maxLag = Math.max(maxLag, written - served);
+    })
+    .catch((e: unknown) => {
+      probeErrors++;
+      if (examples.length < 20) examples.push(`churn probe: ${(e as Error).message}`);
+    });
+}, 1000);
+
+let warm: { sluice: Snapshot; envoy: Snapshot; requests: number } | undefined;
+const rssSamples: { t: number; sluice: number; envoy: number }[] = [];
+const sampler = setInterval(() => {
+  const s = snapshot(sluice.child.pid);
+  const e = snapshot(envoy.process.child.pid);
+  rssSamples.push({ t: elapsedS(), sluice: s.rssKb, envoy: e.rssKb });
+  if (warm === undefined && elapsedS() >= warmupS) warm = { sluice: s, envoy: e, requests: total() };
+}, 10_000);
+const total = () => [...counts.values()].reduce((a, c) => a + c.n, 0);
+
+console.log(
+  `soak: ${durationS} s (warm-up ${warmupS} s), ${rate} requests/s over ${KINDS.length} kinds, at most ${concurrency} at once, one configuration change per second`,
+);
+const tickMs = 50;
+const perTick = (rate * tickMs) / 1000;
+let credit = 0;
+while (elapsedS() < durationS) {
+  credit += perTick;
+  while (credit >= 1 && inFlight < concurrency) {
+    credit--;
+    const kind = KINDS[next++ % KINDS.length] as Kind;
+    inFlight++;
+    client
+      .run(kind)
+      .then((o) => {
+        const c = counts.get(kind);
+        if (c === undefined) return;
+        c.n++;
+        c.msSum += o.ms;
+        c.msMax = Math.max(c.msMax, o.ms);
+        if (!o.ok) {
+          c.errors++;
+          if (examples.length < 20) examples.push(`${elapsedS().toFixed(0)} s ${kind}: ${o.got}`);
+        }
+      })
+      .finally(() => inFlight--);
+  }
+  credit = Math.min(credit, concurrency);
+  await sleep(tickMs);
+}
+const endUnderLoad = {
+  sluice: snapshot(sluice.child.pid),
+  envoy: snapshot(envoy.process.child.pid),
+  requests: total(),
+};
+clearInterval(churn);
+clearInterval(probe);
+clearInterval(sampler);
+await waitFor("the last requests", async () => (inFlight === 0 ? true : undefined), 30_000, 20);
+// The last generation written is served.
+const lastWritten = generation;
+const settled = await waitFor(
+  "the last configuration to be served",
+  async () => (Number((await request(port, "/churn")).headers["x-generation"]) === lastWritten ? true : undefined),
+  15_000,
+  100,
+).catch(() => false);
+
+const w = warm ?? endUnderLoad;
+const growth = (a: number, b: number) => (a === 0 ? 0 : ((b - a) / a) * 100);
+const rows: string[] = [];
+rows.push("| kind | requests | unexpected errors | mean ms | max ms |", "|---|---:|---:|---:|---:|");
+for (const [k, c] of counts) {
+  rows.push(`| ${k} | ${c.n} | ${c.errors} | ${c.n ? (c.msSum / c.n).toFixed(1) : "-"} | ${c.msMax.toFixed(0)} |`);
+}
+const errors = [...counts.values()].reduce((a, c) => a + c.errors, 0) + probeErrors;
+rows.push(
+  `| configuration changes | ${lastWritten} written, ${probes} probes | ${probeErrors} | max lag ${maxLag} generation(s) | last served: ${settled ? "yes" : "NO"} |`,
+);
+const proc = (name: string, a: Snapshot, b: Snapshot) =>
+  `| ${name} | ${(a.rssKb / 1024).toFixed(1)} → ${(b.rssKb / 1024).toFixed(1)} MiB (${growth(a.rssKb, b.rssKb).toFixed(1)} %) | ${a.fds} → ${b.fds} | ${a.sockets} → ${b.sockets} | ${((b.cpuMs - a.cpuMs) / Math.max(1, endUnderLoad.requests - w.requests)).toFixed(2)} |`;
+rows.push(
+  "",
+  "| process | RSS after warm-up → end | fds | sockets | CPU ms per request (after warm-up) |",
+  "|---|---|---:|---:|---:|",
+  proc("sluice", w.sluice, endUnderLoad.sluice),
+  proc("envoy", w.envoy, endUnderLoad.envoy),
+);
+const rssRange = (key: "sluice" | "envoy") => {
+  const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
+  return after.length ? `${Math.min(...after).toFixed(1)}–${Math.max(...after).toFixed(1)} MiB` : "-";
+};
+console.log(rows.join("\n"));
+console.log(`RSS range after warm-up (10 s samples): sluice ${rssRange("sluice")}, envoy ${rssRange("envoy")}`);
+if (examples.length > 0) console.log(`errors (first ${examples.length}):\n${examples.join("\n")}`);
+
+const broken: string[] = [];
+if (errors > 0) broken.push(`${errors} unexpected errors`);
+if (!settled) broken.push("the last configuration change was not served");
+for (const [name, a, b] of [
+  ["sluice", w.sluice, endUnderLoad.sluice],
+  ["envoy", w.envoy, endUnderLoad.envoy],
+] as const) {
+  if (growth(a.rssKb, b.rssKb) >= 10) broken.push(`${name} RSS grew ${growth(a.rssKb, b.rssKb).toFixed(1)} %`);
+  // Connections come and go with the load: more than the load can hold open at once is a leak.
+  const slack = 2 * concurrency + 16;
+  if (b.fds > a.fds + slack) broken.push(`${name} fds grew ${a.fds} → ${b.fds}`);
+  if (b.sockets > a.sockets + slack) broken.push(`${name} sockets grew ${a.sockets} → ${b.sockets}`);
+}
+await client.close();
+await envoy.stop();
+await sluice.stop();
+await peers.close();
+cfg.cleanup();
+if (broken.length > 0) {
+  console.log(`FAILED: ${broken.join("; ")}`);
+  process.exit(1);
+}
+console.log("ok");
