@@ -23,6 +23,7 @@ import {
   splitUri,
 } from "./names.js";
 import type { SessionState } from "./session-codec.js";
+import { withClientHeaders } from "./target-connection.js";
 import { type ConnectOptions, TargetConnection, type TargetHooks } from "./upstream.js";
 
 export const SUPPORTED_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"] as const;
@@ -166,6 +167,7 @@ export class McpSession {
             protocol: t.protocol,
             capabilities: caps,
             ...(info !== undefined ? { clientInfo: info } : {}),
+            ...(t.connection !== undefined ? { connection: t.connection } : {}),
           },
           s.#hooks(),
         ),
@@ -219,7 +221,9 @@ export class McpSession {
         }
         const o: ConnectOptions = {
           name: t.name,
-          url: ts.u,
+          // The scheme its policy says now (TLS added or removed since the session was sealed).
+          url: ts.u.replace(/^https?:/, t.connection?.tls !== undefined ? "https:" : "http:"),
+          ...(t.connection !== undefined ? { connection: t.connection } : {}),
           protocol: t.protocol,
           capabilities: caps,
           ...(info !== undefined ? { clientInfo: info } : {}),
@@ -321,7 +325,12 @@ export class McpSession {
    * Serves one request of the client; `channel` is where its answer goes (for progress and target requests); `ctx`
    * what the authorization rules see of the request.
    */
-  async handle(req: JsonRpcRequest, channel: Channel, ctx?: McpRequestContext): Promise<unknown> {
+  handle(req: JsonRpcRequest, channel: Channel, ctx?: McpRequestContext): Promise<unknown> {
+    // Credentials minted from the client's own token (passthrough, token exchange) read it from here.
+    return withClientHeaders(ctx?.request.headers, () => this.#handle(req, channel, ctx));
+  }
+
+  async #handle(req: JsonRpcRequest, channel: Channel, ctx?: McpRequestContext): Promise<unknown> {
     this.lastUsed = Date.now();
     if (this.failed !== undefined) throw new RpcError(ErrorCodes.ServerError, `the session failed: ${this.failed}`);
     const params = req.params;

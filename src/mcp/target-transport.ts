@@ -17,22 +17,10 @@ import https from "node:https";
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { SseParser } from "../llm/codec/sse.js";
+import type { McpTargetConnection } from "../translate/mcp/connection.js";
+import { agentsFor, credentialHeaders, type TargetAgents } from "./target-connection.js";
 
-/**
- * Sockets kept per target (host:port) and Sluice replica. Requests past it wait for a socket. POSTs answered with a
- * long SSE stream hold theirs until answered, so the bound is high; GET streams, which live as long as a session,
- * do not count against it (they have an agent of their own, without keep-alive).
- */
-export const MAX_SOCKETS_PER_TARGET = 256;
-const AGENT_OPTIONS = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_TARGET, maxFreeSockets: 32, scheduling: "lifo" };
-const AGENTS = {
-  "http:": new http.Agent(AGENT_OPTIONS as http.AgentOptions),
-  "https:": new https.Agent(AGENT_OPTIONS as https.AgentOptions),
-};
-const STREAM_AGENTS = {
-  "http:": new http.Agent({ keepAlive: false }),
-  "https:": new https.Agent({ keepAlive: false }),
-};
+export { MAX_SOCKETS_PER_TARGET } from "./target-connection.js";
 
 export interface ReconnectOptions {
   readonly initialDelayMs: number;
@@ -47,6 +35,8 @@ export interface TargetTransportOptions {
   readonly reconnect: ReconnectOptions;
   /** Headers sent with every request (after Sluice's own, which they cannot replace). */
   readonly headers?: Readonly<Record<string, string>>;
+  /** The target's connection policies (TLS, credential, timeouts, proxy); absent: plain defaults. */
+  readonly connection?: McpTargetConnection;
 }
 
 export class HttpError extends Error {
@@ -100,6 +90,7 @@ export class TargetTransport implements Transport {
   #protocolVersion: string | undefined;
   readonly #url: URL;
   readonly #opts: TargetTransportOptions;
+  readonly #agents: TargetAgents;
   /** Requests and streams in progress: destroyed on close. */
   readonly #active = new Set<http.ClientRequest>();
   #reconnectTimer: NodeJS.Timeout | undefined;
@@ -109,6 +100,7 @@ export class TargetTransport implements Transport {
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`unsupported target URL ${url.href}`);
     this.#url = url;
     this.#opts = opts;
+    this.#agents = agentsFor(url.protocol, opts.connection);
     if (opts.sessionId !== undefined) this.sessionId = opts.sessionId;
   }
 
@@ -133,16 +125,40 @@ export class TargetTransport implements Transport {
    * One request; resolves with the response once its head arrived. A request on a reused keep-alive socket that the
    * target closed meanwhile (the idle-timeout race) is sent once more on a new one.
    */
-  #request(method: string, headers: Record<string, string>, body: string | undefined, stream: boolean) {
-    const proto = this.#url.protocol as "http:" | "https:";
-    const mod = proto === "https:" ? https : http;
+  async #request(method: string, headers: Record<string, string>, body: string | undefined, stream: boolean) {
+    const mod = this.#url.protocol === "https:" ? https : http;
+    const c = this.#opts.connection;
+    const sent = await credentialHeaders(c, method, this.#url, headers, body);
     const attempt = (retried: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
-        const req = mod.request(this.#url, {
+        const req = mod.request({
+          protocol: this.#url.protocol,
+          hostname: this.#url.hostname.replace(/^\[|\]$/g, ""),
+          port: this.#url.port,
+          path: sent.path,
           method,
-          headers: body !== undefined ? { ...headers, "content-length": String(Buffer.byteLength(body)) } : headers,
-          agent: stream ? STREAM_AGENTS[proto] : AGENTS[proto],
+          headers:
+            body !== undefined ? { ...sent.headers, "content-length": String(Buffer.byteLength(body)) } : sent.headers,
+          agent: stream ? this.#agents.stream : this.#agents.pooled,
         });
+        if (c?.connectTimeoutMs !== undefined || (stream && c?.keepaliveMs !== undefined)) {
+          req.once("socket", (socket) => {
+            // A GET stream's connection is idle for long stretches: TCP keepalive finds a dead peer.
+            if (stream && c.keepaliveMs !== undefined) socket.setKeepAlive(true, c.keepaliveMs);
+            const connectMs = c.connectTimeoutMs;
+            if (connectMs === undefined || !socket.connecting) return;
+            const timer = setTimeout(
+              () =>
+                req.destroy(
+                  new Error(`no connection to ${this.#url.host} within ${connectMs} ms (tcp.connectTimeout)`),
+                ),
+              connectMs,
+            );
+            socket.once("connect", () => clearTimeout(timer));
+            socket.once("secureConnect", () => clearTimeout(timer));
+            socket.once("close", () => clearTimeout(timer));
+          });
+        }
         if (this.#closed) {
           req.destroy(new Error("the connection to the target is closed"));
         } else {

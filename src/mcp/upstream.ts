@@ -9,6 +9,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { z } from "zod";
+import type { McpTargetConnection } from "../translate/mcp/connection.js";
 import { ErrorCodes, RpcError } from "./jsonrpc.js";
 import { TargetTransport } from "./target-transport.js";
 
@@ -48,6 +49,8 @@ export interface ConnectOptions {
   /** What the client declared at initialize, declared to the target in turn. */
   readonly capabilities?: Record<string, unknown>;
   readonly clientInfo?: { readonly name: string; readonly version: string };
+  /** The target's connection policies (Streamable HTTP targets; translate/mcp/connection.ts). */
+  readonly connection?: McpTargetConnection;
 }
 
 /**
@@ -74,6 +77,8 @@ export class TargetConnection {
   readonly #client: TargetClient;
   readonly #transport: Transport & { sessionId?: string | undefined };
   readonly #observe: TargetHooks["observe"];
+  /** `http.requestTimeout` of the target: a request not answered in time fails alone (the target is not failed). */
+  readonly #requestTimeoutMs: number | undefined;
   /** Set once the target failed (a transport error, a refused request): FailOpen skips it. */
   failure: string | undefined;
   closed = false;
@@ -86,6 +91,7 @@ export class TargetConnection {
     observe: TargetHooks["observe"],
   ) {
     this.#observe = observe;
+    this.#requestTimeoutMs = o.connection?.requestTimeoutMs;
     this.name = o.name;
     this.url = o.url;
     this.protocol = o.protocol;
@@ -100,6 +106,7 @@ export class TargetConnection {
         ? new SSEClientTransport(url)
         : new TargetTransport(url, {
             ...(o.sessionId !== undefined ? { sessionId: o.sessionId } : {}),
+            ...(o.connection !== undefined ? { connection: o.connection } : {}),
             // A target that went away is not waited for long: FailOpen skips it, FailClosed fails the session.
             reconnect: { initialDelayMs: 500, maxDelayMs: 5000, growFactor: 2, maxRetries: 3 },
           });
@@ -125,7 +132,9 @@ export class TargetConnection {
     client.onclose = () => {
       conn.closed = true;
     };
-    await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
+    await client.connect(transport, {
+      timeout: Math.min(CONNECT_TIMEOUT_MS, o.connection?.requestTimeoutMs ?? Infinity),
+    });
     if (o.sessionId !== undefined && o.protocolVersion !== undefined) {
       (transport as TargetTransport).setProtocolVersion(o.protocolVersion);
     }
@@ -199,8 +208,9 @@ export class TargetConnection {
         { method, ...(sent !== undefined ? { params: sent } : {}) } as never,
         AnyResult,
         {
-          timeout: REQUEST_TIMEOUT_MS,
-          resetTimeoutOnProgress: true,
+          ...(this.#requestTimeoutMs !== undefined
+            ? { timeout: this.#requestTimeoutMs, maxTotalTimeout: this.#requestTimeoutMs }
+            : { timeout: REQUEST_TIMEOUT_MS, resetTimeoutOnProgress: true }),
           ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
           ...(opts.onProgress !== undefined
             ? { onprogress: (p) => opts.onProgress?.(p as unknown as Record<string, unknown>) }
@@ -210,6 +220,13 @@ export class TargetConnection {
       ok = true;
       return result;
     } catch (e) {
+      if (e instanceof McpError && e.code === -32001 && this.#requestTimeoutMs !== undefined) {
+        // The policy's deadline (the SDK told the target with notifications/cancelled): this request fails alone.
+        throw new RpcError(
+          ErrorCodes.ServerError,
+          `target ${this.name} did not answer ${method} within ${this.#requestTimeoutMs} ms (http.requestTimeout)`,
+        );
+      }
       if (e instanceof McpError && e.code !== -32001) {
         // The target answered with an error: the client gets it as it is.
         throw new RpcError(e.code, e.message.replace(/^MCP error -?\d+: /, ""), e.data);

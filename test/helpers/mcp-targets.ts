@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer, type ServerOptions as HttpsServerOptions } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -82,11 +83,24 @@ function buildServer(name: string, seen: SdkTarget["seen"]): McpServer {
   return server;
 }
 
-/** A target over Streamable HTTP at http://127.0.0.1:<port>/mcp. */
-export async function startSdkTarget(name: string): Promise<SdkTarget> {
+export interface SdkTargetOptions {
+  /** Serve HTTPS (https://127.0.0.1:<port>/mcp) with these certificates (and client certificate checks). */
+  readonly tls?: HttpsServerOptions;
+  /** Answer 401 to requests without this header and value (a credential the gateway must add). */
+  readonly requireHeader?: { readonly name: string; readonly value: string };
+}
+
+/** A target over Streamable HTTP at http://127.0.0.1:<port>/mcp (https with `opts.tls`). */
+export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}): Promise<SdkTarget> {
   const seen = { cancelled: 0, deleted: 0, initialized: 0, streams: 0 };
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const required = opts.requireHeader;
+    if (required !== undefined && req.headers[required.name.toLowerCase()] !== required.value) {
+      res.writeHead(401, { "content-type": "application/json" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Unauthorized" } }));
+      return;
+    }
     const sid = req.headers["mcp-session-id"];
     let transport = typeof sid === "string" ? transports.get(sid) : undefined;
     if (transport === undefined) {
@@ -112,11 +126,12 @@ export async function startSdkTarget(name: string): Promise<SdkTarget> {
     if (req.method === "GET") seen.streams++;
     await transport.handleRequest(req, res);
   };
-  const server: Server = createServer((req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((e: unknown) => {
       if (!res.headersSent) res.writeHead(500).end(String(e));
     });
-  });
+  };
+  const server: Server = opts.tls !== undefined ? createHttpsServer(opts.tls, listener) : createServer(listener);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
   const port = (server.address() as AddressInfo).port;
   return {

@@ -150,7 +150,7 @@ describe("MCP backends in translation", () => {
       assert.doesNotMatch(text, /backend type is accepted but not served yet/);
       assert.match(
         text,
-        /spec\.mcp\.targets\[legacy\]\.static\.policies\.tls: connection policies of MCP targets are not served yet/,
+        /spec\.mcp\.targets\[legacy\]\.static\.policies\.tls: not applied to SSE target legacy: Sluice serves connection policies on Streamable HTTP targets only/,
       );
       const pol = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "mcp-rules")?.status);
       // Authorization and guardrails are served; an expression that cannot compile is named.

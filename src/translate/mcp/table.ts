@@ -2,6 +2,7 @@
 // (src/mcp/) multiplexes, resolved to addresses, and the backend's modes. Keyed by the IR cluster name the route puts
 // in its header (names.ts mcpClusterName), so the service needs nothing but the header and this table.
 
+import { isIP } from "node:net";
 import type { LabelSelector } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
 import { compileExpression, specEnvironmentWith } from "../../cel/index.js";
@@ -12,6 +13,7 @@ import type { GatewayIR, PolicyFieldIR, PolicySourceIR, RoutePolicyIR } from "..
 import { findNamed } from "../lookup.js";
 import { backendClusterName } from "../names.js";
 import type { PolicyNote } from "../xds/filters/types.js";
+import { type McpTargetConnection, mcpTargetConnection, mcpUnservedParts } from "./connection.js";
 import { servesMcpOAuth } from "./oauth-routes.js";
 
 export type McpProtocol = "StreamableHTTP" | "SSE";
@@ -23,8 +25,14 @@ export interface McpTargetEntry {
   /** The target's name; a selector's Services are `<target>-<service>` (`<target>-<namespace>-<service>` elsewhere). */
   readonly name: string;
   readonly protocol: McpProtocol;
-  /** `http://host:port/path` per endpoint (ready ones first); a session keeps the one it started on. */
+  /** `http(s)://host:port/path` per endpoint (ready ones first); a session keeps the one it started on. */
   readonly urls: readonly string[];
+  /** The spec's target name, which policies select by `sectionName` (a selector's Services share it). */
+  readonly section: string;
+  /** The name the target is reached by (SNI, certificate check): a host target's host, a Service's cluster name. */
+  readonly host?: string;
+  /** Its connection policies (connection.ts); absent: plain HTTP, Node's defaults. */
+  readonly connection?: McpTargetConnection;
 }
 
 /** One `backend.mcp.authorization` rule, as written; `path` names the policy and field in decisions. */
@@ -183,11 +191,20 @@ function resolveTargets(
       const protocol = s.protocol ?? "StreamableHTTP";
       const path = normalPath(s.path ?? (protocol === "SSE" ? "/sse" : "/mcp"));
       if (s.host !== undefined) {
-        targets.push({ name: t.name, protocol, urls: [`http://${hostPort(s.host, s.port)}${path}`] });
+        targets.push({
+          name: t.name,
+          section: t.name,
+          protocol,
+          urls: [`http://${hostPort(s.host, s.port)}${path}`],
+          ...(isIP(s.host) === 0 ? { host: s.host } : {}),
+        });
       } else if (s.backendRef !== undefined) {
         const r = serviceUrls(input, namespace, s.backendRef.name, s.port, path);
         if ("error" in r) unresolved.push({ name: t.name, message: r.error });
-        else targets.push({ name: t.name, protocol, urls: r.urls });
+        else {
+          const host = `${s.backendRef.name}.${namespace}.svc.cluster.local`;
+          targets.push({ name: t.name, section: t.name, protocol, urls: r.urls, host });
+        }
       }
       continue;
     }
@@ -226,7 +243,10 @@ function resolveTargets(
       }
       const r = serviceUrls(input, ns, svc.metadata.name, port.port, "/mcp");
       if ("error" in r) unresolved.push({ name, message: r.error });
-      else targets.push({ name, protocol: "StreamableHTTP", urls: r.urls });
+      else {
+        const host = `${svc.metadata.name}.${ns}.svc.cluster.local`;
+        targets.push({ name, section: t.name, protocol: "StreamableHTTP", urls: r.urls, host });
+      }
     }
   }
   return { targets, unresolved };
@@ -535,23 +555,73 @@ function guardrailsOf(
   return [];
 }
 
-/** `cluster`: the GwBackend's name in the route's backend policies (names.ts backendClusterName). */
+/**
+ * A target's own connection policies (`level: subBackend`) that Sluice's transport does not serve are reported here;
+ * those of GwPolicies and of the GwBackend's own policies by traffic-route.ts, with the same mcpUnservedParts.
+ */
 function policyNotes(policy: RoutePolicyIR | undefined, cluster: string, notes: Map<string, PolicyNote>): void {
   for (const b of policy?.backends ?? []) {
     if (b.cluster !== cluster) continue;
     for (const sub of b.subBackends ?? []) {
       for (const [field, v] of Object.entries(sub.policy)) {
-        // A target's own connection policies (tls, auth, ...) are for Envoy clusters, which MCP targets are not.
-        if (field === "mcp" || "combined" in v || v.from.level !== "subBackend") continue;
-        const note = {
-          from: v.from,
-          field: `backend.${field}`,
-          message: `connection policies of MCP targets are not served yet; Sluice connects to target ${sub.name} over plain HTTP without them`,
-        };
-        notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+        if ("combined" in v || v.from.level !== "subBackend") continue;
+        for (const [part, why] of mcpUnservedParts(field, v.value)) {
+          const note = { from: v.from, field: `backend.${field}${part === "" ? "" : `.${part}`}`, message: why };
+          notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+        }
       }
     }
   }
+}
+
+/**
+ * The targets of `e` with their connection policies (the effective backend policy of each, connection.ts); a target
+ * whose TLS material, credential or proxy cannot be had is unresolved (failureMode decides), and reported.
+ */
+function withConnections(
+  e: McpBackendEntry,
+  policy: RoutePolicyIR | undefined,
+  cluster: string,
+  input: TranslationInput,
+  notes: Map<string, PolicyNote>,
+): Pick<McpBackendEntry, "targets" | "unresolved"> {
+  const b = policy?.backends?.find((x) => x.cluster === cluster);
+  if (b === undefined) return e;
+  const targets: McpTargetEntry[] = [];
+  const unresolved = [...e.unresolved];
+  for (const t of e.targets) {
+    const p = b.subBackends?.find((s) => s.name === t.section)?.policy ?? b.policy;
+    const r = mcpTargetConnection(p, `GwBackend ${e.backend}`, t.name, t.host, input);
+    for (const n of r.notes) notes.set(`${n.from.kind}|${n.from.name}|${n.field}|${n.message}`, n);
+    if (r.failure !== undefined) {
+      unresolved.push({ name: t.name, message: r.failure });
+      continue;
+    }
+    if (r.connection === undefined) {
+      targets.push(t);
+      continue;
+    }
+    if (t.protocol === "SSE") {
+      // SSE targets go through the SDK's own transport (fetch / EventSource), which takes none of these settings.
+      const p0 = b.subBackends?.find((s) => s.name === t.section)?.policy ?? b.policy;
+      for (const [field, v] of Object.entries(p0)) {
+        if (field === "mcp" || "combined" in v || mcpUnservedParts(field, v.value).some(([part]) => part === "")) {
+          continue;
+        }
+        const note = {
+          from: v.from,
+          field: `backend.${field}`,
+          message: `not applied to SSE target ${t.name}: Sluice serves connection policies on Streamable HTTP targets only and connects to it over plain HTTP`,
+        };
+        notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+      }
+      targets.push(t);
+      continue;
+    }
+    const urls = r.connection.tls !== undefined ? t.urls.map((u) => u.replace(/^http:/, "https:")) : t.urls;
+    targets.push({ ...t, urls, connection: r.connection });
+  }
+  return { targets, unresolved };
 }
 
 export function compileMcpTable(gateways: readonly GatewayIR[], input: TranslationInput): McpTable {
@@ -610,6 +680,7 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
               const perTarget = targetAuthorizationRules(r.policy, backendClusterName(ns, name), notes);
               entries.set(e.key, {
                 ...e,
+                ...withConnections(e, r.policy, backendClusterName(ns, name), input, notes),
                 ...(Object.keys(perTarget).length > 0 ? { targetAuthorization: perTarget } : {}),
                 ...(guardrails.length > 0 ? { guardrails } : {}),
                 ...(rules.length > 0 ? { authorization: rules } : {}),

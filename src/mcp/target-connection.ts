@@ -1,0 +1,188 @@
+// How Sluice's transport reaches one target under its connection policies (translate/mcp/connection.ts): the
+// keep-alive agents (TLS with the policy's CA, SNI, names, client certificate, skip-verify and curves; TCP keepalive;
+// connections opened through an HTTP CONNECT proxy), and the credential written on each request (a static header, or
+// minted by src/credentials/ as Envoy's credential ext_proc does for other backends). Agents are shared by every
+// session whose target has the same settings, so their sockets are pooled across sessions.
+
+import { AsyncLocalStorage } from "node:async_hooks";
+import { createHash } from "node:crypto";
+import http from "node:http";
+import https from "node:https";
+import type { Duplex } from "node:stream";
+import tls, { type PeerCertificate } from "node:tls";
+import { Minter } from "../credentials/mint.js";
+import { AwsCredentialSource } from "../extproc/llm/aws-credentials.js";
+import type { McpTargetConnection } from "../translate/mcp/connection.js";
+
+/**
+ * Sockets kept per target (host:port), settings and Sluice replica. Requests past it wait for a socket. POSTs answered
+ * with a long SSE stream hold theirs until answered, so the bound is high; GET streams, which live as long as a
+ * session, do not count against it (they have an agent of their own, without keep-alive).
+ */
+export const MAX_SOCKETS_PER_TARGET = 256;
+
+export interface TargetAgents {
+  /** Requests (POST, DELETE): keep-alive. */
+  readonly pooled: http.Agent;
+  /** GET streams: a connection each, closed with the stream. */
+  readonly stream: http.Agent;
+}
+
+/** The credential the requests of one target carry, in the client request being served (passthrough, exchange). */
+const clientHeaders = new AsyncLocalStorage<ReadonlyMap<string, string>>();
+
+/** Runs `fn` with the headers of the client's request (as Envoy forwarded it), for credentials minted from them. */
+export function withClientHeaders<T>(headers: ReadonlyMap<string, string> | undefined, fn: () => T): T {
+  return headers === undefined ? fn() : clientHeaders.run(headers, fn);
+}
+
+/** A name check against the names the policy asks for (any one of them), Envoy's `match_typed_subject_alt_names`. */
+function checkNames(sans: readonly string[]): (host: string, cert: PeerCertificate) => Error | undefined {
+  return (_host, cert) => {
+    let last: Error | undefined;
+    for (const name of sans) {
+      last = tls.checkServerIdentity(name, cert);
+      if (last === undefined) return undefined;
+    }
+    return last ?? new Error("the target's certificate carries none of the names asked for");
+  };
+}
+
+function tlsOptions(c: NonNullable<McpTargetConnection["tls"]>): https.AgentOptions {
+  return {
+    ALPNProtocols: ["http/1.1"],
+    ...(c.ca !== undefined ? { ca: c.ca } : {}),
+    ...(c.sni !== undefined ? { servername: c.sni } : {}),
+    ...(c.clientCert !== undefined ? { cert: c.clientCert.chain, key: c.clientCert.key } : {}),
+    ...(c.curves !== undefined && c.curves.length > 0 ? { ecdhCurve: c.curves.join(":") } : {}),
+    rejectUnauthorized: c.insecure !== "All",
+    // No names to check (skip-verify Hostname, or an IP address without sni): the chain is checked, not the name.
+    checkServerIdentity: c.insecure !== undefined || c.sans.length === 0 ? () => undefined : checkNames(c.sans),
+  };
+}
+
+/** Opens `CONNECT host:port` on the proxy; the tunnel's socket, with TLS inside it for an HTTPS target. */
+function tunnelled(
+  proxy: NonNullable<McpTargetConnection["proxy"]>,
+  secure: boolean,
+  connectTimeoutMs: number | undefined,
+): http.Agent["createConnection"] {
+  return ((opts: https.RequestOptions & tls.ConnectionOptions, cb: (err: Error | null, s?: Duplex) => void) => {
+    const authority = `${opts.host}:${opts.port}`;
+    const req = http.request({
+      host: proxy.address,
+      port: proxy.port,
+      method: "CONNECT",
+      path: authority,
+      headers: { host: authority },
+      agent: false,
+      ...(connectTimeoutMs !== undefined ? { timeout: connectTimeoutMs } : {}),
+    });
+    let done = false;
+    const finish = (err: Error | null, s?: Duplex) => {
+      if (done) return;
+      done = true;
+      cb(err, s);
+    };
+    req.once("timeout", () => req.destroy(new Error(`the proxy ${proxy.name} did not open a tunnel in time`)));
+    req.once("error", (e) => finish(new Error(`proxy ${proxy.name}: ${e.message}`)));
+    req.once("connect", (res, socket) => {
+      if (res.statusCode !== 200) {
+        socket.destroy();
+        finish(new Error(`proxy ${proxy.name} refused CONNECT ${authority} (status ${res.statusCode})`));
+        return;
+      }
+      socket.setTimeout(0);
+      if (!secure) {
+        finish(null, socket);
+        return;
+      }
+      const t = tls.connect({ ...opts, socket, servername: opts.servername ?? "" });
+      t.once("secureConnect", () => finish(null, t));
+      t.once("error", (e) => finish(e));
+    });
+    req.end();
+    return undefined;
+  }) as unknown as http.Agent["createConnection"];
+}
+
+const agents = new Map<string, TargetAgents>();
+
+/** The agents of a target with these settings (`https:` or `http:`), made once per distinct settings. */
+export function agentsFor(protocol: "http:" | "https:", c: McpTargetConnection | undefined): TargetAgents {
+  const { header: _, minted: __, requestTimeoutMs: ___, ...transport } = c ?? {};
+  const key = `${protocol}${createHash("sha256").update(JSON.stringify(transport)).digest("base64url")}`;
+  let a = agents.get(key);
+  if (a !== undefined) return a;
+  const secure = protocol === "https:";
+  const make = (keepAlive: boolean): http.Agent => {
+    const options: https.AgentOptions = {
+      keepAlive,
+      ...(keepAlive ? { maxSockets: MAX_SOCKETS_PER_TARGET, maxFreeSockets: 32, scheduling: "lifo" } : {}),
+      // Node's agents turn TCP keepalive on with this idle time for the sockets they keep.
+      ...(c?.keepaliveMs !== undefined ? { keepAliveMsecs: c.keepaliveMs } : {}),
+      ...(secure && c?.tls !== undefined ? tlsOptions(c.tls) : {}),
+    };
+    const agent = secure ? new https.Agent(options) : new http.Agent(options);
+    if (c?.proxy !== undefined) agent.createConnection = tunnelled(c.proxy, secure, c.connectTimeoutMs);
+    return agent;
+  };
+  a = { pooled: make(true), stream: make(false) };
+  agents.set(key, a);
+  return a;
+}
+
+let minter: Minter | undefined;
+
+/**
+ * The headers a request of a target gets from its `auth` policy: the static header, or what the plan mints for it
+ * (the request as it will leave, body included, for SigV4). Throws with the status and field of a credential that
+ * cannot be had: the request is not sent without it.
+ */
+export async function credentialHeaders(
+  c: McpTargetConnection | undefined,
+  method: string,
+  url: URL,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<{ headers: Record<string, string>; path: string }> {
+  const path = `${url.pathname}${url.search}`;
+  if (c?.header === undefined && c?.minted === undefined) return { headers, path };
+  const out = { ...headers };
+  if (c.header !== undefined) out[c.header.name] = c.header.value;
+  if (c.minted === undefined) return { headers: out, path };
+  minter ??= new Minter({ aws: new AwsCredentialSource() });
+  const client = clientHeaders.getStore();
+  const seen: Record<string, string> = {
+    ...out,
+    ":method": method,
+    ":path": path,
+    ":authority": url.host,
+    ":scheme": url.protocol.slice(0, -1),
+  };
+  const authorization = client?.get("authorization");
+  if (authorization !== undefined && seen["authorization"] === undefined) seen["authorization"] = authorization;
+  const r = await minter.mint(c.minted, {
+    headers: seen,
+    ...(body !== undefined ? { body: Buffer.from(body, "utf8") } : {}),
+  });
+  if ("status" in r) throw new CredentialError(r.status, r.message);
+  for (const name of r.ok.remove) delete out[name];
+  let newPath = path;
+  for (const [name, value] of Object.entries(r.ok.set)) {
+    if (name === ":path") newPath = value;
+    else if (!name.startsWith(":")) out[name] = value;
+  }
+  return { headers: out, path: newPath };
+}
+
+/** A credential that could not be had for a target request (the status Envoy's credential ext_proc would answer). */
+export class CredentialError extends Error {
+  readonly code = "SLUICE_MCP_CREDENTIAL";
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,149 @@
+// Connection policies of an MCP target (`tls`, `auth`, `tcp`, `http`, `tunnel` of its effective backend policy: a
+// GwPolicy's < the GwBackend's own `spec.policies` < a GwPolicy with the target's sectionName < the target's own
+// `policies`), resolved for Sluice's own transport to targets (src/mcp/target-transport.ts), which is where they are
+// served: MCP targets are not Envoy clusters. Secrets and ConfigMaps are read here, so the MCP service reads the table
+// alone. What Node's HTTP client cannot do is named (mcpUnservedParts) for status, never dropped silently.
+
+import type { CredentialPlan } from "../../credentials/plan.js";
+import { tunnelRefs } from "../backend/resolve.js";
+import { resolveTunnel } from "../backend/tunnel.js";
+import { parseDurationMs } from "../duration.js";
+import type { TranslationInput } from "../input.js";
+import type { BackendTlsIR, EffectivePolicyIR, PolicySourceIR } from "../ir.js";
+import { backendCredential } from "../xds/backend-credential.js";
+import { resolveBackendTls } from "../xds/backend-tls.js";
+import type { PolicyNote } from "../xds/filters/types.js";
+
+type Rec = Record<string, unknown>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+const ms = (v: unknown) => (typeof v === "string" ? parseDurationMs(v) : undefined);
+
+/** How Sluice connects to one MCP target; absent fields are Node's defaults (plain HTTP, no timeouts of its own). */
+export interface McpTargetConnection {
+  /** TLS to the target: its URLs are `https:`. */
+  readonly tls?: BackendTlsIR;
+  readonly connectTimeoutMs?: number;
+  /** TCP keepalive idle time (the probe interval and count stay the OS's: Node sets only this). */
+  readonly keepaliveMs?: number;
+  /** `http.requestTimeout`: longest wait for a target's answer to one request. */
+  readonly requestTimeoutMs?: number;
+  /** `tunnel`: an HTTP CONNECT proxy every connection to the target opens through. */
+  readonly proxy?: { readonly address: string; readonly port: number; readonly name: string };
+  /** `auth` with a key or a Secret's: the header written on every request. */
+  readonly header?: { readonly name: string; readonly value: string };
+  /** `auth` Sluice mints (src/credentials/): the plan, applied to every request. */
+  readonly minted?: CredentialPlan;
+}
+
+/** Parts of a policy field Sluice's transport to MCP targets does not serve, as `[subfield, why]`. */
+export function mcpUnservedParts(field: string, value: unknown): readonly (readonly [string, string])[] {
+  const v = isRec(value) ? value : {};
+  switch (field) {
+    case "mcp":
+      return [];
+    case "tls":
+      return Array.isArray(v.alpnProtocols) && !v.alpnProtocols.includes("http/1.1")
+        ? [["alpnProtocols", "Sluice speaks HTTP/1.1 to MCP targets and offers only http/1.1 over TLS"]]
+        : [];
+    case "tcp": {
+      const k = isRec(v.keepalive) ? v.keepalive : {};
+      return [
+        ...(k.interval !== undefined
+          ? [["keepalive.interval", "Node sets only the keepalive idle time; the probe interval is the OS's"] as const]
+          : []),
+        ...(k.retries !== undefined
+          ? [["keepalive.retries", "Node sets only the keepalive idle time; the probe count is the OS's"] as const]
+          : []),
+      ];
+    }
+    case "http":
+      return v.version === "HTTP2"
+        ? [["version", "Sluice speaks HTTP/1.1 to MCP targets (MCP targets written with the SDKs serve HTTP/1.1)"]]
+        : [];
+    case "auth":
+    case "tunnel":
+      return [];
+    default:
+      return [["", "not applied to MCP targets: Sluice's MCP service serves tls, auth, tcp, http and tunnel only"]];
+  }
+}
+
+function fieldOf(p: EffectivePolicyIR, name: string): { value: unknown; from: PolicySourceIR } | undefined {
+  const f = p[name];
+  return f === undefined || "combined" in f ? undefined : f;
+}
+
+export interface ResolvedConnection {
+  readonly connection?: McpTargetConnection;
+  /** Why the target cannot be reached as its policy says (a CA, a certificate, a key, a proxy missing): it fails. */
+  readonly failure?: string;
+  readonly notes: readonly PolicyNote[];
+}
+
+/**
+ * The connection of target `target` of `backend` (`GwBackend ns/name`) under its effective policy `p`; `host` is the
+ * name it is reached by (SNI and the certificate's name by default; undefined for an IP address).
+ */
+export function mcpTargetConnection(
+  p: EffectivePolicyIR | undefined,
+  backend: string,
+  target: string,
+  host: string | undefined,
+  input: TranslationInput,
+): ResolvedConnection {
+  if (p === undefined) return { notes: [] };
+  const out: { -readonly [K in keyof McpTargetConnection]: McpTargetConnection[K] } = {};
+  const notes: PolicyNote[] = [];
+  const failures: string[] = [];
+  const fail = (from: PolicySourceIR, field: string, message: string) => {
+    const m = `${message}; Sluice does not connect to MCP target ${target} of ${backend} until it is`;
+    failures.push(`${field}: ${m}`);
+    notes.push({ from, field, message: m });
+  };
+  const nsOf = (from: PolicySourceIR) => from.name.split("/")[0] ?? "";
+
+  const tls = fieldOf(p, "tls");
+  if (tls !== undefined) {
+    const r = resolveBackendTls(tls.value, nsOf(tls.from), host, input);
+    if (r.ok) out.tls = r.tls;
+    else fail(tls.from, `backend.tls.${r.field}`, r.message);
+  }
+  const tcp = fieldOf(p, "tcp");
+  if (tcp !== undefined && isRec(tcp.value)) {
+    const connect = ms(tcp.value.connectTimeout);
+    if (connect !== undefined) out.connectTimeoutMs = connect;
+    if (isRec(tcp.value.keepalive)) out.keepaliveMs = ms(tcp.value.keepalive.time) ?? 180_000;
+  }
+  const http = fieldOf(p, "http");
+  if (http !== undefined && isRec(http.value)) {
+    const timeout = ms(http.value.requestTimeout);
+    if (timeout !== undefined && timeout > 0) out.requestTimeoutMs = timeout;
+  }
+  const tunnel = fieldOf(p, "tunnel");
+  if (tunnel !== undefined) {
+    const ns = nsOf(tunnel.from);
+    const r = resolveTunnel(tunnel.value, ns, tunnelRefs(input, ns));
+    if (r.ok) out.proxy = { address: r.tunnel.address, port: r.tunnel.port, name: r.tunnel.proxy };
+    else fail(tunnel.from, "backend.tunnel", r.message);
+  }
+  const auth = fieldOf(p, "auth");
+  if (auth !== undefined) {
+    const r = backendCredential(auth.value, auth.from, `${backend} target ${target}`, input);
+    if (!r.ok) {
+      // backendCredential's messages speak of Envoy's 503; here the target fails instead.
+      fail(r.from, r.field, r.message.replace(/; requests to .* are answered 503 until it is$/, ""));
+    } else {
+      for (const n of r.notes) notes.push({ from: n.from, field: n.field, message: n.message });
+      if (r.credential !== undefined) {
+        const c = r.credential;
+        out.header = { name: c.header, value: c.prefix === "" ? c.value : `${c.prefix} ${c.value}` };
+      }
+      if (r.minted !== undefined) out.minted = r.minted;
+    }
+  }
+  return {
+    ...(Object.keys(out).length > 0 ? { connection: out } : {}),
+    ...(failures.length > 0 ? { failure: failures.join("; ") } : {}),
+    notes,
+  };
+}
