@@ -13,6 +13,7 @@ import {
 import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { PolicySourceIR, RouteIR } from "../ir.js";
+import { mcpUnservedParts } from "../mcp/connection.js";
 import { isMcpClusterName } from "../names.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
@@ -314,13 +315,9 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
           continue;
         }
         if (kind === "mcp") {
-          // Sluice's MCP service, not an Envoy cluster, reaches MCP targets: no connection policy applies yet.
-          if (field !== "mcp") {
-            ctx.note(
-              f.from,
-              `backend.${field}`,
-              `not applied to MCP backends yet: Sluice's MCP service connects to the targets of ${b.backend} without it`,
-            );
+          // Sluice's MCP service, not an Envoy cluster, reaches MCP targets: what its transport does not serve.
+          for (const [part, why] of mcpUnservedParts(field, f.value)) {
+            ctx.note(f.from, `backend.${field}${part === "" ? "" : `.${part}`}`, why);
           }
           continue;
         }
