@@ -58,6 +58,7 @@ import {
 import type { ModelRouteEntry } from "../../translate/model/ir.js";
 import { MODEL_CLUSTER_HEADER } from "../../translate/names.js";
 import type { TranslationResult } from "../../translate/translate.js";
+import { CONTEXT_METADATA, CONTEXT_STAGE, decodeContext, serveContext } from "../context.js";
 import {
   decodeTransformation,
   serveTransformation,
@@ -439,6 +440,11 @@ export class LlmExtProcService {
     // The same ext_proc service serves GwPolicy transformations (src/extproc/transformation.ts).
     if (stage === TRANSFORMATION_STAGE) {
       serveTransformation(call, decodeTransformation(meta(TRANSFORMATION_METADATA) ?? ""), this.#log);
+      return;
+    }
+    // And values later filters read, computed with CEL per request (src/extproc/context.ts).
+    if (stage === CONTEXT_STAGE) {
+      serveContext(call, decodeContext(meta(CONTEXT_METADATA) ?? ""), this.#log);
       return;
     }
     // And the agent cards of GwBackend a2a (src/a2a/agent-card.ts).

@@ -7,6 +7,7 @@ import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { ExtProc } from "../../../api/policy.js";
 import type { Static } from "../../../api/schema-kit.js";
+import { compileExpression } from "../../../cel/index.js";
 import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import {
   ExternalProcessorSchema,
@@ -18,6 +19,7 @@ import {
   type ProcessingModeSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import { durationFromMs } from "../../duration.js";
+import { metadataContextValues } from "./context.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
 import { grpcService, instanceName, phaseFields, phaseOrder, serviceCluster, unconditional } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
@@ -75,9 +77,22 @@ export const extProcBuilder: HttpFilterBuilder = {
           mode[`${dir}TrailerMode`] = ProcessingMode_HeaderSendMode.SEND;
         }
       }
-      if (p.metadataContext !== undefined) {
-        note("metadataContext", "needs CEL per request (Sluice ext_proc); not supported yet");
+      // Sluice evaluates the values before this filter runs (context.ts) into the namespaces named, which this
+      // filter forwards to the processor (ProcessingRequest.metadata_context).
+      for (const [ns, keys] of Object.entries(p.metadataContext ?? {})) {
+        for (const [key, expr] of Object.entries(keys)) {
+          const c = compileExpression(expr);
+          if ("errors" in c) {
+            ctx.note(
+              f.from,
+              `extProc${chosen.path}.metadataContext.${ns}.${key}`,
+              `does not compile (${c.errors.map((e) => e.message).join("; ")}); left out`,
+              "Ignored",
+            );
+          }
+        }
       }
+      const forwarded = [...new Set(metadataContextValues(p.metadataContext).map((v) => v.namespace))].sort();
       const attributes = (dir: "request" | "response"): string[] => {
         const out: string[] = [];
         for (const [name, expr] of Object.entries(p[`${dir}Attributes`] ?? {})) {
@@ -97,6 +112,7 @@ export const extProcBuilder: HttpFilterBuilder = {
         allowModeOverride: o.allowModeOverride ?? false,
         requestAttributes: attributes("request"),
         responseAttributes: attributes("response"),
+        ...(forwarded.length > 0 ? { metadataOptions: { forwardingNamespaces: { untyped: forwarded } } } : {}),
         messageTimeout: durationFromMs(5000),
       });
       filters.push({

@@ -15,10 +15,12 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { Traffic } from "../../../api/policy.js";
 import type { Static } from "../../../api/schema-kit.js";
+import { compileExpression } from "../../../cel/index.js";
 import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import { ApiVersion } from "../../../gen/envoy/config/core/v3/config_source_pb.js";
 import {
   type RateLimit_Action,
+  RateLimit_Action_MetaData_Source,
   RateLimit_ActionSchema,
   type RateLimitSchema as RouteRateLimitSchema,
 } from "../../../gen/envoy/config/route/v3/route_components_pb.js";
@@ -29,8 +31,15 @@ import {
 import { DescriptorSchema } from "../../../gen/envoy/extensions/rate_limit_descriptors/expr/v3/expr_pb.js";
 import { durationFromMs } from "../../duration.js";
 import { tokenCostFormat } from "../../llm/table.js";
+import {
+  CONTEXT_NAMESPACE,
+  costNeedsSluice,
+  entryNeedsSluice,
+  rateLimitCostKey,
+  rateLimitEntryKey,
+} from "./context.js";
 import { readsLlm, toEnvoyCel } from "./envoy-cel.js";
-import { grpcService, instanceName, phaseFields, phaseOrder, serviceCluster } from "./policy-fields.js";
+import { grpcService, instanceName, type Phase, phaseFields, phaseOrder, serviceCluster } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 type RateLimit = NonNullable<Static<typeof Traffic>["rateLimit"]>;
@@ -66,7 +75,7 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
           );
           return;
         }
-        const actions = descriptorActions(d, afterLlm, (j, message) =>
+        const actions = descriptorActions(d, afterLlm, f.phase, i, (j, message) =>
           ctx.note(f.from, `${at}.entries[${j}].expression`, message),
         );
         if (actions === undefined) return;
@@ -81,8 +90,19 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
         if (d.cost !== undefined) {
           const n = /^\s*(\d+)\s*$/.exec(d.cost)?.[1];
           if (n !== undefined) hitsAddend = { number: BigInt(n) };
-          else {
-            ctx.note(f.from, `${at}.cost`, "only a constant integer cost is supported for Requests; each costs 1");
+          else if (costNeedsSluice(d.cost)) {
+            // Evaluated per request by Sluice (context.ts): a non-negative integer, 1 when it fails.
+            hitsAddend = { format: `%DYNAMIC_METADATA(${CONTEXT_NAMESPACE}:${rateLimitCostKey(f.phase, i)})%` };
+          } else {
+            const c = compileExpression(d.cost);
+            ctx.note(
+              f.from,
+              `${at}.cost`,
+              "errors" in c
+                ? `does not compile (${c.errors.map((e) => e.message).join("; ")}); each request costs 1`
+                : "a Requests cost cannot read llm (known only after the rate limit is checked); each request costs 1",
+              "Ignored",
+            );
           }
         }
         (afterLlm ? llm : plain).push({ actions, ...(hitsAddend !== undefined ? { hitsAddend } : {}) });
@@ -124,17 +144,40 @@ export function runsAfterLlmExtProc(d: Descriptor): boolean {
 function descriptorActions(
   d: Descriptor,
   afterLlm: boolean,
+  phase: Phase,
+  i: number,
   note: (entry: number, message: string) => void,
 ): RateLimit_Action[] | undefined {
   const actions: RateLimit_Action[] = [];
   for (const [j, e] of d.entries.entries()) {
+    if (entryNeedsSluice(e.expression)) {
+      // Sluice evaluates it before the rate limit filters run (context.ts); absent when it fails, and then, as with
+      // an Envoy expression that fails, the descriptor is not sent.
+      actions.push(
+        create(RateLimit_ActionSchema, {
+          actionSpecifier: {
+            case: "metadata",
+            value: {
+              descriptorKey: e.name,
+              metadataKey: {
+                key: CONTEXT_NAMESPACE,
+                path: [{ segment: { case: "key", value: rateLimitEntryKey(phase, i, j) } }],
+              },
+              source: RateLimit_Action_MetaData_Source.DYNAMIC,
+            },
+          },
+        }),
+      );
+      continue;
+    }
     const text = toEnvoyCel(e.expression, { llm: afterLlm });
     if (text === undefined) {
+      const c = compileExpression(e.expression);
       note(
         j,
-        afterLlm
-          ? "only request.*, jwt.<claim>, llm.requestModel and llm.streaming are known when the limit is checked; this descriptor is not sent"
-          : "only request.* and jwt.<claim> expressions are evaluated by Envoy; this descriptor is not sent",
+        "errors" in c
+          ? `does not compile (${c.errors.map((x) => x.message).join("; ")}); this descriptor is not sent`
+          : "reads llm and a variable known only before the LLM ext_proc runs (only llm.requestModel and llm.streaming are known when the limit is checked); this descriptor is not sent",
       );
       return undefined;
     }

@@ -7,6 +7,7 @@ import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import type { JWTAuthentication } from "../../../api/auth.js";
 import type { Static } from "../../../api/schema-kit.js";
+import { compileExpression } from "../../../cel/index.js";
 import { JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
 import { RBAC_Action } from "../../../gen/envoy/config/rbac/v3/rbac_pb.js";
 import {
@@ -19,6 +20,7 @@ import { RBACPerRouteSchema, RBACSchema } from "../../../gen/envoy/extensions/fi
 import { durationFromMs, parseDurationMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
 import { servesMcpOAuth } from "../../mcp/oauth-routes.js";
+import { JWT_EXPRESSION_HEADER } from "./context.js";
 import { instanceName, phaseFields, phaseOrder, serviceCluster } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder, type RouteContribution } from "./types.js";
 
@@ -154,15 +156,22 @@ export const jwtAuthnBuilder: HttpFilterBuilder = {
           };
         }
         const loc = jwt.location;
-        const header = loc === undefined ? { name: "Authorization", prefix: "Bearer" } : loc.header;
+        // An expression's token is set by Sluice in a header of its own just before this filter (context.ts).
+        const header =
+          loc === undefined
+            ? { name: "Authorization", prefix: "Bearer" }
+            : loc.expression !== undefined
+              ? { name: JWT_EXPRESSION_HEADER }
+              : loc.header;
         providers[`p${i}`] = {
           issuer: p.issuer,
           audiences: [...(p.audiences ?? [])],
           jwksSourceSpecifier: jwks,
           // The spec requires `exp`; Envoy then rejects tokens without one.
           requireExpiration: true,
-          // The spec does not say the token is removed from the request, so it is forwarded as received.
-          forward: true,
+          // The spec does not say the token is removed from the request, so it is forwarded as received; Sluice's
+          // own header for an expression's token is not (removed once it verifies).
+          forward: loc?.expression === undefined,
           ...(header !== undefined
             ? {
                 fromHeaders: [
@@ -179,11 +188,14 @@ export const jwtAuthnBuilder: HttpFilterBuilder = {
           failedStatusInMetadata: JWT_FAILURE_KEY,
         };
       });
-      if (jwt.location?.expression !== undefined) {
+      const locExpr = jwt.location?.expression;
+      const compiledLoc = locExpr === undefined ? undefined : compileExpression(locExpr);
+      if (compiledLoc !== undefined && "errors" in compiledLoc) {
         ctx.note(
           f.from,
           "jwtAuthentication.location.expression",
-          "reading the token from a CEL expression has no Envoy equivalent and is not supported yet",
+          `does not compile (${compiledLoc.errors.map((e) => e.message).join("; ")}); no token is read, so no request verifies`,
+          "NeverMatches",
         );
       }
       if (jwt.mcp !== undefined && !servesMcpOAuth(route)) {

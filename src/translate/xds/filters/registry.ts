@@ -2,6 +2,7 @@
 
 import { llmExtProcBuilder } from "../llm.js";
 import { a2aBuilder } from "./a2a.js";
+import { contextBuilder } from "./context.js";
 import { dynamicForwardProxyBuilder } from "./dynamic-forward-proxy.js";
 import { extAuthzBuilder } from "./ext-authz.js";
 import { sluiceExtAuthzBuilder } from "./ext-authz-sluice.js";
@@ -17,6 +18,7 @@ import type { HttpFilterBuilder } from "./types.js";
 
 export const HTTP_FILTER_BUILDERS: readonly HttpFilterBuilder[] = [
   corsBuilder,
+  contextBuilder,
   jwtAuthnBuilder,
   sluiceExtAuthzBuilder,
   extAuthzBuilder,

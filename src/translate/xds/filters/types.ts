@@ -12,12 +12,16 @@ import type { ClusterIR, EffectivePolicyIR, PolicyFieldIR, PolicySourceIR, Route
 /** Positions in the chain (ARCHITECTURE.md); gaps leave room. Lower runs first. */
 export const FilterOrder = {
   cors: 100,
+  /** Sluice computing `jwtAuthentication.location.expression` into a header jwt_authn reads (context.ts). */
+  jwtContext: 190,
   jwtAuthn: 200,
   jwtKidRequired: 250,
   sluiceAuthn: 300,
   userExtAuthz: 400,
   authorization: 500,
   localRateLimit: 600,
+  /** Sluice computing values the global rate limit and the user's ext_proc read (context.ts). */
+  context: 640,
   globalRateLimit: 650,
   buffer: 700,
   userExtProc: 750,

@@ -1,0 +1,193 @@
+// Values a later Envoy filter reads, computed per request with the spec's CEL where Envoy has none of its own: the
+// JWT read from `jwtAuthentication.location.expression` (a request header jwt_authn reads), global rate limit
+// descriptor entries and costs that read more than Envoy's CEL knows (`source.address` as an IP, `request.query` as a
+// map, `apiKey`, ...), and `extProc.metadataContext` (dynamic metadata forwarded to the user's processor). The route's
+// filter config carries the values to compute in the stream's gRPC metadata (src/translate/xds/filters/context.ts),
+// as a transformation does; the stream answers the request headers (or the buffered body, when an expression reads
+// it) and ends.
+
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { formatIp } from "../cel/index.js";
+import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
+import type { ExtProcHeaders, Reply } from "./llm/wire.js";
+import { sourceVariable, type TransformationCall } from "./transformation.js";
+
+/** The stage metadata value that routes a Sluice ext_proc stream here. */
+export const CONTEXT_STAGE = "context";
+/** gRPC metadata of a context stream: its spec, base64url of JSON (ContextSpec). */
+export const CONTEXT_METADATA = "x-sluice-context";
+
+/**
+ * How a value is written. `json`: as the CEL value (strings as strings, maps as structs); `text`: a string (numbers
+ * and booleans printed, an IP in its text form, other values as JSON), as a rate limit descriptor value must be;
+ * `count`: a non-negative integer, as a rate limit's hits_addend (a failure or a non-number counts as `fallback`).
+ */
+export type ContextFormat = "json" | "text" | "count";
+
+export interface ContextValue {
+  readonly namespace: string;
+  readonly key: string;
+  readonly expression: string;
+  readonly as: ContextFormat;
+  /** `count` only: the value when the expression fails or gives no number. */
+  readonly fallback?: number;
+}
+
+export interface ContextSpec {
+  /** Request headers set from CEL; one whose expression fails is removed, so a client's own value never passes. */
+  readonly headers?: readonly { readonly name: string; readonly expression: string }[];
+  readonly values?: readonly ContextValue[];
+  /** An expression reads `request.body`: Envoy sends the body (buffered) and the values are computed on it. */
+  readonly requestBody: boolean;
+}
+
+export function encodeContext(spec: ContextSpec): string {
+  return Buffer.from(JSON.stringify(spec)).toString("base64url");
+}
+
+const decoded = new Map<string, ContextSpec | undefined>();
+
+/** The spec of a stream's metadata (cached by its text), or undefined when malformed. */
+export function decodeContext(text: string): ContextSpec | undefined {
+  if (decoded.has(text)) return decoded.get(text);
+  let spec: ContextSpec | undefined;
+  try {
+    const v = JSON.parse(Buffer.from(text, "base64url").toString()) as ContextSpec;
+    spec = typeof v === "object" && v !== null && typeof v.requestBody === "boolean" ? v : undefined;
+  } catch {
+    spec = undefined;
+  }
+  if (decoded.size >= 1024) decoded.clear();
+  decoded.set(text, spec);
+  return spec;
+}
+
+type Obj = Record<string, unknown>;
+
+/** An IP value of the spec's CEL (`source.address`), as its text. */
+function ipText(v: unknown): string | undefined {
+  const m = (v as { desc?: { typeName?: string }; message?: { addr?: unknown } } | null)?.message;
+  const typeName = (v as { desc?: { typeName?: string } } | null)?.desc?.typeName;
+  return typeName === "sluice.cel.IP" && m?.addr instanceof Uint8Array ? formatIp(m.addr) : undefined;
+}
+
+/** A CEL result as text: strings as they are, numbers and booleans printed, an IP in its usual form, else JSON. */
+export function contextText(v: unknown): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === "string") return v;
+  if (typeof v === "number" || typeof v === "boolean" || typeof v === "bigint") return String(v);
+  return ipText(v) ?? JSON.stringify(v);
+}
+
+function jsonOf(v: unknown): JsonValue | undefined {
+  if (v === undefined) return undefined;
+  const ip = ipText(v);
+  if (ip !== undefined) return ip;
+  return JSON.parse(JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? Number(x) : x)) ?? "null") as JsonValue;
+}
+
+/** The request's answer: the headers to set or remove, and the dynamic metadata by namespace. Pure, for tests. */
+export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) => void): Reply {
+  const set: Record<string, string> = {};
+  const remove: string[] = [];
+  for (const h of spec.headers ?? []) {
+    const v = contextText(evaluateText(h.expression, vars));
+    const name = h.name.toLowerCase();
+    if (v === undefined || v === "") {
+      log(`context: header ${name} failed to evaluate; removed`);
+      remove.push(name);
+    } else set[name] = v;
+  }
+  const metadata: Record<string, JsonObject> = {};
+  for (const c of spec.values ?? []) {
+    const raw = evaluateText(c.expression, vars);
+    let value: JsonValue | undefined;
+    if (c.as === "count") {
+      const n = typeof raw === "number" ? raw : typeof raw === "bigint" ? Number(raw) : Number.NaN;
+      if (Number.isFinite(n)) value = Math.max(0, Math.trunc(n));
+      else {
+        log(`context: ${c.namespace}/${c.key} did not give a number; counts ${c.fallback ?? 1}`);
+        value = c.fallback ?? 1;
+      }
+    } else {
+      value = c.as === "text" ? contextText(raw) : jsonOf(raw);
+      if (value === undefined) {
+        log(`context: ${c.namespace}/${c.key} failed to evaluate; left out`);
+        continue;
+      }
+    }
+    metadata[c.namespace] ??= {};
+    (metadata[c.namespace] as JsonObject)[c.key] = value;
+  }
+  return {
+    phase: "requestHeaders",
+    headers: { set, ...(remove.length > 0 ? { remove } : {}) },
+    ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
+  };
+}
+
+const utf8 = new TextDecoder();
+
+function headerMap(h: ExtProcHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const x of h.headers?.headers ?? []) {
+    const v = x.value !== "" ? x.value : utf8.decode(x.rawValue);
+    out[x.key] = x.key in out ? `${out[x.key]},${v}` : v;
+  }
+  return out;
+}
+
+/** One stream: the request's headers (and body, when read), answered once; Envoy sends nothing else. */
+export function serveContext(call: TransformationCall, spec: ContextSpec | undefined, log: (m: string) => void): void {
+  let vars: Obj = {};
+  let closed = false;
+  const finish = (r: Reply) => {
+    if (closed) return;
+    closed = true;
+    call.write(r);
+    call.end();
+  };
+  call.on("error", () => {
+    closed = true;
+  });
+  call.on("end", () => {
+    if (!closed) {
+      closed = true;
+      call.end();
+    }
+  });
+  call.on("data", (req) => {
+    const r = req.request;
+    if (r.case === "requestHeaders") {
+      const source = sourceVariable(req);
+      vars = {
+        ...identityVariables(req.metadataContext?.filterMetadata),
+        request: requestVariable(headerMap(r.value)),
+        ...(source !== undefined ? { source } : {}),
+      };
+      if (spec === undefined) {
+        // A config Sluice cannot read: fail closed rather than let the request through without its values.
+        log("context: the route's context spec is malformed; the request is refused");
+        finish({
+          phase: "immediate",
+          status: 500,
+          headers: { set: {} },
+          body: "",
+          details: "sluice_context_malformed",
+        });
+        return;
+      }
+      if (spec.requestBody && !r.value.endOfStream) {
+        call.write({ phase: "requestHeaders" });
+        return;
+      }
+      if (spec.requestBody) (vars["request"] as Obj)["body"] = "";
+      finish(computeContext(spec, vars, log));
+      return;
+    }
+    if (r.case === "requestBody" && spec !== undefined) {
+      (vars["request"] as Obj)["body"] = utf8.decode(r.value.body);
+      finish({ ...computeContext(spec, vars, log), phase: "requestBody" } as Reply);
+    }
+  });
+}

@@ -1,0 +1,223 @@
+// Per-request values other filters read, computed with the spec's CEL by Sluice's ext_proc service
+// (src/extproc/context.ts) where Envoy's own CEL cannot: an ext_proc filter `sluice.context`, one instance per slot,
+// enabled on a route with the values to compute in the stream's gRPC metadata (as a transformation is).
+//
+// - Slot `jwt`, just before jwt_authn: `jwtAuthentication.location.expression` gives the token, set as request
+//   header JWT_EXPRESSION_HEADER (removed when the expression fails, so a client cannot set it), which the JWT
+//   providers read (jwt-authn.ts; jwt_authn removes it once the token verifies).
+// - Slot `main`, after authentication and authorization (so `jwt`, `apiKey`, `basicAuth`, `extauthz` are known),
+//   before the global rate limit and the user's ext_proc: rate limit descriptor entries Envoy's CEL cannot evaluate
+//   and non-constant Requests costs, written to dynamic metadata namespace CONTEXT_NAMESPACE (global-ratelimit.ts
+//   reads them with `metadata` descriptor actions and a `hits_addend` format), and `extProc.metadataContext`, written
+//   to the user's namespaces, which that processor's filter forwards (ext-proc.ts).
+//
+// The filter fails closed: Sluice unreachable answers 500 (values the route's limits and processors depend on are
+// never silently missing).
+
+import { create } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import { compileExpression } from "../../../cel/index.js";
+import {
+  CONTEXT_METADATA,
+  CONTEXT_STAGE,
+  type ContextSpec,
+  type ContextValue,
+  encodeContext,
+} from "../../../extproc/context.js";
+import {
+  ExternalProcessorSchema,
+  ExtProcPerRouteSchema,
+} from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import { durationFromMs } from "../../duration.js";
+import type { RouteIR } from "../../ir.js";
+import { LLM_STAGE_METADATA } from "../../llm/table.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
+import { IDENTITY_NAMESPACES } from "../llm.js";
+import { readsLlm, toEnvoyCel } from "./envoy-cel.js";
+import { extProcOnRoute } from "./ext-proc-route.js";
+import { type Phase, phaseFields, phaseOrder } from "./policy-fields.js";
+import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
+
+const FILTER = "sluice.context";
+/** Dynamic metadata namespace of the rate limit values. */
+export const CONTEXT_NAMESPACE = "sluice.context";
+/** The request header carrying the token `jwtAuthentication.location.expression` found. */
+export const JWT_EXPRESSION_HEADER = "x-sluice-jwt-token";
+const IDENTITY = new Set(["jwt", "apiKey", "basicAuth", "extauthz"]);
+const READS_REQUEST_BODY = /\brequest\s*(\.\s*body\b|\[\s*['"]body['"]\s*\])/;
+
+/** The metadata key of descriptor `i`'s entry `j` of a phase's global rate limit. */
+export const rateLimitEntryKey = (phase: Phase, i: number, j: number): string => `${phase}.ratelimit.${i}.${j}`;
+/** The metadata key of descriptor `i`'s cost. */
+export const rateLimitCostKey = (phase: Phase, i: number): string => `${phase}.ratelimit.${i}.cost`;
+
+/** Whether Sluice computes a rate limit descriptor entry: it compiles, Envoy's CEL cannot read it, and no `llm`. */
+export function entryNeedsSluice(expression: string): boolean {
+  const c = compileExpression(expression);
+  return "ok" in c && !readsLlm(expression) && toEnvoyCel(expression) === undefined;
+}
+
+/** A Requests cost that is not a constant integer (and compiles): Sluice computes it. */
+export function costNeedsSluice(cost: string | undefined): boolean {
+  if (cost === undefined || /^\s*\d+\s*$/.test(cost)) return false;
+  return "ok" in compileExpression(cost) && !readsLlm(cost);
+}
+
+type Descriptor = {
+  entries: { name: string; expression: string }[];
+  unit?: "Requests" | "Tokens";
+  cost?: string;
+};
+type RateLimitIn = { global?: { descriptors: Descriptor[] } };
+type ExtProcIn = {
+  metadataContext?: Record<string, Record<string, string>>;
+  conditional?: { condition?: string; policy: ExtProcIn }[];
+};
+
+/** The ext_proc entry that runs natively (the top level, or a conditional list's unconditional first entry). */
+export function nativeExtProc<P extends { conditional?: { condition?: string; policy: P }[] }>(v: P): P | undefined {
+  if (v.conditional === undefined) return v;
+  const first = v.conditional[0];
+  return first !== undefined && (first.condition === undefined || first.condition.trim() === "true")
+    ? first.policy
+    : undefined;
+}
+
+/** The metadataContext values of an ext_proc policy that compile (the others are reported by ext-proc.ts). */
+export function metadataContextValues(m: Record<string, Record<string, string>> | undefined): ContextValue[] {
+  const out: ContextValue[] = [];
+  for (const [namespace, keys] of Object.entries(m ?? {})) {
+    for (const [key, expression] of Object.entries(keys)) {
+      if ("ok" in compileExpression(expression)) out.push({ namespace, key, expression, as: "json" });
+    }
+  }
+  return out;
+}
+
+function mainValues(route: RouteIR, phase: Phase, llmRoute: boolean): ContextValue[] {
+  const values: ContextValue[] = [];
+  for (const f of phaseFields<RateLimitIn>(route, "rateLimit")) {
+    if (f.phase !== phase) continue;
+    f.value.global?.descriptors.forEach((d, i) => {
+      const tokens = (d.unit ?? "Requests") === "Tokens";
+      // A descriptor for the LLM rate limit on a route without an AI backend is not sent (global-ratelimit.ts).
+      if ((tokens || d.entries.some((e) => readsLlm(e.expression))) && !llmRoute) return;
+      d.entries.forEach((e, j) => {
+        if (entryNeedsSluice(e.expression)) {
+          values.push({
+            namespace: CONTEXT_NAMESPACE,
+            key: rateLimitEntryKey(phase, i, j),
+            expression: e.expression,
+            as: "text",
+          });
+        }
+      });
+      if (!tokens && d.cost !== undefined && costNeedsSluice(d.cost)) {
+        values.push({
+          namespace: CONTEXT_NAMESPACE,
+          key: rateLimitCostKey(phase, i),
+          expression: d.cost,
+          as: "count",
+          fallback: 1,
+        });
+      }
+    });
+  }
+  for (const f of phaseFields<ExtProcIn>(route, "extProc")) {
+    if (f.phase !== phase) continue;
+    const p = nativeExtProc(f.value);
+    if (p !== undefined) values.push(...metadataContextValues(p.metadataContext));
+  }
+  return values;
+}
+
+function listenerConfig(slot: string) {
+  return create(ExternalProcessorSchema, {
+    grpcService: {
+      targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
+      initialMetadata: [{ key: LLM_STAGE_METADATA, value: CONTEXT_STAGE }],
+    },
+    processingMode: {
+      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+      responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
+      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+    },
+    messageTimeout: durationFromMs(5000),
+    // For `source`: Envoy evaluates request attributes from the listener-level list only (a route's override of
+    // it is not read), so every route of this filter has them sent.
+    requestAttributes: ["source.address", "source.port"],
+    // Its own counters: http.<listener>.ext_proc.sluice_context_<slot>.*
+    statPrefix: `sluice_context_${slot}`,
+  });
+}
+
+function instance(slot: "jwt" | "main", phase: Phase, spec: ContextSpec): FilterInstance {
+  const texts = [...(spec.headers ?? []).map((h) => h.expression), ...(spec.values ?? []).map((v) => v.expression)];
+  const variables = new Set<string>();
+  for (const t of texts) {
+    const c = compileExpression(t);
+    if ("ok" in c) for (const v of c.ok.variables) variables.add(v);
+  }
+  const namespaces = [...new Set((spec.values ?? []).map((v) => v.namespace))].sort();
+  const identity = [...variables].some((v) => IDENTITY.has(v));
+  return {
+    name: `${FILTER}.${slot}${phase === "preRouting" ? ".pre_routing" : ""}`,
+    order: phaseOrder(slot === "jwt" ? FilterOrder.jwtContext : FilterOrder.context, phase),
+    config: anyPack(ExternalProcessorSchema, listenerConfig(slot)),
+    perRoute: extProcOnRoute({
+      processingMode: {
+        requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+        requestBodyMode: spec.requestBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
+        responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
+        responseBodyMode: ProcessingMode_BodySendMode.NONE,
+        requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+        responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+      },
+      grpcInitialMetadata: [{ key: CONTEXT_METADATA, value: encodeContext(spec) }],
+      ...(identity || namespaces.length > 0
+        ? {
+            metadataOptions: {
+              ...(identity ? { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } : {}),
+              ...(namespaces.length > 0 ? { receivingNamespaces: { untyped: namespaces } } : {}),
+            },
+          }
+        : {}),
+    }),
+  };
+}
+
+export const contextBuilder: HttpFilterBuilder = {
+  id: "context",
+  schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema],
+  forRoute(route, ctx) {
+    const filters: FilterInstance[] = [];
+    const llmRoute = ctx.llmEntry?.(route.name) !== undefined;
+    for (const phase of ["preRouting", "traffic"] as const) {
+      const jwt = phaseFields<{ location?: { expression?: string } }>(route, "jwtAuthentication").find(
+        (f) => f.phase === phase,
+      );
+      const expression = jwt?.value.location?.expression;
+      // One that does not compile is reported by jwt-authn.ts; the filter still runs, removing a client's header.
+      if (expression !== undefined) {
+        filters.push(
+          instance("jwt", phase, {
+            headers: [{ name: JWT_EXPRESSION_HEADER, expression }],
+            requestBody: READS_REQUEST_BODY.test(expression),
+          }),
+        );
+      }
+      const values = mainValues(route, phase, llmRoute);
+      if (values.length > 0) {
+        filters.push(
+          instance("main", phase, { values, requestBody: values.some((v) => READS_REQUEST_BODY.test(v.expression)) }),
+        );
+      }
+    }
+    return filters.length === 0 ? undefined : { filters };
+  },
+};

@@ -1,0 +1,186 @@
+// Values Sluice computes per request with the spec's CEL for filters Envoy runs after it (src/extproc/context.ts),
+// end to end through a real Envoy:
+// - `extProc.metadataContext`: the user's processor receives each namespace and key, evaluated per request, in
+//   ProcessingRequest.metadata_context;
+// - `rateLimit.global` descriptor entries Envoy's CEL cannot read (`source.address` as an IP, `request.query` as a
+//   map) reach the rate limit service with the spec's values, and a Requests `cost` computed per request is the hits
+//   added (1 when it fails);
+// - `jwtAuthentication.location.expression` chooses where the token is read (a header or a query parameter), and a
+//   client cannot smuggle a token in the header Sluice uses.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import {
+  ExternalProcessor,
+  type ProcessingRequest,
+  ProcessingResponseSchema,
+} from "../../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
+import { addGrpcService } from "../../src/grpc/service.js";
+import { localService, rulePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { type GrpcTestServer, startRateLimitService } from "../helpers/grpc-services.js";
+import { type EchoBody, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
+
+const H2 = "kubernetes.io/h2c";
+const ISS = "https://issuer.test";
+
+/** A processor that records the metadata context of each request's headers and lets the request through. */
+async function startRecordingProcessor(): Promise<GrpcTestServer & { readonly seen: Record<string, JsonObject>[] }> {
+  const seen: Record<string, JsonObject>[] = [];
+  const server = new grpc.Server();
+  addGrpcService(server, ExternalProcessor, {
+    process(call) {
+      call.on("data", (req: ProcessingRequest) => {
+        if (req.request.case !== "requestHeaders") return;
+        const md: Record<string, JsonObject> = {};
+        for (const [ns, s] of Object.entries(req.metadataContext?.filterMetadata ?? {})) {
+          md[ns] = JSON.parse(JSON.stringify(s)) as JsonObject;
+        }
+        seen.push(md);
+        call.write(create(ProcessingResponseSchema, { response: { case: "requestHeaders", value: {} } }));
+      });
+      call.on("end", () => call.end());
+      call.on("error", () => undefined);
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  return { port, seen, close: () => new Promise<void>((r) => server.tryShutdown(() => r())) };
+}
+
+function rule(name: string): string {
+  return `    - name: ${name}
+      matches: [{ path: { type: PathPrefix, value: /${name} } }]
+      backendRefs: [{ name: app, port: 80 }]`;
+}
+
+describe("values Sluice computes for later filters, through Envoy", () => {
+  let gw: TestGateway;
+  let up: Upstream;
+  let proc: Awaited<ReturnType<typeof startRecordingProcessor>>;
+  let rls: Awaited<ReturnType<typeof startRateLimitService>>;
+  let key: Awaited<ReturnType<typeof generateKeyPair>>;
+
+  const token = (sub: string) =>
+    new SignJWT({ sub })
+      .setProtectedHeader({ alg: "RS256", kid: "k1" })
+      .setIssuer(ISS)
+      .setAudience("api")
+      .setIssuedAt()
+      .setExpirationTime("10m")
+      .sign(key.privateKey);
+
+  before(async () => {
+    key = await generateKeyPair("RS256", { extractable: true });
+    const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(key.publicKey)), kid: "k1", alg: "RS256" }] });
+    up = await startEchoUpstream("app");
+    proc = await startRecordingProcessor();
+    rls = await startRateLimitService(1000);
+    gw = await startTestGateway(
+      () => `${localService("app", up.port)}${localService("proc", proc.port, H2)}${localService("rls", rls.port, H2)}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+${["meta", "limited", "jwt", "open"].map(rule).join("\n")}
+${rulePolicy(
+  "meta",
+  `extProc:
+  backendRef: { name: proc, port: 80 }
+  processingOptions: { requestBodyMode: None, responseHeaderMode: Skip, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
+  metadataContext:
+    acme.context:
+      user: "request.headers['x-user']"
+      path: request.path
+      client: source.address
+      tags: "request.query['tag'].split(',')"
+      missing: "request.headers['x-absent']"
+    acme.other:
+      method: request.method`,
+)}${rulePolicy(
+  "limited",
+  `rateLimit:
+  global:
+    backendRef: { name: rls, port: 80 }
+    domain: ctx
+    descriptors:
+      - entries: [{ name: client, expression: source.address }, { name: tier, expression: "request.query['tier']" }]
+        cost: "int(request.headers['x-cost'])"`,
+)}${rulePolicy(
+  "jwt",
+  `jwtAuthentication:
+  providers: [{ issuer: "${ISS}", audiences: [api], jwks: { inline: '${jwks}' } }]
+  location:
+    expression: "'x-api-token' in request.headers ? request.headers['x-api-token'] : request.query['access']"`,
+)}`,
+      "/open",
+      (s) => s === 200,
+    );
+  });
+
+  after(async () => {
+    await gw?.stop();
+    await proc?.close();
+    await rls?.close();
+    await up?.close();
+  });
+
+  test("metadataContext: the processor gets each value, evaluated on this request, in its namespace", async () => {
+    const before = proc.seen.length;
+    const r = await request(gw.port, "/meta/a?tag=x,y", { headers: { "x-user": "alice" } });
+    assert.equal(r.status, 200);
+    const seen = proc.seen.slice(before);
+    assert.equal(seen.length, 1);
+    assert.deepEqual(seen[0]?.["acme.context"], {
+      user: "alice",
+      // The spec's path: no query.
+      path: "/meta/a",
+      client: "127.0.0.1",
+      tags: ["x", "y"],
+    });
+    assert.deepEqual(seen[0]?.["acme.other"], { method: "GET" });
+    // A second request gets its own values.
+    const r2 = await request(gw.port, "/meta/b?tag=z", { headers: { "x-user": "bob" } });
+    assert.equal(r2.status, 200);
+    assert.equal(proc.seen.at(-1)?.["acme.context"]?.["user"], "bob");
+    assert.deepEqual(proc.seen.at(-1)?.["acme.context"]?.["tags"], ["z"]);
+  });
+
+  test("rate limit: source.address and request.query entries carry the spec's values; cost per request", async () => {
+    const start = rls.calls.length;
+    assert.equal((await request(gw.port, "/limited?tier=gold", { headers: { "x-cost": "5" } })).status, 200);
+    assert.equal((await request(gw.port, "/limited?tier=silver&x=1")).status, 200);
+    const calls = rls.calls.slice(start);
+    assert.deepEqual(calls, [
+      { key: "ctx|client=127.0.0.1,tier=gold", hits: 5, over: false },
+      // No x-cost header: the cost fails and counts 1.
+      { key: "ctx|client=127.0.0.1,tier=silver", hits: 1, over: false },
+    ]);
+    // No `tier` in the query: the entry fails, and as with an Envoy expression that fails the descriptor is not sent.
+    assert.equal((await request(gw.port, "/limited")).status, 200);
+    assert.equal(rls.calls.length, start + 2);
+  });
+
+  test("jwt location.expression: the token is read where the expression says, and only there", async () => {
+    const t = await token("carol");
+    const viaHeader = await request(gw.port, "/jwt", { headers: { "x-api-token": t } });
+    assert.equal(viaHeader.status, 200);
+    const echo = JSON.parse(viaHeader.body) as EchoBody;
+    // Sluice's own header is removed once the token verifies; the client's stays as received.
+    assert.equal(echo.headers["x-sluice-jwt-token"], undefined);
+    assert.equal(echo.headers["x-api-token"], t);
+    assert.equal((await request(gw.port, `/jwt?access=${t}`)).status, 200);
+    assert.equal((await request(gw.port, "/jwt")).status, 401);
+    // The usual place is not where this policy reads the token.
+    assert.equal((await request(gw.port, "/jwt", { headers: { authorization: `Bearer ${t}` } })).status, 401);
+    // Nor can a client set Sluice's header itself.
+    assert.equal((await request(gw.port, "/jwt", { headers: { "x-sluice-jwt-token": t } })).status, 401);
+    assert.equal((await request(gw.port, "/jwt", { headers: { "x-api-token": "not-a-jwt" } })).status, 401);
+  });
+});
