@@ -61,6 +61,8 @@ export interface DirectResponseSpec {
 
 /** Envoy's fault filter reads the delay to inject from this request header (on routes configured so only). */
 export const FAULT_DELAY_HEADER = "x-envoy-fault-delay-request";
+/** Set to `true` on an attempt's response that `retry.condition` retries; removed otherwise (and from the client's). */
+export const RETRY_CONDITION_HEADER = "x-sluice-retry-condition";
 /** Envoy's router takes the number of retries from this request header over the route's retry policy. */
 export const MAX_RETRIES_HEADER = "x-envoy-max-retries";
 
@@ -72,6 +74,12 @@ export interface TransformationSpec {
   readonly delay?: string;
   /** `retry.precondition`: evaluated per request; unless true, the router is told to make no retry. */
   readonly retryPrecondition?: string;
+  /**
+   * `retry.condition` reading more than the status code, evaluated on each attempt's response by the upstream
+   * instance of this processor: true marks the response with RETRY_CONDITION_HEADER, which the route's retry policy
+   * matches (`retriable_headers`).
+   */
+  readonly retryCondition?: string;
   readonly requestBody: boolean;
   readonly responseBody: boolean;
 }
@@ -250,7 +258,8 @@ export function serveTransformation(
     );
   };
   const response = (phase: "responseHeaders" | "responseBody", replace: boolean) => {
-    const a = applyTransform(entry?.response, vars, log, RESPONSE_ENVIRONMENT);
+    const t = applyTransform(entry?.response, vars, log, RESPONSE_ENVIRONMENT);
+    const a = spec?.retryCondition === undefined ? t : withRetryCondition(t, spec.retryCondition, vars, log);
     answer(
       {
         phase,
@@ -343,6 +352,20 @@ export function withRetryPrecondition(a: Applied, precondition: string, vars: Ob
 }
 
 /**
+ * `retry.condition` on one attempt's response: `true` marks it for the route's retry policy; anything else (false, an
+ * error, another value) removes the mark, so neither a backend nor a failing expression can ask for a retry.
+ */
+export function withRetryCondition(a: Applied, condition: string, vars: Obj, log: (m: string) => void): Applied {
+  const v = evaluateText(condition, vars, RESPONSE_ENVIRONMENT);
+  if (v === true) {
+    return { ...a, headers: { ...a.headers, set: { ...a.headers.set, [RETRY_CONDITION_HEADER]: "true" } } };
+  }
+  if (typeof v !== "boolean") log(`retry.condition did not give a boolean (${typeof v}); not retried`);
+  const remove = [...(a.headers.remove ?? []).filter((n) => n !== RETRY_CONDITION_HEADER), RETRY_CONDITION_HEADER];
+  return { ...a, headers: { ...a.headers, remove } };
+}
+
+/**
  * The fault delay header from `delay` (a CEL duration, or a duration string): set when it evaluates to a positive
  * duration, removed otherwise, so a client's own value never gets through.
  */
@@ -371,5 +394,5 @@ function isDuration(v: unknown): v is { seconds: bigint | number; nanos: number 
 
 /** Whether Envoy sends the response to this processor (some entry changes it). */
 export function hasResponseStage(spec: TransformationSpec | undefined): boolean {
-  return spec?.entries.some((e) => e.response !== undefined) ?? false;
+  return spec?.retryCondition !== undefined || (spec?.entries.some((e) => e.response !== undefined) ?? false);
 }

@@ -2,6 +2,7 @@
 // translate<Kind> functions produce it from resources; build<EnvoyThing> functions turn it into xDS.
 
 import type { CredentialPlan } from "../credentials/plan.js";
+import type { TransformationSpec } from "../extproc/transformation.js";
 import type { TunnelIR } from "./backend/tunnel.js";
 
 export interface GatewayIR {
@@ -153,6 +154,20 @@ export interface BackendConnectionIR {
   };
   /** `backend.auth` Sluice mints per request (src/credentials/): the plan its upstream ext_proc serves. */
   readonly minted?: CredentialPlan;
+  /**
+   * `backend.transformation` and a `retry.condition` Sluice evaluates: Sluice's transformation ext_proc as an upstream
+   * filter of this cluster, per attempt (xds/backend-transformation.ts).
+   */
+  readonly upstreamTransformation?: UpstreamTransformationIR;
+}
+
+/** What the upstream transformation ext_proc of a cluster carries. */
+export interface UpstreamTransformationIR {
+  readonly spec: TransformationSpec;
+  /** Whether an expression reads `source` (Envoy then sends the peer's address). */
+  readonly source: boolean;
+  /** Whether an expression reads an identity (`jwt`, ...): the downstream filters' metadata is forwarded. */
+  readonly identity: boolean;
 }
 
 export interface BackendTlsIR {

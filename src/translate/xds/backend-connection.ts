@@ -25,6 +25,7 @@ import type {
 import { clusterVariantName } from "../names.js";
 import { backendCredential } from "./backend-credential.js";
 import { backendTls } from "./backend-tls.js";
+import { sluiceRetryCondition, upstreamTransformation } from "./backend-transformation.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -72,6 +73,8 @@ export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => stri
   tunnel: () => [],
   // requestTimeout: the route's timeout (traffic-route.ts).
   http: () => [],
+  // Problems are backendProblems (backend-transformation.ts).
+  transformation: () => [],
   health: (v) => {
     const eviction = isRec(v.eviction) ? v.eviction : {};
     return [
@@ -109,10 +112,26 @@ function variantName(base: string, c: BackendConnectionIR): string {
 export function withBackendConnections(gw: GatewayIR, input?: TranslationInput): GatewayIR {
   const clusters = new Map(gw.clusters.map((c) => [c.name, c]));
   const variants = new Map<string, ClusterIR>();
+  /** The name of `base`'s variant with `connection`, made on first use. */
+  const variant = (base: ClusterIR, connection: BackendConnectionIR): string => {
+    const name = variantName(base.name, connection);
+    if (!variants.has(name)) {
+      variants.set(name, {
+        ...base,
+        name,
+        connection,
+        ...(base.kind === "eds" ? { edsServiceName: base.name } : {}),
+      } as ClusterIR);
+    }
+    return name;
+  };
   const routeOf = (r: RouteIR): RouteIR => {
     const a = r.action;
-    if (a.kind !== "forward" || r.policy?.backends === undefined) return r;
+    // A retry.condition Sluice evaluates needs the upstream processor on every backend of the route.
+    const retry = a.kind === "forward" ? sluiceRetryCondition(r) : undefined;
+    if (a.kind !== "forward" || (r.policy?.backends === undefined && retry === undefined)) return r;
     let changed = false;
+    const transformationProblems: BackendProblemIR[] = [];
     // Credentials first, then TLS, each in backend order.
     const credentialProblems: BackendProblemIR[] = [];
     const tlsProblems: BackendProblemIR[] = [];
@@ -120,7 +139,29 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     const backends = a.backends.map((b) => {
       const bp: BackendPolicyIR | undefined = r.policy?.backends?.find((x) => x.cluster === b.cluster);
       const base = clusters.get(b.cluster);
-      if (bp === undefined || base === undefined || base.kind === "llm" || base.kind === "mcp") return b;
+      if (retry !== undefined && (base?.kind === "llm" || base?.kind === "mcp")) {
+        transformationProblems.push({
+          from: retry.from,
+          field: "retry.condition",
+          message: `reads more than response.code, which Sluice evaluates per attempt on Service and static backends only; the route's ${base.kind === "llm" ? "AI" : "MCP"} backend GwBackend ${base.backend} is retried on connection failures and resets alone`,
+          fatal: false,
+        });
+      }
+      if (
+        (bp === undefined && retry === undefined) ||
+        base === undefined ||
+        base.kind === "llm" ||
+        base.kind === "mcp"
+      ) {
+        return b;
+      }
+      const ut = upstreamTransformation(r, bp?.policy);
+      transformationProblems.push(...ut.problems);
+      if (bp === undefined) {
+        if (ut.ir === undefined) return b;
+        changed = true;
+        return { ...b, cluster: variant(base, { upstreamTransformation: ut.ir }) };
+      }
       const settings = backendConnection(bp.policy);
       const auth = bp.policy.auth;
       const credential =
@@ -162,22 +203,14 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         ...(credential?.ok === true && credential.minted !== undefined ? { minted: credential.minted } : {}),
         ...(tls?.ok === true ? { tls: tls.tls } : {}),
         ...(tunnel !== undefined ? { tunnel } : {}),
+        ...(ut.ir !== undefined ? { upstreamTransformation: ut.ir } : {}),
       };
       const connection = Object.keys(extra).length > 0 ? { ...settings, ...extra } : settings;
       if (connection === undefined) return b;
-      const name = variantName(base.name, connection);
-      if (!variants.has(name)) {
-        variants.set(name, {
-          ...base,
-          name,
-          connection,
-          ...(base.kind === "eds" ? { edsServiceName: base.name } : {}),
-        } as ClusterIR);
-      }
       changed = true;
-      return { ...b, cluster: name };
+      return { ...b, cluster: variant(base, connection) };
     });
-    const backendProblems = [...credentialProblems, ...tlsProblems, ...tunnelProblems];
+    const backendProblems = [...credentialProblems, ...tlsProblems, ...tunnelProblems, ...transformationProblems];
     if (!changed && backendProblems.length === 0) return r;
     return {
       ...r,

@@ -2,7 +2,6 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
-import type { CredentialPlan } from "../../credentials/plan.js";
 import {
   type Cluster,
   Cluster_DiscoveryType,
@@ -21,6 +20,7 @@ import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, ClusterIR, EndpointIR } from "../ir.js";
 import { socketAddress } from "./address.js";
 import { credentialExtProc, credentialInjector } from "./backend-credential.js";
+import { upstreamTransformationFilter } from "./backend-transformation.js";
 import { DFP_CLUSTER_TYPE, dfpClusterConfig } from "./filters/dynamic-forward-proxy.js";
 import { buildLlmCluster, EVICTION_PANIC_PERCENT, pickedEndpointTargets } from "./llm.js";
 import { throughTunnel } from "./tunnel.js";
@@ -47,8 +47,8 @@ function loadAssignment(
 }
 
 /**
- * The cluster's HTTP protocol options: HTTP/2 when the backend speaks it, and the upstream filters (the
- * credential_injector of `backend.auth`, then the codec); none when neither applies.
+ * The cluster's HTTP protocol options: HTTP/2 when the backend speaks it, and the upstream filters (the transformation
+ * ext_proc, the credential_injector or ext_proc of `backend.auth`, then the codec); none when neither applies.
  */
 function protocolOptions(
   http2: boolean,
@@ -63,7 +63,35 @@ function protocolOptions(
   // TLS to hosts known per request (dynamic forward proxy): SNI, and unless verification is off the certificate's
   // name, from the request's host.
   const perHostTls = dynamicHost && conn?.tls !== undefined;
-  if (!http2 && credential === undefined && minted === undefined && !auto && !perHostTls) return {};
+  const transformation = conn?.upstreamTransformation;
+  // Upstream filters in order: the transformation (backend-transformation.ts), then the credential, which must see
+  // the request as it leaves (SigV4 signs the final body), then the codec.
+  const filters = [
+    ...(transformation !== undefined
+      ? [
+          {
+            name: "sluice.backend_transformation",
+            configType: { case: "typedConfig" as const, value: upstreamTransformationFilter(transformation) },
+          },
+        ]
+      : []),
+    ...(credential !== undefined
+      ? [
+          {
+            name: "sluice.credential_injector",
+            configType: { case: "typedConfig" as const, value: credentialInjector(credential) },
+          },
+        ]
+      : minted !== undefined
+        ? [
+            {
+              name: "sluice.credential_ext_proc",
+              configType: { case: "typedConfig" as const, value: credentialExtProc(minted) },
+            },
+          ]
+        : []),
+  ];
+  if (!http2 && filters.length === 0 && !auto && !perHostTls) return {};
   return {
     typedExtensionProtocolOptions: {
       [HTTP_PROTOCOL_OPTIONS]: anyPack(
@@ -87,18 +115,10 @@ function protocolOptions(
                     : { case: "httpProtocolOptions", value: {} },
                 },
               },
-          ...(credential !== undefined || minted !== undefined
+          ...(filters.length > 0
             ? {
                 httpFilters: [
-                  credential !== undefined
-                    ? {
-                        name: "sluice.credential_injector",
-                        configType: { case: "typedConfig", value: credentialInjector(credential) },
-                      }
-                    : {
-                        name: "sluice.credential_ext_proc",
-                        configType: { case: "typedConfig", value: credentialExtProc(minted as CredentialPlan) },
-                      },
+                  ...filters,
                   {
                     name: "envoy.filters.http.upstream_codec",
                     configType: {

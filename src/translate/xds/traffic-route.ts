@@ -16,6 +16,7 @@ import type { PolicySourceIR, RouteIR } from "../ir.js";
 import { mcpUnservedParts } from "../mcp/connection.js";
 import { isMcpClusterName } from "../names.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
+import { RETRY_CONDITION_HEADER, sluiceRetryCondition } from "./backend-transformation.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
@@ -47,6 +48,7 @@ function options(h: HeaderFilter): MessageInitShape<typeof HeaderValueOptionSche
 function retryPolicy(
   r: NonNullable<T["retry"]>,
   conditionCodes: readonly number[] = [],
+  markedBySluice = false,
 ): MessageInitShape<typeof RetryPolicySchema> {
   const codes = [...new Set([...(r.codes ?? []), ...conditionCodes])].sort((a, b) => a - b);
   const backoff = r.backoff !== undefined ? parseDurationMs(r.backoff) : undefined;
@@ -56,8 +58,22 @@ function retryPolicy(
       "refused-stream",
       "reset",
       ...(codes.length > 0 ? ["retriable-status-codes"] : []),
+      ...(markedBySluice ? ["retriable-headers"] : []),
     ].join(","),
     retriableStatusCodes: codes,
+    ...(markedBySluice
+      ? {
+          retriableHeaders: [
+            {
+              name: RETRY_CONDITION_HEADER,
+              headerMatchSpecifier: {
+                case: "stringMatch" as const,
+                value: { matchPattern: { case: "exact", value: "true" } },
+              },
+            },
+          ],
+        }
+      : {}),
     ...(r.attempts !== undefined ? { numRetries: r.attempts } : {}),
     ...(backoff !== undefined && backoff > 0 ? { retryBackOff: { baseInterval: durationFromMs(backoff) } } : {}),
   };
@@ -138,9 +154,12 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
     }
   }
 
+  // A retry.condition reading more than the status code: Sluice evaluates it per attempt (backend-transformation.ts).
+  const bySluice = sluiceRetryCondition(r);
   for (const f of phaseFields<NonNullable<T["retry"]>>(r, "retry")) {
     let conditionCodes: readonly number[] = [];
-    if (f.value.condition !== undefined) {
+    const sluiceCondition = bySluice !== undefined && bySluice.from === f.from && f.value.condition === bySluice.text;
+    if (f.value.condition !== undefined && !sluiceCondition) {
       const c = retryConditionCodes(f.value.condition);
       if (!c.ok) note(f.from, "retry.condition", c.why);
       else if (c.codes.length === 0) {
@@ -152,7 +171,11 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
         );
       } else conditionCodes = c.codes;
     }
-    if (route !== undefined) route.retryPolicy = retryPolicy(f.value, conditionCodes);
+    if (route !== undefined) route.retryPolicy = retryPolicy(f.value, conditionCodes, sluiceCondition);
+    // The mark is for the router alone: a response that is not retried (attempts spent) goes out without it.
+    if (sluiceCondition && !(out.responseHeadersToRemove ?? []).includes(RETRY_CONDITION_HEADER)) {
+      out.responseHeadersToRemove = [...(out.responseHeadersToRemove ?? []), RETRY_CONDITION_HEADER];
+    }
     // retry.precondition: Sluice's transformation ext_proc evaluates it (filters/transformation.ts). One that does not
     // compile can never be true, which the spec reads as "no retries".
     const pre = f.value.precondition;

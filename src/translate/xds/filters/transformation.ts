@@ -36,9 +36,9 @@ import { celStringLiteral, phaseFields, phaseOrder } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 const FILTER = "sluice.transformation";
-const IDENTITY = new Set(["jwt", "apiKey", "basicAuth", "extauthz"]);
+export const IDENTITY = new Set(["jwt", "apiKey", "basicAuth", "extauthz"]);
 /** `request.body` / `response.body` (or `['body']`) read by an expression. */
-const READS_BODY = {
+export const READS_BODY = {
   request: /\brequest\s*(\.\s*body\b|\[\s*['"]body['"]\s*\])/,
   response: /\bresponse\s*(\.\s*body\b|\[\s*['"]body['"]\s*\])/,
 };
@@ -50,7 +50,7 @@ type TransformIn = {
   body?: string;
   metadata?: Record<string, string>;
 };
-type TransformationIn = {
+export type TransformationIn = {
   request?: TransformIn;
   response?: TransformIn;
   conditional?: { condition?: string; policy: { request?: TransformIn; response?: TransformIn } }[];
@@ -94,7 +94,7 @@ export function directNeedsSluice(d: DirectIn): boolean {
 }
 
 /** The entries of a transformation (top-level form: one entry without a condition), with expressions compiled. */
-function transformationEntries(
+export function transformationEntries(
   v: TransformationIn,
   cel: (path: string, text: string | undefined, response: boolean) => string | undefined,
 ): TransformationEntry[] {

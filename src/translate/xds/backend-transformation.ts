@@ -1,0 +1,144 @@
+// `backend.transformation` and a `retry.condition` that reads more than the status code → Sluice's transformation
+// ext_proc (src/extproc/transformation.ts) as an upstream HTTP filter of the backend's cluster variant
+// (backend-connection.ts), as the credential ext_proc is. An upstream filter runs once per attempt, after the route is
+// chosen, so each backendRef of a route gets its own transformation, and each attempt's response is seen before the
+// router decides whether to retry it: the processor marks a response the condition is true for with
+// RETRY_CONDITION_HEADER, which the route's retry policy matches (`retriable_headers`, traffic-route.ts).
+//
+// The spec travels in the gRPC initial metadata of the filter (no table to keep in step with Envoy). An upstream filter
+// shares the request's stream info, so `source` and the identity filters' metadata (`jwt`, `apiKey`, ...) are forwarded
+// to it as to the route-level instance.
+
+import { create } from "@bufbuild/protobuf";
+import { type Any, anyPack } from "@bufbuild/protobuf/wkt";
+import { compileExpression } from "../../cel/index.js";
+import {
+  encodeTransformation,
+  hasResponseStage,
+  RESPONSE_ENVIRONMENT,
+  RETRY_CONDITION_HEADER,
+  TRANSFORMATION_METADATA,
+  TRANSFORMATION_METADATA_NAMESPACE,
+  TRANSFORMATION_STAGE,
+  type TransformationEntry,
+  type TransformationSpec,
+} from "../../extproc/transformation.js";
+import { ExternalProcessorSchema } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import { durationFromMs } from "../duration.js";
+import type { BackendProblemIR, EffectivePolicyIR, PolicySourceIR, RouteIR, UpstreamTransformationIR } from "../ir.js";
+import { LLM_STAGE_METADATA } from "../llm/table.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
+import { IDENTITY, READS_BODY, type TransformationIn, transformationEntries } from "./filters/transformation.js";
+import { IDENTITY_NAMESPACES } from "./llm.js";
+import { retryConditionCodes } from "./retry-condition.js";
+
+export { RETRY_CONDITION_HEADER };
+
+/** The route's `retry.condition` when Sluice evaluates it (it compiles, but reads more than `response.code`). */
+export function sluiceRetryCondition(r: RouteIR): { readonly text: string; readonly from: PolicySourceIR } | undefined {
+  let last: { text: string; from: PolicySourceIR } | undefined;
+  for (const phase of ["preRouting", "traffic"] as const) {
+    const f = r.policy?.[phase]?.["retry"];
+    if (f === undefined || "combined" in f) continue;
+    const condition = (f.value as { condition?: unknown } | undefined)?.condition;
+    // The PostRouting retry is applied over the PreRouting one (traffic-route.ts).
+    last = undefined;
+    if (typeof condition !== "string" || retryConditionCodes(condition).ok) continue;
+    if ("errors" in compileExpression(condition, RESPONSE_ENVIRONMENT)) continue;
+    last = { text: condition, from: f.from };
+  }
+  return last;
+}
+
+/**
+ * The upstream transformation of one backend of `r`: its `backend.transformation` (from its effective policy `p`)
+ * and the route's Sluice-evaluated `retry.condition`. Expressions that do not compile are reported with their path and
+ * left out (not fatal: the rest applies).
+ */
+export function upstreamTransformation(
+  r: RouteIR,
+  p: EffectivePolicyIR | undefined,
+): { readonly ir?: UpstreamTransformationIR; readonly problems: BackendProblemIR[] } {
+  const problems: BackendProblemIR[] = [];
+  const variables = new Set<string>();
+  const texts: string[] = [];
+  const f = p?.["transformation"];
+  let entries: TransformationEntry[] = [];
+  if (f !== undefined && !("combined" in f)) {
+    const from = f.from;
+    entries = transformationEntries(f.value as TransformationIn, (path, text, response) => {
+      if (text === undefined) return undefined;
+      const c = compileExpression(text, response ? RESPONSE_ENVIRONMENT : undefined);
+      if ("errors" in c) {
+        problems.push({
+          from,
+          field: "backend.transformation",
+          message: `backend.transformation.${path}: ${c.errors.map((e) => e.message).join("; ")}; left out`,
+          fatal: false,
+        });
+        return undefined;
+      }
+      for (const v of c.ok.variables) variables.add(v);
+      texts.push(text);
+      return text;
+    });
+  }
+  const retry = sluiceRetryCondition(r);
+  if (retry !== undefined) {
+    const c = compileExpression(retry.text, RESPONSE_ENVIRONMENT);
+    if ("ok" in c) for (const v of c.ok.variables) variables.add(v);
+    texts.push(retry.text);
+  }
+  if (entries.length === 0 && retry === undefined) return { problems };
+  const spec: TransformationSpec = {
+    entries,
+    ...(retry !== undefined ? { retryCondition: retry.text } : {}),
+    requestBody: entries.some((e) => e.request?.body !== undefined) || texts.some((x) => READS_BODY.request.test(x)),
+    responseBody: entries.some((e) => e.response?.body !== undefined) || texts.some((x) => READS_BODY.response.test(x)),
+  };
+  return {
+    ir: { spec, source: variables.has("source"), identity: [...variables].some((v) => IDENTITY.has(v)) },
+    problems,
+  };
+}
+
+/** The upstream ext_proc filter config of a cluster's transformation. */
+export function upstreamTransformationFilter(u: UpstreamTransformationIR): Any {
+  const { spec } = u;
+  return anyPack(
+    ExternalProcessorSchema,
+    create(ExternalProcessorSchema, {
+      grpcService: {
+        targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
+        initialMetadata: [
+          { key: LLM_STAGE_METADATA, value: TRANSFORMATION_STAGE },
+          { key: TRANSFORMATION_METADATA, value: encodeTransformation(spec) },
+        ],
+      },
+      processingMode: {
+        requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+        requestBodyMode: spec.requestBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
+        responseHeaderMode: hasResponseStage(spec)
+          ? ProcessingMode_HeaderSendMode.SEND
+          : ProcessingMode_HeaderSendMode.SKIP,
+        responseBodyMode: spec.responseBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
+        requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+        responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+      },
+      messageTimeout: durationFromMs(5000),
+      // Its own counters: cluster.<cluster>.ext_proc.sluice_backend_transformation.* (upstream filters count there).
+      statPrefix: "sluice_backend_transformation",
+      metadataOptions: {
+        receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE] },
+        ...(u.identity ? { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } : {}),
+      },
+      ...(u.source ? { requestAttributes: ["source.address", "source.port"] } : {}),
+      // A new body comes with its length. Pseudo-headers and host keep Envoy's default mutation rules, as downstream.
+      allowContentLengthHeader: true,
+    }),
+  );
+}
