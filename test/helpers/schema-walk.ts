@@ -10,6 +10,7 @@ import { validateResource } from "../../src/api/validate.js";
 import { makeInput } from "../../src/translate/input.js";
 import { translate } from "../../src/translate/translate.js";
 import { xdsToJson } from "../../src/translate/xds/json.js";
+import { tlsFixture } from "./tls.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: a JSON Schema node, read structurally.
 export type S = any;
@@ -121,6 +122,40 @@ export const doc = (apiVersion: string, kind: string, name: string, spec: Json, 
   ...(spec !== undefined ? { spec } : {}),
   ...extra,
 });
+
+/**
+ * The Secrets and ConfigMaps a walk's samples name (`probe-a`, `probe-b`, and any other of `secrets`), each holding its
+ * own values under every key a credential, TLS or CA reference reads, so a reference to one or the other shows.
+ */
+export function probeSecrets(secrets: readonly (readonly [name: string, host: string])[]): Json[] {
+  return [
+    ...secrets.map(([name, host]) =>
+      doc("v1", "Secret", name, undefined, {
+        type: "kubernetes.io/tls",
+        stringData: {
+          "tls.crt": tlsFixture(`${host}.crt`),
+          "tls.key": tlsFixture(`${host}.key`),
+          Authorization: `key-${name}`,
+          clientSecret: `secret-${name}`,
+          clientID: `id-${name}`,
+          tenantID: `tenant-${name}`,
+          accessKey: `access-${name}`,
+          secretKey: `secret-${name}`,
+          signingKey: tlsFixture(`${host}.key`),
+          "credentials.json": JSON.stringify({
+            type: "authorized_user",
+            client_id: name,
+            client_secret: "s",
+            refresh_token: "r",
+          }),
+          ".htaccess": `${name}:$apr1$x$y`,
+        },
+      }),
+    ),
+    doc("v1", "ConfigMap", "probe-a", undefined, { data: { "ca.crt": tlsFixture("example.com.crt") } }),
+    doc("v1", "ConfigMap", "probe-b", undefined, { data: { "ca.crt": tlsFixture("foo.example.com.crt") } }),
+  ];
+}
 
 export interface Output {
   readonly reach: string;

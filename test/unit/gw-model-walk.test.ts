@@ -9,8 +9,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { GwModelSpec, MODEL_PROVIDERS } from "../../src/api/model.js";
-import { type Context, doc, type Json, named, schemaWalker, unexpected } from "../helpers/schema-walk.js";
-import { tlsFixture } from "../helpers/tls.js";
+import { type Context, doc, type Json, named, probeSecrets, schemaWalker, unexpected } from "../helpers/schema-walk.js";
 
 // ---- values ----
 
@@ -60,35 +59,10 @@ const WORLD: Json[] = [
       ports: [{ port: 9 }],
     }),
   ),
-  ...(
-    [
-      ["probe-a", "example.com"],
-      ["probe-b", "foo.example.com"],
-    ] as const
-  ).map(([name, host]) =>
-    doc("v1", "Secret", name, undefined, {
-      type: "kubernetes.io/tls",
-      stringData: {
-        "tls.crt": tlsFixture(`${host}.crt`),
-        "tls.key": tlsFixture(`${host}.key`),
-        Authorization: `key-${name}`,
-        clientSecret: `secret-${name}`,
-        clientID: `id-${name}`,
-        tenantID: `tenant-${name}`,
-        accessKey: `access-${name}`,
-        secretKey: `secret-${name}`,
-        signingKey: tlsFixture(`${host}.key`),
-        "credentials.json": JSON.stringify({
-          type: "authorized_user",
-          client_id: name,
-          client_secret: "s",
-          refresh_token: "r",
-        }),
-      },
-    }),
-  ),
-  doc("v1", "ConfigMap", "probe-a", undefined, { data: { "ca.crt": tlsFixture("example.com.crt") } }),
-  doc("v1", "ConfigMap", "probe-b", undefined, { data: { "ca.crt": tlsFixture("foo.example.com.crt") } }),
+  ...probeSecrets([
+    ["probe-a", "example.com"],
+    ["probe-b", "foo.example.com"],
+  ]),
 ];
 
 /** A GwModel named `probe` with the spec probed, beside the world's. */

@@ -13,8 +13,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { GwBackendSpec } from "../../src/api/backend.js";
 import { GwPolicySpec } from "../../src/api/policy.js";
-import { type Context, doc, type Json, schemaWalker, unexpected } from "../helpers/schema-walk.js";
-import { tlsFixture } from "../helpers/tls.js";
+import { type Context, doc, type Json, probeSecrets, schemaWalker, unexpected } from "../helpers/schema-walk.js";
 
 // ---- values ----
 
@@ -120,38 +119,11 @@ const WORLD: Json[] = [
       ports: [{ port: 9 }],
     }),
   ),
-  // Each Secret and ConfigMap holds its own values, so a reference to one or the other shows.
-  ...(
-    [
-      ["probe-a", "example.com"],
-      ["probe-b", "foo.example.com"],
-      ["cert", "example.com"],
-    ] as const
-  ).map(([name, host]) =>
-    doc("v1", "Secret", name, undefined, {
-      type: "kubernetes.io/tls",
-      stringData: {
-        "tls.crt": tlsFixture(`${host}.crt`),
-        "tls.key": tlsFixture(`${host}.key`),
-        Authorization: `key-${name}`,
-        clientSecret: `secret-${name}`,
-        clientID: `id-${name}`,
-        tenantID: `tenant-${name}`,
-        accessKey: `access-${name}`,
-        secretKey: `secret-${name}`,
-        signingKey: tlsFixture(`${host}.key`),
-        "credentials.json": JSON.stringify({
-          type: "authorized_user",
-          client_id: name,
-          client_secret: "s",
-          refresh_token: "r",
-        }),
-        ".htaccess": `${name}:$apr1$x$y`,
-      },
-    }),
-  ),
-  doc("v1", "ConfigMap", "probe-a", undefined, { data: { "ca.crt": tlsFixture("example.com.crt") } }),
-  doc("v1", "ConfigMap", "probe-b", undefined, { data: { "ca.crt": tlsFixture("foo.example.com.crt") } }),
+  ...probeSecrets([
+    ["probe-a", "example.com"],
+    ["probe-b", "foo.example.com"],
+    ["cert", "example.com"],
+  ]),
   doc("sluice.dev/v1alpha1", "GwBackend", "static", { static: { host: "127.0.0.1", port: 9 } }),
   doc("sluice.dev/v1alpha1", "GwBackend", "mcp", {
     mcp: { targets: [{ name: "t", static: { host: "127.0.0.1", port: 9 } }] },
