@@ -44,19 +44,17 @@ function computePlan(traffic: EffectivePolicyIR, authz: AuthzContext): CachedPla
   return { plan: planHttpAuthz(traffic, recorded), notes, added };
 }
 
-const PRE_ROUTING_FIELDS = ["authorization", "basicAuthentication", "apiKeyAuthentication"] as const;
-
-export function routeAuthzPlan(route: RouteIR, ctx: BuildContext): HttpAuthzPlan | undefined {
+/**
+ * The plan of the route's PostRouting traffic policy, or (`phase: "preRouting"`) of its PreRouting one: the two
+ * phases never merge, so each has its own authentication and authorization filters, PreRouting's first.
+ */
+export function routeAuthzPlan(
+  route: RouteIR,
+  ctx: BuildContext,
+  phase: "preRouting" | "traffic" = "traffic",
+): HttpAuthzPlan | undefined {
   const authz = ctx.authz;
-  const pre = route.policy?.preRouting;
-  for (const field of PRE_ROUTING_FIELDS) {
-    const f = pre?.[field];
-    if (f === undefined) continue;
-    for (const v of "combined" in f ? f.combined : [f]) {
-      ctx.note(v.from, `traffic.${field}`, "phase PreRouting is not applied yet; with PostRouting it applies");
-    }
-  }
-  const traffic = route.policy?.traffic;
+  const traffic = route.policy?.[phase];
   if (authz === undefined || traffic === undefined) return undefined;
   let byTraffic = plans.get(authz);
   if (byTraffic === undefined) {

@@ -27,7 +27,7 @@ import type { HttpAuthzPlan } from "../../authz/plan.js";
 import type { RouteIR } from "../../ir.js";
 import { SLUICE_AUTHZ_CLUSTER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../../names.js";
 import { routeAuthzPlan } from "./authz-plan.js";
-import { instanceName } from "./policy-fields.js";
+import { instanceName, phaseOrder } from "./policy-fields.js";
 import {
   type BuildContext,
   type FilterInstance,
@@ -201,9 +201,30 @@ export const sluiceExtAuthzBuilder: HttpFilterBuilder = {
   id: "sluice-ext-authz",
   schemas: [ExtAuthzSchema, ExtAuthzPerRouteSchema],
   forRoute(route, ctx) {
-    const plan = routeAuthzPlan(route, ctx);
-    if (plan === undefined) return undefined;
     const filters: FilterInstance[] = [];
+    // PreRouting authentication and authorization: filters of their own, before every PostRouting filter, calling
+    // Sluice over gRPC (the HTTP check finds its policy in the route's metadata, which names the PostRouting one).
+    const pre = routeAuthzPlan(route, ctx, "preRouting");
+    if (pre?.authnPolicyId !== undefined) {
+      filters.push(
+        instance(
+          `${SLUICE_AUTHN_FILTER}.pre_routing`,
+          phaseOrder(FilterOrder.sluiceAuthn, "preRouting"),
+          pre.authnPolicyId,
+        ),
+      );
+    }
+    if (pre?.authzPolicyId !== undefined) {
+      filters.push(
+        instance(
+          `${SLUICE_AUTHZ_FILTER}.pre_routing`,
+          phaseOrder(FilterOrder.authorization, "preRouting"),
+          pre.authzPolicyId,
+        ),
+      );
+    }
+    const plan = routeAuthzPlan(route, ctx);
+    if (plan === undefined) return filters.length > 0 ? { filters } : undefined;
     if (plan.authnPolicyId !== undefined) {
       filters.push(instance(SLUICE_AUTHN_FILTER, FilterOrder.sluiceAuthn, plan.authnPolicyId));
     }
