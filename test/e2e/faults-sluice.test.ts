@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import Anthropic from "@anthropic-ai/sdk";
 import {
   KINDS,
   type Kind,
@@ -25,6 +26,8 @@ import {
 } from "../helpers/processes.js";
 
 const SESSION_KEY = "faults-test-session-key";
+/** The message of the LLM client's error when the LLM ext_proc cannot be reached (src/translate/xds/listener.ts). */
+const UNAVAILABLE = "the LLM gateway could not process this request (its processor is unavailable); retry";
 
 describe("Sluice killed and restarted under load; Envoy restarted", { timeout: 120_000 }, () => {
   const cfg = tempConfigDir();
@@ -93,14 +96,24 @@ describe("Sluice killed and restarted under load; Envoy restarted", { timeout: 1
     const report = `in flight:\n${show([...flown.values()])}\nwhile down:\n${show([...during.values()])}`;
     // In flight: what Envoy decided stands; what still needs Sluice fails.
     for (const k of ["plain", "jwt", "jwt-denied", "cel", "cel-denied"] as const) assert.ok(flown.get(k)?.ok, report);
-    assert.equal(flown.get("llm")?.got, "InternalServerError 500: 500 status code (no body)", report);
+    // Envoy's own 500 (the ext_proc call failed), in the client's format (the listener's local reply mapper).
+    assert.equal(flown.get("llm")?.got, `InternalServerError 500: 500 ${UNAVAILABLE}`, report);
     assert.match(String(flown.get("llm-stream")?.got), /^TypeError: terminated/, report);
     assert.equal(flown.get("mcp")?.status, 503, report);
     // While down: Envoy's own filters serve; Sluice's ext_authz fails closed; the LLM ext_proc and MCP fail.
     for (const k of ["plain", "jwt", "jwt-denied", "cel-denied"] as const) assert.ok(during.get(k)?.ok, report);
     assert.equal(during.get("cel")?.got, "403", report);
-    assert.equal(during.get("llm")?.status, 500, report);
-    assert.equal(during.get("llm-stream")?.status, 500, report);
+    assert.equal(during.get("llm")?.got, `InternalServerError 500: 500 ${UNAVAILABLE}`, report);
+    assert.equal(during.get("llm-stream")?.got, `InternalServerError 500: 500 ${UNAVAILABLE}`, report);
+    // An Anthropic client gets Anthropic's error object, with the same message.
+    const claude = new Anthropic({ apiKey: "k", baseURL: `${baseUrl()}/llm`, maxRetries: 0 });
+    await assert.rejects(
+      claude.messages.create({ model: "claude-x", max_tokens: 8, messages: [{ role: "user", content: "hi" }] }),
+      (e: unknown) =>
+        e instanceof Anthropic.InternalServerError &&
+        JSON.stringify(e.error) ===
+          JSON.stringify({ type: "error", error: { type: "api_error", message: UNAVAILABLE } }),
+    );
     assert.equal(during.get("mcp")?.status, 503, report);
     // Back on the same ports: Envoy kept its configuration and reconnects by itself; the MCP session carries on.
     const restartAt = performance.now();

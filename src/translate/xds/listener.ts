@@ -24,6 +24,7 @@ import { JWT_FAILURE_KEY, JWT_HEADER_KEY } from "./filters/jwt-authn.js";
 import { BUFFER_RESPONSE_METADATA_KEY, RESPONSE_BUFFER_FILTER } from "./filters/route-scoped.js";
 import { SLUICE_ROUTE_METADATA } from "./filters/types.js";
 import type { FrontendOptions, FrontendTls } from "./frontend.js";
+import { LLM_ROUTER_FILTER } from "./llm.js";
 import type { NetworkFilter } from "./network-authz.js";
 
 type HttpFilters = FilterChainResult["httpFilters"];
@@ -69,6 +70,7 @@ function localReplyConfig(httpFilters: HttpFilters, connect: string | undefined,
       ? [...(mcpOAuth ? [MCP_OAUTH_401] : []), ...JWT_401_REPLY.mappers]
       : []),
     ...(httpFilters.some((f) => f.name === RESPONSE_BUFFER_FILTER) ? [RESPONSE_TOO_LARGE_502] : []),
+    ...(httpFilters.some((f) => f.name === LLM_ROUTER_FILTER) ? LLM_PROCESSOR_FAILED : []),
   ];
   return mappers.length === 0 ? {} : { localReplyConfig: { mappers } };
 }
@@ -132,6 +134,57 @@ const RESPONSE_TOO_LARGE_502: MessageInitShape<typeof ResponseMapperSchema> = {
   },
   statusCode: 502,
 };
+
+/**
+ * Envoy's own 500 when an ext_proc call fails (Sluice unreachable, killed mid-request, or past the message timeout):
+ * response code details `ext_proc_error_...`, an empty body, and no ext_proc left to translate it. An LLM client
+ * gets it in its own wire format instead, told by the request path as Sluice's route types are (Anthropic Messages
+ * and token counting, Google's model methods, else OpenAI's error object), so its SDK raises its usual API error
+ * with a message. docs/faults.md; test/e2e/faults-sluice.test.ts.
+ */
+const LLM_PROCESSOR_FAILED: MessageInitShape<typeof ResponseMapperSchema>[] = (() => {
+  const message = "the LLM gateway could not process this request (its processor is unavailable); retry";
+  const failed = "response.code_details.startsWith('ext_proc_error')";
+  const mapper = (name: string, where: string, body: unknown): MessageInitShape<typeof ResponseMapperSchema> => ({
+    filter: {
+      filterSpecifier: {
+        case: "extensionFilter" as const,
+        value: {
+          name,
+          configType: {
+            case: "typedConfig" as const,
+            value: anyPack(
+              ExpressionFilterSchema,
+              create(ExpressionFilterSchema, { expression: where === "" ? failed : `${failed} && ${where}` }),
+            ),
+          },
+        },
+      },
+    },
+    bodyFormatOverride: {
+      format: {
+        case: "textFormatSource" as const,
+        value: { specifier: { case: "inlineString" as const, value: JSON.stringify(body) } },
+      },
+      contentType: "application/json",
+    },
+  });
+  return [
+    mapper(
+      "sluice.llm_processor_failed_messages",
+      "(request.url_path.endsWith('/messages') || request.url_path.endsWith('/messages/count_tokens'))",
+      { type: "error", error: { type: "api_error", message } },
+    ),
+    mapper(
+      "sluice.llm_processor_failed_google",
+      "request.url_path.matches(':(generateContent|streamGenerateContent|countTokens)$')",
+      { error: { code: 500, message, status: "INTERNAL" } },
+    ),
+    mapper("sluice.llm_processor_failed", "", {
+      error: { message, type: "server_error", code: "processor_unavailable" },
+    }),
+  ];
+})();
 
 const JWT_FILTER = "envoy.filters.http.jwt_authn";
 
