@@ -4,6 +4,9 @@
 
 import type { AwsAssumeRole } from "../translate/llm/table.js";
 
+/** Role session names STS accepts. */
+export const ROLE_SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
+
 /** gRPC initial metadata of the credential ext_proc's stream: the plan id. */
 export const CREDENTIAL_METADATA = "x-sluice-credential";
 

@@ -9,7 +9,6 @@ import { serviceEndpoints } from "../translate/backend/resolve.js";
 import { parseDurationMs } from "../translate/duration.js";
 import type { TranslationInput } from "../translate/input.js";
 import type { AwsAssumeRole } from "../translate/llm/table.js";
-import { ROLE_SESSION_NAME } from "../translate/llm/table.js";
 import { findNamed } from "../translate/lookup.js";
 import {
   type ClientAuthPlan,
@@ -17,6 +16,7 @@ import {
   type CredentialPlan,
   type JwtAlg,
   type MintPlan,
+  ROLE_SESSION_NAME,
   TOKEN_TYPE_URIS,
   type TokenEndpoint,
   type TokenExchangePlan,
@@ -876,4 +876,44 @@ export function resolveBackendAuth(auth: Rec, ctx: ResolveContext): ResolvedAuth
     plan: { id, backend: ctx.backend, field, ...(primary !== undefined ? { primary } : {}), extra },
     problems,
   };
+}
+
+/**
+ * The `backend.auth` forms of an AI provider the LLM ext_proc mints with this module's plans (docs/llm.md): the LLM
+ * table writes key, secretRef, credentials[], passthrough, cloudA and cloudB itself.
+ */
+export const AI_MINTED_FORMS = ["jwtSign", "oauthTokenExchange", "crossAppAccess", "cloudC"] as const;
+
+/**
+ * `backend.auth` of one AI provider, when it uses one of AI_MINTED_FORMS: the plan the LLM ext_proc mints from after
+ * choosing the provider, or the problems (each fatal: the provider's requests then fail rather than go out bare).
+ * Undefined when the policy uses none of them.
+ */
+export function resolveProviderMint(
+  auth: Rec,
+  ctx: ResolveContext,
+): { readonly plan?: CredentialPlan; readonly problems: readonly CredentialProblem[] } | undefined {
+  const form = AI_MINTED_FORMS.find((f) => auth[f] !== undefined);
+  if (form === undefined) return undefined;
+  const problems: CredentialProblem[] = [];
+  const v = isRec(auth[form]) ? (auth[form] as Rec) : {};
+  const primary =
+    form === "jwtSign"
+      ? resolveJwtSign(v, ctx, problems)
+      : form === "oauthTokenExchange"
+        ? resolveTokenExchange(v, ctx, problems)
+        : form === "crossAppAccess"
+          ? resolveCrossApp(v, ctx, problems)
+          : resolveCloudC(v, ctx, problems);
+  if (primary === undefined || problems.some((p) => p.fatal)) {
+    if (!problems.some((p) => p.fatal)) {
+      problems.push({ field: `backend.auth.${form}`, message: `no credential for ${ctx.backend}`, fatal: true });
+    }
+    return { problems };
+  }
+  const id = createHash("sha256")
+    .update(JSON.stringify([ctx.source, ctx.backend, form, v]))
+    .digest("hex")
+    .slice(0, 20);
+  return { plan: { id, backend: ctx.backend, field: `backend.auth.${form}`, primary, extra: [] }, problems };
 }

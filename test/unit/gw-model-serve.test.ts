@@ -281,7 +281,7 @@ test("attempts: one Envoy retried failed, the last is judged by the response sta
   assert.equal(health.isDegraded("default/two", m2.health), true);
 });
 
-test("auth forms the LLM ext_proc does not apply, and credentials that do not resolve, are named in the Warning", () => {
+test("passthrough is served (no Warning, the provider entry carries it); credentials that do not resolve are named", () => {
   const { r } = served([
     gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
     model("m", { ...openai(9001), policies: { auth: { passthrough: {} } } }),
@@ -296,11 +296,17 @@ test("auth forms the LLM ext_proc does not apply, and credentials that do not re
     warningOf("n"),
     /spec\.policies\.auth: Secret default\/missing key Authorization not found; requests to this model fail/,
   );
-  const status = r.statuses.find((s) => s.kind === "GwModel" && s.name === "m");
-  assert.ok(status);
-  const parents = (status.status as { parents: { conditions: { type: string; message: string }[] }[] }).parents;
-  assert.match(
-    parents[0]?.conditions.find((c) => c.type === "Warning")?.message ?? "",
-    /spec\.policies\.auth\.passthrough: not applied yet/,
+  assert.doesNotMatch(warningOf("m"), /passthrough/);
+  // The client's credential goes in the provider's own header form (openai: Authorization: Bearer).
+  const providers = [...r.llm.entries.values()].flatMap((e) =>
+    Object.values(e.backends).flatMap((b) => Object.values(b.providers)),
+  );
+  assert.ok(
+    providers.some(
+      (p) =>
+        JSON.stringify(p.auth.passthrough) ===
+        JSON.stringify({ kind: "header", name: "authorization", prefix: "Bearer" }),
+    ),
+    JSON.stringify(providers.map((p) => p.auth)),
   );
 });

@@ -15,6 +15,7 @@ import { randomUUID } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { A2A_STAGE, serveA2a } from "../../a2a/agent-card.js";
+import { Minter, type Mutation, writeAt } from "../../credentials/mint.js";
 import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
@@ -39,7 +40,7 @@ import {
 } from "../../llm/index.js";
 import { isObject } from "../../llm/json.js";
 import { extractUsage } from "../../llm/usage.js";
-import { llmChunk, llmCompleted, llmFailed, llmStarted } from "../../observability/llm.js";
+import { llmAborted, llmChunk, llmCompleted, llmFailed, llmStarted } from "../../observability/llm.js";
 import type { GuardSpec, PromptGuardEntry } from "../../translate/llm/guards.js";
 import type { SingleStage } from "../../translate/llm/stages.js";
 import {
@@ -351,6 +352,7 @@ export class LlmExtProcService {
   readonly #limiter: TokenLimiter;
   readonly #google: GoogleTokens;
   readonly #aws: AwsCredentialSource;
+  readonly #minter: Minter;
   readonly #log: (line: string) => void;
   readonly #remoteGuard: GuardContext["remote"];
   readonly #modelHealth: ModelHealth;
@@ -361,6 +363,12 @@ export class LlmExtProcService {
     this.#limiter = new TokenLimiter(opts.now);
     this.#google = opts.google ?? new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
     this.#aws = opts.aws ?? new AwsCredentialSource(opts.now !== undefined ? { now: opts.now } : {});
+    // Its own minter (the credential service's forgets the caches of plans it does not serve), sharing the sources.
+    this.#minter = new Minter({
+      aws: this.#aws,
+      google: this.#google,
+      ...(opts.now !== undefined ? { now: opts.now } : {}),
+    });
     this.#log = opts.log ?? (() => {});
     this.#now = opts.now ?? Date.now;
     this.#modelHealth = new ModelHealth(this.#now);
@@ -369,6 +377,16 @@ export class LlmExtProcService {
   update(result: TranslationResult): void {
     this.#previous = this.#current;
     this.#current = new Map(result.llm.entries);
+    // Token exchange caches of plans no longer in the table (nor the previous one) are dropped.
+    const ids = new Set<string>();
+    for (const table of [this.#current, this.#previous]) {
+      for (const e of table.values()) {
+        for (const b of Object.values(e.backends)) {
+          for (const p of Object.values(b.providers)) if (p.auth.minted !== undefined) ids.add(p.auth.minted.id);
+        }
+      }
+    }
+    this.#minter.retain(ids);
   }
 
   /** On grpc-js (the ADS port): kept for Envoys bootstrapped to call ext_proc on `sluice_services`. */
@@ -472,11 +490,14 @@ export class LlmExtProcService {
     let state: RequestState | undefined;
     const resp: ResponseState = { mode: "pass", status: 0, headers: {}, chunks: [] };
     let closed = false;
+    // Whether the exchange reached its last answer; a stream that ends before (client gone, stream reset) is counted.
+    let over = false;
     // An answer still being prepared (the provider work waits for a Google token): the messages after it wait too,
     // so answers go out in the order Envoy expects them.
     let pending: Promise<void> | undefined;
     const forget = () => {
       closed = true;
+      if (!over) llmAborted(state);
       if (id !== undefined) this.#requests.delete(id);
     };
     const close = () => {
@@ -489,7 +510,10 @@ export class LlmExtProcService {
       call.write(out);
       // Close our side once the exchange is over: the stream ends with our trailers rather than Envoy's reset when the
       // HTTP request ends (on grpc-js, a burst of such resets trips nghttp2's rapid-reset protection).
-      if (isLast(req, out)) close();
+      if (isLast(req, out)) {
+        over = true;
+        close();
+      }
     };
     const fail = (e: unknown) => {
       if (closed) return;
@@ -933,7 +957,10 @@ export class LlmExtProcService {
         state.attempt = { provider: providerName, local: true };
         return { error: guardRejection(state.client, g.reject) };
       }
-      return this.#obtain(state, provider, g?.body, fail, unavailable);
+      const w = this.#obtain(state, provider, g?.body, fail, unavailable);
+      return w instanceof Promise
+        ? w.then((x) => this.#withMinted(state, provider, x, fail))
+        : this.#withMinted(state, provider, w, fail);
     };
     return guarded instanceof Promise ? guarded.then(go) : go(guarded);
   }
@@ -1079,6 +1106,53 @@ export class LlmExtProcService {
     );
   }
 
+  /**
+   * The provider's own token on its request (`passthrough`, or a minted form: jwtSign, oauthTokenExchange,
+   * crossAppAccess, cloudC), written where its location says on the request as it will leave (its path, its cookies);
+   * instead, when it cannot be had, an error in the client's format and the provider is not called. The message names
+   * the field and why, never a credential.
+   */
+  #withMinted(
+    state: RequestState,
+    provider: LlmProviderEntry,
+    w: ProviderWork,
+    fail: (error: LlmError) => ProviderWork,
+  ): ProviderWork | Promise<ProviderWork> {
+    const { passthrough, minted } = provider.auth;
+    if ("error" in w || (passthrough === undefined && minted === undefined)) return w;
+    // The token sources read the client's own headers (removed from the provider request, but still in state.headers).
+    const outgoing = { ...state.headers, ...w.set };
+    const merge = (m: Mutation): ProviderWork => {
+      // A later attempt at another provider removes them.
+      state.provided = [...(state.provided ?? []), ...Object.keys(m.set).filter((k) => !k.startsWith(":"))];
+      const set = { ...w.set, ...m.set };
+      return { ...w, set, remove: [...w.remove, ...m.remove].filter((r) => !(r in set)) };
+    };
+    if (passthrough !== undefined) {
+      const m: Mutation = { set: {}, remove: [] };
+      const token = clientToken(state.headers);
+      if (token !== undefined) writeAt(passthrough, token, outgoing, m);
+      return merge(m);
+    }
+    if (minted === undefined) return w;
+    const name = provider.name;
+    return this.#minter.mint(minted, { headers: outgoing }).then(
+      (r) => {
+        if ("ok" in r) return merge(r.ok);
+        this.#log(`llm provider ${name}: ${r.message}; answered ${r.status}`);
+        return fail({
+          status: r.status,
+          kind: kindForStatus(r.status),
+          message: `credentials of provider ${name} are not available: ${r.message}`,
+        });
+      },
+      (e: unknown) => {
+        this.#log(`llm provider ${name}: ${minted.field}: ${(e as Error).message}`);
+        return fail({ status: 500, kind: "server", message: `credentials of provider ${name} are not available` });
+      },
+    );
+  }
+
   #provide(
     state: RequestState,
     provider: LlmProviderEntry,
@@ -1215,6 +1289,20 @@ export class LlmExtProcService {
     }
     return { set, remove: remove.filter((r) => !(r in set)) };
   }
+}
+
+/**
+ * The client's own credential, as `passthrough` forwards it: its `Authorization: Bearer` token, else the key of the
+ * header its SDK sends (x-api-key, api-key, x-goog-api-key).
+ */
+function clientToken(headers: Readonly<Record<string, string>>): string | undefined {
+  const bearer = /^Bearer\s+(\S+)$/i.exec(headers.authorization ?? "")?.[1];
+  if (bearer !== undefined) return bearer;
+  for (const h of ["x-api-key", "api-key", "x-goog-api-key"]) {
+    const v = headers[h]?.trim();
+    if (v !== undefined && v !== "") return v;
+  }
+  return undefined;
 }
 
 /** The CEL activation of a request's credential expressions: `request`, and `llm` as AI transformations see it. */

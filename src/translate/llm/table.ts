@@ -8,6 +8,8 @@ import { createHash } from "node:crypto";
 import { type Secret, secretValue } from "../../api/core.js";
 import { namespaceOf } from "../../api/resource.js";
 import { compileExpression } from "../../cel/index.js";
+import type { CredentialLocation, CredentialPlan } from "../../credentials/plan.js";
+import { resolveProviderMint } from "../../credentials/resolve.js";
 import type { TranslationInput } from "../input.js";
 import type {
   BackendPolicyIR,
@@ -80,6 +82,16 @@ export interface ProviderAuth {
     readonly audience?: string;
   };
   /**
+   * `passthrough`: the client's own credential (its Bearer token, else its x-api-key, api-key or x-goog-api-key) is
+   * written here on the provider request.
+   */
+  readonly passthrough?: CredentialLocation;
+  /**
+   * `jwtSign`, `oauthTokenExchange`, `crossAppAccess`, `cloudC`: the plan the LLM ext_proc mints the provider's token
+   * from (src/credentials/, the credential service's minter) once the provider of an attempt is chosen.
+   */
+  readonly minted?: CredentialPlan;
+  /**
    * Why credentials could not be resolved (a missing Secret ...), each with its kind (for the GwBackend's status); the
    * request fails rather than going out bare.
    */
@@ -88,7 +100,8 @@ export interface ProviderAuth {
 
 /** A credential problem: a Secret (missing, malformed) or an expression the LLM ext_proc cannot evaluate. */
 export interface AuthProblem {
-  readonly kind: "secret" | "expression";
+  /** `invalid`: a minted form's configuration (a bad key, a token endpoint that does not resolve ...). */
+  readonly kind: "secret" | "expression" | "invalid";
   readonly message: string;
 }
 
@@ -233,8 +246,7 @@ function findSecret(secrets: readonly Secret[], ns: string, name: string): Secre
  */
 export const LLM_CEL_VARIABLES: readonly string[] = ["request", "llm", "jwt", "apiKey", "basicAuth", "extauthz"];
 
-/** Role session names STS accepts. */
-export const ROLE_SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
+export { ROLE_SESSION_NAME } from "../../credentials/plan.js";
 
 /** The role session name when the policy gives none: `sluice-<namespace>.<backend>`, what CloudTrail then shows. */
 export function defaultSessionName(backend: string): string {
@@ -395,49 +407,78 @@ function resolveAuth(
   };
 }
 
+/** Where a provider's credential goes: `location` as written, else (the schema's default) its own header form. */
+function providerLocation(kind: LlmProviderIR["kind"], location: unknown): CredentialLocation {
+  if (isRec(location) && isRec(location.queryParameter) && typeof location.queryParameter.name === "string") {
+    return { kind: "query", name: location.queryParameter.name };
+  }
+  if (isRec(location) && isRec(location.cookie) && typeof location.cookie.name === "string") {
+    return { kind: "cookie", name: location.cookie.name };
+  }
+  // The schema fills in `Authorization: Bearer` when no location is written; for an LLM provider that default means
+  // "the provider's own header form" (x-api-key, api-key, x-goog-api-key ...).
+  const h =
+    isRec(location) &&
+    isRec(location.header) &&
+    typeof location.header.name === "string" &&
+    !isDefaultLocation(location)
+      ? {
+          name: location.header.name.toLowerCase(),
+          ...(typeof location.header.prefix === "string" ? { prefix: location.header.prefix } : {}),
+        }
+      : NATIVE_HEADER[kind];
+  return { kind: "header", name: h.name, prefix: h.prefix ?? "" };
+}
+
+/** Where a provider's credential comes from: its policy's owner, for messages and minted plans' ids. */
+interface AuthOwner {
+  /** `namespace/name` of the GwBackend (or GwModel) the provider belongs to. */
+  readonly backend: string;
+  /** Where the policy is configured, and the provider (minted plans are cached per provider). */
+  readonly source: string;
+  /** The path of `auth` where it is written (`backend.auth`, `spec.policies.auth` ...), for problems' field paths. */
+  readonly at: string;
+}
+
 function compileAuth(
   kind: LlmProviderIR["kind"],
   host: string,
   auth: unknown,
   ns: string,
-  secrets: readonly Secret[],
-  sessionDefault: string,
+  input: TranslationInput,
+  owner: AuthOwner,
 ): ProviderAuth {
   const headers: Record<string, string> = {};
   const query: Record<string, string> = {};
   if (!isRec(auth)) return { headers, query };
-  const r = resolveAuth(host, auth, ns, secrets, sessionDefault);
+  const r = resolveAuth(host, auth, ns, input.secrets, defaultSessionName(owner.backend));
   const write = (location: unknown, v: string) => {
-    if (isRec(location) && isRec(location.queryParameter) && typeof location.queryParameter.name === "string") {
-      query[location.queryParameter.name] = v;
-      return;
-    }
-    if (isRec(location) && isRec(location.cookie) && typeof location.cookie.name === "string") {
-      headers.cookie = `${location.cookie.name}=${v}`;
-      return;
-    }
-    // The schema fills in `Authorization: Bearer` when no location is written; for an LLM provider that default means
-    // "the provider's own header form" (x-api-key, api-key, x-goog-api-key ...).
-    const h =
-      isRec(location) &&
-      isRec(location.header) &&
-      typeof location.header.name === "string" &&
-      !isDefaultLocation(location)
-        ? {
-            name: location.header.name.toLowerCase(),
-            ...(typeof location.header.prefix === "string" ? { prefix: location.header.prefix } : {}),
-          }
-        : NATIVE_HEADER[kind];
-    headers[h.name] = h.prefix !== undefined ? `${h.prefix} ${v}` : v;
+    const l = providerLocation(kind, location);
+    if (l.kind === "query") query[l.name] = v;
+    else if (l.kind === "cookie") headers.cookie = `${l.name}=${v}`;
+    else headers[l.name] = l.prefix !== "" ? `${l.prefix} ${v}` : v;
   };
   if (r.key !== undefined) write(r.location, r.key);
   for (const c of r.credentials) write(c.location, c.value);
+  const problems = [...r.problems];
+  // Tokens minted per request after the provider is chosen (extproc/llm/service.ts), with the credential service's
+  // resolution and minter (src/credentials/): every problem fails the provider's requests rather than send them bare.
+  const mint = resolveProviderMint(auth, { input, ns, backend: owner.backend, source: owner.source });
+  for (const p of mint?.problems ?? []) {
+    if (!p.fatal) continue;
+    problems.push({
+      kind: /^Secret .* not found/.test(p.message) ? "secret" : "invalid",
+      message: `${p.field.replace(/^backend\.auth/, owner.at)}: ${p.message}`,
+    });
+  }
   return {
     headers,
     query,
     ...(r.aws !== undefined ? { aws: r.aws } : {}),
     ...(r.google !== undefined ? { google: r.google } : {}),
-    ...(r.problems.length > 0 ? { problems: r.problems } : {}),
+    ...(auth.passthrough !== undefined ? { passthrough: providerLocation(kind, auth.location) } : {}),
+    ...(mint?.plan !== undefined ? { minted: mint.plan } : {}),
+    ...(problems.length > 0 ? { problems } : {}),
   };
 }
 
@@ -465,10 +506,14 @@ export function compileProviderAuth(
   host: string,
   auth: unknown,
   ns: string,
-  secrets: readonly Secret[],
+  input: TranslationInput,
   owner: string,
 ): ProviderAuth {
-  return compileAuth(kind, host, auth, ns, secrets, defaultSessionName(owner));
+  return compileAuth(kind, host, auth, ns, input, {
+    backend: owner,
+    source: `GwModel ${owner}`,
+    at: "spec.policies.auth",
+  });
 }
 
 /** A GwModel's `policies.promptGuard` (model/serve.ts), compiled as a GwBackend's `ai.promptGuard` is. */
@@ -542,18 +587,11 @@ export function providerEntryBase(
   };
 }
 
-/**
- * BackendAuth forms the LLM ext_proc does not mint or forward yet (resolveAuth reads key, secretRef, credentials,
- * cloudA and cloudB): each is reported on the policy that set it rather than dropped without a word.
- */
-const UNSERVED_AUTH = ["passthrough", "cloudC", "oauthTokenExchange", "crossAppAccess", "jwtSign"] as const;
-const UNSERVED_AUTH_WHY: Readonly<Record<(typeof UNSERVED_AUTH)[number], string>> = {
-  passthrough: "the client's own credential is removed before the provider request and not written back",
-  cloudC: "no cloudC token is minted",
-  oauthTokenExchange: "no token exchange is made",
-  crossAppAccess: "no identity assertion grant is made",
-  jwtSign: "no JWT is signed",
-};
+/** The path of a provider's `auth` where its policy writes it: a GwPolicy's, the GwBackend's, or the provider's own. */
+function authPath(from: PolicySourceIR | undefined, provider: string): string {
+  if (from?.kind !== "GwBackend") return "backend.auth";
+  return from.level === "subBackend" ? `spec.ai.groups[].providers[${provider}].policies.auth` : "spec.policies.auth";
+}
 
 function providerEntry(
   p: LlmProviderIR,
@@ -585,26 +623,13 @@ function providerEntry(
       reason: "Ignored",
     });
   }
-  if (auth !== undefined && isRec(auth.value)) {
-    for (const form of UNSERVED_AUTH) {
-      if (auth.value[form] === undefined) continue;
-      notes.push({
-        from: auth.from,
-        field: `backend.auth.${form}`,
-        message: `not applied to AI providers yet (${UNSERVED_AUTH_WHY[form]}); requests go to provider ${p.name} of ${backend} without this credential`,
-      });
-    }
-  }
   return {
     ...providerEntryBase(p),
-    auth: compileAuth(
-      p.kind,
-      p.address,
-      auth?.value,
-      auth?.ns ?? backendNs,
-      input.secrets,
-      defaultSessionName(backend),
-    ),
+    auth: compileAuth(p.kind, p.address, auth?.value, auth?.ns ?? backendNs, input, {
+      backend,
+      source: `${auth?.from.kind ?? ""} ${auth?.from.name ?? ""} provider ${p.name}`,
+      at: authPath(auth?.from, p.name),
+    }),
     ai: aiPolicy(ai, input, notes),
   };
 }

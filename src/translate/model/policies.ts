@@ -16,13 +16,6 @@ export interface ModelNote {
   readonly message: string;
 }
 
-/** `policies.auth` forms the LLM ext_proc does not mint or forward yet, and what is missing. */
-const UNSERVED_AUTH: readonly (readonly [string, string])[] = [
-  ["passthrough", "the client's own credential is removed before the provider request and not written back"],
-  ["cloudC", "no cloudC token is minted"],
-  ["oauthTokenExchange", "no token exchange is made"],
-];
-
 export const DEFAULT_HEALTH: ModelHealthIR = {
   consecutiveFailures: 1,
   ejectionMs: 3000,
@@ -83,18 +76,6 @@ export function translateModelPolicies(
     if (why !== undefined) notes.push({ field: `spec.policies.transformations[${i}].expression`, message: why });
     transformations.push({ field: t.field, expression: t.expression });
   });
-  // The LLM table's credential compiler writes key, secretRef, credentials, cloudA and cloudB; the other forms would
-  // leave the provider request without the credential, so they are named.
-  if (isRec(policies.auth)) {
-    for (const [form, why] of UNSERVED_AUTH) {
-      if (policies.auth[form] !== undefined) {
-        notes.push({
-          field: `spec.policies.auth.${form}`,
-          message: `not applied yet (${why}): requests go to the provider without this credential`,
-        });
-      }
-    }
-  }
   return {
     policies: {
       ai: transformations.length > 0 ? { transformations } : {},

@@ -177,9 +177,7 @@ function providerEntry(
   input: TranslationInput,
   notes: Map<string, { field: string; message: string }[]>,
 ): LlmProviderEntry | undefined {
-  const entry = modelProviderEntry(m, (kind, host, auth, ns) =>
-    compileProviderAuth(kind, host, auth, ns, input.secrets, m.id),
-  );
+  const entry = modelProviderEntry(m, (kind, host, auth, ns) => compileProviderAuth(kind, host, auth, ns, input, m.id));
   // A credential that cannot be resolved fails the model's requests (500): the status says why first.
   for (const problem of entry?.auth.problems ?? []) {
     const list = notes.get(m.id) ?? [];

@@ -64,7 +64,8 @@ export function sluiceKindStatuses(
         condition(
           "Warning",
           true,
-          "NeverMatches",
+          // A minted credential's configuration (credentials/resolve.ts) is invalid, not an expression that never matches.
+          problems.some((p) => p.kind === "invalid") ? "InvalidParameters" : "NeverMatches",
           `${others.join("; ")}; requests to these providers fail (500) until it is fixed`,
         ),
       );

@@ -441,6 +441,10 @@ function unsupported(t: Target): { status: 501 | 502; message: string } | undefi
   if (auth.google !== undefined) {
     return { status: 501, message: `provider ${name}: Google tokens are not minted for Realtime sessions` };
   }
+  if (auth.minted !== undefined || auth.passthrough !== undefined) {
+    const form = auth.minted?.field ?? "backend.auth.passthrough";
+    return { status: 501, message: `provider ${name}: ${form} is not written on guarded Realtime sessions` };
+  }
   if (t.ir.tunnel !== undefined) {
     return {
       status: 501,
