@@ -23,8 +23,8 @@ export interface FaultProvider {
   readonly port: number;
   /** Requests answered so far, by behaviour word ("ok" for ordinary ones). */
   readonly seen: Map<string, number>;
-  /** Connections open right now (a stalled stream keeps its own until the peer closes it). */
-  openConnections(): number;
+  /** Stalled answers whose connection the peer has not closed yet. */
+  stalledOpen(): number;
   close(): Promise<void>;
 }
 
@@ -202,6 +202,11 @@ function bedrockFormat(o: FaultProviderOptions): Format {
 export async function startFaultProvider(o: FaultProviderOptions): Promise<FaultProvider> {
   const seen = new Map<string, number>();
   const sockets = new Set<Socket>();
+  const stalled = new Set<ServerResponse>();
+  const stall = (res: ServerResponse) => {
+    stalled.add(res);
+    res.on("close", () => stalled.delete(res));
+  };
   const timers = new Set<NodeJS.Timeout>();
   const later = (ms: number, f: () => void) => {
     const t = setTimeout(() => {
@@ -244,7 +249,10 @@ export async function startFaultProvider(o: FaultProviderOptions): Promise<Fault
       const answer = `from ${o.name}: ${text}`;
       const stream = path.endsWith("/converse-stream") || b.stream === true;
       if (!stream) {
-        if (how.kind === "stall") return;
+        if (how.kind === "stall") {
+          stall(res);
+          return;
+        }
         if (how.kind === "reset") {
           req.socket.resetAndDestroy();
           return;
@@ -262,10 +270,11 @@ export async function startFaultProvider(o: FaultProviderOptions): Promise<Fault
       };
       switch (how.kind) {
         case "stall":
+          stall(res);
           return;
         case "reset":
-          // After the first frames have left, so the client has started reading the stream.
-          later(50, () => req.socket.resetAndDestroy());
+          // Well after the first frames have left, so the client has started reading the stream.
+          later(300, () => req.socket.resetAndDestroy());
           return;
         case "malformed":
           res.write(format.broken());
@@ -288,7 +297,7 @@ export async function startFaultProvider(o: FaultProviderOptions): Promise<Fault
   return {
     port: (server.address() as AddressInfo).port,
     seen,
-    openConnections: () => sockets.size,
+    stalledOpen: () => stalled.size,
     close: () =>
       new Promise<void>((r) => {
         for (const t of timers) clearTimeout(t);
