@@ -6,9 +6,9 @@
 //   accessLog      an access log on stdout, JSON lines with default fields and `attributes.add` as Envoy CEL
 //                  (%CEL(...)%; `request.path` is Envoy's url_path), `filter` as Envoy's CEL access log filter
 //   tls            each HTTPS filter chain's TLS parameters (versions, TLS 1.2 suites, groups), ALPN and handshake timeout
-// `networkAuthorization` is network-authz.ts. What is not applied (tracing, metrics, OTLP export, CONNECT, HTTP/2 frame
-// size, TLS 1.3 suite choice, expressions Envoy cannot evaluate) is reported in the policy's status, never dropped
-// silently.
+//   tracing        the OpenTelemetry tracer; sampling, resources and `metrics` labels are frontend-telemetry.ts
+// `networkAuthorization` is network-authz.ts. What is not applied (HTTP/2 frame size, TLS 1.3 suite choice, span
+// attribute removal, expressions Envoy cannot evaluate) is reported in the policy's status, never dropped silently.
 
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -37,8 +37,9 @@ import type { EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
 import { collectorClusterName } from "../names.js";
 import { buildCluster } from "./cluster.js";
-import { toEnvoyCel } from "./filters/envoy-cel.js";
+import { endFormat, toEnvoyCel } from "./filters/envoy-cel.js";
 import type { BuildContext } from "./filters/types.js";
+import { metricsLogger, TELEMETRY_SCHEMAS, tracingResources, tracingSampling } from "./frontend-telemetry.js";
 
 type HcmInit = Exclude<MessageInitShape<typeof HttpConnectionManagerSchema>, { $typeName: string }>;
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, { $typeName: string }>;
@@ -50,6 +51,7 @@ export const FRONTEND_SCHEMAS = [
   StdoutAccessLogSchema,
   CelSchema,
   PreserveCaseFormatterConfigSchema,
+  ...TELEMETRY_SCHEMAS,
 ] as const;
 
 /** Downstream TLS of an HTTPS port (`frontend.tls`), for each filter chain's DownstreamTlsContext. */
@@ -301,9 +303,10 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     }
   }
 
-  const metrics = policy.metrics;
-  if (metrics !== undefined && !("combined" in metrics)) {
-    note(metrics.from, "metrics", "metric labels from CEL are not added yet; not applied");
+  const metrics = field("metrics");
+  if (metrics !== undefined) {
+    const logger = metricsLogger(metrics.value, (f, m) => note(metrics.from, `metrics.${f}`, m));
+    if (logger !== undefined) hcm.accessLog = [...(hcm.accessLog ?? []), logger];
   }
   // CONNECT: unset 405, Deny 403 (listener.ts), Route a tunnel per matching route, Tunnel a tunnel back into the
   // Gateway port the CONNECT names (build.ts, route.ts).
@@ -330,23 +333,12 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
 }
 
 const NOT_IN_ENVOY =
-  "Envoy cannot evaluate this expression as the spec means it (it reads request.query, or a variable other than request and jwt)";
+  "Envoy cannot evaluate this expression as the spec means it (it reads request.query, basicAuth or extauthz, or the spec's IP functions; span tags also lack string conversion and string functions)";
 
 /** A CEL expression's parsed AST; undefined when it does not compile. */
 function celAst(text: string): Expr | undefined {
   const c = compileExpression(text);
   return "ok" in c ? c.ok.ast.expr : undefined;
-}
-
-/** A sampling expression (float 0..1 or boolean) as a percentage, when it is a literal. */
-function samplingPercent(text: unknown, note: (m: string) => void): number | undefined {
-  if (typeof text !== "string") return undefined;
-  const ast = celAst(text);
-  const v = ast === undefined ? undefined : constValue(ast);
-  if (typeof v === "boolean") return v ? 100 : 0;
-  if (typeof v === "number" && v >= 0 && v <= 1) return v * 100;
-  note("only a constant (a number from 0 to 1, or a boolean) is applied; per-request sampling is not served yet");
-  return undefined;
 }
 
 /** An OTLP collector's cluster, `<use>/<ns>/<name>`, from a backendRef: a Service's ready endpoints or a static GwBackend. */
@@ -434,22 +426,26 @@ function tracing(
     else if (header !== undefined) {
       customTags.push({ tag: a.name, type: { case: "requestHeader", value: { name: header } } });
     } else {
-      note(`attributes.add[${i}]`, "only constants and request.headers['<name>'] become span attributes; left out");
+      // Custom tags are set when the span finishes: the response and what filters left in metadata are known.
+      const format = endFormat(a.expression);
+      if (format !== undefined) customTags.push({ tag: a.name, type: { case: "value", value: format } });
+      else note(`attributes.add[${i}]`, `${NOT_IN_ENVOY}; left out`);
     }
   });
   if (Array.isArray(attributes.remove) && attributes.remove.length > 0) {
-    note("attributes.remove", "Envoy's default span attributes cannot be removed; not applied");
+    note(
+      "attributes.remove",
+      "Envoy's tracer sets its default span attributes (http.url, http.method, peer.address ...) on every span and " +
+        "has no setting to leave one out; not applied",
+    );
   }
-  // Envoy's OpenTelemetry tracer has no resource attributes of its own beyond service.name (the listener's here).
-  (Array.isArray(t.resources) ? t.resources : []).forEach((_, i) => {
-    note(`resources[${i}]`, "resource attributes are not set yet (the service name is the listener's); not applied");
-  });
-  if (t.filter !== undefined) note("filter", "span filters are not served yet; every sampled span is exported");
-  const random = samplingPercent(t.randomSampling, (m) => note("randomSampling", m));
-  const client = samplingPercent(t.clientSampling, (m) => note("clientSampling", m));
+  const resources = tracingResources(t.resources, note);
+  const sampled = tracingSampling(t, note);
   const path = str(t.path) ?? "/v1/traces";
   const otel = create(OpenTelemetryConfigSchema, {
     serviceName: `${l.name}`,
+    ...(resources !== undefined ? { resourceDetectors: [resources] } : {}),
+    ...(sampled.sampler !== undefined ? { sampler: sampled.sampler } : {}),
     ...(grpc
       ? {
           grpcService: {
@@ -474,9 +470,8 @@ function tracing(
         name: "envoy.tracers.opentelemetry",
         configType: { case: "typedConfig", value: anyPack(OpenTelemetryConfigSchema, otel) },
       },
-      // Spec: random sampling unset disables it; client sampling unset is 100 %.
-      randomSampling: { value: random ?? 0 },
-      clientSampling: { value: client ?? 100 },
+      randomSampling: { value: sampled.random },
+      clientSampling: { value: sampled.client },
       customTags,
     },
   };
@@ -491,7 +486,7 @@ function logFields(attributesValue: unknown, note: (field: string, message: stri
   let cel = false;
   (Array.isArray(attributes.add) ? attributes.add : []).forEach((x, i) => {
     if (!isRec(x) || typeof x.name !== "string" || typeof x.expression !== "string") return;
-    const expr = toEnvoyCel(x.expression);
+    const expr = toEnvoyCel(x.expression, { atEnd: true });
     if (expr === undefined) {
       note(`attributes.add[${i}]`, `${NOT_IN_ENVOY}; left out`);
       return;
@@ -508,7 +503,7 @@ function logFilter(
   note: (field: string, message: string) => void,
 ): MessageInitShape<typeof AccessLogSchema>["filter"] {
   if (typeof text !== "string") return undefined;
-  const expr = toEnvoyCel(text);
+  const expr = toEnvoyCel(text, { atEnd: true });
   if (expr === undefined) {
     note("filter", `${NOT_IN_ENVOY}; every entry is logged`);
     return undefined;

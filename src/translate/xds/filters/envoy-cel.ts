@@ -4,8 +4,9 @@
 // `llm.requestModel` and `llm.streaming` are what it wrote to dynamic metadata. Anything else (source.address is an IP
 // here and `ip:port` in Envoy, apiKey, token counts, ...) returns undefined and the caller reports it.
 
-import { compileExpression, referencedVariables } from "../../../cel/env.js";
+import { compileExpression, referencedVariables, specEnvironmentWith } from "../../../cel/env.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
+import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
 import { LLM_METADATA_KEYS, LLM_METADATA_NAMESPACE } from "../../llm/table.js";
 
 const JWT_MEMBER = /\bjwt\.([A-Za-z_][A-Za-z0-9_]*)/g;
@@ -43,11 +44,48 @@ const withoutStrings = (s: string) =>
 const outsideStrings = (text: string, pattern: RegExp, by: string) =>
   mapOutsideStrings(text, (code) => code.replace(pattern, by));
 
-export function toEnvoyCel(expr: string, opts: { readonly llm?: boolean } = {}): string | undefined {
-  const compiled = compileExpression(expr);
+/**
+ * The `llm` fields the LLM ext_proc leaves in dynamic metadata once the response is done (completion.ts), for
+ * expressions evaluated when the stream ends (access logs, span tags, metric labels).
+ */
+const LLM_END_FIELDS: Readonly<Record<string, string>> = {
+  ...LLM_REQUEST_FIELDS,
+  responseModel: "model",
+  provider: "provider",
+  inputTokens: "input_tokens",
+  outputTokens: "output_tokens",
+  totalTokens: LLM_METADATA_KEYS.totalTokens,
+  cachedInputTokens: "cached_input_tokens",
+  cacheCreationInputTokens: "cache_creation_input_tokens",
+  countTokens: "count_tokens",
+};
+const API_KEY_MEMBER = /\bapiKey\.([A-Za-z_][A-Za-z0-9_]*)/g;
+const SOURCE_ADDRESS = /\bsource\s*\.\s*address\b/g;
+/** Spec functions Envoy's CEL does not have (the IP and CIDR library). */
+const SPEC_ONLY_FUNCTIONS =
+  /\b(cidr|ip|containsIP|containsCIDR|isCanonical|family|isLoopback|isUnspecified|isGlobalUnicast|isLinkLocalMulticast|isLinkLocalUnicast|masked|prefixLength)\s*\(/;
+
+/**
+ * `atEnd`: the expression is evaluated when the stream is done (an access log, a span tag, a metric label), where
+ * Envoy also knows `response` (code, headers: the spec's names), `source.port`, the API key's metadata Sluice's
+ * ext_authz left (`apiKey.<field>`) and every `llm` field the LLM ext_proc left; `source.address` becomes the
+ * peer's IP as a string (Envoy's is `ip:port`), so it is refused where the spec's IP functions read it.
+ */
+export function toEnvoyCel(
+  expr: string,
+  opts: { readonly llm?: boolean; readonly atEnd?: boolean } = {},
+): string | undefined {
+  const compiled = compileExpression(expr, opts.atEnd === true ? END_ENVIRONMENT : undefined);
   if (!("ok" in compiled)) return undefined;
   const vars = referencedVariables(compiled.ok);
-  for (const v of vars) if (v !== "request" && v !== "jwt" && !(v === "llm" && opts.llm === true)) return undefined;
+  const atEnd = opts.atEnd === true;
+  const allowed = (v: string) =>
+    v === "request" ||
+    v === "jwt" ||
+    (v === "llm" && (opts.llm === true || atEnd)) ||
+    (atEnd && (v === "response" || v === "source" || v === "apiKey"));
+  for (const v of vars) if (!allowed(v)) return undefined;
+  if (atEnd && SPEC_ONLY_FUNCTIONS.test(withoutStrings(expr))) return undefined;
   // The spec's request.query is a map; Envoy's is the raw query string.
   if (/\brequest\s*\.\s*query\b/.test(withoutStrings(expr))) return undefined;
   // The spec's request.path has no query; Envoy's has it (a descriptor keyed on it would change with the query, so a
@@ -64,11 +102,57 @@ export function toEnvoyCel(expr: string, opts: { readonly llm?: boolean } = {}):
   if (vars.has("llm")) {
     let unknown = false;
     rewritten = rewritten.replace(LLM_MEMBER, (m, field: string) => {
-      const key = LLM_REQUEST_FIELDS[field];
+      const key = (atEnd ? LLM_END_FIELDS : LLM_REQUEST_FIELDS)[field];
       if (key === undefined) unknown = true;
       return key === undefined ? m : `metadata.filter_metadata['${LLM_METADATA_NAMESPACE}']['${key}']`;
     });
     if (unknown || /\bllm\b/.test(withoutStrings(rewritten))) return undefined;
   }
+  if (vars.has("apiKey")) {
+    rewritten = mapOutsideStrings(rewritten, (code) =>
+      code.replace(
+        API_KEY_MEMBER,
+        (_m, field: string) => `metadata.filter_metadata['${EXTAUTHZ_METADATA_NAMESPACE}']['apiKey']['${field}']`,
+      ),
+    );
+    if (/\bapiKey\b/.test(withoutStrings(rewritten))) return undefined;
+  }
+  if (vars.has("source")) {
+    // Envoy's source.address is `ip:port` (`[ip]:port` for IPv6): the part before the last colon, unbracketed.
+    rewritten = outsideStrings(
+      rewritten,
+      SOURCE_ADDRESS,
+      "source.address.substring(0, source.address.lastIndexOf(':')).replace('[', '').replace(']', '')",
+    );
+  }
   return rewritten;
+}
+
+/** The spec's variables plus `response`, for expressions evaluated when the stream is done. */
+const END_ENVIRONMENT = specEnvironmentWith(["response"]);
+
+/** Functions Envoy's CEL has only with a `cel_config` turning them on (string conversion and the strings extension). */
+const CONFIGURED_FUNCTIONS =
+  /\b(string|lastIndexOf|indexOf|substring|replace|split|lowerAscii|upperAscii|trim|join|charAt|format|quote|reverse)\s*\(/;
+
+/**
+ * For CEL that Envoy evaluates with its default configuration (span custom tags, stat tags, the tracing sampler), which
+ * fails to load an expression calling a function the configuration would turn on: undefined for those. An outermost
+ * `string(...)` is dropped, as the formatter writes every value as text.
+ */
+export function toDefaultEnvoyCel(expr: string, opts: { readonly atEnd?: boolean } = {}): string | undefined {
+  const outer = /^\s*string\s*\(([\s\S]*)\)\s*$/.exec(expr)?.[1];
+  const inner = outer !== undefined && "ok" in compileExpression(outer, END_ENVIRONMENT) ? outer : expr;
+  const rewritten = toEnvoyCel(inner, opts);
+  if (rewritten === undefined || CONFIGURED_FUNCTIONS.test(withoutStrings(rewritten))) return undefined;
+  return rewritten;
+}
+
+/** A formatter value for a spec expression evaluated at the end of the stream with Envoy's default CEL. */
+export function endFormat(expr: string): string | undefined {
+  // The spec's source.address alone is the peer's IP: Envoy's command operator, no string function needed.
+  if (/^\s*(string\s*\(\s*)?source\s*\.\s*address\s*\)?\s*$/.test(expr))
+    return "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%";
+  const e = toDefaultEnvoyCel(expr, { atEnd: true });
+  return e === undefined ? undefined : `%CEL(${e})%`;
 }

@@ -1,0 +1,247 @@
+// The parts of `frontend.tracing` and `frontend.metrics` that are per-request CEL, served by Envoy natively:
+//   sampling      the OpenTelemetry tracer's CEL sampler (envoy.tracers.opentelemetry.samplers.cel), asked when the
+//                 span starts, with request attributes only: `randomSampling` for a request without `traceparent`,
+//                 `clientSampling` for one with it, and a `filter` reading only the request ANDed in
+//   resources     the static resource detector, with each expression evaluated here (a resource is the proxy's,
+//                 not a request's: expressions that read a variable are reported)
+//   metrics       the stats access logger (envoy.access_loggers.stats): a request counter and a duration histogram,
+//                 each attribute a tag valued by `%CEL(...)%`, an empty value (a failed expression) becoming
+//                 `unknown` through the tag's transform rules
+
+import { ExprSchema as SpecExprSchema } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import { constValue } from "../../cel/ast.js";
+import { compileExpression, createCelEnvironment, evaluate, fromCel, referencedVariables } from "../../cel/index.js";
+import { ExprSchema } from "../../gen/cel/expr/syntax_pb.js";
+import type { AccessLogSchema } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
+import type { TypedExtensionConfigSchema } from "../../gen/envoy/config/core/v3/extension_pb.js";
+import {
+  Config_Histogram_Unit,
+  type Config_TagSchema,
+  ConfigSchema as StatsLoggerSchema,
+} from "../../gen/envoy/extensions/access_loggers/stats/v3/stats_pb.js";
+import { TransformStatSchema } from "../../gen/envoy/extensions/matching/actions/transform_stat/v3/transform_stat_pb.js";
+import { StatTagValueInputSchema } from "../../gen/envoy/extensions/matching/common_inputs/stats/v3/stats_pb.js";
+import { StaticConfigResourceDetectorConfigSchema } from "../../gen/envoy/extensions/tracers/opentelemetry/resource_detectors/v3/static_config_resource_detector_pb.js";
+import { CELSamplerConfigSchema } from "../../gen/envoy/extensions/tracers/opentelemetry/samplers/v3/cel_sampler_pb.js";
+import { endFormat, readsVariable, toDefaultEnvoyCel } from "./filters/envoy-cel.js";
+
+export const TELEMETRY_SCHEMAS = [
+  CELSamplerConfigSchema,
+  StaticConfigResourceDetectorConfigSchema,
+  StatsLoggerSchema,
+  StatTagValueInputSchema,
+  TransformStatSchema,
+] as const;
+
+type Note = (field: string, message: string) => void;
+type Rec = Record<string, unknown>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+type ExtensionInit = MessageInitShape<typeof TypedExtensionConfigSchema>;
+
+/** Envoy's CEL vocabulary, to parse an expression already rewritten into it (request.url_path, metadata ...). */
+const ENVOY_ENVIRONMENT = createCelEnvironment({
+  variables: ["request", "response", "source", "destination", "connection", "upstream", "metadata", "xds"],
+});
+
+/** A sampling setting: a constant percentage, or an expression (Envoy's CEL) giving a boolean. */
+type Sampling = { readonly percent: number } | { readonly expr: string };
+
+/** The spec's sampling value (a CEL float 0..1 or boolean): a constant, or Envoy CEL of the request. */
+function sampling(text: unknown, field: string, note: Note): Sampling | undefined {
+  if (typeof text !== "string") return undefined;
+  const c = compileExpression(text);
+  if (!("ok" in c)) return undefined;
+  const v = constValue(c.ok.ast.expr);
+  if (typeof v === "boolean") return { percent: v ? 100 : 0 };
+  if (typeof v === "number" && v >= 0 && v <= 1) return { percent: v * 100 };
+  const expr = requestCel(text);
+  if (expr === undefined) {
+    note(
+      field,
+      "only a constant or an expression of the request (request.*) is applied: the decision is made when the span " +
+        "starts, before authentication; not applied",
+    );
+    return undefined;
+  }
+  return { expr: `(${expr}) == true` };
+}
+
+/** Envoy CEL of an expression that reads the request alone (what the sampler sees), else undefined. */
+function requestCel(text: string): string | undefined {
+  if (readsVariable(text, "jwt") || readsVariable(text, "llm")) return undefined;
+  return toDefaultEnvoyCel(text);
+}
+
+/**
+ * A percentage as CEL: x-request-id, a random UUID Envoy gives each request, compared with the percentage's share
+ * of its first 32 bits (lowercase hex sorts as its value).
+ */
+function percentCel(percent: number): string {
+  if (percent >= 100) return "true";
+  if (percent <= 0) return "false";
+  const threshold = Math.floor((percent / 100) * 0x1_0000_0000);
+  return `request.id < '${threshold.toString(16).padStart(8, "0")}'`;
+}
+
+const asCel = (s: Sampling) => ("percent" in s ? percentCel(s.percent) : s.expr);
+
+export interface TracingSampling {
+  /** HCM random_sampling / client_sampling (percent). */
+  readonly random: number;
+  readonly client: number;
+  /** The OpenTelemetry tracer's sampler, when a setting is not a constant or a filter applies. */
+  readonly sampler?: ExtensionInit;
+}
+
+/**
+ * `randomSampling`, `clientSampling` and `filter` → Envoy's sampling. Constants alone stay the HCM's percentages;
+ * otherwise one CEL sampler decides for every span (Envoy's tracer then ignores the HCM's decision).
+ */
+export function tracingSampling(t: Rec, note: Note): TracingSampling {
+  // Spec: random sampling unset disables it; client sampling unset is 100 %.
+  const random = sampling(t.randomSampling, "randomSampling", note) ?? { percent: 0 };
+  const client = sampling(t.clientSampling, "clientSampling", note) ?? { percent: 100 };
+  let filter: string | undefined;
+  if (typeof t.filter === "string") {
+    filter = requestCel(t.filter);
+    if (filter === undefined && "ok" in compileExpression(t.filter)) {
+      note(
+        "filter",
+        "only a filter of the request (request.*) is applied, in the sampling decision when the span starts; one " +
+          "that reads the response or an identity would need the span held back until the request ends, which " +
+          "Envoy's tracer cannot do; every sampled span is exported",
+      );
+    }
+  }
+  if ("percent" in random && "percent" in client && filter === undefined) {
+    return { random: random.percent, client: client.percent };
+  }
+  const decision = `('traceparent' in request.headers) ? (${asCel(client)}) : (${asCel(random)})`;
+  const text = filter === undefined ? decision : `(${decision}) && ((${filter}) == true)`;
+  const parsed = envoyParsedExpr(text);
+  if (parsed === undefined) {
+    note("randomSampling", "the sampling expression could not be built for Envoy; not applied");
+    return { random: 0, client: 100 };
+  }
+  return {
+    random: 100,
+    client: 100,
+    sampler: {
+      name: "envoy.tracers.opentelemetry.samplers.cel",
+      typedConfig: anyPack(
+        CELSamplerConfigSchema,
+        create(CELSamplerConfigSchema, { expression: { celExprParsed: { expr: parsed } } }),
+      ),
+    },
+  };
+}
+
+/** Envoy CEL text → its parsed AST as Envoy's API carries it (cel.expr.Expr). */
+function envoyParsedExpr(text: string) {
+  const c = compileExpression(text, ENVOY_ENVIRONMENT);
+  if (!("ok" in c)) return undefined;
+  return fromBinary(ExprSchema, toBinary(SpecExprSchema, c.ok.ast.expr));
+}
+
+/** `resources` → the static resource detector; each expression is evaluated here, once. */
+export function tracingResources(resources: unknown, note: Note): ExtensionInit | undefined {
+  const attributes: Record<string, string> = {};
+  (Array.isArray(resources) ? resources : []).forEach((r, i) => {
+    if (!isRec(r) || typeof r.name !== "string" || typeof r.expression !== "string") return;
+    const c = compileExpression(r.expression);
+    if (!("ok" in c)) return;
+    if (referencedVariables(c.ok).size > 0) {
+      note(
+        `resources[${i}]`,
+        "a resource attribute describes the proxy, not a request: only an expression that reads no variable is " +
+          "applied; not applied",
+      );
+      return;
+    }
+    const v = evaluate(c.ok, {});
+    if (!("value" in v)) {
+      note(`resources[${i}]`, `the expression fails (${v.error}); not applied`);
+      return;
+    }
+    const value = fromCel(v.value);
+    attributes[r.name] = typeof value === "string" ? value : JSON.stringify(value);
+  });
+  if (Object.keys(attributes).length === 0) return undefined;
+  return {
+    name: "envoy.tracers.opentelemetry.resource_detectors.static_config",
+    typedConfig: anyPack(
+      StaticConfigResourceDetectorConfigSchema,
+      create(StaticConfigResourceDetectorConfigSchema, { attributes }),
+    ),
+  };
+}
+
+/** The prefix of the metric names: `sluice_frontend.requests` (Prometheus: `envoy_sluice_frontend_requests`). */
+export const METRICS_PREFIX = "sluice_frontend";
+
+/**
+ * `metrics.attributes.add` → a stats access logger on the HCM: a request counter and a duration histogram (ms) per
+ * combination of the labels. Envoy's own stats cannot take per-request labels, so these two carry them.
+ */
+export function metricsLogger(m: Rec, note: Note): MessageInitShape<typeof AccessLogSchema> | undefined {
+  const attributes = isRec(m.attributes) ? m.attributes : {};
+  const tags: MessageInitShape<typeof Config_TagSchema>[] = [];
+  (Array.isArray(attributes.add) ? attributes.add : []).forEach((a, i) => {
+    if (!isRec(a) || typeof a.name !== "string" || typeof a.expression !== "string") return;
+    const format = endFormat(a.expression);
+    if (format === undefined) {
+      if ("ok" in compileExpression(a.expression)) {
+        note(
+          `attributes.add[${i}]`,
+          "Envoy cannot evaluate this expression as the spec means it (it reads request.query, basicAuth or " +
+            "extauthz, or the spec's IP functions, or uses string conversion or string functions, which Envoy's " +
+            "stats tags lack); left out",
+        );
+      }
+      return;
+    }
+    tags.push({ name: a.name, valueFormat: format, rules: unknownWhenEmpty() });
+  });
+  if (tags.length === 0) return undefined;
+  const config = create(StatsLoggerSchema, {
+    statsScope: { prefix: METRICS_PREFIX },
+    counters: [{ stat: { name: "requests", tags }, valueFixed: 1n }],
+    histograms: [
+      { stat: { name: "request_duration", tags }, unit: Config_Histogram_Unit.Milliseconds, valueFormat: "%DURATION%" },
+    ],
+  });
+  return {
+    name: "envoy.access_loggers.stats",
+    configType: { case: "typedConfig", value: anyPack(StatsLoggerSchema, config) },
+  };
+}
+
+/** The spec: a failed expression yields the label value `unknown` (Envoy's CEL formatter gives an empty value). */
+function unknownWhenEmpty() {
+  const toUnknown = {
+    onMatch: {
+      case: "action" as const,
+      value: {
+        name: "unknown",
+        typedConfig: anyPack(
+          TransformStatSchema,
+          create(TransformStatSchema, { updateTag: { newTagValue: "unknown" } }),
+        ),
+      },
+    },
+  };
+  return {
+    matcherType: {
+      case: "matcherTree" as const,
+      value: {
+        input: {
+          name: "stat_tag_value",
+          typedConfig: anyPack(StatTagValueInputSchema, create(StatTagValueInputSchema)),
+        },
+        treeType: { case: "exactMatchMap" as const, value: { map: { "": toUnknown, "-": toUnknown } } },
+      },
+    },
+  };
+}
