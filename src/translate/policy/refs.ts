@@ -6,6 +6,7 @@ import type { BackendObjectReference } from "../../api/gateway-api.js";
 import type { BackendResolver } from "../backend/resolve.js";
 import type { EffectivePolicyIR, PolicyRefIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
 import type { TranslatedRule } from "../route/httproute.js";
+import { backendExtAuthRefs } from "../xds/backend-ext-auth.js";
 
 /** Fields whose services Envoy calls over gRPC, so their clusters need HTTP/2. */
 function speaksGrpc(field: string, parent: Record<string, unknown>): boolean {
@@ -52,6 +53,8 @@ function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePol
   };
   collect("preRouting", policy.preRouting, visit);
   collect("traffic", policy.traffic, visit);
+  // backend.extAuth is served by a route-level filter (xds/backend-ext-auth.ts), its service resolved here too.
+  for (const b of backendExtAuthRefs(policy)) visit(`${b.path}.backendRef`, "extAuth", b.value, b.from);
   return Object.keys(refs).length === 0 ? policy : { ...policy, refs };
 }
 

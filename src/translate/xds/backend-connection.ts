@@ -75,6 +75,8 @@ export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => stri
   http: () => [],
   // Problems are backendProblems (backend-transformation.ts).
   transformation: () => [],
+  // The route's ext_authz (backend-ext-auth.ts), which reports what it cannot do per backend.
+  extAuth: () => [],
   health: (v) => {
     const eviction = isRec(v.eviction) ? v.eviction : {};
     return [

@@ -239,8 +239,11 @@ function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms
   return out;
 }
 
-/** Backend policy fields the AI backends' LLM table applies (llm/table.ts); every other one is reported. */
-const AI_BACKEND_FIELDS = new Set(["ai", "auth"]);
+/**
+ * Backend policy fields served on AI backends: by the LLM table (`ai`, `auth`: llm/table.ts) and the route's ext_authz
+ * (`extAuth`: backend-ext-auth.ts); every other one is reported.
+ */
+const AI_BACKEND_FIELDS = new Set(["ai", "auth", "extAuth"]);
 
 type Rec = Record<string, unknown>;
 
@@ -259,6 +262,8 @@ const AI_CLUSTER_FIELDS: Readonly<
     // version: the cluster's protocol; requestTimeout: the route's timeout (backendRequestTimeouts).
     http: () => [],
     health: APPLIED_CONNECTION_FIELDS.health,
+    // The route's ext_authz (backend-ext-auth.ts).
+    extAuth: () => [],
   },
   // One Envoy cluster holds every provider: per-provider connection settings are the TLS socket and tunnel only.
   subBackend: { tls: () => [], tunnel: () => [] },
@@ -323,7 +328,7 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
             ctx.note(
               f.from,
               `backend.${field}`,
-              "not applied to AI backends yet when set by a GwPolicy (only ai and auth are; tls, tcp, http and health come from the GwBackend's own spec.policies)",
+              "not applied to AI backends yet when set by a GwPolicy (only ai, auth and extAuth are; tls, tcp, http and health come from the GwBackend's own spec.policies)",
             );
           } else if (f.from.level === "subBackend") {
             parts(

@@ -35,6 +35,7 @@ import { parseByteSize } from "../../bytes.js";
 import { durationFromMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
+import { backendExtAuthFields } from "../backend-ext-auth.js";
 import { routeAuthzPlan } from "./authz-plan.js";
 import {
   celStringLiteral,
@@ -51,6 +52,17 @@ type ExtAuthT = Static<typeof ExtAuth>;
 type Note = (field: string, message: string, reason?: "NeverMatches" | "Ignored") => void;
 
 const FILTER = "envoy.filters.http.ext_authz";
+/** A backend's extAuth: its own instances, apart from the traffic ones (the same config may be in both places). */
+const BACKEND_FILTER = "sluice.backend_ext_authz";
+
+/** Whether `f` is a backend's extAuth (backend-ext-auth.ts) rather than a traffic one. */
+function isBackendField(f: PhaseField<ExtAuthT>): boolean {
+  return f.path.startsWith("backend.");
+}
+
+function extAuthOrder(f: PhaseField<ExtAuthT>): number {
+  return isBackendField(f) ? FilterOrder.backendExtAuthz : phaseOrder(FilterOrder.userExtAuthz, f.phase);
+}
 const CHECK_TIMEOUT_MS = 10_000;
 /** Envoy waits this much longer for Sluice than Sluice waits for the user's service, so Sluice's answer wins. */
 const SLUICE_MARGIN_MS = 1_000;
@@ -131,17 +143,24 @@ export const extAuthzBuilder: HttpFilterBuilder = {
   forRoute(route, ctx) {
     const filters: FilterInstance[] = [];
     const clusters: Cluster[] = [];
-    const fields = phaseFields<ExtAuthT>(route, "extAuth");
+    const traffic = phaseFields<ExtAuthT>(route, "extAuth");
+    // backend.extAuth: the same filter after every traffic filter (backend-ext-auth.ts says why on the route).
+    const fields = [...traffic, ...backendExtAuthFields(route, ctx)];
     // The route's authorization reads what the user's service told: Sluice must front it to pass that on.
-    const readsExtauthz = fields.length > 0 && routeAuthzPlan(route, ctx)?.readsExtauthz === true;
+    const readsExtauthz = traffic.length > 0 && routeAuthzPlan(route, ctx)?.readsExtauthz === true;
     for (const f of fields) {
       const a = f.value;
-      const note: Note = (field, message, reason) => ctx.note(f.from, `extAuth.${field}`, message, reason);
+      const backend = isBackendField(f);
+      const note: Note = (field, message, reason) =>
+        ctx.note(f.from, `${backend ? "backend." : ""}extAuth.${field}`, message, reason);
       const expressions: Expressions = {};
       const http = a.http === undefined ? undefined : httpOptions(a.http, expressions, note);
       if (http === undefined && a.grpc !== undefined) grpcMetadata(a.grpc, expressions, note);
       const needsSluice = a.cache !== undefined || Object.keys(expressions).length > 0 || readsExtauthz;
-      const fronted = needsSluice ? sluiceFronted(route, f, http, expressions, readsExtauthz, ctx, note) : undefined;
+      // The route's authorization runs before a backend's extAuth: it never reads what that one told.
+      const fronted = needsSluice
+        ? sluiceFronted(route, f, http, expressions, readsExtauthz && !backend, ctx, note)
+        : undefined;
       if (fronted !== undefined) {
         filters.push(fronted);
         continue;
@@ -177,8 +196,8 @@ export const extAuthzBuilder: HttpFilterBuilder = {
       }
       const built = create(ExtAuthzSchema, config);
       filters.push({
-        name: instanceName(FILTER, toBinary(ExtAuthzSchema, built)),
-        order: phaseOrder(FilterOrder.userExtAuthz, f.phase),
+        name: instanceName(backend ? BACKEND_FILTER : FILTER, toBinary(ExtAuthzSchema, built)),
+        order: extAuthOrder(f),
         config: anyPack(ExtAuthzSchema, built),
         perRoute: anyPack(
           ExtAuthzPerRouteSchema,
@@ -312,8 +331,8 @@ function sluiceFronted(
     ...(readsJwt ? { metadataContextNamespaces: [JWT_METADATA_NAMESPACE] } : {}),
   });
   return {
-    name: instanceName(FILTER, toBinary(ExtAuthzSchema, built)),
-    order: phaseOrder(FilterOrder.userExtAuthz, f.phase),
+    name: instanceName(isBackendField(f) ? BACKEND_FILTER : FILTER, toBinary(ExtAuthzSchema, built)),
+    order: extAuthOrder(f),
     config: anyPack(ExtAuthzSchema, built),
     perRoute: anyPack(
       ExtAuthzPerRouteSchema,
@@ -327,7 +346,7 @@ function sluiceFronted(
 /** Where Sluice calls the service: the ready endpoints of the backendRef's cluster. */
 function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildContext): UnaryTarget[] {
   const ref = route.policy?.refs?.[`${f.path}.backendRef`];
-  const field = "extAuth.backendRef";
+  const field = `${isBackendField(f) ? "backend." : ""}extAuth.backendRef`;
   if (ref === undefined || "error" in ref) {
     ctx.note(
       f.from,

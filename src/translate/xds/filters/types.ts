@@ -35,6 +35,8 @@ export const FilterOrder = {
   /** Global rate limits that count LLM tokens or read `llm`: after the LLM ext_proc (global-ratelimit.ts says why). */
   llmRateLimit: 820,
   csrf: 850,
+  /** `backend.extAuth`: after every traffic filter, as close to the backend as a route-level filter gets. */
+  backendExtAuthz: 860,
   /** Resolves the Host header's host for a dynamic forward proxy backend, just before the router. */
   dynamicForwardProxy: 880,
   headerMutation: 900,
