@@ -7,7 +7,7 @@
 //                  (%CEL(...)%; `request.path` is Envoy's url_path), `filter` as Envoy's CEL access log filter
 //   tls            each HTTPS filter chain's TLS parameters (versions, TLS 1.2 suites, groups), ALPN and handshake timeout
 //   tracing        the OpenTelemetry tracer; sampling, resources and `metrics` labels are frontend-telemetry.ts
-// `networkAuthorization` is network-authz.ts. What is not applied (HTTP/2 frame size, TLS 1.3 suite choice, span
+// `networkAuthorization` is network-authz.ts. What is not applied (TLS 1.3 suite choice, span
 // attribute removal, expressions Envoy cannot evaluate) is reported in the policy's status, never dropped silently.
 
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
@@ -216,6 +216,12 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
         timeout: durationFromMs(timeout ?? 20_000),
       };
     }
+    const frame = bytes(h.http2FrameSize);
+    // Envoy has no named field for SETTINGS_MAX_FRAME_SIZE (0x5), but sends it as a custom SETTINGS parameter and its
+    // codec then accepts frames up to that size. The default (16 KiB) is HTTP/2's own: nothing to send.
+    if (frame !== undefined && frame !== 16_384) {
+      h2.customSettingsParameters = [{ identifier: 5, value: frame }];
+    }
     if (Object.keys(h2).length > 0) hcm.http2ProtocolOptions = h2;
     const headerBytes = bytes(h.http2MaxHeaderSize);
     // Envoy's limit covers every HTTP version, so the spec's HTTP/2 default (16 KiB, which the schema fills in) is
@@ -226,13 +232,6 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     }
     const buffer = bytes(h.maxBufferSize);
     if (buffer !== undefined) listener.perConnectionBufferLimitBytes = buffer;
-    if (h.http2FrameSize !== undefined && bytes(h.http2FrameSize) !== 16_384) {
-      note(
-        http.from,
-        "http.http2FrameSize",
-        "Envoy has no setting for the HTTP/2 frame size (it uses 16 KiB); not applied",
-      );
-    }
   }
 
   const tcp = field("tcp");
