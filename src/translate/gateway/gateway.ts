@@ -438,7 +438,7 @@ function attachRoute(c: AttachContext, routeKind: "HTTPRoute" | "GRPCRoute", rou
         attached.push(listeners.indexOf(l));
         if (!c.hasConfig(l.routeConfigName)) continue;
         const rulesServed = resolvePolicyRefs(
-          c.policies?.attachToRules(gw, l.att, route, rules.routes) ?? rules.routes,
+          c.policies?.attachToRules(gw, l.att, route, rules.routes, routeKind) ?? rules.routes,
           resolver,
         );
         for (const host of hosts) served.push({ config: l.routeConfigName, host, rules: rulesServed });

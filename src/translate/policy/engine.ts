@@ -370,11 +370,12 @@ export class PolicyEngine {
     listener: ListenerRef,
     route: HTTPRoute,
     rules: readonly TranslatedRule[],
+    routeKind: "HTTPRoute" | "GRPCRoute" = "HTTPRoute",
   ): readonly TranslatedRule[] {
     const cache = new Map<number, RoutePolicyIR | undefined>();
     return rules.map((r) => {
       const ruleIndex = r.ranked.rule;
-      if (!cache.has(ruleIndex)) cache.set(ruleIndex, this.#routeSite(gw, listener, route, ruleIndex));
+      if (!cache.has(ruleIndex)) cache.set(ruleIndex, this.#routeSite(gw, listener, route, ruleIndex, routeKind));
       const policy = cache.get(ruleIndex);
       return policy === undefined ? r : { ranked: r.ranked, route: { ...r.route, policy } };
     });
@@ -434,7 +435,14 @@ export class PolicyEngine {
     return ls === undefined ? undefined : { namespace: namespaceOf(ls), name: ls.metadata.name };
   }
 
-  #routeSite(gw: Gateway, l: ListenerRef, route: HTTPRoute, ruleIndex: number): RoutePolicyIR | undefined {
+  /** `route` is a GRPCRoute seen as the HTTPRoute it is on the wire when `kind` says so; policies name its kind. */
+  #routeSite(
+    gw: Gateway,
+    l: ListenerRef,
+    route: HTTPRoute,
+    ruleIndex: number,
+    kind: "HTTPRoute" | "GRPCRoute",
+  ): RoutePolicyIR | undefined {
     const gwNs = namespaceOf(gw);
     const gateway = `${gwNs}/${gw.metadata.name}`;
     const routeNs = namespaceOf(route);
@@ -442,16 +450,14 @@ export class PolicyEngine {
     const ls = l.fromListenerSet ? this.#listenerSetOf(l.listener) : undefined;
     const listenerLabel =
       ls !== undefined ? `ListenerSet ${ls.namespace}/${ls.name} listener ${l.sectionName}` : l.sectionName;
-    const siteKey = `${gateway}|${listenerLabel}|${routeNs}/${route.metadata.name}|${ruleIndex}`;
+    const siteKey = `${gateway}|${listenerLabel}|${kind === "HTTPRoute" ? "" : `${kind} `}${routeNs}/${route.metadata.name}|${ruleIndex}`;
     const known = this.#routeSites.get(siteKey);
     if (known !== undefined) return nonEmptyRoutePolicy(known.policy);
 
     const reached = this.#listenerReached(gw, l);
-    reached.push(...this.#at({ kind: "HTTPRoute", namespace: routeNs, name: route.metadata.name }));
+    reached.push(...this.#at({ kind, namespace: routeNs, name: route.metadata.name }));
     if (rule?.name !== undefined) {
-      reached.push(
-        ...this.#at({ kind: "HTTPRoute", namespace: routeNs, name: route.metadata.name, section: rule.name }),
-      );
+      reached.push(...this.#at({ kind, namespace: routeNs, name: route.metadata.name, section: rule.name }));
     }
 
     const notApplied: SiteNotApplied[] = [];

@@ -108,6 +108,7 @@ function notAttachedMessage(a: Attachment): string {
       return `${a.target} is not served by Sluice (its GatewayClass is not Sluice's, or it has no valid listener)`;
     case "ListenerSet":
     case "HTTPRoute":
+    case "GRPCRoute":
       return `${a.target} is not attached to any Gateway served by Sluice`;
     default:
       return `no route of a Gateway served by Sluice sends traffic to ${a.target}`;

@@ -6,6 +6,7 @@ import {
   GATEWAY_API_GROUP,
   GATEWAY_API_X_GROUP,
   type Gateway,
+  type GRPCRoute,
   type HTTPRoute,
   type ListenerSet,
 } from "../../api/gateway-api.js";
@@ -18,7 +19,7 @@ import type { PolicySection, PolicyTargetView, PolicyView } from "./view.js";
 export const SLUICE_GROUP = "sluice.dev";
 
 /** The kinds a policy target may name, with the group each is served under. */
-export type TargetKind = "Gateway" | "ListenerSet" | "HTTPRoute" | "Service" | "GwBackend";
+export type TargetKind = "Gateway" | "ListenerSet" | "HTTPRoute" | "GRPCRoute" | "Service" | "GwBackend";
 
 /** Where an attachment applies; `section` is a listener, rule name, Service port number or sub-backend name. */
 export interface AttachmentPoint {
@@ -123,7 +124,9 @@ export function subBackendsOf(be: GwBackend): SubBackend[] {
 
 export function kindOf(t: PolicyTargetView): TargetKind | undefined {
   const gatewayGroups = [GATEWAY_API_GROUP, GATEWAY_API_X_GROUP];
-  if (t.group === GATEWAY_API_GROUP && (t.kind === "Gateway" || t.kind === "HTTPRoute")) return t.kind;
+  if (t.group === GATEWAY_API_GROUP && (t.kind === "Gateway" || t.kind === "HTTPRoute" || t.kind === "GRPCRoute")) {
+    return t.kind;
+  }
   if (gatewayGroups.includes(t.group) && (t.kind === "ListenerSet" || t.kind === "XListenerSet")) return "ListenerSet";
   if ((t.group === "" || t.group === "core") && t.kind === "Service") return "Service";
   // The spec calls the kind `Backend`; Sluice's kind is GwBackend. Both name the same object.
@@ -132,12 +135,13 @@ export function kindOf(t: PolicyTargetView): TargetKind | undefined {
 }
 
 const VALID_TARGETS =
-  "Gateway, HTTPRoute (gateway.networking.k8s.io), ListenerSet, Service (core) or GwBackend (sluice.dev)";
+  "Gateway, HTTPRoute, GRPCRoute (gateway.networking.k8s.io), ListenerSet, Service (core) or GwBackend (sluice.dev)";
 
 const SECTIONS_ALLOWED: Readonly<Record<TargetKind, readonly PolicySection[]>> = {
   Gateway: ["frontend", "traffic", "backend"],
   ListenerSet: ["traffic", "backend"],
   HTTPRoute: ["traffic", "backend"],
+  GRPCRoute: ["traffic", "backend"],
   Service: ["backend"],
   GwBackend: ["backend"],
 };
@@ -151,7 +155,7 @@ function notAllowed(view: PolicyView, kind: TargetKind, t: PolicyTargetView): st
     reasons.push(
       s === "frontend"
         ? `frontend policies may only target a Gateway, not ${kind}`
-        : `${s} policies may not target ${kind}; they may target ${s === "traffic" ? "a Gateway, ListenerSet or HTTPRoute" : "a Gateway, ListenerSet, HTTPRoute, Service or GwBackend"}`,
+        : `${s} policies may not target ${kind}; they may target ${s === "traffic" ? "a Gateway, ListenerSet, HTTPRoute or GRPCRoute" : "a Gateway, ListenerSet, HTTPRoute, GRPCRoute, Service or GwBackend"}`,
     );
   }
   if (kind === "Gateway" && t.sectionName !== undefined && present.includes("frontend")) {
@@ -166,7 +170,7 @@ function notAllowed(view: PolicyView, kind: TargetKind, t: PolicyTargetView): st
         : `port is only valid on frontend policies that target a Gateway${kind === "Service" ? "; a Service port is named with sectionName" : ""}`,
     );
   }
-  if (present.includes("traffic") && view.phase === "PreRouting" && kind === "HTTPRoute") {
+  if (present.includes("traffic") && view.phase === "PreRouting" && (kind === "HTTPRoute" || kind === "GRPCRoute")) {
     reasons.push(
       "phase PreRouting requires a Gateway or listener target; PreRouting policies run before a route is chosen",
     );
@@ -190,6 +194,8 @@ function objectsOf(input: TranslationInput, kind: TargetKind): readonly Named[] 
       return input.listenerSets;
     case "HTTPRoute":
       return input.httpRoutes;
+    case "GRPCRoute":
+      return input.grpcRoutes;
     case "Service":
       return input.services;
     case "GwBackend":
@@ -278,7 +284,10 @@ export function resolveTargets(input: TranslationInput, view: PolicyView): Resol
         targetRef: baseRef,
         target: `${t.kind} ${ns}/${baseRef.name}`,
         reason: RejectReason.NotAllowed,
-        message: `${t.path}: ${t.group === "" ? "" : `${t.group}/`}${t.kind} cannot be a policy target; valid targets: ${VALID_TARGETS}`,
+        message:
+          t.group === GATEWAY_API_GROUP && (t.kind === "TCPRoute" || t.kind === "TLSRoute")
+            ? `${t.path}: Sluice serves no ${t.kind} (its Gateways serve HTTPRoute and GRPCRoute), so a policy cannot attach to one; valid targets: ${VALID_TARGETS}`
+            : `${t.path}: ${t.group === "" ? "" : `${t.group}/`}${t.kind} cannot be a policy target; valid targets: ${VALID_TARGETS}`,
       });
       continue;
     }
@@ -372,13 +381,14 @@ function attachTo(view: PolicyView, t: PolicyTargetView, kind: TargetKind, obj: 
       const target = section !== undefined ? `${whole} listener ${section}` : whole;
       return { view, point, level: "listener", target, targetRef, ...(gateway !== undefined ? { gateway } : {}) };
     }
-    case "HTTPRoute": {
+    case "HTTPRoute":
+    case "GRPCRoute": {
       if (section === undefined) {
         return { view, point: { kind, namespace: ns, name }, level: "route", target: whole, targetRef };
       }
-      const route = obj as HTTPRoute;
+      const route = obj as HTTPRoute | GRPCRoute;
       if (!(route.spec.rules ?? []).some((r) => r.name === section)) {
-        return notFound(`HTTPRoute ${ns}/${name} has no rule named ${section} (rules are named with rules[].name)`);
+        return notFound(`${kind} ${ns}/${name} has no rule named ${section} (rules are named with rules[].name)`);
       }
       return {
         view,
