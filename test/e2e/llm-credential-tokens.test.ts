@@ -45,6 +45,8 @@ interface Seen {
   readonly path: string;
   readonly authorization: string;
   readonly ok: boolean;
+  /** The failover test's first provider's credential header, if it (wrongly) came along. */
+  readonly jwtHeader?: string;
 }
 
 /**
@@ -61,7 +63,8 @@ async function startBearerProvider(valid: (token: string) => boolean | Promise<b
         const authorization = String(req.headers.authorization ?? "");
         const token = /^Bearer (\S+)$/.exec(authorization)?.[1] ?? "";
         const ok = /\/chat\/completions(\?|$)/.test(req.url ?? "") && (await valid(token));
-        seen.push({ path: req.url ?? "", authorization, ok });
+        const jwtHeader = req.headers["x-primary-jwt"];
+        seen.push({ path: req.url ?? "", authorization, ok, ...(typeof jwtHeader === "string" ? { jwtHeader } : {}) });
         res.setHeader("content-type", "application/json");
         if (!ok) {
           res.writeHead(401);
@@ -113,6 +116,7 @@ function resources(p: {
   sts: number;
   ras: number;
   closed: number;
+  failing: number;
 }): string {
   const backend = (name: string, provider: string, auth: string) => `---
 apiVersion: sluice.dev/v1alpha1
@@ -124,7 +128,19 @@ spec:
   policies:
     auth:${auth}
 `;
-  const names = ["jwt", "exchange", "xaa", "azure", "pass", "pass-anthropic", "azure-wrong", "down", "nokey", "noidp"];
+  const names = [
+    "jwt",
+    "exchange",
+    "xaa",
+    "azure",
+    "pass",
+    "pass-anthropic",
+    "azure-wrong",
+    "down",
+    "nokey",
+    "noidp",
+    "failover",
+  ];
   const openai = (port: number) => `providerA: { model: gpt-test }, host: 127.0.0.1, port: ${port}`;
   const exchange = (service: string) => `
       oauthTokenExchange:
@@ -198,6 +214,32 @@ ${backend(
   openai(p.jwt),
   "\n      jwtSign: { signingKeyRef: { name: no-such-secret }, claims: { sub: gateway } }",
 )}${backend("noidp", openai(p.api), exchange("no-such-service"))}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: failover, namespace: default }
+spec:
+  ai:
+    groups:
+      - providers:
+          - name: primary
+            providerA: { model: gpt-test }
+            host: 127.0.0.1
+            port: ${p.failing}
+            policies:
+              auth:
+                jwtSign:
+                  signingKeyRef: { name: signer }
+                  alg: ES256
+                  claims: { iss: sluice, aud: primary }
+                  location: { header: { name: X-Primary-Jwt } }
+      - providers:
+          - name: backup
+            providerA: { model: gpt-test }
+            host: 127.0.0.1
+            port: ${p.api}
+            policies:
+              auth:${exchange("sts").replace(/\n/g, "\n          ")}
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }
@@ -215,6 +257,7 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
   let azureProvider: BearerProvider;
   let openaiProvider: FakeProvider;
   let anthropicProvider: FakeProvider;
+  let failing: FakeProvider;
   let sts: TokenService;
   let idp: TokenService;
   let ras: TokenService;
@@ -253,6 +296,8 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
     azureProvider = await startBearerProvider((t) => entra.valid(t));
     openaiProvider = await startFakeProvider({ name: "openai", apiKey: CLIENT_KEY });
     anthropicProvider = await startFakeProvider({ name: "anthropic", apiKey: CLIENT_KEY });
+    failing = await startFakeProvider({ name: "failing" });
+    failing.failWith = 503;
     env = await startLlmEnv(
       resources({
         jwt: jwtProvider.port,
@@ -265,6 +310,7 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
         sts: sts.port,
         ras: ras.port,
         closed: await freePort(),
+        failing: failing.port,
       }),
       "/jwt/v1/chat/completions",
       { AZURE_AUTHORITY_HOST: entra.url },
@@ -272,7 +318,15 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
   });
   after(async () => {
     await env?.stop();
-    for (const s of [jwtProvider, apiProvider, xaaProvider, azureProvider, openaiProvider, anthropicProvider]) {
+    for (const s of [
+      jwtProvider,
+      apiProvider,
+      xaaProvider,
+      azureProvider,
+      openaiProvider,
+      anthropicProvider,
+      failing,
+    ]) {
       await s?.close();
     }
     for (const s of [sts, idp, ras, entra]) await s?.close();
@@ -351,6 +405,20 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
     assert.equal(seen?.headers.authorization, undefined);
     // Another client's key is what goes: the provider refuses it, as it would the client directly.
     await assert.rejects(chat("pass", "sk-someone-else"), (e: unknown) => e instanceof OpenAI.AuthenticationError);
+  });
+
+  test("failover: each provider's own credential; the first provider's token is not sent to the next", async () => {
+    const r = await chat("failover");
+    assert.equal(r.choices[0]?.message.content, "minted ok");
+    const first = failing.requests.at(-1);
+    const jwt = String(first?.headers["x-primary-jwt"] ?? "");
+    const v = await jwtVerify(jwt, jwtKeys.publicKey, { issuer: "sluice", audience: "primary" }).catch(() => undefined);
+    assert.ok(v !== undefined, "the primary provider got its own JWT");
+    const g = sts.grants.at(-1);
+    assert.equal(g?.subject, SUBJECT);
+    const second = apiProvider.seen.at(-1);
+    assert.equal(second?.authorization, `Bearer ${g?.issued}`);
+    assert.equal(second?.jwtHeader, undefined, "the primary's JWT went on to the backup provider");
   });
 
   test("2 s tokens under concurrent traffic for 6 s: refreshed ahead of expiry, no request fails", async () => {
