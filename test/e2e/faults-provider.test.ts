@@ -4,7 +4,8 @@
 // message with a bad CRC mid-stream. Each client, against a provider of its own format (passthrough), of the other SSE
 // format (translated) and Bedrock (the binary event stream), gets what docs/faults.md states, within the route's
 // timeout (2 s here): an API error in its own format where Envoy or Sluice still answers, and the stream cut where the
-// answer had already begun.
+// answer had already begun. And a healthy stream that outlasts Envoy's default route timeout (15 s) on a route that
+// sets no timeout is delivered whole.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -20,6 +21,8 @@ const AWS = {
 };
 const KEY = "sk-fault-provider";
 const TIMEOUT_MS = 2000;
+/** A pause in a healthy stream longer than Envoy's default route timeout (15 s). */
+const LONG_MS = 16_000;
 /** What a loaded machine adds (scheduling, the SDKs, every case running at once). */
 const SLACK_MS = 4000;
 
@@ -50,10 +53,10 @@ kind: Secret
 metadata: { name: keys, namespace: default }
 stringData: { key: ${KEY}, accessKey: ${AWS.accessKeyId}, secretKey: ${AWS.secretAccessKey} }
 ${backend("oa", "providerA: {}", "{ secretRef: { name: keys, key: key } }")}${backend(
-  "claude",
-  "providerD: {}",
+  "long",
+  "providerA: {}",
   "{ secretRef: { name: keys, key: key } }",
-)}${backend(
+)}${backend("claude", "providerD: {}", "{ secretRef: { name: keys, key: key } }")}${backend(
   "bedrock",
   `providerG: { region: ${AWS.region}, model: anthropic.claude-3-haiku-20240307-v1:0 }`,
   "{ cloudA: { secretRef: { name: keys } } }",
@@ -64,6 +67,8 @@ metadata: { name: llm, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:${rule("oa")}${rule("claude")}${rule("bedrock")}
+    - matches: [{ path: { type: PathPrefix, value: /long } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: long }]
 `;
 }
 
@@ -109,7 +114,7 @@ describe("a provider that stalls, resets or sends malformed frames", { timeout: 
     await provider?.close();
   });
 
-  async function run(client: Client, backend: string, fault: Fault, stream: boolean): Promise<Result> {
+  async function run(client: Client, backend: string, fault: Fault | string, stream: boolean): Promise<Result> {
     const name = `${client}→${backend} ${fault}${stream ? " streamed" : ""}`;
     const t0 = performance.now();
     let text = "";
@@ -155,6 +160,8 @@ describe("a provider that stalls, resets or sends malformed frames", { timeout: 
         [false, true].map(async (s) => ({ c, b, f, s, r: await run(c, b, f, s) })),
       ),
     );
+    // A healthy stream longer than Envoy's default route timeout (15 s) on a route that sets none: delivered whole.
+    const long = run("openai", "long", `slow ${LONG_MS}`, true);
     const results = await Promise.all(cases);
     const report = results
       .map(({ r }) => `${r.name}: ${Math.round(r.ms)} ms, text ${JSON.stringify(r.text)}, ${String(r.error)}`)
@@ -209,6 +216,10 @@ describe("a provider that stalls, resets or sends malformed frames", { timeout: 
       }
     }
     assert.ok((provider.seen.get("stall") ?? 0) >= 10 && (provider.seen.get("reset") ?? 0) >= 10);
+    const l = await long;
+    assert.equal(l.error, undefined, `${l.name}: ${String(l.error)} after ${Math.round(l.ms)} ms`);
+    assert.equal(l.text, `Hello from fault: slow ${LONG_MS}`);
+    assert.ok(l.ms > LONG_MS);
   });
 
   test("nothing is left behind: the provider's stalled connections are closed, the gateway serves on", async () => {
