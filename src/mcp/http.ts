@@ -133,6 +133,15 @@ function requestContext(req: IncomingMessage): McpRequestContext {
   };
 }
 
+/** Whether serving `entry` reads the client's request: authorization rules, or a credential minted from its token. */
+function readsRequest(entry: McpBackendEntry): boolean {
+  return (
+    entry.authorization.length > 0 ||
+    entry.targetAuthorization !== undefined ||
+    entry.targets.some((t) => t.connection?.minted !== undefined)
+  );
+}
+
 /** Whether an Origin header names the host the request was sent to (scheme and port aside). */
 function sameHost(origin: string, host: string | undefined): boolean {
   try {
@@ -471,9 +480,11 @@ export class McpHttpServer {
     channel: Channel,
     req: IncomingMessage,
   ): Promise<unknown> {
-    const ctx = requestContext(req);
     const guards = entry.guardrails;
-    if (guards === undefined) return session.handle(msg, channel, ctx);
+    // What the rules, processors and minted credentials read of the request; built only for them (per request cost).
+    if (guards === undefined)
+      return session.handle(msg, channel, readsRequest(entry) ? requestContext(req) : undefined);
+    const ctx = requestContext(req);
     const log = this.#opts.log;
     let m = msg;
     if (guarded(guards, msg.method, "Request")) {

@@ -326,8 +326,14 @@ export class McpSession {
    * what the authorization rules see of the request.
    */
   handle(req: JsonRpcRequest, channel: Channel, ctx?: McpRequestContext): Promise<unknown> {
-    // Credentials minted from the client's own token (passthrough, token exchange) read it from here.
+    // Credentials minted from the client's own token (passthrough, token exchange) read it from there. Only then: an
+    // AsyncLocalStorage run costs every promise of the request a hook on Node 22.
+    if (!this.#mints) return this.#handle(req, channel, ctx);
     return withClientHeaders(ctx?.request.headers, () => this.#handle(req, channel, ctx));
+  }
+
+  get #mints(): boolean {
+    return this.entry.targets.some((t) => t.connection?.minted !== undefined);
   }
 
   async #handle(req: JsonRpcRequest, channel: Channel, ctx?: McpRequestContext): Promise<unknown> {
@@ -468,7 +474,7 @@ export class McpSession {
         if (cursors === undefined && !this.#offers(c, method)) return { c, result: { [field]: [] } };
         const cursor = cursors?.[c.name];
         try {
-          return { c, result: await c.request(method, cursor !== undefined ? { cursor } : undefined) };
+          return { c, result: cursor !== undefined ? await c.request(method, { cursor }) : await c.list(method) };
         } catch (e) {
           if (e instanceof RpcError && e.code === ErrorCodes.MethodNotFound) return { c, result: { [field]: [] } };
           if (e instanceof RpcError) this.#failed(c, e);

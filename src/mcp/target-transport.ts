@@ -95,6 +95,9 @@ export class TargetTransport implements Transport {
   readonly #active = new Set<http.ClientRequest>();
   #reconnectTimer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Whether the GET stream is open, and a count of its openings and closings (what it carried may have been lost). */
+  #streamOpen = false;
+  #streamEpoch = 0;
 
   constructor(url: URL, opts: TargetTransportOptions) {
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`unsupported target URL ${url.href}`);
@@ -112,6 +115,14 @@ export class TargetTransport implements Transport {
 
   get protocolVersion(): string | undefined {
     return this.#protocolVersion;
+  }
+
+  /**
+   * While the GET stream is open, a number that changes whenever it opens or closes: what the target sent on its own
+   * (list_changed) has reached Sluice since the number was read if it is still the same. Undefined while not open.
+   */
+  get streamEpoch(): number | undefined {
+    return this.#streamOpen ? this.#streamEpoch : undefined;
   }
 
   #headers(extra: Record<string, string>): Record<string, string> {
@@ -250,6 +261,10 @@ export class TargetTransport implements Transport {
       res.resume();
       throw new HttpError(status, `Failed to open SSE stream: ${res.statusMessage ?? status}`);
     }
+    if (replayId === undefined) {
+      this.#streamOpen = true;
+      this.#streamEpoch++;
+    }
     this.#readStream(res, true, replayId, lastEventId);
   }
 
@@ -315,6 +330,10 @@ export class TargetTransport implements Transport {
     const finish = (error: string | undefined): void => {
       if (ended) return;
       ended = true;
+      if (reconnectable && replayId === undefined) {
+        this.#streamOpen = false;
+        this.#streamEpoch++;
+      }
       if (error === undefined) deliver(parser.end());
       if (this.#closed) return;
       if (error !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${error}`));

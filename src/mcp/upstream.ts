@@ -29,6 +29,19 @@ const REQUEST_TIMEOUT_MS = 10 * 60_000;
 const STREAM_WAIT_MS = 2_000;
 /** Starting a target's session (initialize). */
 const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Longest a target's list stays cached (list caching, docs/mcp.md): a safety net, since it is dropped anyway at the
+ * target's list_changed or when its GET stream (which carries that notification) closes.
+ */
+export const LIST_CACHE_MS = 5 * 60_000;
+
+/** The capability whose `listChanged` a list method depends on, and the notification that says it changed. */
+const LIST_KINDS: Readonly<Record<string, { capability: string; changed: string }>> = {
+  "tools/list": { capability: "tools", changed: "notifications/tools/list_changed" },
+  "prompts/list": { capability: "prompts", changed: "notifications/prompts/list_changed" },
+  "resources/list": { capability: "resources", changed: "notifications/resources/list_changed" },
+  "resources/templates/list": { capability: "resources", changed: "notifications/resources/list_changed" },
+};
 
 export interface TargetHooks {
   /** A request of the target to the client (sampling, elicitation, roots): its answer, or an RpcError. */
@@ -83,6 +96,10 @@ export class TargetConnection {
   failure: string | undefined;
   closed = false;
   #stream: Promise<void> | undefined;
+  /** First pages of lists, by method, while the target says they are unchanged (`listCached`). */
+  readonly #lists = new Map<string, { result: Record<string, unknown>; epoch: number; at: number }>();
+  /** Bumped by each list_changed: an answer asked for before one is not cached. */
+  #listGeneration = 0;
 
   private constructor(
     o: ConnectOptions,
@@ -124,6 +141,8 @@ export class TargetConnection {
       }
     };
     client.fallbackNotificationHandler = async (n) => {
+      for (const [method, k] of Object.entries(LIST_KINDS)) if (k.changed === n.method) conn.#lists.delete(method);
+      if (n.method.endsWith("/list_changed")) conn.#listGeneration++;
       hooks.onNotification(o.name, n.method, n.params as Record<string, unknown> | undefined);
     };
     client.onerror = (e) => {
@@ -179,6 +198,33 @@ export class TargetConnection {
       this.#stream = Promise.race([opened, late]).finally(() => clearTimeout(timer));
     }
     return this.#stream;
+  }
+
+  /**
+   * The first page of a list, from the cache while it holds: the target declared `listChanged` for it, its GET stream
+   * (which carries list_changed) has stayed open since the page was fetched, and it is younger than LIST_CACHE_MS.
+   * Otherwise asked of the target, and cached under the same conditions.
+   */
+  async list(method: string): Promise<Record<string, unknown>> {
+    const kind = LIST_KINDS[method];
+    const caps = this.capabilities?.[kind?.capability ?? ""];
+    const cacheable =
+      kind !== undefined &&
+      typeof caps === "object" &&
+      caps !== null &&
+      (caps as { listChanged?: unknown }).listChanged === true;
+    const epoch = () => (this.#transport as TargetTransport).streamEpoch;
+    if (cacheable) {
+      const hit = this.#lists.get(method);
+      if (hit !== undefined && hit.epoch === epoch() && Date.now() - hit.at < LIST_CACHE_MS) return hit.result;
+    }
+    const generation = this.#listGeneration;
+    const before = cacheable ? epoch() : undefined;
+    const result = await this.request(method, undefined);
+    if (before !== undefined && before === epoch() && generation === this.#listGeneration) {
+      this.#lists.set(method, { result, epoch: before, at: Date.now() });
+    }
+    return result;
   }
 
   /**

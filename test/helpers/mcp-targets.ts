@@ -16,8 +16,11 @@ import { freePort, waitFor } from "./net.js";
 export interface SdkTarget {
   readonly name: string;
   readonly port: number;
-  /** What the target saw: cancelled calls of `slow`, sessions ended by DELETE, sessions started, GET streams asked. */
-  readonly seen: { cancelled: number; deleted: number; initialized: number; streams: number };
+  /**
+   * What the target saw: cancelled calls of `slow`, sessions ended by DELETE, sessions started, GET streams asked,
+   * tools/list requests answered.
+   */
+  readonly seen: { cancelled: number; deleted: number; initialized: number; streams: number; lists: number };
   /** Ends the target as a crash would: every connection dropped, the port closed. */
   kill(): Promise<void>;
 }
@@ -92,7 +95,7 @@ export interface SdkTargetOptions {
 
 /** A target over Streamable HTTP at http://127.0.0.1:<port>/mcp (https with `opts.tls`). */
 export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}): Promise<SdkTarget> {
-  const seen = { cancelled: 0, deleted: 0, initialized: 0, streams: 0 };
+  const seen = { cancelled: 0, deleted: 0, initialized: 0, streams: 0, lists: 0 };
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const required = opts.requireHeader;
@@ -124,7 +127,15 @@ export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}):
       transport = t;
     }
     if (req.method === "GET") seen.streams++;
-    await transport.handleRequest(req, res);
+    if (req.method !== "POST") {
+      await transport.handleRequest(req, res);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    if ((body as { method?: unknown }).method === "tools/list") seen.lists++;
+    await transport.handleRequest(req, res, body);
   };
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((e: unknown) => {
