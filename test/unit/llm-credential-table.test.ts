@@ -131,3 +131,38 @@ test("passthrough: the provider's own header form by default, the policy's locat
   const located = run(docs({ auth: { passthrough: {}, location: { queryParameter: { name: "key" } } } })).providers;
   assert.deepEqual(located.get("shared")?.auth.passthrough, { kind: "query", name: "key" });
 });
+
+test("a GwModel's policies.auth: cloudC and oauthTokenExchange minted as a GwBackend provider's, problems named", () => {
+  const model = (name: string, auth: Doc): Doc => ({
+    apiVersion: "sluice.dev/v1alpha1",
+    kind: "GwModel",
+    metadata: { name, namespace: "default" },
+    spec: {
+      parentRefs: [{ name: "gw" }],
+      provider: "Provider01",
+      baseURL: "http://127.0.0.1:9003/v1",
+      policies: { auth },
+    },
+  });
+  const d = docs({}, [
+    model("azure", { cloudC: { workloadIdentity: {} } }),
+    model("exchange", { oauthTokenExchange: { backendRef: { name: "no-idp", port: 80 } } }),
+  ]);
+  const r = translate(makeInput(d as never), { impliedGatewayClass: true });
+  const entries = [...r.llm.entries.values()].flatMap((e) =>
+    Object.values(e.backends).flatMap((b) => Object.values(b.providers).map((p) => [b.backend, p] as const)),
+  );
+  const of = (m: string) => entries.find(([b]) => b === `GwModel default/${m}`)?.[1];
+  assert.deepEqual(of("azure")?.auth.minted?.primary, {
+    kind: "cloudC",
+    mode: "workloadIdentity",
+    scope: "https://cognitiveservices.azure.com/.default",
+  });
+  assert.match(
+    of("exchange")?.auth.problems?.[0]?.message ?? "",
+    /^spec\.policies\.auth\.oauthTokenExchange\.backendRef: /,
+  );
+  const status = JSON.stringify(r.statuses.filter((s) => s.kind === "GwModel"));
+  assert.match(status, /spec\.policies\.auth\.oauthTokenExchange\.backendRef/);
+  assert.doesNotMatch(status, /not applied yet/);
+});
