@@ -46,8 +46,22 @@ const { values } = parseArgs({
     "ttft-requests": { type: "string", default: "300" },
     // on: Sluice's request metrics and info logs (the default); off: neither (--request-metrics off, warn logs).
     observability: { type: "string", default: "on" },
+    // Only the setups whose name contains one of these words (e.g. "sluice chat"), all by default.
+    setups: { type: "string", default: "" },
+    help: { type: "boolean", default: false },
   },
 });
+if (values.help) {
+  console.log(`node dist/bench/llm.js [options]
+  --seconds N            seconds of load per setup (5)
+  --concurrency N        concurrent clients (16)
+  --modes LIST           buffered,stream,ttft (all)
+  --ttft-requests N      requests of the ttft mode (300)
+  --observability on|off on: request metrics and info logs (default); off: --request-metrics off, warn logs
+  --setups LIST          only setups whose name contains one of these (comma-separated), e.g. "sluice chat"
+Node flags for the Sluice child (e.g. a CPU profile): SLUICE_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof"`);
+  process.exit(0);
+}
 const seconds = Number(values.seconds);
 const concurrency = Number(values.concurrency);
 
@@ -381,6 +395,9 @@ const sluice = await startSluice("serve", cfg.dir, {
     values.observability === "off"
       ? ["--request-metrics", "off", "--log-level", "warn,sluice=info"]
       : ["--log-level", "info"],
+  ...(process.env["SLUICE_NODE_OPTIONS"] !== undefined
+    ? { env: { NODE_OPTIONS: process.env["SLUICE_NODE_OPTIONS"] } }
+    : {}),
 });
 const envoy = await startTestEnvoy(sluice);
 const envoyPid = envoy.process.child.pid;
@@ -485,6 +502,14 @@ try {
       path: "/v1/chat/completions",
       headers: { authorization: `Bearer ${masterKey}` },
     });
+  }
+  const wanted = values.setups
+    .split(",")
+    .map((w) => w.trim())
+    .filter((w) => w !== "");
+  if (wanted.length > 0) {
+    const keep = targets.filter((t) => wanted.some((w) => t.name.includes(w)));
+    targets.splice(0, targets.length, ...keep);
   }
   const modes = values.modes.split(",");
   if (modes.includes("ttft")) await measureTtft(port, Number(values["ttft-requests"]));

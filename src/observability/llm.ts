@@ -7,6 +7,7 @@ import type { LlmRouteEntry, LlmTable } from "../translate/llm/table.js";
 import { currentRequest } from "./context.js";
 import { requestDebug } from "./log.js";
 import { requestMetricsOn, series } from "./metrics.js";
+import type { CounterChild, HistogramChild } from "./series.js";
 
 /** What the hooks read of the service's request state (its RequestState has these and more). */
 export interface LlmRequestView {
@@ -30,7 +31,7 @@ const GENAI_LABELS = ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_r
 
 const requests = series.counter(
   "sluice_llm_requests_total",
-  "LLM requests answered through the LLM ext_proc, by gateway, route, provider, model and outcome (ok, error).",
+  "LLM requests through the LLM ext_proc, by gateway, route, provider, model and outcome (ok, error, aborted: the stream ended before the response did).",
   [...ROUTE_LABELS, "outcome"],
 );
 const errors = series.counter(
@@ -129,6 +130,7 @@ export function updateLlmLabels(table: LlmTable): void {
   // Requests of an Envoy not yet updated still name the old ids.
   for (const [id, l] of entries) if (!next.has(id) && table.entries.has(id)) next.set(id, l);
   entries = next;
+  bound = new Map();
 }
 
 interface Timing {
@@ -158,19 +160,16 @@ interface Resolved {
   readonly model: string;
 }
 
-function resolve(state: LlmRequestView): Resolved {
-  const e = entries.get(state.entry.id);
-  const provider = state.attempt?.provider ?? "none";
+/** The model label: a client's model string only when configured (bounded cardinality); a GwModel route's GwModel. */
+function modelLabel(state: LlmRequestView, e: EntryLabels | undefined): string {
+  if (state.model !== undefined) return state.model.choice.matched;
   const requested = state.body?.["model"];
-  // A client's model string is a label only when configured (bounded cardinality); a GwModel route's is the GwModel.
-  const model =
-    state.model !== undefined
-      ? state.model.choice.matched
-      : typeof requested !== "string"
-        ? "none"
-        : e?.models.has(requested) === true
-          ? requested
-          : "other";
+  if (typeof requested !== "string") return "none";
+  return e?.models.has(requested) === true ? requested : "other";
+}
+
+function resolve(state: LlmRequestView, e: EntryLabels | undefined, model: string): Resolved {
+  const provider = state.attempt?.provider ?? "none";
   const gateway = e?.gateway ?? "unknown";
   const route = e?.route ?? "unknown";
   const kind = e?.kinds.get(provider);
@@ -183,6 +182,58 @@ function resolve(state: LlmRequestView): Resolved {
     genaiProvider,
     model,
   };
+}
+
+/**
+ * One label set's children, found once and kept: a request then costs a map lookup and a few additions rather than a
+ * walk of each family's label tree (bench/observability-llm.ts). Children are made on first use, so a series appears
+ * only once it has counted something.
+ */
+class Bound {
+  readonly #tokens = new Map<string, CounterChild>();
+  #ok: CounterChild | undefined;
+  #usage: [HistogramChild, HistogramChild] | undefined;
+  #duration: HistogramChild | undefined;
+  #ttft: HistogramChild | undefined;
+  constructor(readonly r: Resolved) {}
+  ok(): CounterChild {
+    this.#ok ??= requests.labels(...this.r.route, "ok");
+    return this.#ok;
+  }
+  tokens(type: string): CounterChild {
+    let c = this.#tokens.get(type);
+    if (c === undefined) {
+      c = tokens.labels(...this.r.route, type);
+      this.#tokens.set(type, c);
+    }
+    return c;
+  }
+  usage(): [HistogramChild, HistogramChild] {
+    this.#usage ??= [tokenUsage.labels(...this.r.genai, "input"), tokenUsage.labels(...this.r.genai, "output")];
+    return this.#usage;
+  }
+  duration(): HistogramChild {
+    this.#duration ??= duration.labels(...this.r.genai, "");
+    return this.#duration;
+  }
+  ttft(): HistogramChild {
+    this.#ttft ??= ttft.labels(...this.r.genai);
+    return this.#ttft;
+  }
+}
+
+let bound = new Map<string, Bound>();
+
+function bind(state: LlmRequestView): Bound {
+  const e = entries.get(state.entry.id);
+  const model = modelLabel(state, e);
+  const key = `${state.entry.id}\u0000${state.attempt?.provider ?? "none"}\u0000${model}\u0000${state.routeType}`;
+  let b = bound.get(key);
+  if (b === undefined) {
+    b = new Bound(resolve(state, e, model));
+    bound.set(key, b);
+  }
+  return b;
 }
 
 function spanName(r: Resolved): string {
@@ -211,7 +262,8 @@ export function llmCompleted(
     "llm ext_proc: response complete",
   );
   if (span === undefined && !metrics) return;
-  const r = resolve(state);
+  const b = bind(state);
+  const r = b.r;
   if (span !== undefined) {
     span.updateName(spanName(r));
     span.setAttributes({
@@ -228,24 +280,23 @@ export function llmCompleted(
     });
   }
   if (!metrics) return;
-  const [gateway, route, provider, model] = r.route as [string, string, string, string];
-  requests.labels(gateway, route, provider, model, "ok").inc();
+  b.ok().inc();
   if (usage !== undefined) {
     const add = (type: string, n: number | undefined) => {
-      if (n !== undefined && n > 0) tokens.labels(gateway, route, provider, model, type).inc(n);
+      if (n !== undefined && n > 0) b.tokens(type).inc(n);
     };
     add("input", usage.inputTokens);
     add("output", usage.outputTokens);
     add("cached_input", usage.cacheReadTokens);
     add("cache_creation_input", usage.cacheWriteTokens);
     add("reasoning", usage.reasoningTokens);
-    tokenUsage.labels(...r.genai, "input").observe(usage.inputTokens);
-    tokenUsage.labels(...r.genai, "output").observe(usage.outputTokens);
+    const [input, output] = b.usage();
+    input.observe(usage.inputTokens);
+    output.observe(usage.outputTokens);
   }
   if (t !== undefined) {
-    const now = performance.now();
-    duration.labels(...r.genai, "").observe((now - t.started) / 1000);
-    if (t.firstChunk !== undefined) ttft.labels(...r.genai).observe((t.firstChunk - t.started) / 1000);
+    b.duration().observe((performance.now() - t.started) / 1000);
+    if (t.firstChunk !== undefined) b.ttft().observe((t.firstChunk - t.started) / 1000);
   }
 }
 
@@ -260,7 +311,7 @@ export function llmFailed(state: LlmRequestView | undefined, status: number): vo
   const metrics = requestMetricsOn();
   requestDebug("llm", { entry: state.entry.id, provider: state.attempt?.provider, status }, "llm ext_proc: error");
   if (span === undefined && !metrics) return;
-  const r = resolve(state);
+  const r = bind(state).r;
   const errorType = String(status);
   if (span !== undefined) {
     span.updateName(spanName(r));
@@ -278,4 +329,21 @@ export function llmFailed(state: LlmRequestView | undefined, status: number): vo
   requests.labels(gateway, route, provider, model, "error").inc();
   errors.labels(gateway, route, provider, model, errorType).inc();
   if (t !== undefined) duration.labels(...r.genai, errorType).observe((performance.now() - t.started) / 1000);
+}
+
+/**
+ * The exchange ended before its response did (the client went away, Envoy reset the stream): counted as `aborted`,
+ * timed with error_type `aborted`. A request already counted as complete or failed is not counted again.
+ */
+export function llmAborted(state: LlmRequestView | undefined): void {
+  if (state === undefined) return;
+  const t = timings.get(state);
+  if (t === undefined) return;
+  timings.delete(state);
+  requestDebug("llm", { entry: state.entry.id, provider: state.attempt?.provider }, "llm ext_proc: aborted");
+  if (!requestMetricsOn()) return;
+  const b = bind(state);
+  const [gateway, route, provider, model] = b.r.route as [string, string, string, string];
+  requests.labels(gateway, route, provider, model, "aborted").inc();
+  duration.labels(...b.r.genai, "aborted").observe((performance.now() - t.started) / 1000);
 }
