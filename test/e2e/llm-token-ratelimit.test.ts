@@ -1,22 +1,35 @@
-// Global token limits through a rate limit service (Envoy's RLS protocol), end to end through a real Envoy with the
-// official `openai` client: a `Tokens` descriptor is checked with 0 hits before the request and debited with the
-// request's total tokens when the response (or the stream) is done; a `cost` CEL expression over `llm.*` replaces the
-// total, and a descriptor entry may read `llm.requestModel`. Once the budget is spent the client gets 429 in its own
-// format.
+// Global token limits on the real rate limit service: envoyproxy/ratelimit counting in redis-server (both started by
+// the test; scripts/setup.d/ratelimit.sh, redis.sh), its configuration written by `sluice ratelimit-config` from the
+// same GwPolicies, two gateways (each its own `sluice serve` and Envoy) sharing it, driven by the official `openai`
+// client. A `Tokens` descriptor is checked with 0 hits before the request and charged with the usage the provider
+// reported when the response (or the stream) is done; a `cost` CEL expression over `llm.*` replaces the total, and a
+// descriptor entry may read `llm.requestModel`. Once the budget is spent the client gets 429 in its own format.
+// (test/helpers/grpc-services.ts keeps a rate limit server written for the tests, for tests of the RLS wire alone.)
 
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { promisify } from "node:util";
 import OpenAI from "openai";
+import { projectRoot } from "../../src/cli/paths.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { localService, rulePolicy } from "../helpers/gateway.js";
-import { type GrpcTestServer, startRateLimitService } from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { waitFor } from "../helpers/net.js";
+import { freePort, waitFor } from "../helpers/net.js";
+import { tempConfigDir } from "../helpers/processes.js";
+import {
+  type RateLimitService,
+  type Redis,
+  rateLimitRuntime,
+  startEnvoyRateLimit,
+  startRedis,
+} from "../helpers/ratelimit-redis.js";
 
-type Rls = GrpcTestServer & { hits: Map<string, number>; calls: { key: string; hits: number; over: boolean }[] };
+const run = promisify(execFile);
 
-function resources(fake: FakeProvider, rls: Rls): string {
-  return `${localService("rls", rls.port, "kubernetes.io/h2c")}---
+function resources(fake: FakeProvider, rlsPort: number): string {
+  return `${localService("rls", rlsPort, "kubernetes.io/h2c")}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: openai, namespace: default }
@@ -58,79 +71,150 @@ ${rulePolicy(
 )}`;
 }
 
-describe("global token limits through the rate limit service", { timeout: 60_000 }, () => {
+describe("global token limits on envoyproxy/ratelimit and Redis, shared by two Envoys", { timeout: 120_000 }, () => {
   let fake: FakeProvider;
-  let rls: Rls;
-  let env: LlmEnv;
-  const client = (prefix: string, user: string) =>
+  let redis: Redis;
+  let rls: RateLimitService;
+  let a: LlmEnv;
+  let b: LlmEnv;
+  let cfg: ReturnType<typeof tempConfigDir>;
+  let runtime: ReturnType<typeof rateLimitRuntime>;
+  const client = (env: LlmEnv, prefix: string, user: string) =>
     new OpenAI({
       apiKey: "k",
       baseURL: `${env.baseUrl}/${prefix}/v1`,
       maxRetries: 0,
       defaultHeaders: { "x-user": user },
     });
-  const ask = (prefix: string, user: string, model = "gpt-4o") =>
-    client(prefix, user).chat.completions.create({ model, messages: [{ role: "user", content: "x" }] });
-  /** Waits until the RLS has `total` hits for `key` (the debit after completion is sent without waiting). */
-  const debited = (key: string, total: number) =>
-    waitFor(`${key} at ${total} hits`, async () => (rls.hits.get(key) === total ? true : undefined), 10_000);
+  const ask = (env: LlmEnv, prefix: string, user: string, model = "gpt-4o") =>
+    client(env, prefix, user).chat.completions.create({ model, messages: [{ role: "user", content: "x" }] });
+  /** The counter envoyproxy/ratelimit keeps in Redis for `<domain>_<key>_<value>_<window>` (undefined: no key yet). */
+  const counter = async (prefix: string): Promise<number | undefined> => {
+    const keys = (await redis.command("KEYS", `${prefix}_*`)) as string[];
+    assert.ok(keys.length <= 1, `one window key for ${prefix}: ${keys.join(", ")}`);
+    return keys[0] === undefined ? undefined : Number(await redis.command("GET", keys[0]));
+  };
+  /** Waits until the counter is `total` (the charge after completion is sent without waiting). */
+  const charged = (prefix: string, total: number) =>
+    waitFor(`${prefix} at ${total}`, async () => ((await counter(prefix)) === total ? true : undefined), 10_000);
 
   before(async () => {
     fake = await startFakeProvider({ name: "openai" });
-    // 30 tokens per descriptor value; each answer of the fake uses 11 + 7 = 18.
-    rls = await startRateLimitService(30);
-    env = await startLlmEnv(resources(fake, rls), "/tokens/v1/chat/completions");
+    redis = await startRedis();
+    const rlsPort = await freePort();
+    const yaml = resources(fake, rlsPort);
+    cfg = tempConfigDir();
+    cfg.write("resources.yaml", yaml);
+    runtime = rateLimitRuntime();
+    // 30 tokens per user and per model for a day (no window boundary within the test); each answer of the fake uses
+    // 11 + 7 = 18.
+    const { stderr } = await run(process.execPath, [
+      join(projectRoot(), "bin", "sluice.js"),
+      "ratelimit-config",
+      "-f",
+      join(cfg.dir, "resources.yaml"),
+      "--limit",
+      "llm/user=30/day",
+      "--limit",
+      "llm/model=100/day",
+      "--out",
+      runtime.configDir,
+    ]);
+    assert.equal(stderr, "", "every descriptor has its limit");
+    rls = await startEnvoyRateLimit(runtime.root, redis.port, rlsPort);
+    [a, b] = await Promise.all([
+      startLlmEnv(yaml, "/tokens/v1/chat/completions"),
+      startLlmEnv(yaml, "/tokens/v1/chat/completions"),
+    ]);
   });
   after(async () => {
-    await env?.stop();
+    await Promise.all([a?.stop(), b?.stop()]);
+    await rls?.stop();
+    await redis?.stop();
     await fake?.close();
-    await rls?.close();
+    cfg?.cleanup();
+    runtime?.cleanup();
   });
 
-  test("checked with 0 hits, debited with the total tokens when done; 429 in the client's format once spent", async () => {
-    await ask("tokens", "alice");
-    await debited("llm|user=alice", 18);
-    const first = rls.calls.filter((c) => c.key === "llm|user=alice").map((c) => c.hits);
-    assert.deepEqual(first, [0, 18], "a check before the request, the debit after it");
-    await ask("tokens", "alice");
-    await debited("llm|user=alice", 36);
-    await assert.rejects(ask("tokens", "alice"), (e: unknown) => {
-      assert.ok(e instanceof OpenAI.RateLimitError, String(e));
-      assert.equal(e.status, 429);
-      // Translated by the LLM ext_proc: an OpenAI error object, not Envoy's empty local reply.
-      assert.equal(
-        (e.error as { message?: unknown } | undefined)?.message,
-        "rate limit exceeded",
-        JSON.stringify(e.error),
-      );
-      return true;
-    });
+  test("checked with 0 hits, charged with the reported usage when done, on either Envoy; 429 in the client's format once spent", async () => {
+    await ask(a, "tokens", "alice");
+    await charged("llm_user_alice", 18);
+    // 18 ≤ 30: the other Envoy's check (0 hits) passes and charges nothing by itself; the answer charges 18 more.
+    await ask(b, "tokens", "alice");
+    await charged("llm_user_alice", 36);
+    for (const env of [a, b]) {
+      await assert.rejects(ask(env, "tokens", "alice"), (e: unknown) => {
+        assert.ok(e instanceof OpenAI.RateLimitError, String(e));
+        assert.equal(e.status, 429);
+        // Translated by the LLM ext_proc: an OpenAI error object, not Envoy's empty local reply.
+        assert.equal(
+          (e.error as { message?: unknown } | undefined)?.message,
+          "rate limit exceeded",
+          JSON.stringify(e.error),
+        );
+        return true;
+      });
+    }
     // Refused requests cost nothing, and another user has their own budget.
-    assert.equal(rls.hits.get("llm|user=alice"), 36);
-    const r = await ask("tokens", "bob");
+    assert.equal(await counter("llm_user_alice"), 36);
+    const r = await ask(b, "tokens", "bob");
     assert.ok(r.choices[0]?.message.content);
+    await charged("llm_user_bob", 18);
   });
 
-  test("a stream is debited when it ends", async () => {
-    const stream = await client("tokens", "carol").chat.completions.create({
+  test("a stream is charged with the usage of its last chunk when it ends", async () => {
+    const stream = await client(a, "tokens", "carol").chat.completions.create({
       model: "gpt-4o",
       messages: [{ role: "user", content: "stream" }],
       stream: true,
       stream_options: { include_usage: true },
     });
     let text = "";
-    for await (const c of stream) text += c.choices[0]?.delta.content ?? "";
+    let usage: number | undefined;
+    for await (const c of stream) {
+      text += c.choices[0]?.delta.content ?? "";
+      if (c.usage != null) usage = c.usage.total_tokens;
+    }
     assert.equal(text, "Hello from openai: stream");
-    await debited("llm|user=carol", 18);
+    assert.equal(usage, 18, "the provider reported 18 tokens");
+    await charged("llm_user_carol", 18);
+    // A second stream through the other Envoy spends the rest (36 > 30); the third is refused there and here.
+    const again = await client(b, "tokens", "carol").chat.completions.create({
+      model: "gpt-4o",
+      messages: [{ role: "user", content: "stream" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const _ of again);
+    await charged("llm_user_carol", 36);
+    for (const env of [a, b]) {
+      await assert.rejects(
+        client(env, "tokens", "carol").chat.completions.create({
+          model: "gpt-4o",
+          messages: [{ role: "user", content: "stream" }],
+          stream: true,
+        }),
+        (e: unknown) => e instanceof OpenAI.RateLimitError,
+      );
+    }
   });
 
   test("a cost expression over llm.* and a descriptor entry from llm.requestModel", async () => {
-    await ask("costly", "dave", "gpt-4o-mini");
+    await ask(a, "costly", "dave", "gpt-4o-mini");
     // 11 input tokens + 7 output tokens × 4
-    await debited("llm|model=gpt-4o-mini", 39);
-    assert.deepEqual(
-      rls.calls.filter((c) => c.key === "llm|model=gpt-4o-mini").map((c) => c.hits),
-      [0, 39],
-    );
+    await charged("llm_model_gpt-4o-mini", 39);
+    await ask(b, "costly", "erin", "gpt-4o-mini");
+    await charged("llm_model_gpt-4o-mini", 78);
+    // 78 ≤ 100: one more passes its check and brings the model to 117; the next is refused on both Envoys.
+    await ask(a, "costly", "frank", "gpt-4o-mini");
+    await charged("llm_model_gpt-4o-mini", 117);
+    for (const env of [a, b]) {
+      await assert.rejects(ask(env, "costly", "gina", "gpt-4o-mini"), (e: unknown) => {
+        return e instanceof OpenAI.RateLimitError;
+      });
+    }
+    // Another model has its own budget.
+    await ask(b, "costly", "dave", "gpt-4o");
+    await charged("llm_model_gpt-4o", 39);
   });
 });
