@@ -5,16 +5,23 @@
 //   - a new session (initialize + notifications/initialized) over 8 targets, against one straight to a target.
 // Prints p50 / p99 per setup and the p50 added by Sluice. Issue 20's targets: at most 2 ms added p50 for a call,
 // 5 ms for a new session over 8 targets. A new session over 8 targets is also set against 8 direct sessions started
-// at once: the targets' own work for 8 sessions, which Sluice cannot save, is then in both columns.
+// at once, and against the floor of any gateway: the client's one SDK session with a target while the 7 other targets
+// start a session each (initialize and notifications/initialized, sent raw, at once). The targets' own work for 8
+// sessions, which Sluice cannot save, is then in both columns. Sluice caches a session's lists once the targets' GET
+// streams are open (docs/mcp.md, "List caching"): the tools/list row measures that, as a client with its GET stream
+// open sees it.
 //
-// The targets run in a process of their own (as real targets do; in the bench's own process, their work for 8
-// sessions would queue behind the bench's client on one thread); `--targets inproc` puts them back in it.
+// Each target runs in a process of its own, as real targets do (in one process, their work for 8 sessions would queue
+// on one thread, and in the bench's own behind its client); the direct baselines reach the same processes.
+// `--targets inproc` puts them all in the bench's process. `--cpu-prof DIR` has Sluice write a V8 CPU profile there
+// when the bench stops it (node --cpu-prof).
 //
-//   node dist/bench/mcp.js [--calls 500] [--sessions 50] [--targets child|inproc]
+//   node dist/bench/mcp.js [--calls 500] [--sessions 50] [--targets child|inproc] [--cpu-prof DIR]
 
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
+import { Agent, request as httpRequest } from "node:http";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -29,17 +36,18 @@ const { values } = parseArgs({
     calls: { type: "string", default: "500" },
     sessions: { type: "string", default: "50" },
     targets: { type: "string", default: "child" },
-    "serve-targets": { type: "boolean", default: false },
+    "cpu-prof": { type: "string" },
+    "serve-target": { type: "string" },
   },
 });
 
-if (values["serve-targets"]) {
-  // The child: 8 targets, their ports on one line, until the parent closes stdin.
-  const ts = await Promise.all(Array.from({ length: 8 }, (_, i) => startSdkTarget(`t${i + 1}`)));
-  console.log(JSON.stringify(ts.map((t) => t.port)));
+if (values["serve-target"] !== undefined) {
+  // A child: one target, its port on one line, until the parent closes stdin.
+  const t = await startSdkTarget(values["serve-target"]);
+  console.log(JSON.stringify(t.port));
   process.stdin.resume();
   await once(process.stdin, "end");
-  for (const t of ts) await t.kill();
+  await t.kill();
   process.exit(0);
 }
 const CALLS = Number(values.calls);
@@ -77,6 +85,41 @@ function cpuMs(pid: number | undefined): number {
   }
 }
 
+/** A target session started raw (initialize, then notifications/initialized), as a gateway starts one. */
+async function rawSession(port: number): Promise<void> {
+  const post = (body: unknown, sid?: string) =>
+    new Promise<string | undefined>((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: "127.0.0.1",
+          port,
+          path: "/mcp",
+          method: "POST",
+          agent: RAW_AGENT,
+          headers: {
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+            ...(sid !== undefined ? { "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" } : {}),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.once("end", () => resolve(res.headers["mcp-session-id"] as string | undefined));
+        },
+      );
+      req.once("error", reject);
+      req.end(JSON.stringify(body));
+    });
+  const sid = await post({
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench", version: "1" } },
+  });
+  await post({ jsonrpc: "2.0", method: "notifications/initialized" }, sid);
+}
+const RAW_AGENT = new Agent({ keepAlive: true });
+
 async function connect(url: string): Promise<Client> {
   const c = new Client({ name: "bench", version: "1" });
   await c.connect(new StreamableHTTPClientTransport(new URL(url)));
@@ -85,16 +128,16 @@ async function connect(url: string): Promise<Client> {
 
 type Target = Pick<SdkTarget, "name" | "port" | "kill">;
 
-async function childTargets(): Promise<Target[]> {
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve-targets"], {
+async function childTarget(name: string): Promise<Target> {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve-target", name], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const [line] = (await once(createInterface({ input: child.stdout }), "line")) as [string];
-  const ports = JSON.parse(line) as number[];
+  const port = JSON.parse(line) as number;
   const exited = once(child, "exit");
   let killed = false;
-  return ports.map((port, i) => ({
-    name: `t${i + 1}`,
+  return {
+    name,
     port,
     async kill() {
       if (killed) return;
@@ -102,19 +145,21 @@ async function childTargets(): Promise<Target[]> {
       child.stdin.end();
       await exited;
     },
-  }));
+  };
 }
 
-const targets: Target[] =
-  values.targets === "inproc"
-    ? await Promise.all(Array.from({ length: 8 }, (_, i) => startSdkTarget(`t${i + 1}`)))
-    : await childTargets();
+const targets: Target[] = await Promise.all(
+  Array.from({ length: 8 }, (_, i) =>
+    values.targets === "inproc" ? startSdkTarget(`t${i + 1}`) : childTarget(`t${i + 1}`),
+  ),
+);
 const env = await startLlmEnv(
   mcpYaml([
     { name: "one", targets: [{ name: "t1", port: targets[0]?.port ?? 0 }] },
     { name: "eight", targets: targets.map((t) => ({ name: t.name, port: t.port })) },
   ]),
   "/one/mcp",
+  values["cpu-prof"] !== undefined ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values["cpu-prof"]}` } : undefined,
 );
 const direct = `http://127.0.0.1:${targets[0]?.port}/mcp`;
 const rows: [string, { p50: number; p99: number }, { p50: number; p99: number }][] = [];
@@ -156,6 +201,14 @@ try {
     await timed(SESSIONS, async () => {
       const cs = await Promise.all(targets.map((t) => connect(`http://127.0.0.1:${t.port}/mcp`)));
       await Promise.all(cs.map((c) => c.close()));
+    }),
+    viaSluice,
+  ]);
+  rows.push([
+    "new session (8 targets) vs 1 + 7 raw at once",
+    await timed(SESSIONS, async () => {
+      const [c] = await Promise.all([connect(direct), ...targets.slice(1).map((t) => rawSession(t.port))]);
+      await c.close();
     }),
     viaSluice,
   ]);
