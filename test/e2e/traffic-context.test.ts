@@ -26,14 +26,30 @@ import { type EchoBody, request, startEchoUpstream, type Upstream } from "../hel
 const H2 = "kubernetes.io/h2c";
 const ISS = "https://issuer.test";
 
-/** A processor that records the metadata context of each request's headers and lets the request through. */
-async function startRecordingProcessor(): Promise<GrpcTestServer & { readonly seen: Record<string, JsonObject>[] }> {
-  const seen: Record<string, JsonObject>[] = [];
+type Seen = Record<string, JsonObject>;
+
+/**
+ * A processor that records, for each request, the metadata context of its headers and the attributes sent with its
+ * headers and its response headers, and lets both through.
+ */
+async function startRecordingProcessor(): Promise<
+  GrpcTestServer & { readonly seen: Seen[]; readonly attributes: { request: Seen; response: Seen }[] }
+> {
+  const seen: Seen[] = [];
+  const attributes: { request: Seen; response: Seen }[] = [];
+  const plain = (m: Record<string, unknown>): Seen => JSON.parse(JSON.stringify(m)) as Seen;
   const server = new grpc.Server();
   addGrpcService(server, ExternalProcessor, {
     process(call) {
       call.on("data", (req: ProcessingRequest) => {
+        if (req.request.case === "responseHeaders") {
+          const last = attributes.at(-1);
+          if (last !== undefined) last.response = plain(req.attributes);
+          call.write(create(ProcessingResponseSchema, { response: { case: "responseHeaders", value: {} } }));
+          return;
+        }
         if (req.request.case !== "requestHeaders") return;
+        attributes.push({ request: plain(req.attributes), response: {} });
         const md: Record<string, JsonObject> = {};
         for (const [ns, s] of Object.entries(req.metadataContext?.filterMetadata ?? {})) {
           md[ns] = JSON.parse(JSON.stringify(s)) as JsonObject;
@@ -48,7 +64,7 @@ async function startRecordingProcessor(): Promise<GrpcTestServer & { readonly se
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
   );
-  return { port, seen, close: () => new Promise<void>((r) => server.tryShutdown(() => r())) };
+  return { port, seen, attributes, close: () => new Promise<void>((r) => server.tryShutdown(() => r())) };
 }
 
 function rule(name: string): string {
@@ -88,7 +104,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${["meta", "limited", "jwt", "open"].map(rule).join("\n")}
+${["meta", "attrs", "limited", "jwt", "open"].map(rule).join("\n")}
 ${rulePolicy(
   "meta",
   `extProc:
@@ -103,6 +119,18 @@ ${rulePolicy(
       missing: "request.headers['x-absent']"
     acme.other:
       method: request.method`,
+)}${rulePolicy(
+  "attrs",
+  `extProc:
+  backendRef: { name: proc, port: 80 }
+  processingOptions: { requestBodyMode: None, responseHeaderMode: Send, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
+  requestAttributes:
+    user: "request.headers['x-user']"
+    client: source.address
+    page: "request.query['page']"
+    path: request.path
+  responseAttributes:
+    response.code: response.code`,
 )}${rulePolicy(
   "limited",
   `rateLimit:
@@ -150,6 +178,23 @@ ${rulePolicy(
     assert.equal(r2.status, 200);
     assert.equal(proc.seen.at(-1)?.["acme.context"]?.["user"], "bob");
     assert.deepEqual(proc.seen.at(-1)?.["acme.context"]?.["tags"], ["z"]);
+  });
+
+  test("request and response attributes reach the processor under the policy's names, with the spec's values", async () => {
+    const before = proc.attributes.length;
+    const r = await request(gw.port, "/attrs/x?page=3&q=1", { headers: { "x-user": "dana", "x-tier": "gold" } });
+    assert.equal(r.status, 200);
+    const seen = proc.attributes.slice(before);
+    assert.equal(seen.length, 1);
+    assert.deepEqual(seen[0]?.request["envoy.filters.http.ext_proc"], {
+      user: "dana",
+      client: "127.0.0.1",
+      page: "3",
+      // The spec's path: without the query.
+      path: "/attrs/x",
+    });
+    // With the response: Envoy's own attributes, under the attribute's text.
+    assert.deepEqual(seen[0]?.response["envoy.filters.http.ext_proc"], { "response.code": 200 });
   });
 
   test("rate limit: source.address and request.query entries carry the spec's values; cost per request", async () => {

@@ -75,6 +75,8 @@ type Descriptor = {
 type RateLimitIn = { global?: { descriptors: Descriptor[] } };
 type ExtProcIn = {
   metadataContext?: Record<string, Record<string, string>>;
+  requestAttributes?: Record<string, string>;
+  responseAttributes?: Record<string, string>;
   conditional?: { condition?: string; policy: ExtProcIn }[];
 };
 
@@ -96,6 +98,68 @@ export function metadataContextValues(m: Record<string, Record<string, string>> 
     }
   }
   return out;
+}
+
+/** A plain attribute path (`response.code`), which Envoy evaluates with the spec's meaning. */
+const ATTRIBUTE = /^[a-z_]+(\.[a-z_]+)+$/;
+
+/** How an ext_proc policy's request and response attributes are sent to its processor. */
+export interface AttributePlan {
+  /** Every attribute is an Envoy attribute sent under its own text: Envoy's request/response_attributes do it. */
+  readonly native: boolean;
+  /** Name → Envoy CEL, for the MappedAttributeBuilder (values Sluice computes are read from dynamic metadata). */
+  readonly request: Readonly<Record<string, string>>;
+  /** Attribute paths Envoy sends with the response under their own text (response_attributes). */
+  readonly response: Readonly<Record<string, string>>;
+  /** What Sluice computes for them (context filter, before the processor runs). */
+  readonly values: readonly ContextValue[];
+  /** Attributes that cannot be sent: field (under `requestAttributes` / `responseAttributes`) and why. */
+  readonly unsent: readonly (readonly [string, string])[];
+}
+
+/**
+ * Each request attribute is sent under the policy's name: what Envoy's CEL evaluates with the spec's meaning
+ * (envoy-cel.ts) as that expression, anything else (source.address, request.query, apiKey, ...) computed by Sluice on
+ * the request into dynamic metadata and read from there, through Envoy's MappedAttributeBuilder.
+ */
+export function extProcAttributes(p: ExtProcIn, phase: Phase): AttributePlan {
+  const out = { request: {} as Record<string, string>, response: {} as Record<string, string> };
+  const values: ContextValue[] = [];
+  const unsent: [string, string][] = [];
+  let native = true;
+  // Response attributes: Envoy's own response_attributes, keyed by the expression text, so only an attribute path
+  // under its own name. Envoy's MappedAttributeBuilder sends its response map as an empty struct (Envoy 1.40, seen
+  // in test/e2e/traffic-context.test.ts), so nothing else can be sent with the response.
+  for (const [name, raw] of Object.entries(p.responseAttributes ?? {})) {
+    const expr = raw.trim();
+    const envoyPath = toEnvoyCel(expr) === expr || expr.startsWith("response.");
+    if (name === expr && ATTRIBUTE.test(expr) && envoyPath) out.response[name] = expr;
+    else {
+      unsent.push([
+        `responseAttributes.${name}`,
+        "Envoy sends response attributes only under the text of an Envoy attribute path (name and expression the same, e.g. response.code: response.code), and its attribute mapper sends none with the response; not sent",
+      ]);
+    }
+  }
+  for (const [name, raw] of Object.entries(p.requestAttributes ?? {})) {
+    const expr = raw.trim();
+    const field = `requestAttributes.${name}`;
+    const envoy = toEnvoyCel(expr);
+    if (envoy !== undefined) {
+      out.request[name] = envoy;
+      if (name !== expr || envoy !== expr) native = false;
+      continue;
+    }
+    native = false;
+    if (!("ok" in compileExpression(expr)) || readsLlm(expr)) {
+      unsent.push([field, "reads llm (not known before the processor runs) or does not compile; not sent"]);
+      continue;
+    }
+    const key = `${phase}.extproc.request.${name}`;
+    values.push({ namespace: CONTEXT_NAMESPACE, key, expression: expr, as: "json" });
+    out.request[name] = `metadata.filter_metadata[${JSON.stringify(CONTEXT_NAMESPACE)}][${JSON.stringify(key)}]`;
+  }
+  return { native, ...out, values, unsent };
 }
 
 function mainValues(route: RouteIR, phase: Phase, llmRoute: boolean): ContextValue[] {
@@ -130,7 +194,9 @@ function mainValues(route: RouteIR, phase: Phase, llmRoute: boolean): ContextVal
   for (const f of phaseFields<ExtProcIn>(route, "extProc")) {
     if (f.phase !== phase) continue;
     const p = nativeExtProc(f.value);
-    if (p !== undefined) values.push(...metadataContextValues(p.metadataContext));
+    if (p !== undefined) {
+      values.push(...metadataContextValues(p.metadataContext), ...extProcAttributes(p, phase).values);
+    }
   }
   return values;
 }

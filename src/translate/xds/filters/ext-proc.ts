@@ -19,8 +19,9 @@ import {
   type ProcessingModeSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import { durationFromMs } from "../../duration.js";
-import { metadataContextValues } from "./context.js";
+import { extProcAttributes, metadataContextValues } from "./context.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
+import { MAPPED_ATTRIBUTE_BUILDER, MappedAttributeBuilderSchema } from "./mapped-attributes.js";
 import { grpcService, instanceName, phaseFields, phaseOrder, serviceCluster, unconditional } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
@@ -35,12 +36,10 @@ const BODY = {
   FullDuplexStreamed: ProcessingMode_BodySendMode.FULL_DUPLEX_STREAMED,
 } as const;
 const SEND = { Send: ProcessingMode_HeaderSendMode.SEND, Skip: ProcessingMode_HeaderSendMode.SKIP } as const;
-/** An Envoy attribute path (`request.path`, `request.headers`), which Envoy can send itself. */
-const ATTRIBUTE = /^[a-z_]+(\.[a-z_]+)+$/;
 
 export const extProcBuilder: HttpFilterBuilder = {
   id: "ext_proc",
-  schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema],
+  schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema, MappedAttributeBuilderSchema],
   forRoute(route, ctx) {
     const filters: FilterInstance[] = [];
     const clusters: Cluster[] = [];
@@ -93,18 +92,23 @@ export const extProcBuilder: HttpFilterBuilder = {
         }
       }
       const forwarded = [...new Set(metadataContextValues(p.metadataContext).map((v) => v.namespace))].sort();
-      const attributes = (dir: "request" | "response"): string[] => {
-        const out: string[] = [];
-        for (const [name, expr] of Object.entries(p[`${dir}Attributes`] ?? {})) {
-          if (ATTRIBUTE.test(expr.trim())) {
-            out.push(expr.trim());
-            if (name !== expr.trim()) {
-              note(`${dir}Attributes.${name}`, `Envoy sends the value under the attribute's name ${expr.trim()}`);
-            }
-          } else note(`${dir}Attributes.${name}`, "only plain attribute paths (request.path, ...) are sent yet");
-        }
-        return out.sort();
-      };
+      // Attributes under the policy's names: Envoy's own request_attributes when each is an Envoy attribute under its
+      // own text, else the MappedAttributeBuilder modifier (values Sluice computes come from the context filter).
+      const plan = extProcAttributes(p, f.phase);
+      for (const [field, message] of plan.unsent) note(field, message);
+      const attributes = (dir: "request" | "response"): string[] =>
+        plan.native || dir === "response" ? Object.values(plan[dir]).sort() : [];
+      const mapped = plan.native
+        ? undefined
+        : {
+            name: MAPPED_ATTRIBUTE_BUILDER,
+            typedConfig: anyPack(
+              MappedAttributeBuilderSchema,
+              create(MappedAttributeBuilderSchema, {
+                mappedRequestAttributes: plan.request,
+              }),
+            ),
+          };
       const config = create(ExternalProcessorSchema, {
         grpcService: grpcService(svc.cluster, p.backendRef?.name ?? "ext-proc"),
         failureModeAllow: p.failureMode === "FailOpen",
@@ -112,6 +116,7 @@ export const extProcBuilder: HttpFilterBuilder = {
         allowModeOverride: o.allowModeOverride ?? false,
         requestAttributes: attributes("request"),
         responseAttributes: attributes("response"),
+        ...(mapped !== undefined ? { processingRequestModifier: mapped } : {}),
         ...(forwarded.length > 0 ? { metadataOptions: { forwardingNamespaces: { untyped: forwarded } } } : {}),
         messageTimeout: durationFromMs(5000),
       });
