@@ -1,4 +1,5 @@
-// The CEL environment of the policy spec: its variables, the Kubernetes IP/CIDR functions and the strings extension,
+// The CEL environment of the policy spec: its variables, the Kubernetes IP/CIDR functions and the strings extension
+// (strings.ts: the library's, with a linear `replace`),
 // with compile-once / evaluate-many entry points that never throw on user input.
 //
 // @bufbuild/cel evaluates parsed (unchecked) expressions dynamically, so compile() adds the static checks a type
@@ -17,10 +18,10 @@ import {
   parse,
   plan,
 } from "@bufbuild/cel";
-import { strings } from "@bufbuild/cel/ext";
 import type { Expr, ParsedExpr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import type { Registry } from "@bufbuild/protobuf";
 import { netFunctions, netRegistry, registerNetLiterals } from "./net.js";
+import { specStrings } from "./strings.js";
 
 /** The variables of the spec's CEL environment. */
 export const SPEC_VARIABLES = ["request", "source", "jwt", "apiKey", "basicAuth", "extauthz", "llm"] as const;
@@ -118,7 +119,7 @@ export const specEnvironment: CelEnvironment = specEnvironmentWith([]);
 export function specEnvironmentWith(extra: readonly string[]): CelEnvironment {
   return createCelEnvironment({
     variables: [...SPEC_VARIABLES, ...extra],
-    funcs: [...strings, ...netFunctions],
+    funcs: [...specStrings, ...netFunctions],
     registry: netRegistry,
   });
 }

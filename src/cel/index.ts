@@ -22,4 +22,5 @@ export {
   specEnvironmentWith,
 } from "./env.js";
 export { formatIp, ipValue, netFunctions, netRegistry, parseCidr, parseIp, parsePeerIp, peerIpValue } from "./net.js";
+export { MAX_REPLACE_RESULT, replaceLinear, specStrings } from "./strings.js";
 export { fromCel, toCel } from "./values.js";

@@ -16,12 +16,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type CelValue, celUint, isCelList, isCelMap, isCelType, isCelUint } from "@bufbuild/cel";
-import { strings } from "@bufbuild/cel/ext";
 import type { Value } from "@bufbuild/cel-spec/cel/expr/value_pb.js";
 import { getTestRegistry } from "@bufbuild/cel-spec/testdata/registry.js";
 import { getConformanceSuite, type IncrementalTestSuite } from "@bufbuild/cel-spec/testdata/tests.js";
 import { isReflectMessage } from "@bufbuild/protobuf/reflect";
-import { compileExpression, createCelEnvironment, evaluate } from "../../src/cel/index.js";
+import { compileExpression, createCelEnvironment, evaluate, specStrings } from "../../src/cel/index.js";
 import { netFunctions } from "../../src/cel/net.js";
 
 const SECTIONS = [
@@ -162,7 +161,7 @@ function runSuite(suite: IncrementalTestSuite, path: string[]): void {
       }
       it(t.name, () => {
         const names = new Set([...o.typeEnv.map((d) => d.name), ...Object.keys(o.bindings)]);
-        const env = createCelEnvironment({ variables: [...names], funcs: [...strings, ...netFunctions], registry });
+        const env = createCelEnvironment({ variables: [...names], funcs: [...specStrings, ...netFunctions], registry });
         const compiled = compileExpression(o.expr, env);
         const m = o.resultMatcher;
         if ("errors" in compiled && o.disableCheck && compiled.errors.every((e) => /undeclared/.test(e.message))) {
