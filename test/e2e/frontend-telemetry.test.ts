@@ -2,7 +2,7 @@
 // ext_authz checking API keys): spans sampled by a request expression and kept by a request filter (Envoy's CEL
 // sampler), span attributes from the response, the peer and the API key's metadata, resource attributes from
 // constant expressions; metric labels on Envoy's stats (the stats access logger), `unknown` for one that fails;
-// access log attributes and a filter reading response.*, source.* and apiKey.*.
+// access log attributes and a filter reading response.*, source.*, apiKey.* and request.query.
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
@@ -71,6 +71,8 @@ spec:
           - { name: tier, expression: "apiKey.tier" }
           - { name: peer, expression: "source.address" }
           - { name: peer_port, expression: "source.port" }
+          - { name: page, expression: "request.query['page']" }
+          - { name: sort, expression: "request.query['sort']" }
 `;
 }
 
@@ -170,11 +172,11 @@ describe("frontend tracing, metrics and access logs with per-request CEL", { tim
   });
 
   test("access log: attributes and filter reading response.*, source.* and apiKey.*", async () => {
-    await request(gw.port, "/logged", { headers: { ...auth, "x-tenant": "log-me" } });
+    await request(gw.port, "/logged?x=1&page=7&pages=9", { headers: { ...auth, "x-tenant": "log-me" } });
     await request(gw.port, "/denied-unlogged", { headers: { "x-tenant": "log-me" } });
     const line = await waitFor(
       "the access log entry",
-      async () => gw.envoy.output.find((l) => l.includes('"/logged"')),
+      async () => gw.envoy.output.find((l) => l.includes('"/logged?')),
       10_000,
     );
     const entry = JSON.parse(line.slice(line.indexOf("{"))) as Record<string, unknown>;
@@ -182,6 +184,8 @@ describe("frontend tracing, metrics and access logs with per-request CEL", { tim
     assert.equal(entry.tier, "gold");
     assert.equal(entry.peer, "127.0.0.1");
     assert.match(String(entry.peer_port), /^\d+$/);
+    assert.equal(entry.page, "7", "request.query['page'], cut from Envoy's raw query string");
+    assert.ok(!("sort" in entry), "a parameter the query lacks: the attribute fails and is left out");
     assert.ok(!gw.envoy.output.some((l) => l.includes("/denied-unlogged")), "the 401 without a key is filtered out");
   });
 });

@@ -52,8 +52,7 @@ type Sampling = { readonly percent: number } | { readonly expr: string };
 function sampling(text: unknown, field: string, note: Note): Sampling | undefined {
   if (typeof text !== "string") return undefined;
   const c = compileExpression(text);
-  if (!("ok" in c)) return undefined;
-  const v = constValue(c.ok.ast.expr);
+  const v = "ok" in c ? constValue(c.ok.ast.expr) : undefined;
   if (typeof v === "boolean") return { percent: v ? 100 : 0 };
   if (typeof v === "number" && v >= 0 && v <= 1) return { percent: v * 100 };
   const expr = requestCel(text);
@@ -106,7 +105,7 @@ export function tracingSampling(t: Rec, note: Note): TracingSampling {
   let filter: string | undefined;
   if (typeof t.filter === "string") {
     filter = requestCel(t.filter);
-    if (filter === undefined && "ok" in compileExpression(t.filter)) {
+    if (filter === undefined) {
       note(
         "filter",
         "only a filter of the request (request.*) is applied, in the sampling decision when the span starts; one " +
@@ -192,14 +191,12 @@ export function metricsLogger(m: Rec, note: Note): MessageInitShape<typeof Acces
     if (!isRec(a) || typeof a.name !== "string" || typeof a.expression !== "string") return;
     const format = endFormat(a.expression);
     if (format === undefined) {
-      if ("ok" in compileExpression(a.expression)) {
-        note(
-          `attributes.add[${i}]`,
-          "Envoy cannot evaluate this expression as the spec means it (it reads request.query, basicAuth or " +
-            "extauthz, or the spec's IP functions, or uses string conversion or string functions, which Envoy's " +
-            "stats tags lack); left out",
-        );
-      }
+      note(
+        `attributes.add[${i}]`,
+        "Envoy cannot evaluate this expression as the spec means it (it reads request.query, basicAuth or " +
+          "extauthz, or the spec's IP functions, or uses string conversion or string functions, which Envoy's " +
+          "stats tags lack); left out",
+      );
       return;
     }
     tags.push({ name: a.name, valueFormat: format, rules: unknownWhenEmpty() });

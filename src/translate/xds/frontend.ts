@@ -332,7 +332,7 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
 }
 
 const NOT_IN_ENVOY =
-  "Envoy cannot evaluate this expression as the spec means it (it reads request.query, basicAuth or extauthz, or the spec's IP functions; span tags also lack string conversion and string functions)";
+  "Envoy cannot evaluate this expression as the spec means it (it reads basicAuth or extauthz, request.query other than by a literal name, or uses the spec's IP functions; span tags also lack string conversion and string functions)";
 
 /** A CEL expression's parsed AST; undefined when it does not compile. */
 function celAst(text: string): Expr | undefined {
@@ -485,7 +485,7 @@ function logFields(attributesValue: unknown, note: (field: string, message: stri
   let cel = false;
   (Array.isArray(attributes.add) ? attributes.add : []).forEach((x, i) => {
     if (!isRec(x) || typeof x.name !== "string" || typeof x.expression !== "string") return;
-    const expr = toEnvoyCel(x.expression, { atEnd: true });
+    const expr = toEnvoyCel(x.expression, { atEnd: true, queryParams: true });
     if (expr === undefined) {
       note(`attributes.add[${i}]`, `${NOT_IN_ENVOY}; left out`);
       return;
@@ -502,7 +502,7 @@ function logFilter(
   note: (field: string, message: string) => void,
 ): MessageInitShape<typeof AccessLogSchema>["filter"] {
   if (typeof text !== "string") return undefined;
-  const expr = toEnvoyCel(text, { atEnd: true });
+  const expr = toEnvoyCel(text, { atEnd: true, queryParams: true });
   if (expr === undefined) {
     note("filter", `${NOT_IN_ENVOY}; every entry is logged`);
     return undefined;

@@ -73,7 +73,7 @@ const SPEC_ONLY_FUNCTIONS =
  */
 export function toEnvoyCel(
   expr: string,
-  opts: { readonly llm?: boolean; readonly atEnd?: boolean } = {},
+  opts: { readonly llm?: boolean; readonly atEnd?: boolean; readonly queryParams?: boolean } = {},
 ): string | undefined {
   const compiled = compileExpression(expr, opts.atEnd === true ? END_ENVIRONMENT : undefined);
   if (!("ok" in compiled)) return undefined;
@@ -86,11 +86,14 @@ export function toEnvoyCel(
     (atEnd && (v === "response" || v === "source" || v === "apiKey"));
   for (const v of vars) if (!allowed(v)) return undefined;
   if (atEnd && SPEC_ONLY_FUNCTIONS.test(withoutStrings(expr))) return undefined;
-  // The spec's request.query is a map; Envoy's is the raw query string.
-  if (/\brequest\s*\.\s*query\b/.test(withoutStrings(expr))) return undefined;
+  // The spec's request.query is a map; Envoy's is the raw query string. With string functions, one parameter read by
+  // a literal name is cut out of it (undecoded); any other use is refused.
+  const rest = opts.queryParams === true ? rewriteQueryParams(expr, () => "0") : expr;
+  if (/\brequest\s*\.\s*query\b/.test(withoutStrings(rest))) return undefined;
+  const text = opts.queryParams === true ? rewriteQueryParams(expr, queryParamCel) : expr;
   // The spec's request.path has no query; Envoy's has it (a descriptor keyed on it would change with the query, so a
   // client could leave a path's limit by adding one). Envoy's url_path is the spec's path.
-  let rewritten = outsideStrings(expr, REQUEST_PATH, "request.url_path");
+  let rewritten = outsideStrings(text, REQUEST_PATH, "request.url_path");
   if (vars.has("jwt")) {
     // Only `jwt.<claim>` member reads are rewritten; any other use of jwt (jwt['x'], has(jwt.x), jwt alone) is not.
     rewritten = rewritten.replace(
@@ -155,4 +158,30 @@ export function endFormat(expr: string): string | undefined {
     return "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%";
   const e = toDefaultEnvoyCel(expr, { atEnd: true });
   return e === undefined ? undefined : `%CEL(${e})%`;
+}
+
+/** `request.query['name']` / `request.query.name` with a literal name (unreserved characters only). */
+const QUERY_PARAM =
+  /\brequest\s*\.\s*query\s*(?:\[\s*'([A-Za-z0-9_.~-]+)'\s*\]|\[\s*"([A-Za-z0-9_.~-]+)"\s*\]|\.\s*([A-Za-z_][A-Za-z0-9_]*))/g;
+
+/**
+ * Each `request.query['k']` → the value of the first `k=` parameter of Envoy's raw query string (string functions:
+ * indexOf, substring), not percent-decoded; absent, a lookup that fails (`{}['k']`), as the spec's map lookup does.
+ * Scans the whole text: string literals are skipped by matching them first.
+ */
+function rewriteQueryParams(text: string, by: (name: string) => string): string {
+  return text.replace(
+    new RegExp(`'(?:[^'\\\\]|\\\\.)*'|"(?:[^"\\\\]|\\\\.)*"|${QUERY_PARAM.source}`, "g"),
+    (m, a?: string, b?: string, c?: string) => {
+      const k = a ?? b ?? c;
+      return k === undefined ? m : by(k);
+    },
+  );
+}
+
+function queryParamCel(k: string): string {
+  const q = "('&' + request.query + '&')";
+  const at = `${q}.indexOf('&${k}=')`;
+  const from = `${at} + ${k.length + 2}`;
+  return `(${at} < 0 ? {}['${k}'] : ${q}.substring(${from}, ${q}.indexOf('&', ${from})))`;
 }
