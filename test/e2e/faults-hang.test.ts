@@ -27,7 +27,7 @@ import {
 const EXT_AUTH_TIMEOUT_MS = 10_000;
 const GUARD_TIMEOUT_MS = 2000;
 /** What a loaded machine adds on top (process scheduling, the SDKs). */
-const SLACK_MS = 2500;
+const SLACK_MS = 5000;
 
 function resources(port: number, up: Upstream, hangPort: number, provider: FakeProvider): string {
   const rule = (name: string) => `

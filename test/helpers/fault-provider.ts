@@ -23,6 +23,8 @@ export interface FaultProvider {
   readonly port: number;
   /** Requests answered so far, by behaviour word ("ok" for ordinary ones). */
   readonly seen: Map<string, number>;
+  /** When each request arrived (performance.now()), by its last user message. */
+  readonly arrivals: Map<string, number>;
   /** Stalled answers whose connection the peer has not closed yet. */
   stalledOpen(): number;
   close(): Promise<void>;
@@ -201,6 +203,7 @@ function bedrockFormat(o: FaultProviderOptions): Format {
 
 export async function startFaultProvider(o: FaultProviderOptions): Promise<FaultProvider> {
   const seen = new Map<string, number>();
+  const arrivals = new Map<string, number>();
   const sockets = new Set<Socket>();
   const stalled = new Set<ServerResponse>();
   const stall = (res: ServerResponse) => {
@@ -244,6 +247,7 @@ export async function startFaultProvider(o: FaultProviderOptions): Promise<Fault
         return;
       }
       const text = lastUserText(b);
+      arrivals.set(text, performance.now());
       const how = behaviourOf(text);
       seen.set(how.kind, (seen.get(how.kind) ?? 0) + 1);
       const answer = `from ${o.name}: ${text}`;
@@ -297,6 +301,7 @@ export async function startFaultProvider(o: FaultProviderOptions): Promise<Fault
   return {
     port: (server.address() as AddressInfo).port,
     seen,
+    arrivals,
     stalledOpen: () => stalled.size,
     close: () =>
       new Promise<void>((r) => {
