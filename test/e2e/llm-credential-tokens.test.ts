@@ -10,6 +10,8 @@
 // - cloudC: an Entra ID token (client secret grant at a fake Entra ID) on a cloudC (Azure OpenAI) provider;
 // - passthrough: the client's own key, in the provider's own header form (Authorization for providerA, x-api-key for
 //   providerD).
+// The `@anthropic-ai/sdk` client on a Messages route gets the same exchange, and its refusal in Anthropic's format;
+// a failover writes each provider's own token and drops the previous provider's.
 // 2 s tokens are refreshed ahead of expiry under concurrent traffic with no failed request; a revoked subject, a
 // refused client secret or a token endpoint that is down fails the request closed in the client's error format (the
 // provider is not called); unresolvable configuration is named in the GwBackend's status; no credential is logged.
@@ -19,6 +21,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
+import Anthropic from "@anthropic-ai/sdk";
 import { decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
@@ -140,6 +143,7 @@ spec:
     "nokey",
     "noidp",
     "failover",
+    "messages",
   ];
   const openai = (port: number) => `providerA: { model: gpt-test }, host: 127.0.0.1, port: ${port}`;
   const exchange = (service: string) => `
@@ -239,6 +243,24 @@ spec:
             port: ${p.api}
             policies:
               auth:${exchange("sts").replace(/\n/g, "\n          ")}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: messages, namespace: default }
+spec:
+  ai:
+    provider: { ${openai(p.api)} }
+  policies:
+    ai:
+      routes: { /v1/messages: Messages }
+    auth:
+      oauthTokenExchange:
+        backendRef: { name: sts, port: 80 }
+        path: /token
+        clientAuth:
+          clientId: gateway
+          method: PrivateKeyJwt
+          privateKeyJwt: { signingKeyRef: { name: client }, assertionAudience: "${ASSERTION_AUD}" }
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -475,6 +497,38 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
       );
       return true;
     });
+    assert.equal(apiProvider.seen.length, n);
+  });
+
+  test("the Anthropic client: its key (Authorization: Bearer) as the subject token; a revoked one refused in Anthropic's error format", async () => {
+    const anthropic = (apiKey: string) => new Anthropic({ apiKey, baseURL: `${env.baseUrl}/messages`, maxRetries: 0 });
+    const r = await anthropic(SUBJECT).messages.create({
+      model: "m",
+      max_tokens: 20,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assert.deepEqual(r.content[0], { type: "text", text: "minted ok" });
+    const g = sts.grants.at(-1);
+    assert.equal(g?.subject, SUBJECT);
+    assert.equal(apiProvider.seen.at(-1)?.authorization, `Bearer ${g?.issued}`);
+    const n = apiProvider.seen.length;
+    await assert.rejects(
+      anthropic("subj-revoked").messages.create({
+        model: "m",
+        max_tokens: 20,
+        messages: [{ role: "user", content: "x" }],
+      }),
+      (e: unknown) => {
+        assert.ok(e instanceof Anthropic.AuthenticationError, String(e));
+        assert.equal((e.error as { type?: string } | undefined)?.type, "error");
+        assert.match(e.message, /authentication_error/);
+        assert.match(
+          e.message,
+          /backend\.auth\.oauthTokenExchange: token endpoint sts\.default\.svc refused the exchange/,
+        );
+        return true;
+      },
+    );
     assert.equal(apiProvider.seen.length, n);
   });
 
