@@ -124,9 +124,19 @@ export function sseDecoder<I>(
       emit(r);
     }
   };
+  const overflowed = (fail: (e: LlmError) => void): void => {
+    if (parser.overflow !== undefined)
+      fail({ status: 502, kind: "server", message: `upstream stream: ${parser.overflow}` });
+  };
   return {
-    push: (chunk, emit, fail) => handle(parser.push(chunk), emit, fail),
-    end: (emit, fail) => handle(parser.end(), emit, fail),
+    push: (chunk, emit, fail) => {
+      handle(parser.push(chunk), emit, fail);
+      overflowed(fail);
+    },
+    end: (emit, fail) => {
+      handle(parser.end(), emit, fail);
+      overflowed(fail);
+    },
   };
 }
 

@@ -1,6 +1,11 @@
 // Server-sent events, parsed as the WHATWG HTML spec says (any of CRLF/CR/LF ends a line, `data` lines join with LF,
 // `:` starts a comment, a blank line dispatches) and incrementally: bytes arrive in arbitrary pieces from Envoy, so a
-// line, a CRLF pair or a UTF-8 sequence may be split across chunks. Nothing is buffered beyond the current event.
+// line, a CRLF pair or a UTF-8 sequence may be split across chunks. Nothing is buffered beyond the current event,
+// and the current event is bounded (MAX_SSE_EVENT): a peer that never ends a line or an event cannot make the parser
+// hold unbounded memory; past the bound it stops, and says so in `overflow` for its caller to answer with an error.
+
+/** Characters (UTF-16 units; bytes for the ASCII JSON of LLM events) one event may hold, its pending line included. */
+export const MAX_SSE_EVENT = 16 * 1024 * 1024;
 
 export interface SseEvent {
   /** `event:` field; absent means the default "message". */
@@ -18,8 +23,15 @@ export class SseParser {
   private id: string | undefined;
   /** The previous chunk ended with CR: a LF at the start of the next one belongs to the same line break. */
   private pendingCR = false;
+  /** Characters of `data` held for the current event. */
+  private held = 0;
+  /** Set once an event outgrew the bound: the parser holds nothing more and returns no more events. */
+  overflow: string | undefined;
+
+  constructor(private readonly maxEvent = MAX_SSE_EVENT) {}
 
   push(chunk: Uint8Array | string): SseEvent[] {
+    if (this.overflow !== undefined) return [];
     let text = typeof chunk === "string" ? chunk : this.decoder.decode(chunk, { stream: true });
     if (this.pendingCR && text.startsWith("\n")) text = text.slice(1);
     this.pendingCR = false;
@@ -28,6 +40,7 @@ export class SseParser {
     // on every piece: quadratic, found by fuzzing).
     if (text.indexOf("\n") < 0 && text.indexOf("\r") < 0) {
       this.buf += text;
+      this.bound();
       return [];
     }
     const from = this.buf.length;
@@ -49,11 +62,26 @@ export class SseParser {
       start = i + 1;
     }
     this.buf = start === 0 ? b : b.slice(start);
+    // Events completed in this chunk are still handed out; an overflow stops the ones after them.
+    this.bound();
     return out;
+  }
+
+  /** Past the bound: drop what is held, remember why. True when the parser has stopped. */
+  private bound(): boolean {
+    if (this.overflow !== undefined) return true;
+    if (this.buf.length + this.held <= this.maxEvent) return false;
+    this.overflow = `an event or line longer than ${this.maxEvent} characters`;
+    this.buf = "";
+    this.data = [];
+    this.held = 0;
+    this.hasData = false;
+    return true;
   }
 
   /** End of stream. Providers sometimes omit the final blank line, so a pending event is still dispatched. */
   end(): SseEvent[] {
+    if (this.overflow !== undefined) return [];
     const out: SseEvent[] = [];
     const rest = this.buf + this.decoder.decode();
     this.buf = "";
@@ -75,6 +103,7 @@ export class SseParser {
     switch (field) {
       case "data":
         this.data.push(value);
+        this.held += value.length + 1;
         this.hasData = true;
         break;
       case "event":
@@ -95,6 +124,7 @@ export class SseParser {
       out.push(ev);
     }
     this.data = [];
+    this.held = 0;
     this.hasData = false;
     this.event = undefined;
   }
