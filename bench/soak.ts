@@ -8,8 +8,10 @@
 //
 // Prints a table: requests and unexpected errors per kind (every kind checks its answer, the denials too; there must
 // be none), the configuration changes written and how far the served generation lagged, the RSS of Sluice and Envoy
-// after warm-up and at the end (growth must stay under 10 %), their file descriptors and sockets (counted from
-// /proc/<pid>/fd) at both points, and CPU ms per request. Exits 1 when an error was unexpected or a bound was broken.
+// after warm-up and at the end, their file descriptors and sockets (counted from /proc/<pid>/fd) at both points, and
+// CPU ms per request; then RSS sampled every 10 s: its range, and the median of the first and the last tenth of the
+// samples after warm-up, whose growth must stay under 10 % (a single sample swings with garbage collection). Exits 1
+// when an error was unexpected or a bound was broken.
 
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -203,12 +205,28 @@ rows.push(
   proc("sluice", w.sluice, endUnderLoad.sluice),
   proc("envoy", w.envoy, endUnderLoad.envoy),
 );
+/** RSS (MiB) of the first and the last tenth of the samples after warm-up (at least 3 each), as medians: one sample
+ * can sit before or after a garbage collection, a median of several cannot swing with it. */
+const rssTrend = (key: "sluice" | "envoy"): { first: number; last: number; growth: number } => {
+  const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
+  const n = Math.max(3, Math.ceil(after.length / 10));
+  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
+  const first = median(after.slice(0, n));
+  const last = median(after.slice(-n));
+  return { first, last, growth: growth(first, last) };
+};
 const rssRange = (key: "sluice" | "envoy") => {
   const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
   return after.length ? `${Math.min(...after).toFixed(1)}–${Math.max(...after).toFixed(1)} MiB` : "-";
 };
 console.log(rows.join("\n"));
 console.log(`RSS range after warm-up (10 s samples): sluice ${rssRange("sluice")}, envoy ${rssRange("envoy")}`);
+for (const key of ["sluice", "envoy"] as const) {
+  const t = rssTrend(key);
+  console.log(
+    `RSS median, first → last tenth after warm-up: ${key} ${t.first.toFixed(1)} → ${t.last.toFixed(1)} MiB (${t.growth.toFixed(1)} %)`,
+  );
+}
 if (examples.length > 0) console.log(`errors (first ${examples.length}):\n${examples.join("\n")}`);
 
 const broken: string[] = [];
@@ -218,7 +236,8 @@ for (const [name, a, b] of [
   ["sluice", w.sluice, endUnderLoad.sluice],
   ["envoy", w.envoy, endUnderLoad.envoy],
 ] as const) {
-  if (growth(a.rssKb, b.rssKb) >= 10) broken.push(`${name} RSS grew ${growth(a.rssKb, b.rssKb).toFixed(1)} %`);
+  const trend = rssTrend(name);
+  if (trend.growth >= 10) broken.push(`${name} RSS grew ${trend.growth.toFixed(1)} % (medians)`);
   // Connections come and go with the load: more than the load can hold open at once is a leak.
   const slack = 2 * concurrency + 16;
   if (b.fds > a.fds + slack) broken.push(`${name} fds grew ${a.fds} → ${b.fds}`);
