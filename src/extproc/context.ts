@@ -31,12 +31,24 @@ export interface ContextValue {
   readonly as: ContextFormat;
   /** `count` only: the value when the expression fails or gives no number. */
   readonly fallback?: number;
+  /** Computed only when choice `choice` of the spec picked entry `entry` (a conditional ext_proc's entry values). */
+  readonly onlyFor?: { readonly choice: number; readonly entry: number };
+}
+
+/**
+ * A conditional list's entry chosen per request: the index of the first condition that is true (null: the
+ * unconditional fallback), set in request header `header`, which the entries' filters match; removed when none is.
+ */
+export interface ContextChoice {
+  readonly header: string;
+  readonly conditions: readonly (string | null)[];
 }
 
 export interface ContextSpec {
   /** Request headers set from CEL; one whose expression fails is removed, so a client's own value never passes. */
   readonly headers?: readonly { readonly name: string; readonly expression: string }[];
   readonly values?: readonly ContextValue[];
+  readonly choose?: readonly ContextChoice[];
   /** An expression reads `request.body`: Envoy sends the body (buffered) and the values are computed on it. */
   readonly requestBody: boolean;
 }
@@ -98,8 +110,16 @@ export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) =>
       remove.push(name);
     } else set[name] = v;
   }
+  const chosen = (spec.choose ?? []).map((c) => {
+    const i = c.conditions.findIndex((x) => x === null || evaluateText(x, vars) === true);
+    const name = c.header.toLowerCase();
+    if (i < 0) remove.push(name);
+    else set[name] = String(i);
+    return i;
+  });
   const metadata: Record<string, JsonObject> = {};
   for (const c of spec.values ?? []) {
+    if (c.onlyFor !== undefined && chosen[c.onlyFor.choice] !== c.onlyFor.entry) continue;
     const raw = evaluateText(c.expression, vars);
     let value: JsonValue | undefined;
     if (c.as === "count") {

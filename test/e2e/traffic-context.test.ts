@@ -77,6 +77,7 @@ describe("values Sluice computes for later filters, through Envoy", () => {
   let gw: TestGateway;
   let up: Upstream;
   let proc: Awaited<ReturnType<typeof startRecordingProcessor>>;
+  let proc2: Awaited<ReturnType<typeof startRecordingProcessor>>;
   let rls: Awaited<ReturnType<typeof startRateLimitService>>;
   let key: Awaited<ReturnType<typeof generateKeyPair>>;
 
@@ -94,9 +95,10 @@ describe("values Sluice computes for later filters, through Envoy", () => {
     const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(key.publicKey)), kid: "k1", alg: "RS256" }] });
     up = await startEchoUpstream("app");
     proc = await startRecordingProcessor();
+    proc2 = await startRecordingProcessor();
     rls = await startRateLimitService(1000);
     gw = await startTestGateway(
-      () => `${localService("app", up.port)}${localService("proc", proc.port, H2)}${localService("rls", rls.port, H2)}
+      () => `${localService("app", up.port)}${localService("proc", proc.port, H2)}${localService("proc2", proc2.port, H2)}${localService("rls", rls.port, H2)}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -104,7 +106,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${["meta", "attrs", "limited", "jwt", "open"].map(rule).join("\n")}
+${["meta", "attrs", "cond", "nofallback", "limited", "jwt", "open"].map(rule).join("\n")}
 ${rulePolicy(
   "meta",
   `extProc:
@@ -132,6 +134,27 @@ ${rulePolicy(
   responseAttributes:
     response.code: response.code`,
 )}${rulePolicy(
+  "cond",
+  `extProc:
+  conditional:
+    - condition: "request.headers['x-tier'] == 'gold'"
+      policy:
+        backendRef: { name: proc, port: 80 }
+        processingOptions: { requestBodyMode: None, responseHeaderMode: Skip, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
+        metadataContext: { acme.cond: { lane: "'gold:' + request.headers['x-user']" } }
+    - policy:
+        backendRef: { name: proc2, port: 80 }
+        processingOptions: { requestBodyMode: None, responseHeaderMode: Skip, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
+        metadataContext: { acme.cond: { lane: "'rest'" } }`,
+)}${rulePolicy(
+  "nofallback",
+  `extProc:
+  conditional:
+    - condition: "request.headers['x-tier'] == 'gold'"
+      policy:
+        backendRef: { name: proc2, port: 80 }
+        processingOptions: { requestBodyMode: None, responseHeaderMode: Skip, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }`,
+)}${rulePolicy(
   "limited",
   `rateLimit:
   global:
@@ -155,6 +178,7 @@ ${rulePolicy(
   after(async () => {
     await gw?.stop();
     await proc?.close();
+    await proc2?.close();
     await rls?.close();
     await up?.close();
   });
@@ -195,6 +219,30 @@ ${rulePolicy(
     });
     // With the response: Envoy's own attributes, under the attribute's text.
     assert.deepEqual(seen[0]?.response["envoy.filters.http.ext_proc"], { "response.code": 200 });
+  });
+
+  test("conditional extProc: the first entry whose condition holds runs, alone, with its own values", async () => {
+    const [a, b] = [proc.seen.length, proc2.seen.length];
+    const gold = await request(gw.port, "/cond", { headers: { "x-tier": "gold", "x-user": "erin" } });
+    assert.equal(gold.status, 200);
+    assert.deepEqual(
+      proc.seen.slice(a).map((m) => m["acme.cond"]),
+      [{ lane: "gold:erin" }],
+    );
+    assert.equal(proc2.seen.length, b, "the fallback does not run when an earlier entry is chosen");
+    // No condition holds: the fallback; a client's own entry header changes nothing.
+    const rest = await request(gw.port, "/cond", { headers: { "x-sluice-ext-proc-entry": "0" } });
+    assert.equal(rest.status, 200);
+    assert.equal(proc.seen.length, a + 1);
+    assert.deepEqual(
+      proc2.seen.slice(b).map((m) => m["acme.cond"]),
+      [{ lane: "rest" }],
+    );
+    // Without a fallback and no condition true, no processor runs and the request goes on.
+    assert.equal((await request(gw.port, "/nofallback", { headers: { "x-tier": "silver" } })).status, 200);
+    assert.equal(proc2.seen.length, b + 1);
+    assert.equal((await request(gw.port, "/nofallback", { headers: { "x-tier": "gold" } })).status, 200);
+    assert.equal(proc2.seen.length, b + 2);
   });
 
   test("rate limit: source.address and request.query entries carry the spec's values; cost per request", async () => {

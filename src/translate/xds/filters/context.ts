@@ -20,6 +20,7 @@ import { compileExpression } from "../../../cel/index.js";
 import {
   CONTEXT_METADATA,
   CONTEXT_STAGE,
+  type ContextChoice,
   type ContextSpec,
   type ContextValue,
   encodeContext,
@@ -122,7 +123,7 @@ export interface AttributePlan {
  * (envoy-cel.ts) as that expression, anything else (source.address, request.query, apiKey, ...) computed by Sluice on
  * the request into dynamic metadata and read from there, through Envoy's MappedAttributeBuilder.
  */
-export function extProcAttributes(p: ExtProcIn, phase: Phase): AttributePlan {
+export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): AttributePlan {
   const out = { request: {} as Record<string, string>, response: {} as Record<string, string> };
   const values: ContextValue[] = [];
   const unsent: [string, string][] = [];
@@ -155,15 +156,24 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase): AttributePlan {
       unsent.push([field, "reads llm (not known before the processor runs) or does not compile; not sent"]);
       continue;
     }
-    const key = `${phase}.extproc.request.${name}`;
+    const key = `${phase}.extproc${entry === undefined ? "" : `.${entry}`}.request.${name}`;
     values.push({ namespace: CONTEXT_NAMESPACE, key, expression: expr, as: "json" });
     out.request[name] = `metadata.filter_metadata[${JSON.stringify(CONTEXT_NAMESPACE)}][${JSON.stringify(key)}]`;
   }
   return { native, ...out, values, unsent };
 }
 
-function mainValues(route: RouteIR, phase: Phase, llmRoute: boolean): ContextValue[] {
+/** The request header naming the entry of a conditional ext_proc chosen for the request. */
+export const extProcEntryHeader = (phase: Phase): string =>
+  phase === "preRouting" ? "x-sluice-ext-proc-entry-pre" : "x-sluice-ext-proc-entry";
+
+function mainValues(
+  route: RouteIR,
+  phase: Phase,
+  llmRoute: boolean,
+): { values: ContextValue[]; choose: ContextChoice[] } {
   const values: ContextValue[] = [];
+  const choose: ContextChoice[] = [];
   for (const f of phaseFields<RateLimitIn>(route, "rateLimit")) {
     if (f.phase !== phase) continue;
     f.value.global?.descriptors.forEach((d, i) => {
@@ -196,9 +206,25 @@ function mainValues(route: RouteIR, phase: Phase, llmRoute: boolean): ContextVal
     const p = nativeExtProc(f.value);
     if (p !== undefined) {
       values.push(...metadataContextValues(p.metadataContext), ...extProcAttributes(p, phase).values);
+    } else if (f.value.conditional !== undefined) {
+      // Entries chosen by CEL: Sluice names the entry in a header its filter matches (ext-proc.ts), and computes
+      // only that entry's values.
+      const choice = choose.length;
+      choose.push({
+        header: extProcEntryHeader(phase),
+        conditions: f.value.conditional.map((c) => c.condition ?? null),
+      });
+      f.value.conditional.forEach((c, entry) => {
+        for (const v of [
+          ...metadataContextValues(c.policy.metadataContext),
+          ...extProcAttributes(c.policy, phase, entry).values,
+        ]) {
+          values.push({ ...v, onlyFor: { choice, entry } });
+        }
+      });
     }
   }
-  return values;
+  return { values, choose };
 }
 
 function listenerConfig(slot: string) {
@@ -223,7 +249,11 @@ function listenerConfig(slot: string) {
 }
 
 function instance(slot: "jwt" | "main", phase: Phase, spec: ContextSpec): FilterInstance {
-  const texts = [...(spec.headers ?? []).map((h) => h.expression), ...(spec.values ?? []).map((v) => v.expression)];
+  const texts = [
+    ...(spec.headers ?? []).map((h) => h.expression),
+    ...(spec.values ?? []).map((v) => v.expression),
+    ...(spec.choose ?? []).flatMap((c) => c.conditions.filter((x): x is string => x !== null)),
+  ];
   const variables = new Set<string>();
   for (const t of texts) {
     const c = compileExpression(t);
@@ -277,10 +307,18 @@ export const contextBuilder: HttpFilterBuilder = {
           }),
         );
       }
-      const values = mainValues(route, phase, llmRoute);
-      if (values.length > 0) {
+      const { values, choose } = mainValues(route, phase, llmRoute);
+      if (values.length > 0 || choose.length > 0) {
+        const texts = [
+          ...values.map((v) => v.expression),
+          ...choose.flatMap((c) => c.conditions.filter((x): x is string => x !== null)),
+        ];
         filters.push(
-          instance("main", phase, { values, requestBody: values.some((v) => READS_REQUEST_BODY.test(v.expression)) }),
+          instance("main", phase, {
+            values,
+            ...(choose.length > 0 ? { choose } : {}),
+            requestBody: texts.some((t) => READS_REQUEST_BODY.test(t)),
+          }),
         );
       }
     }

@@ -18,17 +18,35 @@ import {
   ProcessingMode_HeaderSendMode,
   type ProcessingModeSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import { HttpRequestHeaderMatchInputSchema } from "../../../gen/envoy/type/matcher/v3/http_inputs_pb.js";
+import { MatcherSchema } from "../../../gen/xds/type/matcher/v3/matcher_pb.js";
 import { durationFromMs } from "../../duration.js";
-import { extProcAttributes, metadataContextValues } from "./context.js";
+import type { PolicySourceIR } from "../../ir.js";
+import { extProcAttributes, extProcEntryHeader, metadataContextValues } from "./context.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
+import {
+  ExtensionWithMatcherPerRouteSchema,
+  ExtensionWithMatcherSchema,
+  SkipFilterSchema,
+} from "./extension-matcher.js";
 import { MAPPED_ATTRIBUTE_BUILDER, MappedAttributeBuilderSchema } from "./mapped-attributes.js";
-import { grpcService, instanceName, phaseFields, phaseOrder, serviceCluster, unconditional } from "./policy-fields.js";
+import {
+  grpcService,
+  instanceName,
+  type Phase,
+  phaseFields,
+  phaseOrder,
+  serviceCluster,
+  unconditional,
+} from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 type ExtProcT = Static<typeof ExtProc>;
 type Options = NonNullable<ExtProcT["processingOptions"]>;
 
 const FILTER = "envoy.filters.http.ext_proc";
+/** One entry of a conditional extProc: the ext_proc filter behind a matcher (extension-matcher.ts). */
+const ENTRY_FILTER = "sluice.ext_proc_entry";
 const BODY = {
   None: ProcessingMode_BodySendMode.NONE,
   Buffered: ProcessingMode_BodySendMode.BUFFERED,
@@ -39,7 +57,15 @@ const SEND = { Send: ProcessingMode_HeaderSendMode.SEND, Skip: ProcessingMode_He
 
 export const extProcBuilder: HttpFilterBuilder = {
   id: "ext_proc",
-  schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema, MappedAttributeBuilderSchema],
+  schemas: [
+    ExternalProcessorSchema,
+    ExtProcPerRouteSchema,
+    MappedAttributeBuilderSchema,
+    ExtensionWithMatcherSchema,
+    ExtensionWithMatcherPerRouteSchema,
+    SkipFilterSchema,
+    HttpRequestHeaderMatchInputSchema,
+  ],
   forRoute(route, ctx) {
     const filters: FilterInstance[] = [];
     const clusters: Cluster[] = [];
@@ -47,9 +73,56 @@ export const extProcBuilder: HttpFilterBuilder = {
       route,
       "extProc",
     )) {
+      const list = f.value.conditional;
+      const first = list?.[0];
+      if (
+        list !== undefined &&
+        first !== undefined &&
+        first.condition !== undefined &&
+        first.condition.trim() !== "true"
+      ) {
+        // Entries chosen by CEL: Sluice's context filter names the chosen entry in a request header (context.ts);
+        // each entry's filter is wrapped in a matcher that skips it unless the header names that entry.
+        const header = extProcEntryHeader(f.phase);
+        list.forEach((c, i) => {
+          const at = `.conditional[${i}].policy`;
+          const config = processorConfig(c.policy, at, f, i);
+          const wrapped = create(ExtensionWithMatcherSchema, {
+            extensionConfig: { name: FILTER, typedConfig: anyPack(ExternalProcessorSchema, config) },
+            xdsMatcher: skipUnless(header, i),
+          });
+          filters.push({
+            name: instanceName(ENTRY_FILTER, toBinary(ExtensionWithMatcherSchema, wrapped)),
+            order: phaseOrder(FilterOrder.userExtProc, f.phase),
+            config: anyPack(ExtensionWithMatcherSchema, wrapped),
+            perRoute: anyPack(
+              ExtensionWithMatcherPerRouteSchema,
+              create(ExtensionWithMatcherPerRouteSchema, { xdsMatcher: skipUnless(header, i) }),
+            ),
+          });
+        });
+        continue;
+      }
       const chosen = unconditional(f.value, f.from, "extProc", ctx);
       if (chosen === undefined) continue;
-      const p = chosen.policy;
+      const config = processorConfig(chosen.policy, chosen.path, f);
+      filters.push({
+        name: instanceName(FILTER, toBinary(ExternalProcessorSchema, config)),
+        order: phaseOrder(FilterOrder.userExtProc, f.phase),
+        config: anyPack(ExternalProcessorSchema, config),
+        perRoute: extProcOnRoute(),
+      });
+    }
+    return filters.length === 0 ? undefined : { filters, clusters };
+
+    /** The ExternalProcessor config of one policy entry (`path`: where it is written, for the notes). */
+    function processorConfig(
+      p: ExtProcT,
+      path: string,
+      f: { readonly from: PolicySourceIR; readonly path: string; readonly phase: Phase },
+      entry?: number,
+    ) {
+      const chosen = { path };
       // Notes name the field where it is written: inside the applied conditional entry when that is where it came from.
       const note = (field: string, message: string) => ctx.note(f.from, `extProc${chosen.path}.${field}`, message);
       const svc = serviceCluster(route, `${f.path}${chosen.path}.backendRef`, f.from, ctx, true);
@@ -94,7 +167,7 @@ export const extProcBuilder: HttpFilterBuilder = {
       const forwarded = [...new Set(metadataContextValues(p.metadataContext).map((v) => v.namespace))].sort();
       // Attributes under the policy's names: Envoy's own request_attributes when each is an Envoy attribute under its
       // own text, else the MappedAttributeBuilder modifier (values Sluice computes come from the context filter).
-      const plan = extProcAttributes(p, f.phase);
+      const plan = extProcAttributes(p, f.phase, entry);
       for (const [field, message] of plan.unsent) note(field, message);
       const attributes = (dir: "request" | "response"): string[] =>
         plan.native || dir === "response" ? Object.values(plan[dir]).sort() : [];
@@ -109,7 +182,7 @@ export const extProcBuilder: HttpFilterBuilder = {
               }),
             ),
           };
-      const config = create(ExternalProcessorSchema, {
+      return create(ExternalProcessorSchema, {
         grpcService: grpcService(svc.cluster, p.backendRef?.name ?? "ext-proc"),
         failureModeAllow: p.failureMode === "FailOpen",
         processingMode: mode,
@@ -120,13 +193,50 @@ export const extProcBuilder: HttpFilterBuilder = {
         ...(forwarded.length > 0 ? { metadataOptions: { forwardingNamespaces: { untyped: forwarded } } } : {}),
         messageTimeout: durationFromMs(5000),
       });
-      filters.push({
-        name: instanceName(FILTER, toBinary(ExternalProcessorSchema, config)),
-        order: phaseOrder(FilterOrder.userExtProc, f.phase),
-        config: anyPack(ExternalProcessorSchema, config),
-        perRoute: extProcOnRoute(),
-      });
     }
-    return filters.length === 0 ? undefined : { filters, clusters };
   },
 };
+
+/** An xDS matcher skipping the wrapped filter unless request header `header` is `entry`. */
+function skipUnless(header: string, entry: number) {
+  return create(MatcherSchema, {
+    matcherType: {
+      case: "matcherList",
+      value: {
+        matchers: [
+          {
+            predicate: {
+              matchType: {
+                case: "notMatcher",
+                value: {
+                  matchType: {
+                    case: "singlePredicate",
+                    value: {
+                      input: {
+                        name: "header",
+                        typedConfig: anyPack(
+                          HttpRequestHeaderMatchInputSchema,
+                          create(HttpRequestHeaderMatchInputSchema, { headerName: header }),
+                        ),
+                      },
+                      matcher: {
+                        case: "valueMatch",
+                        value: { matchPattern: { case: "exact", value: String(entry) } },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+            onMatch: {
+              onMatch: {
+                case: "action",
+                value: { name: "skip", typedConfig: anyPack(SkipFilterSchema, create(SkipFilterSchema)) },
+              },
+            },
+          },
+        ],
+      },
+    },
+  });
+}
