@@ -139,7 +139,10 @@ export class TargetTransport implements Transport {
   async #request(method: string, headers: Record<string, string>, body: string | undefined, stream: boolean) {
     const mod = this.#url.protocol === "https:" ? https : http;
     const c = this.#opts.connection;
-    const sent = await credentialHeaders(c, method, this.#url, headers, body);
+    const sent =
+      c?.header === undefined && c?.minted === undefined
+        ? { headers, path: `${this.#url.pathname}${this.#url.search}` }
+        : await credentialHeaders(c, method, this.#url, headers, body);
     const attempt = (retried: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
         const req = mod.request({
