@@ -64,7 +64,9 @@ async function startBearerProvider(valid: (token: string) => boolean | Promise<b
     req.on("end", () => {
       void (async () => {
         const authorization = String(req.headers.authorization ?? "");
-        const token = /^Bearer (\S+)$/.exec(authorization)?.[1] ?? "";
+        // The Authorization header, else a `token` query parameter (a policy's queryParameter location).
+        const query = new URL(req.url ?? "/", "http://x").searchParams.get("token");
+        const token = /^Bearer (\S+)$/.exec(authorization)?.[1] ?? query ?? "";
         const ok = /\/chat\/completions(\?|$)/.test(req.url ?? "") && (await valid(token));
         const jwtHeader = req.headers["x-primary-jwt"];
         seen.push({ path: req.url ?? "", authorization, ok, ...(typeof jwtHeader === "string" ? { jwtHeader } : {}) });
@@ -144,6 +146,7 @@ spec:
     "noidp",
     "failover",
     "messages",
+    "jwt-query",
   ];
   const openai = (port: number) => `providerA: { model: gpt-test }, host: 127.0.0.1, port: ${port}`;
   const exchange = (service: string) => `
@@ -186,6 +189,15 @@ ${backend(
         kid: k1
         claims: { iss: sluice, aud: llm-provider, sub: gateway }
         ttl: 2s`,
+)}${backend(
+  "jwt-query",
+  openai(p.jwt),
+  `
+      jwtSign:
+        signingKeyRef: { name: signer }
+        alg: ES256
+        claims: { iss: sluice, aud: llm-provider, sub: by-query }
+        location: { queryParameter: { name: token } }`,
 )}${backend("exchange", openai(p.api), exchange("sts"))}${backend("down", openai(p.api), exchange("closed"))}${backend(
   "xaa",
   openai(p.xaa),
@@ -369,6 +381,16 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
     assert.equal((c.exp ?? 0) - (c.iat ?? 0), 2);
     // The client's own key never reaches the provider.
     assert.ok(!jwtProvider.seen.some((s) => s.authorization.includes(SUBJECT)));
+  });
+
+  test("jwtSign at a query parameter: added to the provider's path, the client's Authorization not sent", async () => {
+    const r = await chat("jwt-query");
+    assert.equal(r.choices[0]?.message.content, "minted ok");
+    const seen = jwtProvider.seen.at(-1);
+    const url = new URL(seen?.path ?? "/", "http://x");
+    assert.equal(url.pathname, "/v1/chat/completions");
+    assert.equal(decodeJwt(url.searchParams.get("token") ?? "").sub, "by-query");
+    assert.equal(seen?.authorization, "");
   });
 
   test("oauthTokenExchange: the client's key exchanged (RFC 8693, private_key_jwt); the issued token reaches the provider", async () => {

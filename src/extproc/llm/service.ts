@@ -1120,8 +1120,10 @@ export class LlmExtProcService {
   ): ProviderWork | Promise<ProviderWork> {
     const { passthrough, minted } = provider.auth;
     if ("error" in w || (passthrough === undefined && minted === undefined)) return w;
-    // The token sources read the client's own headers (removed from the provider request, but still in state.headers).
-    const outgoing = { ...state.headers, ...w.set };
+    // The token sources read the client's own headers (removed from the provider request, but still in state.headers);
+    // a query location is added to the path as it leaves (a forwarded route type keeps the route's rewrite).
+    const path = w.set[":path"] ?? state.upstreamPath ?? state.headers[":path"] ?? "/";
+    const outgoing = { ...state.headers, ...w.set, ":path": path };
     const merge = (m: Mutation): ProviderWork => {
       // A later attempt at another provider removes them.
       state.provided = [...(state.provided ?? []), ...Object.keys(m.set).filter((k) => !k.startsWith(":"))];
