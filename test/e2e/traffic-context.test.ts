@@ -2,9 +2,12 @@
 // end to end through a real Envoy:
 // - `extProc.metadataContext`: the user's processor receives each namespace and key, evaluated per request, in
 //   ProcessingRequest.metadata_context;
+// - `extProc.requestAttributes` under the policy's names with the spec's values (source.address, request.query),
+//   and an attribute path with the response;
+// - the `conditional` extProc: only the chosen entry's processor runs, with its own values;
 // - `rateLimit.global` descriptor entries Envoy's CEL cannot read (`source.address` as an IP, `request.query` as a
-//   map) reach the rate limit service with the spec's values, and a Requests `cost` computed per request is the hits
-//   added (1 when it fails);
+//   map, `apiKey`) reach the rate limit service with the spec's values, and a Requests `cost` computed per request
+//   is the hits added (1 when it fails);
 // - `jwtAuthentication.location.expression` chooses where the token is read (a header or a query parameter), and a
 //   client cannot smuggle a token in the header Sluice uses.
 
@@ -106,7 +109,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${["meta", "attrs", "cond", "nofallback", "limited", "jwt", "open"].map(rule).join("\n")}
+${["meta", "attrs", "cond", "nofallback", "limited", "keyed", "jwt", "open"].map(rule).join("\n")}
 ${rulePolicy(
   "meta",
   `extProc:
@@ -164,6 +167,20 @@ ${rulePolicy(
       - entries: [{ name: client, expression: source.address }, { name: tier, expression: "request.query['tier']" }]
         cost: "int(request.headers['x-cost'])"`,
 )}${rulePolicy(
+  "keyed",
+  `apiKeyAuthentication: { secretRef: { name: keys } }
+rateLimit:
+  global:
+    backendRef: { name: rls, port: 80 }
+    domain: keyed
+    descriptors: [{ entries: [{ name: group, expression: apiKey.group }] }]`,
+)}---
+apiVersion: v1
+kind: Secret
+metadata: { name: keys, namespace: default }
+stringData:
+  gold: ${JSON.stringify(JSON.stringify({ key: "key-gold-0123456789", metadata: { group: "gold" } }))}
+${rulePolicy(
   "jwt",
   `jwtAuthentication:
   providers: [{ issuer: "${ISS}", audiences: [api], jwks: { inline: '${jwks}' } }]
@@ -258,6 +275,15 @@ ${rulePolicy(
     // No `tier` in the query: the entry fails, and as with an Envoy expression that fails the descriptor is not sent.
     assert.equal((await request(gw.port, "/limited")).status, 200);
     assert.equal(rls.calls.length, start + 2);
+  });
+
+  test("rate limit: an entry reading apiKey carries the authenticated key's metadata", async () => {
+    const start = rls.calls.length;
+    const r = await request(gw.port, "/keyed", { headers: { authorization: "Bearer key-gold-0123456789" } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(rls.calls.slice(start), [{ key: "keyed|group=gold", hits: 1, over: false }]);
+    assert.equal((await request(gw.port, "/keyed")).status, 401);
+    assert.equal(rls.calls.length, start + 1);
   });
 
   test("jwt location.expression: the token is read where the expression says, and only there", async () => {
