@@ -29,6 +29,11 @@ export function currentRequest(): (RequestContext & { traceId?: string; spanId?:
   return ids === undefined ? r : { ...r, ...ids };
 }
 
+/** The span of the request being handled, if any: what the per-request hooks need, without reading the ids. */
+export function currentSpan(): Span | undefined {
+  return storage.getStore()?.span;
+}
+
 /** The trace and parent span ids of a W3C `traceparent` (version 00), or undefined for anything else. */
 export function traceIds(traceparent: string | undefined): { traceId: string; spanId: string } | undefined {
   if (traceparent === undefined) return undefined;

@@ -4,7 +4,7 @@
 // complete, it failed); everything else (labels, bounds, spans) is here.
 
 import type { LlmRouteEntry, LlmTable } from "../translate/llm/table.js";
-import { currentRequest } from "./context.js";
+import { currentSpan } from "./context.js";
 import { requestDebug } from "./log.js";
 import { requestMetricsOn, series } from "./metrics.js";
 import type { CounterChild, HistogramChild } from "./series.js";
@@ -249,7 +249,7 @@ export function llmCompleted(
   if (state === undefined) return;
   const t = timings.get(state);
   timings.delete(state);
-  const span = currentRequest()?.span;
+  const span = currentSpan();
   const metrics = requestMetricsOn();
   requestDebug(
     "llm",
@@ -307,7 +307,7 @@ export function llmFailed(state: LlmRequestView | undefined, status: number): vo
   timings.delete(state);
   // Envoy's own answer to what was never an LLM call (no provider attempt, e.g. an OPTIONS probe): not counted.
   if (status < 400) return;
-  const span = currentRequest()?.span;
+  const span = currentSpan();
   const metrics = requestMetricsOn();
   requestDebug("llm", { entry: state.entry.id, provider: state.attempt?.provider, status }, "llm ext_proc: error");
   if (span === undefined && !metrics) return;

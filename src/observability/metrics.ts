@@ -3,7 +3,7 @@
 // callers: a policy id not in the table is "unknown", a model not configured is "other" (llm.ts).
 
 import { collectDefaultMetrics, Registry } from "prom-client";
-import { currentRequest } from "./context.js";
+import { currentSpan } from "./context.js";
 import { requestDebug } from "./log.js";
 import { Series } from "./series.js";
 
@@ -55,7 +55,7 @@ export function authzOutcomeOf(response: Uint8Array): AuthzOutcome {
 
 /** One check decided: `policy` the id in the table ("unknown" when none), `startedMs` from performance.now(). */
 export function observeAuthz(policy: string, outcome: AuthzOutcome, startedMs: number): void {
-  const span = currentRequest()?.span;
+  const span = currentSpan();
   if (span !== undefined) {
     span.updateName("ext_authz check");
     span.setAttribute("sluice.authz.policy", policy);
