@@ -18,6 +18,7 @@ import { FractionalPercent_DenominatorType } from "../../../gen/envoy/type/v3/pe
 import { parseByteSize } from "../../bytes.js";
 import { durationFromMs, parseDurationMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
+import { failOpenBuffer } from "../buffer-fail-open.js";
 import { type PhaseField, phaseFields } from "./policy-fields.js";
 import { FilterOrder, type HttpFilterBuilder, type RouteContribution } from "./types.js";
 
@@ -171,25 +172,38 @@ export const bufferBuilder: HttpFilterBuilder = {
     const f = last<NonNullable<TrafficT["buffer"]>>(route, "buffer");
     if (f === undefined) return undefined;
     const { request: req, response: res } = f.value;
-    for (const [side, v, over] of [
-      ["request", req, "413"],
-      ["response", res, "502"],
+    // FailOpen sides: held by an ext_proc up to the stream's buffer limit, larger bodies pass (buffer-fail-open.ts).
+    const openReq = req?.failureMode === "FailOpen";
+    const openRes = res?.failureMode === "FailOpen";
+    const open = openReq || openRes ? [failOpenBuffer(openReq, openRes)] : [];
+    for (const [side, isOpen] of [
+      ["request", openReq],
+      ["response", openRes],
     ] as const) {
-      if (v?.failureMode === "FailOpen") {
-        ctx.note(f.from, `buffer.${side}.failureMode`, `FailOpen is not supported: a larger body is answered ${over}`);
-      }
+      // maxBytes always has a value (the schema's default, 2Mi).
+      if (!isOpen) continue;
+      ctx.note(
+        f.from,
+        `buffer.${side}.maxBytes`,
+        "with FailOpen a body is held up to the stream's buffer limit (the listener's: frontend http.maxBufferSize, " +
+          "Envoy's default 1Mi), not maxBytes: Envoy's partial buffering stops there and a route cannot lower it; " +
+          "a larger body passes on unbuffered",
+        "Ignored",
+      );
     }
+    const closedReq = openReq ? undefined : req;
+    const closedRes = openRes ? undefined : res;
     const limit = (maxBytes: string | number | undefined) =>
       Math.min(parseByteSize(maxBytes ?? "2Mi") ?? DEFAULT_MAX_BYTES, 0xffffffff);
-    if (res !== undefined) {
+    if (closedRes !== undefined) {
       const fully = (maxBytes: string | number | undefined) => ({
         behavior: { behavior: { case: "fullyBuffer" as const, value: {} } },
         memoryBufferBytesLimit: BigInt(limit(maxBytes)),
         storageBufferBytesLimit: 0n,
       });
       const perRoute = create(FileSystemBufferFilterConfigSchema, {
-        ...(req !== undefined ? { request: fully(req.maxBytes) } : {}),
-        response: fully(res.maxBytes),
+        ...(closedReq !== undefined ? { request: fully(closedReq.maxBytes) } : {}),
+        response: fully(closedRes.maxBytes),
       });
       return {
         filters: [
@@ -205,12 +219,13 @@ export const bufferBuilder: HttpFilterBuilder = {
             ),
             perRoute: anyPack(FileSystemBufferFilterConfigSchema, perRoute),
           },
+          ...open,
         ],
       };
     }
-    if (req === undefined) return undefined;
+    if (closedReq === undefined) return open.length > 0 ? { filters: open } : undefined;
     // Envoy's buffer filter answers 413 when the body exceeds max_request_bytes.
-    const buffer = { maxRequestBytes: limit(req.maxBytes) };
+    const buffer = { maxRequestBytes: limit(closedReq.maxBytes) };
     return {
       filters: [
         {
@@ -222,6 +237,7 @@ export const bufferBuilder: HttpFilterBuilder = {
             create(BufferPerRouteSchema, { override: { case: "buffer", value: buffer } }),
           ),
         },
+        ...open,
       ],
     };
   },
