@@ -48,7 +48,7 @@ spec:
       backendRef: { name: collector, port: 80 }
       protocol: HTTP
       randomSampling: "request.headers['x-debug'] == 'on'"
-      clientSampling: "false"
+      clientSampling: "request.headers['x-keep'] == 'yes' ? 1.0 : 0.0"
       filter: "!request.path.startsWith('/health')"
       attributes:
         add:
@@ -121,9 +121,13 @@ describe("frontend tracing, metrics and access logs with per-request CEL", { tim
     // The filter drops these although the sampling expression holds.
     for (let i = 0; i < 2; i++)
       assert.equal((await get(`/health/${i}`, { "x-debug": "on", "x-tenant": "t-health" })).status, 200);
-    // A request with a trace of its own: clientSampling is false.
+    // Requests with a trace of their own: clientSampling decides (randomSampling would sample both).
     const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     assert.equal((await get("/parent", { "x-debug": "on", "x-tenant": "t-parent", traceparent })).status, 200);
+    assert.equal(
+      (await get("/kept", { "x-debug": "on", "x-keep": "yes", "x-tenant": "t-kept", traceparent })).status,
+      200,
+    );
     // Envoy exports every 5 spans or every 5 s: wait for all three, then one more flush for any stray span.
     await waitFor(
       "the three sampled spans",
@@ -132,7 +136,7 @@ describe("frontend tracing, metrics and access logs with per-request CEL", { tim
     );
     await new Promise((r) => setTimeout(r, 6000));
     const tenants = new Set(spans.map((s) => s.attributes.tenant));
-    assert.deepEqual([...tenants].sort(), ["t-on"], "only the requests the sampler and the filter keep");
+    assert.deepEqual([...tenants].sort(), ["t-kept", "t-on"], "only the requests the sampler and the filter keep");
     const s = spans.find((x) => x.attributes.tenant === "t-on");
     assert.equal(s?.attributes.status, "200", "response.code, set when the span finishes");
     assert.equal(s?.attributes.client, "127.0.0.1", "source.address: the peer's IP without its port");

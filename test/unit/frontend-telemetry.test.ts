@@ -148,3 +148,26 @@ test("metrics: one tag per attribute Envoy can evaluate, the rest reported", () 
     undefined,
   );
 });
+
+test("sampling: `<condition> ? <number> : <number>` becomes a sampler branch; other numbers are reported", () => {
+  const [notes, note] = collect();
+  const s = tracingSampling({ randomSampling: "request.headers['x-tier'] == 'gold' ? 1.0 : 0.5" }, note);
+  assert.deepEqual(notes, []);
+  const any = s.sampler?.typedConfig;
+  assert.ok(any !== undefined && "value" in any);
+  const text = JSON.stringify(
+    fromBinary(CELSamplerConfigSchema, any.value as Uint8Array).expression?.celExprParsed?.expr,
+    (_k, v) => (typeof v === "bigint" ? String(v) : v),
+  );
+  assert.match(text, /x-tier/);
+  assert.match(text, /"80000000"/, "the 0.5 branch: half of x-request-id's range");
+  const [n2, note2] = collect();
+  assert.deepEqual(tracingSampling({ randomSampling: "double(request.headers['x-rate'])" }, note2), {
+    random: 0,
+    client: 100,
+  });
+  assert.deepEqual(
+    n2.map(([f]) => f),
+    ["randomSampling"],
+  );
+});

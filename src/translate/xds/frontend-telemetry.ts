@@ -8,7 +8,7 @@
 //                 each attribute a tag valued by `%CEL(...)%`, an empty value (a failed expression) becoming
 //                 `unknown` through the tag's transform rules
 
-import { ExprSchema as SpecExprSchema } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { type Expr, ExprSchema as SpecExprSchema } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { constValue } from "../../cel/ast.js";
@@ -55,6 +55,19 @@ function sampling(text: unknown, field: string, note: Note): Sampling | undefine
   const v = "ok" in c ? constValue(c.ok.ast.expr) : undefined;
   if (typeof v === "boolean") return { percent: v ? 100 : 0 };
   if (typeof v === "number" && v >= 0 && v <= 1) return { percent: v * 100 };
+  const branches = "ok" in c ? ternaryOfConstants(text, c.ok) : undefined;
+  if (branches !== undefined) {
+    const condition = requestCel(branches.condition);
+    if (condition !== undefined) {
+      return { expr: `(${condition}) == true ? (${asCel(branches.then)}) : (${asCel(branches.otherwise)})` };
+    }
+  } else if ("ok" in c && givesNumber(c.ok.ast.expr)) {
+    note(
+      field,
+      "a number from a non-constant expression is applied only as `<condition> ? <number> : <number>`; not applied",
+    );
+    return undefined;
+  }
   const expr = requestCel(text);
   if (expr === undefined) {
     note(
@@ -65,6 +78,43 @@ function sampling(text: unknown, field: string, note: Note): Sampling | undefine
     return undefined;
   }
   return { expr: `(${expr}) == true` };
+}
+
+type Compiled = Extract<ReturnType<typeof compileExpression>, { ok: unknown }>["ok"];
+
+/** A sampling value as a percentage: a boolean or a number 0..1 literal. */
+function constPercent(e: Expr): Sampling | undefined {
+  const v = constValue(e);
+  if (typeof v === "boolean") return { percent: v ? 100 : 0 };
+  if (typeof v === "number" && v >= 0 && v <= 1) return { percent: v * 100 };
+  return undefined;
+}
+
+/** `<condition> ? <constant> : <constant>`: the condition's text and both branches as percentages. */
+function ternaryOfConstants(
+  text: string,
+  c: Compiled,
+): { condition: string; then: Sampling; otherwise: Sampling } | undefined {
+  const e = c.ast.expr;
+  if (e.exprKind.case !== "callExpr" || e.exprKind.value.function !== "_?_:_") return undefined;
+  const [cond, a, b] = e.exprKind.value.args;
+  const then = a === undefined ? undefined : constPercent(a);
+  const otherwise = b === undefined ? undefined : constPercent(b);
+  if (cond === undefined || a === undefined || then === undefined || otherwise === undefined) return undefined;
+  // The condition is the text before the `?` that precedes the first branch.
+  const at = c.ast.sourceInfo?.positions[a.id.toString()];
+  const head = at === undefined ? "" : text.slice(0, at).trimEnd();
+  if (!head.endsWith("?")) return undefined;
+  return { condition: head.slice(0, -1), then, otherwise };
+}
+
+/** Whether an expression evidently gives a number (a numeric literal in a branch, arithmetic, double()). */
+function givesNumber(e: Expr): boolean {
+  if (typeof constValue(e) === "number") return true;
+  if (e.exprKind.case !== "callExpr") return false;
+  const f = e.exprKind.value.function;
+  if (f === "_?_:_") return e.exprKind.value.args.slice(1).some(givesNumber);
+  return ["_+_", "_-_", "_*_", "_/_", "double", "int", "uint"].includes(f);
 }
 
 /** Envoy CEL of an expression that reads the request alone (what the sampler sees), else undefined. */
