@@ -6,7 +6,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type JSONRPCMessage, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { z } from "zod";
 import type { McpTargetConnection } from "../translate/mcp/connection.js";
@@ -100,6 +100,9 @@ export class TargetConnection {
   readonly #lists = new Map<string, { result: Record<string, unknown>; epoch: number; at: number }>();
   /** Bumped by each list_changed: an answer asked for before one is not cached. */
   #listGeneration = 0;
+  /** Requests sent past the SDK's Protocol (`#send`), by id: how each is settled. */
+  readonly #direct = new Map<string, (answer: JSONRPCMessage | Error) => void>();
+  #directId = 0;
 
   private constructor(
     o: ConnectOptions,
@@ -157,6 +160,7 @@ export class TargetConnection {
     if (o.sessionId !== undefined && o.protocolVersion !== undefined) {
       (transport as TargetTransport).setProtocolVersion(o.protocolVersion);
     }
+    if (o.protocol === "StreamableHTTP") conn.#interceptAnswers();
     return conn;
   }
 
@@ -198,6 +202,82 @@ export class TargetConnection {
       this.#stream = Promise.race([opened, late]).finally(() => clearTimeout(timer));
     }
     return this.#stream;
+  }
+
+  /**
+   * Answers to `#send`'s requests are taken from the transport before the SDK's Protocol sees them (it would not know
+   * their ids); everything else goes on to it. A closed transport fails them as the SDK fails its own.
+   */
+  #interceptAnswers(): void {
+    const t = this.#transport;
+    const sdkMessage = t.onmessage;
+    const sdkClose = t.onclose;
+    t.onmessage = (m, extra) => {
+      const id = (m as { id?: unknown }).id;
+      const settle = typeof id === "string" && !("method" in m) ? this.#direct.get(id) : undefined;
+      if (settle !== undefined) settle(m);
+      else sdkMessage?.(m, extra);
+    };
+    t.onclose = () => {
+      sdkClose?.();
+      const closed = new McpError(ErrorCode.ConnectionClosed, "Connection closed");
+      for (const settle of [...this.#direct.values()]) settle(closed);
+    };
+  }
+
+  /**
+   * A request without progress, sent straight through the transport: the SDK's Protocol adds, per request, zod checks
+   * of each message and handler maps, which Sluice does not need to forward an answer (in a profile of the call path,
+   * about 0.2 ms of CPU per call on the loaded development host). Timeout and cancellation as the SDK does them:
+   * `notifications/cancelled` to the target, the same errors. Requests with progress keep the SDK's path.
+   */
+  #send(
+    method: string,
+    params: Record<string, unknown> | undefined,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
+  ) {
+    const id = `sluice-r${++this.#directId}`;
+    return new Promise<Record<string, unknown>>((resolve, reject) => {
+      const cancel = (reason: string) => {
+        this.#transport
+          .send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason } })
+          .catch(() => {});
+      };
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        this.#direct.delete(id);
+      };
+      const onAbort = () => {
+        done();
+        cancel(String(signal?.reason ?? "cancelled"));
+        reject(signal?.reason instanceof Error ? signal.reason : new Error(String(signal?.reason ?? "cancelled")));
+      };
+      const timer = setTimeout(() => {
+        done();
+        cancel("Request timed out");
+        reject(new McpError(ErrorCode.RequestTimeout, "Request timed out", { timeout: timeoutMs }));
+      }, timeoutMs);
+      this.#direct.set(id, (answer) => {
+        done();
+        if (answer instanceof Error) reject(answer);
+        else if ("error" in answer) reject(new McpError(answer.error.code, answer.error.message, answer.error.data));
+        else if ("result" in answer) resolve(answer.result as Record<string, unknown>);
+        else reject(new Error("the target answered with neither result nor error"));
+      });
+      if (signal?.aborted === true) {
+        onAbort();
+        return;
+      }
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#transport
+        .send({ jsonrpc: "2.0", id, method, ...(params !== undefined ? { params } : {}) } as JSONRPCMessage)
+        .catch((e: unknown) => {
+          done();
+          reject(e);
+        });
+    });
   }
 
   /**
@@ -250,19 +330,22 @@ export class TargetConnection {
     let ok = false;
     try {
       await this.#client.initialized;
-      const result = await this.#client.request(
-        { method, ...(sent !== undefined ? { params: sent } : {}) } as never,
-        AnyResult,
-        {
-          ...(this.#requestTimeoutMs !== undefined
-            ? { timeout: this.#requestTimeoutMs, maxTotalTimeout: this.#requestTimeoutMs }
-            : { timeout: REQUEST_TIMEOUT_MS, resetTimeoutOnProgress: true }),
-          ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
-          ...(opts.onProgress !== undefined
-            ? { onprogress: (p) => opts.onProgress?.(p as unknown as Record<string, unknown>) }
-            : {}),
-        },
-      );
+      const result =
+        opts.onProgress === undefined && this.protocol === "StreamableHTTP"
+          ? await this.#send(method, sent, opts.signal, this.#requestTimeoutMs ?? REQUEST_TIMEOUT_MS)
+          : await this.#client.request(
+              { method, ...(sent !== undefined ? { params: sent } : {}) } as never,
+              AnyResult,
+              {
+                ...(this.#requestTimeoutMs !== undefined
+                  ? { timeout: this.#requestTimeoutMs, maxTotalTimeout: this.#requestTimeoutMs }
+                  : { timeout: REQUEST_TIMEOUT_MS, resetTimeoutOnProgress: true }),
+                ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
+                ...(opts.onProgress !== undefined
+                  ? { onprogress: (p) => opts.onProgress?.(p as unknown as Record<string, unknown>) }
+                  : {}),
+              },
+            );
       ok = true;
       return result;
     } catch (e) {
