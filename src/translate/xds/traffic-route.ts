@@ -270,7 +270,8 @@ const AI_CLUSTER_FIELDS: Readonly<
 };
 
 const HEALTH_WHY: Readonly<Record<string, string>> = {
-  unhealthyCondition: "",
+  unhealthyCondition:
+    " (Envoy's outlier detection counts only the status codes and connection errors it sees itself: no filter can report an endpoint failure to it)",
   "eviction.restoreHealth":
     " (Envoy's outlier detection keeps no health score to restore: an endpoint returns fully in rotation)",
   "eviction.healthThreshold": " (Envoy's outlier detection has no EWMA health score: only consecutiveFailures evicts)",
