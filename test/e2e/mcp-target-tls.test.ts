@@ -5,8 +5,10 @@
 // trusts it without a CA; and `http.requestTimeout` fails one slow call without failing the session.
 
 import assert from "node:assert/strict";
+import { generateKeyPairSync } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { type JWTPayload, jwtVerify } from "jose";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { mcpClient } from "../helpers/mcp-env.js";
 import { type SdkTarget, startSdkTarget } from "../helpers/mcp-targets.js";
@@ -18,8 +20,10 @@ function text(r: unknown): string {
 }
 
 const API_KEY = "k-3f9a";
+const signer = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+const signingKey = JSON.stringify(signer.privateKey.export({ type: "pkcs8", format: "pem" }).toString());
 
-function yaml(securePort: number, plainPort: number): string {
+function yaml(securePort: number, plainPort: number, signedPort: number): string {
   const target = (name: string, port: number, policies?: string) =>
     `      - { name: ${name}, static: { host: 127.0.0.1, port: ${port}${policies !== undefined ? `, policies: ${policies}` : ""} } }`;
   const trusted = `{ tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }, auth: { key: ${API_KEY}, location: { header: { name: x-api-key } } } }`;
@@ -34,7 +38,7 @@ spec:
     targets:
 ${targets.join("\n")}
 `;
-  const names = ["trusted", "failopen", "failclosed", "timeout"];
+  const names = ["trusted", "failopen", "failclosed", "timeout", "signed"];
   return `---
 apiVersion: v1
 kind: ConfigMap
@@ -59,7 +63,12 @@ stringData:
 ${indentLines(tlsFixture("foo.example.com.crt"), 4)}
   tls.key: |
 ${indentLines(tlsFixture("foo.example.com.key"), 4)}
-${backend("trusted", "FailClosed", [target("secure", securePort, trusted), target("plain", plainPort)])}${backend("failopen", "FailOpen", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("failclosed", "FailClosed", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("timeout", "FailClosed", [target("plain", plainPort, "{ http: { requestTimeout: 400ms } }")])}---
+${backend("trusted", "FailClosed", [target("secure", securePort, trusted), target("plain", plainPort)])}${backend("failopen", "FailOpen", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("failclosed", "FailClosed", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("timeout", "FailClosed", [target("plain", plainPort, "{ http: { requestTimeout: 400ms } }")])}${backend("signed", "FailClosed", [target("signed", signedPort, "{ auth: { jwtSign: { signingKeyRef: { name: signer }, alg: ES256, claims: { iss: sluice, aud: tools, sub: mcp-gateway } } } }")])}---
+apiVersion: v1
+kind: Secret
+metadata: { name: signer, namespace: default }
+stringData: { signingKey: ${signingKey} }
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: mcp, namespace: default }
@@ -78,6 +87,9 @@ spec:
 describe("MCP targets over TLS, with credentials and timeouts", { timeout: 90_000 }, () => {
   let secure: SdkTarget;
   let plain: SdkTarget;
+  let signed: SdkTarget;
+  /** The claims of each JWT the signed target verified. */
+  const verified: JWTPayload[] = [];
   let env: LlmEnv;
   const clients: Client[] = [];
   const connect = async (backend: string) => {
@@ -87,7 +99,7 @@ describe("MCP targets over TLS, with credentials and timeouts", { timeout: 90_00
   };
 
   before(async () => {
-    [secure, plain] = await Promise.all([
+    [secure, plain, signed] = await Promise.all([
       startSdkTarget("secure", {
         tls: {
           cert: tlsFixture("example.com.crt"),
@@ -99,14 +111,40 @@ describe("MCP targets over TLS, with credentials and timeouts", { timeout: 90_00
         requireHeader: { name: "x-api-key", value: API_KEY },
       }),
       startSdkTarget("plain"),
+      startSdkTarget("signed", {
+        // The minted credential: an ES256 JWT Sluice signs per request with the Secret's key.
+        authorize: async (req) => {
+          const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
+          if (token === undefined) return false;
+          try {
+            const { payload } = await jwtVerify(token, signer.publicKey, { issuer: "sluice", audience: "tools" });
+            verified.push(payload);
+            return true;
+          } catch {
+            return false;
+          }
+        },
+      }),
     ]);
-    env = await startLlmEnv(yaml(secure.port, plain.port), "/trusted/mcp");
+    env = await startLlmEnv(yaml(secure.port, plain.port, signed.port), "/trusted/mcp");
   });
   after(async () => {
     for (const c of clients) await c.close().catch(() => {});
     await env?.stop();
     await secure?.kill();
     await plain?.kill();
+    await signed?.kill();
+  });
+
+  test("a minted credential (jwtSign): each request to the target carries a JWT it verifies", async () => {
+    const before = verified.length;
+    const c = await connect("signed");
+    assert.equal(text(await c.callTool({ name: "echo", arguments: { text: "signed" } })), "signed: signed");
+    // initialize, notifications/initialized, the call (and the GET stream it opens): each one verified.
+    assert.ok(verified.length - before >= 3, `${verified.length - before} verified`);
+    const last = verified.at(-1);
+    assert.equal(last?.sub, "mcp-gateway");
+    assert.ok((last?.exp ?? 0) > Date.now() / 1000);
   });
 
   test("the HTTPS target is reached with the policy's CA, SNI, client certificate and API key", async () => {

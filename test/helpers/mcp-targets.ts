@@ -91,6 +91,8 @@ export interface SdkTargetOptions {
   readonly tls?: HttpsServerOptions;
   /** Answer 401 to requests without this header and value (a credential the gateway must add). */
   readonly requireHeader?: { readonly name: string; readonly value: string };
+  /** Answer 401 to requests this refuses (a minted credential the gateway must add, verified by the test). */
+  readonly authorize?: (req: IncomingMessage) => boolean | Promise<boolean>;
 }
 
 /** A target over Streamable HTTP at http://127.0.0.1:<port>/mcp (https with `opts.tls`). */
@@ -99,7 +101,10 @@ export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}):
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const required = opts.requireHeader;
-    if (required !== undefined && req.headers[required.name.toLowerCase()] !== required.value) {
+    if (
+      (required !== undefined && req.headers[required.name.toLowerCase()] !== required.value) ||
+      (opts.authorize !== undefined && !(await opts.authorize(req)))
+    ) {
       res.writeHead(401, { "content-type": "application/json" });
       res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Unauthorized" } }));
       return;
