@@ -109,7 +109,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${["meta", "attrs", "cond", "nofallback", "limited", "keyed", "jwt", "open"].map(rule).join("\n")}
+${["meta", "attrs", "cond", "nofallback", "limited", "keyed", "jwt", "xsource", "open"].map(rule).join("\n")}
 ${rulePolicy(
   "meta",
   `extProc:
@@ -166,6 +166,9 @@ ${rulePolicy(
     descriptors:
       - entries: [{ name: client, expression: source.address }, { name: tier, expression: "request.query['tier']" }]
         cost: "int(request.headers['x-cost'])"`,
+)}${rulePolicy(
+  "xsource",
+  `transformation: { request: { set: [{ name: x-client, value: "string(source.port) + ' ' + (source.address == ip('127.0.0.1') ? 'loopback' : 'other')" }] } }`,
 )}${rulePolicy(
   "keyed",
   `apiKeyAuthentication: { secretRef: { name: keys } }
@@ -284,6 +287,12 @@ ${rulePolicy(
     assert.deepEqual(rls.calls.slice(start), [{ key: "keyed|group=gold", hits: 1, over: false }]);
     assert.equal((await request(gw.port, "/keyed")).status, 401);
     assert.equal(rls.calls.length, start + 1);
+  });
+
+  test("transformation: expressions reading source see the client's address and port", async () => {
+    const r = await request(gw.port, "/xsource");
+    assert.equal(r.status, 200);
+    assert.match(String((JSON.parse(r.body) as EchoBody).headers["x-client"]), /^[1-9]\d* loopback$/);
   });
 
   test("jwt location.expression: the token is read where the expression says, and only there", async () => {

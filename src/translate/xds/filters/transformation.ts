@@ -70,6 +70,9 @@ function listenerConfig() {
       responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
     },
     messageTimeout: durationFromMs(5000),
+    // For `source`: Envoy sends request attributes from the listener-level list only (a route's override of it is
+    // not read; test/e2e/traffic-context.test.ts), so every route of this filter has them sent.
+    requestAttributes: ["source.address", "source.port"],
     // Its own counters: http.<listener>.ext_proc.sluice_transformation.*
     statPrefix: "sluice_transformation",
     metadataOptions: { receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE] } },
@@ -261,7 +264,6 @@ export const transformationBuilder: HttpFilterBuilder = {
             responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
           },
           grpcInitialMetadata: [{ key: TRANSFORMATION_METADATA, value: encodeTransformation(spec) }],
-          ...(variables.has("source") ? { requestAttributes: ["source.address", "source.port"] } : {}),
           ...(identity
             ? {
                 metadataOptions: {
