@@ -5,7 +5,10 @@
 // setting runs in a process of its own, as `sluice serve` would (AsyncLocalStorage, once entered, costs every promise
 // of the process); their rounds alternate so a busy host slows them alike. Prints CPU µs per request, best round.
 //
-//   node dist/bench/observability-llm.js [--requests 20000] [--rounds 5]
+// `--service authz`: the same for the ext_authz gRPC Check handler (allow-all policy, a serialized CheckRequest),
+// wrapped as src/cli/server.ts wraps unary handlers.
+//
+//   node dist/bench/observability-llm.js [--requests 20000] [--rounds 5] [--service llm|authz]
 
 import { spawnSync } from "node:child_process";
 import { EventEmitter } from "node:events";
@@ -13,10 +16,13 @@ import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { loadAndTranslate } from "../src/cli/load.js";
+import { EMPTY_AUTHORIZATION } from "../src/extauthz/authorization.js";
+import { type ExtAuthzPolicy, extAuthzUnaryHandlers, POLICY_CONTEXT_KEY } from "../src/extauthz/server.js";
 import { LlmExtProcService } from "../src/extproc/llm/service.js";
+import { Authorization, CheckRequestSchema } from "../src/gen/envoy/service/auth/v3/external_auth_pb.js";
 import { ProcessingRequestSchema } from "../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import type { BidiCall } from "../src/grpc/unary-server.js";
-import { withStreamContext } from "../src/observability/context.js";
+import { withRequestContext, withStreamContext } from "../src/observability/context.js";
 import { configureLogging, parseLevelSpec } from "../src/observability/log.js";
 import { setRequestMetrics } from "../src/observability/metrics.js";
 import { requestContextWanted } from "../src/observability/options.js";
@@ -27,6 +33,7 @@ const { values } = parseArgs({
     requests: { type: "string", default: "20000" },
     rounds: { type: "string", default: "5" },
     child: { type: "string" },
+    service: { type: "string", default: "llm" },
   },
 });
 const REQUESTS = Number(values.requests);
@@ -53,6 +60,10 @@ async function child(setting: string): Promise<void> {
   configureLogging({ levels, format: "text", write: () => {} });
   setRequestMetrics(s.metrics);
 
+  if (values.service === "authz") {
+    await authzChild();
+    return;
+  }
   const cfg = tempConfigDir();
   cfg.write(
     "all.yaml",
@@ -170,6 +181,36 @@ spec:
   process.stdout.write(`${(d.user + d.system) / REQUESTS}\n`);
 }
 
+/** The ext_authz Check handler per request, as `sluice serve` installs it. */
+async function authzChild(): Promise<void> {
+  const table = new Map<string, ExtAuthzPolicy>([["p-bench", { authorization: EMPTY_AUTHORIZATION, jwt: false }]]);
+  const plain = extAuthzUnaryHandlers({ policies: () => table }).get(`/${Authorization.typeName}/Check`);
+  if (plain === undefined) throw new Error("no Check handler");
+  const check = requestContextWanted() ? withRequestContext("ext_authz", plain) : plain;
+  const bytes = toBinary(
+    CheckRequestSchema,
+    create(CheckRequestSchema, {
+      attributes: {
+        request: {
+          http: {
+            method: "GET",
+            path: "/items?internal=true",
+            host: "example.com",
+            headers: { "user-agent": "bench", accept: "*/*", "x-request-id": "0d1c2b3a" },
+          },
+        },
+        contextExtensions: { [POLICY_CONTEXT_KEY]: "p-bench" },
+      },
+    }),
+  );
+  const headers = { "content-type": "application/grpc" };
+  for (let i = 0; i < REQUESTS / 4; i++) await check(bytes, headers);
+  const t0 = process.cpuUsage();
+  for (let i = 0; i < REQUESTS; i++) await check(bytes, headers);
+  const d = process.cpuUsage(t0);
+  process.stdout.write(`${(d.user + d.system) / REQUESTS}\n`);
+}
+
 if (values.child !== undefined) {
   await child(values.child);
 } else {
@@ -189,11 +230,12 @@ if (values.child !== undefined) {
   const off = best["off"] ?? 0;
   const on = best["on"] ?? 0;
   console.log(
-    `load average ${load1?.toFixed(2)} on ${availableParallelism()} cores; ${REQUESTS} buffered chat→messages exchanges per process, best of ${values.rounds} alternating rounds`,
+    `load average ${load1?.toFixed(2)} on ${availableParallelism()} cores; ${REQUESTS} ${values.service === "authz" ? "checks" : "buffered chat→messages exchanges"} per process, best of ${values.rounds} alternating rounds`,
   );
   for (const [k, v] of Object.entries(best)) if (k !== "on" && k !== "off") console.log(`  ${k}: ${v.toFixed(1)} µs`);
-  console.log(`  LLM ext_proc, observability off: ${off.toFixed(1)} µs CPU per request`);
+  const what = values.service === "authz" ? "ext_authz Check" : "LLM ext_proc";
+  console.log(`  ${what}, observability off: ${off.toFixed(1)} µs CPU per request`);
   console.log(
-    `  LLM ext_proc, observability on:  ${on.toFixed(1)} µs CPU per request (+${(on - off).toFixed(1)} µs, ${((on / off - 1) * 100).toFixed(1)} %)`,
+    `  ${what}, observability on:  ${on.toFixed(1)} µs CPU per request (+${(on - off).toFixed(1)} µs, ${((on / off - 1) * 100).toFixed(1)} %)`,
   );
 }

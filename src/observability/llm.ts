@@ -222,18 +222,25 @@ class Bound {
   }
 }
 
-let bound = new Map<string, Bound>();
+/** Bound children by entry id, provider, model label and route type: lookups of strings, no key built. */
+let bound = new Map<string, Map<string, Map<string, Map<string, Bound>>>>();
+
+function level<T>(m: Map<string, T>, k: string, make: () => T): T {
+  let v = m.get(k);
+  if (v === undefined) {
+    v = make();
+    m.set(k, v);
+  }
+  return v;
+}
 
 function bind(state: LlmRequestView): Bound {
   const e = entries.get(state.entry.id);
   const model = modelLabel(state, e);
-  const key = `${state.entry.id}\u0000${state.attempt?.provider ?? "none"}\u0000${model}\u0000${state.routeType}`;
-  let b = bound.get(key);
-  if (b === undefined) {
-    b = new Bound(resolve(state, e, model));
-    bound.set(key, b);
-  }
-  return b;
+  const byProvider = level(bound, state.entry.id, () => new Map<string, Map<string, Map<string, Bound>>>());
+  const byModel = level(byProvider, state.attempt?.provider ?? "none", () => new Map<string, Map<string, Bound>>());
+  const byType = level(byModel, model, () => new Map<string, Bound>());
+  return level(byType, state.routeType, () => new Bound(resolve(state, e, model)));
 }
 
 function spanName(r: Resolved): string {
