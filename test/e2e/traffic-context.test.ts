@@ -253,6 +253,7 @@ ${rulePolicy(
     // No condition holds: the fallback; a client's own entry header changes nothing.
     const rest = await request(gw.port, "/cond", { headers: { "x-sluice-ext-proc-entry": "0" } });
     assert.equal(rest.status, 200);
+    assert.equal((JSON.parse(rest.body) as EchoBody).headers["x-sluice-ext-proc-entry"], undefined, "not upstream");
     assert.equal(proc.seen.length, a + 1);
     assert.deepEqual(
       proc2.seen.slice(b).map((m) => m["acme.cond"]),

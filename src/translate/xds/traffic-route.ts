@@ -17,6 +17,7 @@ import { mcpUnservedParts } from "../mcp/connection.js";
 import { isMcpClusterName } from "../names.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
 import { RETRY_CONDITION_HEADER, sluiceRetryCondition } from "./backend-transformation.js";
+import { internalRequestHeaders } from "./filters/context.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
 import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
@@ -116,6 +117,10 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
       out.responseHeadersToRemove = [...(out.responseHeadersToRemove ?? []), ...(response.remove ?? [])];
     }
   }
+
+  // Headers Sluice sets for later filters only (filters/context.ts) never reach the backend.
+  const internal = internalRequestHeaders(r);
+  if (internal.length > 0) out.requestHeadersToRemove = [...(out.requestHeadersToRemove ?? []), ...internal];
 
   // The policy of the route's HTTP authorization check, which Envoy reads from here (filters/ext-authz-sluice.ts).
   const httpAuthz = ctx !== undefined ? httpAuthzPolicyId(r, ctx) : undefined;

@@ -287,6 +287,21 @@ function instance(slot: "jwt" | "main", phase: Phase, spec: ContextSpec): Filter
   };
 }
 
+/**
+ * The request headers Sluice sets on this route for later filters only (a JWT from location.expression, the chosen
+ * conditional extProc entry): the route removes them before the backend (traffic-route.ts).
+ */
+export function internalRequestHeaders(route: RouteIR): string[] {
+  const out = new Set<string>();
+  for (const f of phaseFields<{ location?: { expression?: string } }>(route, "jwtAuthentication")) {
+    if (f.value.location?.expression !== undefined) out.add(JWT_EXPRESSION_HEADER);
+  }
+  for (const f of phaseFields<ExtProcIn>(route, "extProc")) {
+    if (f.value.conditional !== undefined && nativeExtProc(f.value) === undefined) out.add(extProcEntryHeader(f.phase));
+  }
+  return [...out].sort();
+}
+
 export const contextBuilder: HttpFilterBuilder = {
   id: "context",
   schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema],
