@@ -46,7 +46,7 @@ test("values: text, count with fallback and clamping, JSON", () => {
     m: { list: ["a", 1], ipjson: "10.1.2.3" },
   });
   const costed = computeContext(spec, vars({ "x-cost": "7" }), () => undefined);
-  assert.equal(costed.phase === "requestHeaders" && (costed.metadata?.["n"] as { cost: number }).cost, 7);
+  assert.equal(costed.phase === "requestHeaders" && (costed.metadata?.["n"] as { cost: number } | undefined)?.cost, 7);
 });
 
 test("a conditional choice: the first true condition (or the fallback), and only that entry's values", () => {
