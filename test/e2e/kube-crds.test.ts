@@ -29,6 +29,13 @@ const SLUICE_ONLY = new Map<string, string>([
     "test/golden/translate/llm-provider-variants.in.yaml GwBackend bedrock-syntax",
     "sessionNameExpression is a CEL expression with a syntax error: a string to the CRD, checked by Sluice",
   ],
+  ...["badjwt", "meta-bad", "rl-bad"].map(
+    (name) =>
+      [
+        `test/golden/translate/traffic-context.in.yaml GwPolicy ${name}`,
+        "CEL expressions with syntax errors (a JWT location, a metadataContext value, a rate-limit cost and entry): strings to the CRD, checked by Sluice",
+      ] as const,
+  ),
 ]);
 
 let cluster: KubeCluster;

@@ -101,13 +101,15 @@ ${rulePolicy("codes", "retry: { codes: [502], attempts: 2 }")}${rulePolicy(
     assert.deepEqual({ status: r.status, attempts: attempts.get(id) }, { status: 200, attempts: 2 });
   });
 
-  test("a condition that reads headers is not applied (reported), and no policy means no retry", async () => {
-    assert.deepEqual(await tryRule(gw, "headers", 503), { status: 503, body: "failed attempt 1", attempts: 1 });
+  test("a condition that reads headers is applied by Sluice on each attempt's response; no policy means no retry", async () => {
+    // The backend's failures carry retry-after: 0, which the condition reads (test/e2e/backend-transformation covers
+    // a response for which it is false).
+    assert.deepEqual(await tryRule(gw, "headers", 503), { status: 200, body: "ok after 2", attempts: 2 });
     assert.deepEqual(await tryRule(gw, "none", 503), { status: 503, body: "failed attempt 1", attempts: 1 });
     const { resources } = (await gw.sluice.status()) as {
       resources: { kind: string; name: string; status: unknown }[];
     };
     const status = JSON.stringify(resources.find((x) => x.kind === "GwPolicy" && x.name === "headers")?.status);
-    assert.match(status, /retry\.condition: reads response\.headers/);
+    assert.doesNotMatch(status, /retry\.condition/);
   });
 });

@@ -191,7 +191,7 @@ export function named(statuses: string, path: string, prefixes: readonly string[
   const candidates: string[] = [];
   for (let n = segs.length; n >= minDepth; n--) candidates.push(segs.slice(0, n).join("."));
   if (section) for (let n = segs.length; n > minDepth; n--) candidates.push(segs.slice(1, n).join("."));
-  // A section field reported whole: "metrics: metric labels from CEL are not added yet".
+  // A section field reported whole ("<field>: ..." at the start of a line).
   if (section && segs[1] !== undefined && new RegExp(`(^|\\n)${segs[1]}: `).test(text)) return true;
   for (const p of candidates) {
     for (const prefix of prefixes) {
