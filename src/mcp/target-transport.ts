@@ -344,7 +344,14 @@ export class TargetTransport implements Transport {
         this.#reconnect(lastEventId, replayId, 0, error ?? "the SSE stream ended");
       }
     };
-    res.on("data", (chunk: Buffer) => deliver(parser.push(chunk)));
+    res.on("data", (chunk: Buffer) => {
+      deliver(parser.push(chunk));
+      // An event past the parser's bound: the stream is dropped as a cut one (no unbounded memory for a target).
+      if (parser.overflow !== undefined && !ended) {
+        finish(`the target sent ${parser.overflow}`);
+        res.destroy();
+      }
+    });
     res.once("end", () => finish(undefined));
     res.once("aborted", () => finish("aborted"));
     res.once("error", (e) => finish(e.message));

@@ -1,7 +1,8 @@
 // Sluice's Streamable HTTP transport to MCP targets, against a node:http server speaking the wire format by hand
 // (the e2e tests drive it against the SDK's own server; these cover what those targets never do): the session id and
 // protocol version sent back, a POST's SSE answer cut after an event id and resumed with a GET and Last-Event-ID,
-// sockets kept alive between requests, a GET answered 405, an error status, DELETE.
+// sockets kept alive between requests, an SSE event past the parser's bound, a GET answered 405, an error status,
+// DELETE.
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -111,6 +112,36 @@ describe("MCP target transport", () => {
     const get = seen.find((s) => s.method === "GET");
     assert.equal(get?.headers["last-event-id"], "ev-1");
     assert.equal(get?.headers["mcp-session-id"], "s-2");
+    await t.close();
+  });
+
+  test("an SSE answer with an event past the parser's bound is dropped as a cut stream, not held", async () => {
+    let closed!: () => void;
+    const serverSawClose = new Promise<void>((r) => {
+      closed = r;
+    });
+    handler = (req, _body, res) => {
+      if (req.method !== "POST") {
+        res.writeHead(405).end();
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      // One data line that never ends: 17 Mi characters, past the 16 Mi bound, and the stream kept open.
+      res.write(`data: ${"x".repeat(17 * 1024 * 1024)}`);
+      res.on("close", () => closed());
+    };
+    const t = new TargetTransport(url, { sessionId: "s-big", reconnect });
+    const errors: string[] = [];
+    t.onerror = (e) => errors.push(e.message);
+    await t.send({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "x" } });
+    await Promise.race([
+      serverSawClose,
+      new Promise((_, reject) => setTimeout(() => reject(new Error("the transport kept reading")), 10_000)),
+    ]);
+    assert.ok(
+      errors.some((m) => /longer than \d+ characters/.test(m)),
+      `errors: ${errors.join(" | ")}`,
+    );
     await t.close();
   });
 
