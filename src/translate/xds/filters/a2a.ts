@@ -11,30 +11,17 @@ import {
   ExternalProcessorSchema,
   ExtProcPerRouteSchema,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
-import { ProcessingMode_HeaderSendMode } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
-import { durationFromMs } from "../../duration.js";
-import { LLM_STAGE_METADATA } from "../../llm/table.js";
-import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
+import { sluiceStageProcessor } from "./sluice-stage.js";
 import { FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 const FILTER = "sluice.a2a";
 
 function listenerConfig() {
   return create(ExternalProcessorSchema, {
-    grpcService: {
-      targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
-      initialMetadata: [{ key: LLM_STAGE_METADATA, value: A2A_STAGE }],
-    },
-    processingMode: {
-      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-      responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
-      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-    },
+    ...sluiceStageProcessor(A2A_STAGE),
     // The card's GET asks for its response (headers, buffered body) through a mode override.
     allowModeOverride: true,
-    messageTimeout: durationFromMs(5000),
     statPrefix: "sluice_a2a",
     // The rewritten card comes with its length.
     allowContentLengthHeader: true,

@@ -33,14 +33,12 @@ import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
-import { durationFromMs } from "../../duration.js";
 import type { RouteIR } from "../../ir.js";
-import { LLM_STAGE_METADATA } from "../../llm/table.js";
-import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { IDENTITY_NAMESPACES } from "../llm.js";
 import { readsLlm, toEnvoyCel } from "./envoy-cel.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
 import { type Phase, phaseFields, phaseOrder } from "./policy-fields.js";
+import { sluiceStageProcessor } from "./sluice-stage.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 const FILTER = "sluice.context";
@@ -229,17 +227,7 @@ function mainValues(
 
 function listenerConfig(slot: string) {
   return create(ExternalProcessorSchema, {
-    grpcService: {
-      targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
-      initialMetadata: [{ key: LLM_STAGE_METADATA, value: CONTEXT_STAGE }],
-    },
-    processingMode: {
-      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-      responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
-      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-    },
-    messageTimeout: durationFromMs(5000),
+    ...sluiceStageProcessor(CONTEXT_STAGE),
     // For `source`: Envoy evaluates request attributes from the listener-level list only (a route's override of
     // it is not read), so every route of this filter has them sent.
     requestAttributes: ["source.address", "source.port"],

@@ -27,12 +27,11 @@ import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
-import { durationFromMs, parseDurationMs } from "../../duration.js";
-import { LLM_STAGE_METADATA } from "../../llm/table.js";
-import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
+import { parseDurationMs } from "../../duration.js";
 import { IDENTITY_NAMESPACES } from "../llm.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
 import { celStringLiteral, phaseFields, phaseOrder } from "./policy-fields.js";
+import { sluiceStageProcessor } from "./sluice-stage.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 const FILTER = "sluice.transformation";
@@ -58,18 +57,8 @@ export type TransformationIn = {
 
 function listenerConfig() {
   return create(ExternalProcessorSchema, {
-    grpcService: {
-      targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
-      initialMetadata: [{ key: LLM_STAGE_METADATA, value: TRANSFORMATION_STAGE }],
-    },
+    ...sluiceStageProcessor(TRANSFORMATION_STAGE),
     // Each route sets its own modes; a route without a transformation has the filter disabled.
-    processingMode: {
-      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-      responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
-      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-    },
-    messageTimeout: durationFromMs(5000),
     // For `source`: Envoy sends request attributes from the listener-level list only (a route's override of it is
     // not read; test/e2e/traffic-context.test.ts), so every route of this filter has them sent.
     requestAttributes: ["source.address", "source.port"],
