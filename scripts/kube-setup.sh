@@ -25,11 +25,13 @@ inference_dir="$crd_dir/inference-extension-v$INFERENCE_EXTENSION_VERSION"
 
 helm_dir=".cache/helm-$HELM_VERSION"
 
+# (grep reads to the end, not -q: with pipefail, a -q that stops at the first line can kill the writer of the next with
+# SIGPIPE, and the check fails though the version is right; etcd prints four lines.)
 apiserver_ok() {
-  "$kube_dir/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v$KUBE_VERSION" &&
-    "$kube_dir/etcd" --version 2>/dev/null | grep -qx "etcd Version: $ETCD_VERSION"
+  "$kube_dir/kube-apiserver" --version 2>/dev/null | grep -x "Kubernetes v$KUBE_VERSION" >/dev/null &&
+    "$kube_dir/etcd" --version 2>/dev/null | grep -x "etcd Version: $ETCD_VERSION" >/dev/null
 }
-kcm_ok() { "$kube_dir/kube-controller-manager" --version 2>/dev/null | grep -qx "Kubernetes v$KUBE_VERSION"; }
+kcm_ok() { "$kube_dir/kube-controller-manager" --version 2>/dev/null | grep -x "Kubernetes v$KUBE_VERSION" >/dev/null; }
 kube_ok() { apiserver_ok && kcm_ok; }
 crds_ok() { [ -d "$gateway_dir" ] && [ -d "$xlistenerset_dir" ] && [ -d "$inference_dir" ]; }
 helm_ok() { [ "$("$helm_dir/helm" version --template '{{.Version}}' 2>/dev/null)" = "v$HELM_VERSION" ]; }

