@@ -18,16 +18,14 @@ import { resolveBackendAuth } from "../../credentials/resolve.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { CredentialInjectorSchema } from "../../gen/envoy/extensions/filters/http/credential_injector/v3/credential_injector_pb.js";
 import { ExternalProcessorSchema } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
-import {
-  ProcessingMode_BodySendMode,
-  ProcessingMode_HeaderSendMode,
-} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import { ProcessingMode_BodySendMode } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import { GenericSchema } from "../../gen/envoy/extensions/http/injected_credentials/generic/v3/generic_pb.js";
 import { type Secret, SecretSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { TranslationInput } from "../input.js";
 import type { PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
-import { credentialSecretName, SLUICE_AUTHZ_CLUSTER } from "../names.js";
+import { credentialSecretName } from "../names.js";
+import { sluiceProcessor } from "./filters/sluice-stage.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -156,9 +154,6 @@ export function credentialInjector(c: BackendCredential) {
   );
 }
 
-/** The credential ext_proc's answer comes within this; its own fetches stop at 4 s, so the client hears why. */
-const MINT_TIMEOUT_MS = 5000;
-
 /**
  * The upstream ext_proc filter of a cluster whose credential Sluice mints: request headers (and the whole body for
  * SigV4) to Sluice's credential service with the plan id; the answer writes the credential, or refuses the request.
@@ -168,19 +163,11 @@ export function credentialExtProc(plan: CredentialPlan) {
   return anyPack(
     ExternalProcessorSchema,
     create(ExternalProcessorSchema, {
-      grpcService: {
-        targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
-        initialMetadata: [{ key: CREDENTIAL_METADATA, value: plan.id }],
-      },
-      processingMode: {
-        requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-        requestBodyMode: needsBody(plan) ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
-        responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
-        responseBodyMode: ProcessingMode_BodySendMode.NONE,
-        requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-        responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      },
-      messageTimeout: { seconds: BigInt(MINT_TIMEOUT_MS / 1000) },
+      // The answer comes within 5 s; the credential's own fetches stop at 4 s, so the client hears why.
+      ...sluiceProcessor(
+        [{ key: CREDENTIAL_METADATA, value: plan.id }],
+        needsBody(plan) ? { requestBodyMode: ProcessingMode_BodySendMode.BUFFERED } : {},
+      ),
       // A query parameter credential changes :path.
       mutationRules: { allowAllRouting: true, allowEnvoy: false },
     }),

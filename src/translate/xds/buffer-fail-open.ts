@@ -20,10 +20,8 @@ import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
 } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
-import { durationFromMs } from "../duration.js";
-import { LLM_STAGE_METADATA } from "../llm/table.js";
-import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import { extProcOnRoute } from "./filters/ext-proc-route.js";
+import { sluiceStageProcessor } from "./filters/sluice-stage.js";
 import { type FilterInstance, FilterOrder } from "./filters/types.js";
 
 const FILTER = "sluice.buffer_fail_open";
@@ -43,22 +41,17 @@ export function failOpenBuffer(request: boolean, response: boolean): FilterInsta
     config: anyPack(
       ExternalProcessorSchema,
       create(ExternalProcessorSchema, {
-        grpcService: {
-          targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
-          initialMetadata: [
-            { key: LLM_STAGE_METADATA, value: TRANSFORMATION_STAGE },
-            { key: TRANSFORMATION_METADATA, value: encodeTransformation(hold) },
-          ],
-        },
-        processingMode: {
-          requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-          requestBodyMode: request ? ProcessingMode_BodySendMode.BUFFERED_PARTIAL : ProcessingMode_BodySendMode.NONE,
-          responseHeaderMode: response ? ProcessingMode_HeaderSendMode.SEND : ProcessingMode_HeaderSendMode.SKIP,
-          responseBodyMode: response ? ProcessingMode_BodySendMode.BUFFERED_PARTIAL : ProcessingMode_BodySendMode.NONE,
-          requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-          responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-        },
-        messageTimeout: durationFromMs(5000),
+        ...sluiceStageProcessor(
+          TRANSFORMATION_STAGE,
+          {
+            requestBodyMode: request ? ProcessingMode_BodySendMode.BUFFERED_PARTIAL : ProcessingMode_BodySendMode.NONE,
+            responseHeaderMode: response ? ProcessingMode_HeaderSendMode.SEND : ProcessingMode_HeaderSendMode.SKIP,
+            responseBodyMode: response
+              ? ProcessingMode_BodySendMode.BUFFERED_PARTIAL
+              : ProcessingMode_BodySendMode.NONE,
+          },
+          [{ key: TRANSFORMATION_METADATA, value: encodeTransformation(hold) }],
+        ),
         statPrefix: "sluice_buffer_fail_open",
       }),
     ),
