@@ -23,7 +23,11 @@
 // With --tls, Envoy reaches Sluice (ADS and ext_authz) over mutual TLS (`sluice serve --xds-ca`, docs/xds-security.md):
 // run it beside a plaintext run to see what TLS costs a check.
 //
-//   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3] [--tls] [--observability on|off]
+// --observability compare: what Sluice's request metrics and info logs cost, measured in one run against Sluice
+// without them (two Sluice + Envoy stacks, loaded in turn, the order swapped every round; see compare() below). Use
+// more rounds there (e.g. --rounds 10): the figure is the median of the per-round ratios.
+//
+//   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3] [--tls] [--observability on|off|compare]
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
@@ -149,22 +153,34 @@ interface Figures {
   readonly envoyCpuUs: number;
 }
 
-let sluicePid: number | undefined;
+/** One Sluice and its Envoy serving the bench's Gateway (on its own listener port). */
+interface Stack {
+  readonly label: string;
+  readonly port: number;
+  readonly sluicePid: number | undefined;
+  readonly envoyPid: number | undefined;
+  stop(): Promise<void>;
+}
+
 let checkerPid: number | undefined;
-let envoyPid: number | undefined;
 
 function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 }
 
-async function load(port: number, route: RouteName, duration: number, connections: number): Promise<Figures> {
-  const checker = route === "floor" ? checkerPid : sluicePid;
+async function load(stack: Stack, route: RouteName, duration: number, connections: number): Promise<Figures> {
+  const checker = route === "floor" ? checkerPid : stack.sluicePid;
   const sluice0 = cpuMs(checker);
-  const envoy0 = cpuMs(envoyPid);
+  const envoy0 = cpuMs(stack.envoyPid);
   const latencies: number[] = [];
   const r = await new Promise<autocannon.Result>((resolve, reject) => {
     const run = autocannon(
-      { url: `http://127.0.0.1:${port}/${route}${QUERY}`, connections, duration, headers: { "x-internal": "true" } },
+      {
+        url: `http://127.0.0.1:${stack.port}/${route}${QUERY}`,
+        connections,
+        duration,
+        headers: { "x-internal": "true" },
+      },
       (err: unknown, result) => (err ? reject(err) : resolve(result)),
     );
     run.on("response", (_client, status, _bytes, ms) => {
@@ -179,7 +195,7 @@ async function load(port: number, route: RouteName, duration: number, connection
     p99: quantile(latencies, 0.99),
     errors: r.errors + r.timeouts + r.non2xx,
     sluiceCpuUs: ((cpuMs(checker) - sluice0) * 1000) / total,
-    envoyCpuUs: ((cpuMs(envoyPid) - envoy0) * 1000) / total,
+    envoyCpuUs: ((cpuMs(stack.envoyPid) - envoy0) * 1000) / total,
   };
 }
 
@@ -188,64 +204,86 @@ function median(xs: readonly number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-const cfg = tempConfigDir();
 const upstreamPort = await freePort();
-const port = await freePort();
 const checkerPort = await freePort();
 const upstream = await startUpstream(upstreamPort);
 const checker = await startChecker(checkerPort);
 checkerPid = checker.pid;
-cfg.write("bench.yaml", config(port, upstreamPort, checkerPort));
-const caDir = `${cfg.dir}-ca`;
-const observabilityArgs =
-  values.observability === "off"
-    ? ["--request-metrics", "off", "--log-level", "warn,sluice=info"]
-    : ["--log-level", "info"];
-const sluice = await startSluice("serve", cfg.dir, {
-  extraArgs: [...(values.tls ? ["--xds-ca", caDir] : []), ...observabilityArgs],
-});
-sluicePid = sluice.child.pid;
-const tls = values.tls
-  ? {
-      ...(await writeGatewayCertificate((await loadOrCreateCa(caDir)).ca, "bench/gw", `${caDir}/gw`)),
-      serverName: "127.0.0.1",
+
+/** Sluice with request metrics and info logs ("on") or neither ("off"), its Envoy, checked to serve every route. */
+async function startStack(observability: string): Promise<Stack> {
+  const cfg = tempConfigDir();
+  const port = await freePort();
+  cfg.write("bench.yaml", config(port, upstreamPort, checkerPort));
+  const caDir = `${cfg.dir}-ca`;
+  const observabilityArgs =
+    observability === "off" ? ["--request-metrics", "off", "--log-level", "warn,sluice=info"] : ["--log-level", "info"];
+  const sluice = await startSluice("serve", cfg.dir, {
+    extraArgs: [...(values.tls ? ["--xds-ca", caDir] : []), ...observabilityArgs],
+  });
+  const tls = values.tls
+    ? {
+        ...(await writeGatewayCertificate((await loadOrCreateCa(caDir)).ca, "bench/gw", `${caDir}/gw`)),
+        serverName: "127.0.0.1",
+      }
+    : undefined;
+  const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw", ...(tls !== undefined ? { tls } : {}) });
+  const stop = async () => {
+    await envoy.stop();
+    await sluice.stop();
+    cfg.cleanup();
+    rmSync(caDir, { recursive: true, force: true });
+  };
+  try {
+    for (const route of Object.keys(ROUTES) as RouteName[]) {
+      await waitFor(`/${route}`, async () => {
+        const r = await request(port, `/${route}${QUERY}`, { headers: { "x-internal": "true" } });
+        return r.status === 200 ? true : undefined;
+      });
+      const denied = await request(port, `/${route}?internal=no`, { headers: { "x-internal": "no" } });
+      if (route !== "none" && denied.status !== 403) throw new Error(`/${route} should deny: ${denied.status}`);
     }
-  : undefined;
-const envoy = await startTestEnvoy(sluice, { gateway: "bench/gw", ...(tls !== undefined ? { tls } : {}) });
-try {
-  for (const route of Object.keys(ROUTES) as RouteName[]) {
-    await waitFor(`/${route}`, async () => {
-      const r = await request(port, `/${route}${QUERY}`, { headers: { "x-internal": "true" } });
-      return r.status === 200 ? true : undefined;
-    });
-    const denied = await request(port, `/${route}?internal=no`, { headers: { "x-internal": "no" } });
-    if (route !== "none" && denied.status !== 403) throw new Error(`/${route} should deny: ${denied.status}`);
+    const dump = JSON.stringify(await envoy.configDump());
+    if (
+      !dump.includes("sluice.rbac.require") ||
+      !dump.includes("enable_string_functions") ||
+      !dump.includes("sluice.ext_authz.authz_http")
+    ) {
+      throw new Error(
+        "expected rbac filters for /native and /envoycel (a CEL condition) and Sluice's HTTP ext_authz check for /sluice",
+      );
+    }
+  } catch (e) {
+    await stop();
+    throw e;
   }
-  const dump = JSON.stringify(await envoy.configDump());
-  if (
-    !dump.includes("sluice.rbac.require") ||
-    !dump.includes("enable_string_functions") ||
-    !dump.includes("sluice.ext_authz.authz_http")
-  ) {
-    throw new Error(
-      "expected rbac filters for /native and /envoycel (a CEL condition) and Sluice's HTTP ext_authz check for /sluice",
-    );
-  }
-  envoyPid = envoy.process.child.pid;
-  console.log(
-    `host: ${availableParallelism()} CPUs, load average ${loadavg()
-      .map((x) => x.toFixed(1))
-      .join(" ")} (Envoy, Sluice, the upstream and the load generator share them)`,
-  );
+  return {
+    label: `observability ${observability}`,
+    port,
+    sluicePid: sluice.child.pid,
+    envoyPid: envoy.process.child.pid,
+    stop,
+  };
+}
+
+function hostLine(): string {
+  return `host: ${availableParallelism()} CPUs, load average ${loadavg()
+    .map((x) => x.toFixed(1))
+    .join(" ")} (Envoy, Sluice, the upstream and the load generator share them)`;
+}
+
+/** The routes interleaved per round on one stack; each route's median round, as ratios to the route without policy. */
+async function routeTables(stack: Stack): Promise<void> {
+  console.log(hostLine());
   console.log(`Envoy to Sluice (ADS, ext_authz): ${values.tls ? "mutual TLS" : "plaintext"}`);
   console.log(`Sluice request metrics and info logs: ${values.observability}`);
   for (const connections of connectionCounts) {
     // Warm-up: connections, JIT, Envoy's gRPC connection to Sluice.
-    for (const route of Object.keys(ROUTES) as RouteName[]) await load(port, route, 1, connections);
+    for (const route of Object.keys(ROUTES) as RouteName[]) await load(stack, route, 1, connections);
     const results: Record<RouteName, Figures[]> = { none: [], floor: [], native: [], envoycel: [], sluice: [] };
     for (let i = 0; i < rounds; i++) {
       for (const route of Object.keys(ROUTES) as RouteName[]) {
-        results[route].push(await load(port, route, seconds, connections));
+        results[route].push(await load(stack, route, seconds, connections));
       }
     }
     const summary = Object.fromEntries(
@@ -286,11 +324,59 @@ try {
       `sluice / floor: ${(summary.sluice.rps / summary.floor.rps).toFixed(2)}x the requests/s, ${(summary.sluice.p50 - summary.floor.p50).toFixed(3)} ms more at p50 (Sluice's own work; the floor's ratio to none is what an external check costs Envoy and the host)`,
     );
   }
+}
+
+/**
+ * `--observability compare`: two stacks in the same run, Sluice with request metrics and info logs and Sluice
+ * without, each with its own Envoy; the /sluice route (a check per request) is loaded on each in turn, the order
+ * swapped every round (on-off, off-on, ...), so drift in the host's load falls on both alike. Prints each round's
+ * requests/s on / off and the median of those per-round ratios: the throughput observability costs.
+ */
+async function compare(on: Stack, off: Stack): Promise<void> {
+  console.log(hostLine());
+  for (const connections of connectionCounts) {
+    for (const stack of [on, off]) await load(stack, "sluice", 2, connections);
+    const ratios: number[] = [];
+    const cpu = { on: [] as number[], off: [] as number[] };
+    console.log(
+      `\nobservability on vs off: /sluice (Sluice ext_authz per request), ${connections} connections, ${rounds} rounds x ${seconds} s per stack\n`,
+    );
+    console.log(
+      `${"round".padEnd(6)} ${"on req/s".padStart(9)} ${"off req/s".padStart(10)} ${"on/off".padStart(7)} ${"on µs/req".padStart(10)} ${"off µs/req".padStart(11)} ${"errors".padStart(7)}`,
+    );
+    for (let i = 0; i < rounds; i++) {
+      const order = i % 2 === 0 ? [on, off] : [off, on];
+      const figures = new Map<Stack, Figures>();
+      for (const stack of order) figures.set(stack, await load(stack, "sluice", seconds, connections));
+      const a = figures.get(on)!;
+      const b = figures.get(off)!;
+      ratios.push(a.rps / b.rps);
+      cpu.on.push(a.sluiceCpuUs);
+      cpu.off.push(b.sluiceCpuUs);
+      console.log(
+        `${String(i + 1).padEnd(6)} ${a.rps.toFixed(0).padStart(9)} ${b.rps.toFixed(0).padStart(10)} ${(a.rps / b.rps).toFixed(3).padStart(7)} ${a.sluiceCpuUs.toFixed(0).padStart(10)} ${b.sluiceCpuUs.toFixed(0).padStart(11)} ${String(a.errors + b.errors).padStart(7)}`,
+      );
+    }
+    const sorted = [...ratios].sort((x, y) => x - y);
+    const m = median(ratios);
+    console.log(
+      `median on/off ${m.toFixed(3)} (rounds ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}, middle half ${quantile(sorted, 0.25).toFixed(3)}–${quantile(sorted, 0.75).toFixed(3)}): observability costs ${((1 - m) * 100).toFixed(1)} % of the throughput (target <= 5 %: ${1 - m <= 0.05 ? "met" : "NOT met"}); Sluice CPU per request ${median(cpu.on).toFixed(0)} µs on vs ${median(cpu.off).toFixed(0)} µs off`,
+    );
+  }
+  console.log(hostLine());
+}
+
+const stacks: Stack[] = [];
+try {
+  if (values.observability === "compare") {
+    stacks.push(await startStack("on"), await startStack("off"));
+    await compare(stacks[0]!, stacks[1]!);
+  } else {
+    stacks.push(await startStack(values.observability));
+    await routeTables(stacks[0]!);
+  }
 } finally {
-  await envoy.stop();
-  await sluice.stop();
+  for (const stack of stacks) await stack.stop();
   upstream.kill();
   checker.kill();
-  cfg.cleanup();
-  rmSync(caDir, { recursive: true, force: true });
 }

@@ -4,16 +4,20 @@
 // plus one configuration change per second (the watched YAML of an HTTPRoute rewritten: a new response header value,
 // which a probe reads back to show the change is served), for --duration (default 30 minutes).
 //
-//   node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s]
+//   node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s] [--heap-snapshots DIR]
 //
 // Prints a table: requests and unexpected errors per kind (every kind checks its answer, the denials too; there must
 // be none), the configuration changes written and how far the served generation lagged, the RSS of Sluice and Envoy
 // after warm-up and at the end, their file descriptors and sockets (counted from /proc/<pid>/fd) at both points, and
 // CPU ms per request; then RSS sampled every 10 s: its range, and the median of the first and the last tenth of the
-// samples after warm-up, whose growth must stay under 10 % (a single sample swings with garbage collection). Exits 1
-// when an error was unexpected or a bound was broken.
+// samples after warm-up, whose growth must stay under 10 % (a single sample swings with garbage collection). Sluice's
+// V8 heap in use (its /metrics) is sampled alongside and reported the same way: RSS that grows while the heap does not
+// is the allocator or V8 keeping pages, a heap that grows is something held. --heap-snapshots DIR has Sluice write a
+// V8 heap snapshot there after warm-up and at the end (compare them in Chrome DevTools' Memory tab). Exits 1 when an
+// error was unexpected or a bound was broken.
 
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { churnYaml, KINDS, type Kind, mixedClient, mixedYaml, startMixedPeers } from "../test/helpers/mixed-load.js";
 import { freePort, request, sleep, waitFor } from "../test/helpers/net.js";
@@ -26,11 +30,14 @@ const { values } = parseArgs({
     rate: { type: "string", default: "40" },
     concurrency: { type: "string", default: "8" },
     warmup: { type: "string", default: "" },
+    "heap-snapshots": { type: "string", default: "" },
     help: { type: "boolean", default: false },
   },
 });
 if (values.help) {
-  console.log("node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s]");
+  console.log(
+    "node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s] [--heap-snapshots DIR]",
+  );
   process.exit(0);
 }
 
@@ -75,7 +82,47 @@ const port = await freePort();
 cfg.write("mixed.yaml", mixedYaml(port, peers));
 let generation = 0;
 cfg.write("churn.yaml", churnYaml(generation));
-const sluice = await startSluice("serve", cfg.dir, { env: { SESSION_KEY: "soak-session-key" } });
+const snapshotDir = values["heap-snapshots"];
+const sluice = await startSluice("serve", cfg.dir, {
+  env: {
+    SESSION_KEY: "soak-session-key",
+    ...(snapshotDir !== ""
+      ? { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${resolve(snapshotDir)}` }
+      : {}),
+  },
+});
+/** Asks Sluice for a heap snapshot and waits until its file is complete (V8 writes it while the process stands). */
+async function heapSnapshot(label: string): Promise<void> {
+  if (snapshotDir === "") return;
+  const before = new Set(readdirSync(snapshotDir));
+  sluice.child.kill("SIGUSR2");
+  const file = await waitFor(
+    `Sluice's ${label} heap snapshot`,
+    async () => readdirSync(snapshotDir).find((f) => f.endsWith(".heapsnapshot") && !before.has(f)),
+    120_000,
+    200,
+  );
+  // The file appears when writing starts; its size stops changing when it ends.
+  let size = -1;
+  await waitFor(
+    "the heap snapshot to be written",
+    async () => {
+      const now = statSync(join(snapshotDir, file)).size;
+      const done = now > 0 && now === size;
+      size = now;
+      return done ? true : undefined;
+    },
+    120_000,
+    1000,
+  );
+  console.log(`heap snapshot ${label}: ${join(snapshotDir, file)} (${(size / 1048576).toFixed(1)} MiB)`);
+}
+/** Sluice's V8 heap in use, from its own metrics (prom-client's default `nodejs_heap_size_used_bytes`). */
+async function heapUsedKb(): Promise<number> {
+  const r = await request(sluice.adminPort, "/metrics", { timeoutMs: 5000 });
+  const m = /^nodejs_heap_size_used_bytes (\d+(?:\.\d+)?(?:e\+\d+)?)$/m.exec(r.body);
+  return m === null ? 0 : Number(m[1]) / 1024;
+}
 const envoy = await startTestEnvoy(sluice);
 const baseUrl = `http://127.0.0.1:${port}`;
 const client = await waitFor(
@@ -128,12 +175,19 @@ const probe = setInterval(() => {
 }, 1000);
 
 let warm: { sluice: Snapshot; envoy: Snapshot; requests: number } | undefined;
-const rssSamples: { t: number; sluice: number; envoy: number }[] = [];
+const rssSamples: { t: number; sluice: number; envoy: number; heap: number }[] = [];
+let warmSnapshot: Promise<void> = Promise.resolve();
 const sampler = setInterval(() => {
   const s = snapshot(sluice.child.pid);
   const e = snapshot(envoy.process.child.pid);
-  rssSamples.push({ t: elapsedS(), sluice: s.rssKb, envoy: e.rssKb });
-  if (warm === undefined && elapsedS() >= warmupS) warm = { sluice: s, envoy: e, requests: total() };
+  const t = elapsedS();
+  heapUsedKb()
+    .catch(() => 0)
+    .then((heap) => rssSamples.push({ t, sluice: s.rssKb, envoy: e.rssKb, heap }));
+  if (warm === undefined && t >= warmupS) {
+    warm = { sluice: s, envoy: e, requests: total() };
+    warmSnapshot = heapSnapshot("after warm-up");
+  }
 }, 10_000);
 const total = () => [...counts.values()].reduce((a, c) => a + c.n, 0);
 
@@ -175,6 +229,8 @@ const endUnderLoad = {
 clearInterval(churn);
 clearInterval(probe);
 clearInterval(sampler);
+await warmSnapshot;
+await heapSnapshot("at the end");
 await waitFor("the last requests", async () => (inFlight === 0 ? true : undefined), 30_000, 20);
 // The last generation written is served.
 const lastWritten = generation;
@@ -207,7 +263,7 @@ rows.push(
 );
 /** RSS (MiB) of the first and the last tenth of the samples after warm-up (at least 3 each), as medians: one sample
  * can sit before or after a garbage collection, a median of several cannot swing with it. */
-const rssTrend = (key: "sluice" | "envoy"): { first: number; last: number; growth: number } => {
+const rssTrend = (key: "sluice" | "envoy" | "heap"): { first: number; last: number; growth: number } => {
   const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
   const n = Math.max(3, Math.ceil(after.length / 10));
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
@@ -215,16 +271,24 @@ const rssTrend = (key: "sluice" | "envoy"): { first: number; last: number; growt
   const last = median(after.slice(-n));
   return { first, last, growth: growth(first, last) };
 };
-const rssRange = (key: "sluice" | "envoy") => {
+const rssRange = (key: "sluice" | "envoy" | "heap") => {
   const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
   return after.length ? `${Math.min(...after).toFixed(1)}–${Math.max(...after).toFixed(1)} MiB` : "-";
 };
 console.log(rows.join("\n"));
-console.log(`RSS range after warm-up (10 s samples): sluice ${rssRange("sluice")}, envoy ${rssRange("envoy")}`);
+console.log(
+  `RSS range after warm-up (10 s samples): sluice ${rssRange("sluice")}, envoy ${rssRange("envoy")}; Sluice's V8 heap in use ${rssRange("heap")}`,
+);
 for (const key of ["sluice", "envoy"] as const) {
   const t = rssTrend(key);
   console.log(
     `RSS median, first → last tenth after warm-up: ${key} ${t.first.toFixed(1)} → ${t.last.toFixed(1)} MiB (${t.growth.toFixed(1)} %)`,
+  );
+}
+{
+  const t = rssTrend("heap");
+  console.log(
+    `Sluice's V8 heap in use, median of the first → last tenth after warm-up: ${t.first.toFixed(1)} → ${t.last.toFixed(1)} MiB (${t.growth.toFixed(1)} %)`,
   );
 }
 if (examples.length > 0) console.log(`errors (first ${examples.length}):\n${examples.join("\n")}`);
