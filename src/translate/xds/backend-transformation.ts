@@ -28,10 +28,8 @@ import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
 } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
-import { durationFromMs } from "../duration.js";
 import type { BackendProblemIR, EffectivePolicyIR, PolicySourceIR, RouteIR, UpstreamTransformationIR } from "../ir.js";
-import { LLM_STAGE_METADATA } from "../llm/table.js";
-import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
+import { sluiceStageProcessor } from "./filters/sluice-stage.js";
 import { IDENTITY, READS_BODY, type TransformationIn, transformationEntries } from "./filters/transformation.js";
 import { IDENTITY_NAMESPACES } from "./llm.js";
 import { retryConditionCodes } from "./retry-condition.js";
@@ -112,24 +110,17 @@ export function upstreamTransformationFilter(u: UpstreamTransformationIR): Any {
   return anyPack(
     ExternalProcessorSchema,
     create(ExternalProcessorSchema, {
-      grpcService: {
-        targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
-        initialMetadata: [
-          { key: LLM_STAGE_METADATA, value: TRANSFORMATION_STAGE },
-          { key: TRANSFORMATION_METADATA, value: encodeTransformation(spec) },
-        ],
-      },
-      processingMode: {
-        requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-        requestBodyMode: spec.requestBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
-        responseHeaderMode: hasResponseStage(spec)
-          ? ProcessingMode_HeaderSendMode.SEND
-          : ProcessingMode_HeaderSendMode.SKIP,
-        responseBodyMode: spec.responseBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
-        requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-        responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      },
-      messageTimeout: durationFromMs(5000),
+      ...sluiceStageProcessor(
+        TRANSFORMATION_STAGE,
+        {
+          requestBodyMode: spec.requestBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
+          responseHeaderMode: hasResponseStage(spec)
+            ? ProcessingMode_HeaderSendMode.SEND
+            : ProcessingMode_HeaderSendMode.SKIP,
+          responseBodyMode: spec.responseBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
+        },
+        [{ key: TRANSFORMATION_METADATA, value: encodeTransformation(spec) }],
+      ),
       // Its own counters: cluster.<cluster>.ext_proc.sluice_backend_transformation.* (upstream filters count there).
       statPrefix: "sluice_backend_transformation",
       metadataOptions: {

@@ -42,11 +42,10 @@ import {
   LLM_PROVIDER_ATTRIBUTE,
   LLM_SINGLE_PROVIDER_ATTRIBUTE,
   LLM_SINGLE_PROVIDER_KEY,
-  LLM_STAGE_METADATA,
 } from "../llm/table.js";
-import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import { socketAddress } from "./address.js";
 import { extProcOnRoute } from "./filters/ext-proc-route.js";
+import { sluiceStageProcessor } from "./filters/sluice-stage.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
 import { throughTunnel } from "./tunnel.js";
 import { upstreamTls } from "./upstream-tls.js";
@@ -61,31 +60,12 @@ const LLM_UPSTREAM_FILTER = "sluice.llm_upstream_ext_proc";
  * 1 % holds until the last endpoint is evicted for clusters of fewer than 140 endpoints; 0 would disable the fallback.
  */
 export const EVICTION_PANIC_PERCENT = 1;
-/** Generous: the first request after a start warms the translators; a provider's latency is not counted here. */
-const MESSAGE_TIMEOUT_MS = 5000;
-
-function grpcService(stage: "router" | "upstream") {
-  return {
-    // The hot-path HTTP/2 server (src/grpc/unary-server.ts), not grpc-js: several messages per LLM request.
-    targetSpecifier: { case: "envoyGrpc" as const, value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
-    initialMetadata: [{ key: LLM_STAGE_METADATA, value: stage }],
-  };
-}
-
 /** Upstream (per attempt): headers only; the body comes from the router-level stream's state and is replaced. */
 function upstreamExtProc(): ExternalProcessor {
   return create(ExternalProcessorSchema, {
-    grpcService: grpcService("upstream"),
-    processingMode: {
-      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
-      requestBodyMode: ProcessingMode_BodySendMode.NONE,
-      responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
-      responseBodyMode: ProcessingMode_BodySendMode.NONE,
-      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-    },
+    // A provider's latency is not counted in the 5 s per message.
+    ...sluiceStageProcessor("upstream"),
     requestAttributes: [LLM_PROVIDER_ATTRIBUTE, LLM_CLUSTER_ATTRIBUTE],
-    messageTimeout: durationFromMs(MESSAGE_TIMEOUT_MS),
     // The translated request goes to another host and path; its length is the translated body's.
     mutationRules: { allowAllRouting: true, allowEnvoy: false },
     allowContentLengthHeader: true,
@@ -99,19 +79,14 @@ function upstreamExtProc(): ExternalProcessor {
  */
 export function routerExtProc(): ExternalProcessor {
   return create(ExternalProcessorSchema, {
-    grpcService: grpcService("router"),
-    processingMode: {
-      requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+    ...sluiceStageProcessor("router", {
       requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
       responseHeaderMode: ProcessingMode_HeaderSendMode.SEND,
       responseBodyMode: ProcessingMode_BodySendMode.BUFFERED,
-      requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-      responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
-    },
+    }),
     allowModeOverride: true,
     // The cluster Envoy routes to, and its one provider when it has no upstream stage (see singleOf in the service).
     requestAttributes: [LLM_CLUSTER_ATTRIBUTE, LLM_SINGLE_PROVIDER_ATTRIBUTE],
-    messageTimeout: durationFromMs(MESSAGE_TIMEOUT_MS),
     metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE] } },
     // One stage: the provider's `:authority` (a routing header, refused without this) and the translated length.
     mutationRules: { allowAllRouting: true, allowEnvoy: false },
