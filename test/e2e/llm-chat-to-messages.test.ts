@@ -55,7 +55,8 @@ describe("chat completions client → messages provider", { timeout: 120_000 }, 
   test("under load no request fails: thousands of ext_proc streams do not trip HTTP/2 reset protection", async () => {
     // Envoy resets finished ext_proc streams. On node:http2, nghttp2's per-connection budget of resets and "glitches"
     // ended a connection with GOAWAY, refusing the streams in flight (requests failed with 500); Sluice's own server
-    // has no such budget, and Envoy keeps its connections. 3,000 requests are thousands of streams on them.
+    // charges its reset budget only for streams it has not answered, and Envoy keeps its connections. 3,000 requests
+    // are thousands of streams on them.
     // Half of them streamed: a streamed response keeps the ext_proc stream busy with one message per chunk.
     const text = "The quick brown fox jumps over the lazy dog. ".repeat(20);
     const bodies = [false, true].map((stream) =>
