@@ -47,8 +47,20 @@ const { values } = parseArgs({
     tls: { type: "boolean", default: false },
     // on: Sluice's request metrics and info logs (the default); off: neither (--request-metrics off, warn logs).
     observability: { type: "string", default: "on" },
+    help: { type: "boolean", default: false },
   },
 });
+if (values.help) {
+  console.log(`node dist/bench/authz.js [options]
+  --connections LIST     connection counts, one table each (1,4,32)
+  --seconds N            seconds of load per route and round (5)
+  --rounds N             rounds interleaving the routes; the median round is reported (3)
+  --tls                  Envoy reaches Sluice (ADS, ext_authz) over mutual TLS
+  --observability on|off|compare
+                         on: request metrics and info logs (default); off: --request-metrics off, warn logs;
+                         compare: Sluice on and Sluice off side by side (two Envoys), loaded in turn each round`);
+  process.exit(0);
+}
 const connectionCounts = values.connections.split(",").map(Number);
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);

@@ -38,8 +38,17 @@ const { values } = parseArgs({
     targets: { type: "string", default: "child" },
     "cpu-prof": { type: "string" },
     "serve-target": { type: "string" },
+    help: { type: "boolean", default: false },
   },
 });
+if (values.help) {
+  console.log(`node dist/bench/mcp.js [options]
+  --calls N              tools/call and tools/list requests per setup (500)
+  --sessions N           new sessions per setup (50)
+  --targets child|inproc each target in a process of its own (default), or all in the bench's process
+  --cpu-prof DIR         Sluice writes a V8 CPU profile into DIR when the bench stops it`);
+  process.exit(0);
+}
 
 if (values["serve-target"] !== undefined) {
   // A child: one target, its port on one line, until the parent closes stdin.
