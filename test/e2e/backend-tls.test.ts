@@ -10,10 +10,7 @@ import { after, before, describe, test } from "node:test";
 import type { TLSSocket } from "node:tls";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
-import { indentLines, tlsFixture } from "../helpers/tls.js";
-
-const fixture = tlsFixture;
-const indent = indentLines;
+import { caConfigMapYaml, tlsFixture, tlsSecretYaml } from "../helpers/tls.js";
 
 function resources(plain: number, mtls: number): string {
   const rule = (name: string) => `
@@ -29,24 +26,7 @@ spec:
     tls: ${tls}
 `;
   const services = ["trusted", "untrusted", "skip", "wrongname", "noca"].map((n) => localService(n, plain)).join("");
-  return `${services}${localService("mtls", mtls)}---
-apiVersion: v1
-kind: ConfigMap
-metadata: { name: example-ca, namespace: default }
-data:
-  ca.crt: |
-${indent(fixture("example.com.crt"), 4)}
----
-apiVersion: v1
-kind: Secret
-metadata: { name: client-cert, namespace: default }
-type: kubernetes.io/tls
-stringData:
-  tls.crt: |
-${indent(fixture("foo.example.com.crt"), 4)}
-  tls.key: |
-${indent(fixture("foo.example.com.key"), 4)}
----
+  return `${services}${localService("mtls", mtls)}${caConfigMapYaml()}${tlsSecretYaml()}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: default }
@@ -62,16 +42,16 @@ async function listen(server: Server): Promise<number> {
 }
 
 describe("backend.tls: Envoy originates TLS to the backend", { timeout: 60_000 }, () => {
-  const plain = createServer({ cert: fixture("example.com.crt"), key: fixture("example.com.key") }, (req, res) =>
+  const plain = createServer({ cert: tlsFixture("example.com.crt"), key: tlsFixture("example.com.key") }, (req, res) =>
     res.end(`tls ${(req.socket as TLSSocket).getProtocol()}`),
   );
   const mtls = createServer(
     {
-      cert: fixture("example.com.crt"),
-      key: fixture("example.com.key"),
+      cert: tlsFixture("example.com.crt"),
+      key: tlsFixture("example.com.key"),
       requestCert: true,
       rejectUnauthorized: true,
-      ca: [fixture("foo.example.com.crt")],
+      ca: [tlsFixture("foo.example.com.crt")],
     },
     (req, res) => {
       const cn = (req.socket as TLSSocket).getPeerCertificate().subject?.CN;

@@ -12,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 import type { TLSSocket } from "node:tls";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
-import { indentLines, tlsFixture } from "../helpers/tls.js";
+import { caConfigMapYaml, indentLines, tlsFixture } from "../helpers/tls.js";
 
 async function listen(server: { listen(port: number, host: string, cb: () => void): unknown; address(): unknown }) {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
@@ -77,14 +77,7 @@ apiVersion: v1
 kind: Service
 metadata: { name: idle, namespace: default }
 spec: { ports: [{ name: p, port: 80 }] }
----
-apiVersion: v1
-kind: ConfigMap
-metadata: { name: example-ca, namespace: default }
-data:
-  ca.crt: |
-${indentLines(tlsFixture("example.com.crt"), 4)}
----
+${caConfigMapYaml()}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: proxy, namespace: default }

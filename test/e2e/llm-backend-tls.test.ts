@@ -11,7 +11,7 @@ import { createServer, type Server, type TLSSocket } from "node:tls";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { indentLines, tlsFixture } from "../helpers/tls.js";
+import { caConfigMapYaml, tlsFixture, tlsSecretYaml } from "../helpers/tls.js";
 
 /** A TLS server in front of the fake provider: what a provider's HTTPS endpoint is, with a private CA. */
 interface TlsFront {
@@ -68,24 +68,7 @@ spec:
     - matches: [{ path: { type: PathPrefix, value: /${name}/ } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${name} }]`;
   const names = ["trusted", "untrusted", "wrongname", "mtls", "own"];
-  return `---
-apiVersion: v1
-kind: ConfigMap
-metadata: { name: example-ca, namespace: default }
-data:
-  ca.crt: |
-${indentLines(tlsFixture("example.com.crt"), 4)}
----
-apiVersion: v1
-kind: Secret
-metadata: { name: client-cert, namespace: default }
-type: kubernetes.io/tls
-stringData:
-  tls.crt: |
-${indentLines(tlsFixture("foo.example.com.crt"), 4)}
-  tls.key: |
-${indentLines(tlsFixture("foo.example.com.key"), 4)}
-${backend("trusted", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }", trusted)}${backend("untrusted", "{ sni: example.com }")}${backend("wrongname", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, verifySubjectAltNames: [other.example.com] }")}${backend("mtls", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }", mtls)}---
+  return `${caConfigMapYaml()}${tlsSecretYaml()}${backend("trusted", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }", trusted)}${backend("untrusted", "{ sni: example.com }")}${backend("wrongname", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, verifySubjectAltNames: [other.example.com] }")}${backend("mtls", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }", mtls)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: own, namespace: default }

@@ -12,7 +12,7 @@ import { type JWTPayload, jwtVerify } from "jose";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { mcpClient } from "../helpers/mcp-env.js";
 import { type SdkTarget, startSdkTarget } from "../helpers/mcp-targets.js";
-import { indentLines, tlsFixture } from "../helpers/tls.js";
+import { caConfigMapYaml, tlsFixture, tlsSecretYaml } from "../helpers/tls.js";
 
 function text(r: unknown): string {
   const c = (r as { content?: { type: string; text?: string }[] }).content ?? [];
@@ -39,31 +39,7 @@ spec:
 ${targets.join("\n")}
 `;
   const names = ["trusted", "failopen", "failclosed", "timeout", "signed"];
-  return `---
-apiVersion: v1
-kind: ConfigMap
-metadata: { name: example-ca, namespace: default }
-data:
-  ca.crt: |
-${indentLines(tlsFixture("example.com.crt"), 4)}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: { name: other-ca, namespace: default }
-data:
-  ca.crt: |
-${indentLines(tlsFixture("wildcard.example.org.crt"), 4)}
----
-apiVersion: v1
-kind: Secret
-metadata: { name: client-cert, namespace: default }
-type: kubernetes.io/tls
-stringData:
-  tls.crt: |
-${indentLines(tlsFixture("foo.example.com.crt"), 4)}
-  tls.key: |
-${indentLines(tlsFixture("foo.example.com.key"), 4)}
-${backend("trusted", "FailClosed", [target("secure", securePort, trusted), target("plain", plainPort)])}${backend("failopen", "FailOpen", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("failclosed", "FailClosed", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("timeout", "FailClosed", [target("plain", plainPort, "{ http: { requestTimeout: 400ms } }")])}${backend("signed", "FailClosed", [target("signed", signedPort, "{ auth: { jwtSign: { signingKeyRef: { name: signer }, alg: ES256, claims: { iss: sluice, aud: tools, sub: mcp-gateway } } } }")])}---
+  return `${caConfigMapYaml()}${caConfigMapYaml("other-ca", "wildcard.example.org.crt")}${tlsSecretYaml()}${backend("trusted", "FailClosed", [target("secure", securePort, trusted), target("plain", plainPort)])}${backend("failopen", "FailOpen", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("failclosed", "FailClosed", [target("secure", securePort, wrongCa), target("plain", plainPort)])}${backend("timeout", "FailClosed", [target("plain", plainPort, "{ http: { requestTimeout: 400ms } }")])}${backend("signed", "FailClosed", [target("signed", signedPort, "{ auth: { jwtSign: { signingKeyRef: { name: signer }, alg: ES256, claims: { iss: sluice, aud: tools, sub: mcp-gateway } } } }")])}---
 apiVersion: v1
 kind: Secret
 metadata: { name: signer, namespace: default }

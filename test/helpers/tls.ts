@@ -18,3 +18,33 @@ export function indentLines(text: string, spaces = 4): string {
     .map((l) => `${" ".repeat(spaces)}${l}`)
     .join("\n");
 }
+
+/**
+ * A ConfigMap (one YAML document, from `---` to its last line's newline) holding a fixture certificate as `ca.crt`,
+ * the key a `caCertificateRefs` entry reads.
+ */
+export function caConfigMapYaml(name = "example-ca", certificate = "example.com.crt"): string {
+  return `---
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: ${name}, namespace: default }
+data:
+  ca.crt: |
+${indentLines(tlsFixture(certificate), 4)}
+`;
+}
+
+/** A kubernetes.io/tls Secret (one YAML document) with a fixture's certificate and key, as `mtlsCertificateRef` names. */
+export function tlsSecretYaml(name = "client-cert", host = "foo.example.com"): string {
+  return `---
+apiVersion: v1
+kind: Secret
+metadata: { name: ${name}, namespace: default }
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+${indentLines(tlsFixture(`${host}.crt`), 4)}
+  tls.key: |
+${indentLines(tlsFixture(`${host}.key`), 4)}
+`;
+}

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { loadAndTranslate } from "../../src/cli/load.js";
-import { indentLines, tlsFixture } from "../helpers/tls.js";
+import { caConfigMapYaml, tlsFixture, tlsSecretYaml } from "../helpers/tls.js";
 
 const YAML = `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -18,24 +18,7 @@ metadata: { name: gw, namespace: default }
 spec:
   gatewayClassName: sluice
   listeners: [{ name: http, protocol: HTTP, port: 8080 }]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: { name: example-ca, namespace: default }
-data:
-  ca.crt: |
-${indentLines(tlsFixture("example.com.crt"), 4)}
----
-apiVersion: v1
-kind: Secret
-metadata: { name: client-cert, namespace: default }
-type: kubernetes.io/tls
-stringData:
-  tls.crt: |
-${indentLines(tlsFixture("foo.example.com.crt"), 4)}
-  tls.key: |
-${indentLines(tlsFixture("foo.example.com.key"), 4)}
----
+${caConfigMapYaml()}${tlsSecretYaml()}---
 apiVersion: v1
 kind: Secret
 metadata: { name: backend-key, namespace: default }
