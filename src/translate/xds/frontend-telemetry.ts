@@ -118,7 +118,7 @@ function givesNumber(e: Expr): boolean {
 }
 
 /** Envoy CEL of an expression that reads the request alone (what the sampler sees), else undefined. */
-function requestCel(text: string): string | undefined {
+export function requestCel(text: string): string | undefined {
   if (readsVariable(text, "jwt") || readsVariable(text, "llm")) return undefined;
   return toDefaultEnvoyCel(text);
 }
@@ -145,25 +145,16 @@ export interface TracingSampling {
 }
 
 /**
- * `randomSampling`, `clientSampling` and `filter` → Envoy's sampling. Constants alone stay the HCM's percentages;
- * otherwise one CEL sampler decides for every span (Envoy's tracer then ignores the HCM's decision).
+ * `randomSampling`, `clientSampling` and a `filter` of the request alone → Envoy's sampling. Constants alone stay
+ * the HCM's percentages; otherwise one CEL sampler decides for every span (Envoy's tracer then ignores the HCM's
+ * decision).
  */
 export function tracingSampling(t: Rec, note: Note): TracingSampling {
   // Spec: random sampling unset disables it; client sampling unset is 100 %.
   const random = sampling(t.randomSampling, "randomSampling", note) ?? { percent: 0 };
   const client = sampling(t.clientSampling, "clientSampling", note) ?? { percent: 100 };
-  let filter: string | undefined;
-  if (typeof t.filter === "string") {
-    filter = requestCel(t.filter);
-    if (filter === undefined) {
-      note(
-        "filter",
-        "only a filter of the request (request.*) is applied, in the sampling decision when the span starts; one " +
-          "that reads the response or an identity would need the span held back until the request ends, which " +
-          "Envoy's tracer cannot do; every sampled span is exported",
-      );
-    }
-  }
+  // A filter reading more than the request is applied when the span finishes, by Sluice's span relay (frontend.ts).
+  const filter = typeof t.filter === "string" ? requestCel(t.filter) : undefined;
   if ("percent" in random && "percent" in client && filter === undefined) {
     return { random: random.percent, client: client.percent };
   }

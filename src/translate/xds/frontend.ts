@@ -6,9 +6,10 @@
 //   accessLog      an access log on stdout, JSON lines with default fields and `attributes.add` as Envoy CEL
 //                  (%CEL(...)%; `request.path` is Envoy's url_path), `filter` as Envoy's CEL access log filter
 //   tls            each HTTPS filter chain's TLS parameters (versions, TLS 1.2 suites, groups), ALPN and handshake timeout
-//   tracing        the OpenTelemetry tracer; sampling, resources and `metrics` labels are frontend-telemetry.ts
-// `networkAuthorization` is network-authz.ts. What is not applied (TLS 1.3 suite choice, span
-// attribute removal, expressions Envoy cannot evaluate) is reported in the policy's status, never dropped silently.
+//   tracing        the OpenTelemetry tracer; sampling, resources and `metrics` labels are frontend-telemetry.ts;
+//                  `attributes.remove` and a `filter` reading the response through Sluice's span relay (src/otlp/)
+// `networkAuthorization` is network-authz.ts. What is not applied (TLS 1.3 suite choice, expressions Envoy cannot
+// evaluate) is reported in the policy's status, never dropped silently.
 
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -29,17 +30,24 @@ import { CelSchema } from "../../gen/envoy/extensions/formatter/cel/v3/cel_pb.js
 import { PreserveCaseFormatterConfigSchema } from "../../gen/envoy/extensions/http/header_formatters/preserve_case/v3/preserve_case_pb.js";
 import { TlsParameters_TlsProtocol } from "../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js";
 import type { CustomTagSchema } from "../../gen/envoy/type/tracing/v3/custom_tag_pb.js";
+import { encodeRelaySpec, FILTER_TAG, RELAY_METADATA, type RelaySpec } from "../../otlp/spans.js";
 import { referenceAllowed, serviceEndpoints } from "../backend/resolve.js";
 import { parseByteSize } from "../bytes.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
-import { collectorClusterName } from "../names.js";
+import { collectorClusterName, SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import { buildCluster } from "./cluster.js";
 import { endFormat, toEnvoyCel } from "./filters/envoy-cel.js";
 import type { BuildContext } from "./filters/types.js";
-import { metricsLogger, TELEMETRY_SCHEMAS, tracingResources, tracingSampling } from "./frontend-telemetry.js";
+import {
+  metricsLogger,
+  requestCel,
+  TELEMETRY_SCHEMAS,
+  tracingResources,
+  tracingSampling,
+} from "./frontend-telemetry.js";
 
 type HcmInit = Exclude<MessageInitShape<typeof HttpConnectionManagerSchema>, { $typeName: string }>;
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, { $typeName: string }>;
@@ -399,8 +407,9 @@ function collector(
 
 /**
  * `frontend.tracing` → the HCM's OpenTelemetry tracer, exporting to the collector of `backendRef` (a Service, or a
- * static GwBackend) over OTLP gRPC or HTTP. Sampling, span attributes and resource attributes are applied when Envoy
- * can evaluate them itself (constants, request headers); the rest, and `filter`, are reported.
+ * static GwBackend) over OTLP gRPC or HTTP. Sampling, span attributes, resource attributes and `filter` are applied
+ * when Envoy can evaluate them (expressions it cannot are reported); with `attributes.remove` or a `filter` that
+ * reads more than the request, Envoy exports to Sluice's span relay, which applies them and sends the export on.
  */
 function tracing(
   t: Rec,
@@ -431,36 +440,60 @@ function tracing(
       else note(`attributes.add[${i}]`, `${NOT_IN_ENVOY}; left out`);
     }
   });
-  if (Array.isArray(attributes.remove) && attributes.remove.length > 0) {
-    note(
-      "attributes.remove",
-      "Envoy's tracer sets its default span attributes (http.url, http.method, peer.address ...) on every span and " +
-        "has no setting to leave one out; not applied",
-    );
+  // `remove` names default attributes: one the policy also adds keeps the added value.
+  const added = new Set(customTags.map((c) => c.tag));
+  const remove = [...new Set(Array.isArray(attributes.remove) ? attributes.remove.map(String) : [])].filter(
+    (n) => !added.has(n),
+  );
+  // A filter of the request alone is part of the sampling decision (frontend-telemetry.ts); one reading more is
+  // evaluated when the span finishes, into a span attribute the relay drops the span by.
+  const filterText = str(t.filter);
+  const requestFilter = filterText !== undefined && requestCel(filterText) !== undefined;
+  let filter = false;
+  if (filterText !== undefined && !requestFilter) {
+    const format = endFormat(filterText);
+    if (format !== undefined) {
+      customTags.push({ tag: FILTER_TAG, type: { case: "value", value: format } });
+      filter = true;
+    } else note("filter", `${NOT_IN_ENVOY}; every sampled span is exported`);
   }
   const resources = tracingResources(t.resources, note);
-  const sampled = tracingSampling(t, note);
+  const sampled = tracingSampling(requestFilter ? t : { ...t, filter: undefined }, note);
   const path = str(t.path) ?? "/v1/traces";
+  // What Envoy's tracer cannot do itself (leave out its default attributes, decide on a span when it finishes) goes
+  // through Sluice's span relay (src/otlp/relay.ts), which sends the export on to the collector.
+  const relay: RelaySpec | undefined =
+    remove.length > 0 || filter
+      ? { cluster: clusterName, protocol: grpc ? "GRPC" : "HTTP", path, authority: name, remove, filter }
+      : undefined;
   const otel = create(OpenTelemetryConfigSchema, {
     serviceName: `${l.name}`,
     ...(resources !== undefined ? { resourceDetectors: [resources] } : {}),
     ...(sampled.sampler !== undefined ? { sampler: sampled.sampler } : {}),
-    ...(grpc
+    ...(relay !== undefined
       ? {
           grpcService: {
-            targetSpecifier: { case: "envoyGrpc", value: { clusterName, authority: name } },
+            targetSpecifier: { case: "envoyGrpc", value: { clusterName: SLUICE_AUTHZ_CLUSTER } },
+            initialMetadata: [{ key: RELAY_METADATA, value: encodeRelaySpec(relay) }],
             timeout: durationFromMs(5000),
           },
         }
-      : {
-          httpService: {
-            httpUri: {
-              uri: `http://${host}${path}`,
-              httpUpstreamType: { case: "cluster", value: clusterName },
+      : grpc
+        ? {
+            grpcService: {
+              targetSpecifier: { case: "envoyGrpc", value: { clusterName, authority: name } },
               timeout: durationFromMs(5000),
             },
-          },
-        }),
+          }
+        : {
+            httpService: {
+              httpUri: {
+                uri: `http://${host}${path}`,
+                httpUpstreamType: { case: "cluster", value: clusterName },
+                timeout: durationFromMs(5000),
+              },
+            },
+          }),
   });
   return {
     cluster,

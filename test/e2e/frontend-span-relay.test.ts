@@ -1,0 +1,194 @@
+// frontend.tracing's `attributes.remove` and a `filter` reading the response, through a real Envoy and `sluice serve`:
+// Envoy's tracer exports to Sluice's span relay (src/otlp/relay.ts), which drops the spans whose filter did not hold
+// when they finished and the default attributes the policy removes, then sends the export on to the user's collector.
+// Two Gateways in turn: one exports to an OTLP/HTTP collector (remove and filter), the other to an OTLP/gRPC
+// collector (a grpc-js server; remove only). The collectors are written for the test and keep what they receive.
+
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, test } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { EXPORT_PATH } from "../../src/otlp/spans.js";
+import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
+import { decodeTraceExport, type OtlpSpan } from "../helpers/otlp.js";
+
+const route = (upstream: number) => `${localService("echo", upstream)}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /ok } }]
+      backendRefs: [{ name: echo, port: 80 }]
+`;
+
+/** Remove and a filter reading the response, to an OTLP/HTTP collector. */
+const httpResources = (
+  upstream: number,
+  collector: number,
+) => `${route(upstream)}${localService("collector", collector)}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: tracing, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+    tracing:
+      backendRef: { name: collector, port: 80 }
+      protocol: HTTP
+      randomSampling: "true"
+      filter: "response.code == 200 && request.headers['x-tenant'] != 'hidden'"
+      attributes:
+        remove: [http.url, peer.address, user_agent, tenant]
+        add:
+          - { name: tenant, expression: "request.headers['x-tenant']" }
+          - { name: status, expression: "string(response.code)" }
+`;
+
+/** Remove only, to an OTLP/gRPC collector. */
+const grpcResources = (
+  upstream: number,
+  collector: number,
+) => `${route(upstream)}${localService("grpc-collector", collector)}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: tracing-grpc, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+    tracing:
+      backendRef: { name: grpc-collector, port: 80 }
+      randomSampling: "true"
+      attributes:
+        remove: [http.url, http.method]
+        add: [{ name: tenant, expression: "request.headers['x-tenant']" }]
+`;
+
+describe("span relay to an OTLP/HTTP collector: remove and a filter reading the response", { timeout: 90_000 }, () => {
+  let upstream: Upstream;
+  let gw: TestGateway;
+  const spans: OtlpSpan[] = [];
+  const collector: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (req.url === "/v1/traces" && req.headers["content-type"] === "application/x-protobuf") {
+        spans.push(...decodeTraceExport(Buffer.concat(chunks)));
+      }
+      res.writeHead(200, { "content-type": "application/x-protobuf" });
+      res.end();
+    });
+  });
+
+  before(async () => {
+    upstream = await startEchoUpstream("echo");
+    await new Promise<void>((r) => collector.listen(0, "127.0.0.1", () => r()));
+    const port = (collector.address() as AddressInfo).port;
+    gw = await startTestGateway(
+      () => httpResources(upstream.port, port),
+      "/ok",
+      (s) => s === 200,
+    );
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream?.close();
+    collector.close();
+  });
+
+  test("spans whose filter failed when they finished are dropped; removed attributes are gone", async () => {
+    const get = (path: string, tenant: string) =>
+      request(gw.port, path, { headers: { "x-tenant": tenant, "user-agent": "relay-test" } });
+    for (let i = 0; i < 3; i++) assert.equal((await get(`/ok/${i}`, "shown")).status, 200);
+    // No route: 404, so `response.code == 200` is false when the span finishes.
+    for (let i = 0; i < 2; i++) assert.equal((await get(`/missing/${i}`, "not-found")).status, 404);
+    // 200, but the request part of the filter fails.
+    assert.equal((await get("/ok/hidden", "hidden")).status, 200);
+    await waitFor(
+      "the three kept spans",
+      async () => (spans.filter((s) => s.attributes.tenant === "shown").length === 3 ? true : undefined),
+      20_000,
+    );
+    // Envoy exports every 5 spans or every 5 s: one more flush for any span that should not be there.
+    await new Promise((r) => setTimeout(r, 6000));
+    assert.deepEqual(
+      [...new Set(spans.map((s) => s.attributes.tenant))],
+      ["shown"],
+      "only spans whose filter held reach the collector",
+    );
+    for (const s of spans) {
+      for (const gone of ["http.url", "peer.address", "user_agent", "sluice.span_filter"]) {
+        assert.ok(!(gone in s.attributes), `${gone} is removed (${JSON.stringify(s.attributes)})`);
+      }
+      assert.equal(s.attributes.status, "200", "an added attribute from the response stays");
+      assert.equal(s.attributes["http.method"], "GET", "a default attribute not removed stays");
+      assert.match(s.service, /^gateway\/default\/gw\//, "the resource is Envoy's, unchanged");
+    }
+  });
+});
+
+describe("span relay to an OTLP/gRPC collector", { timeout: 90_000 }, () => {
+  let upstream: Upstream;
+  let gw: TestGateway;
+  const spans: OtlpSpan[] = [];
+  const authorities: string[] = [];
+  const server = new grpc.Server();
+  const raw = (b: Buffer) => b;
+
+  before(async () => {
+    upstream = await startEchoUpstream("echo");
+    // OTLP/gRPC's TraceService (a grpc-js server): the request kept as bytes, an empty ExportTraceServiceResponse.
+    server.addService(
+      {
+        export: {
+          path: EXPORT_PATH,
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: raw,
+          requestDeserialize: raw,
+          responseSerialize: raw,
+          responseDeserialize: raw,
+        },
+      },
+      {
+        export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, done: grpc.sendUnaryData<Buffer>) => {
+          authorities.push(call.getHost());
+          spans.push(...decodeTraceExport(call.request));
+          done(null, Buffer.alloc(0));
+        },
+      },
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    gw = await startTestGateway(
+      () => grpcResources(upstream.port, port),
+      "/ok",
+      (s) => s === 200,
+    );
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream?.close();
+    server.forceShutdown();
+  });
+
+  test("the export goes on over gRPC with the removed attributes gone and the others kept", async () => {
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await request(gw.port, `/ok/g${i}`, { headers: { "x-tenant": "grpc-tenant" } })).status, 200);
+    }
+    await waitFor(
+      "the five spans over gRPC",
+      async () => (spans.filter((s) => s.attributes.tenant === "grpc-tenant").length === 5 ? true : undefined),
+      20_000,
+    );
+    for (const s of spans) {
+      assert.ok(!("http.url" in s.attributes) && !("http.method" in s.attributes), JSON.stringify(s.attributes));
+      assert.equal(s.attributes["http.status_code"], "200", "Envoy's other default attributes stay");
+    }
+    assert.ok(authorities.includes("grpc-collector"), `the collector's name as :authority (${authorities.join()})`);
+  });
+});
