@@ -5,12 +5,10 @@
 // access log attributes and a filter reading response.*, source.*, apiKey.* and request.query.
 
 import assert from "node:assert/strict";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import { decodeTraceExport, type OtlpSpan } from "../helpers/otlp.js";
+import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
 import { parsePrometheusText, sampleValue } from "../helpers/prom-text.js";
 
 const KEY = "sk-frontend-telemetry-0123456789";
@@ -79,29 +77,14 @@ spec:
 describe("frontend tracing, metrics and access logs with per-request CEL", { timeout: 90_000 }, () => {
   let upstream: Upstream;
   let gw: TestGateway;
-  const spans: OtlpSpan[] = [];
-  const bodies: Buffer[] = [];
-  const collector: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const body = Buffer.concat(chunks);
-      if (req.url === "/v1/traces") {
-        bodies.push(body);
-        spans.push(...decodeTraceExport(body));
-      }
-      res.writeHead(200, { "content-type": "application/x-protobuf" });
-      res.end();
-    });
-  });
+  let otlp: OtlpReceiver;
   const auth = { authorization: `Bearer ${KEY}` };
 
   before(async () => {
     upstream = await startEchoUpstream("echo");
-    await new Promise<void>((r) => collector.listen(0, "127.0.0.1", () => r()));
-    const port = (collector.address() as AddressInfo).port;
+    otlp = await startOtlpReceiver();
     gw = await startTestGateway(
-      () => resources(upstream.port, port),
+      () => resources(upstream.port, otlp.port),
       "/",
       (s) => s === 401,
     );
@@ -109,10 +92,11 @@ describe("frontend tracing, metrics and access logs with per-request CEL", { tim
   after(async () => {
     await gw?.stop();
     await upstream?.close();
-    collector.close();
+    await otlp?.close();
   });
 
   test("spans: sampled by the request expression, kept by the filter, with attributes from the response and identity", async () => {
+    const spans = otlp.spans;
     const get = (path: string, headers: Record<string, string>) =>
       request(gw.port, path, { headers: { ...auth, ...headers } });
     for (let i = 0; i < 3; i++)
@@ -142,7 +126,9 @@ describe("frontend tracing, metrics and access logs with per-request CEL", { tim
     assert.equal(s?.attributes.client, "127.0.0.1", "source.address: the peer's IP without its port");
     assert.equal(s?.attributes.tier, "gold", "apiKey.tier from the metadata Sluice's ext_authz left");
     assert.ok(
-      bodies.some((b) => b.includes("deployment.environment") && b.includes("e2e-prod")),
+      otlp.exports.some(
+        (e) => e.path === "/v1/traces" && e.body.includes("deployment.environment") && e.body.includes("e2e-prod"),
+      ),
       "the resource attribute, evaluated once",
     );
   });

@@ -4,17 +4,10 @@
 // log records, with a CEL attribute, for the requests its filter keeps.
 
 import assert from "node:assert/strict";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-
-interface Export {
-  readonly path: string;
-  readonly contentType: string | undefined;
-  readonly body: Buffer;
-}
+import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
 
 function resources(upstream: number, collector: number): string {
   // The collector lives in namespace obs (backendRef.namespace), allowed by a ReferenceGrant there.
@@ -61,23 +54,13 @@ spec:
 describe("frontend tracing and access logs over OTLP/HTTP", { timeout: 60_000 }, () => {
   let upstream: Upstream;
   let gw: TestGateway;
-  const exports: Export[] = [];
-  const collector: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      exports.push({ path: req.url ?? "", contentType: req.headers["content-type"], body: Buffer.concat(chunks) });
-      res.writeHead(200, { "content-type": "application/x-protobuf" });
-      res.end();
-    });
-  });
+  let otlp: OtlpReceiver;
 
   before(async () => {
     upstream = await startEchoUpstream("echo");
-    await new Promise<void>((r) => collector.listen(0, "127.0.0.1", () => r()));
-    const port = (collector.address() as AddressInfo).port;
+    otlp = await startOtlpReceiver();
     gw = await startTestGateway(
-      () => resources(upstream.port, port),
+      () => resources(upstream.port, otlp.port),
       "/",
       (s) => s === 200,
     );
@@ -85,7 +68,7 @@ describe("frontend tracing and access logs over OTLP/HTTP", { timeout: 60_000 },
   after(async () => {
     await gw?.stop();
     await upstream?.close();
-    collector.close();
+    await otlp?.close();
   });
 
   test("sampled requests' spans reach the collector with the attributes the policy adds", async () => {
@@ -94,7 +77,7 @@ describe("frontend tracing and access logs over OTLP/HTTP", { timeout: 60_000 },
       assert.equal((await request(gw.port, `/traced/${i}`, { headers: { "x-tenant": "acme-corp" } })).status, 200);
     const e = await waitFor(
       "an OTLP export with the spans",
-      async () => exports.find((x) => x.path === "/v1/traces" && x.body.includes("acme-corp")),
+      async () => otlp.exports.find((x) => x.path === "/v1/traces" && x.body.includes("acme-corp")),
       20_000,
     );
     assert.equal(e.path, "/v1/traces");
@@ -108,10 +91,10 @@ describe("frontend tracing and access logs over OTLP/HTTP", { timeout: 60_000 },
     await request(gw.port, "/logged/x", { headers: { "x-tenant": "shown-one" } });
     const e = await waitFor(
       "an OTLP log export",
-      async () => exports.find((x) => x.path === "/v1/logs" && x.body.includes("log-shown-one")),
+      async () => otlp.exports.find((x) => x.path === "/v1/logs" && x.body.includes("log-shown-one")),
       20_000,
     );
     assert.equal(e.contentType, "application/x-protobuf");
-    assert.ok(!exports.some((x) => x.path === "/v1/logs" && x.body.includes("log-hidden-one")));
+    assert.ok(!otlp.exports.some((x) => x.path === "/v1/logs" && x.body.includes("log-hidden-one")));
   });
 });

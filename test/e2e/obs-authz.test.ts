@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
+import { type OtlpReceiver, startOtlpReceiver, tracingYaml } from "../helpers/otlp.js";
 import { type Family, sampleSum, scrape } from "../helpers/prom-text.js";
 
 const GOLD = "k-obs-gold-secret-5a7c1e";
@@ -33,18 +33,7 @@ spec:
   traffic:
 ${traffic}
 `;
-  return `${localService("echo", upstream)}${localService("collector", collector)}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: tracing, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-    tracing:
-      backendRef: { name: collector, port: 80 }
-      protocol: HTTP
-      randomSampling: "1.0"
----
+  return `${localService("echo", upstream)}${tracingYaml(collector)}---
 apiVersion: v1
 kind: Secret
 metadata: { name: keys, namespace: default }
@@ -76,14 +65,7 @@ describe("ext_authz decisions on /metrics through Envoy", { timeout: 90_000 }, (
       () => resources(upstream.port, otlp.port),
       "/query?internal=true",
       (s) => s === 200,
-      [
-        "--log-level",
-        "info,authz=debug",
-        "--log-format",
-        "text",
-        "--otlp-endpoint",
-        `http://127.0.0.1:${otlp.port}/v1/traces`,
-      ],
+      ["--log-level", "info,authz=debug", "--log-format", "text", "--otlp-endpoint", otlp.tracesUrl],
     );
   });
   after(async () => {

@@ -8,10 +8,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
-import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { waitFor } from "../helpers/net.js";
-import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
+import { type OtlpReceiver, startOtlpReceiver, tracingYaml } from "../helpers/otlp.js";
 import { type Family, sampleSum, sampleValue, scrape } from "../helpers/prom-text.js";
 
 const PROVIDER_KEY = "sk-obs-provider-secret-4711";
@@ -19,7 +18,7 @@ const CLIENT_KEY = "client-obs-secret-0815";
 const MODEL = "gpt-4o-mini";
 
 function resources(provider: number, collector: number): string {
-  return `${localService("collector", collector)}---
+  return `${tracingYaml(collector)}---
 apiVersion: v1
 kind: Secret
 metadata: { name: keys, namespace: default }
@@ -46,17 +45,6 @@ metadata: { name: chat, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules: [{ backendRefs: [{ group: sluice.dev, kind: GwBackend, name: openai }] }]
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: tracing, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-    tracing:
-      backendRef: { name: collector, port: 80 }
-      protocol: HTTP
-      randomSampling: "1.0"
 `;
 }
 
@@ -75,7 +63,7 @@ describe("LLM metrics and traces through Envoy", { timeout: 120_000 }, () => {
     fake = await startFakeProvider({ name: "openai", apiKey: PROVIDER_KEY });
     otlp = await startOtlpReceiver();
     env = await startLlmEnv(resources(fake.port, otlp.port), "/v1/chat/completions", {
-      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${otlp.port}/v1/traces`,
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp.tracesUrl,
       SLUICE_LOG_LEVEL: "debug",
       SLUICE_LOG_FORMAT: "json",
     });

@@ -5,12 +5,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { mcpClient, mcpYaml } from "../helpers/mcp-env.js";
 import { type SdkTarget, startSdkTarget } from "../helpers/mcp-targets.js";
 import { waitFor } from "../helpers/net.js";
-import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
+import { type OtlpReceiver, startOtlpReceiver, tracingYaml } from "../helpers/otlp.js";
 import { sampleSum, scrape } from "../helpers/prom-text.js";
 
 describe("MCP calls on /metrics and in traces through Envoy", { timeout: 90_000 }, () => {
@@ -31,20 +30,9 @@ describe("MCP calls on /metrics and in traces through Envoy", { timeout: 90_000 
           { name: "beta", port: beta.port },
         ],
       },
-    ])}${localService("collector", otlp.port)}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: tracing, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-    tracing:
-      backendRef: { name: collector, port: 80 }
-      protocol: HTTP
-      randomSampling: "1.0"
-`;
+    ])}${tracingYaml(otlp.port)}`;
     env = await startLlmEnv(yaml, "/tools/mcp", {
-      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${otlp.port}/v1/traces`,
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp.tracesUrl,
     });
   });
   after(async () => {

@@ -1,9 +1,11 @@
 // A local OTLP/HTTP receiver for tests: keeps every export, and decodes the spans of trace exports (protobuf
-// ExportTraceServiceRequest, opentelemetry/proto/collector/trace/v1) into ids, names and attributes.
+// ExportTraceServiceRequest, opentelemetry/proto/collector/trace/v1) into ids, names and attributes. Also the YAML
+// that has Envoy trace every request to it.
 
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { BinaryReader, type WireType } from "@bufbuild/protobuf/wire";
+import { localService } from "./gateway.js";
 
 export interface OtlpSpan {
   /** Hex. */
@@ -18,11 +20,20 @@ export interface OtlpSpan {
   readonly service: string;
 }
 
+export interface OtlpExport {
+  readonly path: string;
+  readonly contentType: string | undefined;
+  readonly body: Buffer;
+}
+
 export interface OtlpReceiver {
   readonly port: number;
+  /** Where an OTLP/HTTP trace exporter sends (`--otlp-endpoint`, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). */
+  readonly tracesUrl: string;
   /** Spans of every trace export so far. */
   readonly spans: OtlpSpan[];
-  readonly exports: { readonly path: string; readonly contentType: string | undefined }[];
+  /** Every export (traces, logs, ...) so far, in arrival order. */
+  readonly exports: OtlpExport[];
   close(): Promise<void>;
 }
 
@@ -105,16 +116,17 @@ export function decodeTraceExport(body: Uint8Array): OtlpSpan[] {
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: OtlpSpan[] = [];
-  const exports: { path: string; contentType: string | undefined }[] = [];
+  const exports: OtlpExport[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const path = req.url ?? "";
-      exports.push({ path, contentType: req.headers["content-type"] });
+      const body = Buffer.concat(chunks);
+      exports.push({ path, contentType: req.headers["content-type"], body });
       if (path === "/v1/traces" && req.headers["content-type"] === "application/x-protobuf") {
         try {
-          spans.push(...decodeTraceExport(Buffer.concat(chunks)));
+          spans.push(...decodeTraceExport(body));
         } catch {
           res.writeHead(400);
           res.end();
@@ -126,10 +138,31 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as AddressInfo).port;
   return {
-    port: (server.address() as AddressInfo).port,
+    port,
+    tracesUrl: `http://127.0.0.1:${port}/v1/traces`,
     spans,
     exports,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
+}
+
+/**
+ * YAML documents (each from `---`, the last ending in a newline) for Envoy to trace every request to a receiver on
+ * `port`: a Service `collector` and a Gateway-wide GwPolicy `tracing` sending OTLP/HTTP to it, sampling all.
+ */
+export function tracingYaml(port: number): string {
+  return `${localService("collector", port)}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: tracing, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+    tracing:
+      backendRef: { name: collector, port: 80 }
+      protocol: HTTP
+      randomSampling: "1.0"
+`;
 }
