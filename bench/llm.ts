@@ -4,7 +4,10 @@
 // Portkey gateway (npm @portkey-ai/gateway) and the LiteLLM proxy (PyPI litellm) translating to the same fake.
 //
 //   node dist/bench/llm.js [--seconds 5] [--concurrency 16] [--modes buffered,stream,ttft] [--ttft-requests 300]
-//     [--observability on|off]   (off: Sluice without request metrics, at warn; compare runs for their cost)
+//     [--observability on|off|compare] [--rounds 10]
+//   off: Sluice without request metrics, at warn. compare: a second Sluice (off) with its own Envoy beside the first
+//   (on), the chat→messages route loaded on each in turn for --rounds rounds per mode, the order swapped every
+//   round; prints the per-round requests/s ratios on / off and their median, the throughput observability costs.
 //   bash scripts/bench-competitors.sh   # once: installs Portkey and LiteLLM into .cache/bench
 //   PORTKEY_DIR=.cache/bench/portkey LITELLM_BIN=.cache/bench/litellm-venv/bin/litellm node dist/bench/llm.js
 //
@@ -28,6 +31,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, writeFileSync } from "node:fs";
 import { Agent, request as httpRequest } from "node:http";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runGuards } from "../src/extproc/llm/guards/runner.js";
@@ -46,6 +50,7 @@ const { values } = parseArgs({
     "ttft-requests": { type: "string", default: "300" },
     // on: Sluice's request metrics and info logs (the default); off: neither (--request-metrics off, warn logs).
     observability: { type: "string", default: "on" },
+    rounds: { type: "string", default: "10" },
     // Only the setups whose name contains one of these words (e.g. "sluice chat"), all by default.
     setups: { type: "string", default: "" },
     help: { type: "boolean", default: false },
@@ -57,7 +62,10 @@ if (values.help) {
   --concurrency N        concurrent clients (16)
   --modes LIST           buffered,stream,ttft (all)
   --ttft-requests N      requests of the ttft mode (300)
-  --observability on|off on: request metrics and info logs (default); off: --request-metrics off, warn logs
+  --observability on|off|compare
+                         on: request metrics and info logs (default); off: --request-metrics off, warn logs;
+                         compare: Sluice on and Sluice off side by side (two Envoys), alternating, --rounds rounds
+  --rounds N             rounds per mode of --observability compare (10)
   --setups LIST          only setups whose name contains one of these (comma-separated), e.g. "sluice chat"
 Node flags for the Sluice child (e.g. a CPU profile): SLUICE_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof"`);
   process.exit(0);
@@ -403,6 +411,69 @@ const envoy = await startTestEnvoy(sluice);
 const envoyPid = envoy.process.child.pid;
 const children: ChildProcess[] = [];
 
+/**
+ * --observability compare: a second Sluice, without request metrics and at warn, with its own Envoy and Gateway port,
+ * beside the first (on); the chat→messages route loaded on one then the other, the order swapped every round.
+ */
+async function compareObservability(modes: readonly string[]): Promise<void> {
+  const offPort = await freePort();
+  const offCfg = tempConfigDir();
+  offCfg.write("all.yaml", resources(fake.port, offPort, noopPort, pacedPort));
+  const offSluice = await startSluice("serve", offCfg.dir, {
+    extraArgs: ["--request-metrics", "off", "--log-level", "warn,sluice=info"],
+  });
+  const offEnvoy = await startTestEnvoy(offSluice);
+  try {
+    const target = (name: string, p: number, envoyP: number | undefined, sluiceP: number | undefined): Target => ({
+      name,
+      port: p,
+      path: "/v1/chat/completions",
+      headers: { authorization: "Bearer client" },
+      pids: { envoy: envoyP, processor: sluiceP },
+    });
+    const on = target("on", port, envoyPid, sluice.child.pid);
+    const off = target("off", offPort, offEnvoy.process.child.pid, offSluice.child.pid);
+    await waitFor(
+      "the second stack's route",
+      async () => ((await once(off, body(false)).catch(() => 0)) ? true : undefined),
+      20_000,
+    );
+    const rounds = Number(values.rounds);
+    for (const stream of [false, true].filter((st) => modes.includes(st ? "stream" : "buffered"))) {
+      console.log(
+        `\nobservability on vs off: sluice chat→messages ${stream ? "streamed" : "buffered"}, ${concurrency} clients, ${rounds} rounds x ${seconds} s per stack (host load ${loadavg()[0]!.toFixed(1)})\n`,
+      );
+      console.log(
+        `${"round".padEnd(6)} ${"on req/s".padStart(9)} ${"off req/s".padStart(10)} ${"on/off".padStart(7)} ${"on µs/req".padStart(10)} ${"off µs/req".padStart(11)} ${"errors".padStart(7)}`,
+      );
+      const ratios: number[] = [];
+      const cpu = { on: [] as number[], off: [] as number[] };
+      for (let i = 0; i < rounds; i++) {
+        const results = new Map<Target, Result>();
+        for (const t of i % 2 === 0 ? [on, off] : [off, on]) results.set(t, await load(t, stream));
+        const a = results.get(on)!;
+        const b = results.get(off)!;
+        ratios.push(a.rps / b.rps);
+        cpu.on.push(a.cpuUs["processor"] ?? 0);
+        cpu.off.push(b.cpuUs["processor"] ?? 0);
+        console.log(
+          `${String(i + 1).padEnd(6)} ${a.rps.toFixed(0).padStart(9)} ${b.rps.toFixed(0).padStart(10)} ${(a.rps / b.rps).toFixed(3).padStart(7)} ${(a.cpuUs["processor"] ?? 0).toFixed(0).padStart(10)} ${(b.cpuUs["processor"] ?? 0).toFixed(0).padStart(11)} ${String(a.errors + b.errors).padStart(7)}`,
+        );
+      }
+      const sorted = [...ratios].sort((x, y) => x - y);
+      const mid = (xs: readonly number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? Number.NaN;
+      const m = mid(ratios);
+      console.log(
+        `median on/off ${m.toFixed(3)} (rounds ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}): observability costs ${((1 - m) * 100).toFixed(1)} % of the throughput (target <= 5 %: ${1 - m <= 0.05 ? "met" : "NOT met"}); Sluice CPU per request ${mid(cpu.on).toFixed(0)} µs on vs ${mid(cpu.off).toFixed(0)} µs off (host load ${loadavg()[0]!.toFixed(1)})`,
+      );
+    }
+  } finally {
+    await offEnvoy.stop();
+    await offSluice.stop();
+    offCfg.cleanup();
+  }
+}
+
 /** ext_proc streams Envoy has opened, all filters summed (its `streams_started` counters). */
 async function extProcStreams(): Promise<number> {
   const text = await fetch(`http://127.0.0.1:${envoy.adminPort}/stats?filter=ext_proc.streams_started`).then((r) =>
@@ -512,8 +583,12 @@ try {
     targets.splice(0, targets.length, ...keep);
   }
   const modes = values.modes.split(",");
-  if (modes.includes("ttft")) await measureTtft(port, Number(values["ttft-requests"]));
-  for (const stream of [false, true].filter((st) => modes.includes(st ? "stream" : "buffered"))) {
+  if (values.observability === "compare") {
+    await compareObservability(modes);
+  } else if (modes.includes("ttft")) await measureTtft(port, Number(values["ttft-requests"]));
+  for (const stream of [false, true].filter(
+    (st) => values.observability !== "compare" && modes.includes(st ? "stream" : "buffered"),
+  )) {
     for (const t of targets) {
       if (stream && t.bufferedOnly === true) continue;
       if (stream && t.name.startsWith("direct")) {
@@ -557,6 +632,8 @@ try {
   cfg.cleanup();
   agent.destroy();
 }
+// compare printed its own tables.
+if (values.observability === "compare") process.exit(0);
 
 console.log(
   `\n${seconds}s per setup, ${concurrency} concurrent clients, 1 KB chat-completions request; Sluice request metrics and info logs ${values.observability}\n`,

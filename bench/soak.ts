@@ -117,11 +117,24 @@ async function heapSnapshot(label: string): Promise<void> {
   );
   console.log(`heap snapshot ${label}: ${join(snapshotDir, file)} (${(size / 1048576).toFixed(1)} MiB)`);
 }
-/** Sluice's V8 heap in use, from its own metrics (prom-client's default `nodejs_heap_size_used_bytes`). */
-async function heapUsedKb(): Promise<number> {
+interface Memory {
+  /** V8 heap in use, V8 heap reserved, memory outside the heap that V8 knows of (Buffers), KiB. */
+  readonly heap: number;
+  readonly heapTotal: number;
+  readonly external: number;
+}
+/** Sluice's memory as Node sees it, from its own metrics (prom-client's default `nodejs_*` series). */
+async function memoryKb(): Promise<Memory> {
   const r = await request(sluice.adminPort, "/metrics", { timeoutMs: 5000 });
-  const m = /^nodejs_heap_size_used_bytes (\d+(?:\.\d+)?(?:e\+\d+)?)$/m.exec(r.body);
-  return m === null ? 0 : Number(m[1]) / 1024;
+  const read = (name: string) => {
+    const m = new RegExp(`^${name} (\\S+)$`, "m").exec(r.body);
+    return m === null ? 0 : Number(m[1]) / 1024;
+  };
+  return {
+    heap: read("nodejs_heap_size_used_bytes"),
+    heapTotal: read("nodejs_heap_size_total_bytes"),
+    external: read("nodejs_external_memory_bytes"),
+  };
 }
 const envoy = await startTestEnvoy(sluice);
 const baseUrl = `http://127.0.0.1:${port}`;
@@ -175,15 +188,16 @@ const probe = setInterval(() => {
 }, 1000);
 
 let warm: { sluice: Snapshot; envoy: Snapshot; requests: number } | undefined;
-const rssSamples: { t: number; sluice: number; envoy: number; heap: number }[] = [];
+type Series = "sluice" | "envoy" | keyof Memory;
+const rssSamples: ({ t: number } & Record<Series, number>)[] = [];
 let warmSnapshot: Promise<void> = Promise.resolve();
 const sampler = setInterval(() => {
   const s = snapshot(sluice.child.pid);
   const e = snapshot(envoy.process.child.pid);
   const t = elapsedS();
-  heapUsedKb()
-    .catch(() => 0)
-    .then((heap) => rssSamples.push({ t, sluice: s.rssKb, envoy: e.rssKb, heap }));
+  memoryKb()
+    .catch(() => ({ heap: 0, heapTotal: 0, external: 0 }))
+    .then((m) => rssSamples.push({ t, sluice: s.rssKb, envoy: e.rssKb, ...m }));
   if (warm === undefined && t >= warmupS) {
     warm = { sluice: s, envoy: e, requests: total() };
     warmSnapshot = heapSnapshot("after warm-up");
@@ -263,7 +277,7 @@ rows.push(
 );
 /** RSS (MiB) of the first and the last tenth of the samples after warm-up (at least 3 each), as medians: one sample
  * can sit before or after a garbage collection, a median of several cannot swing with it. */
-const rssTrend = (key: "sluice" | "envoy" | "heap"): { first: number; last: number; growth: number } => {
+const rssTrend = (key: Series): { first: number; last: number; growth: number } => {
   const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
   const n = Math.max(3, Math.ceil(after.length / 10));
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
@@ -271,7 +285,7 @@ const rssTrend = (key: "sluice" | "envoy" | "heap"): { first: number; last: numb
   const last = median(after.slice(-n));
   return { first, last, growth: growth(first, last) };
 };
-const rssRange = (key: "sluice" | "envoy" | "heap") => {
+const rssRange = (key: Series) => {
   const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
   return after.length ? `${Math.min(...after).toFixed(1)}–${Math.max(...after).toFixed(1)} MiB` : "-";
 };
@@ -285,10 +299,14 @@ for (const key of ["sluice", "envoy"] as const) {
     `RSS median, first → last tenth after warm-up: ${key} ${t.first.toFixed(1)} → ${t.last.toFixed(1)} MiB (${t.growth.toFixed(1)} %)`,
   );
 }
-{
-  const t = rssTrend("heap");
+for (const [key, what] of [
+  ["heap", "V8 heap in use"],
+  ["heapTotal", "V8 heap reserved"],
+  ["external", "external (Buffers)"],
+] as const) {
+  const t = rssTrend(key);
   console.log(
-    `Sluice's V8 heap in use, median of the first → last tenth after warm-up: ${t.first.toFixed(1)} → ${t.last.toFixed(1)} MiB (${t.growth.toFixed(1)} %)`,
+    `Sluice's ${what}, median of the first → last tenth after warm-up: ${t.first.toFixed(1)} → ${t.last.toFixed(1)} MiB (${t.growth.toFixed(1)} %)`,
   );
 }
 if (examples.length > 0) console.log(`errors (first ${examples.length}):\n${examples.join("\n")}`);

@@ -6,6 +6,15 @@ import { parsePrometheusText, type Sample } from "./prom-text.js";
 
 const WINDOW_MS = 60 * 60 * 1000;
 const SAMPLE_EVERY_MS = 60 * 1000;
+/** The series usageOf reads: a kept sample holds only these (the rest of /metrics, the process, runtime and
+ * control-plane series, would be held sixty times over for nothing). */
+const USAGE_SERIES = new Set([
+  "sluice_llm_requests_total",
+  "sluice_llm_tokens_total",
+  "sluice_mcp_target_requests_total",
+  "sluice_mcp_target_errors_total",
+  "sluice_mcp_target_request_seconds_total",
+]);
 
 interface Snapshot {
   readonly at: number;
@@ -135,7 +144,8 @@ export class MetricsHistory {
   }
 
   async sample(now = Date.now()): Promise<void> {
-    this.#snapshots.push({ at: now, samples: parsePrometheusText(await this.#read()) });
+    const samples = parsePrometheusText(await this.#read()).filter((x) => USAGE_SERIES.has(x.name));
+    this.#snapshots.push({ at: now, samples });
     // Keep the newest snapshot older than the window: it is the base of the next hour's figures.
     while (this.#snapshots.length > 1 && (this.#snapshots[1]?.at ?? now) <= now - WINDOW_MS) this.#snapshots.shift();
   }
