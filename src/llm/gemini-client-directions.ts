@@ -127,7 +127,8 @@ export const GEMINI_CLIENT_DIRECTIONS: readonly Direction[] = [
         ? { ok: true, body: body as JsonObject }
         : { ok: true, body: body as JsonObject, usage };
     },
-    stream: (_m, _c, onUsage) => passthroughStream(geminiStreamUsage, onUsage),
+    stream: (_m, _c, onUsage) =>
+      passthroughStream(geminiStreamUsage, (err) => geminiEncoder.encode({ error: err }), onUsage),
     framing: "sse",
   },
   {

@@ -6,7 +6,15 @@ import type { ClientFormat, ProviderFormat } from "./formats/names.js";
 import { GEMINI_CLIENT_DIRECTIONS, GEMINI_COUNT_DIRECTIONS } from "./gemini-client-directions.js";
 import { isObject, type JsonObject, str } from "./json.js";
 import type { Direction } from "./registry-types.js";
-import { awsEventStreamDecoder, chain, passthroughStream, pipeline, type StreamMapper, sseDecoder } from "./stream.js";
+import {
+  awsEventStreamDecoder,
+  chain,
+  type PassthroughErrorEvent,
+  passthroughStream,
+  pipeline,
+  type StreamMapper,
+  sseDecoder,
+} from "./stream.js";
 import { ConverseToChatStream, chatToConverseRequest, converseToChatResponse } from "./translate/chat-to-converse.js";
 import { chatToGeminiRequest, GeminiToChatStream, geminiToChatResponse } from "./translate/chat-to-generate-content.js";
 import { chatToMessagesRequest, MessagesToChatStream, messagesToChatResponse } from "./translate/chat-to-messages.js";
@@ -15,7 +23,7 @@ import {
   ResponsesToChatStream,
   responsesToChatResponse,
 } from "./translate/chat-to-responses.js";
-import { type ChatStreamItem, chatEncoder, messagesEncoder } from "./translate/common.js";
+import { anthropicErrorEvent, type ChatStreamItem, chatEncoder, messagesEncoder } from "./translate/common.js";
 import type {
   RequestMeta,
   RequestResult,
@@ -111,6 +119,22 @@ function messagesStreamUsage(): (ev: unknown, json: unknown) => TokenUsage | und
 const responsesStreamUsage = (_ev: unknown, json: unknown): TokenUsage | undefined =>
   isObject(json) && isObject(json.response) ? usageFromResponses(json.response.usage) : undefined;
 
+/** How a passthrough stream that breaks ends: the error event a translated stream to the same client ends with. */
+const chatStreamError: PassthroughErrorEvent = (err) => chatEncoder.encode({ error: err });
+const messagesStreamError: PassthroughErrorEvent = (err) => messagesEncoder.encode(anthropicErrorEvent(err));
+/** Responses events are numbered: the error follows the last event the client had. */
+const responsesStreamError: PassthroughErrorEvent = (err, last) => {
+  const e = errorBody("responses", err) as { error: { type: string; code: string | null; param: string | null } };
+  const seq = isObject(last) && typeof last.sequence_number === "number" ? last.sequence_number + 1 : 0;
+  return responsesEncoder.encode({
+    type: "error",
+    sequence_number: seq,
+    code: e.error.code ?? e.error.type,
+    message: err.message,
+    param: e.error.param,
+  });
+};
+
 // ---- the directions ----
 
 const list: Direction[] = [
@@ -119,7 +143,7 @@ const list: Direction[] = [
     provider: "chat-completions",
     request: passthroughRequest("chat-completions"),
     response: passthroughResponse("chat-completions"),
-    stream: (_m, _c, onUsage) => passthroughStream(chatStreamUsage, onUsage),
+    stream: (_m, _c, onUsage) => passthroughStream(chatStreamUsage, chatStreamError, onUsage),
     framing: "sse",
   },
   {
@@ -163,7 +187,7 @@ const list: Direction[] = [
     provider: "messages",
     request: passthroughRequest("messages"),
     response: passthroughResponse("messages"),
-    stream: (_m, _c, onUsage) => passthroughStream(messagesStreamUsage(), onUsage),
+    stream: (_m, _c, onUsage) => passthroughStream(messagesStreamUsage(), messagesStreamError, onUsage),
     framing: "sse",
   },
   {
@@ -214,7 +238,7 @@ const list: Direction[] = [
     provider: "responses",
     request: passthroughRequest("responses"),
     response: passthroughResponse("responses"),
-    stream: (_m, _c, onUsage) => passthroughStream(responsesStreamUsage, onUsage),
+    stream: (_m, _c, onUsage) => passthroughStream(responsesStreamUsage, responsesStreamError, onUsage),
     framing: "sse",
   },
   {

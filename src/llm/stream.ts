@@ -2,7 +2,7 @@
 // chunk is translated as soon as it arrives; state is per stream and holds only what the next event needs (open
 // blocks, tool indexes, usage), never the response so far.
 import { type EventStreamDecoder as EsDecoder, EventStreamDecoder } from "./codec/eventstream.js";
-import { type SseEvent, SseParser } from "./codec/sse.js";
+import { MAX_SSE_EVENT, type SseEvent, SseParser } from "./codec/sse.js";
 import { kindForStatus, type LlmError, parseProviderError } from "./errors.js";
 import { isObject, parseJson, str } from "./json.js";
 import type { TokenUsage } from "./usage.js";
@@ -38,6 +38,8 @@ export interface StreamTranslator {
   push(chunk: Uint8Array): Uint8Array;
   end(): Uint8Array;
   usage(): TokenUsage | undefined;
+  /** Why the stream ended with an error event in the client's format (an upstream error or a broken stream). */
+  failure(): LlmError | undefined;
 }
 
 const te = new TextEncoder();
@@ -50,6 +52,7 @@ export function pipeline<I, O>(
 ): StreamTranslator {
   let out = "";
   let failed = false;
+  let failure: LlmError | undefined;
   let ended = false;
   const emit: Emit<O> = (o) => {
     out += encoder.encode(o);
@@ -60,6 +63,7 @@ export function pipeline<I, O>(
   const fail = (e: LlmError): void => {
     if (failed) return;
     failed = true;
+    failure = e;
     mapper.error(e, emit);
   };
   const flush = (): Uint8Array => {
@@ -82,6 +86,7 @@ export function pipeline<I, O>(
       return flush();
     },
     usage: () => mapper.usage(),
+    failure: () => failure,
   };
 }
 
@@ -215,31 +220,163 @@ export function upstreamHttpError(status: number, body: string, headers?: Record
   return parseProviderError(status, body, headers);
 }
 
-/** Stream passthrough (same format both sides): bytes go out unchanged; a parser on the side reads usage. */
+/** A client format's error event, written when a passthrough stream must end early; `last` is the last event let
+ * through (parsed), for formats whose events are numbered (responses' `sequence_number`). */
+export type PassthroughErrorEvent = (err: LlmError, last: unknown) => string;
+
+const LF = 10;
+const CR = 13;
+
+/**
+ * Stream passthrough (same format both sides): the provider's bytes go out unchanged, but only whole events, each
+ * checked to hold JSON (`[DONE]` aside) before it leaves. A malformed event, or one past the parser's bound, ends the
+ * stream with `errorEvent` in the client's format, after the events before it, as a translated stream ends; nothing
+ * of the broken event or after it goes out. The blank line that ends an event is found on the bytes (CR and LF never
+ * occur inside a UTF-8 sequence), so the bytes of good events go out as they came, never re-serialised.
+ */
 export function passthroughStream(
   usageOf: (ev: SseEvent, json: unknown) => TokenUsage | undefined,
+  errorEvent: PassthroughErrorEvent,
   onUsage?: (u: TokenUsage | undefined) => void,
+  maxEvent = MAX_SSE_EVENT,
 ): StreamTranslator {
-  const parser = new SseParser();
+  const parser = new SseParser(maxEvent);
   let usage: TokenUsage | undefined;
-  const look = (evs: SseEvent[]): void => {
+  let last: unknown;
+  let failure: LlmError | undefined;
+  let ended = false;
+  /** Bytes of the event in progress (received, not yet let out), in arrival order. */
+  let held: Uint8Array[] = [];
+  let heldBytes = 0;
+  /** The next byte starts a line; a line break there ends an event. */
+  let lineStart = true;
+  /** The previous byte was a CR: a LF now belongs to the same line break. */
+  let afterCR = false;
+
+  /** The events in one whole event's bytes are fine to let out; otherwise the stream fails. */
+  const check = (evs: SseEvent[]): boolean => {
     for (const ev of evs) {
-      // Usage sits in the last events only; skipping a parse of the many small deltas keeps passthrough cheap.
-      if (ev.data === "[DONE]" || !ev.data.includes("usage")) continue;
+      if (ev.data === "[DONE]") continue;
       const p = parseJson(ev.data);
-      if (p.ok) usage = usageOf(ev, p.value) ?? usage;
+      if (!p.ok) {
+        failure = { status: 502, kind: "server", message: `malformed event from upstream: ${p.error}` };
+        return false;
+      }
+      last = p.value;
+      // Usage sits in the last events only: most deltas skip the usage reader.
+      if (ev.data.includes("usage")) usage = usageOf(ev, p.value) ?? usage;
     }
+    if (parser.overflow !== undefined) {
+      failure = { status: 502, kind: "server", message: `upstream stream: ${parser.overflow}` };
+      return false;
+    }
+    return true;
   };
+  const failed = (good: Uint8Array[]): Uint8Array => {
+    held = [];
+    heldBytes = 0;
+    good.push(te.encode(errorEvent(failure as LlmError, last)));
+    return concatBytes(good);
+  };
+
   return {
     push(chunk) {
-      look(parser.push(chunk));
-      return chunk;
+      if (failure !== undefined || ended) return new Uint8Array(0);
+      // What goes out: `lead` (an event begun in earlier chunks, completed in this one), then chunk[start, from).
+      let lead: Uint8Array | undefined;
+      let start = 0;
+      let from = 0;
+      const good = (): Uint8Array[] => {
+        const view = chunk.subarray(start, from);
+        return lead === undefined ? [view] : [lead, view];
+      };
+      for (let i = 0; i < chunk.length; i++) {
+        const b = chunk[i] as number;
+        if (afterCR) {
+          afterCR = false;
+          if (b === LF) {
+            // The LF of a CRLF whose CR ended the last chunk's last event goes out with that event (and the parser
+            // sees it, to forget the CR).
+            if (i === from && heldBytes === 0) {
+              parser.push(chunk.subarray(i, i + 1));
+              from = i + 1;
+            }
+            continue;
+          }
+        }
+        if (b !== LF && b !== CR) {
+          lineStart = false;
+          continue;
+        }
+        afterCR = b === CR;
+        if (!lineStart) {
+          lineStart = true;
+          continue;
+        }
+        // An empty line: the event ends here (with the LF of a CRLF when it is in this chunk).
+        if (afterCR && i + 1 < chunk.length && chunk[i + 1] === LF) {
+          i++;
+          afterCR = false;
+        }
+        let piece = chunk.subarray(from, i + 1);
+        if (heldBytes > 0) {
+          held.push(piece);
+          piece = concatBytes(held);
+          held = [];
+          heldBytes = 0;
+          if (!check(parser.push(piece))) return failed([]);
+          lead = piece;
+          start = i + 1;
+        } else if (!check(parser.push(piece))) return failed(good());
+        from = i + 1;
+      }
+      if (from < chunk.length) {
+        // Copied: the caller's buffer may be reused once this call returns.
+        held.push(chunk.slice(from));
+        heldBytes += chunk.length - from;
+        if (heldBytes > maxEvent) {
+          failure = {
+            status: 502,
+            kind: "server",
+            message: `upstream stream: an event or line longer than ${maxEvent} characters`,
+          };
+          return failed(good());
+        }
+      }
+      // The usual chunk of whole events goes out as a view of itself, not a copy.
+      return concatBytes(good());
     },
     end() {
-      look(parser.end());
+      if (ended) return new Uint8Array(0);
+      ended = true;
+      let tail: Uint8Array = new Uint8Array(0);
+      if (failure === undefined) {
+        // Providers sometimes omit the blank line after the last event: what is held is checked as one.
+        const rest = concatBytes(held);
+        held = [];
+        heldBytes = 0;
+        const evs = parser.push(rest);
+        evs.push(...parser.end());
+        tail = check(evs) ? rest : failed([]);
+      }
       onUsage?.(usage);
-      return new Uint8Array(0);
+      return tail;
     },
     usage: () => usage,
+    failure: () => failure,
   };
+}
+
+function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 0) return new Uint8Array(0);
+  if (parts.length === 1) return parts[0] as Uint8Array;
+  let n = 0;
+  for (const p of parts) n += p.byteLength;
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
 }

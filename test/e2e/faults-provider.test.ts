@@ -3,9 +3,9 @@
 // delta), resets the connection (before any answer; mid-stream), or sends a malformed SSE event / an event-stream
 // message with a bad CRC mid-stream. Each client, against a provider of its own format (passthrough), of the other SSE
 // format (translated) and Bedrock (the binary event stream), gets what docs/faults.md states, within the route's
-// timeout (2 s here): an API error in its own format where Envoy or Sluice still answers, and the stream cut where the
-// answer had already begun. And a healthy stream that outlasts Envoy's default route timeout (15 s) on a route that
-// sets no timeout is delivered whole.
+// timeout (2 s here): an API error in its own format where Envoy or Sluice still answers (after a malformed frame
+// too, passthrough or translated), and the stream cut where the answer had already begun. And a healthy stream that
+// outlasts Envoy's default route timeout (15 s) on a route that sets no timeout is delivered whole.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -13,6 +13,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { type FaultProvider, startFaultProvider } from "../helpers/fault-provider.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+import { sampleSum, scrape } from "../helpers/prom-text.js";
 
 const AWS = {
   accessKeyId: "AKIDFAULTS",
@@ -161,7 +162,6 @@ describe("a provider that stalls, resets or sends malformed frames", { timeout: 
     ["openai", "bedrock"],
     ["anthropic", "bedrock"],
   ];
-  const passthrough = (c: Client, b: string) => (c === "openai" && b === "oa") || (c === "anthropic" && b === "claude");
 
   test("every client and provider format, every fault, at once", async () => {
     const cases = PAIRS.flatMap(([c, b]) =>
@@ -209,25 +209,21 @@ describe("a provider that stalls, resets or sends malformed frames", { timeout: 
         // headers through Sluice, Envoy answers 502 instead: docs/faults.md.)
         assert.ok(cut(r) || (r.error as { status?: number } | undefined)?.status === 502, why);
         within(r, 0);
-      } else if (!passthrough(c, b)) {
-        // Malformed and translated: Sluice's decoder finds it and ends the stream with an error event in the
-        // client's format, which the SDK raises as its API error; the deltas before it arrived.
+      } else {
+        // Malformed: Sluice ends the stream with an error event in the client's format, which the SDK raises as its
+        // API error (not its own parser's SyntaxError); the deltas before it arrived. Translated streams find it in
+        // their decoder; passthrough streams check each whole event before letting it out.
         assert.equal(r.text, "Hello ", why);
         const e = r.error;
+        assert.ok(!(e instanceof SyntaxError), why);
         const body = JSON.stringify((e as { error?: unknown } | undefined)?.error);
         if (c === "openai") assert.ok(e instanceof OpenAI.APIError && /"type":"server_error"/.test(body), why);
         else assert.ok(e instanceof Anthropic.APIError && /"type":"api_error"/.test(body), why);
         assert.match(
           body,
-          b === "bedrock" ? /event stream: message CRC mismatch/ : /malformed event from upstream/,
+          b === "bedrock" ? /event stream: message CRC mismatch/ : /malformed event from upstream: .*JSON/,
           why,
         );
-        within(r, 0);
-      } else {
-        // Malformed in passthrough: the bytes reach the client as the provider sent them and the SDK's own SSE
-        // parser refuses the event (a SyntaxError, not an API error: docs/faults.md, not yet done).
-        assert.equal(r.text, "Hello ", why);
-        assert.ok(r.error instanceof SyntaxError, why);
         within(r, 0);
       }
     }
@@ -236,6 +232,35 @@ describe("a provider that stalls, resets or sends malformed frames", { timeout: 
     assert.equal(l.error, undefined, `${l.name}: ${String(l.error)} after ${Math.round(l.ms)} ms`);
     assert.equal(l.text, `Hello from fault: ${l.content}`);
     assert.ok(l.ms > LONG_MS);
+  });
+
+  test("a stream ended by a malformed frame is counted as a failed request and logged, passthrough as translated", async () => {
+    for (const [c, b] of [
+      ["openai", "oa"],
+      ["anthropic", "claude"],
+      ["openai", "claude"],
+    ] as const) {
+      const logged = env.sluice.output.length;
+      const before = await scrape(env.sluice.adminPort);
+      const r = await run(c, b, "malformed", true);
+      const after = await scrape(env.sluice.adminPort);
+      const d = (name: string, labels: Record<string, string>) =>
+        sampleSum(after, name, labels) - sampleSum(before, name, labels);
+      assert.equal(r.text, "Hello ", r.name);
+      assert.equal(d("sluice_llm_errors_total", { error_type: "502" }), 1, r.name);
+      assert.equal(d("sluice_llm_requests_total", { outcome: "error" }), 1, r.name);
+      assert.equal(d("sluice_llm_requests_total", { outcome: "ok" }), 0, r.name);
+      // Logged (stderr is read as it comes: allow it a moment), without the parser's detail, which quotes the
+      // provider's text.
+      const line = /stream ended with an error event: malformed event from upstream(.?)/;
+      let lines = "";
+      for (let i = 0; i < 40 && !line.test(lines); i++) {
+        await new Promise((done) => setTimeout(done, 50));
+        lines = env.sluice.output.slice(logged).join("\n");
+      }
+      assert.notEqual(line.exec(lines)?.[1], ":", `${r.name}\n${lines}`);
+      assert.ok(line.test(lines), `${r.name}\n${lines}`);
+    }
   });
 
   test("nothing is left behind: the provider's stalled connections are closed, the gateway serves on", async () => {

@@ -759,7 +759,16 @@ export class LlmExtProcService {
       if (end) {
         const tail = resp.stream.end();
         out = concat([out, tail]);
-        metadata = this.#complete(state, resp.stream.usage(), attempt?.meta?.model);
+        // A stream that ended with an error event (a broken or erroring upstream) counts as failed, its usage still
+        // charged; the log leaves out the parser's detail, which quotes the provider's text.
+        const failure = resp.stream.failure();
+        if (failure !== undefined) {
+          this.#log(
+            `llm provider ${attempt?.provider}: stream ended with an error event: ${failure.message.split(":")[0]}`,
+          );
+          llmFailed(state, failure.status);
+        }
+        metadata = this.#complete(state, resp.stream.usage(), attempt?.meta?.model, failure !== undefined);
       }
       const extra = metadata !== undefined ? { metadata } : {};
       // Webhook and remote guards answer asynchronously: the chunk goes out when they have (guards/stream.ts).
@@ -839,13 +848,14 @@ export class LlmExtProcService {
     state: RequestState | undefined,
     usage: TokenUsage | undefined,
     responseModel: string | undefined,
+    failed = false,
   ): JsonObject | undefined {
     if (state === undefined) return undefined;
     // Counting tokens uses none: the count is reported as such, not as input tokens.
     const counting =
       (state.client === "count-tokens" || state.client === "generate-content-count-tokens") && usage !== undefined;
     const used = counting ? undefined : usage;
-    llmCompleted(state, used, responseModel);
+    if (!failed) llmCompleted(state, used, responseModel);
     if (used !== undefined && state.entry.tokenLimits.length > 0) {
       this.#limiter.consume(state.entry.tokenLimits, used.totalTokens);
     }
@@ -1297,7 +1307,8 @@ export class LlmExtProcService {
  * The client's own credential, as `passthrough` forwards it: its `Authorization: Bearer` token, else the key of the
  * header its SDK sends (x-api-key, api-key, x-goog-api-key).
  */
-function clientToken(headers: Readonly<Record<string, string>>): string | undefined {
+/** The client's own credential: its `Authorization: Bearer` token, else its provider-style key header. */
+export function clientToken(headers: Readonly<Record<string, string>>): string | undefined {
   const bearer = /^Bearer\s+(\S+)$/i.exec(headers.authorization ?? "")?.[1];
   if (bearer !== undefined) return bearer;
   for (const h of ["x-api-key", "api-key", "x-goog-api-key"]) {
