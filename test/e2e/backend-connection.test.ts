@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:http";
 import { createServer as createH2Server } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
 
 function service(name: string, ports: readonly number[]): string {
@@ -46,32 +46,11 @@ spec:
       backendRefs: [{ name: pair, port: 80 }]
     - matches: [{ path: { type: PathPrefix, value: /slow } }]
       backendRefs: [{ name: slow, port: 80 }]
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: h2, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: h2only }]
-  backend:
-    http: { version: HTTP2 }
-    tcp: { connectTimeout: 2s, keepalive: { time: 30s } }
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: eviction, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: pair }]
-  backend:
-    health: { eviction: { consecutiveFailures: 2, duration: 60s } }
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: deadline, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: slow }]
-  backend:
-    http: { requestTimeout: 300ms }
-`;
+${servicePolicy("h2only", "    http: { version: HTTP2 }\n    tcp: { connectTimeout: 2s, keepalive: { time: 30s } }", "h2")}${servicePolicy(
+  "pair",
+  "    health: { eviction: { consecutiveFailures: 2, duration: 60s } }",
+  "eviction",
+)}${servicePolicy("slow", "    http: { requestTimeout: 300ms }", "deadline")}`;
 }
 
 async function listen(server: Server | ReturnType<typeof createH2Server>): Promise<number> {

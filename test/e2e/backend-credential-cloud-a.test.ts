@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { type FakeAws, startFakeAws } from "../helpers/fake-aws.js";
 import { type SignedService, startSignedService } from "../helpers/fake-token-service.js";
-import { localService } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { request } from "../helpers/net.js";
 import { tempConfigDir } from "../helpers/processes.js";
@@ -23,32 +23,17 @@ const DENIED = "arn:aws:iam::123456789012:role/denied";
 
 function resources(port: number): string {
   const names = ["keys", "chain", "role", "percaller", "denied", "badexpr"];
-  const policy = (name: string, cloudA: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${name} }]
-  backend:
-    auth:
-      cloudA:
-        region: ${REGION}
-        serviceName: ${SERVICE}${cloudA}
-`;
+  const policy = (name: string, cloudA: string) =>
+    servicePolicy(
+      name,
+      `    auth:\n      cloudA:\n        region: ${REGION}\n        serviceName: ${SERVICE}${cloudA}`,
+    );
   return `${names.map((n) => localService(n, port)).join("")}---
 apiVersion: v1
 kind: Secret
 metadata: { name: aws, namespace: default }
 stringData: { accessKey: ${BASE.accessKeyId}, secretKey: ${BASE.secretAccessKey} }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ name: ${n}, port: 80 }]`).join("\n")}
-${policy("keys", "\n        secretRef: { name: aws }")}${policy("chain", "")}${policy(
+${prefixRoute(names)}${policy("keys", "\n        secretRef: { name: aws }")}${policy("chain", "")}${policy(
   "role",
   `
         secretRef: { name: aws }

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { SignJWT } from "jose";
 import { type FakeEntra, startBearerBackend, startFakeEntra } from "../helpers/fake-token-service.js";
-import { localService } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { request } from "../helpers/net.js";
 import { tempConfigDir } from "../helpers/processes.js";
@@ -26,16 +26,7 @@ type Backend = Awaited<ReturnType<typeof startBearerBackend>>;
 
 function resources(port: number): string {
   const names = ["secret", "managed", "workload", "wrong"];
-  const policy = (name: string, auth: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${name} }]
-  backend:
-    auth:
-      cloudC: ${auth}
-`;
+  const policy = (name: string, auth: string) => servicePolicy(name, `    auth:\n      cloudC: ${auth}`);
   return `${names.map((n) => localService(n, port)).join("")}---
 apiVersion: v1
 kind: Secret
@@ -46,15 +37,7 @@ apiVersion: v1
 kind: Secret
 metadata: { name: entra-wrong, namespace: default }
 stringData: { clientID: ${APP.clientId}, tenantID: ${TENANT}, clientSecret: not-the-secret }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ name: ${n}, port: 80 }]`).join("\n")}
-${policy("secret", "{ secretRef: { name: entra } }")}${policy(
+${prefixRoute(names)}${policy("secret", "{ secretRef: { name: entra } }")}${policy(
   "managed",
   '{ managedIdentity: { clientId: mi-client-9, objectId: "00000000-0000-0000-0000-000000000001", resourceId: "/subscriptions/s/resourceGroups/g/providers/Microsoft.ManagedIdentity/userAssignedIdentities/gw" } }',
 )}${policy("workload", "{ workloadIdentity: {} }")}${policy("wrong", "{ secretRef: { name: entra-wrong } }")}`;

@@ -13,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 import { jwtVerify } from "jose";
 import { type FakeGoogleAuth, startFakeGoogleAuth } from "../helpers/fake-google-auth.js";
 import { startBearerBackend, startTokenService, type TokenService } from "../helpers/fake-token-service.js";
-import { localService } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { request } from "../helpers/net.js";
 
@@ -24,15 +24,7 @@ const RAS_SECRET = "ras-client-secret-2";
 
 function resources(p: { google: number; api: number; idp: number; ras: number }, sa: Record<string, string>): string {
   const names = ["sa-access", "sa-id", "adc-access", "adc-id", "xaa"];
-  const policy = (name: string, auth: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${name} }]
-  backend:
-    auth:${auth}
-`;
+  const policy = (name: string, auth: string) => servicePolicy(name, `    auth:${auth}`);
   return `${names.map((n) => localService(n, n === "xaa" ? p.api : p.google)).join("")}${localService("idp", p.idp)}${localService("ras", p.ras)}---
 apiVersion: v1
 kind: Secret
@@ -43,15 +35,7 @@ apiVersion: v1
 kind: Secret
 metadata: { name: clients, namespace: default }
 stringData: { idp: ${IDP_SECRET}, ras: ${RAS_SECRET} }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ name: ${n}, port: 80 }]`).join("\n")}
-${policy("sa-access", "\n      cloudB: { type: AccessToken, secretRef: { name: gcp } }")}${policy(
+${prefixRoute(names)}${policy("sa-access", "\n      cloudB: { type: AccessToken, secretRef: { name: gcp } }")}${policy(
   "sa-id",
   "\n      cloudB: { type: IdToken, secretRef: { name: gcp } }",
 )}${policy("adc-access", "\n      cloudB: {}")}${policy(

@@ -14,7 +14,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
 import { startBearerBackend, startTokenService, type TokenService, verifyJwt } from "../helpers/fake-token-service.js";
-import { localService } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { type EchoBody, request, sleep, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
@@ -43,15 +43,7 @@ function resources(ports: { echo: number; jwt: number; api: number; idp: number 
     localService("idp", ports.idp),
   ].join("");
   const names = ["static", "passthrough", "jwt", "badjwt", "exchange", "pkjwt", "delegated"];
-  const policy = (name: string, auth: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${name} }]
-  backend:
-    auth:${auth}
-`;
+  const policy = (name: string, auth: string) => servicePolicy(name, `    auth:${auth}`);
   return `${services}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
@@ -76,15 +68,7 @@ apiVersion: v1
 kind: Secret
 metadata: { name: client, namespace: default }
 stringData: { clientSecret: ${CLIENT_SECRET}, signingKey: ${pem(clientKeys.privateKey)} }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ name: ${n}, port: 80 }]`).join("\n")}
-    - matches: [{ path: { type: PathPrefix, value: /static-jwt } }]
+${prefixRoute(names)}    - matches: [{ path: { type: PathPrefix, value: /static-jwt } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: static-jwt }]
 ${policy(
   "static",

@@ -5,35 +5,17 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { type EchoBody, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
 function resources(a: number, b: number, c: number): string {
-  const rule = (name: string) => `
-    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
-      backendRefs: [{ name: ${name}, port: 80 }]`;
-  const policy = (name: string, auth: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${name} }]
-  backend:
-    auth: ${auth}
-`;
+  const policy = (name: string, auth: string) => servicePolicy(name, `    auth: ${auth}`);
   return `${localService("keyed", a)}${localService("secreted", b)}${localService("missing", c)}---
 apiVersion: v1
 kind: Secret
 metadata: { name: upstream-key, namespace: default }
 stringData: { token: s3cr3t-from-secret }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:${rule("keyed")}${rule("secreted")}${rule("missing")}
-${policy("keyed", "{ key: k-123 }")}${policy("secreted", "{ secretRef: { name: upstream-key, key: token }, location: { header: { name: X-Api-Key } } }")}${policy("missing", "{ secretRef: { name: nowhere } }")}`;
+${prefixRoute(["keyed", "secreted", "missing"])}${policy("keyed", "{ key: k-123 }")}${policy("secreted", "{ secretRef: { name: upstream-key, key: token }, location: { header: { name: X-Api-Key } } }")}${policy("missing", "{ secretRef: { name: nowhere } }")}`;
 }
 
 describe("backend.auth injected by Envoy", { timeout: 60_000 }, () => {

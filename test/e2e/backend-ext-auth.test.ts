@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
-import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { type EchoBody, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
 /** An HTTP authorization service: 200 with `x-authz-user` when `x-allow: yes`, else 403; it records each check. */
@@ -63,41 +63,15 @@ spec:
   policies:
     auth: { key: sk-test }
     extAuth:${EXT_AUTH}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /guarded } }]
-      backendRefs: [{ name: guarded, port: 80 }]
-    - matches: [{ path: { type: PathPrefix, value: /cached } }]
-      backendRefs: [{ name: cached, port: 80 }]
-    - matches: [{ path: { type: PathPrefix, value: /other } }]
-      backendRefs: [{ name: other, port: 80 }]
-    - matches: [{ path: { type: PathPrefix, value: /split } }]
+${prefixRoute(["guarded", "cached", "other"])}    - matches: [{ path: { type: PathPrefix, value: /split } }]
       backendRefs: [{ name: guarded, port: 80 }, { name: other, port: 80 }]
     - matches: [{ path: { type: PathPrefix, value: /v1/ } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }]
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: guarded, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: guarded }]
-  backend:
-    extAuth:${EXT_AUTH}
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: cached, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: cached }]
-  backend:
-    extAuth:${EXT_AUTH}
-      cache: { key: ["request.headers['x-allow']"], ttl: 60s }
-`;
+${servicePolicy("guarded", `    extAuth:${EXT_AUTH}`)}${servicePolicy(
+  "cached",
+  `    extAuth:${EXT_AUTH}
+      cache: { key: ["request.headers['x-allow']"], ttl: 60s }`,
+)}`;
 }
 
 describe("backend.extAuth through the route's ext_authz", { timeout: 90_000 }, () => {

@@ -8,32 +8,14 @@ import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import type { TLSSocket } from "node:tls";
-import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
 import { caConfigMapYaml, tlsFixture, tlsSecretYaml } from "../helpers/tls.js";
 
 function resources(plain: number, mtls: number): string {
-  const rule = (name: string) => `
-    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
-      backendRefs: [{ name: ${name}, port: 80 }]`;
-  const policy = (name: string, tls: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${name} }]
-  backend:
-    tls: ${tls}
-`;
+  const policy = (name: string, tls: string) => servicePolicy(name, `    tls: ${tls}`);
   const services = ["trusted", "untrusted", "skip", "wrongname", "noca"].map((n) => localService(n, plain)).join("");
-  return `${services}${localService("mtls", mtls)}${caConfigMapYaml()}${tlsSecretYaml()}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:${["trusted", "untrusted", "skip", "wrongname", "noca", "mtls"].map(rule).join("")}
-${policy("trusted", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }")}${policy("untrusted", "{ sni: example.com }")}${policy("skip", "{ insecureSkipVerify: All, sni: example.com }")}${policy("wrongname", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, verifySubjectAltNames: [other.example.com] }")}${policy("noca", "{ caCertificateRefs: [{ name: nowhere }], sni: example.com }")}${policy("mtls", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }")}`;
+  return `${services}${localService("mtls", mtls)}${caConfigMapYaml()}${tlsSecretYaml()}${prefixRoute(["trusted", "untrusted", "skip", "wrongname", "noca", "mtls"])}${policy("trusted", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }")}${policy("untrusted", "{ sni: example.com }")}${policy("skip", "{ insecureSkipVerify: All, sni: example.com }")}${policy("wrongname", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, verifySubjectAltNames: [other.example.com] }")}${policy("noca", "{ caCertificateRefs: [{ name: nowhere }], sni: example.com }")}${policy("mtls", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }")}`;
 }
 
 async function listen(server: Server): Promise<number> {

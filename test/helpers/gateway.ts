@@ -40,6 +40,38 @@ ${traffic
 `;
 }
 
+/**
+ * A GwPolicy `name` on Service `service`; `backend`: the lines under `backend:`, as they stand in the document
+ * (indented by 4).
+ */
+export function servicePolicy(service: string, backend: string, name = service): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: ${service} }]
+  backend:
+${backend}
+`;
+}
+
+/**
+ * HTTPRoute `r` on Gateway `gw` with a rule per name, sending requests under `/<name>` to Service `<name>` port 80;
+ * rules of other shapes can follow it (indented by 4, as in the document).
+ */
+export function prefixRoute(names: readonly string[]): string {
+  return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ name: ${n}, port: 80 }]`).join("\n")}
+`;
+}
+
 /** A Service `name` (port 80) whose one endpoint is 127.0.0.1:`port`; `appProtocol` e.g. `kubernetes.io/h2c`. */
 export function localService(name: string, port: number, appProtocol?: string): string {
   return `---
