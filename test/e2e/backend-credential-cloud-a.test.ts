@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { type FakeAws, startFakeAws } from "../helpers/fake-aws.js";
+import { type FakeAws, fakeAwsEnv, startFakeAws } from "../helpers/fake-aws.js";
 import { type SignedService, startSignedService } from "../helpers/fake-token-service.js";
 import { localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
@@ -68,21 +68,7 @@ describe("backend.auth.cloudA: SigV4 on Service backends through Envoy", { timeo
     // The service knows the base keys and whatever the fake issued (roles, container credentials).
     api = await startSignedService(REGION, SERVICE, (id) => aws.lookup(id) ?? aws.issued(id));
     aws.denied.add(DENIED);
-    const none = join(files.dir, "absent");
-    env = await startLlmEnv(resources(api.port), "/keys", {
-      AWS_CONTAINER_CREDENTIALS_FULL_URI: aws.containerUrl,
-      AWS_CONTAINER_AUTHORIZATION_TOKEN: aws.containerToken,
-      AWS_ENDPOINT_URL_STS: aws.stsUrl,
-      AWS_EC2_METADATA_DISABLED: "true",
-      AWS_CONFIG_FILE: none,
-      AWS_SHARED_CREDENTIALS_FILE: none,
-      AWS_ACCESS_KEY_ID: "",
-      AWS_SECRET_ACCESS_KEY: "",
-      AWS_SESSION_TOKEN: "",
-      AWS_PROFILE: "",
-      AWS_WEB_IDENTITY_TOKEN_FILE: "",
-      AWS_CONTAINER_CREDENTIALS_RELATIVE_URI: "",
-    });
+    env = await startLlmEnv(resources(api.port), "/keys", fakeAwsEnv(aws, join(files.dir, "absent")));
   });
   after(async () => {
     await env?.stop();

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { type FakeAws, startFakeAws } from "../helpers/fake-aws.js";
+import { type FakeAws, fakeAwsEnv, startFakeAws } from "../helpers/fake-aws.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { tempConfigDir } from "../helpers/processes.js";
@@ -98,21 +98,11 @@ describe("providerG (Bedrock) with cloudA credentials end to end", { timeout: 60
     aws.trust(BASE);
     // Bedrock accepts only what the fake issued (assumed roles, container credentials), never the Secret's keys.
     bedrock = await startFakeProvider({ name: "bedrock", aws: { region: REGION, lookup: (id) => aws.issued(id) } });
-    const none = join(files.dir, "absent");
-    env = await startLlmEnv(resources(bedrock.port), "/role/v1/chat/completions", {
-      AWS_CONTAINER_CREDENTIALS_FULL_URI: aws.containerUrl,
-      AWS_CONTAINER_AUTHORIZATION_TOKEN: aws.containerToken,
-      AWS_ENDPOINT_URL_STS: aws.stsUrl,
-      AWS_EC2_METADATA_DISABLED: "true",
-      AWS_CONFIG_FILE: none,
-      AWS_SHARED_CREDENTIALS_FILE: none,
-      AWS_ACCESS_KEY_ID: "",
-      AWS_SECRET_ACCESS_KEY: "",
-      AWS_SESSION_TOKEN: "",
-      AWS_PROFILE: "",
-      AWS_WEB_IDENTITY_TOKEN_FILE: "",
-      AWS_CONTAINER_CREDENTIALS_RELATIVE_URI: "",
-    });
+    env = await startLlmEnv(
+      resources(bedrock.port),
+      "/role/v1/chat/completions",
+      fakeAwsEnv(aws, join(files.dir, "absent")),
+    );
   });
   after(async () => {
     await env?.stop();

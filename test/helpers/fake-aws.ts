@@ -192,3 +192,25 @@ export async function startFakeAws(region: string): Promise<FakeAws> {
 function esc(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 }
+
+/**
+ * The environment of a Sluice whose AWS SDK finds credentials at `aws` alone (its container credentials endpoint, its
+ * STS), never the host's: the instance metadata service off, the config and credentials files at `missingFile` (a
+ * path that does not exist), every other source emptied.
+ */
+export function fakeAwsEnv(aws: FakeAws, missingFile: string): Record<string, string> {
+  return {
+    AWS_CONTAINER_CREDENTIALS_FULL_URI: aws.containerUrl,
+    AWS_CONTAINER_AUTHORIZATION_TOKEN: aws.containerToken,
+    AWS_ENDPOINT_URL_STS: aws.stsUrl,
+    AWS_EC2_METADATA_DISABLED: "true",
+    AWS_CONFIG_FILE: missingFile,
+    AWS_SHARED_CREDENTIALS_FILE: missingFile,
+    AWS_ACCESS_KEY_ID: "",
+    AWS_SECRET_ACCESS_KEY: "",
+    AWS_SESSION_TOKEN: "",
+    AWS_PROFILE: "",
+    AWS_WEB_IDENTITY_TOKEN_FILE: "",
+    AWS_CONTAINER_CREDENTIALS_RELATIVE_URI: "",
+  };
+}
