@@ -103,11 +103,13 @@ function eachField(bytes: Uint8Array, no: number, fn: (value: Uint8Array) => voi
   }
 }
 
+const utf8 = new TextDecoder();
+
 /** A KeyValue's key (field 1). */
 function keyOf(kv: Uint8Array): string {
   let key = "";
   eachField(kv, 1, (b) => {
-    key = new TextDecoder().decode(b);
+    key = utf8.decode(b);
   });
   return key;
 }
