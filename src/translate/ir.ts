@@ -266,6 +266,8 @@ export interface LlmClusterIR {
   readonly eviction: { readonly consecutiveFailures: number; readonly durationMs: number };
   /** The GwBackend's own `policies.tcp` and `policies.http.version`, for the whole cluster (backend/ai.ts). */
   readonly connection?: Pick<BackendConnectionIR, "connectTimeoutMs" | "keepalive" | "http2">;
+  /** `backend.transformation` of every route reaching it: an upstream filter after the LLM one (xds/llm-transformation.ts). */
+  readonly transformation?: UpstreamTransformationIR;
 }
 
 /** Wire protocol family of a provider (src/llm/providers.ts ProviderSettings kinds, plus `custom`). */

@@ -60,6 +60,8 @@ export function sluiceRetryCondition(r: RouteIR): { readonly text: string; reado
 export function upstreamTransformation(
   r: RouteIR,
   p: EffectivePolicyIR | undefined,
+  // False on AI backends: their retries are the failover policy's (the condition is reported, backend-connection.ts).
+  withRetry = true,
 ): { readonly ir?: UpstreamTransformationIR; readonly problems: BackendProblemIR[] } {
   const problems: BackendProblemIR[] = [];
   const variables = new Set<string>();
@@ -85,7 +87,7 @@ export function upstreamTransformation(
       return text;
     });
   }
-  const retry = sluiceRetryCondition(r);
+  const retry = withRetry ? sluiceRetryCondition(r) : undefined;
   if (retry !== undefined) {
     const c = compileExpression(retry.text, RESPONSE_ENVIRONMENT);
     if ("ok" in c) for (const v of c.ok.variables) variables.add(v);

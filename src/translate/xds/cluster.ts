@@ -137,7 +137,10 @@ function protocolOptions(
 
 /** `llmUpstreamStage`: for an AI cluster, whether it keeps the upstream LLM ext_proc (llm/stages.ts). */
 export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
-  if (c.kind === "llm") return buildLlmCluster(c, llmUpstreamStage);
+  if (c.kind === "llm") {
+    const t = c.transformation;
+    return buildLlmCluster(c, llmUpstreamStage, t === undefined ? undefined : upstreamTransformationFilter(t));
+  }
   if (c.kind === "mcp") throw new Error(`bug: MCP backend ${c.backend} has no Envoy cluster of its own`);
   const conn = c.connection;
   const http2 = conn?.http2 ?? c.http2;

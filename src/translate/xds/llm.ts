@@ -9,7 +9,7 @@
 // - the retry policy that moves a failed attempt to another provider and then to the next priority group.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { anyPack } from "@bufbuild/protobuf/wkt";
+import { type Any, anyPack } from "@bufbuild/protobuf/wkt";
 import { JWT_METADATA_NAMESPACE } from "../../cel/rbac.js";
 import { EXTAUTHZ_METADATA_NAMESPACE } from "../../extauthz/user-ext-auth.js";
 import {
@@ -53,6 +53,8 @@ import { upstreamTls } from "./upstream-tls.js";
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 export const LLM_ROUTER_FILTER = "sluice.llm_ext_proc";
 const LLM_UPSTREAM_FILTER = "sluice.llm_upstream_ext_proc";
+/** A Service's is named the same (cluster.ts): one filter, one name in stats and config dumps. */
+const LLM_TRANSFORMATION_FILTER = "sluice.backend_transformation";
 /**
  * Envoy's healthy panic threshold on clusters that evict (outlier detection): below this share of healthy endpoints
  * Envoy sends traffic to every endpoint, evicted or not. Envoy's default is 50 %; the spec returns evicted endpoints
@@ -168,8 +170,12 @@ function llmClusterTargets(
   };
 }
 
-/** `upstreamStage`: whether the cluster keeps the upstream LLM ext_proc (some route reaching it needs two stages). */
-export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluster {
+/**
+ * `upstreamStage`: whether the cluster keeps the upstream LLM ext_proc (some route reaching it needs two stages).
+ * `transformation`: the `backend.transformation` filter config (llm-transformation.ts), placed after the LLM filter so
+ * it sees the provider's request as written for it, and the provider's response before it is translated back.
+ */
+export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transformation?: Any): Cluster {
   const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
   const only = upstreamStage ? undefined : c.groups.flat()[0];
   // `policies.http.version` of the GwBackend; without it, HTTP/1.1. Never Envoy's automatic choice by ALPN: it needs
@@ -238,14 +244,29 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean): Cluste
           },
           // Close idle provider connections before providers typically do, so Envoy does not reuse one just closed.
           commonHttpProtocolOptions: { idleTimeout: durationFromMs(30_000) },
-          // Without the upstream stage, Envoy's default upstream filter chain (the codec alone).
-          ...(upstreamStage
+          // Without the upstream stage nor a transformation, Envoy's default upstream filter chain (the codec alone).
+          ...(upstreamStage || transformation !== undefined
             ? {
                 httpFilters: [
-                  {
-                    name: LLM_UPSTREAM_FILTER,
-                    configType: { case: "typedConfig", value: anyPack(ExternalProcessorSchema, upstreamExtProc()) },
-                  },
+                  ...(upstreamStage
+                    ? [
+                        {
+                          name: LLM_UPSTREAM_FILTER,
+                          configType: {
+                            case: "typedConfig" as const,
+                            value: anyPack(ExternalProcessorSchema, upstreamExtProc()),
+                          },
+                        },
+                      ]
+                    : []),
+                  ...(transformation !== undefined
+                    ? [
+                        {
+                          name: LLM_TRANSFORMATION_FILTER,
+                          configType: { case: "typedConfig" as const, value: transformation },
+                        },
+                      ]
+                    : []),
                   {
                     name: "envoy.filters.http.upstream_codec",
                     configType: {

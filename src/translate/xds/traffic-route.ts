@@ -245,10 +245,11 @@ function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms
 }
 
 /**
- * Backend policy fields served on AI backends: by the LLM table (`ai`, `auth`: llm/table.ts) and the route's ext_authz
- * (`extAuth`: backend-ext-auth.ts); every other one is reported.
+ * Backend policy fields served on AI backends: by the LLM table (`ai`, `auth`: llm/table.ts), the route's ext_authz
+ * (`extAuth`: backend-ext-auth.ts) and the AI cluster's upstream transformation (`transformation`:
+ * llm-transformation.ts, which reports its own problems); every other one is reported.
  */
-const AI_BACKEND_FIELDS = new Set(["ai", "auth", "extAuth"]);
+const AI_BACKEND_FIELDS = new Set(["ai", "auth", "extAuth", "transformation"]);
 
 type Rec = Record<string, unknown>;
 
@@ -269,6 +270,8 @@ const AI_CLUSTER_FIELDS: Readonly<
     health: APPLIED_CONNECTION_FIELDS.health,
     // The route's ext_authz (backend-ext-auth.ts).
     extAuth: () => [],
+    // The AI cluster's upstream transformation (llm-transformation.ts).
+    transformation: () => [],
   },
   // One Envoy cluster holds every provider: per-provider connection settings are the TLS socket and tunnel only.
   subBackend: { tls: () => [], tunnel: () => [] },
@@ -329,17 +332,18 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
           }
         };
         if (ai) {
-          if (AI_BACKEND_FIELDS.has(field)) continue;
+          // A provider's own transformation is not: the filter is the cluster's, which holds every provider.
+          if (AI_BACKEND_FIELDS.has(field) && !(field === "transformation" && f.from.level === "subBackend")) continue;
           if (f.from.kind === "GwPolicy") {
             ctx.note(
               f.from,
               `backend.${field}`,
-              "not applied to AI backends yet when set by a GwPolicy (only ai, auth and extAuth are; tls, tcp, http and health come from the GwBackend's own spec.policies)",
+              "not applied to AI backends yet when set by a GwPolicy (only ai, auth, extAuth and transformation are; tls, tcp, http and health come from the GwBackend's own spec.policies)",
             );
           } else if (f.from.level === "subBackend") {
             parts(
               AI_CLUSTER_FIELDS.subBackend[field],
-              field === "tcp" || field === "http" || field === "health"
+              field === "tcp" || field === "http" || field === "health" || field === "transformation"
                 ? "not applied per provider yet (one Envoy cluster holds every provider of the GwBackend: set it in the GwBackend's spec.policies)"
                 : "not applied to AI providers yet",
             );
