@@ -257,14 +257,14 @@ export function passthroughStream(
   const check = (evs: SseEvent[]): boolean => {
     for (const ev of evs) {
       if (ev.data === "[DONE]") continue;
-      const p = parseJson(ev.data);
-      if (!p.ok) {
-        failure = { status: 502, kind: "server", message: `malformed event from upstream: ${p.error}` };
+      try {
+        last = JSON.parse(ev.data);
+      } catch (e) {
+        failure = { status: 502, kind: "server", message: `malformed event from upstream: ${(e as Error).message}` };
         return false;
       }
-      last = p.value;
       // Usage sits in the last events only: most deltas skip the usage reader.
-      if (ev.data.includes("usage")) usage = usageOf(ev, p.value) ?? usage;
+      if (ev.data.includes("usage")) usage = usageOf(ev, last) ?? usage;
     }
     if (parser.overflow !== undefined) {
       failure = { status: 502, kind: "server", message: `upstream stream: ${parser.overflow}` };
@@ -290,35 +290,44 @@ export function passthroughStream(
         const view = chunk.subarray(start, from);
         return lead === undefined ? [view] : [lead, view];
       };
-      for (let i = 0; i < chunk.length; i++) {
-        const b = chunk[i] as number;
+      const n = chunk.length;
+      // Most providers end lines with LF alone: then the native indexOf finds each line's end.
+      const lfOnly = chunk.indexOf(CR) < 0;
+      let i = 0;
+      while (i < n) {
         if (afterCR) {
           afterCR = false;
-          if (b === LF) {
+          if (chunk[i] === LF) {
             // The LF of a CRLF whose CR ended the last chunk's last event goes out with that event (and the parser
             // sees it, to forget the CR).
             if (i === from && heldBytes === 0) {
               parser.push(chunk.subarray(i, i + 1));
               from = i + 1;
             }
+            i++;
             continue;
           }
         }
-        if (b !== LF && b !== CR) {
+        let j = i;
+        if (lfOnly) j = chunk.indexOf(LF, i);
+        else while (j < n && chunk[j] !== LF && chunk[j] !== CR) j++;
+        if (j < 0 || j === n) {
           lineStart = false;
-          continue;
+          break;
         }
-        afterCR = b === CR;
+        if (j > i) lineStart = false;
+        afterCR = chunk[j] === CR;
+        i = j + 1;
         if (!lineStart) {
           lineStart = true;
           continue;
         }
         // An empty line: the event ends here (with the LF of a CRLF when it is in this chunk).
-        if (afterCR && i + 1 < chunk.length && chunk[i + 1] === LF) {
+        if (afterCR && i < n && chunk[i] === LF) {
           i++;
           afterCR = false;
         }
-        let piece = chunk.subarray(from, i + 1);
+        let piece = chunk.subarray(from, i);
         if (heldBytes > 0) {
           held.push(piece);
           piece = concatBytes(held);
@@ -326,9 +335,9 @@ export function passthroughStream(
           heldBytes = 0;
           if (!check(parser.push(piece))) return failed([]);
           lead = piece;
-          start = i + 1;
+          start = i;
         } else if (!check(parser.push(piece))) return failed(good());
-        from = i + 1;
+        from = i;
       }
       if (from < chunk.length) {
         // Copied: the caller's buffer may be reused once this call returns.
