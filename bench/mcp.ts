@@ -16,6 +16,10 @@
 // `--targets inproc` puts them all in the bench's process. `--cpu-prof DIR` has Sluice write a V8 CPU profile there
 // when the bench stops it (node --cpu-prof).
 //
+// Envoy's share is measured apart: the rows marked "Sluice alone" send the same requests to Sluice's MCP port itself
+// (with the route header Envoy's route would set), so "added" there is Sluice's part and the difference to the row
+// through Envoy is Envoy's.
+//
 //   node dist/bench/mcp.js [--calls 500] [--sessions 50] [--targets child|inproc] [--cpu-prof DIR]
 
 import { spawn } from "node:child_process";
@@ -27,6 +31,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { MCP_ROUTE_HEADER, mcpClusterName } from "../src/translate/names.js";
 import { startLlmEnv } from "../test/helpers/llm-env.js";
 import { mcpYaml } from "../test/helpers/mcp-env.js";
 import { type SdkTarget, startSdkTarget } from "../test/helpers/mcp-targets.js";
@@ -129,9 +134,12 @@ async function rawSession(port: number): Promise<void> {
 }
 const RAW_AGENT = new Agent({ keepAlive: true });
 
-async function connect(url: string): Promise<Client> {
+/** An SDK client session; `headers`: sent with every request (the route header, to reach Sluice without Envoy). */
+async function connect(url: string, headers?: Record<string, string>): Promise<Client> {
   const c = new Client({ name: "bench", version: "1" });
-  await c.connect(new StreamableHTTPClientTransport(new URL(url)));
+  await c.connect(
+    new StreamableHTTPClientTransport(new URL(url), headers !== undefined ? { requestInit: { headers } } : undefined),
+  );
   return c;
 }
 
@@ -171,6 +179,11 @@ const env = await startLlmEnv(
   values["cpu-prof"] !== undefined ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values["cpu-prof"]}` } : undefined,
 );
 const direct = `http://127.0.0.1:${targets[0]?.port}/mcp`;
+/** Sluice's own MCP port, as Envoy's route reaches it (Gateway default/gw). */
+const alone = (backend: string) => ({
+  url: `http://127.0.0.1:${env.sluice.mcpPort}/${backend}/mcp`,
+  headers: { [MCP_ROUTE_HEADER]: mcpClusterName("default/gw", "default", backend) },
+});
 const rows: [string, { p50: number; p99: number }, { p50: number; p99: number }][] = [];
 const cpu: [string, number][] = [];
 try {
@@ -191,6 +204,13 @@ try {
     await timed(CALLS, () => d.callTool(args)),
     await measured("tools/call (1 target)", CALLS, () => timed(CALLS, () => one.callTool(args))),
   ]);
+  const oneAlone = await connect(alone("one").url, alone("one").headers);
+  rows.push([
+    "tools/call (1 target), Sluice alone",
+    await timed(CALLS, () => d.callTool(args)),
+    await measured("tools/call (1 target), Sluice alone", CALLS, () => timed(CALLS, () => oneAlone.callTool(args))),
+  ]);
+  await oneAlone.close();
   rows.push([
     "tools/call (8 targets, prefixed)",
     await timed(CALLS, () => d.callTool(args)),
@@ -204,7 +224,16 @@ try {
   const viaSluice = await measured("new session (8 targets)", SESSIONS, () =>
     timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close()),
   );
-  rows.push(["new session (8 targets)", await timed(SESSIONS, async () => (await connect(direct)).close()), viaSluice]);
+  const directSession = await timed(SESSIONS, async () => (await connect(direct)).close());
+  rows.push(["new session (8 targets)", directSession, viaSluice]);
+  const { url: eightAlone, headers: eightHeaders } = alone("eight");
+  rows.push([
+    "new session (8 targets), Sluice alone",
+    directSession,
+    await measured("new session (8 targets), Sluice alone", SESSIONS, () =>
+      timed(SESSIONS, async () => (await connect(eightAlone, eightHeaders)).close()),
+    ),
+  ]);
   rows.push([
     "new session (8 targets) vs 8 at once",
     await timed(SESSIONS, async () => {
@@ -227,9 +256,10 @@ try {
   for (const t of targets) await t.kill();
 }
 const f = (x: number) => x.toFixed(2).padStart(8);
-console.log(`${"setup".padEnd(34)}  direct p50/p99 (ms)   via Sluice p50/p99 (ms)   added p50 (ms)`);
+console.log(`${"setup".padEnd(40)}  direct p50/p99 (ms)   via Sluice p50/p99 (ms)   added p50 (ms)`);
 for (const [name, a, b] of rows) {
-  console.log(`${name.padEnd(34)}  ${f(a.p50)} ${f(a.p99)}     ${f(b.p50)} ${f(b.p99)}          ${f(b.p50 - a.p50)}`);
+  console.log(`${name.padEnd(40)}  ${f(a.p50)} ${f(a.p99)}     ${f(b.p50)} ${f(b.p99)}          ${f(b.p50 - a.p50)}`);
 }
-console.log(`\n${"Sluice process CPU per operation".padEnd(34)}  ms (user + system, /proc; 10 ms ticks)`);
-for (const [name, ms] of cpu) console.log(`${name.padEnd(34)}  ${f(ms)}`);
+console.log(`\n${"Sluice process CPU per operation".padEnd(40)}  ms (user + system, /proc; 10 ms ticks)`);
+for (const [name, ms] of cpu) console.log(`${name.padEnd(40)}  ${f(ms)}`);
+console.log(`\nload average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} (at the end)`);
