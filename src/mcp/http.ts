@@ -407,6 +407,8 @@ export class McpHttpServer {
         await started.session.close(true);
       }
       sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: started.result }, headers);
+      // The answer is written: now the targets hear notifications/initialized (held so far, see McpSession.release).
+      if (stateful) started.session.release();
       return;
     }
     // Stateless: every request has a session of its own with each target, ended when it is answered.

@@ -201,6 +201,14 @@ export class McpSession {
     return { session: s, result };
   }
 
+  /**
+   * The client has its answer to initialize: the targets' notifications/initialized, held until now so that they do
+   * not compete with the targets still initializing, are sent (a request to a target sends its own first anyway).
+   */
+  release(): void {
+    for (const c of this.#targets.values()) c.release();
+  }
+
   /** A session sealed by this or another replica: its targets' sessions taken up again, no initialize. */
   static async resume(entry: McpBackendEntry, state: SessionState, opts: SessionOptions): Promise<McpSession> {
     const caps = isRecord(state.caps) ? state.caps : {};

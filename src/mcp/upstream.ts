@@ -67,19 +67,31 @@ export interface ConnectOptions {
 }
 
 /**
- * The SDK's Client, but notifications/initialized does not hold up connect(): it is sent as soon as initialize is
- * answered, and every later request to the target waits for it to be accepted (`initialized`), so the target still
- * sees it before anything else. A new session over several targets then costs one round trip to each, not two.
+ * The SDK's Client, but notifications/initialized does not hold up connect(): it is held until `release()` (the
+ * session releases it once the client has its answer to initialize, so the targets' notices do not compete with the
+ * targets still initializing for the CPU), and every later request to the target releases it and waits for it to be
+ * accepted (`initialized`), so the target still sees it before anything else. A new session over several targets
+ * then costs one round trip to each on the way to the client's answer, not two.
  */
 class TargetClient extends Client {
   initialized: Promise<void> = Promise.resolve();
+  #release: (() => void) | undefined;
 
   override notification(...args: Parameters<Client["notification"]>): Promise<void> {
     if (args[0].method !== "notifications/initialized") return super.notification(...args);
-    this.initialized = super.notification(...args);
+    const held = new Promise<void>((resolve) => {
+      this.#release = resolve;
+    });
+    this.initialized = held.then(() => super.notification(...args));
     // Its failure is the failure of the first request that waits for it.
     this.initialized.catch(() => {});
     return Promise.resolve();
+  }
+
+  /** Sends the held notifications/initialized (once; nothing if none is held). */
+  release(): void {
+    this.#release?.();
+    this.#release = undefined;
   }
 }
 
@@ -190,6 +202,7 @@ export class TargetConnection {
     if (this.protocol !== "StreamableHTTP") return Promise.resolve();
     const transport = this.#transport as TargetTransport;
     if (this.#stream === undefined) {
+      this.#client.release();
       const opened = this.#client.initialized.then(
         () => (this.closed ? undefined : transport.openStream()),
         () => {},
@@ -329,6 +342,7 @@ export class TargetConnection {
     const started = performance.now();
     let ok = false;
     try {
+      this.#client.release();
       await this.#client.initialized;
       const result =
         opts.onProgress === undefined && this.protocol === "StreamableHTTP"
@@ -369,6 +383,7 @@ export class TargetConnection {
   }
 
   async notify(method: string, params?: Record<string, unknown>): Promise<void> {
+    this.#client.release();
     await this.#client.initialized;
     await this.#client.notification({ method, ...(params !== undefined ? { params } : {}) } as never);
   }
@@ -376,10 +391,19 @@ export class TargetConnection {
   /** Ends the target's session (DELETE) and the connection. */
   async terminate(): Promise<void> {
     if (this.protocol === "StreamableHTTP") {
+      this.#client.release();
       await this.#client.initialized.catch(() => {});
       await (this.#transport as TargetTransport).terminateSession().catch(() => {});
     }
     await this.close();
+  }
+
+  /**
+   * Sends the target's notifications/initialized if it is still held (a new session: its client has the answer to
+   * initialize now). Requests to the target release it themselves; this sends it without waiting for one.
+   */
+  release(): void {
+    this.#client.release();
   }
 
   /** Closes the connection, leaving the target's session for another replica to resume. */
