@@ -3,6 +3,7 @@
 import { FileSource, type LoadResult } from "../sources/file-source.js";
 import { KubeClient } from "../sources/kube/client.js";
 import { KubeSource } from "../sources/kube/kube-source.js";
+import { agentCoreEndpointFromEnv } from "../translate/backend/agent-core.js";
 import { makeInput } from "../translate/input.js";
 import { type TranslateOptions, type TranslationResult, translate } from "../translate/translate.js";
 
@@ -11,13 +12,18 @@ export interface Loaded {
   readonly result: TranslationResult;
 }
 
-/** Translates a load; file mode (the default) implies a GatewayClass `sluice` when none is defined. */
+/**
+ * Translates a load; file mode (the default) implies a GatewayClass `sluice` when none is defined. The agent runtime
+ * endpoint override comes from this process's environment, as the AWS SDKs read it.
+ */
 export function translateLoad(load: LoadResult, opts: TranslateOptions = {}): TranslationResult {
+  const agentCoreEndpoint = opts.agentCoreEndpoint ?? agentCoreEndpointFromEnv(process.env);
   return translate(
     makeInput(load.resources, () => load.sources, load.invalid),
     {
       ...opts,
       impliedGatewayClass: opts.impliedGatewayClass ?? true,
+      ...(agentCoreEndpoint !== undefined ? { agentCoreEndpoint } : {}),
     },
   );
 }

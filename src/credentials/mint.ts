@@ -195,6 +195,12 @@ export class Minter {
   async mint(plan: CredentialPlan, req: OutgoingRequest): Promise<MintResult> {
     try {
       const m: Mutation = { set: {}, remove: [] };
+      if (plan.invoke !== undefined) {
+        // The agent runtime's invocation; a new session (as the AWS SDKs make) unless the client continues one.
+        m.set[":path"] = plan.invoke.path;
+        m.set[":authority"] = plan.invoke.authority;
+        if ((req.headers[plan.invoke.sessionHeader] ?? "") === "") m.set[plan.invoke.sessionHeader] = randomUUID();
+      }
       for (const c of plan.extra) writeAt(c.location, c.value, req.headers, m);
       const p = plan.primary;
       switch (p?.kind) {
@@ -467,12 +473,18 @@ export class Minter {
     }
     const path = headers[":path"] ?? "/";
     const q = path.indexOf("?");
+    const extra: Record<string, string> = {};
+    for (const h of p.signedHeaders ?? []) {
+      const v = headers[h];
+      if (v !== undefined) extra[h] = v;
+    }
     const signed = signSigV4(
       {
         method: headers[":method"] ?? "GET",
         host: authority,
         path: q < 0 ? path : path.slice(0, q),
         query: q < 0 ? "" : path.slice(q + 1),
+        headers: extra,
         body: req.body ?? new Uint8Array(0),
       },
       { region, service, credentials: creds, date: new Date(this.#now()), contentSha256Header: true },

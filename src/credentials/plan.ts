@@ -26,6 +26,8 @@ export interface SigV4Plan {
   readonly region?: string;
   /** Signing service; absent: from the host. */
   readonly service?: string;
+  /** Headers signed beside host and x-amz-*, when the request has them (lower case). */
+  readonly signedHeaders?: readonly string[];
 }
 
 export type JwtAlg = "RS256" | "RS384" | "RS512" | "PS256" | "ES256" | "ES384";
@@ -159,6 +161,11 @@ export interface CredentialPlan {
   readonly primary?: MintPlan;
   /** `credentials[]`: more static credentials, each at its location. */
   readonly extra: readonly { readonly value: string; readonly location: CredentialLocation }[];
+  /**
+   * A GwBackend `cloudA.agentCore`: the request becomes the runtime's invocation before its credential is written
+   * (`:path`, `:authority`, and a session id in `sessionHeader` when the client sent none).
+   */
+  readonly invoke?: { readonly path: string; readonly authority: string; readonly sessionHeader: string };
 }
 
 /** Whether the ext_proc must see the body (SigV4 signs its hash). */

@@ -66,6 +66,8 @@ export interface ResolveContext {
   readonly backend: string;
   /** Where the policy is configured (`GwPolicy ns/name`), for the plan's id. */
   readonly source: string;
+  /** A plan even for what Envoy's injector could serve (the agent runtime's requests are rewritten by the plan). */
+  readonly alwaysPlan?: boolean;
 }
 
 export type ResolvedAuth =
@@ -780,7 +782,7 @@ export function resolveBackendAuth(auth: Rec, ctx: ResolveContext): ResolvedAuth
       ],
     };
   }
-  if (isNativeAuth(auth)) return { native: true, problems };
+  if (isNativeAuth(auth) && ctx.alwaysPlan !== true) return { native: true, problems };
   if (auth.location !== undefined && form !== "key" && form !== "secretRef" && form !== "passthrough") {
     problems.push({
       field: "backend.auth.location",

@@ -183,6 +183,22 @@ export interface BackendTlsIR {
   readonly clientCert?: { readonly secret: string; readonly chain: string; readonly key: string };
 }
 
+/**
+ * The agent runtime a GwBackend `cloudA.agentCore` names, resolved: every request to its cluster is rewritten to the
+ * runtime's InvokeAgentRuntime call (`:path`, `:authority`) and signed (or given the backend's own credential) by
+ * Sluice's credential ext_proc; the cluster's connection always carries that plan.
+ */
+export interface AgentCoreIR {
+  /** `namespace/name` of the GwBackend. */
+  readonly backend: string;
+  /** The ARN's region: the signing region. */
+  readonly region: string;
+  /** `/runtimes/<ARN, percent-encoded>/invocations`, with `?qualifier=` when set. */
+  readonly path: string;
+  /** The endpoint's host (with its port when not the scheme's). */
+  readonly authority: string;
+}
+
 /** A cluster variant made for a backend policy's connection settings; the base cluster's EDS name when EDS. */
 interface ConnectionVariant {
   readonly connection?: BackendConnectionIR;
@@ -204,6 +220,8 @@ export type ClusterIR =
       readonly http2: boolean;
       /** A GwBackend `a2a`: its agent card is served with the Gateway's address (filters/a2a.ts). */
       readonly a2a?: true;
+      /** A GwBackend `cloudA.agentCore` (backend/agent-core.ts). */
+      readonly agentCore?: AgentCoreIR;
     } & ConnectionVariant)
   | ({
       readonly kind: "static";
@@ -211,6 +229,7 @@ export type ClusterIR =
       readonly endpoints: readonly EndpointIR[];
       readonly http2: boolean;
       readonly a2a?: true;
+      readonly agentCore?: AgentCoreIR;
     } & ConnectionVariant)
   | ({
       readonly kind: "unix";

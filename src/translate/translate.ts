@@ -39,6 +39,11 @@ export interface TranslateOptions {
    * changes nothing in its result. Give the same memo to each translation of the sequence.
    */
   readonly memo?: TranslationMemo;
+  /**
+   * Where GwBackend `cloudA.agentCore` runtimes are reached instead of their regional endpoint: the Sluice process's
+   * AWS_ENDPOINT_URL_BEDROCK_AGENTCORE or AWS_ENDPOINT_URL (cli/load.ts reads them; backend/agent-core.ts).
+   */
+  readonly agentCoreEndpoint?: string;
 }
 
 export interface GatewayOutput {
@@ -67,13 +72,14 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   const memo = opts.memo;
   const path = opts.authorizationPath ?? "auto";
   const listenOnGatewayAddress = opts.listenOnGatewayAddress ?? true;
-  memo?.begin(input, [opts.impliedGatewayClass ?? false, path, listenOnGatewayAddress]);
+  memo?.begin(input, [opts.impliedGatewayClass ?? false, path, listenOnGatewayAddress, opts.agentCoreEndpoint ?? ""]);
   const policies = new PolicyEngine(input, memo?.policies);
   const { gateways, statuses } = translateGateways(input, {
     impliedGatewayClass: opts.impliedGatewayClass ?? false,
     listenOnGatewayAddress,
     policies,
     ...(memo !== undefined ? { memo } : {}),
+    ...(opts.agentCoreEndpoint !== undefined ? { agentCoreEndpoint: opts.agentCoreEndpoint } : {}),
   });
   const table = new PolicyTableBuilder();
   const authz = { input, path, table } as const;

@@ -14,6 +14,7 @@ import {
 } from "../names.js";
 import { RouteConditionReason } from "../status/conditions.js";
 import { resolveBackendTls } from "../xds/backend-tls.js";
+import { agentCoreConnection, resolveAgentCore } from "./agent-core.js";
 import { type AiBackendRefs, resolveInferencePool, translateAiBackend } from "./ai.js";
 import type { TunnelRefs } from "./tunnel.js";
 
@@ -129,10 +130,14 @@ export class BackendResolver {
   /** Resolutions so far: many routes name the same backend, and its cluster is built once. */
   readonly #resolved = new Map<string, ResolvedBackend>();
 
-  /** `gateway`: `namespace/name` of the Gateway whose routes resolve here (MCP backends are reached per Gateway). */
+  /**
+   * `gateway`: `namespace/name` of the Gateway whose routes resolve here (MCP backends are reached per Gateway).
+   * `agentCoreEndpoint`: the agent runtime endpoint override of the Sluice process (backend/agent-core.ts).
+   */
   constructor(
     private readonly input: TranslationInput,
     private readonly gateway = "",
+    private readonly agentCoreEndpoint?: string,
   ) {}
 
   /** Every cluster resolved so far, sorted by name. */
@@ -331,6 +336,37 @@ export class BackendResolver {
         ok: true,
         cluster: { kind: "mcp", name: mcpClusterName(gateway, namespace, name), http2: false, gateway, backend },
       };
+    }
+    if (be.spec.cloudA !== undefined) {
+      const r = resolveAgentCore(be.spec.cloudA, `${namespace}/${name}`, this.agentCoreEndpoint);
+      if (!r.ok) {
+        return {
+          ok: false,
+          reason: RouteConditionReason.UnsupportedValue,
+          message: `GwBackend ${namespace}/${name}: ${r.field}: ${r.message}`,
+        };
+      }
+      const { endpoint, ir } = r;
+      const connection = agentCoreConnection(ir, endpoint);
+      const cluster: ClusterIR = isIpAddress(endpoint.host)
+        ? {
+            kind: "static",
+            name: clusterName,
+            endpoints: [{ address: endpoint.host, port: endpoint.port, ready: true }],
+            http2: false,
+            agentCore: ir,
+            connection,
+          }
+        : {
+            kind: "dns",
+            name: clusterName,
+            host: endpoint.host,
+            port: endpoint.port,
+            http2: false,
+            agentCore: ir,
+            connection,
+          };
+      return { ok: true, cluster };
     }
     if (be.spec.dynamicForwardProxy !== undefined) {
       return { ok: true, cluster: { kind: "dfp", name: clusterName, http2: false } };

@@ -43,6 +43,8 @@ export interface GatewayTranslateOptions {
   readonly listenOnGatewayAddress?: boolean;
   /** Attaches effective policies to listeners and routes; without it the IR carries no policy. */
   readonly policies?: PolicyEngine;
+  /** The agent runtime endpoint override (TranslateOptions.agentCoreEndpoint). */
+  readonly agentCoreEndpoint?: string;
   /** Route outcomes of earlier translations (src/translate/memo.ts); the result is the same with or without it. */
   readonly memo?: {
     routesOf(gateway: string, fingerprint: string): GatewayRouteMemo;
@@ -207,7 +209,7 @@ export function translateGateways(input: TranslationInput, opts: GatewayTranslat
 
   for (const gw of ours) {
     const key = gatewayKey(namespaceOf(gw), gw.metadata.name);
-    const resolver = new BackendResolver(input, key);
+    const resolver = new BackendResolver(input, key, opts.agentCoreEndpoint);
     const listeners: ListenerState[] = gatewayListeners(input, gw).map((att) => ({
       att,
       conditions: [],

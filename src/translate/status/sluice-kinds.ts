@@ -2,6 +2,7 @@
 // every translator output; a status writer adds lastTransitionTime when it writes to an API server.
 
 import { namespaceOf } from "../../api/resource.js";
+import { resolveAgentCore } from "../backend/agent-core.js";
 import type { InvalidResource, TranslationInput } from "../input.js";
 import type { AuthProblem } from "../llm/table.js";
 import type { ModelTranslation } from "../model/models.js";
@@ -9,7 +10,14 @@ import { modelStatuses } from "../model/status.js";
 import { type Condition, condition, type ResourceStatus } from "./conditions.js";
 
 /** The GwBackend variants the translator turns into clusters today. */
-const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set(["static", "ai", "dynamicForwardProxy", "mcp", "a2a"]);
+const SERVED_BACKEND_VARIANTS: ReadonlySet<string> = new Set([
+  "static",
+  "ai",
+  "dynamicForwardProxy",
+  "mcp",
+  "a2a",
+  "cloudA",
+]);
 
 function variantOf(spec: unknown): string | undefined {
   if (typeof spec !== "object" || spec === null) return undefined;
@@ -41,6 +49,11 @@ export function sluiceKindStatuses(
   for (const be of input.backends) {
     const variant = variantOf(be.spec) ?? "none";
     const conditions: Condition[] = [condition("Accepted", true, "Accepted", `${variant} backend accepted`)];
+    if (variant === "cloudA") {
+      // The agent runtime's ARN and qualifier, checked as the cluster is built (backend/agent-core.ts).
+      const core = resolveAgentCore(be.spec.cloudA, `${namespaceOf(be)}/${be.metadata.name}`);
+      if (!core.ok) conditions[0] = condition("Accepted", false, "Invalid", `${core.field}: ${core.message}`);
+    }
     if (!servedVariants.has(variant)) {
       conditions.push(
         condition("Warning", true, "NotYetSupported", `the ${variant} backend type is accepted but not served yet`),

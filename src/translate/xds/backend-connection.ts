@@ -8,6 +8,7 @@
 // TLS setting that cannot be had is left on the route (backendProblems) for traffic-route.ts to report and answer 503.
 
 import { createHash } from "node:crypto";
+import { agentCoreCredential, agentCoreOf } from "../backend/agent-core.js";
 import { tunnelRefs } from "../backend/resolve.js";
 import type { TunnelIR } from "../backend/tunnel.js";
 import { resolveTunnel, TUNNEL_NEEDS_TLS } from "../backend/tunnel.js";
@@ -159,16 +160,21 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
       }
       const ut = upstreamTransformation(r, bp?.policy);
       transformationProblems.push(...ut.problems);
+      // An agent runtime's cluster always carries its TLS and invocation plan (backend/agent-core.ts).
+      const core = agentCoreOf(base);
+      const kept = core !== undefined ? base.connection : undefined;
       if (bp === undefined) {
         if (ut.ir === undefined) return b;
         changed = true;
-        return { ...b, cluster: variant(base, { upstreamTransformation: ut.ir }) };
+        return { ...b, cluster: variant(base, { ...kept, upstreamTransformation: ut.ir }) };
       }
       const settings = backendConnection(bp.policy);
       const auth = bp.policy.auth;
       const credential =
         auth !== undefined && !("combined" in auth)
-          ? backendCredential(auth.value, auth.from, bp.backend, input)
+          ? core !== undefined
+            ? agentCoreCredential(core, auth.value, auth.from, input)
+            : backendCredential(auth.value, auth.from, bp.backend, input)
           : undefined;
       const tlsField = bp.policy.tls;
       const tls =
@@ -207,7 +213,12 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         ...(tunnel !== undefined ? { tunnel } : {}),
         ...(ut.ir !== undefined ? { upstreamTransformation: ut.ir } : {}),
       };
-      const connection = Object.keys(extra).length > 0 ? { ...settings, ...extra } : settings;
+      const connection =
+        kept !== undefined
+          ? { ...kept, ...settings, ...extra }
+          : Object.keys(extra).length > 0
+            ? { ...settings, ...extra }
+            : settings;
       if (connection === undefined) return b;
       changed = true;
       return { ...b, cluster: variant(base, connection) };
