@@ -195,3 +195,72 @@ test("an event past the bound ends the stream with an error; nothing of it goes 
   assert.match(t.failure()?.message ?? "", /longer than 100 characters/);
   assert.equal(t.end().byteLength, 0);
 });
+
+const notJson = (s: string) => {
+  try {
+    JSON.parse(s);
+    return false;
+  } catch {
+    return true;
+  }
+};
+
+/** One error event and nothing else, with the message a JSON parse of `bad` gives. */
+function assertOneError(rest: string, bad: string | undefined): void {
+  const evs = events(te.encode(rest));
+  assert.equal(evs.length, 1, rest);
+  const e = JSON.parse(evs[0]?.data ?? "") as { error: { type: string; message: string } };
+  assert.equal(e.error.type, "server_error");
+  if (bad !== undefined) {
+    let why = "";
+    try {
+      JSON.parse(bad);
+    } catch (err) {
+      why = (err as Error).message;
+    }
+    assert.equal(e.error.message, `malformed event from upstream: ${why}`);
+  }
+}
+
+test("corrupt or truncated streams, split anywhere: the events before the fault, then one error event (property)", () =>
+  holds(
+    "passthrough corrupt",
+    fc.property(
+      fc.array(fc.string({ maxLength: 30 }), { minLength: 1, maxLength: 6 }),
+      fc.nat(),
+      fc.option(
+        fc.string({ minLength: 1, maxLength: 20 }).filter((g) => !/[\r\n]/.test(g) && g !== "[DONE]" && notJson(g)),
+        { nil: undefined },
+      ),
+      fc.nat(),
+      fc.array(fc.nat(), { maxLength: 8 }),
+      (texts, at, garbage, cutAt, cuts) => {
+        const evs = texts.map((s) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: s } }] })}\n\n`);
+        const k = at % evs.length;
+        let input: string;
+        if (garbage !== undefined) input = [...evs.slice(0, k), `data: ${garbage}\n\n`, ...evs.slice(k)].join("");
+        else input = evs.join("").slice(0, cutAt % (evs.join("").length + 1));
+        const bytes = te.encode(input);
+        const whole = stream("chat-completions");
+        const expected = td.decode(run(whole, [bytes]));
+        const t = stream("chat-completions");
+        const text = td.decode(run(t, splitAt(bytes, cuts)));
+        assert.equal(text, expected, "splitting changes nothing");
+        if (garbage !== undefined) {
+          const prefix = evs.slice(0, k).join("");
+          assert.ok(text.startsWith(prefix), text);
+          assertOneError(text.slice(prefix.length), garbage);
+          return;
+        }
+        if (t.failure() === undefined) {
+          assert.equal(text, input, "a stream cut where an event is still whole JSON goes out as it came");
+          return;
+        }
+        // Cut inside an event: the whole events before it, then the error.
+        const last = input.lastIndexOf("\n\n");
+        const end = last < 0 ? 0 : last + 2;
+        assert.ok(text.startsWith(input.slice(0, end)), text);
+        assertOneError(text.slice(end), undefined);
+      },
+    ),
+  ));
