@@ -68,7 +68,13 @@ function parseFrames(buf: Buffer): { frames: { opcode: number; payload: Buffer }
   return { frames, rest: buf.subarray(at) };
 }
 
-export async function startFakeRealtime(o: { name: string; apiKey: string; deltas?: string[] }): Promise<FakeRealtime> {
+export async function startFakeRealtime(o: {
+  name: string;
+  apiKey: string;
+  deltas?: string[];
+  /** Instead of `apiKey`: whether the `Authorization` header is accepted (a minted token the test's issuer checks). */
+  authorize?: (authorization: string) => boolean;
+}): Promise<FakeRealtime> {
   const handshakes: Handshake[] = [];
   const events: Record<string, unknown>[] = [];
   const sockets = new Set<Duplex>();
@@ -87,7 +93,9 @@ export async function startFakeRealtime(o: { name: string; apiKey: string; delta
     };
     const url = new URL(req.url ?? "/", "http://x");
     if (url.pathname !== "/v1/realtime" || !url.searchParams.get("model")) return reject("404 Not Found", "no route");
-    if (req.headers.authorization !== `Bearer ${o.apiKey}`) return reject("401 Unauthorized", "Incorrect API key");
+    const authorization = req.headers.authorization ?? "";
+    const ok = o.authorize !== undefined ? o.authorize(authorization) : authorization === `Bearer ${o.apiKey}`;
+    if (!ok) return reject("401 Unauthorized", "Incorrect API key");
     const key = String(req.headers["sec-websocket-key"] ?? "");
     const accept = createHash("sha1")
       .update(key + GUID)

@@ -1,7 +1,8 @@
 // The Realtime relay: Envoy routes the websocket upgrade of a Realtime route whose provider has prompt guards here
 // (route.ts realtimeRelayRoute, over the bootstrap's `sluice_authz_http` cluster) instead of to the provider, since
 // Envoy's ext_proc does not see websocket frames. The relay answers the client's upgrade, opens the provider's
-// websocket itself (the provider entry of the LLM table: address, TLS, path, credentials; never the client's), and
+// websocket itself (the provider entry of the LLM table: address, TLS, path, credentials, minted ones too; the
+// client's key only where a `passthrough` says so), and
 // relays the events, guarding them (events.ts). Which entry and cluster: headers the route sets from its config,
 // overwriting any a client sent.
 
@@ -9,14 +10,17 @@ import { randomUUID } from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
+import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
 import type { Http1Request } from "../../../grpc/http1.js";
 import type { LlmClusterIR, LlmProviderIR } from "../../../translate/ir.js";
 import type { LlmProviderEntry, LlmRouteEntry } from "../../../translate/llm/table.js";
 import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../translate/names.js";
 import type { TranslationResult } from "../../../translate/translate.js";
+import { AwsCredentialSource } from "../aws-credentials.js";
 import { requestVariable } from "../cel.js";
 import type { GuardContext } from "../guards/runner.js";
+import { clientToken } from "../service.js";
 import { guardClientEvent, RealtimeResponseGuard } from "./events.js";
 import {
   acceptKey,
@@ -44,7 +48,12 @@ const FORWARDED = ["openai-beta", "user-agent", "x-request-id"];
 export interface RealtimeRelayOptions {
   readonly log: (line: string) => void;
   readonly remote?: GuardContext["remote"];
+  /** Mints the providers' `jwtSign`, `oauthTokenExchange`, `crossAppAccess` and `cloudC` tokens; its own when absent. */
+  readonly minter?: Minter;
 }
+
+/** The key a browser client puts in a subprotocol (it cannot set headers on a websocket): OpenAI's form. */
+const KEY_PROTOCOL = "openai-insecure-api-key.";
 
 /** A provider's TLS as the relay reads it (the CA, name checks and client certificate of its `tls` policy, when set). */
 interface ProviderTls {
@@ -74,15 +83,27 @@ export class RealtimeRelay {
   #previous = new Map<string, LlmRouteEntry>();
   #clusters = new Map<string, LlmClusterIR>();
   readonly #sessions = new Set<Socket>();
+  readonly #minter: Minter;
 
   constructor(opts: RealtimeRelayOptions) {
     this.#log = opts.log;
     this.#remote = opts.remote;
+    this.#minter = opts.minter ?? new Minter({ aws: new AwsCredentialSource() });
   }
 
   update(result: TranslationResult): void {
     this.#previous = this.#entries;
     this.#entries = new Map(result.llm.entries);
+    // Token exchange caches of plans in neither table are dropped (as the LLM ext_proc's are).
+    const ids = new Set<string>();
+    for (const table of [this.#entries, this.#previous]) {
+      for (const e of table.values()) {
+        for (const b of Object.values(e.backends)) {
+          for (const p of Object.values(b.providers)) if (p.auth.minted !== undefined) ids.add(p.auth.minted.id);
+        }
+      }
+    }
+    this.#minter.retain(ids);
     const clusters = new Map<string, LlmClusterIR>();
     for (const gw of result.gateways) for (const c of gw.ir.clusters) if (c.kind === "llm") clusters.set(c.name, c);
     this.#clusters = clusters;
@@ -129,8 +150,73 @@ export class RealtimeRelay {
       reply(socket, refused.status, refused.message);
       return true;
     }
-    this.#open(req, headers, key, target, socket, head);
+    void this.#credentials(target, headers, req.url).then((c) => {
+      if (socket.destroyed) return;
+      if ("status" in c) {
+        this.#log(`llm realtime relay: ${c.message}; answered ${c.status}`);
+        reply(socket, c.status, c.message);
+        return;
+      }
+      this.#open(headers, key, target, socket, head, c);
+    });
     return true;
+  }
+
+  /**
+   * The provider's credential headers and the path the session opens: its static ones (the LLM table's), and, as the
+   * LLM ext_proc writes them on an HTTP request (service.ts #withMinted), a `passthrough` of the client's key or a token
+   * minted by src/credentials/ (jwtSign, oauthTokenExchange with the client's key as subject, crossAppAccess, cloudC),
+   * at its location; else the status and message the client's upgrade gets (the provider is not called). Messages name
+   * the field, never a value.
+   */
+  async #credentials(
+    target: Target,
+    headers: Readonly<Record<string, string>>,
+    url: string,
+  ): Promise<{ headers: Record<string, string>; path: string } | { status: number; message: string }> {
+    const { provider } = target;
+    const query = Object.entries(provider.auth.query);
+    const path =
+      query.length === 0 ? url : `${url}${url.includes("?") ? "&" : "?"}${new URLSearchParams(query).toString()}`;
+    const out = { headers: { ...provider.auth.headers }, path };
+    const { passthrough, minted } = provider.auth;
+    if (passthrough === undefined && minted === undefined) return out;
+    // The client's key: its headers, else the subprotocol a browser puts it in. A token source reading the default
+    // `Authorization: Bearer` finds it there too.
+    const offered = (headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim());
+    const inProtocol = offered.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length);
+    const token = clientToken(headers) ?? (inProtocol !== "" ? inProtocol : undefined);
+    const outgoing: Record<string, string> = {
+      ...headers,
+      ...(headers.authorization === undefined && token !== undefined ? { authorization: `Bearer ${token}` } : {}),
+      ":method": "GET",
+      ":path": path,
+      ":authority": provider.authority,
+    };
+    let m: Mutation = { set: {}, remove: [] };
+    if (passthrough !== undefined) {
+      if (token !== undefined) writeAt(passthrough, token, outgoing, m);
+    } else if (minted !== undefined) {
+      const unavailable = `credentials of provider ${provider.name} are not available`;
+      try {
+        const r = await this.#minter.mint(minted, { headers: outgoing });
+        if (!("ok" in r)) return { status: r.status, message: `${unavailable}: ${r.message}` };
+        m = r.ok;
+      } catch (e) {
+        this.#log(`llm realtime relay: provider ${provider.name}: ${minted.field}: ${(e as Error).message}`);
+        return { status: 500, message: unavailable };
+      }
+    }
+    for (const name of m.remove) delete out.headers[name];
+    for (const [name, value] of Object.entries(m.set)) {
+      // Written into the handshake as it is: a value that could end the header line is refused.
+      if (/[\r\n]/.test(value)) {
+        return { status: 502, message: `credentials of provider ${provider.name}: the token is not a header value` };
+      }
+      if (name === ":path") out.path = value;
+      else if (!name.startsWith(":")) out.headers[name] = value;
+    }
+    return out;
   }
 
   #target(entry: LlmRouteEntry, cluster: string | undefined): Target | undefined {
@@ -146,24 +232,20 @@ export class RealtimeRelay {
   }
 
   #open(
-    req: Http1Request,
     headers: Record<string, string>,
     clientKey: string,
     target: Target,
     client: Socket,
     clientHead: Buffer,
+    credentials: { readonly headers: Readonly<Record<string, string>>; readonly path: string },
   ): void {
     const { provider, ir } = target;
     client.pause();
-    const query = Object.entries(provider.auth.query);
-    const path =
-      query.length === 0
-        ? req.url
-        : `${req.url}${req.url.includes("?") ? "&" : "?"}${new URLSearchParams(query).toString()}`;
+    const path = credentials.path;
     const protocols = (headers["sec-websocket-protocol"] ?? "")
       .split(",")
       .map((p) => p.trim())
-      .filter((p) => p !== "" && !p.startsWith("openai-insecure-api-key."));
+      .filter((p) => p !== "" && !p.startsWith(KEY_PROTOCOL));
     const key = newKey();
     const lines = [
       `GET ${path} HTTP/1.1`,
@@ -174,7 +256,7 @@ export class RealtimeRelay {
       "Sec-WebSocket-Version: 13",
       ...(protocols.length > 0 ? [`Sec-WebSocket-Protocol: ${protocols.join(", ")}`] : []),
       ...FORWARDED.flatMap((h) => (headers[h] !== undefined ? [`${h}: ${headers[h]}`] : [])),
-      ...Object.entries(provider.auth.headers).map(([k, v]) => `${k}: ${v}`),
+      ...Object.entries(credentials.headers).map(([k, v]) => `${k}: ${v}`),
     ];
     const tls = ir.tls as ProviderTls | undefined;
     const upstream: Socket =
@@ -440,10 +522,6 @@ function unsupported(t: Target): { status: 501 | 502; message: string } | undefi
   }
   if (auth.google !== undefined) {
     return { status: 501, message: `provider ${name}: Google tokens are not minted for Realtime sessions` };
-  }
-  if (auth.minted !== undefined || auth.passthrough !== undefined) {
-    const form = auth.minted?.field ?? "backend.auth.passthrough";
-    return { status: 501, message: `provider ${name}: ${form} is not written on guarded Realtime sessions` };
   }
   if (t.ir.tunnel !== undefined) {
     return {
