@@ -244,6 +244,8 @@ export function passthroughStream(
   let usage: TokenUsage | undefined;
   let last: unknown;
   let failure: LlmError | undefined;
+  /** An error event of the provider's, in the client's format: let through, and reported by `failure()`. */
+  let reported: LlmError | undefined;
   let ended = false;
   /** Bytes of the event in progress (received, not yet let out), in arrival order. */
   let held: Uint8Array[] = [];
@@ -265,6 +267,8 @@ export function passthroughStream(
       }
       // Usage sits in the last events only: most deltas skip the usage reader.
       if (ev.data.includes("usage")) usage = usageOf(ev, last) ?? usage;
+      // The provider's own error event reaches the client as sent; it is remembered to be counted as a failure.
+      if (reported === undefined && ev.data.includes('"error"')) reported = streamError(last);
     }
     if (parser.overflow !== undefined) {
       failure = { status: 502, kind: "server", message: `upstream stream: ${parser.overflow}` };
@@ -372,7 +376,7 @@ export function passthroughStream(
       return tail;
     },
     usage: () => usage,
-    failure: () => failure,
+    failure: () => failure ?? reported,
   };
 }
 

@@ -264,3 +264,26 @@ test("corrupt or truncated streams, split anywhere: the events before the fault,
       },
     ),
   ));
+
+test("the provider's own error event passes through as sent and is reported as the stream's failure", () => {
+  const a = chatChunk("a");
+  const err = 'data: {"error":{"message":"Rate limit reached","type":"rate_limit_error","param":null,"code":null}}\n\n';
+  const t = stream("chat-completions");
+  const bytes = te.encode(a + err);
+  assert.deepEqual(run(t, [bytes]), bytes);
+  assert.deepEqual(t.failure(), {
+    status: 429,
+    kind: "rate_limit",
+    message: "Rate limit reached",
+    code: "rate_limit_error",
+  });
+  const m = stream("messages");
+  const overloaded =
+    'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n';
+  assert.deepEqual(run(m, [te.encode(overloaded)]), te.encode(overloaded));
+  assert.equal(m.failure()?.status, 529);
+  // A delta whose text mentions an error is not one.
+  const quiet = stream("chat-completions");
+  run(quiet, [te.encode(chatChunk('{"error": {"message": "x"}}'))]);
+  assert.equal(quiet.failure(), undefined);
+});
