@@ -5,7 +5,9 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { isConsolePath, serveConsole } from "../console/serve.js";
 import { MetricsHistory } from "../console/usage.js";
+import { EXT_PROC_PATH } from "../credentials/service.js";
 import { UnaryGrpcServer } from "../grpc/unary-server.js";
+import { HealthService } from "../health/service.js";
 import { McpService } from "../mcp/service.js";
 import { withHttp1Context, withRequestContext, withStreamContext } from "../observability/context.js";
 import { updateLlmLabels } from "../observability/llm.js";
@@ -140,6 +142,9 @@ export class SluiceServer {
   #unary: UnaryGrpcServer | undefined;
   /** Kept between reloads: a reload after a small change translates only what changed. */
   readonly #memo = new TranslationMemo();
+  /** Backend health scoring (src/health/): endpoint health published between translations; a republish queued. */
+  readonly #health: HealthService;
+  #republishQueued = false;
 
   constructor(opts: SluiceServerOptions) {
     this.#opts = opts;
@@ -148,7 +153,12 @@ export class SluiceServer {
     this.#consistent = opts.source !== undefined;
     this.xds = new XdsServer({ logger: xdsLogger(), vhds: opts.vhds ?? true });
     this.#mcp = opts.mcpPort !== undefined ? new McpService({ log: opts.log }) : undefined;
-    this.#services = [...defaultServices({ log: opts.log }), ...(this.#mcp !== undefined ? [this.#mcp] : [])];
+    const services = defaultServices({ log: opts.log });
+    // Its stage's ext_proc streams; the others go on to the service that had the method (the credential one). Last in
+    // the list: the last service's handler of a method is the one served.
+    const extProc = services.findLast((s) => s.bidi?.has(EXT_PROC_PATH))?.bidi?.get(EXT_PROC_PATH);
+    this.#health = new HealthService({ log: opts.log, next: extProc, onChange: () => this.#republish() });
+    this.#services = [...services, ...(this.#mcp !== undefined ? [this.#mcp] : []), this.#health];
   }
 
   get gateways(): readonly string[] {
@@ -323,7 +333,7 @@ export class SluiceServer {
     const rejected: string[] = [];
     const served = new Set<string>();
     for (const g of result.gateways) {
-      const r = this.xds.cache.setSnapshot(g.key, buildSnapshot(g.xds));
+      const r = this.xds.cache.setSnapshot(g.key, buildSnapshot(this.#withHealth(g.xds)));
       if (!r.ok) {
         // A bug, not user input: the translator produced dangling references. Keep the previous snapshot.
         rejected.push(g.key);
@@ -361,6 +371,23 @@ export class SluiceServer {
     if (onPublish === undefined) return;
     // After the pushes above have left: the hook's work (status, for the controller) need not delay Envoy.
     setImmediate(() => onPublish(load, result));
+  }
+
+  /** `xds` with the endpoints Sluice's health scoring evicted marked so (src/health/endpoint-health.ts). */
+  #withHealth(xds: TranslationResult["gateways"][number]["xds"]) {
+    return { ...xds, endpoints: this.#health.health.overlay(xds.endpoints) };
+  }
+
+  /** An endpoint was evicted or returned: the last translation's snapshots again, with endpoint health (coalesced). */
+  #republish(): void {
+    if (this.#republishQueued) return;
+    this.#republishQueued = true;
+    setImmediate(() => {
+      this.#republishQueued = false;
+      for (const g of this.#lastResult?.gateways ?? []) {
+        this.xds.cache.setSnapshot(g.key, buildSnapshot(this.#withHealth(g.xds)));
+      }
+    });
   }
 
   /** Reloads published so far (readiness: at least one). */

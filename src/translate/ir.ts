@@ -159,6 +159,27 @@ export interface BackendConnectionIR {
    * filter of this cluster, per attempt (xds/backend-transformation.ts).
    */
   readonly upstreamTransformation?: UpstreamTransformationIR;
+  /**
+   * `health.unhealthyCondition`, `eviction.restoreHealth`, `eviction.healthThreshold`: Sluice scores each endpoint from
+   * the responses its upstream ext_proc sees and evicts through this cluster's own EDS (xds/backend-health.ts).
+   */
+  readonly healthScore?: HealthScoreIR;
+}
+
+/** What Sluice's endpoint health scoring of a cluster needs (src/health/endpoint-health.ts). */
+export interface HealthScoreIR {
+  /** CEL over `response`; absent: any 5xx is unhealthy. */
+  readonly condition?: string;
+  /** Whether the condition reads `response.body` (Envoy then streams the body to Sluice). */
+  readonly responseBody: boolean;
+  /** Unhealthy responses in a row that evict; absent when unset (or 0). */
+  readonly consecutiveFailures?: number;
+  /** Health (0..100) below which an endpoint is evicted; absent when unset. */
+  readonly healthThreshold?: number;
+  /** Health an endpoint returns with; absent: the health it held when evicted. */
+  readonly restoreHealth?: number;
+  /** Base eviction time; the n-th eviction lasts n times this. */
+  readonly durationMs: number;
 }
 
 /** What the upstream transformation ext_proc of a cluster carries. */

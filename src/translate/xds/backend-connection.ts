@@ -1,7 +1,7 @@
 // Backend policy connection fields on Service and static backends (`backend.tcp`, `backend.http.version`,
-// `backend.health.eviction`, `backend.tunnel` (backend/tunnel.ts), and `backend.auth` injected by the cluster:
-// backend-credential.ts) → Envoy cluster
-// settings. A backend's effective policy can differ per route (a route-level
+// `backend.health.eviction`, `backend.tunnel` (backend/tunnel.ts), `backend.auth` injected by the cluster:
+// backend-credential.ts, and the health scoring Sluice keeps: backend-health.ts) → Envoy cluster settings. A
+// backend's effective policy can differ per route (a route-level
 // policy with a backend section), while Envoy clusters are shared; so each distinct setting gets its own cluster,
 // `<cluster>~<hash>`, which the routes with that policy use. An EDS variant reads the same endpoints (its EDS service
 // name is the base cluster's). AI backends are not changed here (their clusters are the LLM table's). A credential or
@@ -25,6 +25,7 @@ import type {
 } from "../ir.js";
 import { clusterVariantName } from "../names.js";
 import { backendCredential } from "./backend-credential.js";
+import { backendHealthScore } from "./backend-health.js";
 import { backendTls } from "./backend-tls.js";
 import { sluiceRetryCondition, upstreamTransformation } from "./backend-transformation.js";
 
@@ -78,14 +79,8 @@ export const APPLIED_CONNECTION_FIELDS: Readonly<Record<string, (v: Rec) => stri
   transformation: () => [],
   // The route's ext_authz (backend-ext-auth.ts), which reports what it cannot do per backend.
   extAuth: () => [],
-  health: (v) => {
-    const eviction = isRec(v.eviction) ? v.eviction : {};
-    return [
-      ...(v.unhealthyCondition !== undefined ? ["unhealthyCondition"] : []),
-      ...(eviction.restoreHealth !== undefined ? ["eviction.restoreHealth"] : []),
-      ...(eviction.healthThreshold !== undefined ? ["eviction.healthThreshold"] : []),
-    ];
-  },
+  // Eviction: outlier detection; the score: Sluice (backend-health.ts), which reports the backends it cannot score.
+  health: () => [],
 };
 
 /**
@@ -119,11 +114,13 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
   const variant = (base: ClusterIR, connection: BackendConnectionIR): string => {
     const name = variantName(base.name, connection);
     if (!variants.has(name)) {
+      // A scored variant has endpoints of its own (EDS, also for a static backend): Sluice marks its evicted ones.
+      const scored = connection.healthScore !== undefined && (base.kind === "eds" || base.kind === "static");
       variants.set(name, {
         ...base,
         name,
         connection,
-        ...(base.kind === "eds" ? { edsServiceName: base.name } : {}),
+        ...(scored ? { kind: "eds" } : base.kind === "eds" ? { edsServiceName: base.name } : {}),
       } as ClusterIR);
     }
     return name;
@@ -204,7 +201,23 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         else if (tls?.ok !== true) fail(TUNNEL_NEEDS_TLS);
         else tunnel = r.tunnel;
       }
+      const health = backendHealthScore(bp.policy);
+      transformationProblems.push(...health.problems);
+      if (health.ir !== undefined && base.kind !== "eds" && base.kind !== "static") {
+        const f = bp.policy.health;
+        if (f !== undefined && !("combined" in f)) {
+          transformationProblems.push({
+            from: f.from,
+            field: "backend.health",
+            message: `unhealthyCondition, eviction.restoreHealth and eviction.healthThreshold are not applied to ${bp.backend}: Sluice scores endpoints it names in EDS, and this backend's addresses are ${base.kind === "dns" ? "resolved by Envoy (a hostname)" : "not endpoints Sluice lists"}; eviction.duration and consecutiveFailures apply (outlier detection)`,
+            fatal: false,
+          });
+        }
+      }
       const extra = {
+        ...(health.ir !== undefined && (base.kind === "eds" || base.kind === "static")
+          ? { healthScore: health.ir }
+          : {}),
         ...(credential?.ok === true && credential.credential !== undefined
           ? { credential: credential.credential }
           : {}),

@@ -20,6 +20,7 @@ import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, ClusterIR, EndpointIR } from "../ir.js";
 import { socketAddress } from "./address.js";
 import { credentialExtProc, credentialInjector } from "./backend-credential.js";
+import { backendHealthFilter, HEALTH_FILTER_NAME } from "./backend-health.js";
 import { upstreamTransformationFilter } from "./backend-transformation.js";
 import { DFP_CLUSTER_TYPE, dfpClusterConfig } from "./filters/dynamic-forward-proxy.js";
 import { buildLlmCluster, EVICTION_PANIC_PERCENT, pickedEndpointTargets } from "./llm.js";
@@ -51,6 +52,7 @@ function loadAssignment(
  * ext_proc, the credential_injector or ext_proc of `backend.auth`, then the codec); none when neither applies.
  */
 function protocolOptions(
+  cluster: string,
   http2: boolean,
   conn: BackendConnectionIR | undefined,
   dynamicHost = false,
@@ -90,6 +92,15 @@ function protocolOptions(
             },
           ]
         : []),
+    // Last before the codec: it reports the response as the endpoint sent it (backend-health.ts).
+    ...(conn?.healthScore !== undefined
+      ? [
+          {
+            name: HEALTH_FILTER_NAME,
+            configType: { case: "typedConfig" as const, value: backendHealthFilter(cluster, conn.healthScore) },
+          },
+        ]
+      : []),
   ];
   if (!http2 && filters.length === 0 && !auto && !perHostTls) return {};
   return {
@@ -135,6 +146,33 @@ function protocolOptions(
   };
 }
 
+/**
+ * Outlier detection beside Sluice's health scoring (backend-health.ts): local-origin errors only (connect failures,
+ * resets, timeouts, which no filter sees as a response), `consecutiveFailures` of them in a row; the status codes are
+ * Sluice's to judge, so neither 5xx counter nor the success rate ejects.
+ */
+function scoredOutlierDetection(
+  consecutiveFailures: number,
+  durationMs: number,
+): Pick<MessageInitShape<typeof ClusterSchema>, "outlierDetection" | "commonLbConfig"> {
+  return {
+    outlierDetection: {
+      splitExternalLocalOriginErrors: true,
+      consecutiveLocalOriginFailure: consecutiveFailures,
+      enforcingConsecutiveLocalOriginFailure: 100,
+      enforcingConsecutive5xx: 0,
+      enforcingConsecutiveGatewayFailure: 0,
+      enforcingSuccessRate: 0,
+      enforcingLocalOriginSuccessRate: 0,
+      baseEjectionTime: durationFromMs(durationMs),
+      interval: durationFromMs(Math.min(1000, durationMs)),
+      maxEjectionPercent: 100,
+    },
+    // Every endpoint evicted (by Sluice's EDS or outlier detection): Envoy's panic mode uses them all (llm.ts).
+    commonLbConfig: { healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT } },
+  };
+}
+
 /** `llmUpstreamStage`: for an AI cluster, whether it keeps the upstream LLM ext_proc (llm/stages.ts). */
 export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
   if (c.kind === "llm") {
@@ -159,21 +197,23 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
         }
       : {}),
     // Backend policy health.eviction: an endpoint that fails is ejected for the duration, times its ejections.
-    ...(conn?.eviction !== undefined
-      ? {
-          outlierDetection: {
-            consecutive5xx: conn.eviction.consecutiveFailures,
-            consecutiveGatewayFailure: conn.eviction.consecutiveFailures,
-            baseEjectionTime: durationFromMs(conn.eviction.durationMs),
-            interval: durationFromMs(Math.min(1000, conn.eviction.durationMs)),
-            maxEjectionPercent: 100,
-          },
-          // Spec: evicted endpoints return only when every endpoint is evicted. Envoy's panic mode (default below
-          // 50 % healthy) would send traffic to them as soon as most are; at 1 % it starts when none is left (llm.ts).
-          commonLbConfig: { healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT } },
-        }
-      : {}),
-    ...protocolOptions(http2, conn, c.kind === "dfp"),
+    ...(conn?.healthScore !== undefined
+      ? scoredOutlierDetection(conn.eviction?.consecutiveFailures ?? 1, conn.healthScore.durationMs)
+      : conn?.eviction !== undefined
+        ? {
+            outlierDetection: {
+              consecutive5xx: conn.eviction.consecutiveFailures,
+              consecutiveGatewayFailure: conn.eviction.consecutiveFailures,
+              baseEjectionTime: durationFromMs(conn.eviction.durationMs),
+              interval: durationFromMs(Math.min(1000, conn.eviction.durationMs)),
+              maxEjectionPercent: 100,
+            },
+            // Spec: evicted endpoints return only when every endpoint is evicted. Envoy's panic mode (default below
+            // 50 % healthy) would send traffic to them as soon as most are; at 1 % it starts when none is left (llm.ts).
+            commonLbConfig: { healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT } },
+          }
+        : {}),
+    ...protocolOptions(c.name, http2, conn, c.kind === "dfp"),
     ...(conn?.tls !== undefined ? { transportSocket: throughTunnel(upstreamTls(conn.tls, http2), conn.tunnel) } : {}),
   };
   switch (c.kind) {

@@ -16,6 +16,7 @@ import type { PolicySourceIR, RouteIR } from "../ir.js";
 import { mcpUnservedParts } from "../mcp/connection.js";
 import { isMcpClusterName } from "../names.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
+import { healthScoreParts } from "./backend-health.js";
 import { RETRY_CONDITION_HEADER, sluiceRetryCondition } from "./backend-transformation.js";
 import { internalRequestHeaders } from "./filters/context.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
@@ -267,7 +268,7 @@ const AI_CLUSTER_FIELDS: Readonly<
     tcp: () => [],
     // version: the cluster's protocol; requestTimeout: the route's timeout (backendRequestTimeouts).
     http: () => [],
-    health: APPLIED_CONNECTION_FIELDS.health,
+    health: healthScoreParts,
     // The route's ext_authz (backend-ext-auth.ts).
     extAuth: () => [],
     // The AI cluster's upstream transformation (llm-transformation.ts).
@@ -277,12 +278,14 @@ const AI_CLUSTER_FIELDS: Readonly<
   subBackend: { tls: () => [], tunnel: () => [] },
 };
 
+/** Why an AI backend's cluster does not get Sluice's health scoring (backend-health.ts serves Service and static ones). */
 const HEALTH_WHY: Readonly<Record<string, string>> = {
   unhealthyCondition:
-    " (Envoy's outlier detection counts only the status codes and connection errors it sees itself: no filter can report an endpoint failure to it)",
+    " (on an AI backend: its cluster's upstream filter is the LLM ext_proc, and Sluice's endpoint scoring is served on Service and static backends only; Envoy's outlier detection counts only the status codes and connection errors it sees itself)",
   "eviction.restoreHealth":
-    " (Envoy's outlier detection keeps no health score to restore: an endpoint returns fully in rotation)",
-  "eviction.healthThreshold": " (Envoy's outlier detection has no EWMA health score: only consecutiveFailures evicts)",
+    " (on an AI backend: Envoy's outlier detection keeps no health score to restore, and Sluice's scoring is served on Service and static backends only)",
+  "eviction.healthThreshold":
+    " (on an AI backend: Envoy's outlier detection has no EWMA health score, and Sluice's scoring is served on Service and static backends only)",
 };
 
 /** Whether the route sends `backend` (`GwBackend ns/name`) to Sluice's MCP service (names.ts mcpClusterName). */
@@ -297,7 +300,7 @@ function servesMcp(r: RouteIR, backend: string): boolean {
 /**
  * Backend policy fields that reach no Envoy or Sluice config yet are reported on the policy that set them (a GwPolicy,
  * or a GwBackend's own policies), rather than shown as applied: on Service and static backends all but the connection
- * settings of backend-connection.ts (`tcp`, `http`, `health.eviction` but restoreHealth and healthThreshold) and
+ * settings of backend-connection.ts (`tcp`, `http`, `health`: eviction natively, the score by Sluice) and
  * `auth` / `tls`; on AI backends all but `ai` and `auth` from a GwPolicy, and from the GwBackend's own policies what
  * its cluster serves (AI_CLUSTER_FIELDS).
  */
