@@ -8,7 +8,6 @@ import {
   PortNumber,
   SectionName,
   ShortString,
-  TinyString,
   UpstreamPath,
 } from "./common.js";
 import {
@@ -310,6 +309,12 @@ export const MCPBackend = Obj(
 
 const VARIANTS = ["ai", "static", "dynamicForwardProxy", "mcp", "cloudA", "a2a"];
 
+/** An agent runtime's ARN: partition, region, 12-digit account, runtime id (RE2 and ECMAScript alike). */
+export const AGENT_RUNTIME_ARN_PATTERN =
+  "^arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-[0-9]+:[0-9]{12}:runtime/[A-Za-z][A-Za-z0-9_-]{0,99}$";
+/** An agent runtime endpoint name or version: it rides in the invocation's query string as is. */
+export const AGENT_RUNTIME_QUALIFIER_PATTERN = "^[A-Za-z0-9_-]{1,64}$";
+
 export const GwBackendSpec = Obj(
   {
     static: Opt(
@@ -342,8 +347,22 @@ export const GwBackendSpec = Obj(
       Obj(
         {
           agentCore: Obj({
-            agentRuntimeArn: Str({ min: 1, max: 2048 }),
-            qualifier: Opt(withDoc(TinyString, "Alias or version.")),
+            agentRuntimeArn: Str({
+              min: 1,
+              max: 2048,
+              pattern: AGENT_RUNTIME_ARN_PATTERN,
+              patternMessage:
+                "must be an agent runtime ARN: arn:aws:bedrock-agentcore:<region>:<12-digit account>:runtime/<runtime id>",
+            }),
+            qualifier: Opt(
+              Str({
+                min: 1,
+                max: 64,
+                pattern: AGENT_RUNTIME_QUALIFIER_PATTERN,
+                patternMessage: "must be an endpoint name or version: letters, digits, _ or -",
+                description: "Alias or version.",
+              }),
+            ),
           }),
         },
         "A cloud agent runtime.",

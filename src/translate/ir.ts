@@ -94,6 +94,8 @@ export type RouteActionIR =
       readonly mirrors: readonly { readonly cluster: string; readonly percent: number }[];
       /** AI backends: retries that move to the next provider / priority group (ARCHITECTURE.md). */
       readonly failover?: { readonly retries: number };
+      /** A backend whose answers take minutes (an agent runtime): no 15 s default timeout. */
+      readonly longLived?: true;
     }
   | {
       readonly kind: "redirect";

@@ -210,9 +210,9 @@ describe("GwBackend cloudA.agentCore: the agent runtime, signed, through Envoy",
     };
     const status = JSON.stringify(resources.find((x) => x.kind === "GwBackend" && x.name === "bad")?.status);
     assert.match(status, /"status":"False","reason":"Invalid"/);
-    assert.match(status, /spec\.cloudA\.agentCore\.agentRuntimeArn: .* is not an agent runtime ARN/);
+    assert.match(status, /spec\.cloudA\.agentCore\.agentRuntimeArn: must be an agent runtime ARN/);
     const route = JSON.stringify(resources.find((x) => x.kind === "HTTPRoute" && x.name === "agents")?.status);
-    assert.match(route, /UnsupportedValue/);
+    assert.match(route, /"reason":"BackendNotFound","message":"GwBackend default\/bad not found"/);
     const n = core.invocations.length;
     assert.equal((await invoke("/bad", {})).status, 500);
     assert.equal(core.invocations.length, n);
@@ -249,5 +249,23 @@ describe("GwBackend cloudA.agentCore: the agent runtime, signed, through Envoy",
       assert.ok(!dump.includes(s), "a secret in Envoy's configuration");
     }
     assert.match(dump, /sluice\.credential_ext_proc/);
+  });
+
+  test("an agent's answer may take minutes: its routes have no 15 s default timeout", async () => {
+    const dump = (await env.envoy.configDump()) as { configs: { dynamic_route_configs?: unknown[] }[] };
+    const routes: { match?: { prefix?: string; path_separated_prefix?: string }; route?: { timeout?: string } }[] = [];
+    const walk = (v: unknown): void => {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (typeof v === "object" && v !== null) {
+        const o = v as Record<string, unknown>;
+        if (typeof o.match === "object" && typeof o.route === "object") routes.push(o as (typeof routes)[number]);
+        else Object.values(o).forEach(walk);
+      }
+    };
+    walk(dump.configs);
+    const timeout = (p: string) =>
+      routes.find((r) => (r.match?.path_separated_prefix ?? r.match?.prefix) === p)?.route?.timeout;
+    assert.equal(timeout("/agent"), "0s");
+    assert.equal(timeout("/keys"), "0s");
   });
 });

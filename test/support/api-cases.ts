@@ -601,8 +601,30 @@ export const RULE_CASES: Case[] = [
   B("dynamicForwardProxy", { dynamicForwardProxy: {} }),
   B("a2a", { a2a: { host: "agent", port: 9999 } }),
   B("cloudA agentCore", {
-    cloudA: { agentCore: { agentRuntimeArn: "arn:aws:bedrock-agentcore:us-east-1:1:runtime/x" } },
+    cloudA: {
+      agentCore: {
+        agentRuntimeArn: "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x_1-Ab",
+        qualifier: "prod",
+      },
+    },
   }),
+  B(
+    "cloudA agentCore: not an agent runtime ARN",
+    { cloudA: { agentCore: { agentRuntimeArn: "arn:aws:bedrock-agentcore:us-east-1:1:runtime/x" } } },
+    ["spec.cloudA.agentCore.agentRuntimeArn", "must be an agent runtime ARN"],
+  ),
+  B(
+    "cloudA agentCore: a qualifier that would change the query",
+    {
+      cloudA: {
+        agentCore: {
+          agentRuntimeArn: "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x",
+          qualifier: "v1&x=y",
+        },
+      },
+    },
+    ["spec.cloudA.agentCore.qualifier", "must be an endpoint name or version"],
+  ),
   B("no variant", { policies: {} }, [
     "spec",
     "exactly one of ai, static, dynamicForwardProxy, mcp, cloudA and a2a must be set",

@@ -7,6 +7,7 @@
 // runtime with an OAuth authorizer takes a bearer token). Responses, streamed ones included, pass through unbuffered.
 
 import { createHash } from "node:crypto";
+import { AGENT_RUNTIME_ARN_PATTERN, AGENT_RUNTIME_QUALIFIER_PATTERN } from "../../api/backend.js";
 import type { CredentialPlan, MintPlan } from "../../credentials/plan.js";
 import { type CredentialProblem, resolveBackendAuth } from "../../credentials/resolve.js";
 import type { TranslationInput } from "../input.js";
@@ -26,9 +27,10 @@ export const AGENT_CORE_SESSION_HEADER = "x-amzn-bedrock-agentcore-runtime-sessi
  */
 const SIGNED_HEADERS = [AGENT_CORE_SESSION_HEADER, "content-type"];
 
-const ARN =
-  /^arn:(aws(?:-[a-z]+)*):bedrock-agentcore:([a-z]{2}(?:-[a-z]+)+-\d+):(\d{12}):runtime\/([A-Za-z][A-Za-z0-9_-]{0,99})$/;
-const QUALIFIER = /^[A-Za-z0-9_-]{1,64}$/;
+// The schema's patterns (checked again here: the translator also takes input no validator has seen).
+const ARN = new RegExp(AGENT_RUNTIME_ARN_PATTERN);
+const QUALIFIER = new RegExp(AGENT_RUNTIME_QUALIFIER_PATTERN);
+const PARTS = /^arn:([^:]+):[^:]+:([^:]+):/;
 const FIELD = "spec.cloudA.agentCore";
 
 /** RFC 3986 unreserved characters stay, everything else is %XX (the AWS SDKs' encoding of a path label). */
@@ -61,7 +63,7 @@ export function resolveAgentCore(cloudA: unknown, backend: string, override?: st
   const core = isRec(cloudA) && isRec(cloudA.agentCore) ? cloudA.agentCore : undefined;
   if (core === undefined) return { ok: false, field: FIELD, message: "is required" };
   const arn = typeof core.agentRuntimeArn === "string" ? core.agentRuntimeArn : "";
-  const m = ARN.exec(arn);
+  const m = ARN.test(arn) ? PARTS.exec(arn) : null;
   if (m === null) {
     return {
       ok: false,

@@ -118,11 +118,14 @@ export interface Resolution {
 
 /**
  * What route translation reads from a resolution: the cluster name and, for AI backends, the number of providers
- * (retries), or the reason and message of a failure. Endpoints are not part of it: they change clusters, not routes.
+ * (retries), whether it is an agent runtime, or the reason and message of a failure. Endpoints are not part of it: they change clusters, not routes.
  */
 function routeView(r: ResolvedBackend): string {
   if (!r.ok) return `error|${r.reason}|${r.message}`;
-  return `ok|${r.cluster.name}|${r.cluster.kind === "llm" ? r.cluster.groups.flat().length : ""}`;
+  const c = r.cluster;
+  // An agent runtime's routes have no default timeout (httproute.ts).
+  const core = (c.kind === "dns" || c.kind === "static") && c.agentCore !== undefined ? "|agentCore" : "";
+  return `ok|${c.name}|${c.kind === "llm" ? c.groups.flat().length : ""}${core}`;
 }
 
 export class BackendResolver {

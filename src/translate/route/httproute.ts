@@ -3,6 +3,7 @@
 import type { HTTPHeaderFilter, HTTPRoute, HTTPRouteFilter, HTTPRouteMatch } from "../../api/gateway-api.js";
 import { GATEWAY_API_GROUP } from "../../api/gateway-api.js";
 import { namespaceOf } from "../../api/resource.js";
+import { agentCoreOf } from "../backend/agent-core.js";
 import type { BackendResolver } from "../backend/resolve.js";
 import type { HeaderMutationIR, RouteActionIR, RouteIR, RouteMatchIR, WeightedBackendIR } from "../ir.js";
 import { routeName } from "../names.js";
@@ -122,6 +123,7 @@ export function translateHTTPRouteRules(
     } else {
       const backends: WeightedBackendIR[] = [];
       let providers = 0;
+      let longLived = false;
       for (const ref of rule.backendRefs ?? []) {
         const weight = ref.weight ?? 1;
         const r = resolver.resolve(ref, from, resolveOpts);
@@ -131,6 +133,7 @@ export function translateHTTPRouteRules(
         }
         if (weight === 0) continue;
         if (r.cluster.kind === "llm") providers = Math.max(providers, r.cluster.groups.flat().length);
+        if (agentCoreOf(r.cluster) !== undefined) longLived = true;
         const reqH = headerMutation(filterOf(ref.filters, "RequestHeaderModifier", "requestHeaderModifier"));
         const resH = headerMutation(filterOf(ref.filters, "ResponseHeaderModifier", "responseHeaderModifier"));
         backends.push({
@@ -153,6 +156,7 @@ export function translateHTTPRouteRules(
           // Each further provider gets one try: failover inside a group, then to the next group. A single provider
           // gets the safe retries only (failoverRetryPolicy).
           ...(providers > 0 ? { failover: { retries: providers - 1 } } : {}),
+          ...(longLived ? { longLived: true } : {}),
           ...(rewrite !== undefined
             ? {
                 rewrite: {

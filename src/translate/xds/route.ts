@@ -238,10 +238,15 @@ function buildGatewayApiRoute(
       if (a.timeout !== undefined) {
         const ms = parseDurationMs(a.timeout);
         if (ms !== undefined) route.timeout = durationFromMs(ms);
-      } else if (a.failover !== undefined || a.backends.some((b) => isMcpClusterName(b.cluster))) {
+      } else if (
+        a.failover !== undefined ||
+        a.longLived === true ||
+        a.backends.some((b) => isMcpClusterName(b.cluster))
+      ) {
         // An MCP client's GET stream and a long tool call's SSE answer last as long as they need (no 15 s default);
-        // so does an LLM answer (AI backends: `failover`), whose stream Envoy's default would cut at 15 s however
-        // healthy. A provider that stalls is ended by the stream idle timeout (docs/faults.md).
+        // so does an LLM answer (AI backends: `failover`) or an agent runtime's (`longLived`), whose stream Envoy's
+        // default would cut at 15 s however healthy. A backend that stalls is ended by the stream idle timeout
+        // (docs/faults.md).
         route.timeout = durationFromMs(0);
       }
       if (a.failover !== undefined) route.retryPolicy = failoverRetryPolicy(a.failover.retries);
