@@ -135,7 +135,13 @@ ${rulePolicy(
     page: "request.query['page']"
     path: request.path
   responseAttributes:
-    response.code: response.code`,
+    response.code: response.code
+    status: response.code
+    upstream: "response.headers['x-upstream']"
+    who: "request.headers['x-user']"
+    peer: source.address
+    page: "request.query['page']"
+    text: "string(response.code)"`,
 )}${rulePolicy(
   "cond",
   `extProc:
@@ -237,8 +243,17 @@ ${rulePolicy(
       // The spec's path: without the query.
       path: "/attrs/x",
     });
-    // With the response: Envoy's own attributes, under the attribute's text.
-    assert.deepEqual(seen[0]?.response["envoy.filters.http.ext_proc"], { "response.code": 200 });
+    // With the response, under the policy's names: what Envoy evaluates then (the response, the request), and what
+    // Sluice computed on the request (source.address as the spec's IP, a query parameter); string() of the response
+    // is not sent (reported: Envoy's default CEL has no string conversion).
+    assert.deepEqual(seen[0]?.response["envoy.filters.http.ext_proc"], {
+      "response.code": 200,
+      status: 200,
+      upstream: "app",
+      who: "dana",
+      peer: "127.0.0.1",
+      page: "3",
+    });
   });
 
   test("conditional extProc: the first entry whose condition holds runs, alone, with its own values", async () => {

@@ -35,7 +35,7 @@ import {
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import type { RouteIR } from "../../ir.js";
 import { IDENTITY_NAMESPACES } from "../llm.js";
-import { readsLlm, toEnvoyCel } from "./envoy-cel.js";
+import { needsCelConfig, readsLlm, readsVariable, toEnvoyCel } from "./envoy-cel.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
 import { type Phase, phaseFields, phaseOrder } from "./policy-fields.js";
 import { sluiceStageProcessor } from "./sluice-stage.js";
@@ -108,8 +108,10 @@ export interface AttributePlan {
   readonly native: boolean;
   /** Name → Envoy CEL, for the MappedAttributeBuilder (values Sluice computes are read from dynamic metadata). */
   readonly request: Readonly<Record<string, string>>;
-  /** Attribute paths Envoy sends with the response under their own text (response_attributes). */
+  /** Name → Envoy CEL of the response attributes (response_attributes when each is a path under its own text). */
   readonly response: Readonly<Record<string, string>>;
+  /** Some response attribute is sent under a name other than its text: the mapper's response map sends them all. */
+  readonly responseMapped: boolean;
   /** What Sluice computes for them (context filter, before the processor runs). */
   readonly values: readonly ContextValue[];
   /** Attributes that cannot be sent: field (under `requestAttributes` / `responseAttributes`) and why. */
@@ -117,7 +119,7 @@ export interface AttributePlan {
 }
 
 /**
- * Each request attribute is sent under the policy's name: what Envoy's CEL evaluates with the spec's meaning
+ * Each request attribute (and response attribute, above) is sent under the policy's name: what Envoy's CEL evaluates with the spec's meaning
  * (envoy-cel.ts) as that expression, anything else (source.address, request.query, apiKey, ...) computed by Sluice on
  * the request into dynamic metadata and read from there, through Envoy's MappedAttributeBuilder.
  */
@@ -126,19 +128,36 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): A
   const values: ContextValue[] = [];
   const unsent: [string, string][] = [];
   let native = true;
-  // Response attributes: Envoy's own response_attributes, keyed by the expression text, so only an attribute path
-  // under its own name. Envoy's MappedAttributeBuilder sends its response map as an empty struct (Envoy 1.40, seen
-  // in test/e2e/traffic-context.test.ts), so nothing else can be sent with the response.
+  let responseMapped = false;
+  // Response attributes, sent when the response headers are processed. Under its own text
+  // (`response.code: response.code`) Envoy's own response_attributes send one; otherwise the MappedAttributeBuilder's
+  // response map sends them all: what Envoy's CEL evaluates with the spec's meaning then (the end-of-stream
+  // vocabulary without the LLM fields, which the LLM ext_proc leaves later), or, for an expression of the request
+  // Envoy cannot evaluate (`source.address` as an IP, `request.query['k']`, ...), the value Sluice computed on the
+  // request, read from dynamic metadata. What reads the response and Envoy cannot evaluate would need Sluice on the
+  // response path.
   for (const [name, raw] of Object.entries(p.responseAttributes ?? {})) {
     const expr = raw.trim();
-    const envoyPath = toEnvoyCel(expr) === expr || expr.startsWith("response.");
-    if (name === expr && ATTRIBUTE.test(expr) && envoyPath) out.response[name] = expr;
-    else {
-      unsent.push([
-        `responseAttributes.${name}`,
-        "Envoy sends response attributes only under the text of an Envoy attribute path (name and expression the same, e.g. response.code: response.code), and its attribute mapper sends none with the response; not sent",
-      ]);
+    const field = `responseAttributes.${name}`;
+    // ext_proc evaluates attributes with Envoy's default CEL: no string conversion or string functions.
+    const atEnd = readsLlm(expr) ? undefined : toEnvoyCel(expr, { atEnd: true });
+    const envoy = atEnd !== undefined && !needsCelConfig(atEnd) ? atEnd : undefined;
+    if (envoy !== undefined) {
+      out.response[name] = envoy;
+      if (name !== expr || envoy !== expr || !ATTRIBUTE.test(expr)) responseMapped = true;
+      continue;
     }
+    if (!("ok" in compileExpression(expr)) || readsLlm(expr) || readsVariable(expr, "response")) {
+      unsent.push([
+        field,
+        "reads llm (left by the LLM ext_proc after this processor), or reads the response in a way Envoy's default CEL cannot evaluate as the spec means it (string conversion, string functions, request.query other than by a literal name, basicAuth, extauthz, the spec's IP functions; Sluice computes values on the request only), or does not compile; not sent",
+      ]);
+      continue;
+    }
+    responseMapped = true;
+    const key = `${phase}.extproc${entry === undefined ? "" : `.${entry}`}.response.${name}`;
+    values.push({ namespace: CONTEXT_NAMESPACE, key, expression: expr, as: "json" });
+    out.response[name] = `metadata.filter_metadata[${JSON.stringify(CONTEXT_NAMESPACE)}][${JSON.stringify(key)}]`;
   }
   for (const [name, raw] of Object.entries(p.requestAttributes ?? {})) {
     const expr = raw.trim();
@@ -158,7 +177,7 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): A
     values.push({ namespace: CONTEXT_NAMESPACE, key, expression: expr, as: "json" });
     out.request[name] = `metadata.filter_metadata[${JSON.stringify(CONTEXT_NAMESPACE)}][${JSON.stringify(key)}]`;
   }
-  return { native, ...out, values, unsent };
+  return { native: native && !responseMapped, responseMapped, ...out, values, unsent };
 }
 
 /** The request header naming the entry of a conditional ext_proc chosen for the request. */

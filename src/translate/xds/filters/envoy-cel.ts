@@ -138,6 +138,9 @@ const END_ENVIRONMENT = specEnvironmentWith(["response"]);
 const CONFIGURED_FUNCTIONS =
   /\b(string|lastIndexOf|indexOf|substring|replace|split|lowerAscii|upperAscii|trim|join|charAt|format|quote|reverse)\s*\(/;
 
+/** Whether Envoy CEL text calls a function Envoy's default CEL configuration lacks. */
+export const needsCelConfig = (envoyCel: string): boolean => CONFIGURED_FUNCTIONS.test(withoutStrings(envoyCel));
+
 /**
  * For CEL that Envoy evaluates with its default configuration (span custom tags, stat tags, the tracing sampler), which
  * fails to load an expression calling a function the configuration would turn on: undefined for those. An outermost

@@ -170,7 +170,7 @@ export const extProcBuilder: HttpFilterBuilder = {
       const plan = extProcAttributes(p, f.phase, entry);
       for (const [field, message] of plan.unsent) note(field, message);
       const attributes = (dir: "request" | "response"): string[] =>
-        plan.native || dir === "response" ? Object.values(plan[dir]).sort() : [];
+        plan.native || (dir === "response" && !plan.responseMapped) ? Object.values(plan[dir]).sort() : [];
       const mapped = plan.native
         ? undefined
         : {
@@ -179,6 +179,7 @@ export const extProcBuilder: HttpFilterBuilder = {
               MappedAttributeBuilderSchema,
               create(MappedAttributeBuilderSchema, {
                 mappedRequestAttributes: plan.request,
+                ...(plan.responseMapped ? { mappedResponseAttributes: plan.response } : {}),
               }),
             ),
           };
