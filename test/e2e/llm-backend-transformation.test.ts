@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 
 const TRANSFORMATION = `
@@ -23,8 +24,37 @@ const TRANSFORMATION = `
           - { name: x-provider-code, value: "string(response.code)" }
         body: "response.body.replace('Hello', 'Greetings')"`;
 
-function resources(primary: number, backup: number, single: number): string {
+function resources(primary: number, backup: number, single: number, live: number): string {
   return `
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: live, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: 127.0.0.1, port: ${live} }
+  policies:
+    auth: { key: sk-live }
+    ai:
+      routes: { /v1/realtime: Realtime }
+    transformation:
+      request:
+        set: [{ name: x-live, value: "'upgrade ' + request.method" }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: live-body, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: 127.0.0.1, port: ${live} }
+  policies:
+    auth: { key: sk-live }
+    ai:
+      routes: { /v1/realtime: Realtime }
+    transformation:
+      request:
+        set: [{ name: x-live, value: "'with a body'" }]
+        body: "request.body"
+---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: groups, namespace: default }
@@ -85,6 +115,12 @@ metadata: { name: llm, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
+    - matches: [{ path: { type: PathPrefix, value: /live/v1 } }]
+      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v1 } } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: live }]
+    - matches: [{ path: { type: PathPrefix, value: /live-body/v1 } }]
+      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v1 } } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: live-body }]
     - matches: [{ path: { type: PathPrefix, value: /single } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: single }]
     - backendRefs: [{ group: sluice.dev, kind: GwBackend, name: groups }]
@@ -95,6 +131,7 @@ describe("backend.transformation on AI backends", { timeout: 90_000 }, () => {
   let primary: FakeProvider;
   let backup: FakeProvider;
   let single: FakeProvider;
+  let live: FakeRealtime;
   let env: LlmEnv;
   let client: OpenAI;
   const ask = (c: OpenAI, text: string) =>
@@ -109,7 +146,8 @@ describe("backend.transformation on AI backends", { timeout: 90_000 }, () => {
     primary = await startFakeProvider({ name: "primary" });
     backup = await startFakeProvider({ name: "backup" });
     single = await startFakeProvider({ name: "single" });
-    env = await startLlmEnv(resources(primary.port, backup.port, single.port));
+    live = await startFakeRealtime({ name: "live", apiKey: "sk-live" });
+    env = await startLlmEnv(resources(primary.port, backup.port, single.port, live.port));
     client = new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/v1`, maxRetries: 0 });
   });
   after(async () => {
@@ -117,6 +155,7 @@ describe("backend.transformation on AI backends", { timeout: 90_000 }, () => {
     await primary?.close();
     await backup?.close();
     await single?.close();
+    await live?.close();
   });
 
   test("the provider gets the transformed request in its own format; the client gets the transformed answer", async () => {
@@ -187,6 +226,35 @@ describe("backend.transformation on AI backends", { timeout: 90_000 }, () => {
     assert.equal(response.headers.get("x-by-policy"), "answered 200");
   });
 
+  const session = async (prefix: string) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${env.port}${prefix}/v1/realtime?model=gpt-realtime`, ["realtime"]);
+    const first = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      ws.addEventListener("message", (m) => resolve(JSON.parse(String(m.data)) as Record<string, unknown>), {
+        once: true,
+      });
+      ws.addEventListener("error", () => reject(new Error("websocket failed")));
+    });
+    assert.equal(first.type, "session.created");
+    ws.send(JSON.stringify({ type: "response.create", event_id: "e1" }));
+    const done = await new Promise<Record<string, unknown>>((resolve) =>
+      ws.addEventListener("message", (m) => resolve(JSON.parse(String(m.data)) as Record<string, unknown>), {
+        once: true,
+      }),
+    );
+    assert.equal(done.type, "response.done");
+    ws.close();
+  };
+
+  test("a Realtime websocket Envoy passes through: the upgrade is transformed, the session's frames flow", async () => {
+    await session("/live");
+    assert.equal(live.handshakes.at(-1)?.headers["x-live"], "upgrade GET");
+  });
+
+  test("on a Realtime backend, a transformation that buffers a body is not applied (reported): sessions work", async () => {
+    await session("/live-body");
+    assert.equal(live.handshakes.at(-1)?.headers["x-live"], undefined);
+  });
+
   test("status: the expression that does not compile is refused naming its path; the others are served", async () => {
     const { resources } = (await env.sluice.status()) as {
       resources: { kind: string; name: string; status: unknown }[];
@@ -203,5 +271,10 @@ describe("backend.transformation on AI backends", { timeout: 90_000 }, () => {
       /spec\.policies\.transformation\.response\.set\[0\]\.value: invalid CEL/,
     );
     assert.doesNotMatch(status("GwBackend", "groups"), /transformation/);
+    assert.match(
+      status("GwBackend", "live-body"),
+      /spec\.policies\.transformation: not applied: it reads or writes a body/,
+    );
+    assert.doesNotMatch(status("GwBackend", "live"), /transformation/);
   });
 });

@@ -14,10 +14,13 @@
 // One Envoy cluster holds all the providers of a GwBackend and is shared by every route reaching it, so the filter is
 // the cluster's: the routes reaching it must agree on their transformation (they do for the GwBackend's own and for a
 // GwPolicy targeting the GwBackend). When routes differ (a route-level GwPolicy with a `backend` section), none is
-// applied and each is reported; a provider's own `policies.transformation` is reported (traffic-route.ts).
+// applied and each is reported; a provider's own `policies.transformation` is reported (traffic-route.ts). Nor is one
+// that buffers a body on a GwBackend a route serves Realtime to: a websocket Envoy passes through is a request and a
+// response whose bodies (the frames) never end, so the session would wait on the buffer (seen with Envoy 1.40).
 
 import type { BackendProblemIR, GatewayIR, LlmClusterIR, RouteIR, UpstreamTransformationIR } from "../ir.js";
 import { upstreamTransformation } from "./backend-transformation.js";
+import { servesRealtime } from "./llm.js";
 
 function* routesOf(gw: GatewayIR): Generator<RouteIR> {
   for (const rc of gw.routeConfigs) for (const vh of rc.virtualHosts) yield* vh.routes;
@@ -29,6 +32,7 @@ export function withLlmTransformations(gw: GatewayIR): GatewayIR {
   if (llm.size === 0) return gw;
   /** Per AI cluster: every route reaching it with its transformation (undefined: none). */
   const uses = new Map<string, { route: RouteIR; ir?: UpstreamTransformationIR; from?: BackendProblemIR["from"] }[]>();
+  const realtime = new Set<string>();
   const problems = new Map<RouteIR, BackendProblemIR[]>();
   for (const r of routesOf(gw)) {
     if (r.action.kind !== "forward") continue;
@@ -41,6 +45,7 @@ export function withLlmTransformations(gw: GatewayIR): GatewayIR {
       if (ut.problems.length > 0) problems.set(r, [...(problems.get(r) ?? []), ...ut.problems]);
       const f = policy?.["transformation"];
       const from = f !== undefined && !("combined" in f) ? f.from : undefined;
+      if (servesRealtime(r)) realtime.add(name);
       const list = uses.get(name) ?? [];
       list.push({ route: r, ...(ut.ir !== undefined ? { ir: ut.ir } : {}), ...(from !== undefined ? { from } : {}) });
       uses.set(name, list);
@@ -50,20 +55,20 @@ export function withLlmTransformations(gw: GatewayIR): GatewayIR {
   for (const [name, list] of uses) {
     const keys = new Set(list.map((u) => (u.ir === undefined ? "" : JSON.stringify(u.ir))));
     const first = list[0]?.ir;
-    if (keys.size === 1 && first !== undefined) {
+    const bodies = first !== undefined && (first.spec.requestBody || first.spec.responseBody);
+    if (keys.size === 1 && first !== undefined && !(bodies && realtime.has(name))) {
       applied.set(name, first);
       continue;
     }
-    if (keys.size === 1) continue;
+    if (keys.size === 1 && first === undefined) continue;
     const backend = llm.get(name)?.backend ?? name;
+    const why =
+      keys.size === 1
+        ? `not applied: it reads or writes a body, and a route serves Realtime to AI GwBackend ${backend}: a websocket's frames are a body that never ends, so the session would wait on the buffer (a transformation of a Realtime backend may change headers only)`
+        : `not applied: the routes reaching AI GwBackend ${backend} have different transformations, and one Envoy cluster serves all of its providers for every route (set it on the GwBackend, or in a GwPolicy targeting it)`;
     for (const u of list) {
       if (u.ir === undefined || u.from === undefined) continue;
-      const p: BackendProblemIR = {
-        from: u.from,
-        field: "backend.transformation",
-        message: `not applied: the routes reaching AI GwBackend ${backend} have different transformations, and one Envoy cluster serves all of its providers for every route (set it on the GwBackend, or in a GwPolicy targeting it)`,
-        fatal: false,
-      };
+      const p: BackendProblemIR = { from: u.from, field: "backend.transformation", message: why, fatal: false };
       problems.set(u.route, [...(problems.get(u.route) ?? []), p]);
     }
   }
