@@ -22,6 +22,8 @@ import { RealtimeRelay } from "../extproc/llm/realtime/relay.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
 import type { Http1Handler, Http1Upgrade } from "../grpc/http1.js";
 import type { BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
+import { SpanRelay } from "../otlp/relay.js";
+import { EXPORT_PATH } from "../otlp/spans.js";
 import type { TranslationResult } from "../translate/translate.js";
 
 export interface SluiceService {
@@ -113,7 +115,19 @@ export function defaultServices(opts: ServiceOptions): SluiceService[] {
     llm,
     credentials,
     realtimeRelayService(new RealtimeRelay({ log: opts.log, remote: remoteGuard })),
+    spanRelayService(new SpanRelay({ log: opts.log })),
   ];
+}
+
+/** The span relay (src/otlp/relay.ts): Envoy's trace exports a tracing policy rewrites, on the authz port. */
+function spanRelayService(relay: SpanRelay): SluiceService {
+  return {
+    name: "span-relay",
+    addTo() {},
+    unary: new Map([[EXPORT_PATH, relay.handle]]),
+    update: (result) => relay.update(result),
+    close: () => relay.close(),
+  };
 }
 
 /** The Realtime relay (src/extproc/llm/realtime/relay.ts): guarded Realtime websockets, on the authz port's HTTP/1.1. */
