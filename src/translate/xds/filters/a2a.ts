@@ -35,7 +35,8 @@ export const a2aBuilder: HttpFilterBuilder = {
     if (route.action.kind !== "forward") return undefined;
     const a2a = route.action.backends.some((b) => {
       const c = ctx.cluster?.(b.cluster);
-      return (c?.kind === "dns" || c?.kind === "static") && c.a2a === true;
+      // A static a2a backend's variant with Sluice's health scoring is an EDS cluster (backend-connection.ts).
+      return c !== undefined && "a2a" in c && c.a2a === true;
     });
     if (!a2a) return undefined;
     return {
