@@ -1,11 +1,12 @@
 // Backend policy connection fields on Service and static backends (`backend.tcp`, `backend.http.version`,
 // `backend.health.eviction`, `backend.tunnel` (backend/tunnel.ts), `backend.auth` injected by the cluster:
-// backend-credential.ts, and the health scoring Sluice keeps: backend-health.ts) → Envoy cluster settings. A
-// backend's effective policy can differ per route (a route-level
-// policy with a backend section), while Envoy clusters are shared; so each distinct setting gets its own cluster,
-// `<cluster>~<hash>`, which the routes with that policy use. An EDS variant reads the same endpoints (its EDS service
-// name is the base cluster's). AI backends are not changed here (their clusters are the LLM table's). A credential or
-// TLS setting that cannot be had is left on the route (backendProblems) for traffic-route.ts to report and answer 503.
+// backend-credential.ts, and the health scoring Sluice keeps: backend-health.ts) → Envoy cluster settings. A backend's
+// effective policy can differ per route (a route-level policy with a backend section), while Envoy clusters are shared;
+// so each distinct setting gets its own cluster, `<cluster>~<hash>`, which the routes with that policy use. An EDS
+// variant reads the same endpoints (its EDS service name is the base cluster's), but for a scored one, whose endpoints
+// Sluice marks when it evicts them: it has its own (and a static backend's scored variant is EDS too). AI backends are
+// not changed here (their clusters are the LLM table's). A credential or TLS setting that cannot be had is left on the
+// route (backendProblems) for traffic-route.ts to report and answer 503.
 
 import { createHash } from "node:crypto";
 import { agentCoreCredential, agentCoreOf } from "../backend/agent-core.js";
