@@ -55,6 +55,12 @@ const SAMPLES: Record<string, [Json, Json]> = {
     ]),
   ),
   "assumeRole.roleArn": ["arn:aws:iam::123456789012:role/a", "arn:aws:iam::123456789012:role/b"],
+  // Agent runtime ARNs and qualifiers match the schema's patterns, which the walker cannot sample.
+  "agentCore.agentRuntimeArn": [
+    "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a",
+    "arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/b",
+  ],
+  "agentCore.qualifier": ["prod", "v2"],
 };
 
 // ---- the world each probe is translated in ----
