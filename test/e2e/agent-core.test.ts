@@ -21,6 +21,8 @@ const OAUTH_RUNTIME = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/
 const BASE = { accessKeyId: "AKIDAGENTCOREBASE", secretAccessKey: "YWdlbnQtY29yZS1zZWNyZXQta2V5LWZvci10ZXN0cw" };
 const BEARER = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJnYXRld2F5In0.runtime-oauth-token";
 const SESSION = "x-amzn-bedrock-agentcore-runtime-session-id";
+const ROLE = "arn:aws:iam::123456789012:role/invoke-agents";
+const DENIED = "arn:aws:iam::123456789012:role/no-agents";
 
 function resources(): string {
   const backend = (name: string, arn: string, more = "") => `---
@@ -31,14 +33,21 @@ spec:
   cloudA:
     agentCore: { agentRuntimeArn: "${arn}"${more} }
 `;
-  const routes = ["agent", "keys", "oauth", "bad", "nosecret"];
+  const routes = ["agent", "keys", "oauth", "bad", "nosecret", "role", "denied"];
+  const role = (arn: string) => `  policies:
+    auth:
+      cloudA: { secretRef: { name: aws }, assumeRole: { roleArn: "${arn}", sessionName: gateway } }
+`;
   return `${backend("agent", IAM_RUNTIME, ", qualifier: prod")}${backend("keys", IAM_RUNTIME)}  policies:
     auth:
       cloudA: { secretRef: { name: aws } }
 ${backend("oauth", OAUTH_RUNTIME)}  policies:
     auth:
       secretRef: { name: oauth-token }
-${backend("bad", "arn:aws:bedrock-agentcore:us-west-2:123:runtime/x")}${backend("nosecret", IAM_RUNTIME)}---
+${backend("bad", "arn:aws:bedrock-agentcore:us-west-2:123:runtime/x")}${backend("nosecret", IAM_RUNTIME)}${backend(
+  "role",
+  IAM_RUNTIME,
+)}${role(ROLE)}${backend("denied", IAM_RUNTIME)}${role(DENIED)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
 metadata: { name: nosecret, namespace: default }
@@ -82,6 +91,7 @@ describe("GwBackend cloudA.agentCore: the agent runtime, signed, through Envoy",
   before(async () => {
     aws = await startFakeAws(REGION);
     aws.trust(BASE);
+    aws.denied.add(DENIED);
     core = await startFakeAgentCore(
       [
         { arn: IAM_RUNTIME, auth: "iam" },
@@ -94,6 +104,7 @@ describe("GwBackend cloudA.agentCore: the agent runtime, signed, through Envoy",
       AWS_ENDPOINT_URL_BEDROCK_AGENTCORE: core.url,
       AWS_CONTAINER_CREDENTIALS_FULL_URI: aws.containerUrl,
       AWS_CONTAINER_AUTHORIZATION_TOKEN: aws.containerToken,
+      AWS_ENDPOINT_URL_STS: aws.stsUrl,
       AWS_EC2_METADATA_DISABLED: "true",
       AWS_CONFIG_FILE: none,
       AWS_SHARED_CREDENTIALS_FILE: none,
@@ -192,6 +203,18 @@ describe("GwBackend cloudA.agentCore: the agent runtime, signed, through Envoy",
     assert.equal(seen?.signer, BASE.accessKeyId);
     assert.equal(seen?.rawPath, `/runtimes/${encodeURIComponent(IAM_RUNTIME)}/invocations`);
     assert.equal(seen?.headers["x-amz-security-token"], undefined);
+  });
+
+  test("assumeRole: the role's credentials sign (STS called signed with the GwBackend's keys); a refused role fails closed", async () => {
+    const r = await invoke("/role", { prompt: "r" });
+    assert.equal(r.status, 200, r.body);
+    assert.equal(aws.issued(core.invocations.at(-1)?.signer ?? "")?.origin, `role:${ROLE}:gateway`);
+    assert.equal(aws.calls.find((c) => c.roleArn === ROLE)?.signedWith, BASE.accessKeyId);
+    const n = core.invocations.length;
+    const d = await invoke("/denied", { prompt: "d" });
+    assert.equal(d.status, 503);
+    assert.match(d.body, /backend\.auth\.cloudA: STS AssumeRole arn:aws:iam::123456789012:role\/no-agents/);
+    assert.equal(core.invocations.length, n, "the runtime is never called without its credential");
   });
 
   test("a runtime with an OAuth authorizer gets the GwBackend's bearer token, not the client's, and no SigV4", async () => {
