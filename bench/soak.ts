@@ -5,6 +5,7 @@
 // which a probe reads back to show the change is served), for --duration (default 30 minutes).
 //
 //   node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s] [--heap-snapshots DIR]
+//     [--samples FILE]   (every 10 s sample, RSS and Sluice's heap figures in KiB, written there as JSON lines)
 //
 // Prints a table: requests and unexpected errors per kind (every kind checks its answer, the denials too; there must
 // be none), the configuration changes written and how far the served generation lagged, the RSS of Sluice and Envoy
@@ -16,7 +17,7 @@
 // V8 heap snapshot there after warm-up and at the end (compare them in Chrome DevTools' Memory tab). Exits 1 when an
 // error was unexpected or a bound was broken.
 
-import { readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { churnYaml, KINDS, type Kind, mixedClient, mixedYaml, startMixedPeers } from "../test/helpers/mixed-load.js";
@@ -31,12 +32,14 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "8" },
     warmup: { type: "string", default: "" },
     "heap-snapshots": { type: "string", default: "" },
+    samples: { type: "string", default: "" },
+    "sluice-node-args": { type: "string", default: "" },
     help: { type: "boolean", default: false },
   },
 });
 if (values.help) {
   console.log(
-    "node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s] [--heap-snapshots DIR]",
+    "node dist/bench/soak.js [--duration 30m] [--rate 40] [--concurrency 8] [--warmup 60s] [--heap-snapshots DIR] [--samples FILE]",
   );
   process.exit(0);
 }
@@ -84,6 +87,7 @@ let generation = 0;
 cfg.write("churn.yaml", churnYaml(generation));
 const snapshotDir = values["heap-snapshots"];
 const sluice = await startSluice("serve", cfg.dir, {
+  nodeArgs: values["sluice-node-args"].split(" ").filter((x) => x !== ""),
   env: {
     SESSION_KEY: "soak-session-key",
     ...(snapshotDir !== ""
@@ -122,6 +126,8 @@ interface Memory {
   readonly heap: number;
   readonly heapTotal: number;
   readonly external: number;
+  /** Each V8 space's reserved size (prom-client's `nodejs_heap_space_size_total_bytes`), KiB. */
+  readonly spaces: Readonly<Record<string, number>>;
 }
 /** Sluice's memory as Node sees it, from its own metrics (prom-client's default `nodejs_*` series). */
 async function memoryKb(): Promise<Memory> {
@@ -130,7 +136,12 @@ async function memoryKb(): Promise<Memory> {
     const m = new RegExp(`^${name} (\\S+)$`, "m").exec(r.body);
     return m === null ? 0 : Number(m[1]) / 1024;
   };
+  const spaces: Record<string, number> = {};
+  for (const m of r.body.matchAll(/^nodejs_heap_space_size_total_bytes\{space="([^"]+)"\} (\S+)$/gm)) {
+    spaces[m[1]!] = Number(m[2]) / 1024;
+  }
   return {
+    spaces,
     heap: read("nodejs_heap_size_used_bytes"),
     heapTotal: read("nodejs_heap_size_total_bytes"),
     external: read("nodejs_external_memory_bytes"),
@@ -188,16 +199,24 @@ const probe = setInterval(() => {
 }, 1000);
 
 let warm: { sluice: Snapshot; envoy: Snapshot; requests: number } | undefined;
-type Series = "sluice" | "envoy" | keyof Memory;
-const rssSamples: ({ t: number } & Record<Series, number>)[] = [];
+type Series = "sluice" | "envoy" | "heap" | "heapTotal" | "external" | `space:${string}`;
+const rssSamples: ({ t: number } & Partial<Record<Series, number>>)[] = [];
 let warmSnapshot: Promise<void> = Promise.resolve();
 const sampler = setInterval(() => {
   const s = snapshot(sluice.child.pid);
   const e = snapshot(envoy.process.child.pid);
   const t = elapsedS();
   memoryKb()
-    .catch(() => ({ heap: 0, heapTotal: 0, external: 0 }))
-    .then((m) => rssSamples.push({ t, sluice: s.rssKb, envoy: e.rssKb, ...m }));
+    .catch((): Memory => ({ heap: 0, heapTotal: 0, external: 0, spaces: {} }))
+    .then(({ spaces, ...m }) =>
+      rssSamples.push({
+        t,
+        sluice: s.rssKb,
+        envoy: e.rssKb,
+        ...m,
+        ...Object.fromEntries(Object.entries(spaces).map(([k, v]) => [`space:${k}`, v])),
+      }),
+    );
   if (warm === undefined && t >= warmupS) {
     warm = { sluice: s, envoy: e, requests: total() };
     warmSnapshot = heapSnapshot("after warm-up");
@@ -278,7 +297,7 @@ rows.push(
 /** RSS (MiB) of the first and the last tenth of the samples after warm-up (at least 3 each), as medians: one sample
  * can sit before or after a garbage collection, a median of several cannot swing with it. */
 const rssTrend = (key: Series): { first: number; last: number; growth: number } => {
-  const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
+  const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => (s[key] ?? 0) / 1024);
   const n = Math.max(3, Math.ceil(after.length / 10));
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
   const first = median(after.slice(0, n));
@@ -286,7 +305,7 @@ const rssTrend = (key: Series): { first: number; last: number; growth: number } 
   return { first, last, growth: growth(first, last) };
 };
 const rssRange = (key: Series) => {
-  const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => s[key] / 1024);
+  const after = rssSamples.filter((s) => s.t >= warmupS).map((s) => (s[key] ?? 0) / 1024);
   return after.length ? `${Math.min(...after).toFixed(1)}–${Math.max(...after).toFixed(1)} MiB` : "-";
 };
 console.log(rows.join("\n"));
@@ -309,6 +328,16 @@ for (const [key, what] of [
     `Sluice's ${what}, median of the first → last tenth after warm-up: ${t.first.toFixed(1)} → ${t.last.toFixed(1)} MiB (${t.growth.toFixed(1)} %)`,
   );
 }
+if (values.samples !== "") writeFileSync(values.samples, rssSamples.map((x) => `${JSON.stringify(x)}\n`).join(""));
+const spaceKeys = [...new Set(rssSamples.flatMap((x) => Object.keys(x).filter((k) => k.startsWith("space:"))))];
+console.log(
+  `Sluice's V8 spaces reserved, MiB (same medians): ${spaceKeys
+    .map((k) => {
+      const t = rssTrend(k as Series);
+      return `${k.slice(6)} ${t.first.toFixed(1)} → ${t.last.toFixed(1)}`;
+    })
+    .join(", ")}`,
+);
 if (examples.length > 0) console.log(`errors (first ${examples.length}):\n${examples.join("\n")}`);
 
 const broken: string[] = [];

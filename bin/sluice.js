@@ -1,5 +1,7 @@
-#!/usr/bin/env node
-// The `sluice` command. Runs the compiled CLI; `npm run build` (or `npm test`) compiles it.
+#!/usr/bin/env -S node --min-semi-space-size=16 --max-semi-space-size=16
+// The `sluice` command. Runs the compiled CLI; `npm run build` (or `npm test`) compiles it. The Node flags on the first
+// line (a fixed young generation: docs/faults.md#memory) are also in deploy/Containerfile's ENTRYPOINT and
+// scripts/quickstart.sh; test/unit/node-flags.test.ts keeps them equal.
 import { existsSync } from "node:fs";
 
 const entry = new URL("../dist/src/cli/main.js", import.meta.url);

@@ -12,4 +12,4 @@ node examples/quickstart/upstream.mjs &
 upstream=$!
 trap 'kill $upstream 2>/dev/null || true' EXIT
 echo "quickstart: try  curl -i http://127.0.0.1:8080/  (Ctrl-C stops)"
-node bin/sluice.js run -f examples/quickstart "$@"
+node --min-semi-space-size=16 --max-semi-space-size=16 bin/sluice.js run -f examples/quickstart "$@"

@@ -8,6 +8,15 @@ import { type BootstrapTls, type EnvoyProcess, renderBootstrap, startEnvoy } fro
 import { projectRoot } from "../../src/cli/paths.js";
 import { freePort, request, waitFor } from "./net.js";
 
+/**
+ * The Node flags every launcher of Sluice gives it (bin/sluice.js's first line, deploy/Containerfile's ENTRYPOINT,
+ * scripts/quickstart.sh; test/unit/node-flags.test.ts keeps them equal), so tests and benches run it as users do: a
+ * young generation of 16 MiB per semi-space from the start. V8 otherwise starts it at 1 MiB and resizes it with the
+ * allocation rate, up to those 16 MiB and back down (8 to 32 MiB reserved for the two semi-spaces in a soak), an RSS
+ * swing of some 25 MiB with nothing more held (docs/faults.md#memory).
+ */
+export const SLUICE_NODE_FLAGS: readonly string[] = ["--min-semi-space-size=16", "--max-semi-space-size=16"];
+
 export interface SluiceProcess {
   readonly child: ChildProcess;
   readonly output: string[];
@@ -34,6 +43,7 @@ export async function startSluice(
     extraArgs?: string[];
     /** Extra environment variables for the sluice process. */
     env?: Readonly<Record<string, string>>;
+    nodeArgs?: readonly string[];
   } = {},
 ): Promise<SluiceProcess> {
   return startSluiceCommand(command, ["-f", dir], opts);
@@ -49,6 +59,8 @@ export async function startSluiceCommand(
     adminPort?: number;
     extraArgs?: string[];
     env?: Readonly<Record<string, string>>;
+    /** Node / V8 flags for the sluice process, before the script (default SLUICE_NODE_FLAGS). */
+    nodeArgs?: readonly string[];
     /** How long to wait for it to listen (the controller lists a whole cluster first). */
     listenTimeoutMs?: number;
   } = {},
@@ -57,6 +69,7 @@ export async function startSluiceCommand(
   const child = spawn(
     process.execPath,
     [
+      ...(opts.nodeArgs ?? SLUICE_NODE_FLAGS),
       join(projectRoot(), "bin", "sluice.js"),
       command,
       ...args,
