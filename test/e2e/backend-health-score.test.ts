@@ -152,6 +152,9 @@ spec:
     for (let i = 0; i < 20; i++) bodies.push((await request(gw.port, "/duo")).body);
     assert.deepEqual(bodies, Array(20).fill("good"));
     assert.equal(limited.hits, hitsBefore, "no traffic to the evicted endpoint");
+    // It recovers meanwhile: its answers are 200 from now on (another 429 would evict it again, for 2 × duration,
+    // racing the check below).
+    limited.status = () => 200;
     // Back in rotation after 3 s (first eviction: 1 × duration).
     await waitFor(
       "the evicted endpoint to return",
