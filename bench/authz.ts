@@ -25,7 +25,8 @@
 //
 // --observability compare: what Sluice's request metrics and info logs cost, measured in one run against Sluice
 // without them (two Sluice + Envoy stacks, loaded in turn, the order swapped every round; see compare() below). Use
-// more rounds there (e.g. --rounds 10): the figure is the median of the per-round ratios.
+// more rounds there (e.g. --rounds 9): the figure is the median of the per-round ratios. --baseline DIR: the same
+// comparison of this build against another checkout's (its root, built), e.g. a commit before a change.
 //
 //   node dist/bench/authz.js [--connections 1,4,32] [--seconds 5] [--rounds 3] [--tls] [--observability on|off|compare]
 
@@ -47,6 +48,8 @@ const { values } = parseArgs({
     tls: { type: "boolean", default: false },
     // on: Sluice's request metrics and info logs (the default); off: neither (--request-metrics off, warn logs).
     observability: { type: "string", default: "on" },
+    // Another build of Sluice (a checkout's root with dist/ built) to set against this one, as compare does.
+    baseline: { type: "string", default: "" },
     help: { type: "boolean", default: false },
   },
 });
@@ -58,7 +61,8 @@ if (values.help) {
   --tls                  Envoy reaches Sluice (ADS, ext_authz) over mutual TLS
   --observability on|off|compare
                          on: request metrics and info logs (default); off: --request-metrics off, warn logs;
-                         compare: Sluice on and Sluice off side by side (two Envoys), loaded in turn each round`);
+                         compare: Sluice on and Sluice off side by side (two Envoys), loaded in turn each round
+  --baseline DIR         compare this build against the Sluice of another checkout (its root, built)`);
   process.exit(0);
 }
 const connectionCounts = values.connections.split(",").map(Number);
@@ -223,15 +227,21 @@ const checker = await startChecker(checkerPort);
 checkerPid = checker.pid;
 
 /** Sluice with request metrics and info logs ("on") or neither ("off"), its Envoy, checked to serve every route. */
-async function startStack(observability: string): Promise<Stack> {
+async function startStack(observability: string, root?: string): Promise<Stack> {
   const cfg = tempConfigDir();
   const port = await freePort();
   cfg.write("bench.yaml", config(port, upstreamPort, checkerPort));
   const caDir = `${cfg.dir}-ca`;
+  // A baseline build runs with its own defaults (older ones have neither flag).
   const observabilityArgs =
-    observability === "off" ? ["--request-metrics", "off", "--log-level", "warn,sluice=info"] : ["--log-level", "info"];
+    root !== undefined
+      ? []
+      : observability === "off"
+        ? ["--request-metrics", "off", "--log-level", "warn,sluice=info"]
+        : ["--log-level", "info"];
   const sluice = await startSluice("serve", cfg.dir, {
     extraArgs: [...(values.tls ? ["--xds-ca", caDir] : []), ...observabilityArgs],
+    ...(root !== undefined ? { root } : {}),
   });
   const tls = values.tls
     ? {
@@ -270,7 +280,7 @@ async function startStack(observability: string): Promise<Stack> {
     throw e;
   }
   return {
-    label: `observability ${observability}`,
+    label: root === undefined ? `observability ${observability}` : root,
     port,
     sluicePid: sluice.child.pid,
     envoyPid: envoy.process.child.pid,
@@ -342,16 +352,22 @@ async function routeTables(stack: Stack): Promise<void> {
  * `--observability compare`: two stacks in the same run, Sluice with request metrics and info logs and Sluice
  * without, each with its own Envoy; the /sluice route (a check per request) is loaded on each in turn, the order
  * swapped every round (on-off, off-on, ...), so drift in the host's load falls on both alike. Prints each round's
- * requests/s on / off and the median of those per-round ratios: the throughput observability costs.
+ * requests/s on / off and the median of those per-round ratios: the throughput observability costs. `--baseline DIR`:
+ * the same with this build ("on", request metrics and info logs) against the build in DIR ("off", its defaults).
  */
-async function compare(on: Stack, off: Stack): Promise<void> {
+async function compare(
+  on: Stack,
+  off: Stack,
+  what = "observability on vs off",
+  costOf = "observability",
+): Promise<void> {
   console.log(hostLine());
   for (const connections of connectionCounts) {
     for (const stack of [on, off]) await load(stack, "sluice", 2, connections);
     const ratios: number[] = [];
     const cpu = { on: [] as number[], off: [] as number[] };
     console.log(
-      `\nobservability on vs off: /sluice (Sluice ext_authz per request), ${connections} connections, ${rounds} rounds x ${seconds} s per stack\n`,
+      `\n${what}: /sluice (Sluice ext_authz per request), ${connections} connections, ${rounds} rounds x ${seconds} s per stack\n`,
     );
     console.log(
       `${"round".padEnd(6)} ${"on req/s".padStart(9)} ${"off req/s".padStart(10)} ${"on/off".padStart(7)} ${"on µs/req".padStart(10)} ${"off µs/req".padStart(11)} ${"errors".padStart(7)}`,
@@ -372,7 +388,7 @@ async function compare(on: Stack, off: Stack): Promise<void> {
     const sorted = [...ratios].sort((x, y) => x - y);
     const m = median(ratios);
     console.log(
-      `median on/off ${m.toFixed(3)} (rounds ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}, middle half ${quantile(sorted, 0.25).toFixed(3)}–${quantile(sorted, 0.75).toFixed(3)}): observability costs ${((1 - m) * 100).toFixed(1)} % of the throughput (target <= 5 %: ${1 - m <= 0.05 ? "met" : "NOT met"}); Sluice CPU per request ${median(cpu.on).toFixed(0)} µs on vs ${median(cpu.off).toFixed(0)} µs off`,
+      `median on/off ${m.toFixed(3)} (rounds ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}, middle half ${quantile(sorted, 0.25).toFixed(3)}–${quantile(sorted, 0.75).toFixed(3)}): ${costOf} costs ${((1 - m) * 100).toFixed(1)} % of the throughput${costOf !== "observability" ? "" : ` (target <= 5 %: ${1 - m <= 0.05 ? "met" : "NOT met"})`}; Sluice CPU per request ${median(cpu.on).toFixed(0)} µs on vs ${median(cpu.off).toFixed(0)} µs off`,
     );
   }
   console.log(hostLine());
@@ -380,7 +396,10 @@ async function compare(on: Stack, off: Stack): Promise<void> {
 
 const stacks: Stack[] = [];
 try {
-  if (values.observability === "compare") {
+  if (values.baseline !== "") {
+    stacks.push(await startStack("on"), await startStack("on", values.baseline));
+    await compare(stacks[0]!, stacks[1]!, `this build (on) vs ${values.baseline} (off)`, "this build");
+  } else if (values.observability === "compare") {
     stacks.push(await startStack("on"), await startStack("off"));
     await compare(stacks[0]!, stacks[1]!);
   } else {

@@ -51,6 +51,8 @@ const { values } = parseArgs({
     // on: Sluice's request metrics and info logs (the default); off: neither (--request-metrics off, warn logs).
     observability: { type: "string", default: "on" },
     rounds: { type: "string", default: "10" },
+    // Another build of Sluice (a checkout's root, built) to set against this one, as compare does.
+    baseline: { type: "string", default: "" },
     // Only the setups whose name contains one of these words (e.g. "sluice chat"), all by default.
     setups: { type: "string", default: "" },
     help: { type: "boolean", default: false },
@@ -66,6 +68,7 @@ if (values.help) {
                          on: request metrics and info logs (default); off: --request-metrics off, warn logs;
                          compare: Sluice on and Sluice off side by side (two Envoys), alternating, --rounds rounds
   --rounds N             rounds per mode of --observability compare (10)
+  --baseline DIR         as compare, this build (on) against the Sluice of another checkout (its root, built; its defaults)
   --setups LIST          only setups whose name contains one of these (comma-separated), e.g. "sluice chat"
 Node flags for the Sluice child (e.g. a CPU profile): SLUICE_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof"`);
   process.exit(0);
@@ -419,9 +422,13 @@ async function compareObservability(modes: readonly string[]): Promise<void> {
   const offPort = await freePort();
   const offCfg = tempConfigDir();
   offCfg.write("all.yaml", resources(fake.port, offPort, noopPort, pacedPort));
-  const offSluice = await startSluice("serve", offCfg.dir, {
-    extraArgs: ["--request-metrics", "off", "--log-level", "warn,sluice=info"],
-  });
+  const offSluice = await startSluice(
+    "serve",
+    offCfg.dir,
+    values.baseline !== ""
+      ? { root: values.baseline }
+      : { extraArgs: ["--request-metrics", "off", "--log-level", "warn,sluice=info"] },
+  );
   const offEnvoy = await startTestEnvoy(offSluice);
   try {
     const target = (name: string, p: number, envoyP: number | undefined, sluiceP: number | undefined): Target => ({
@@ -441,7 +448,7 @@ async function compareObservability(modes: readonly string[]): Promise<void> {
     const rounds = Number(values.rounds);
     for (const stream of [false, true].filter((st) => modes.includes(st ? "stream" : "buffered"))) {
       console.log(
-        `\nobservability on vs off: sluice chat→messages ${stream ? "streamed" : "buffered"}, ${concurrency} clients, ${rounds} rounds x ${seconds} s per stack (host load ${loadavg()[0]!.toFixed(1)})\n`,
+        `\n${values.baseline !== "" ? `this build (on) vs ${values.baseline} (off)` : "observability on vs off"}: sluice chat→messages ${stream ? "streamed" : "buffered"}, ${concurrency} clients, ${rounds} rounds x ${seconds} s per stack (host load ${loadavg()[0]!.toFixed(1)})\n`,
       );
       console.log(
         `${"round".padEnd(6)} ${"on req/s".padStart(9)} ${"off req/s".padStart(10)} ${"on/off".padStart(7)} ${"on µs/req".padStart(10)} ${"off µs/req".padStart(11)} ${"errors".padStart(7)}`,
@@ -464,7 +471,7 @@ async function compareObservability(modes: readonly string[]): Promise<void> {
       const mid = (xs: readonly number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? Number.NaN;
       const m = mid(ratios);
       console.log(
-        `median on/off ${m.toFixed(3)} (rounds ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}): observability costs ${((1 - m) * 100).toFixed(1)} % of the throughput (target <= 5 %: ${1 - m <= 0.05 ? "met" : "NOT met"}); Sluice CPU per request ${mid(cpu.on).toFixed(0)} µs on vs ${mid(cpu.off).toFixed(0)} µs off (host load ${loadavg()[0]!.toFixed(1)})`,
+        `median on/off ${m.toFixed(3)} (rounds ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}): ${values.baseline !== "" ? "this build" : "observability"} costs ${((1 - m) * 100).toFixed(1)} % of the throughput${values.baseline !== "" ? "" : ` (target <= 5 %: ${1 - m <= 0.05 ? "met" : "NOT met"})`}; Sluice CPU per request ${mid(cpu.on).toFixed(0)} µs on vs ${mid(cpu.off).toFixed(0)} µs off (host load ${loadavg()[0]!.toFixed(1)})`,
       );
     }
   } finally {
@@ -583,11 +590,11 @@ try {
     targets.splice(0, targets.length, ...keep);
   }
   const modes = values.modes.split(",");
-  if (values.observability === "compare") {
+  if (values.observability === "compare" || values.baseline !== "") {
     await compareObservability(modes);
   } else if (modes.includes("ttft")) await measureTtft(port, Number(values["ttft-requests"]));
   for (const stream of [false, true].filter(
-    (st) => values.observability !== "compare" && modes.includes(st ? "stream" : "buffered"),
+    (st) => values.observability !== "compare" && values.baseline === "" && modes.includes(st ? "stream" : "buffered"),
   )) {
     for (const t of targets) {
       if (stream && t.bufferedOnly === true) continue;
@@ -633,7 +640,7 @@ try {
   agent.destroy();
 }
 // compare printed its own tables.
-if (values.observability === "compare") process.exit(0);
+if (values.observability === "compare" || values.baseline !== "") process.exit(0);
 
 console.log(
   `\n${seconds}s per setup, ${concurrency} concurrent clients, 1 KB chat-completions request; Sluice request metrics and info logs ${values.observability}\n`,

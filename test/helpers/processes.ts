@@ -44,6 +44,7 @@ export async function startSluice(
     /** Extra environment variables for the sluice process. */
     env?: Readonly<Record<string, string>>;
     nodeArgs?: readonly string[];
+    root?: string;
   } = {},
 ): Promise<SluiceProcess> {
   return startSluiceCommand(command, ["-f", dir], opts);
@@ -61,6 +62,8 @@ export async function startSluiceCommand(
     env?: Readonly<Record<string, string>>;
     /** Node / V8 flags for the sluice process, before the script (default SLUICE_NODE_FLAGS). */
     nodeArgs?: readonly string[];
+    /** The checkout whose bin/sluice.js runs (default this one): another build, for a benchmark to set against. */
+    root?: string;
     /** How long to wait for it to listen (the controller lists a whole cluster first). */
     listenTimeoutMs?: number;
   } = {},
@@ -70,7 +73,7 @@ export async function startSluiceCommand(
     process.execPath,
     [
       ...(opts.nodeArgs ?? SLUICE_NODE_FLAGS),
-      join(projectRoot(), "bin", "sluice.js"),
+      join(opts.root ?? projectRoot(), "bin", "sluice.js"),
       command,
       ...args,
       "--xds-port",
