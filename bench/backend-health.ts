@@ -7,7 +7,7 @@
 //   node dist/bench/backend-health.js [requests]
 
 import autocannon from "autocannon";
-import { localService, startTestGateway } from "../test/helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy, startTestGateway } from "../test/helpers/gateway.js";
 import { startEchoUpstream } from "../test/helpers/net.js";
 import { cpuMs } from "./proc.js";
 
@@ -19,32 +19,11 @@ const health: Record<string, string> = {
 };
 const gw = await startTestGateway(
   () =>
-    `${["plain", "scored", "body"].map((n) => localService(n, up.port)).join("")}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${["plain", "scored", "body"]
-  .map(
-    (n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]
-      backendRefs: [{ name: ${n}, port: 80 }]`,
-  )
-  .join("\n")}
-${Object.entries(health)
-  .map(
-    ([n, h]) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${n}, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${n} }]
-  backend:
-    health: ${h}
-`,
-  )
-  .join("")}`,
+    `${["plain", "scored", "body"].map((n) => localService(n, up.port)).join("")}${prefixRoute(["plain", "scored", "body"])}${Object.entries(
+      health,
+    )
+      .map(([n, h]) => servicePolicy(n, `    health: ${h}`))
+      .join("")}`,
   "/plain",
   (s) => s === 200,
 );

@@ -9,31 +9,11 @@ import { createServer, type Server } from "node:http";
 import { createServer as createH2Server } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
 
-function service(name: string, ports: readonly number[]): string {
-  return `---
-apiVersion: v1
-kind: Service
-metadata: { name: ${name}, namespace: default }
-spec: { ports: [{ name: p, port: 80 }] }
-${ports
-  .map(
-    (port, i) => `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: ${name}-${i}, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
-addressType: IPv4
-ports: [{ name: p, port: ${port} }]
-endpoints: [{ addresses: [127.0.0.1] }]
-`,
-  )
-  .join("")}`;
-}
-
 function resources(h2: number, good: number, bad: number, slow: number): string {
-  return `${service("h2only", [h2])}${service("pair", [good, bad])}${service("slow", [slow])}---
+  return `${localService("h2only", h2)}${localService("pair", [good, bad])}${localService("slow", slow)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: default }

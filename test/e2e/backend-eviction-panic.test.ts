@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request } from "../helpers/net.js";
 
 interface Endpoint {
@@ -36,39 +36,14 @@ async function listen(s: Server): Promise<number> {
 }
 
 function resources(ports: readonly number[]): string {
-  const slices = ports
-    .map(
-      (port, i) => `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: trio-${i}, namespace: default, labels: { kubernetes.io/service-name: trio } }
-addressType: IPv4
-ports: [{ name: p, port: ${port} }]
-endpoints: [{ addresses: [127.0.0.1] }]
-`,
-    )
-    .join("");
-  return `---
-apiVersion: v1
-kind: Service
-metadata: { name: trio, namespace: default }
-spec: { ports: [{ name: p, port: 80 }] }
-${slices}---
+  return `${localService("trio", ports)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules: [{ backendRefs: [{ name: trio, port: 80 }] }]
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: evict, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: trio }]
-  backend:
-    health: { eviction: { consecutiveFailures: 1, duration: 30s } }
-`;
+${servicePolicy("trio", "    health: { eviction: { consecutiveFailures: 1, duration: 30s } }", "evict")}`;
 }
 
 describe("health.eviction: evicted endpoints return only when every endpoint is evicted", { timeout: 60_000 }, () => {

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, waitFor } from "../helpers/net.js";
 
 interface Endpoint {
@@ -40,32 +40,7 @@ async function listen(s: Server): Promise<number> {
 }
 
 function service(name: string, ports: readonly number[], health: string): string {
-  const slices = ports
-    .map(
-      (port, i) => `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: ${name}-${i}, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
-addressType: IPv4
-ports: [{ name: p, port: ${port} }]
-endpoints: [{ addresses: [127.0.0.1] }]
-`,
-    )
-    .join("");
-  return `---
-apiVersion: v1
-kind: Service
-metadata: { name: ${name}, namespace: default }
-spec: { ports: [{ name: p, port: 80 }] }
-${slices}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}-health, namespace: default }
-spec:
-  targetRefs: [{ group: "", kind: Service, name: ${name} }]
-  backend:
-    health: ${health}
-`;
+  return `${localService(name, ports)}${servicePolicy(name, `    health: ${health}`, `${name}-health`)}`;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

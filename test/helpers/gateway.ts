@@ -72,21 +72,27 @@ ${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }
 `;
 }
 
-/** A Service `name` (port 80) whose one endpoint is 127.0.0.1:`port`; `appProtocol` e.g. `kubernetes.io/h2c`. */
-export function localService(name: string, port: number, appProtocol?: string): string {
+/**
+ * A Service `name` (port 80) whose endpoints are 127.0.0.1 at each of `ports` (one EndpointSlice each, as the ports
+ * differ); `appProtocol` e.g. `kubernetes.io/h2c`.
+ */
+export function localService(name: string, ports: number | readonly number[], appProtocol?: string): string {
+  const slices = (typeof ports === "number" ? [ports] : ports).map(
+    (port, i) => `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: ${name}-${i + 1}, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
+addressType: IPv4
+ports: [{ name: p, port: ${port} }]
+endpoints: [{ addresses: [127.0.0.1] }]
+`,
+  );
   return `---
 apiVersion: v1
 kind: Service
 metadata: { name: ${name}, namespace: default }
 spec: { ports: [{ name: p, port: 80${appProtocol !== undefined ? `, appProtocol: ${appProtocol}` : ""} }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: ${name}-1, namespace: default, labels: { kubernetes.io/service-name: ${name} } }
-addressType: IPv4
-ports: [{ name: p, port: ${port} }]
-endpoints: [{ addresses: [127.0.0.1] }]
-`;
+${slices.join("")}`;
 }
 
 /**
