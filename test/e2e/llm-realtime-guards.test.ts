@@ -12,8 +12,9 @@ import { after, before, describe, test } from "node:test";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+import { openRealtime, type RealtimeEvent } from "../helpers/realtime-client.js";
 
-type Event = Record<string, unknown>;
+type Event = RealtimeEvent;
 
 function backend(name: string, rt: FakeRealtime, guard: string | undefined): string {
   return `---
@@ -82,36 +83,7 @@ ${rule("hooked", "hooked")}
 }
 
 /** A websocket to `path` through Envoy, with the events it receives queued. */
-async function open(env: LlmEnv, path: string): Promise<{ ws: WebSocket; next: () => Promise<Event> }> {
-  const ws = new WebSocket(`ws://127.0.0.1:${env.port}${path}?model=gpt-realtime`, [
-    "realtime",
-    "openai-insecure-api-key.client-key",
-  ]);
-  const queue: Event[] = [];
-  const waiting: ((e: Event) => void)[] = [];
-  ws.addEventListener("message", (m) => {
-    const e = JSON.parse(String(m.data)) as Event;
-    const w = waiting.shift();
-    if (w !== undefined) w(e);
-    else queue.push(e);
-  });
-  await new Promise<void>((resolve, reject) => {
-    ws.addEventListener("open", () => resolve());
-    ws.addEventListener("error", () => reject(new Error(`websocket to ${path} failed to open`)));
-  });
-  const next = () => {
-    const e = queue.shift();
-    if (e !== undefined) return Promise.resolve(e);
-    return new Promise<Event>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error("no event within 15 s")), 15_000);
-      waiting.push((ev) => {
-        clearTimeout(t);
-        resolve(ev);
-      });
-    });
-  };
-  return { ws, next };
-}
+const open = (env: LlmEnv, path: string) => openRealtime(env.port, path, "client-key");
 
 /** Events until one of `type`, inclusive. */
 async function until(next: () => Promise<Event>, type: string): Promise<Event[]> {

@@ -16,8 +16,7 @@ import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.j
 import { startTokenService, type TokenService } from "../helpers/fake-token-service.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-
-type Event = Record<string, unknown>;
+import { openRealtime } from "../helpers/realtime-client.js";
 
 const jwtKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
 const pem = JSON.stringify(jwtKeys.privateKey.export({ type: "pkcs8", format: "pem" }).toString());
@@ -99,36 +98,7 @@ ${rule("pass")}
 }
 
 /** A websocket through Envoy with the client's key in OpenAI's subprotocol; its events queued. */
-async function open(env: LlmEnv, path: string, key: string): Promise<{ ws: WebSocket; next: () => Promise<Event> }> {
-  const ws = new WebSocket(`ws://127.0.0.1:${env.port}${path}?model=gpt-realtime`, [
-    "realtime",
-    `openai-insecure-api-key.${key}`,
-  ]);
-  const queue: Event[] = [];
-  const waiting: ((e: Event) => void)[] = [];
-  ws.addEventListener("message", (m) => {
-    const e = JSON.parse(String(m.data)) as Event;
-    const w = waiting.shift();
-    if (w !== undefined) w(e);
-    else queue.push(e);
-  });
-  await new Promise<void>((resolve, reject) => {
-    ws.addEventListener("open", () => resolve());
-    ws.addEventListener("error", () => reject(new Error(`websocket to ${path} failed to open`)));
-  });
-  const next = () => {
-    const e = queue.shift();
-    if (e !== undefined) return Promise.resolve(e);
-    return new Promise<Event>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error("no event within 15 s")), 15_000);
-      waiting.push((ev) => {
-        clearTimeout(t);
-        resolve(ev);
-      });
-    });
-  };
-  return { ws, next };
-}
+const open = (env: LlmEnv, path: string, key: string) => openRealtime(env.port, path, key);
 
 /** The relay's answer to an upgrade it refuses: status and body, over a plain HTTP/1.1 upgrade request. */
 async function refusedUpgrade(env: LlmEnv, path: string, key: string): Promise<{ status: number; body: string }> {
