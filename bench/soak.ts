@@ -87,7 +87,10 @@ let generation = 0;
 cfg.write("churn.yaml", churnYaml(generation));
 const snapshotDir = values["heap-snapshots"];
 const sluice = await startSluice("serve", cfg.dir, {
-  nodeArgs: values["sluice-node-args"].split(" ").filter((x) => x !== ""),
+  // Without the flag, the launcher's own flags (SLUICE_NODE_FLAGS), as users run Sluice.
+  ...(values["sluice-node-args"] !== ""
+    ? { nodeArgs: values["sluice-node-args"].split(" ").filter((x) => x !== "") }
+    : {}),
   env: {
     SESSION_KEY: "soak-session-key",
     ...(snapshotDir !== ""
