@@ -397,10 +397,13 @@ async function compare(
 const stacks: Stack[] = [];
 try {
   if (values.baseline !== "") {
-    stacks.push(await startStack("on"), await startStack("on", values.baseline));
+    // Each kept as soon as it runs, so a second that fails to start does not leave the first running.
+    stacks.push(await startStack("on"));
+    stacks.push(await startStack("on", values.baseline));
     await compare(stacks[0]!, stacks[1]!, `this build (on) vs ${values.baseline} (off)`, "this build");
   } else if (values.observability === "compare") {
-    stacks.push(await startStack("on"), await startStack("off"));
+    stacks.push(await startStack("on"));
+    stacks.push(await startStack("off"));
     await compare(stacks[0]!, stacks[1]!);
   } else {
     stacks.push(await startStack(values.observability));

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { localService, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, prefixRoute, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, waitFor } from "../helpers/net.js";
 
 interface Endpoint {
@@ -68,22 +68,7 @@ describe("health scoring by Sluice: unhealthyCondition, healthThreshold, restore
     const [g, l, s, m, b1, b2, p] = await Promise.all(
       [good, limited, steady, mixed, ...both, plain].map((e) => listen(e.server)),
     );
-    const route = `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-  - matches: [{ path: { type: PathPrefix, value: /duo } }]
-    backendRefs: [{ name: duo, port: 80 }]
-  - matches: [{ path: { type: PathPrefix, value: /mixed } }]
-    backendRefs: [{ name: mixed, port: 80 }]
-  - matches: [{ path: { type: PathPrefix, value: /both } }]
-    backendRefs: [{ name: both, port: 80 }]
-  - matches: [{ path: { type: PathPrefix, value: /plain } }]
-    backendRefs: [{ name: plain, port: 80 }]
-`;
+    const route = prefixRoute(["duo", "mixed", "both", "plain"]);
     const config = [
       route,
       service(
