@@ -17,6 +17,9 @@ test(`${RUNS} random chat requests per provider format: accepted by the format's
   });
   for (const r of results) {
     assert.equal(r.runs, RUNS, r.target);
-    assert.ok(r.translated > RUNS * 0.8, `${r.target}: most requests translate (${r.translated}/${r.runs})`);
+    // Every refusal was already checked to be the documented one; this bound only catches a generator that stopped
+    // producing translatable requests. Over 40 seeds Messages and Converse translate 242–267 of 300 (mean ~86 %, one
+    // standard deviation ~6 requests), so 70 % sits ~9 deviations below the mean and never trips on a random seed.
+    assert.ok(r.translated >= RUNS * 0.7, `${r.target}: most requests translate (${r.translated}/${r.runs})`);
   }
 });
