@@ -429,8 +429,10 @@ async function compareObservability(modes: readonly string[]): Promise<void> {
       ? { root: values.baseline }
       : { extraArgs: ["--request-metrics", "off", "--log-level", "warn,sluice=info"] },
   );
-  const offEnvoy = await startTestEnvoy(offSluice);
+  // Its Envoy starts inside the clean-up scope: one that fails to start must not leave this Sluice running.
+  let offEnvoy: Awaited<ReturnType<typeof startTestEnvoy>> | undefined;
   try {
+    offEnvoy = await startTestEnvoy(offSluice);
     const target = (name: string, p: number, envoyP: number | undefined, sluiceP: number | undefined): Target => ({
       name,
       port: p,
@@ -475,7 +477,7 @@ async function compareObservability(modes: readonly string[]): Promise<void> {
       );
     }
   } finally {
-    await offEnvoy.stop();
+    await offEnvoy?.stop();
     await offSluice.stop();
     offCfg.cleanup();
   }
