@@ -389,28 +389,27 @@ export class PolicyEngine {
   listenerTraffic(gw: Gateway, l: ListenerRef): RoutePolicyIR | undefined {
     const gateway = `${namespaceOf(gw)}/${gw.metadata.name}`;
     const reached = this.#listenerReached(gw, l);
-    const withTraffic = reached.filter((a) => a.view.sections.traffic !== undefined);
     const notApplied: SiteNotApplied[] = [];
-    const pre = this.#merged(reached, "traffic", "PreRouting");
-    this.#record(
-      gateway,
-      withTraffic.filter((a) => a.view.phase === "PreRouting"),
-      "preRouting",
-      pre,
-      notApplied,
-    );
-    const post = this.#merged(reached, "traffic", "PostRouting");
-    this.#record(
-      gateway,
-      withTraffic.filter((a) => a.view.phase === "PostRouting"),
-      "traffic",
-      post,
-      notApplied,
-    );
+    const { pre, post } = this.#trafficPhases(gateway, reached, notApplied);
     return nonEmptyRoutePolicy({
       ...(nonEmpty(pre.policy) ? { preRouting: pre.policy } : {}),
       ...(nonEmpty(post.policy) ? { traffic: post.policy } : {}),
     });
+  }
+
+  /** The traffic sections of the attachments a site reaches, merged per phase, each recorded against its attachments. */
+  #trafficPhases(
+    gateway: string,
+    reached: readonly Attachment[],
+    notApplied: SiteNotApplied[],
+  ): { pre: ReturnType<typeof mergeContributions>; post: ReturnType<typeof mergeContributions> } {
+    const withTraffic = reached.filter((a) => a.view.sections.traffic !== undefined);
+    const pre = this.#merged(reached, "traffic", "PreRouting");
+    const inPhase = (phase: string) => withTraffic.filter((a) => a.view.phase === phase);
+    this.#record(gateway, inPhase("PreRouting"), "preRouting", pre, notApplied);
+    const post = this.#merged(reached, "traffic", "PostRouting");
+    this.#record(gateway, inPhase("PostRouting"), "traffic", post, notApplied);
+    return { pre, post };
   }
 
   /** The attachments a listener's rules reach before their route's own: the Gateway's, the listener's. */
@@ -461,23 +460,7 @@ export class PolicyEngine {
     }
 
     const notApplied: SiteNotApplied[] = [];
-    const withTraffic = reached.filter((a) => a.view.sections.traffic !== undefined);
-    const pre = this.#merged(reached, "traffic", "PreRouting");
-    this.#record(
-      gateway,
-      withTraffic.filter((a) => a.view.phase === "PreRouting"),
-      "preRouting",
-      pre,
-      notApplied,
-    );
-    const post = this.#merged(reached, "traffic", "PostRouting");
-    this.#record(
-      gateway,
-      withTraffic.filter((a) => a.view.phase === "PostRouting"),
-      "traffic",
-      post,
-      notApplied,
-    );
+    const { pre, post } = this.#trafficPhases(gateway, reached, notApplied);
 
     const routeBackend = reached.filter((a) => a.view.sections.backend !== undefined);
     const backends: BackendPolicyIR[] = [];
