@@ -286,6 +286,8 @@ export class SluiceServer {
         listenOnGatewayAddress: this.#opts.listenOnGatewayAddress ?? true,
       });
       const translated = performance.now();
+      // Scored AI providers' host names: looked up before Envoy gets their EDS (health/provider-dns.ts).
+      await this.#health.prepare(result);
       if (this.#consistent) {
         this.#publish(load, result, { queued, started, loaded, translated });
         return;
@@ -375,7 +377,7 @@ export class SluiceServer {
 
   /** `xds` with the endpoints Sluice's health scoring evicted marked so (src/health/endpoint-health.ts). */
   #withHealth(xds: TranslationResult["gateways"][number]["xds"]) {
-    return { ...xds, endpoints: this.#health.health.overlay(xds.endpoints) };
+    return { ...xds, endpoints: this.#health.overlay(xds.endpoints) };
   }
 
   /** An endpoint was evicted or returned: the last translation's snapshots again, with endpoint health (coalesced). */

@@ -11,16 +11,21 @@
 // - evicted endpoints are marked UNHEALTHY in the cluster's ClusterLoadAssignment (`overlay`); when all are, Envoy's
 //   panic mode (threshold 1 %, xds/cluster.ts) balances over all of them: the spec's fallback.
 //
+// An AI cluster (xds/llm-health.ts) is scored per provider: its endpoints' key is the provider their metadata names
+// (every address of the provider shares it), and a provider's own `health` (cfg.providers) replaces the cluster's.
+//
 // Only endpoints the current translation names are kept: `configure` drops the rest, so the map stays bounded by the
 // configuration, whatever addresses the ext_proc reports.
 
 import { clone } from "@bufbuild/protobuf";
 import { HealthStatus } from "../gen/envoy/config/core/v3/health_check_pb.js";
+import type { LbEndpoint } from "../gen/envoy/config/endpoint/v3/endpoint_components_pb.js";
 import {
   type ClusterLoadAssignment,
   ClusterLoadAssignmentSchema,
 } from "../gen/envoy/config/endpoint/v3/endpoint_pb.js";
 import type { HealthScoreIR } from "../translate/ir.js";
+import { LLM_METADATA_NAMESPACE } from "../translate/llm/table.js";
 
 /** Weight of the newest response in the health score (also the LLM model health's, extproc/llm/models/health.ts). */
 export const EWMA_ALPHA = 0.3;
@@ -70,6 +75,25 @@ const FRESH: EndpointHealthState = { health: 100, consecutiveFailures: 0, evicti
 /** `address:port` as Envoy's `upstream.address` attribute gives it (IPv6 in brackets). */
 export function endpointKey(address: string, port: number): string {
   return address.includes(":") ? `[${address}]:${port}` : `${address}:${port}`;
+}
+
+/** The key of an AI provider's endpoints: the provider's name, prefixed so it never reads as an address. */
+export function providerKey(provider: string): string {
+  return `provider:${provider}`;
+}
+
+/** The scoring key of an endpoint of an assignment: its AI provider's, else its address's; undefined without either. */
+export function lbEndpointKey(lb: LbEndpoint): string | undefined {
+  const provider = lb.metadata?.filterMetadata[LLM_METADATA_NAMESPACE]?.["provider"];
+  if (typeof provider === "string") return providerKey(provider);
+  const sa = lb.hostIdentifier.case === "endpoint" ? lb.hostIdentifier.value.address?.address : undefined;
+  if (sa?.case !== "socketAddress") return undefined;
+  return endpointKey(sa.value.address, sa.value.portSpecifier.case === "portValue" ? sa.value.portSpecifier.value : 0);
+}
+
+/** The scoring of `key` in a cluster scored with `cfg`: an AI provider's own, else the cluster's. */
+export function scoringFor(cfg: HealthScoreIR, key: string): HealthScoreIR {
+  return key.startsWith("provider:") ? (cfg.providers?.[key.slice("provider:".length)] ?? cfg) : cfg;
 }
 
 export class EndpointHealth {
@@ -143,7 +167,8 @@ export class EndpointHealth {
     }
     const health = ewma(s.health, 0);
     const consecutiveFailures = s.consecutiveFailures + 1;
-    const { consecutiveFailures: cf, healthThreshold: threshold } = c.cfg;
+    const cfg = scoringFor(c.cfg, endpoint);
+    const { consecutiveFailures: cf, healthThreshold: threshold } = cfg;
     const evict =
       (cf === undefined && threshold === undefined) ||
       (cf !== undefined && consecutiveFailures >= cf) ||
@@ -153,7 +178,7 @@ export class EndpointHealth {
       return;
     }
     const evictions = s.evictions + 1;
-    const base = c.cfg.durationMs;
+    const base = cfg.durationMs;
     const ms = Math.min(base * evictions, Math.max(MAX_EJECTION_MS, base));
     t.state = { health, consecutiveFailures: 0, evictions, evictedUntil: this.#now() + ms };
     t.timer = setTimeout(() => this.#restore(cluster, endpoint, t), ms);
@@ -164,7 +189,8 @@ export class EndpointHealth {
   #restore(cluster: string, endpoint: string, t: Tracked): void {
     // Forgotten meanwhile (configure): nothing to return.
     if (this.#clusters.get(cluster)?.endpoints.get(endpoint) !== t) return;
-    const cfg = this.#clusters.get(cluster)?.cfg;
+    const all = this.#clusters.get(cluster)?.cfg;
+    const cfg = all === undefined ? undefined : scoringFor(all, endpoint);
     delete t.timer;
     t.state = { ...t.state, health: cfg?.restoreHealth ?? t.state.health, evictedUntil: 0 };
     this.#onChange();
@@ -185,10 +211,8 @@ export class EndpointHealth {
       const out = clone(ClusterLoadAssignmentSchema, cla);
       for (const locality of out.endpoints) {
         for (const lb of locality.lbEndpoints) {
-          const sa = lb.hostIdentifier.case === "endpoint" ? lb.hostIdentifier.value.address?.address : undefined;
-          if (sa?.case !== "socketAddress") continue;
-          const port = sa.value.portSpecifier.case === "portValue" ? sa.value.portSpecifier.value : 0;
-          if (evicted.has(endpointKey(sa.value.address, port))) lb.healthStatus = HealthStatus.UNHEALTHY;
+          const key = lbEndpointKey(lb);
+          if (key !== undefined && evicted.has(key)) lb.healthStatus = HealthStatus.UNHEALTHY;
         }
       }
       return out;

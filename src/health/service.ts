@@ -16,16 +16,19 @@ import type { Cluster } from "../gen/envoy/config/cluster/v3/cluster_pb.js";
 import { ExternalProcessorSchema } from "../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
 import { HttpProtocolOptionsSchema } from "../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import type { BidiCall, BidiHandler } from "../grpc/unary-server.js";
-import { LLM_STAGE_METADATA } from "../translate/llm/table.js";
+import { LLM_PROVIDER_ATTRIBUTE, LLM_STAGE_METADATA } from "../translate/llm/table.js";
 import { HEALTH_FILTER_NAME } from "../translate/xds/backend-health.js";
 import {
   decodeHealthScore,
   EndpointHealth,
-  endpointKey,
   HEALTH_CLUSTER_METADATA,
   HEALTH_SPEC_METADATA,
   HEALTH_STAGE,
+  lbEndpointKey,
+  providerKey,
+  scoringFor,
 } from "./endpoint-health.js";
+import { ProviderDns, type Resolve } from "./provider-dns.js";
 
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
@@ -41,6 +44,8 @@ const td = new TextDecoder();
 export class HealthService {
   readonly name = "backend-health";
   readonly health: EndpointHealth;
+  /** Host names of scored AI providers, resolved by Sluice (their cluster is EDS: provider-dns.ts). */
+  readonly dns: ProviderDns;
   readonly #next: BidiHandler | undefined;
   readonly #log: (line: string) => void;
   #published: TranslationResult["gateways"] | undefined;
@@ -53,6 +58,8 @@ export class HealthService {
     next?: BidiHandler | undefined;
     onChange?: () => void;
     now?: () => number;
+    resolve?: Resolve;
+    dnsRefreshMs?: number;
   }) {
     this.#log = opts.log;
     this.#next = opts.next;
@@ -60,6 +67,22 @@ export class HealthService {
       ...(opts.onChange !== undefined ? { onChange: opts.onChange } : {}),
       ...(opts.now !== undefined ? { now: opts.now } : {}),
     });
+    this.dns = new ProviderDns({
+      log: opts.log,
+      ...(opts.onChange !== undefined ? { onChange: opts.onChange } : {}),
+      ...(opts.resolve !== undefined ? { resolve: opts.resolve } : {}),
+      ...(opts.dnsRefreshMs !== undefined ? { refreshMs: opts.dnsRefreshMs } : {}),
+    });
+  }
+
+  /** Before `result` is published: its providers' host names tracked, the new ones looked up (provider-dns.ts). */
+  prepare(result: TranslationResult): Promise<void> {
+    return this.dns.track(result.gateways.flatMap((g) => g.xds.endpoints));
+  }
+
+  /** `endpoints` as Envoy gets them: host names resolved, evicted endpoints marked UNHEALTHY. */
+  overlay(endpoints: readonly ClusterLoadAssignment[]): ClusterLoadAssignment[] {
+    return this.health.overlay(this.dns.overlay(endpoints));
   }
 
   addTo(): void {}
@@ -86,6 +109,7 @@ export class HealthService {
 
   close(): void {
     this.health.close();
+    this.dns.close();
   }
 
   #dispatch(call: BidiCall): void {
@@ -130,8 +154,16 @@ export class HealthService {
         const h = headerList(r.value);
         status = Number(h.get(":status") ?? "0");
         headers = new Map([...h].filter(([k]) => !k.startsWith(":")));
-        const a = req.attributes["envoy.filters.http.ext_proc"]?.["upstream.address"];
-        endpoint = typeof a === "string" ? a : undefined;
+        // An AI cluster's endpoints are scored per provider (its endpoint metadata), others per address.
+        const attrs = req.attributes["envoy.filters.http.ext_proc"];
+        const provider = attrs?.[LLM_PROVIDER_ATTRIBUTE];
+        const a = attrs?.["upstream.address"];
+        endpoint =
+          typeof provider === "string" && provider !== ""
+            ? providerKey(provider)
+            : typeof a === "string"
+              ? a
+              : undefined;
         if (!this.health.config(cluster)?.responseBody || r.value.endOfStream) finish();
       } else if (r.case === "responseBody") {
         if (size < MAX_BODY) {
@@ -145,8 +177,9 @@ export class HealthService {
   }
 
   #judge(cluster: string, endpoint: string, status: number, headers: Map<string, string>, body: Uint8Array[]) {
-    const cfg = this.health.config(cluster);
-    if (cfg === undefined) return;
+    const all = this.health.config(cluster);
+    if (all === undefined) return;
+    const cfg = scoringFor(all, endpoint);
     let unhealthy: boolean;
     if (cfg.condition === undefined) unhealthy = status >= 500;
     else {
@@ -188,19 +221,16 @@ function scoring(c: Cluster): HealthScoreIR | undefined {
   return found;
 }
 
-/** `address:port` of each endpoint of an assignment. */
+/** The scoring key of each endpoint of an assignment: `address:port`, or an AI provider's (endpoint-health.ts). */
 function endpointKeys(a: ClusterLoadAssignment | undefined): string[] {
-  const out: string[] = [];
+  const out = new Set<string>();
   for (const locality of a?.endpoints ?? []) {
     for (const lb of locality.lbEndpoints) {
-      const sa = lb.hostIdentifier.case === "endpoint" ? lb.hostIdentifier.value.address?.address : undefined;
-      if (sa?.case !== "socketAddress") continue;
-      out.push(
-        endpointKey(sa.value.address, sa.value.portSpecifier.case === "portValue" ? sa.value.portSpecifier.value : 0),
-      );
+      const key = lbEndpointKey(lb);
+      if (key !== undefined) out.add(key);
     }
   }
-  return out;
+  return [...out];
 }
 
 function headerList(h: ExtProcHeaders): Map<string, string> {

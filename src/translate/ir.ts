@@ -182,6 +182,8 @@ export interface HealthScoreIR {
   readonly restoreHealth?: number;
   /** Base eviction time; the n-th eviction lasts n times this. */
   readonly durationMs: number;
+  /** An AI cluster: a provider's own `health`, which replaces this one as a whole for that provider (xds/llm-health.ts). */
+  readonly providers?: Readonly<Record<string, HealthScoreIR>>;
 }
 
 /** What the upstream transformation ext_proc of a cluster carries. */
@@ -310,6 +312,11 @@ export interface LlmClusterIR {
   readonly connection?: Pick<BackendConnectionIR, "connectTimeoutMs" | "keepalive" | "http2">;
   /** `backend.transformation` of every route reaching it: an upstream filter after the LLM one (xds/llm-transformation.ts). */
   readonly transformation?: UpstreamTransformationIR;
+  /**
+   * Sluice's health scoring of the providers (xds/llm-health.ts): the cluster is then EDS, its providers' host names
+   * resolved by Sluice (health/provider-dns.ts), and evicted providers marked UNHEALTHY there.
+   */
+  readonly health?: HealthScoreIR;
 }
 
 /** Wire protocol family of a provider (src/llm/providers.ts ProviderSettings kinds, plus `custom`). */

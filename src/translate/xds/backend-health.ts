@@ -25,9 +25,9 @@ import {
   HEALTH_SPEC_METADATA,
   HEALTH_STAGE,
 } from "../../health/endpoint-health.js";
-import { parseDurationMs } from "../duration.js";
+import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { BackendProblemIR, EffectivePolicyIR, HealthScoreIR } from "../ir.js";
-import { LLM_STAGE_METADATA } from "../llm/table.js";
+import { LLM_PROVIDER_ATTRIBUTE, LLM_STAGE_METADATA } from "../llm/table.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import { READS_BODY } from "./filters/transformation.js";
 
@@ -56,7 +56,14 @@ export function backendHealthScore(p: EffectivePolicyIR): {
   if (f === undefined || "combined" in f || !isRec(f.value) || healthScoreParts(f.value).length === 0) {
     return { problems: [] };
   }
-  const v = f.value;
+  return healthScoreOf(f.value, f.from);
+}
+
+/** The scoring a `health` value asks for, whatever fields it sets (an AI provider's own `health`: llm-health.ts). */
+export function healthScoreOf(
+  v: Rec,
+  from: BackendProblemIR["from"],
+): { readonly ir: HealthScoreIR; readonly problems: BackendProblemIR[] } {
   const eviction = isRec(v.eviction) ? v.eviction : {};
   const problems: BackendProblemIR[] = [];
   let condition: string | undefined;
@@ -64,7 +71,7 @@ export function backendHealthScore(p: EffectivePolicyIR): {
     const c = compileExpression(v.unhealthyCondition, RESPONSE_ENVIRONMENT);
     if ("errors" in c) {
       problems.push({
-        from: f.from,
+        from,
         field: "backend.health.unhealthyCondition",
         message: `backend.health.unhealthyCondition: ${c.errors.map((e) => e.message).join("; ")}; left out, the default (any 5xx) applies`,
         fatal: false,
@@ -89,11 +96,34 @@ export function backendHealthScore(p: EffectivePolicyIR): {
   };
 }
 
+/**
+ * Outlier detection beside Sluice's health scoring: local-origin errors only (connect failures, resets, timeouts,
+ * which no filter sees as a response), `consecutiveFailures` of them in a row; the status codes are Sluice's to judge,
+ * so neither 5xx counter nor the success rate ejects. The caller adds the panic threshold (llm.ts).
+ */
+export function localOriginOutlierDetection(consecutiveFailures: number, durationMs: number) {
+  return {
+    splitExternalLocalOriginErrors: true,
+    consecutiveLocalOriginFailure: consecutiveFailures,
+    enforcingConsecutiveLocalOriginFailure: 100,
+    enforcingConsecutive5xx: 0,
+    enforcingConsecutiveGatewayFailure: 0,
+    enforcingSuccessRate: 0,
+    enforcingLocalOriginSuccessRate: 0,
+    baseEjectionTime: durationFromMs(durationMs),
+    interval: durationFromMs(Math.min(1000, durationMs)),
+    maxEjectionPercent: 100,
+  };
+}
+
 /** Name of the upstream filter (health/service.ts finds scored clusters by it). */
 export const HEALTH_FILTER_NAME = "sluice.backend_health";
 
-/** The upstream ext_proc filter config reporting `cluster`'s responses to Sluice. */
-export function backendHealthFilter(cluster: string, h: HealthScoreIR): Any {
+/**
+ * The upstream ext_proc filter config reporting `cluster`'s responses to Sluice. `provider`: an AI cluster, whose
+ * responses are scored per provider (the endpoint metadata naming it), not per address.
+ */
+export function backendHealthFilter(cluster: string, h: HealthScoreIR, provider = false): Any {
   return anyPack(
     ExternalProcessorSchema,
     create(ExternalProcessorSchema, {
@@ -117,7 +147,7 @@ export function backendHealthFilter(cluster: string, h: HealthScoreIR): Any {
       observabilityMode: true,
       // Scoring never fails a request: Sluice unreachable, the response goes on unscored.
       failureModeAllow: true,
-      responseAttributes: ["upstream.address"],
+      responseAttributes: provider ? ["upstream.address", LLM_PROVIDER_ATTRIBUTE] : ["upstream.address"],
       // Its own counters: cluster.<cluster>.ext_proc.sluice_backend_health.*.
       statPrefix: "sluice_backend_health",
     }),

@@ -16,6 +16,7 @@ import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { type FrontendOptions, frontendOptions } from "./frontend.js";
 import { buildListener } from "./listener.js";
+import { withLlmHealth } from "./llm-health.js";
 import { withLlmTransformations } from "./llm-transformation.js";
 import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
@@ -84,7 +85,8 @@ function credentialSecrets(gw: GatewayIR): Secret[] {
 export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   // Backend policy connection settings: cluster variants, and the routes that use them.
   // And AI clusters' backend.transformation (llm-transformation.ts).
-  const gw = withLlmTransformations(withBackendConnections(ir, opts.authz?.input));
+  // And their health scoring by Sluice (llm-health.ts).
+  const gw = withLlmHealth(withLlmTransformations(withBackendConnections(ir, opts.authz?.input)));
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const note: BuildContext["note"] = (from, field, message, reason) => {

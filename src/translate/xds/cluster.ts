@@ -20,10 +20,10 @@ import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, ClusterIR, EndpointIR } from "../ir.js";
 import { socketAddress } from "./address.js";
 import { credentialExtProc, credentialInjector } from "./backend-credential.js";
-import { backendHealthFilter, HEALTH_FILTER_NAME } from "./backend-health.js";
+import { backendHealthFilter, HEALTH_FILTER_NAME, localOriginOutlierDetection } from "./backend-health.js";
 import { upstreamTransformationFilter } from "./backend-transformation.js";
 import { DFP_CLUSTER_TYPE, dfpClusterConfig } from "./filters/dynamic-forward-proxy.js";
-import { buildLlmCluster, EVICTION_PANIC_PERCENT, pickedEndpointTargets } from "./llm.js";
+import { buildLlmCluster, EVICTION_PANIC_PERCENT, llmLoadAssignment, pickedEndpointTargets } from "./llm.js";
 import { throughTunnel } from "./tunnel.js";
 import { upstreamTls } from "./upstream-tls.js";
 
@@ -156,18 +156,7 @@ function scoredOutlierDetection(
   durationMs: number,
 ): Pick<MessageInitShape<typeof ClusterSchema>, "outlierDetection" | "commonLbConfig"> {
   return {
-    outlierDetection: {
-      splitExternalLocalOriginErrors: true,
-      consecutiveLocalOriginFailure: consecutiveFailures,
-      enforcingConsecutiveLocalOriginFailure: 100,
-      enforcingConsecutive5xx: 0,
-      enforcingConsecutiveGatewayFailure: 0,
-      enforcingSuccessRate: 0,
-      enforcingLocalOriginSuccessRate: 0,
-      baseEjectionTime: durationFromMs(durationMs),
-      interval: durationFromMs(Math.min(1000, durationMs)),
-      maxEjectionPercent: 100,
-    },
+    outlierDetection: localOriginOutlierDetection(consecutiveFailures, durationMs),
     // Every endpoint evicted (by Sluice's EDS or outlier detection): Envoy's panic mode uses them all (llm.ts).
     commonLbConfig: { healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT } },
   };
@@ -276,6 +265,8 @@ export function buildCluster(c: ClusterIR, llmUpstreamStage = true): Cluster {
 
 /** The EDS resource of an EDS cluster; undefined for clusters with inline endpoints. */
 export function buildLoadAssignment(c: ClusterIR): ClusterLoadAssignment | undefined {
+  // An AI cluster Sluice scores: its providers, host names resolved at publication (llm.ts).
+  if (c.kind === "llm") return llmLoadAssignment(c);
   // A variant reads its base cluster's endpoints.
   if (c.kind !== "eds" || c.edsServiceName !== undefined) return undefined;
   return create(

@@ -18,6 +18,11 @@ import {
   Cluster_LbPolicy,
   ClusterSchema,
 } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
+import {
+  type ClusterLoadAssignment,
+  ClusterLoadAssignmentSchema,
+} from "../../gen/envoy/config/endpoint/v3/endpoint_pb.js";
 import type { RetryPolicySchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import {
   type ExternalProcessor,
@@ -44,6 +49,7 @@ import {
   LLM_SINGLE_PROVIDER_KEY,
 } from "../llm/table.js";
 import { socketAddress } from "./address.js";
+import { backendHealthFilter, HEALTH_FILTER_NAME, localOriginOutlierDetection } from "./backend-health.js";
 import { extProcOnRoute } from "./filters/ext-proc-route.js";
 import { sluiceStageProcessor } from "./filters/sluice-stage.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
@@ -139,34 +145,59 @@ export function pickedEndpointTargets(): Pick<ClusterInit, "clusterDiscoveryType
 
 function llmClusterTargets(
   c: LlmClusterIR,
-): Pick<ClusterInit, "clusterDiscoveryType" | "lbPolicy" | "lbConfig" | "loadAssignment"> {
+): Pick<ClusterInit, "clusterDiscoveryType" | "lbPolicy" | "lbConfig" | "loadAssignment" | "edsClusterConfig"> {
   const pool = c.groups.flat()[0]?.pool;
   if (pool !== undefined) return pickedEndpointTargets();
+  if (c.health !== undefined) {
+    // Scored by Sluice: EDS, where it marks evicted providers; it resolves their host names (health/provider-dns.ts).
+    return {
+      clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.EDS },
+      edsClusterConfig: {
+        serviceName: c.name,
+        edsConfig: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 },
+      },
+    };
+  }
   return {
     // Providers are host names (api.openai.com ...); IP literals resolve to themselves.
     clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.STRICT_DNS },
-    loadAssignment: {
-      clusterName: c.name,
-      endpoints: c.groups.map((g, priority) => ({
-        priority,
-        locality: { subZone: `group-${priority}` },
-        // A provider is one endpoint, or (custom provider with a Service) one per ready endpoint of the Service.
-        lbEndpoints: g.flatMap((p) =>
-          (p.endpoints ?? [{ address: p.address, port: p.port }]).map((e) => ({
-            hostIdentifier: {
-              case: "endpoint" as const,
-              value: {
-                // A tunnel's CONNECT asks the proxy for the endpoint's host name, else its address: the provider's own
-                // name, or a Service endpoint's address.
-                hostname: p.tunnel === undefined ? p.name : p.endpoints === undefined ? p.address : "",
-                address: socketAddress(e.address, e.port),
-              },
+    loadAssignment: providerAssignment(c),
+  };
+}
+
+/**
+ * The EDS resource of an AI cluster Sluice scores (undefined for the others): the providers as the STRICT_DNS cluster
+ * lists them, host names included; Sluice resolves those when it publishes (health/provider-dns.ts), so Envoy only
+ * ever gets addresses.
+ */
+export function llmLoadAssignment(c: LlmClusterIR): ClusterLoadAssignment | undefined {
+  if (c.health === undefined || c.groups.flat()[0]?.pool !== undefined) return undefined;
+  return create(ClusterLoadAssignmentSchema, providerAssignment(c));
+}
+
+/** One locality per priority group, one endpoint per provider (or per ready endpoint of its Service). */
+function providerAssignment(c: LlmClusterIR): MessageInitShape<typeof ClusterLoadAssignmentSchema> {
+  return {
+    clusterName: c.name,
+    endpoints: c.groups.map((g, priority) => ({
+      priority,
+      locality: { subZone: `group-${priority}` },
+      // A provider is one endpoint, or (custom provider with a Service) one per ready endpoint of the Service.
+      lbEndpoints: g.flatMap((p) =>
+        (p.endpoints ?? [{ address: p.address, port: p.port }]).map((e) => ({
+          hostIdentifier: {
+            case: "endpoint" as const,
+            value: {
+              // A tunnel's CONNECT asks the proxy for the endpoint's host name, else its address: the provider's own
+              // name, or a Service endpoint's address.
+              hostname: p.tunnel === undefined ? p.name : p.endpoints === undefined ? p.address : "",
+              address: socketAddress(e.address, e.port),
             },
-            metadata: endpointMetadata(p.name),
-          })),
-        ),
-      })),
-    },
+          },
+          metadata: endpointMetadata(p.name),
+        })),
+      ),
+    })),
   };
 }
 
@@ -214,14 +245,18 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transfo
         p.tunnel,
       ),
     })),
-    // Eviction (spec Health): a provider that fails is ejected for `duration`, times the number of ejections.
-    outlierDetection: {
-      consecutive5xx: c.eviction.consecutiveFailures,
-      consecutiveGatewayFailure: c.eviction.consecutiveFailures,
-      baseEjectionTime: durationFromMs(c.eviction.durationMs),
-      interval: durationFromMs(Math.min(1000, c.eviction.durationMs)),
-      maxEjectionPercent: 100,
-    },
+    // Eviction (spec Health): a provider that fails is ejected for `duration`, times the number of ejections. Scored
+    // by Sluice (llm-health.ts), the responses are Sluice's to judge: Envoy keeps the connection failures alone.
+    outlierDetection:
+      c.health !== undefined
+        ? localOriginOutlierDetection(c.health.consecutiveFailures ?? 1, c.health.durationMs)
+        : {
+            consecutive5xx: c.eviction.consecutiveFailures,
+            consecutiveGatewayFailure: c.eviction.consecutiveFailures,
+            baseEjectionTime: durationFromMs(c.eviction.durationMs),
+            interval: durationFromMs(Math.min(1000, c.eviction.durationMs)),
+            maxEjectionPercent: 100,
+          },
     // Spec: when every provider is evicted, the evicted ones are used rather than failing ("in rotation (fallback)").
     // Envoy's panic mode does exactly that; a 1 % threshold enters it only when (almost) nothing healthy is left, so a
     // healthy lower-priority group still takes over from an evicted higher one.
@@ -245,7 +280,7 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transfo
           // Close idle provider connections before providers typically do, so Envoy does not reuse one just closed.
           commonHttpProtocolOptions: { idleTimeout: durationFromMs(30_000) },
           // Without the upstream stage nor a transformation, Envoy's default upstream filter chain (the codec alone).
-          ...(upstreamStage || transformation !== undefined
+          ...(upstreamStage || transformation !== undefined || c.health !== undefined
             ? {
                 httpFilters: [
                   ...(upstreamStage
@@ -264,6 +299,18 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transfo
                         {
                           name: LLM_TRANSFORMATION_FILTER,
                           configType: { case: "typedConfig" as const, value: transformation },
+                        },
+                      ]
+                    : []),
+                  // Last before the codec: it reports each attempt's response as the provider sent it.
+                  ...(c.health !== undefined
+                    ? [
+                        {
+                          name: HEALTH_FILTER_NAME,
+                          configType: {
+                            case: "typedConfig" as const,
+                            value: backendHealthFilter(c.name, c.health, true),
+                          },
                         },
                       ]
                     : []),

@@ -16,7 +16,6 @@ import type { PolicySourceIR, RouteIR } from "../ir.js";
 import { mcpUnservedParts } from "../mcp/connection.js";
 import { isMcpClusterName } from "../names.js";
 import { APPLIED_CONNECTION_FIELDS } from "./backend-connection.js";
-import { healthScoreParts } from "./backend-health.js";
 import { RETRY_CONDITION_HEADER, sluiceRetryCondition } from "./backend-transformation.js";
 import { internalRequestHeaders } from "./filters/context.js";
 import { AUTHZ_POLICY_METADATA_KEY, httpAuthzPolicyId } from "./filters/ext-authz-sluice.js";
@@ -247,10 +246,11 @@ function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms
 
 /**
  * Backend policy fields served on AI backends: by the LLM table (`ai`, `auth`: llm/table.ts), the route's ext_authz
- * (`extAuth`: backend-ext-auth.ts) and the AI cluster's upstream transformation (`transformation`:
- * llm-transformation.ts, which reports its own problems); every other one is reported.
+ * (`extAuth`: backend-ext-auth.ts), the AI cluster's upstream transformation (`transformation`:
+ * llm-transformation.ts, which reports its own problems) and its health (`health`: the GwBackend's own natively, else
+ * Sluice's scoring, llm-health.ts, which reports its own); every other one is reported.
  */
-const AI_BACKEND_FIELDS = new Set(["ai", "auth", "extAuth", "transformation"]);
+const AI_BACKEND_FIELDS = new Set(["ai", "auth", "extAuth", "transformation", "health"]);
 
 type Rec = Record<string, unknown>;
 
@@ -268,25 +268,20 @@ const AI_CLUSTER_FIELDS: Readonly<
     tcp: () => [],
     // version: the cluster's protocol; requestTimeout: the route's timeout (backendRequestTimeouts).
     http: () => [],
-    health: healthScoreParts,
+    // Envoy's outlier detection, or Sluice's scoring (llm-health.ts, which reports what it cannot apply).
+    health: () => [],
     // The route's ext_authz (backend-ext-auth.ts).
     extAuth: () => [],
     // The AI cluster's upstream transformation (llm-transformation.ts).
     transformation: () => [],
   },
   // One Envoy cluster holds every provider: per-provider connection settings are the TLS socket and tunnel only.
-  subBackend: { tls: () => [], tunnel: () => [] },
+  subBackend: { tls: () => [], tunnel: () => [], health: () => [] },
 };
 
-/** Why an AI backend's cluster does not get Sluice's health scoring (backend-health.ts serves Service and static ones). */
-const HEALTH_WHY: Readonly<Record<string, string>> = {
-  unhealthyCondition:
-    " (on an AI backend: its cluster's upstream filter is the LLM ext_proc, and Sluice's endpoint scoring is served on Service and static backends only; Envoy's outlier detection counts only the status codes and connection errors it sees itself)",
-  "eviction.restoreHealth":
-    " (on an AI backend: Envoy's outlier detection keeps no health score to restore, and Sluice's scoring is served on Service and static backends only)",
-  "eviction.healthThreshold":
-    " (on an AI backend: Envoy's outlier detection has no EWMA health score, and Sluice's scoring is served on Service and static backends only)",
-};
+/** Why a provider's own `extAuth` is not applied (docs/policies.md says the same). */
+const PROVIDER_EXT_AUTH_WHY =
+  "not applied per provider: Envoy's ext_authz runs on the route, before Envoy's load balancer picks the provider of an attempt, and Envoy 1.40 refuses it among a cluster's upstream filters; Sluice does not yet call the extAuth service from the upstream stage of an attempt (set it on the GwBackend's spec.policies, or in a GwPolicy targeting it, to check every request to the GwBackend)";
 
 /** Whether the route sends `backend` (`GwBackend ns/name`) to Sluice's MCP service (names.ts mcpClusterName). */
 function servesMcp(r: RouteIR, backend: string): boolean {
@@ -331,22 +326,27 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
             return;
           }
           for (const part of served(value)) {
-            ctx.note(f.from, `backend.${field}.${part}`, `${why}${HEALTH_WHY[part] ?? ""}`);
+            ctx.note(f.from, `backend.${field}.${part}`, why);
           }
         };
         if (ai) {
-          // A provider's own transformation is not: the filter is the cluster's, which holds every provider.
-          if (AI_BACKEND_FIELDS.has(field) && !(field === "transformation" && f.from.level === "subBackend")) continue;
+          // A provider's own extAuth (or a GwPolicy's for one provider) is not: the route's ext_authz runs before a
+          // provider is chosen.
+          if (field === "extAuth" && (f.from.level === "subBackend" || f.from.level === "backendSection")) {
+            ctx.note(f.from, "backend.extAuth", PROVIDER_EXT_AUTH_WHY);
+            continue;
+          }
+          if (AI_BACKEND_FIELDS.has(field)) continue;
           if (f.from.kind === "GwPolicy") {
             ctx.note(
               f.from,
               `backend.${field}`,
-              "not applied to AI backends yet when set by a GwPolicy (only ai, auth, extAuth and transformation are; tls, tcp, http and health come from the GwBackend's own spec.policies)",
+              "not applied to AI backends yet when set by a GwPolicy (only ai, auth, extAuth, transformation and health are; tls, tcp and http come from the GwBackend's own spec.policies)",
             );
           } else if (f.from.level === "subBackend") {
             parts(
               AI_CLUSTER_FIELDS.subBackend[field],
-              field === "tcp" || field === "http" || field === "health" || field === "transformation"
+              field === "tcp" || field === "http"
                 ? "not applied per provider yet (one Envoy cluster holds every provider of the GwBackend: set it in the GwBackend's spec.policies)"
                 : "not applied to AI providers yet",
             );
