@@ -10,7 +10,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { formatIp } from "../cel/index.js";
 import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
 import type { ExtProcHeaders, Reply } from "./llm/wire.js";
-import { sourceVariable, type TransformationCall } from "./transformation.js";
+import { RESPONSE_ENVIRONMENT, sourceVariable, type TransformationCall } from "./transformation.js";
 
 /** The stage metadata value that routes a Sluice ext_proc stream here. */
 export const CONTEXT_STAGE = "context";
@@ -20,9 +20,11 @@ export const CONTEXT_METADATA = "x-sluice-context";
 /**
  * How a value is written. `json`: as the CEL value (strings as strings, maps as structs); `text`: a string (numbers
  * and booleans printed, an IP in its text form, other values as JSON), as a rate limit descriptor value must be;
- * `count`: a non-negative integer, as a rate limit's hits_addend (a failure or a non-number counts as `fallback`).
+ * `count`: a non-negative integer, as a rate limit's hits_addend (a failure or a non-number counts as `fallback`);
+ * `attribute`: an ext_proc attribute: scalars as they are, a map or list as its JSON text (Envoy's attribute
+ * conversion sends a scalar or the text of one only: a map read from metadata would arrive as `CelMap value`).
  */
-export type ContextFormat = "json" | "text" | "count";
+export type ContextFormat = "json" | "text" | "count" | "attribute";
 
 export interface ContextValue {
   readonly namespace: string;
@@ -48,9 +50,15 @@ export interface ContextSpec {
   /** Request headers set from CEL; one whose expression fails is removed, so a client's own value never passes. */
   readonly headers?: readonly { readonly name: string; readonly expression: string }[];
   readonly values?: readonly ContextValue[];
+  /** At the response (`atResponse`), the entries are not chosen again: the request header the choice set is read. */
   readonly choose?: readonly ContextChoice[];
   /** An expression reads `request.body`: Envoy sends the body (buffered) and the values are computed on it. */
   readonly requestBody: boolean;
+  /**
+   * The values are computed on the response headers (with `response`: code and headers), for the user's processor
+   * listed before this stage, which gets the response after it: the request is answered unchanged and kept.
+   */
+  readonly atResponse?: boolean;
 }
 
 export function encodeContext(spec: ContextSpec): string {
@@ -100,6 +108,7 @@ function jsonOf(v: unknown): JsonValue | undefined {
 
 /** The request's answer: the headers to set or remove, and the dynamic metadata by namespace. Pure, for tests. */
 export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) => void): Reply {
+  const env = spec.atResponse === true ? RESPONSE_ENVIRONMENT : undefined;
   const set: Record<string, string> = {};
   const remove: string[] = [];
   for (const h of spec.headers ?? []) {
@@ -111,8 +120,13 @@ export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) =>
     } else set[name] = v;
   }
   const chosen = (spec.choose ?? []).map((c) => {
-    const i = c.conditions.findIndex((x) => x === null || evaluateText(x, vars) === true);
     const name = c.header.toLowerCase();
+    if (spec.atResponse === true) {
+      // The request-side stage chose the entry and named it in this request header.
+      const v = ((vars["request"] as Obj | undefined)?.["headers"] as Map<string, string> | undefined)?.get(name);
+      return v !== undefined && /^\d+$/.test(v) ? Number(v) : -1;
+    }
+    const i = c.conditions.findIndex((x) => x === null || evaluateText(x, vars) === true);
     if (i < 0) remove.push(name);
     else set[name] = String(i);
     return i;
@@ -120,7 +134,7 @@ export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) =>
   const metadata: Record<string, JsonObject> = {};
   for (const c of spec.values ?? []) {
     if (c.onlyFor !== undefined && chosen[c.onlyFor.choice] !== c.onlyFor.entry) continue;
-    const raw = evaluateText(c.expression, vars);
+    const raw = evaluateText(c.expression, vars, env);
     let value: JsonValue | undefined;
     if (c.as === "count") {
       const n = typeof raw === "number" ? raw : typeof raw === "bigint" ? Number(raw) : Number.NaN;
@@ -131,6 +145,7 @@ export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) =>
       }
     } else {
       value = c.as === "text" ? contextText(raw) : jsonOf(raw);
+      if (c.as === "attribute" && typeof value === "object" && value !== null) value = JSON.stringify(value);
       if (value === undefined) {
         log(`context: ${c.namespace}/${c.key} failed to evaluate; left out`);
         continue;
@@ -140,7 +155,7 @@ export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) =>
     (metadata[c.namespace] as JsonObject)[c.key] = value;
   }
   return {
-    phase: "requestHeaders",
+    phase: spec.atResponse === true ? "responseHeaders" : "requestHeaders",
     headers: { set, ...(remove.length > 0 ? { remove } : {}) },
     ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
   };
@@ -157,7 +172,10 @@ function headerMap(h: ExtProcHeaders): Record<string, string> {
   return out;
 }
 
-/** One stream: the request's headers (and body, when read), answered once; Envoy sends nothing else. */
+/**
+ * One stream: the request's headers (and body, when read), answered once; Envoy sends nothing else. At the response
+ * (`atResponse`), the request's messages are answered unchanged and the values are computed on the response headers.
+ */
 export function serveContext(call: TransformationCall, spec: ContextSpec | undefined, log: (m: string) => void): void {
   let vars: Obj = {};
   let closed = false;
@@ -202,12 +220,23 @@ export function serveContext(call: TransformationCall, spec: ContextSpec | undef
         return;
       }
       if (spec.requestBody) (vars["request"] as Obj)["body"] = "";
-      finish(computeContext(spec, vars, log));
+      if (spec.atResponse === true) call.write({ phase: "requestHeaders" });
+      else finish(computeContext(spec, vars, log));
       return;
     }
     if (r.case === "requestBody" && spec !== undefined) {
       (vars["request"] as Obj)["body"] = utf8.decode(r.value.body);
-      finish({ ...computeContext(spec, vars, log), phase: "requestBody" } as Reply);
+      if (spec.atResponse === true) call.write({ phase: "requestBody" });
+      else finish({ ...computeContext(spec, vars, log), phase: "requestBody" } as Reply);
+      return;
+    }
+    if (r.case === "responseHeaders" && spec?.atResponse === true) {
+      const h = headerMap(r.value);
+      vars["response"] = {
+        code: BigInt(Number(h[":status"] ?? "0")),
+        headers: new Map(Object.entries(h).filter(([k]) => !k.startsWith(":"))),
+      };
+      finish(computeContext(spec, vars, log));
     }
   });
 }

@@ -134,6 +134,7 @@ ${rulePolicy(
     client: source.address
     page: "request.query['page']"
     path: request.path
+    query: request.query
   responseAttributes:
     response.code: response.code
     status: response.code
@@ -141,7 +142,10 @@ ${rulePolicy(
     who: "request.headers['x-user']"
     peer: source.address
     page: "request.query['page']"
-    text: "string(response.code)"`,
+    text: "string(response.code)"
+    joined: "response.headers['x-upstream'].upperAscii() + '/' + string(response.code)"
+    query: request.query
+    headers: response.headers`,
 )}${rulePolicy(
   "cond",
   `extProc:
@@ -149,8 +153,9 @@ ${rulePolicy(
     - condition: "request.headers['x-tier'] == 'gold'"
       policy:
         backendRef: { name: proc, port: 80 }
-        processingOptions: { requestBodyMode: None, responseHeaderMode: Skip, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
+        processingOptions: { requestBodyMode: None, responseHeaderMode: Send, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
         metadataContext: { acme.cond: { lane: "'gold:' + request.headers['x-user']" } }
+        responseAttributes: { lane: "'gold/' + string(response.code)" }
     - policy:
         backendRef: { name: proc2, port: 80 }
         processingOptions: { requestBodyMode: None, responseHeaderMode: Skip, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
@@ -242,18 +247,35 @@ ${rulePolicy(
       page: "3",
       // The spec's path: without the query.
       path: "/attrs/x",
+      // A map: its JSON text (Envoy's attribute conversion would send the text `CelMap value`).
+      query: '{"page":"3","q":"1"}',
     });
-    // With the response, under the policy's names: what Envoy evaluates then (the response, the request), and what
-    // Sluice computed on the request (source.address as the spec's IP, a query parameter); string() of the response
-    // is not sent (reported: Envoy's default CEL has no string conversion).
-    assert.deepEqual(seen[0]?.response["envoy.filters.http.ext_proc"], {
+    // With the response, under the policy's names: what Envoy evaluates then (the response, the request), what
+    // Sluice computed on the request (source.address as the spec's IP, a query parameter, the query map), and what
+    // Sluice's response stage computed on the response before this processor got it (string conversion and string
+    // functions of the response, which Envoy's default CEL lacks; the response headers map).
+    const response = { ...seen[0]?.response["envoy.filters.http.ext_proc"] };
+    const headers = JSON.parse(String(response["headers"])) as Record<string, string>;
+    delete response["headers"];
+    assert.deepEqual(response, {
       "response.code": 200,
       status: 200,
       upstream: "app",
       who: "dana",
       peer: "127.0.0.1",
       page: "3",
+      text: "200",
+      joined: "APP/200",
+      query: '{"page":"3","q":"1"}',
     });
+    assert.equal(headers["x-upstream"], "app");
+    assert.match(headers["content-type"] ?? "", /json/);
+    // Each response gets its own values.
+    assert.equal((await request(gw.port, "/attrs/y?page=9", { headers: { "x-user": "eve" } })).status, 200);
+    const second = proc.attributes.at(-1)?.response["envoy.filters.http.ext_proc"];
+    assert.equal(second?.["query"], '{"page":"9"}');
+    assert.equal(second?.["who"], "eve");
+    assert.equal(second?.["text"], "200");
   });
 
   test("conditional extProc: the first entry whose condition holds runs, alone, with its own values", async () => {
@@ -264,6 +286,8 @@ ${rulePolicy(
       proc.seen.slice(a).map((m) => m["acme.cond"]),
       [{ lane: "gold:erin" }],
     );
+    // The chosen entry's response attribute, computed by the response stage for that entry.
+    assert.deepEqual(proc.attributes.at(-1)?.response["envoy.filters.http.ext_proc"], { lane: "gold/200" });
     assert.equal(proc2.seen.length, b, "the fallback does not run when an earlier entry is chosen");
     // No condition holds: the fallback; a client's own entry header changes nothing.
     const rest = await request(gw.port, "/cond", { headers: { "x-sluice-ext-proc-entry": "0" } });

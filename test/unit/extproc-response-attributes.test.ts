@@ -42,16 +42,49 @@ test("other names go through the mapper's response map: Envoy CEL, or a value Sl
   assert.deepEqual(plan.unsent, []);
 });
 
-test("what reads the response and Envoy cannot evaluate, or reads llm, is reported", () => {
+test("what reads the response and Envoy cannot evaluate is computed by the response stage; llm is reported", () => {
   const plan = extProcAttributes(
-    { responseAttributes: { text: "string(response.code)", tokens: "llm.outputTokens", bad: "response.(" } },
+    {
+      responseAttributes: {
+        text: "string(response.code)",
+        joined: "response.headers['x-upstream'] + '/' + string(response.code)",
+        tokens: "llm.outputTokens",
+        bad: "response.(",
+      },
+    },
     "traffic",
   );
-  assert.deepEqual(plan.unsent.map(([f]) => f).sort(), [
-    "responseAttributes.bad",
-    "responseAttributes.text",
-    "responseAttributes.tokens",
-  ]);
-  assert.deepEqual(plan.response, {});
+  assert.deepEqual(plan.unsent.map(([f]) => f).sort(), ["responseAttributes.bad", "responseAttributes.tokens"]);
   assert.deepEqual(plan.values, []);
+  assert.deepEqual(
+    plan.responseValues.map((v) => [v.key, v.expression, v.as]),
+    [
+      ["traffic.extproc.response.text", "string(response.code)", "attribute"],
+      ["traffic.extproc.response.joined", "response.headers['x-upstream'] + '/' + string(response.code)", "attribute"],
+    ],
+  );
+  assert.equal(plan.response.text, `metadata.filter_metadata["${CONTEXT_NAMESPACE}"]["traffic.extproc.response.text"]`);
+});
+
+test("a whole map (request.headers, request.query, response.headers) is computed by Sluice, sent as JSON text", () => {
+  const plan = extProcAttributes(
+    {
+      requestAttributes: { headers: "request.headers", query: "request.query" },
+      responseAttributes: { out: "response.headers", q: "request.query" },
+    },
+    "traffic",
+  );
+  assert.deepEqual(
+    plan.values.map((v) => [v.key, v.as]),
+    [
+      ["traffic.extproc.response.q", "attribute"],
+      ["traffic.extproc.request.headers", "attribute"],
+      ["traffic.extproc.request.query", "attribute"],
+    ],
+  );
+  assert.deepEqual(
+    plan.responseValues.map((v) => v.key),
+    ["traffic.extproc.response.out"],
+  );
+  assert.deepEqual(plan.unsent, []);
 });

@@ -84,3 +84,34 @@ test("the spec travels as base64url JSON; a malformed one decodes to undefined",
   assert.equal(decodeContext("not base64 json"), undefined);
   assert.equal(decodeContext(Buffer.from('{"values":[]}').toString("base64url")), undefined);
 });
+
+test("at the response: values read the response, maps and lists as JSON text, the entry from the request header", () => {
+  const spec: ContextSpec = {
+    choose: [{ header: "x-entry", conditions: ["false", null] }],
+    values: [
+      { namespace: "n", key: "text", expression: "string(response.code)", as: "attribute" },
+      { namespace: "n", key: "code", expression: "response.code", as: "attribute" },
+      {
+        namespace: "n",
+        key: "joined",
+        expression: "response.headers['x-up'] + '/' + request.query['page']",
+        as: "attribute",
+      },
+      { namespace: "n", key: "query", expression: "request.query", as: "attribute" },
+      { namespace: "n", key: "e0", expression: "'first'", as: "attribute", onlyFor: { choice: 0, entry: 0 } },
+      { namespace: "n", key: "e1", expression: "'fallback'", as: "attribute", onlyFor: { choice: 0, entry: 1 } },
+    ],
+    requestBody: false,
+    atResponse: true,
+  };
+  const v = {
+    ...vars({ "x-entry": "1" }),
+    response: { code: BigInt(201), headers: new Map([["x-up", "app"]]) },
+  };
+  const r = computeContext(spec, v, () => undefined);
+  assert.equal(r.phase, "responseHeaders");
+  assert.deepEqual(r.phase === "responseHeaders" && r.headers, { set: {} }, "no header is set or removed");
+  assert.deepEqual(r.phase === "responseHeaders" && r.metadata, {
+    n: { text: "201", code: 201, joined: "app/2", query: '{"page":"2"}', e1: "fallback" },
+  });
+});

@@ -5,6 +5,10 @@
 // - Slot `jwt`, just before jwt_authn: `jwtAuthentication.location.expression` gives the token, set as request
 //   header JWT_EXPRESSION_HEADER (removed when the expression fails, so a client cannot set it), which the JWT
 //   providers read (jwt-authn.ts; jwt_authn removes it once the token verifies).
+// - Slot `response`, just after the user's ext_proc (so the response reaches it first): that processor's response
+//   attributes reading the response that Envoy's default CEL cannot evaluate as the spec means them (string
+//   conversion, string functions, ...), computed on the response headers into CONTEXT_NAMESPACE, which the
+//   processor's attribute mapper reads (ext-proc.ts).
 // - Slot `main`, after authentication and authorization (so `jwt`, `apiKey`, `basicAuth`, `extauthz` are known),
 //   before the global rate limit and the user's ext_proc: rate limit descriptor entries Envoy's CEL cannot evaluate
 //   and non-constant Requests costs, written to dynamic metadata namespace CONTEXT_NAMESPACE (global-ratelimit.ts
@@ -25,6 +29,7 @@ import {
   type ContextValue,
   encodeContext,
 } from "../../../extproc/context.js";
+import { RESPONSE_ENVIRONMENT } from "../../../extproc/transformation.js";
 import {
   ExternalProcessorSchema,
   ExtProcPerRouteSchema,
@@ -35,7 +40,7 @@ import {
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import type { RouteIR } from "../../ir.js";
 import { IDENTITY_NAMESPACES } from "../llm.js";
-import { needsCelConfig, readsLlm, readsVariable, toEnvoyCel } from "./envoy-cel.js";
+import { needsCelConfig, readsLlm, toEnvoyCel } from "./envoy-cel.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
 import { type Phase, phaseFields, phaseOrder } from "./policy-fields.js";
 import { sluiceStageProcessor } from "./sluice-stage.js";
@@ -99,6 +104,12 @@ export function metadataContextValues(m: Record<string, Record<string, string>> 
   return out;
 }
 
+/**
+ * Expressions giving a map that Envoy's CEL would read natively: Envoy's attribute conversion sends a map as the text
+ * `CelMap value`, so Sluice computes them (as JSON text).
+ */
+const WHOLE_MAP = /^(request|response)(\s*\.\s*headers)?$/;
+
 /** A plain attribute path (`response.code`), which Envoy evaluates with the spec's meaning. */
 const ATTRIBUTE = /^[a-z_]+(\.[a-z_]+)+$/;
 
@@ -114,6 +125,8 @@ export interface AttributePlan {
   readonly responseMapped: boolean;
   /** What Sluice computes for them (context filter, before the processor runs). */
   readonly values: readonly ContextValue[];
+  /** Response attributes Sluice computes on the response (the response stage, which has it before the processor). */
+  readonly responseValues: readonly ContextValue[];
   /** Attributes that cannot be sent: field (under `requestAttributes` / `responseAttributes`) and why. */
   readonly unsent: readonly (readonly [string, string])[];
 }
@@ -126,6 +139,7 @@ export interface AttributePlan {
 export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): AttributePlan {
   const out = { request: {} as Record<string, string>, response: {} as Record<string, string> };
   const values: ContextValue[] = [];
+  const responseValues: ContextValue[] = [];
   const unsent: [string, string][] = [];
   let native = true;
   let responseMapped = false;
@@ -140,29 +154,37 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): A
     const expr = raw.trim();
     const field = `responseAttributes.${name}`;
     // ext_proc evaluates attributes with Envoy's default CEL: no string conversion or string functions.
-    const atEnd = readsLlm(expr) ? undefined : toEnvoyCel(expr, { atEnd: true });
+    const atEnd = readsLlm(expr) || WHOLE_MAP.test(expr) ? undefined : toEnvoyCel(expr, { atEnd: true });
     const envoy = atEnd !== undefined && !needsCelConfig(atEnd) ? atEnd : undefined;
     if (envoy !== undefined) {
       out.response[name] = envoy;
       if (name !== expr || envoy !== expr || !ATTRIBUTE.test(expr)) responseMapped = true;
       continue;
     }
-    if (!("ok" in compileExpression(expr)) || readsLlm(expr) || readsVariable(expr, "response")) {
+    if (!("ok" in compileExpression(expr, RESPONSE_ENVIRONMENT)) || readsLlm(expr)) {
       unsent.push([
         field,
-        "reads llm (left by the LLM ext_proc after this processor), or reads the response in a way Envoy's default CEL cannot evaluate as the spec means it (string conversion, string functions, request.query other than by a literal name, basicAuth, extauthz, the spec's IP functions; Sluice computes values on the request only), or does not compile; not sent",
+        "reads llm (the LLM ext_proc's values are not given to Sluice's response stage) or does not compile; not sent",
       ]);
       continue;
     }
     responseMapped = true;
     const key = `${phase}.extproc${entry === undefined ? "" : `.${entry}`}.response.${name}`;
-    values.push({ namespace: CONTEXT_NAMESPACE, key, expression: expr, as: "json" });
+    // One of the request alone: computed with the request's values; one reading the response: by the response stage
+    // (after this processor in the chain, so it has the response first).
+    const onResponse = !("ok" in compileExpression(expr));
+    (onResponse ? responseValues : values).push({
+      namespace: CONTEXT_NAMESPACE,
+      key,
+      expression: expr,
+      as: "attribute",
+    });
     out.response[name] = `metadata.filter_metadata[${JSON.stringify(CONTEXT_NAMESPACE)}][${JSON.stringify(key)}]`;
   }
   for (const [name, raw] of Object.entries(p.requestAttributes ?? {})) {
     const expr = raw.trim();
     const field = `requestAttributes.${name}`;
-    const envoy = toEnvoyCel(expr);
+    const envoy = WHOLE_MAP.test(expr) ? undefined : toEnvoyCel(expr);
     if (envoy !== undefined) {
       out.request[name] = envoy;
       if (name !== expr || envoy !== expr) native = false;
@@ -174,10 +196,10 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): A
       continue;
     }
     const key = `${phase}.extproc${entry === undefined ? "" : `.${entry}`}.request.${name}`;
-    values.push({ namespace: CONTEXT_NAMESPACE, key, expression: expr, as: "json" });
+    values.push({ namespace: CONTEXT_NAMESPACE, key, expression: expr, as: "attribute" });
     out.request[name] = `metadata.filter_metadata[${JSON.stringify(CONTEXT_NAMESPACE)}][${JSON.stringify(key)}]`;
   }
-  return { native: native && !responseMapped, responseMapped, ...out, values, unsent };
+  return { native: native && !responseMapped, responseMapped, ...out, values, responseValues, unsent };
 }
 
 /** The request header naming the entry of a conditional ext_proc chosen for the request. */
@@ -188,8 +210,9 @@ function mainValues(
   route: RouteIR,
   phase: Phase,
   llmRoute: boolean,
-): { values: ContextValue[]; choose: ContextChoice[] } {
+): { values: ContextValue[]; choose: ContextChoice[]; atResponse: ContextValue[] } {
   const values: ContextValue[] = [];
+  const atResponse: ContextValue[] = [];
   const choose: ContextChoice[] = [];
   for (const f of phaseFields<RateLimitIn>(route, "rateLimit")) {
     if (f.phase !== phase) continue;
@@ -222,7 +245,9 @@ function mainValues(
     if (f.phase !== phase) continue;
     const p = nativeExtProc(f.value);
     if (p !== undefined) {
-      values.push(...metadataContextValues(p.metadataContext), ...extProcAttributes(p, phase).values);
+      const plan = extProcAttributes(p, phase);
+      values.push(...metadataContextValues(p.metadataContext), ...plan.values);
+      atResponse.push(...plan.responseValues);
     } else if (f.value.conditional !== undefined) {
       // Entries chosen by CEL: Sluice names the entry in a header its filter matches (ext-proc.ts), and computes
       // only that entry's values.
@@ -232,16 +257,15 @@ function mainValues(
         conditions: f.value.conditional.map((c) => c.condition ?? null),
       });
       f.value.conditional.forEach((c, entry) => {
-        for (const v of [
-          ...metadataContextValues(c.policy.metadataContext),
-          ...extProcAttributes(c.policy, phase, entry).values,
-        ]) {
+        const plan = extProcAttributes(c.policy, phase, entry);
+        for (const v of [...metadataContextValues(c.policy.metadataContext), ...plan.values]) {
           values.push({ ...v, onlyFor: { choice, entry } });
         }
+        for (const v of plan.responseValues) atResponse.push({ ...v, onlyFor: { choice, entry } });
       });
     }
   }
-  return { values, choose };
+  return { values, choose, atResponse };
 }
 
 function listenerConfig(slot: string) {
@@ -255,7 +279,13 @@ function listenerConfig(slot: string) {
   });
 }
 
-function instance(slot: "jwt" | "main", phase: Phase, spec: ContextSpec): FilterInstance {
+const SLOT_ORDER = {
+  jwt: FilterOrder.jwtContext,
+  main: FilterOrder.context,
+  response: FilterOrder.responseContext,
+} as const;
+
+function instance(slot: keyof typeof SLOT_ORDER, phase: Phase, spec: ContextSpec): FilterInstance {
   const texts = [
     ...(spec.headers ?? []).map((h) => h.expression),
     ...(spec.values ?? []).map((v) => v.expression),
@@ -263,20 +293,21 @@ function instance(slot: "jwt" | "main", phase: Phase, spec: ContextSpec): Filter
   ];
   const variables = new Set<string>();
   for (const t of texts) {
-    const c = compileExpression(t);
+    const c = compileExpression(t, spec.atResponse === true ? RESPONSE_ENVIRONMENT : undefined);
     if ("ok" in c) for (const v of c.ok.variables) variables.add(v);
   }
   const namespaces = [...new Set((spec.values ?? []).map((v) => v.namespace))].sort();
   const identity = [...variables].some((v) => IDENTITY.has(v));
   return {
     name: `${FILTER}.${slot}${phase === "preRouting" ? ".pre_routing" : ""}`,
-    order: phaseOrder(slot === "jwt" ? FilterOrder.jwtContext : FilterOrder.context, phase),
+    order: phaseOrder(SLOT_ORDER[slot], phase),
     config: anyPack(ExternalProcessorSchema, listenerConfig(slot)),
     perRoute: extProcOnRoute({
       processingMode: {
         requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
         requestBodyMode: spec.requestBody ? ProcessingMode_BodySendMode.BUFFERED : ProcessingMode_BodySendMode.NONE,
-        responseHeaderMode: ProcessingMode_HeaderSendMode.SKIP,
+        responseHeaderMode:
+          spec.atResponse === true ? ProcessingMode_HeaderSendMode.SEND : ProcessingMode_HeaderSendMode.SKIP,
         responseBodyMode: ProcessingMode_BodySendMode.NONE,
         requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
         responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
@@ -329,7 +360,7 @@ export const contextBuilder: HttpFilterBuilder = {
           }),
         );
       }
-      const { values, choose } = mainValues(route, phase, llmRoute);
+      const { values, choose, atResponse } = mainValues(route, phase, llmRoute);
       if (values.length > 0 || choose.length > 0) {
         const texts = [
           ...values.map((v) => v.expression),
@@ -340,6 +371,18 @@ export const contextBuilder: HttpFilterBuilder = {
             values,
             ...(choose.length > 0 ? { choose } : {}),
             requestBody: texts.some((t) => READS_REQUEST_BODY.test(t)),
+          }),
+        );
+      }
+      // Response attributes of the user's processor that read the response: computed by a stage after it in the
+      // chain, which the response reaches first, into the metadata its attribute mapper reads.
+      if (atResponse.length > 0) {
+        filters.push(
+          instance("response", phase, {
+            values: atResponse,
+            ...(choose.length > 0 ? { choose } : {}),
+            requestBody: atResponse.some((v) => READS_REQUEST_BODY.test(v.expression)),
+            atResponse: true,
           }),
         );
       }

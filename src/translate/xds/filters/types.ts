@@ -25,6 +25,8 @@ export const FilterOrder = {
   globalRateLimit: 650,
   buffer: 700,
   userExtProc: 750,
+  /** Sluice computing the user's ext_proc response attributes on the response, which reaches it first (context.ts). */
+  responseContext: 755,
   /** traffic.transformation in Sluice's ext_proc. */
   transformation: 760,
   /** A GwBackend a2a's agent card served with the Gateway's address (after transformations, which see the agent's). */
