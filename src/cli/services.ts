@@ -114,7 +114,8 @@ export function defaultServices(opts: ServiceOptions): SluiceService[] {
     extAuthzService(opts),
     llm,
     credentials,
-    realtimeRelayService(new RealtimeRelay({ log: opts.log, remote: remoteGuard })),
+    // The relay keeps its own minter (each retains the exchange caches of its own plans) but shares the cloudB tokens.
+    realtimeRelayService(new RealtimeRelay({ log: opts.log, remote: remoteGuard, google })),
     spanRelayService(new SpanRelay({ log: opts.log })),
   ];
 }

@@ -21,9 +21,10 @@ export interface FakeRealtime {
   close(): Promise<void>;
 }
 
-const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+export const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-function frame(opcode: number, payload: Buffer): Buffer {
+/** A server frame (unmasked, final). */
+export function frame(opcode: number, payload: Buffer): Buffer {
   const n = payload.length;
   const head =
     n < 126
@@ -38,7 +39,7 @@ function frame(opcode: number, payload: Buffer): Buffer {
 }
 
 /** Parses complete frames from `buf`; returns them and what is left over. */
-function parseFrames(buf: Buffer): { frames: { opcode: number; payload: Buffer }[]; rest: Buffer } {
+export function parseFrames(buf: Buffer): { frames: { opcode: number; payload: Buffer }[]; rest: Buffer } {
   const frames: { opcode: number; payload: Buffer }[] = [];
   let at = 0;
   for (;;) {

@@ -139,18 +139,21 @@ describe("Realtime provider events through response guards", () => {
     assert.doesNotMatch(final, /4111/);
   });
 
-  test("audio transcripts are masked, audio is passed as it came", async () => {
+  test("audio transcripts are masked, audio is passed as it came without releasing the held transcript", async () => {
     const g = new RealtimeResponseGuard([regex("Mask")], ctx);
     const audio = {
       type: "response.audio.delta",
-      item_id: "item_2",
+      item_id: "item_1",
       output_index: 0,
       content_index: 0,
       delta: "NDExMTExMTExMTExMTExMQ==",
     };
+    // The card number comes split across transcript deltas, with a chunk of audio between them (as a voice answer's
+    // events interleave).
     const out = await pushAll(g, [
-      delta(`card ${CARD}`, "response.audio_transcript.delta"),
+      delta("card 4111 1111 ", "response.audio_transcript.delta"),
       audio,
+      delta("1111 1111", "response.audio_transcript.delta"),
       {
         type: "response.audio_transcript.done",
         item_id: "item_1",
@@ -163,24 +166,20 @@ describe("Realtime provider events through response guards", () => {
         item: { id: "item_1", content: [{ type: "audio", transcript: `card ${CARD}` }] },
       },
     ]);
-    // The held tail of the transcript is released (masked) before the next event.
     const types = out.map((e) => e.type);
-    const firstAudio = types.indexOf("response.audio.delta");
-    assert.deepEqual(types.slice(firstAudio), [
-      "response.audio.delta",
-      "response.audio_transcript.done",
-      "response.output_item.done",
-    ]);
-    const transcript = out.slice(0, firstAudio);
-    assert.ok(transcript.every((e) => e.type === "response.audio_transcript.delta"));
+    const done = types.indexOf("response.audio_transcript.done");
+    assert.deepEqual(types.slice(done), ["response.audio_transcript.done", "response.output_item.done"]);
+    assert.deepEqual(
+      out.filter((e) => e.type === "response.audio.delta"),
+      [audio],
+      "audio is not read",
+    );
+    const transcript = out.slice(0, done).filter((e) => e.type === "response.audio_transcript.delta");
     const said = transcript.map((e) => e.delta).join("");
-    assert.match(said, /^card /);
-    assert.doesNotMatch(said, /4111|1111/);
-    assert.deepEqual(out[firstAudio], audio, "audio is not read");
-    const done = out[firstAudio + 1];
-    assert.equal(done?.transcript, said, "the done event repeats the masked transcript");
-    assert.equal(done?.text, undefined);
-    const part = (out[firstAudio + 2]?.item as { content: Record<string, unknown>[] } | undefined)?.content[0];
+    assert.equal(said, "card <CREDIT_CARD>");
+    assert.equal(out[done]?.transcript, said, "the done event repeats the masked transcript");
+    assert.equal(out[done]?.text, undefined);
+    const part = (out[done + 1]?.item as { content: Record<string, unknown>[] } | undefined)?.content[0];
     assert.equal(part?.text, undefined);
     assert.equal(part?.transcript, said);
   });
@@ -195,5 +194,100 @@ describe("Realtime provider events through response guards", () => {
     assert.equal(RealtimeResponseGuard.applies({ request: [], response: [regex("Mask")], streaming: true }), true);
     assert.equal(RealtimeResponseGuard.applies({ request: [], response: [regex("Mask")], streaming: false }), false);
     assert.equal(RealtimeResponseGuard.applies(undefined), false);
+  });
+});
+
+describe("Google's Live API messages", () => {
+  const model = (text: string) => ({ serverContent: { modelTurn: { role: "model", parts: [{ text }] } } });
+  const audio = { serverContent: { modelTurn: { parts: [{ inlineData: { mimeType: "audio/pcm", data: "AAAA" } }] } } };
+
+  test("client texts read: the setup's system instruction, clientContent turns, realtimeInput text", () => {
+    const texts = (m: object) => clientEventSlots(m as Record<string, unknown>).texts();
+    assert.deepEqual(texts({ setup: { model: "m", systemInstruction: { parts: [{ text: "be brief" }] } } }), [
+      "be brief",
+    ]);
+    assert.deepEqual(
+      texts({
+        clientContent: {
+          turns: [
+            { role: "user", parts: [{ text: "a" }, { inlineData: { data: "AAAA" } }] },
+            { role: "model", parts: [{ text: "b" }] },
+          ],
+          turnComplete: true,
+        },
+      }),
+      ["a", "b"],
+    );
+    assert.deepEqual(texts({ realtimeInput: { text: "typed" } }), ["typed"]);
+    assert.deepEqual(texts({ realtimeInput: { audio: { data: "AAAA", mimeType: "audio/pcm" } } }), []);
+  });
+
+  test("Mask rewrites the turn's text; Reject closes the session with the guard's message", async () => {
+    const turn = {
+      clientContent: { turns: [{ role: "user", parts: [{ text: `card ${CARD}` }] }], turnComplete: true },
+    };
+    const masked = await guardClientEvent(JSON.stringify(turn), [regex("Mask")], ctx);
+    assert.ok("forward" in masked);
+    assert.deepEqual(JSON.parse(masked.forward), {
+      clientContent: { turns: [{ role: "user", parts: [{ text: "card <CREDIT_CARD>" }] }], turnComplete: true },
+    });
+    const rejected = await guardClientEvent(JSON.stringify(turn), [regex("Reject")], ctx);
+    assert.deepEqual(rejected, { close: "card numbers are not allowed" });
+  });
+
+  test("the model's text and transcript masked across messages; audio and turn events kept in place", async () => {
+    const g = new RealtimeResponseGuard([regex("Mask")], ctx);
+    const out = await pushAll(g, [
+      { setupComplete: {} },
+      model("Your card 4111 1111 "),
+      audio,
+      { serverContent: { outputTranscription: { text: "card 4111 1111 " } } },
+      model("1111 1111 is noted."),
+      { serverContent: { outputTranscription: { text: "1111 1111" } } },
+      { serverContent: { turnComplete: true }, usageMetadata: { totalTokenCount: 5 } },
+    ]);
+    const text = out.map((m) => JSON.stringify(m)).join("\n");
+    assert.doesNotMatch(text, /4111|__sluice/);
+    const parts = out.flatMap(
+      (m) => (m.serverContent as { modelTurn?: { parts: { text?: string }[] } } | undefined)?.modelTurn?.parts ?? [],
+    );
+    assert.equal(parts.map((p) => p.text ?? "").join(""), "Your card <CREDIT_CARD> is noted.");
+    const said = out
+      .map(
+        (m) => (m.serverContent as { outputTranscription?: { text: string } } | undefined)?.outputTranscription?.text,
+      )
+      .join("");
+    assert.equal(said, "card <CREDIT_CARD>");
+    assert.deepEqual(out[0], { setupComplete: {} });
+    assert.ok(
+      out.some((m) => JSON.stringify(m) === JSON.stringify(audio)),
+      "audio is not read",
+    );
+    assert.deepEqual(out.at(-1), { serverContent: { turnComplete: true }, usageMetadata: { totalTokenCount: 5 } });
+  });
+
+  test("a response guard's reject closes the session: no event, the guard's message as the close reason", async () => {
+    // A remote guard (the moderation service stands in here) rejecting any text that holds a card number.
+    const spec = {
+      kind: "moderationA",
+      config: { kind: "moderationA" },
+      path: "backend.ai.promptGuard.response[0]",
+      response: { message: "the answer was withheld", statusCode: 403 },
+    } as unknown as GuardSpec;
+    const remote: GuardContext["remote"] = () => ({
+      check: async (input) =>
+        input.texts.some((t) => /4111/.test(t)) ? { action: "reject", reason: "card" } : { action: "pass" },
+    });
+    const g = new RealtimeResponseGuard([spec], { ...ctx, remote });
+    const out = await pushAll(g, [
+      { setupComplete: {} },
+      model("Fine. "),
+      model(`Your card is ${CARD}. `),
+      { serverContent: { turnComplete: true } },
+    ]);
+    assert.equal(g.closed, true);
+    assert.equal(g.closeReason, "the answer was withheld");
+    assert.doesNotMatch(JSON.stringify(out), /4111|error/);
+    assert.match(JSON.stringify(out), /Fine\. /);
   });
 });

@@ -35,6 +35,11 @@ const te = new TextEncoder();
 const TAIL_CHARS = 512;
 /** A body chunk handled this soon (ms) after the previous one was answered waited in Envoy's queue meanwhile. */
 const QUEUED_MS = 0.5;
+/**
+ * The type of an event without text that ends no stream of text (a Realtime session's audio chunk between the deltas
+ * of its transcript): it goes out without releasing what the channels hold.
+ */
+export const PASSING_EVENT = "sluice.passing";
 
 interface Channel extends SegmentChannel {
   /** Text received and not yet released by the regex stage. */
@@ -175,6 +180,7 @@ export class StreamGuard {
     }
     if (typeof json !== "object" || json === null || Array.isArray(json)) return this.#other(ev);
     const obj = json as Obj;
+    if (obj.type === PASSING_EVENT) return this.#other(ev, false);
     const seg = this.#segments;
     if (seg !== undefined && typeof obj.sequence_number === "number" && obj.sequence_number > seg.seq) {
       seg.seq = obj.sequence_number;
@@ -229,9 +235,9 @@ export class StreamGuard {
     return out === "" ? undefined : out + serializeSse(ev);
   }
 
-  /** An event without text: it ends what the channels hold. */
-  #other(ev: SseEvent): string | undefined {
-    const out = this.#flush();
+  /** An event without text: it ends what the channels hold (unless `ends` is false). */
+  #other(ev: SseEvent, ends = true): string | undefined {
+    const out = ends ? this.#flush() : "";
     if (this.#segments !== undefined) {
       this.#segments.add({ kind: "raw", text: serializeSse(ev) });
       return out;

@@ -19,6 +19,7 @@ import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../transla
 import type { TranslationResult } from "../../../translate/translate.js";
 import { AwsCredentialSource } from "../aws-credentials.js";
 import { requestVariable } from "../cel.js";
+import { GoogleTokens } from "../google-tokens.js";
 import type { GuardContext } from "../guards/runner.js";
 import { clientToken } from "../service.js";
 import { guardClientEvent, RealtimeResponseGuard } from "./events.js";
@@ -28,6 +29,7 @@ import {
   FrameReader,
   type Message,
   newKey,
+  OP_BINARY,
   OP_CLOSE,
   OP_PING,
   OP_PONG,
@@ -50,6 +52,8 @@ export interface RealtimeRelayOptions {
   readonly remote?: GuardContext["remote"];
   /** Mints the providers' `jwtSign`, `oauthTokenExchange`, `crossAppAccess` and `cloudC` tokens; its own when absent. */
   readonly minter?: Minter;
+  /** The providers' cloudB tokens (the LLM ext_proc's cache, so both share a token); its own when absent. */
+  readonly google?: GoogleTokens;
 }
 
 /** The key a browser client puts in a subprotocol (it cannot set headers on a websocket): OpenAI's form. */
@@ -84,11 +88,13 @@ export class RealtimeRelay {
   #clusters = new Map<string, LlmClusterIR>();
   readonly #sessions = new Set<Socket>();
   readonly #minter: Minter;
+  readonly #google: GoogleTokens;
 
   constructor(opts: RealtimeRelayOptions) {
     this.#log = opts.log;
     this.#remote = opts.remote;
-    this.#minter = opts.minter ?? new Minter({ aws: new AwsCredentialSource() });
+    this.#google = opts.google ?? new GoogleTokens();
+    this.#minter = opts.minter ?? new Minter({ aws: new AwsCredentialSource(), google: this.#google });
   }
 
   update(result: TranslationResult): void {
@@ -179,7 +185,24 @@ export class RealtimeRelay {
     const path =
       query.length === 0 ? url : `${url}${url.includes("?") ? "&" : "?"}${new URLSearchParams(query).toString()}`;
     const out = { headers: { ...provider.auth.headers }, path };
-    const { passthrough, minted } = provider.auth;
+    const { passthrough, minted, google } = provider.auth;
+    const unavailable = `credentials of provider ${provider.name} are not available`;
+    if (google !== undefined) {
+      // As the LLM ext_proc does for an HTTP request: an access or ID token as `Authorization: Bearer`, which Vertex
+      // AI's Live API (and a Cloud Run service behind IAM) takes on the websocket's upgrade.
+      let token: string;
+      try {
+        token = await this.#google.token(google);
+      } catch (e) {
+        this.#log(`llm realtime relay: provider ${provider.name}: Google credentials: ${(e as Error).message}`);
+        return { status: 500, message: unavailable };
+      }
+      // Written into the handshake as it is: a value that could end the header line is refused.
+      if (/[\s]/.test(token)) {
+        return { status: 502, message: `credentials of provider ${provider.name}: the token is not a header value` };
+      }
+      out.headers.authorization = `Bearer ${token}`;
+    }
     if (passthrough === undefined && minted === undefined) return out;
     // The client's key: its headers, else the subprotocol a browser puts it in. A token source reading the default
     // `Authorization: Bearer` finds it there too.
@@ -197,7 +220,6 @@ export class RealtimeRelay {
     if (passthrough !== undefined) {
       if (token !== undefined) writeAt(passthrough, token, outgoing, m);
     } else if (minted !== undefined) {
-      const unavailable = `credentials of provider ${provider.name} are not available`;
       try {
         const r = await this.#minter.mint(minted, { headers: outgoing });
         if (!("ok" in r)) return { status: r.status, message: `${unavailable}: ${r.message}` };
@@ -373,9 +395,10 @@ export class RealtimeRelay {
     const closeBoth = (code: number, why: string) => {
       if (closing) return;
       closing = true;
-      const p = Buffer.alloc(2 + Buffer.byteLength(why));
+      const reason = closeReason(why);
+      const p = Buffer.alloc(2 + reason.length);
       p.writeUInt16BE(code, 0);
-      p.write(why, 2);
+      reason.copy(p, 2);
       toClient(OP_CLOSE, p);
       toProvider(OP_CLOSE, p);
       setTimeout(() => {
@@ -393,20 +416,26 @@ export class RealtimeRelay {
     let clientChain: Promise<void> = Promise.resolve();
     let upstreamChain: Promise<void> = Promise.resolve();
     const fromClient = (m: Message): void | Promise<void> => {
-      if (m.opcode !== OP_TEXT) return toProvider(m.opcode, m.payload);
-      const o = guardClientEvent(m.payload.toString("utf8"), request, ctx);
+      const json = jsonText(m);
+      if (json === undefined) return toProvider(m.opcode, m.payload);
+      const o = guardClientEvent(json, request, ctx);
       const send = (r: Awaited<typeof o>) => {
         if ("reply" in r) toClient(OP_TEXT, Buffer.from(r.reply));
-        else toProvider(OP_TEXT, Buffer.from(r.forward));
+        else if ("close" in r) {
+          this.#log(`llm realtime relay ${session}: a request guard rejected; session closed`);
+          closeBoth(1008, r.close);
+        } else toProvider(m.opcode, r.forward === json ? m.payload : Buffer.from(r.forward));
       };
       return o instanceof Promise ? o.then(send) : send(o);
     };
+    // Events go to the client in the frame type the provider sends them in (the Live API's are binary).
+    let eventOp = OP_TEXT;
     /** Events the response guards let out; after a rejection (its error event last), the session ends. */
     const release = (events: readonly string[]): boolean => {
-      for (const e of events) toClient(OP_TEXT, Buffer.from(e));
+      for (const e of events) toClient(eventOp, Buffer.from(e));
       if (responses?.closed !== true) return false;
       this.#log(`llm realtime relay ${session}: a response guard rejected; session closed`);
-      closeBoth(1008, "rejected by a prompt guard");
+      closeBoth(1008, responses.closeReason ?? "rejected by a prompt guard");
       return true;
     };
     // When the provider goes quiet, what the webhook and remote guards have not checked yet is checked (events.ts idle).
@@ -428,7 +457,8 @@ export class RealtimeRelay {
     upstream.once("close", () => clearTimeout(idleTimer));
     const fromProvider = (m: Message): void | Promise<void> => {
       if (whileClosing(m, upstream)) return;
-      if (m.opcode !== OP_TEXT || responses === undefined) {
+      const json = responses !== undefined ? jsonText(m) : undefined;
+      if (json === undefined || responses === undefined) {
         if (m.opcode === OP_CLOSE && responses !== undefined) {
           // What the response guards still hold goes out (masked) before the close.
           const rest = responses.end();
@@ -439,7 +469,8 @@ export class RealtimeRelay {
         }
         return toClient(m.opcode, m.payload);
       }
-      const out = responses.push(m.payload.toString("utf8"));
+      eventOp = m.opcode;
+      const out = responses.push(json);
       quiet();
       const send = (events: string[]) => {
         release(events);
@@ -508,6 +539,33 @@ export class RealtimeRelay {
   }
 }
 
+/**
+ * A message's JSON text: a text frame's, or a binary frame's that holds a JSON object (Google's Live API sends its
+ * messages in binary frames); undefined for other messages (audio bytes), which pass unread.
+ */
+function jsonText(m: Message): string | undefined {
+  if (m.opcode === OP_TEXT) return m.payload.toString("utf8");
+  if (m.opcode !== OP_BINARY || m.payload[0] !== 0x7b) return undefined;
+  const text = m.payload.toString("utf8");
+  try {
+    JSON.parse(text);
+    return text;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A close frame's reason: at most 123 bytes of UTF-8 (RFC 6455 §5.5), cut between characters. */
+function closeReason(why: string): Buffer {
+  let b = Buffer.from(why);
+  if (b.length <= 123) return b;
+  let n = 123;
+  // Back to the start of a character: continuation bytes are 10xxxxxx.
+  while (n > 0 && ((b[n] ?? 0) & 0xc0) === 0x80) n--;
+  b = b.subarray(0, n);
+  return b;
+}
+
 /** Why the relay cannot open this provider's websocket itself (and the status it answers); undefined when it can. */
 function unsupported(t: Target): { status: 501 | 502; message: string } | undefined {
   const name = t.provider.name;
@@ -519,9 +577,6 @@ function unsupported(t: Target): { status: 501 | 502; message: string } | undefi
       status: 501,
       message: `provider ${name} (providerG) signs every request with SigV4; Realtime requests cannot be signed`,
     };
-  }
-  if (auth.google !== undefined) {
-    return { status: 501, message: `provider ${name}: Google tokens are not minted for Realtime sessions` };
   }
   if (t.ir.tunnel !== undefined) {
     return {
