@@ -192,3 +192,85 @@ describe("span relay to an OTLP/gRPC collector", { timeout: 90_000 }, () => {
     assert.ok(authorities.includes("grpc-collector"), `the collector's name as :authority (${authorities.join()})`);
   });
 });
+
+/** Attributes and a filter Envoy cannot evaluate as the spec means them: Sluice's tracing stage computes them. */
+const sluiceResources = (
+  upstream: number,
+  collector: number,
+) => `${route(upstream)}${localService("collector", collector)}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: tracing-sluice, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+    tracing:
+      backendRef: { name: collector, port: 80 }
+      protocol: HTTP
+      randomSampling: "true"
+      filter: "'keep' in request.query && response.code < 500"
+      attributes:
+        add:
+          - { name: tenant, expression: "request.headers['x-tenant']" }
+          - { name: tenant.upper, expression: "request.headers['x-tenant'].upperAscii()" }
+          - { name: params, expression: "request.query" }
+          - { name: loopback, expression: "source.address.isLoopback()" }
+          - { name: outcome, expression: "'status ' + string(response.code)" }
+`;
+
+describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracing stage", { timeout: 90_000 }, () => {
+  let upstream: Upstream;
+  let gw: TestGateway;
+  const spans: OtlpSpan[] = [];
+  const collector: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (req.url === "/v1/traces") spans.push(...decodeTraceExport(Buffer.concat(chunks)));
+      res.writeHead(200, { "content-type": "application/x-protobuf" });
+      res.end();
+    });
+  });
+
+  before(async () => {
+    upstream = await startEchoUpstream("echo");
+    await new Promise<void>((r) => collector.listen(0, "127.0.0.1", () => r()));
+    const port = (collector.address() as AddressInfo).port;
+    gw = await startTestGateway(
+      () => sluiceResources(upstream.port, port),
+      "/ok",
+      (s) => s === 200,
+    );
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream?.close();
+    collector.close();
+  });
+
+  test("span attributes carry the spec's values; the filter reading request.query as a map keeps or drops", async () => {
+    const get = (path: string, tenant: string) => request(gw.port, path, { headers: { "x-tenant": tenant } });
+    assert.equal((await get("/ok/a?keep=1&page=2", "acme")).status, 200);
+    // No route: 404, still kept (the filter reads the query and `response.code < 500`).
+    assert.equal((await get("/missing?keep=yes", "gone")).status, 404);
+    // No `keep` in the query: the filter is false and the span is dropped.
+    for (let i = 0; i < 3; i++) assert.equal((await get(`/ok/drop${i}?page=${i}`, "dropped")).status, 200);
+    await waitFor(
+      "the two kept spans",
+      async () => (spans.filter((s) => s.attributes.tenant !== undefined).length >= 2 ? true : undefined),
+      20_000,
+    );
+    await new Promise((r) => setTimeout(r, 6000));
+    const byTenant = new Map(spans.map((s) => [s.attributes.tenant, s.attributes]));
+    assert.deepEqual([...byTenant.keys()].sort(), ["acme", "gone"], "only spans whose filter held are exported");
+    const acme = byTenant.get("acme") ?? {};
+    assert.deepEqual(
+      [acme["tenant.upper"], acme["params"], acme["loopback"], acme["outcome"]],
+      ["ACME", '{"keep":"1","page":"2"}', "true", "status 200"],
+      JSON.stringify(acme),
+    );
+    assert.equal(byTenant.get("gone")?.outcome, "status 404", "computed on the response the client got");
+    assert.equal(byTenant.get("gone")?.["tenant.upper"], "GONE");
+    for (const s of spans) assert.ok(!("sluice.span_filter" in s.attributes), "the filter tag is taken out");
+  });
+});

@@ -16,6 +16,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { constValue, requestHeaderName } from "../../cel/ast.js";
 import { compileExpression } from "../../cel/env.js";
+import type { ContextValue } from "../../extproc/context.js";
 import type { AccessLogSchema } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
 import type { Cluster } from "../../gen/envoy/config/cluster/v3/cluster_pb.js";
 import { ProxyProtocolConfig_Version } from "../../gen/envoy/config/core/v3/proxy_protocol_pb.js";
@@ -25,7 +26,10 @@ import { ExpressionFilterSchema } from "../../gen/envoy/extensions/access_logger
 import { OpenTelemetryAccessLogConfigSchema } from "../../gen/envoy/extensions/access_loggers/open_telemetry/v3/logs_service_pb.js";
 import { StdoutAccessLogSchema } from "../../gen/envoy/extensions/access_loggers/stream/v3/stream_pb.js";
 import { ProxyProtocolSchema } from "../../gen/envoy/extensions/filters/listener/proxy_protocol/v3/proxy_protocol_pb.js";
-import type { HttpConnectionManagerSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
+import type {
+  HttpConnectionManagerSchema,
+  HttpFilterSchema,
+} from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import { CelSchema } from "../../gen/envoy/extensions/formatter/cel/v3/cel_pb.js";
 import { PreserveCaseFormatterConfigSchema } from "../../gen/envoy/extensions/http/header_formatters/preserve_case/v3/preserve_case_pb.js";
 import { TlsParameters_TlsProtocol } from "../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js";
@@ -48,6 +52,7 @@ import {
   tracingResources,
   tracingSampling,
 } from "./frontend-telemetry.js";
+import { metadataTag, sluiceComputes, tracingContextFilter, tracingValue } from "./tracing-context.js";
 
 type HcmInit = Exclude<MessageInitShape<typeof HttpConnectionManagerSchema>, { $typeName: string }>;
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, { $typeName: string }>;
@@ -84,6 +89,8 @@ export interface FrontendOptions {
   readonly clusters?: readonly Cluster[];
   /** `connect.mode`: Deny (listener.ts answers CONNECT 403), Route or Tunnel (route.ts connect routes). */
   readonly connect?: string;
+  /** HTTP filters of the whole listener, first in its chain and enabled on every route (tracing-context.ts). */
+  readonly httpFilters?: readonly MessageInitShape<typeof HttpFilterSchema>[];
 }
 
 const TLS_VERSION: Readonly<Record<string, TlsParameters_TlsProtocol>> = {
@@ -299,6 +306,7 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
   }
 
   const tracingField = field("tracing");
+  const httpFilters: NonNullable<FrontendOptions["httpFilters"]>[number][] = [];
   let clusters: Cluster[] = [...logClusters];
   if (tracingField !== undefined) {
     const t = tracing(tracingField.value, ctx?.authz?.input, tracingField.from.name.split("/")[0] ?? "", l, (f, m) =>
@@ -307,6 +315,7 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     if (t !== undefined) {
       hcm.tracing = t.tracing;
       clusters = [...clusters, t.cluster];
+      if (t.values.length > 0) httpFilters.push(tracingContextFilter(t.values));
     }
   }
 
@@ -336,8 +345,13 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     clusters,
     ...(tls !== undefined ? { tls } : {}),
     ...(connect === "Deny" || connect === "Route" || connect === "Tunnel" ? { connect } : {}),
+    ...(httpFilters.length > 0 ? { httpFilters } : {}),
   };
 }
+
+/** Tracing expressions neither Envoy nor Sluice's tracing stage can evaluate. */
+const NOT_SLUICE =
+  "Envoy cannot evaluate this expression as the spec means it, and Sluice's tracing stage cannot either (it reads llm, whose values Sluice's stages are not given, or does not compile)";
 
 const NOT_IN_ENVOY =
   "Envoy cannot evaluate this expression as the spec means it (it reads basicAuth or extauthz, request.query other than by a literal name, or uses the spec's IP functions; span tags also lack string conversion and string functions)";
@@ -417,12 +431,14 @@ function tracing(
   ns: string,
   l: ListenerIR,
   note: (field: string, message: string) => void,
-): { tracing: HcmInit["tracing"]; cluster: Cluster } | undefined {
+): { tracing: HcmInit["tracing"]; cluster: Cluster; values: ContextValue[] } | undefined {
   const grpc = t.protocol !== "HTTP";
   const c = collector("tracing", t.backendRef, grpc, input, ns, note);
   if (c === undefined) return undefined;
   const { cluster, clusterName, host, name } = c;
   const customTags: MessageInitShape<typeof CustomTagSchema>[] = [];
+  // What Envoy cannot evaluate, Sluice computes per request into dynamic metadata a `metadata` tag reads.
+  const values: ContextValue[] = [];
   const attributes = isRec(t.attributes) ? t.attributes : {};
   (Array.isArray(attributes.add) ? attributes.add : []).forEach((a, i) => {
     if (!isRec(a) || typeof a.name !== "string" || typeof a.expression !== "string") return;
@@ -437,7 +453,10 @@ function tracing(
       // Custom tags are set when the span finishes: the response and what filters left in metadata are known.
       const format = endFormat(a.expression);
       if (format !== undefined) customTags.push({ tag: a.name, type: { case: "value", value: format } });
-      else note(`attributes.add[${i}]`, `${NOT_IN_ENVOY}; left out`);
+      else if (sluiceComputes(a.expression)) {
+        customTags.push(metadataTag(a.name, i));
+        values.push(tracingValue(a.expression, i));
+      } else note(`attributes.add[${i}]`, `${NOT_SLUICE}; left out`);
     }
   });
   // `remove` names default attributes: one the policy also adds keeps the added value.
@@ -455,7 +474,11 @@ function tracing(
     if (format !== undefined) {
       customTags.push({ tag: FILTER_TAG, type: { case: "value", value: format } });
       filter = true;
-    } else note("filter", `${NOT_IN_ENVOY}; every sampled span is exported`);
+    } else if (sluiceComputes(filterText)) {
+      customTags.push(metadataTag(FILTER_TAG));
+      values.push(tracingValue(filterText));
+      filter = true;
+    } else note("filter", `${NOT_SLUICE}; every sampled span is exported`);
   }
   const resources = tracingResources(t.resources, note);
   const sampled = tracingSampling(requestFilter ? t : { ...t, filter: undefined }, note);
@@ -497,6 +520,7 @@ function tracing(
   });
   return {
     cluster,
+    values,
     tracing: {
       provider: {
         name: "envoy.tracers.opentelemetry",

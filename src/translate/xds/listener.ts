@@ -50,7 +50,8 @@ function buildHcm(
     normalizePath: true,
     mergeSlashes: true,
     useRemoteAddress: true,
-    httpFilters: [...httpFilters],
+    // The frontend's listener-wide filters (tracing-context.ts) go first: on the response path they run last.
+    httpFilters: [...(frontend.httpFilters ?? []), ...httpFilters],
     ...localReplyConfig(httpFilters, frontend.connect, frontend.mcpOAuth === true),
     // PreRouting request header modifiers, before the route is chosen (early-headers.ts).
     ...(early !== undefined ? { earlyHeaderMutationExtensions: [earlyHeaderMutationExtension(early.value)] } : {}),

@@ -1,0 +1,100 @@
+// `frontend.tracing` expressions Envoy cannot evaluate as the spec means them (basicAuth, extauthz, request.query as
+// a map, the spec's IP functions, string functions, string conversion other than outermost), computed per request by
+// Sluice's context ext_proc (src/extproc/context.ts) and read by the span through `metadata` custom tags.
+//
+// One listener-wide ext_proc filter, `sluice.context.tracing`, first in the listener's chain and enabled on every
+// route (and for requests no route takes): it is sent the request headers, which it answers unchanged, and the
+// response headers as the client gets them (first in the chain, it is the last filter the response passes), when it
+// computes the values with the request, `source`, the identities authentication left in the dynamic metadata
+// (forwarded with the response headers) and `response`, into dynamic metadata CONTEXT_NAMESPACE. The tracer's custom
+// tags are set when the span finishes, so they read those values; a `filter` value is the span relay's FILTER_TAG.
+//
+// The filter fails open: tracing never refuses a request, and a value that could not be had is left out (for the
+// filter: the span is not exported, as for a filter that fails).
+
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import { compileExpression } from "../../cel/index.js";
+import { CONTEXT_METADATA, CONTEXT_STAGE, type ContextValue, encodeContext } from "../../extproc/context.js";
+import { RESPONSE_ENVIRONMENT } from "../../extproc/transformation.js";
+import { ExternalProcessorSchema } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
+import type { HttpFilterSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
+import type { CustomTagSchema } from "../../gen/envoy/type/tracing/v3/custom_tag_pb.js";
+import { CONTEXT_NAMESPACE } from "./filters/context.js";
+import { readsLlm } from "./filters/envoy-cel.js";
+import { sluiceStageProcessor } from "./filters/sluice-stage.js";
+import { IDENTITY_NAMESPACES } from "./llm.js";
+
+export const TRACING_CONTEXT_FILTER = "sluice.context.tracing";
+const IDENTITY = new Set(["jwt", "apiKey", "basicAuth", "extauthz"]);
+
+type CustomTagInit = MessageInitShape<typeof CustomTagSchema>;
+type HttpFilterInit = MessageInitShape<typeof HttpFilterSchema>;
+
+/** The metadata key of `attributes.add[i]`, or of the filter (`i` undefined). */
+export const tracingContextKey = (i?: number): string =>
+  i === undefined ? "tracing.filter" : `tracing.attributes.${i}`;
+
+/**
+ * Whether Sluice can compute a tracing expression: it compiles (with `response`) and does not read `llm` (the LLM
+ * ext_proc's values are not given to Sluice's stages).
+ */
+export function sluiceComputes(expression: string): boolean {
+  return "ok" in compileExpression(expression, RESPONSE_ENVIRONMENT) && !readsLlm(expression);
+}
+
+/** The value Sluice computes for a tracing expression, as text (a span tag's value). */
+export function tracingValue(expression: string, i?: number): ContextValue {
+  return { namespace: CONTEXT_NAMESPACE, key: tracingContextKey(i), expression, as: "text" };
+}
+
+/** A span tag reading the value Sluice computed into the request's dynamic metadata. */
+export function metadataTag(tag: string, i?: number): CustomTagInit {
+  return {
+    tag,
+    type: {
+      case: "metadata",
+      value: {
+        kind: { kind: { case: "request", value: {} } },
+        metadataKey: { key: CONTEXT_NAMESPACE, path: [{ segment: { case: "key", value: tracingContextKey(i) } }] },
+      },
+    },
+  };
+}
+
+/** The listener-wide filter computing the values, first in the chain. */
+export function tracingContextFilter(values: readonly ContextValue[]): HttpFilterInit {
+  const identity = values.some((v) => {
+    const c = compileExpression(v.expression, RESPONSE_ENVIRONMENT);
+    return "ok" in c && [...c.ok.variables].some((x) => IDENTITY.has(x));
+  });
+  const spec = { values, requestBody: false, atResponse: true };
+  const config = create(ExternalProcessorSchema, {
+    ...sluiceStageProcessor(
+      CONTEXT_STAGE,
+      {
+        requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+        responseHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+        requestBodyMode: ProcessingMode_BodySendMode.NONE,
+        responseBodyMode: ProcessingMode_BodySendMode.NONE,
+      },
+      [{ key: CONTEXT_METADATA, value: encodeContext(spec) }],
+    ),
+    // Tracing never refuses a request: Sluice unreachable leaves the values out.
+    failureModeAllow: true,
+    requestAttributes: ["source.address", "source.port"],
+    metadataOptions: {
+      ...(identity ? { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } : {}),
+      receivingNamespaces: { untyped: [CONTEXT_NAMESPACE] },
+    },
+    statPrefix: "sluice_context_tracing",
+  });
+  return {
+    name: TRACING_CONTEXT_FILTER,
+    configType: { case: "typedConfig", value: anyPack(ExternalProcessorSchema, config) },
+  };
+}
