@@ -1,9 +1,11 @@
 // Prometheus series of the MCP service: per backend, target and method, the requests Sluice sent to targets, how many
 // failed (an error answer or no answer), and their time; plus sessions started, resumed and refused. Written with the
 // request path's counters (src/observability/series.ts); each target call is also traced and logged at debug there.
+// Targets with a health policy add their health, eviction state and evictions (target-health.ts).
 
 import { observeMcpCall } from "../observability/mcp.js";
 import { Counter, type CounterChild } from "../observability/series.js";
+import { targetHealthLines } from "./target-health.js";
 
 const TARGET_LABELS = ["backend", "target", "method"];
 
@@ -45,6 +47,7 @@ export class McpMetrics {
       ...this.#requests.lines(),
       ...this.#errors.lines(),
       ...this.#seconds.lines(),
+      ...targetHealthLines(),
     ];
   }
 }

@@ -48,9 +48,10 @@ function checkNames(sans: readonly string[]): (host: string, cert: PeerCertifica
   };
 }
 
-function tlsOptions(c: NonNullable<McpTargetConnection["tls"]>): https.AgentOptions {
+/** TLS options of a target: `alpn` is the one protocol Sluice speaks to it (`h2` for `http.version: HTTP2`). */
+export function tlsOptions(c: NonNullable<McpTargetConnection["tls"]>, alpn = "http/1.1"): https.AgentOptions {
   return {
-    ALPNProtocols: ["http/1.1"],
+    ALPNProtocols: [alpn],
     ...(c.ca !== undefined ? { ca: c.ca } : {}),
     ...(c.sni !== undefined ? { servername: c.sni } : {}),
     ...(c.clientCert !== undefined ? { cert: c.clientCert.chain, key: c.clientCert.key } : {}),
@@ -62,7 +63,7 @@ function tlsOptions(c: NonNullable<McpTargetConnection["tls"]>): https.AgentOpti
 }
 
 /** Opens `CONNECT host:port` on the proxy; the tunnel's socket, with TLS inside it for an HTTPS target. */
-function tunnelled(
+export function tunnelled(
   proxy: NonNullable<McpTargetConnection["proxy"]>,
   secure: boolean,
   connectTimeoutMs: number | undefined,
@@ -108,10 +109,15 @@ function tunnelled(
 
 const agents = new Map<string, TargetAgents>();
 
+/** What tells connections to targets apart: the scheme and the settings of the connection itself. */
+export function connectionKey(protocol: string, c: McpTargetConnection | undefined): string {
+  const { header: _, minted: __, requestTimeoutMs: ___, health: ____, ...transport } = c ?? {};
+  return `${protocol}${createHash("sha256").update(JSON.stringify(transport)).digest("base64url")}`;
+}
+
 /** The agents of a target with these settings (`https:` or `http:`), made once per distinct settings. */
 export function agentsFor(protocol: "http:" | "https:", c: McpTargetConnection | undefined): TargetAgents {
-  const { header: _, minted: __, requestTimeoutMs: ___, ...transport } = c ?? {};
-  const key = `${protocol}${createHash("sha256").update(JSON.stringify(transport)).digest("base64url")}`;
+  const key = connectionKey(protocol, c);
   let a = agents.get(key);
   if (a !== undefined) return a;
   const secure = protocol === "https:";

@@ -1,5 +1,5 @@
-// The Streamable HTTP client side towards one target, on node:http / node:https with keep-alive agents, in place of
-// the SDK's transport (which runs on fetch). Profiled under bench/mcp, fetch and the web streams under it were the
+// The Streamable HTTP client side towards one target, on node:http / node:https with keep-alive agents (or node:http2
+// for `http.version: HTTP2`; target-request.ts), in place of the SDK's transport (which runs on fetch). Profiled under bench/mcp, fetch and the web streams under it were the
 // largest part of Sluice's CPU per request; a plain request on a pooled socket, its JSON read whole and its SSE read
 // by the project's own decoder, costs a fraction. The SDK's Client still runs on top (request ids, timeouts,
 // progress, cancellation): this is only the `Transport` it sends through.
@@ -12,13 +12,11 @@
 // notifications/initialized; the session opens it (`openStream`) when the client opens its own or at the first call
 // forwarded to the target (docs/mcp.md, "Target streams").
 
-import http, { type IncomingMessage } from "node:http";
-import https from "node:https";
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { SseParser } from "../llm/codec/sse.js";
 import type { McpTargetConnection } from "../translate/mcp/connection.js";
-import { agentsFor, credentialHeaders, type TargetAgents } from "./target-connection.js";
+import { type TargetResponse, targetRequest } from "./target-request.js";
 
 export { MAX_SOCKETS_PER_TARGET } from "./target-connection.js";
 
@@ -51,13 +49,16 @@ function mediaType(contentType: string | undefined): string {
   return (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
 }
 
-function readAll(res: IncomingMessage): Promise<string> {
+function readAll(res: TargetResponse): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     res.on("data", (c: Buffer) => chunks.push(c));
     res.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
     res.once("error", reject);
     res.once("aborted", () => reject(new Error("the target closed the connection mid-answer")));
+    res.once("close", () => {
+      if (!res.complete) reject(new Error("the target closed the connection mid-answer"));
+    });
   });
 }
 
@@ -65,7 +66,7 @@ function readAll(res: IncomingMessage): Promise<string> {
  * Reads a response to its end, unread. Awaited before the next request is sent: the socket goes back to the agent's
  * pool only at the end, so a request sent before it would open a new connection.
  */
-function drain(res: IncomingMessage): Promise<void> {
+function drain(res: TargetResponse): Promise<void> {
   return new Promise((resolve) => {
     if (res.readableEnded) {
       resolve();
@@ -90,9 +91,8 @@ export class TargetTransport implements Transport {
   #protocolVersion: string | undefined;
   readonly #url: URL;
   readonly #opts: TargetTransportOptions;
-  readonly #agents: TargetAgents;
-  /** Requests and streams in progress: destroyed on close. */
-  readonly #active = new Set<http.ClientRequest>();
+  /** Requests and streams in progress (how to cancel each): cancelled on close. */
+  readonly #active = new Set<(e: Error) => void>();
   #reconnectTimer: NodeJS.Timeout | undefined;
   #closed = false;
   /** Whether the GET stream is open, and a count of its openings and closings (what it carried may have been lost). */
@@ -103,7 +103,6 @@ export class TargetTransport implements Transport {
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`unsupported target URL ${url.href}`);
     this.#url = url;
     this.#opts = opts;
-    this.#agents = agentsFor(url.protocol, opts.connection);
     if (opts.sessionId !== undefined) this.sessionId = opts.sessionId;
   }
 
@@ -132,62 +131,22 @@ export class TargetTransport implements Transport {
     return h;
   }
 
-  /**
-   * One request; resolves with the response once its head arrived. A request on a reused keep-alive socket that the
-   * target closed meanwhile (the idle-timeout race) is sent once more on a new one.
-   */
-  async #request(method: string, headers: Record<string, string>, body: string | undefined, stream: boolean) {
-    const mod = this.#url.protocol === "https:" ? https : http;
-    const c = this.#opts.connection;
-    const sent =
-      c?.header === undefined && c?.minted === undefined
-        ? { headers, path: `${this.#url.pathname}${this.#url.search}` }
-        : await credentialHeaders(c, method, this.#url, headers, body);
-    const attempt = (retried: boolean): Promise<IncomingMessage> =>
-      new Promise((resolve, reject) => {
-        const req = mod.request({
-          protocol: this.#url.protocol,
-          hostname: this.#url.hostname.replace(/^\[|\]$/g, ""),
-          port: this.#url.port,
-          path: sent.path,
-          method,
-          headers:
-            body !== undefined ? { ...sent.headers, "content-length": String(Buffer.byteLength(body)) } : sent.headers,
-          agent: stream ? this.#agents.stream : this.#agents.pooled,
-        });
-        if (c?.connectTimeoutMs !== undefined || (stream && c?.keepaliveMs !== undefined)) {
-          req.once("socket", (socket) => {
-            // A GET stream's connection is idle for long stretches: TCP keepalive finds a dead peer.
-            if (stream && c.keepaliveMs !== undefined) socket.setKeepAlive(true, c.keepaliveMs);
-            const connectMs = c.connectTimeoutMs;
-            if (connectMs === undefined || !socket.connecting) return;
-            const timer = setTimeout(
-              () =>
-                req.destroy(
-                  new Error(`no connection to ${this.#url.host} within ${connectMs} ms (tcp.connectTimeout)`),
-                ),
-              connectMs,
-            );
-            socket.once("connect", () => clearTimeout(timer));
-            socket.once("secureConnect", () => clearTimeout(timer));
-            socket.once("close", () => clearTimeout(timer));
-          });
-        }
+  /** One request under the target's connection policies (target-request.ts); cancelled when the transport closes. */
+  #request(method: string, headers: Record<string, string>, body: string | undefined, stream: boolean) {
+    return targetRequest(this.#url, this.#opts.connection, {
+      method,
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      stream,
+      track: (cancel) => {
         if (this.#closed) {
-          req.destroy(new Error("the connection to the target is closed"));
-        } else {
-          this.#active.add(req);
-          req.once("close", () => this.#active.delete(req));
+          cancel(new Error("the connection to the target is closed"));
+          return () => {};
         }
-        req.once("response", resolve);
-        req.once("error", (e: NodeJS.ErrnoException) => {
-          if (!retried && req.reusedSocket && (e.code === "ECONNRESET" || e.code === "EPIPE")) {
-            attempt(true).then(resolve, reject);
-          } else reject(e);
-        });
-        req.end(body);
-      });
-    return attempt(false);
+        this.#active.add(cancel);
+        return () => this.#active.delete(cancel);
+      },
+    });
   }
 
   async send(message: JSONRPCMessage | JSONRPCMessage[], options?: TransportSendOptions): Promise<void> {
@@ -247,7 +206,7 @@ export class TargetTransport implements Transport {
     if (this.#closed) return;
     const headers = this.#headers({ accept: "text/event-stream" });
     if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
-    let res: IncomingMessage;
+    let res: TargetResponse;
     try {
       res = await this.#request("GET", headers, undefined, true);
     } catch (e) {
@@ -288,7 +247,7 @@ export class TargetTransport implements Transport {
    * Reads an SSE stream: a GET stream (`reconnectable`) is opened again when it ends; a POST's answer is taken up
    * again with a GET only if the target gave an event id and closed the stream before the answer.
    */
-  #readStream(res: IncomingMessage, reconnectable: boolean, replayId: unknown, lastId?: string): void {
+  #readStream(res: TargetResponse, reconnectable: boolean, replayId: unknown, lastId?: string): void {
     const parser = new SseParser();
     let lastEventId = lastId;
     let primed = false;
@@ -379,7 +338,7 @@ export class TargetTransport implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#reconnectTimer !== undefined) clearTimeout(this.#reconnectTimer);
-    for (const req of this.#active) req.destroy(new Error("the connection to the target is closed"));
+    for (const cancel of [...this.#active]) cancel(new Error("the connection to the target is closed"));
     this.#active.clear();
     this.onclose?.();
   }

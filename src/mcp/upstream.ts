@@ -1,5 +1,6 @@
 // One target of a session, through the MCP SDK's own Client: on Sluice's Streamable HTTP transport (node:http with
-// keep-alive agents, target-transport.ts), or the SDK's SSE transport for targets that still use SSE. The SDK keeps
+// keep-alive agents, target-transport.ts), or the SDK's SSE transport for targets that still use SSE (sending through
+// Sluice's requests, target-request.ts, so that both get the target's connection policies). The SDK keeps
 // request ids, progress tokens and cancellation notices; Sluice only forwards what passes through it (docs/mcp.md says
 // why the SDK).
 
@@ -9,8 +10,10 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, type JSONRPCMessage, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { z } from "zod";
-import type { McpTargetConnection } from "../translate/mcp/connection.js";
+import type { McpTargetConnection, McpTargetHealth } from "../translate/mcp/connection.js";
 import { ErrorCodes, RpcError } from "./jsonrpc.js";
+import { recordTarget, targetEvicted } from "./target-health.js";
+import { targetFetch } from "./target-request.js";
 import { TargetTransport } from "./target-transport.js";
 
 /** Any result: Sluice forwards what the target answered without reading more of it than it rewrites. */
@@ -43,6 +46,9 @@ const LIST_KINDS: Readonly<Record<string, { capability: string; changed: string 
   "resources/templates/list": { capability: "resources", changed: "notifications/resources/list_changed" },
 };
 
+/** A request not sent: the target is evicted by its health policy (not itself a failure to score). */
+class TargetEvicted extends Error {}
+
 export interface TargetHooks {
   /** A request of the target to the client (sampling, elicitation, roots): its answer, or an RpcError. */
   onRequest(target: string, method: string, params: Record<string, unknown> | undefined): Promise<unknown>;
@@ -62,7 +68,7 @@ export interface ConnectOptions {
   /** What the client declared at initialize, declared to the target in turn. */
   readonly capabilities?: Record<string, unknown>;
   readonly clientInfo?: { readonly name: string; readonly version: string };
-  /** The target's connection policies (Streamable HTTP targets; translate/mcp/connection.ts). */
+  /** The target's connection policies (translate/mcp/connection.ts). */
   readonly connection?: McpTargetConnection;
 }
 
@@ -104,6 +110,8 @@ export class TargetConnection {
   readonly #observe: TargetHooks["observe"];
   /** `http.requestTimeout` of the target: a request not answered in time fails alone (the target is not failed). */
   readonly #requestTimeoutMs: number | undefined;
+  /** `health` of the target: each request's outcome is scored, none is sent while it is evicted. */
+  readonly #health: McpTargetHealth | undefined;
   /** Set once the target failed (a transport error, a refused request): FailOpen skips it. */
   failure: string | undefined;
   closed = false;
@@ -124,6 +132,7 @@ export class TargetConnection {
   ) {
     this.#observe = observe;
     this.#requestTimeoutMs = o.connection?.requestTimeoutMs;
+    this.#health = o.connection?.health;
     this.name = o.name;
     this.url = o.url;
     this.protocol = o.protocol;
@@ -132,10 +141,14 @@ export class TargetConnection {
   }
 
   static async connect(o: ConnectOptions, hooks: TargetHooks): Promise<TargetConnection> {
+    // An evicted target is not contacted: the session counts it as a target that failed to start.
+    const evicted = targetEvicted(o.connection?.health);
+    if (evicted !== undefined) throw new Error(evicted);
     const url = new URL(o.url);
     const transport =
       o.protocol === "SSE"
-        ? new SSEClientTransport(url)
+        ? // The SDK's SSE transport, sending through Sluice's requests: the target's connection policies apply.
+          new SSEClientTransport(url, { fetch: targetFetch(o.connection) })
         : new TargetTransport(url, {
             ...(o.sessionId !== undefined ? { sessionId: o.sessionId } : {}),
             ...(o.connection !== undefined ? { connection: o.connection } : {}),
@@ -166,9 +179,16 @@ export class TargetConnection {
     client.onclose = () => {
       conn.closed = true;
     };
-    await client.connect(transport, {
-      timeout: Math.min(CONNECT_TIMEOUT_MS, o.connection?.requestTimeoutMs ?? Infinity),
-    });
+    try {
+      await client.connect(transport, {
+        timeout: Math.min(CONNECT_TIMEOUT_MS, o.connection?.requestTimeoutMs ?? Infinity),
+      });
+    } catch (e) {
+      recordTarget(o.connection?.health, false);
+      throw e;
+    }
+    // A resumed Streamable HTTP session sent nothing yet: nothing to score.
+    if (o.sessionId === undefined || o.protocol === "SSE") recordTarget(o.connection?.health, true);
     if (o.sessionId !== undefined && o.protocolVersion !== undefined) {
       (transport as TargetTransport).setProtocolVersion(o.protocolVersion);
     }
@@ -341,7 +361,10 @@ export class TargetConnection {
     }
     const started = performance.now();
     let ok = false;
+    const health = this.#health;
     try {
+      const evicted = targetEvicted(health);
+      if (evicted !== undefined) throw new TargetEvicted(evicted);
       this.#client.release();
       await this.#client.initialized;
       const result =
@@ -361,10 +384,12 @@ export class TargetConnection {
               },
             );
       ok = true;
+      recordTarget(health, true);
       return result;
     } catch (e) {
       if (e instanceof McpError && e.code === -32001 && this.#requestTimeoutMs !== undefined) {
         // The policy's deadline (the SDK told the target with notifications/cancelled): this request fails alone.
+        recordTarget(health, false);
         throw new RpcError(
           ErrorCodes.ServerError,
           `target ${this.name} did not answer ${method} within ${this.#requestTimeoutMs} ms (http.requestTimeout)`,
@@ -372,9 +397,11 @@ export class TargetConnection {
       }
       if (e instanceof McpError && e.code !== -32001) {
         // The target answered with an error: the client gets it as it is.
+        recordTarget(health, true);
         throw new RpcError(e.code, e.message.replace(/^MCP error -?\d+: /, ""), e.data);
       }
       if (opts.signal?.aborted === true) throw new RpcError(ErrorCodes.InternalError, "cancelled");
+      if (!(e instanceof TargetEvicted)) recordTarget(health, false);
       this.failure = (e as Error).message;
       throw new RpcError(ErrorCodes.ServerError, `target ${this.name} failed: ${(e as Error).message}`);
     } finally {

@@ -126,15 +126,29 @@ describe("MCP target connection policies in translation", () => {
       );
 
       const backendStatus = JSON.stringify(result.statuses.find((s) => s.kind === "GwBackend" && s.name === "hub"));
-      assert.match(backendStatus, /policies\.tcp\.keepalive\.interval: Node sets only the keepalive idle time/);
-      assert.match(backendStatus, /policies\.http\.version: Sluice speaks HTTP\/1\.1 to MCP targets/);
+      assert.match(
+        backendStatus,
+        /policies\.tcp\.keepalive\.interval: Node sets only the keepalive idle time .*libuv fixes the probe interval at 1 s/,
+      );
+      // HTTP/2 is served (target-request.ts), so not reported.
+      assert.equal(c?.http2, true);
+      assert.doesNotMatch(backendStatus, /http\.version/);
       assert.match(
         backendStatus,
         /ConfigMap default\/nowhere key ca\.crt not found; Sluice does not connect to MCP target broken/,
       );
       assert.doesNotMatch(backendStatus, /not served yet|without it/);
       const whole = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "whole"));
-      assert.match(whole, /backend\.health: not applied to MCP targets/);
+      // health is served per target (target-health.ts): the GwPolicy's reaches every target, with its own key.
+      assert.doesNotMatch(whole, /NotYetSupported|backend\.health: /);
+      assert.deepEqual(c?.health, {
+        key: "mcp/default/gw/default/hub|secure",
+        backend: "default/hub",
+        target: "secure",
+        durationMs: 3000,
+        consecutiveFailures: 2,
+      });
+      assert.equal(proxied?.health?.key, "mcp/default/gw/default/hub|proxied");
       assert.doesNotMatch(whole, /backend\.http(\.[a-zA-Z]+)?: /);
       const plainOnly = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "plain-only"));
       assert.doesNotMatch(plainOnly, /NotYetSupported/);

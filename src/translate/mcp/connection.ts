@@ -1,7 +1,7 @@
 // Connection policies of an MCP target (`tls`, `auth`, `tcp`, `http`, `tunnel` of its effective backend policy: a
 // GwPolicy's < the GwBackend's own `spec.policies` < a GwPolicy with the target's sectionName < the target's own
-// `policies`), resolved for Sluice's own transport to targets (src/mcp/target-transport.ts), which is where they are
-// served: MCP targets are not Envoy clusters. Secrets and ConfigMaps are read here, so the MCP service reads the table
+// `policies`), resolved for Sluice's own transport to targets (src/mcp/target-request.ts), which is where they are
+// served: MCP targets are not Envoy clusters. `health` is served by the MCP service too (src/mcp/target-health.ts). Secrets and ConfigMaps are read here, so the MCP service reads the table
 // alone. What Node's HTTP client cannot do is named (mcpUnservedParts) for status, never dropped silently.
 
 import type { CredentialPlan } from "../../credentials/plan.js";
@@ -18,7 +18,7 @@ type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 const ms = (v: unknown) => (typeof v === "string" ? parseDurationMs(v) : undefined);
 
-/** How Sluice connects to one MCP target; absent fields are Node's defaults (plain HTTP, no timeouts of its own). */
+/** How Sluice connects to one MCP target; absent fields are Node's defaults (plain HTTP/1.1, no timeouts of its own). */
 export interface McpTargetConnection {
   /** TLS to the target: its URLs are `https:`. */
   readonly tls?: BackendTlsIR;
@@ -33,6 +33,27 @@ export interface McpTargetConnection {
   readonly header?: { readonly name: string; readonly value: string };
   /** `auth` Sluice mints (src/credentials/): the plan, applied to every request. */
   readonly minted?: CredentialPlan;
+  /** `http.version: HTTP2`: HTTP/2 to the target (ALPN h2 over TLS, prior knowledge over plain TCP). */
+  readonly http2?: true;
+  /** `health`: the target is evicted after failures (src/mcp/target-health.ts); `key` is its backend and name. */
+  readonly health?: McpTargetHealth;
+}
+
+/** A target's `health.eviction`, scored per Sluice process as Envoy-routed backends' endpoints are (src/health/). */
+export interface McpTargetHealth {
+  /** `<MCP table key>|<target>`: one state per target of a backend. */
+  readonly key: string;
+  /** `namespace/name` of the GwBackend, and the target's name (metrics). */
+  readonly backend: string;
+  readonly target: string;
+  /** Failures in a row that evict; absent when unset (or 0). */
+  readonly consecutiveFailures?: number;
+  /** Health (0..100) below which the target is evicted; absent when unset. */
+  readonly healthThreshold?: number;
+  /** Health the target returns with; absent: the health it held when evicted. */
+  readonly restoreHealth?: number;
+  /** Base eviction time; the n-th eviction lasts n times this. */
+  readonly durationMs: number;
 }
 
 /** Parts of a policy field Sluice's transport to MCP targets does not serve, as `[subfield, why]`. */
@@ -42,29 +63,54 @@ export function mcpUnservedParts(field: string, value: unknown): readonly (reado
     case "mcp":
       return [];
     case "tls":
-      return Array.isArray(v.alpnProtocols) && !v.alpnProtocols.includes("http/1.1")
-        ? [["alpnProtocols", "Sluice speaks HTTP/1.1 to MCP targets and offers only http/1.1 over TLS"]]
+      return Array.isArray(v.alpnProtocols) && !v.alpnProtocols.includes("http/1.1") && !v.alpnProtocols.includes("h2")
+        ? [
+            [
+              "alpnProtocols",
+              "Sluice offers over TLS only the protocol it speaks to an MCP target: h2 with http.version HTTP2, else http/1.1",
+            ],
+          ]
         : [];
     case "tcp": {
       const k = isRec(v.keepalive) ? v.keepalive : {};
+      // Sluice's own sockets (Envoy is not on the way to MCP targets): Node's setKeepAlive takes the idle time only,
+      // and libuv then fixes the interval at 1 s and the count at 10 (seen with strace on Node 22.23, libuv 1.51).
       return [
         ...(k.interval !== undefined
-          ? [["keepalive.interval", "Node sets only the keepalive idle time; the probe interval is the OS's"] as const]
+          ? [
+              [
+                "keepalive.interval",
+                "Node sets only the keepalive idle time on Sluice's sockets to MCP targets; libuv fixes the probe interval at 1 s",
+              ] as const,
+            ]
           : []),
         ...(k.retries !== undefined
-          ? [["keepalive.retries", "Node sets only the keepalive idle time; the probe count is the OS's"] as const]
+          ? [
+              [
+                "keepalive.retries",
+                "Node sets only the keepalive idle time on Sluice's sockets to MCP targets; libuv fixes the probe count at 10",
+              ] as const,
+            ]
           : []),
       ];
     }
-    case "http":
-      return v.version === "HTTP2"
-        ? [["version", "Sluice speaks HTTP/1.1 to MCP targets (MCP targets written with the SDKs serve HTTP/1.1)"]]
+    case "health":
+      return v.unhealthyCondition !== undefined
+        ? [
+            [
+              "unhealthyCondition",
+              "not applied to MCP targets: a target's failures (no connection, no answer, an HTTP error status) count against its health, its answers (JSON-RPC errors included) for it",
+            ],
+          ]
         : [];
+    case "http":
     case "auth":
     case "tunnel":
       return [];
     default:
-      return [["", "not applied to MCP targets: Sluice's MCP service serves tls, auth, tcp, http and tunnel only"]];
+      return [
+        ["", "not applied to MCP targets: Sluice's MCP service serves tls, auth, tcp, http, tunnel and health only"],
+      ];
   }
 }
 
@@ -90,6 +136,8 @@ export function mcpTargetConnection(
   target: string,
   host: string | undefined,
   input: TranslationInput,
+  /** The target's health state key (`<table key>|<target>`); without it `health` is not read. */
+  healthKey?: string,
 ): ResolvedConnection {
   if (p === undefined) return { notes: [] };
   const out: { -readonly [K in keyof McpTargetConnection]: McpTargetConnection[K] } = {};
@@ -118,6 +166,24 @@ export function mcpTargetConnection(
   if (http !== undefined && isRec(http.value)) {
     const timeout = ms(http.value.requestTimeout);
     if (timeout !== undefined && timeout > 0) out.requestTimeoutMs = timeout;
+    if (http.value.version === "HTTP2") out.http2 = true;
+  }
+  const health = fieldOf(p, "health");
+  if (health !== undefined && isRec(health.value) && healthKey !== undefined) {
+    const e = isRec(health.value.eviction) ? health.value.eviction : {};
+    const num = (x: unknown) => (typeof x === "number" ? x : undefined);
+    const cf = num(e.consecutiveFailures);
+    const threshold = num(e.healthThreshold);
+    const restore = num(e.restoreHealth);
+    out.health = {
+      key: healthKey,
+      backend: backend.replace(/^GwBackend /, ""),
+      target,
+      durationMs: ms(e.duration) ?? 3000,
+      ...(cf !== undefined && cf > 0 ? { consecutiveFailures: cf } : {}),
+      ...(threshold !== undefined ? { healthThreshold: threshold } : {}),
+      ...(restore !== undefined ? { restoreHealth: restore } : {}),
+    };
   }
   const tunnel = fieldOf(p, "tunnel");
   if (tunnel !== undefined) {

@@ -591,30 +591,13 @@ function withConnections(
   const unresolved = [...e.unresolved];
   for (const t of e.targets) {
     const p = b.subBackends?.find((s) => s.name === t.section)?.policy ?? b.policy;
-    const r = mcpTargetConnection(p, `GwBackend ${e.backend}`, t.name, t.host, input);
+    const r = mcpTargetConnection(p, `GwBackend ${e.backend}`, t.name, t.host, input, `${e.key}|${t.name}`);
     for (const n of r.notes) notes.set(`${n.from.kind}|${n.from.name}|${n.field}|${n.message}`, n);
     if (r.failure !== undefined) {
       unresolved.push({ name: t.name, message: r.failure });
       continue;
     }
     if (r.connection === undefined) {
-      targets.push(t);
-      continue;
-    }
-    if (t.protocol === "SSE") {
-      // SSE targets go through the SDK's own transport (fetch / EventSource), which takes none of these settings.
-      const p0 = b.subBackends?.find((s) => s.name === t.section)?.policy ?? b.policy;
-      for (const [field, v] of Object.entries(p0)) {
-        if (field === "mcp" || "combined" in v || mcpUnservedParts(field, v.value).some(([part]) => part === "")) {
-          continue;
-        }
-        const note = {
-          from: v.from,
-          field: `backend.${field}`,
-          message: `not applied to SSE target ${t.name}: Sluice serves connection policies on Streamable HTTP targets only and connects to it over plain HTTP`,
-        };
-        notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
-      }
       targets.push(t);
       continue;
     }
