@@ -13,6 +13,7 @@ import type { McpBackendEntry } from "../translate/mcp/table.js";
 import { MCP_APIKEY_HEADER, MCP_JWT_HEADER, MCP_ROUTE_HEADER } from "../translate/names.js";
 import type { McpRequestContext } from "./authorization.js";
 import { guarded, runGuardrails } from "./guardrails.js";
+import { InitializeCache, type InitializeCacheOptions, initializeCacheOptionsFromEnv } from "./initialize-cache.js";
 import {
   ErrorCodes,
   errorResponse,
@@ -28,6 +29,7 @@ import type { McpMetrics } from "./metrics.js";
 import { challenge, McpOAuth, oauthPath } from "./oauth.js";
 import { type Channel, McpSession, SUPPORTED_VERSIONS } from "./session.js";
 import type { SessionCodec } from "./session-codec.js";
+import { SparePool, type SparePoolOptions, spareOptionsFromEnv } from "./spare-pool.js";
 
 /** Largest message a client may POST. */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -46,6 +48,10 @@ export interface McpHttpOptions {
   readonly entry: (key: string) => McpBackendEntry | undefined;
   readonly log: (line: string) => void;
   readonly metrics?: McpMetrics;
+  /** Spare target sessions (spare-pool.ts); default from the environment (`SLUICE_MCP_SPARE_*`). */
+  readonly spares?: SparePoolOptions;
+  /** Stateless backends' cached initialize answer (initialize-cache.ts); default from the environment. */
+  readonly initializeCache?: InitializeCacheOptions;
 }
 
 class HttpError extends Error {
@@ -191,10 +197,31 @@ export class McpHttpServer {
   /** Counters for /metrics and tests. */
   readonly counters = { sessions: 0, resumed: 0, refused: 0, requests: 0, errors: 0 };
   readonly #oauth: McpOAuth;
+  /** Spare target sessions for Stateful backends, adopted by new sessions. */
+  readonly spares: SparePool;
+  /** Stateless backends' initialize answers. */
+  readonly initializeCache: InitializeCache;
 
   constructor(opts: McpHttpOptions) {
     this.#opts = opts;
     this.#oauth = new McpOAuth(opts.log);
+    this.spares = new SparePool(opts.spares ?? spareOptionsFromEnv(process.env), opts.log);
+    this.initializeCache = new InitializeCache(
+      opts.initializeCache ?? initializeCacheOptionsFromEnv(process.env),
+      async (entry, params) => {
+        const { session, result } = await McpSession.initialize(entry, params, this.#sessionOptions());
+        // Nobody keeps this session: the targets' are ended once the answer is had (not waited for).
+        void session.close(true);
+        return { result, complete: session.skipped.size === 0 };
+      },
+      opts.log,
+    );
+  }
+
+  /** A new MCP table: spare sessions and cached answers of backends gone or changed are dropped. */
+  retain(entries: ReadonlyMap<string, McpBackendEntry>): void {
+    this.spares.retain(entries);
+    this.initializeCache.retain(entries);
   }
 
   #sessionOptions(): { log: (line: string) => void; metrics?: McpMetrics } {
@@ -234,6 +261,7 @@ export class McpHttpServer {
 
   async stop(): Promise<void> {
     if (this.#sweep !== undefined) clearInterval(this.#sweep);
+    await this.spares.close();
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     await Promise.all(sessions.map((p) => p.then((s) => s.close(false)).catch(() => undefined)));
@@ -371,26 +399,31 @@ export class McpHttpServer {
           msg.id,
         );
       }
-      let started: Awaited<ReturnType<typeof McpSession.initialize>>;
+      let started: Awaited<ReturnType<typeof McpSession.initialize>> | undefined;
+      let result: Record<string, unknown>;
       const ctx = requestContext(req);
       const input = { backend: entry.backend, method: msg.method, id: msg.id, params: msg.params };
       try {
         const params = guarded(entry.guardrails, msg.method, "Request")
           ? (await runGuardrails(entry.guardrails, "Request", input, ctx, this.#opts.log)).params
           : msg.params;
-        started = await McpSession.initialize(entry, params, this.#sessionOptions());
-        if (guarded(entry.guardrails, msg.method, "Response")) {
-          const g = await runGuardrails(
-            entry.guardrails,
-            "Response",
-            { ...input, result: started.result },
-            ctx,
-            this.#opts.log,
-          ).catch(async (e: unknown) => {
-            await started.session.close(true);
-            throw e;
+        if (stateful) {
+          started = await McpSession.initialize(entry, params, this.#sessionOptions(), {
+            pool: this.spares,
+            headers: ctx.request.headers,
           });
-          started = { ...started, result: g.result as Record<string, unknown> };
+          result = started.result;
+        } else {
+          result = await this.initializeCache.result(entry, params);
+        }
+        if (guarded(entry.guardrails, msg.method, "Response")) {
+          const g = await runGuardrails(entry.guardrails, "Response", { ...input, result }, ctx, this.#opts.log).catch(
+            async (e: unknown) => {
+              await started?.session.close(true);
+              throw e;
+            },
+          );
+          result = g.result as Record<string, unknown>;
         }
       } catch (e) {
         if (e instanceof RpcError) return sendJson(res, 200, errorResponse(msg.id, e.toObject()));
@@ -398,17 +431,16 @@ export class McpHttpServer {
       }
       this.counters.sessions++;
       if (this.#opts.metrics !== undefined) this.#opts.metrics.sessions.started++;
-      const headers: Record<string, string> = {};
-      if (stateful) {
-        const id = this.#opts.codec.seal(started.session.state());
-        this.#sessions.set(id, Promise.resolve(started.session));
-        headers[SESSION_HEADER] = id;
-      } else {
-        await started.session.close(true);
-      }
-      sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result: started.result }, headers);
-      // The answer is written: now the targets hear notifications/initialized (held so far, see McpSession.release).
-      if (stateful) started.session.release();
+      if (started === undefined) return sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result });
+      const id = this.#opts.codec.seal(started.session.state());
+      this.#sessions.set(id, Promise.resolve(started.session));
+      sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result }, { [SESSION_HEADER]: id });
+      // The answer is written: now the targets hear notifications/initialized (held so far, see McpSession.release;
+      // an adopted spare's were sent before the answer, as the check that its targets are still there).
+      started.session.release();
+      // A spare set for the next client like this one, started once this one is answered (spare-pool.ts).
+      const template = started.template;
+      setImmediate(() => this.spares.refill(entry, template));
       return;
     }
     // Stateless: every request has a session of its own with each target, ended when it is answered.

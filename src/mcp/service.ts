@@ -43,6 +43,8 @@ export class McpService {
     if (result.mcp.entries === this.#current) return;
     this.#previous = this.#current;
     this.#current = result.mcp.entries;
+    // Spare target sessions and cached initialize answers are kept for backends as they are configured now only.
+    this.#http.retain(this.#current);
   }
 
   /** `tls`: mutual TLS as on the ext_authz port (Envoy's `sluice_mcp` cluster then presents its certificate). */
@@ -53,6 +55,11 @@ export class McpService {
 
   get counters(): McpHttpServer["counters"] {
     return this.#http.counters;
+  }
+
+  /** Spare target sessions (spare-pool.ts): held sets and counters, for tests and metrics. */
+  get spares(): McpHttpServer["spares"] {
+    return this.#http.spares;
   }
 
   close(): void {

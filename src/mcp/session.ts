@@ -23,6 +23,7 @@ import {
   splitUri,
 } from "./names.js";
 import type { SessionState } from "./session-codec.js";
+import { mints, type SparePool, type SpareTemplate, spareKey } from "./spare-pool.js";
 import { withClientHeaders } from "./target-connection.js";
 import { type ConnectOptions, TargetConnection, type TargetHooks } from "./upstream.js";
 
@@ -140,12 +141,18 @@ export class McpSession {
     };
   }
 
-  /** Starts a session: every target's initialize, then the merged answer for the client. */
+  /**
+   * Starts a session: every target's initialize, then the merged answer for the client. With `pool`, a set of spare
+   * target sessions started with exactly what this initialize would send the targets is adopted instead
+   * (spare-pool.ts) once the pool's check says its targets are still there; a set that fails it is not adopted, and
+   * the targets are initialized as without a pool. `template` is what a spare set for this client is started with.
+   */
   static async initialize(
     entry: McpBackendEntry,
     params: Record<string, unknown> | undefined,
     opts: SessionOptions,
-  ): Promise<{ session: McpSession; result: Record<string, unknown> }> {
+    more: { readonly pool?: SparePool; readonly headers?: ReadonlyMap<string, string> } = {},
+  ): Promise<{ session: McpSession; result: Record<string, unknown>; template: SpareTemplate; adopted: boolean }> {
     const asked = typeof params?.["protocolVersion"] === "string" ? params["protocolVersion"] : LATEST_VERSION;
     const version = (SUPPORTED_VERSIONS as readonly string[]).includes(asked) ? asked : LATEST_VERSION;
     const caps = isRecord(params?.["capabilities"]) ? params["capabilities"] : {};
@@ -155,21 +162,43 @@ export class McpSession {
           version: String(params["clientInfo"]["version"] ?? "0"),
         }
       : undefined;
-    const s = new McpSession(entry, version, opts, caps, info);
+    const template: SpareTemplate = {
+      protocolVersion: version,
+      capabilities: caps,
+      clientInfo: info,
+      ...(more.headers !== undefined ? { headers: more.headers } : {}),
+    };
     const failures: string[] = entry.unresolved.map((u) => `target ${u.name}: ${u.message}`);
+    const pool = more.pool;
+    const set = await pool?.take(entry, spareKey(entry, template));
+    if (pool !== undefined && set !== undefined) {
+      const refused = await pool.check(set, entry);
+      if (refused.length === 0) {
+        const s = new McpSession(entry, version, opts, caps, info);
+        set.relay.bind(s.#hooks());
+        for (const [name, c] of set.connections) s.#targets.set(name, c);
+        for (const u of entry.unresolved) s.skipped.add(u.name);
+        return { session: s, result: await s.#started(failures), template, adopted: true };
+      }
+      pool.refuse(set, refused.join("; "));
+    }
+    const s = new McpSession(entry, version, opts, caps, info);
     for (const u of entry.unresolved) s.skipped.add(u.name);
-    const results = await Promise.allSettled(
-      entry.targets.map((t) =>
-        TargetConnection.connect(
-          {
-            name: t.name,
-            url: t.urls[0] as string,
-            protocol: t.protocol,
-            capabilities: caps,
-            ...(info !== undefined ? { clientInfo: info } : {}),
-            ...(t.connection !== undefined ? { connection: t.connection } : {}),
-          },
-          s.#hooks(),
+    // A credential minted from the client's token (passthrough, exchange) is minted from this request's.
+    const results = await withClientHeaders(mints(entry) ? more.headers : undefined, () =>
+      Promise.allSettled(
+        entry.targets.map((t) =>
+          TargetConnection.connect(
+            {
+              name: t.name,
+              url: t.urls[0] as string,
+              protocol: t.protocol,
+              capabilities: caps,
+              ...(info !== undefined ? { clientInfo: info } : {}),
+              ...(t.connection !== undefined ? { connection: t.connection } : {}),
+            },
+            s.#hooks(),
+          ),
         ),
       ),
     );
@@ -182,23 +211,28 @@ export class McpSession {
         s.skipped.add(t.name);
       }
     });
-    if (failures.length > 0 && (entry.failureMode === "FailClosed" || s.#targets.size === 0)) {
-      await s.close(true);
+    return { session: s, result: await s.#started(failures), template, adopted: false };
+  }
+
+  /** The session's targets are up (or failed, `failures`): FailClosed refuses it, else the merged answer. */
+  async #started(failures: readonly string[]): Promise<Record<string, unknown>> {
+    const entry = this.entry;
+    if (failures.length > 0 && (entry.failureMode === "FailClosed" || this.#targets.size === 0)) {
+      await this.close(true);
       throw new RpcError(ErrorCodes.ServerError, `cannot start the session: ${failures.join("; ")}`);
     }
-    for (const f of failures) opts.log(`sluice mcp: ${entry.backend}: skipping ${f} (FailOpen)`);
-    const conns = [...s.#targets.values()];
+    for (const f of failures) this.#opts.log(`sluice mcp: ${entry.backend}: skipping ${f} (FailOpen)`);
+    const conns = [...this.#targets.values()];
     const instructions = conns
       .map((c) => c.instructions)
       .filter((x): x is string => x !== undefined && x !== "")
       .join("\n\n");
-    const result: Record<string, unknown> = {
-      protocolVersion: version,
+    return {
+      protocolVersion: this.protocolVersion,
       capabilities: mergeCapabilities(conns.map((c) => c.capabilities ?? {})),
       serverInfo: { name: "sluice", version: "0.1.0" },
       ...(instructions !== "" ? { instructions } : {}),
     };
-    return { session: s, result };
   }
 
   /**

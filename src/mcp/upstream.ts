@@ -433,6 +433,40 @@ export class TargetConnection {
     this.#client.release();
   }
 
+  /**
+   * A spare session adopted by a client (spare-pool.ts): its held notifications/initialized is sent now and its answer
+   * awaited, which also proves the target and its session are still there (a dead target refuses the connection, one
+   * that lost the session answers 404). Rejects with why, within `timeoutMs`.
+   */
+  async confirm(timeoutMs: number): Promise<void> {
+    if (this.closed || this.failure !== undefined) throw new Error(this.failure ?? "the connection closed");
+    this.#client.release();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`no answer to notifications/initialized in ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+    });
+    try {
+      await Promise.race([this.#client.initialized, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.closed) throw new Error("the connection closed");
+  }
+
+  /**
+   * Ends a spare session no client adopted: DELETE without its held notifications/initialized (the target never saw
+   * a client in it), then the connection.
+   */
+  async discard(): Promise<void> {
+    if (this.protocol === "StreamableHTTP") {
+      await (this.#transport as TargetTransport).terminateSession().catch(() => {});
+    }
+    await this.close();
+  }
+
   /** Closes the connection, leaving the target's session for another replica to resume. */
   async close(): Promise<void> {
     this.closed = true;

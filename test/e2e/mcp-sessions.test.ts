@@ -163,9 +163,9 @@ describe("MCP sessions through Envoy", { timeout: 60_000 }, () => {
     assert.equal(text(await first.client.callTool({ name: "alpha_echo", arguments: { text: "one" } })), "alpha: one");
     const id = first.transport.sessionId;
     assert.ok(id !== undefined);
-    const initialized = alpha.seen.initialized + beta.seen.initialized;
-    // The Sluice (and Envoy) that started the session goes away.
+    // The Sluice (and Envoy) that started the session goes away (with the spare sessions it started: stop waits).
     await replica.stop();
+    const initialized = alpha.seen.initialized + beta.seen.initialized;
     const second = await connect(env.baseUrl, "cond", id);
     assert.equal(text(await second.client.callTool({ name: "beta_echo", arguments: { text: "two" } })), "beta: two");
     assert.equal((await second.client.listTools()).tools.length, 10);

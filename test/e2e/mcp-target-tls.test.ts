@@ -130,7 +130,8 @@ describe("MCP targets over TLS, with credentials and timeouts", { timeout: 90_00
     assert.ok(names.includes("secure_echo") && names.includes("plain_echo"), names.join(", "));
     assert.equal(text(await c.callTool({ name: "secure_echo", arguments: { text: "over tls" } })), "secure: over tls");
     assert.equal(text(await c.callTool({ name: "plain_echo", arguments: { text: "plain" } })), "plain: plain");
-    assert.equal(secure.seen.initialized, before + 1);
+    // One session for the client; a second may be the spare set Sluice starts after answering (docs/mcp.md).
+    assert.ok([before + 1, before + 2].includes(secure.seen.initialized), String(secure.seen.initialized - before));
   });
 
   test("the wrong CA, FailOpen: that target is skipped, the other serves", async () => {

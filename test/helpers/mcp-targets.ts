@@ -18,9 +18,20 @@ export interface SdkTarget {
   readonly port: number;
   /**
    * What the target saw: cancelled calls of `slow`, sessions ended by DELETE, sessions started, GET streams asked,
-   * tools/list requests answered.
+   * tools/list requests answered, notifications/initialized received; each session by id with when it was
+   * initialized (Date.now()), whether it heard notifications/initialized and was DELETEd; the session of the last
+   * tools/call.
    */
-  readonly seen: { cancelled: number; deleted: number; initialized: number; streams: number; lists: number };
+  readonly seen: {
+    cancelled: number;
+    deleted: number;
+    initialized: number;
+    streams: number;
+    lists: number;
+    notified: number;
+    sessions: Map<string, { initializedAt: number; notified: boolean; deleted: boolean }>;
+    lastCallSession: string | undefined;
+  };
   /** Ends the target as a crash would: every connection dropped, the port closed. */
   kill(): Promise<void>;
 }
@@ -97,7 +108,16 @@ export interface SdkTargetOptions {
 
 /** A target over Streamable HTTP at http://127.0.0.1:<port>/mcp (https with `opts.tls`). */
 export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}): Promise<SdkTarget> {
-  const seen = { cancelled: 0, deleted: 0, initialized: 0, streams: 0, lists: 0 };
+  const seen: SdkTarget["seen"] = {
+    cancelled: 0,
+    deleted: 0,
+    initialized: 0,
+    streams: 0,
+    lists: 0,
+    notified: 0,
+    sessions: new Map(),
+    lastCallSession: undefined,
+  };
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const required = opts.requireHeader;
@@ -121,10 +141,13 @@ export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}):
         sessionIdGenerator: () => randomUUID(),
         onsessioninitialized: (id) => {
           seen.initialized++;
+          seen.sessions.set(id, { initializedAt: Date.now(), notified: false, deleted: false });
           transports.set(id, t);
         },
         onsessionclosed: (id) => {
           seen.deleted++;
+          const known = seen.sessions.get(id);
+          if (known !== undefined) known.deleted = true;
           transports.delete(id);
         },
       });
@@ -140,6 +163,13 @@ export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}):
     for await (const c of req) chunks.push(c as Buffer);
     const body: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"));
     if ((body as { method?: unknown }).method === "tools/list") seen.lists++;
+    const method = (body as { method?: unknown }).method;
+    if (method === "notifications/initialized") {
+      seen.notified++;
+      const known = typeof sid === "string" ? seen.sessions.get(sid) : undefined;
+      if (known !== undefined) known.notified = true;
+    }
+    if (method === "tools/call" && typeof sid === "string") seen.lastCallSession = sid;
     await transport.handleRequest(req, res, body);
   };
   const listener = (req: IncomingMessage, res: ServerResponse) => {
