@@ -44,11 +44,13 @@ function record(seen: ProtocolTarget["seen"], req: IncomingMessage | Http2Server
 
 export interface SseTargetOptions {
   readonly tls?: HttpsServerOptions;
+  /** Serve HTTP/2 only (h2c with prior knowledge; with `tls`, ALPN h2 alone). */
+  readonly h2?: boolean;
   /** Answer 401 to requests without this header and value. */
   readonly requireHeader?: { readonly name: string; readonly value: string };
 }
 
-/** An SSE target (GET /sse, POST /messages) on 127.0.0.1, HTTPS with `opts.tls`. */
+/** An SSE target (GET /sse, POST /messages) on 127.0.0.1, HTTPS with `opts.tls`, HTTP/2 with `opts.h2`. */
 export async function startSseTarget(name: string, opts: SseTargetOptions = {}): Promise<ProtocolTarget> {
   const seen: ProtocolTarget["seen"] = [];
   const connections = { count: 0 };
@@ -80,7 +82,14 @@ export async function startSseTarget(name: string, opts: SseTargetOptions = {}):
       if (!res.headersSent) res.writeHead(500).end(String(e));
     });
   };
-  const server = opts.tls !== undefined ? createHttpsServer(opts.tls, listener) : createServer(listener);
+  const server =
+    opts.h2 === true
+      ? opts.tls !== undefined
+        ? http2.createSecureServer({ ...(opts.tls as http2.SecureServerOptions), allowHTTP1: false }, listener as never)
+        : http2.createServer({}, listener as never)
+      : opts.tls !== undefined
+        ? createHttpsServer(opts.tls, listener)
+        : createServer(listener);
   server.on(opts.tls !== undefined ? "secureConnection" : "connection", () => connections.count++);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
   return {
@@ -88,7 +97,8 @@ export async function startSseTarget(name: string, opts: SseTargetOptions = {}):
     seen,
     connections,
     async close() {
-      server.closeAllConnections();
+      if ("closeAllConnections" in server) server.closeAllConnections();
+      for (const t of transports.values()) await t.close().catch(() => {});
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
