@@ -106,6 +106,8 @@ interface H2 {
   readonly session: http2.ClientHttp2Session;
   open: number;
   idle?: NodeJS.Timeout;
+  /** Takes the session out of the pool: the next request opens a new one. */
+  drop(): void;
 }
 
 /** Open (or opening) HTTP/2 sessions, by target authority and connection settings. */
@@ -116,11 +118,11 @@ function h2Session(url: URL, c: McpTargetConnection | undefined): Promise<H2> {
   const key = `${url.host}|${connectionKey(url.protocol, c)}`;
   const known = h2Sessions.get(key);
   if (known !== undefined) return known;
-  const p = openH2(url, c);
-  h2Sessions.set(key, p);
   const drop = () => {
     if (h2Sessions.get(key) === p) h2Sessions.delete(key);
   };
+  const p = openH2(url, c, drop);
+  h2Sessions.set(key, p);
   p.then((h) => {
     h.session.once("close", drop);
     h.session.once("goaway", drop);
@@ -129,7 +131,7 @@ function h2Session(url: URL, c: McpTargetConnection | undefined): Promise<H2> {
   return p;
 }
 
-async function openH2(url: URL, c: McpTargetConnection | undefined): Promise<H2> {
+async function openH2(url: URL, c: McpTargetConnection | undefined, drop: () => void): Promise<H2> {
   const secure = url.protocol === "https:";
   const host = url.hostname.replace(/^\[|\]$/g, "");
   const port = Number(url.port !== "" ? url.port : secure ? 443 : 80);
@@ -177,7 +179,7 @@ async function openH2(url: URL, c: McpTargetConnection | undefined): Promise<H2>
   }
   if (c?.keepaliveMs !== undefined) (session.socket as Socket).setKeepAlive(true, c.keepaliveMs);
   session.unref();
-  return { session, open: 0 };
+  return { session, open: 0, drop };
 }
 
 async function h2Request(
@@ -201,6 +203,7 @@ async function h2Request(
   } catch (e) {
     // The session went away between its lookup and this request: once more, on a new one.
     if (retried) throw e;
+    h.drop();
     h.session.destroy();
     return h2Request(url, c, r, sent, true);
   }
@@ -211,7 +214,9 @@ async function h2Request(
     untrack?.();
     if (--h.open === 0) {
       h.idle = setTimeout(() => {
-        if (h.open === 0) h.session.close();
+        if (h.open !== 0) return;
+        h.drop();
+        h.session.close();
       }, H2_IDLE_MS).unref();
     }
   });

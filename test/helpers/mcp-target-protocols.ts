@@ -19,6 +19,8 @@ export interface ProtocolTarget {
   readonly seen: { httpVersion: string; alpn: string | false | undefined; clientCert: boolean; path: string }[];
   /** TCP (or TLS) connections accepted. */
   readonly connections: { count: number };
+  /** HTTP/2 targets: ends every connection with a GOAWAY, the server listening on. */
+  goaway?(): void;
   close(): Promise<void>;
 }
 
@@ -156,6 +158,9 @@ export async function startH2Target(name: string, tls?: http2.SecureServerOption
     port: (server.address() as AddressInfo).port,
     seen,
     connections,
+    goaway() {
+      for (const s of sessions) s.close();
+    },
     async close() {
       for (const s of sessions) s.destroy();
       await new Promise<void>((r) => server.close(() => r()));
