@@ -18,6 +18,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { peerIpValue, specEnvironment, specEnvironmentWith } from "../cel/index.js";
 import { parseDurationMs } from "../translate/duration.js";
+import { LLM_PROVIDER_ATTRIBUTE } from "../translate/llm/table.js";
 import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
 import type { ExtProcHeaders, ExtProcRequest, Reply, ReplyHeaders } from "./llm/wire.js";
 
@@ -80,6 +81,17 @@ export interface TransformationSpec {
    * matches (`retriable_headers`).
    */
   readonly retryCondition?: string;
+  /**
+   * An AI cluster's providers whose effective `transformation` differs from the backend's (a provider's own
+   * `policies.transformation`, which replaces the backend's as a whole): their entries, chosen per attempt by the
+   * provider Envoy picked (its endpoint's metadata, sent as PROVIDER_ATTRIBUTE). Other providers get `entries`.
+   */
+  readonly providers?: Readonly<Record<string, readonly TransformationEntry[]>>;
+  /**
+   * An AI cluster's transformation (llm-transformation.ts): each attempt first undoes the request header changes of the
+   * attempt before it (AttemptJournal), found through the LLM request that the attempt belongs to.
+   */
+  readonly llm?: boolean;
   readonly requestBody: boolean;
   readonly responseBody: boolean;
 }
@@ -193,6 +205,20 @@ function headerMap(h: ExtProcHeaders): Record<string, string> {
   return out;
 }
 
+/** The provider Envoy picked for this attempt: the endpoint metadata an AI cluster names its providers by. */
+export const PROVIDER_ATTRIBUTE = LLM_PROVIDER_ATTRIBUTE;
+
+/** The entries of the attempt's provider when it has its own (`spec.providers`); undefined: the spec's `entries`. */
+function providerEntries(
+  spec: TransformationSpec | undefined,
+  req: Pick<ExtProcRequest, "attributes">,
+): readonly TransformationEntry[] | undefined {
+  if (spec?.providers === undefined) return undefined;
+  const provider = req.attributes["envoy.filters.http.ext_proc"]?.[PROVIDER_ATTRIBUTE];
+  // Own keys only: a provider may be named `constructor`.
+  return typeof provider === "string" && Object.hasOwn(spec.providers, provider) ? spec.providers[provider] : undefined;
+}
+
 /**
  * The `source` variable from the request attributes Envoy sends when the route reads it. Envoy's source.address is
  * `ip:port`; the spec's is an IP typed value, as in authorization (see peerIpValue).
@@ -218,11 +244,70 @@ export interface TransformationCall {
   end(): void;
 }
 
-/** One stream: one HTTP request and its response. */
+/**
+ * The request headers one client request's transformations changed, by name: the value before the change and the value
+ * written (undefined: absent). Envoy's upstream filters change the router's own request headers, so without it a retry
+ * would carry the previous attempt's changes (another provider's own transformation, a header added twice).
+ */
+export type AttemptJournal = Map<string, { readonly original?: string; readonly written?: string }>;
+
+/** A client request's journal, and the headers its LLM stage set for this attempt (never restored). */
+export interface AttemptState {
+  readonly journal: AttemptJournal;
+  readonly provided: ReadonlySet<string>;
+}
+
+/**
+ * Undoes the previous attempt's changes in `view` (in place) and returns them as a mutation: a header still holding what
+ * the transformation wrote gets its value from before (or is removed); one changed since (the LLM stage's own for this
+ * attempt) is left as it is. The journal is emptied: this attempt's changes are recorded anew (recordAttempt).
+ */
+export function undoAttempt(
+  view: Record<string, string>,
+  a: AttemptState,
+): { set: Record<string, string>; remove: string[] } {
+  const set: Record<string, string> = {};
+  const remove: string[] = [];
+  for (const [name, j] of a.journal) {
+    if (name.startsWith(":") || name === "content-length" || a.provided.has(name) || view[name] !== j.written) continue;
+    if (j.original === undefined) {
+      delete view[name];
+      remove.push(name);
+    } else {
+      view[name] = j.original;
+      set[name] = j.original;
+    }
+  }
+  a.journal.clear();
+  return { set, remove };
+}
+
+/** Records in `journal` the request header changes `h` makes to `view` (the headers as this attempt found them). */
+export function recordAttempt(journal: AttemptJournal, view: Readonly<Record<string, string>>, h: ReplyHeaders): void {
+  const written: Record<string, string | undefined> = {};
+  for (const n of h.remove ?? []) written[n] = undefined;
+  for (const [n, v] of Object.entries(h.set)) written[n] = v;
+  for (const [n, v] of h.add ?? []) {
+    const before = n in written ? written[n] : view[n];
+    written[n] = before === undefined ? v : `${before},${v}`;
+  }
+  for (const [n, w] of Object.entries(written)) {
+    journal.set(n, {
+      ...(view[n] !== undefined ? { original: view[n] } : {}),
+      ...(w !== undefined ? { written: w } : {}),
+    });
+  }
+}
+
+/**
+ * One stream: one HTTP request and its response. `attempt`: for an AI cluster's transformation, the state of the client
+ * request this attempt belongs to (undefined when it cannot be found: nothing is undone).
+ */
 export function serveTransformation(
   call: TransformationCall,
   spec: TransformationSpec | undefined,
   log: (m: string) => void,
+  attempt?: (headers: Readonly<Record<string, string>>) => AttemptState | undefined,
 ): void {
   let vars: Obj = {};
   let entry: TransformationEntry | undefined;
@@ -236,8 +321,11 @@ export function serveTransformation(
       call.end();
     }
   };
+  let entries = spec?.entries ?? [];
+  let undone: { set: Record<string, string>; remove: string[] } | undefined;
+  let state: AttemptState | undefined;
   const choose = () => {
-    entry = spec?.entries.find((e) => {
+    entry = entries.find((e) => {
       if (e.condition === undefined) return true;
       return evaluateText(e.condition, vars) === true;
     });
@@ -245,7 +333,9 @@ export function serveTransformation(
   const request = (phase: "requestHeaders" | "requestBody", replace: boolean) => {
     const t = applyTransform(entry?.request, vars, log);
     const d = spec?.delay === undefined ? t : withDelay(t, spec.delay, vars, log);
-    const a = spec?.retryPrecondition === undefined ? d : withRetryPrecondition(d, spec.retryPrecondition, vars, log);
+    const r = spec?.retryPrecondition === undefined ? d : withRetryPrecondition(d, spec.retryPrecondition, vars, log);
+    if (state !== undefined) recordAttempt(state.journal, requestHeaders, r.headers);
+    const a = undone === undefined ? r : { ...r, headers: withUndone(r.headers, undone) };
     answer(
       {
         phase,
@@ -284,6 +374,10 @@ export function serveTransformation(
     switch (r.case) {
       case "requestHeaders": {
         requestHeaders = headerMap(r.value);
+        entries = providerEntries(spec, req) ?? entries;
+        state = spec?.llm === true ? attempt?.(requestHeaders) : undefined;
+        // The expressions see the request as the previous attempt's transformation found it.
+        if (state !== undefined) undone = undoAttempt(requestHeaders, state);
         const source = sourceVariable(req);
         vars = {
           ...identityVariables(req.metadataContext?.filterMetadata),
@@ -340,6 +434,17 @@ export function serveTransformation(
 }
 
 /**
+ * `h` over the undoing of the previous attempt: what `h` sets or removes itself wins; what it adds is appended to the
+ * value from before (Envoy applies a mutation's sets before its appends).
+ */
+function withUndone(h: ReplyHeaders, undone: { set: Record<string, string>; remove: string[] }): ReplyHeaders {
+  const changed = new Set([...Object.keys(h.set), ...(h.remove ?? [])]);
+  const set = { ...Object.fromEntries(Object.entries(undone.set).filter(([n]) => !changed.has(n))), ...h.set };
+  const remove = [...undone.remove.filter((n) => !changed.has(n)), ...(h.remove ?? [])];
+  return { ...h, set, ...(remove.length > 0 ? { remove } : {}) };
+}
+
+/**
  * `retry.precondition` (spec: "evaluated before any attempt; false disables retries"): unless it evaluates to `true`
  * (false, an error or another value: the spec's rule for expressions), `x-envoy-max-retries: 0`, which Envoy's router
  * takes over the route's retry policy. When true the route's policy applies unchanged.
@@ -392,7 +497,11 @@ function isDuration(v: unknown): v is { seconds: bigint | number; nanos: number 
   return typeof v === "object" && v !== null && "seconds" in v && "nanos" in v;
 }
 
-/** Whether Envoy sends the response to this processor (some entry changes it). */
+/** Whether Envoy sends the response to this processor (some entry changes it, a provider's own included). */
 export function hasResponseStage(spec: TransformationSpec | undefined): boolean {
-  return spec?.retryCondition !== undefined || (spec?.entries.some((e) => e.response !== undefined) ?? false);
+  const changes = (entries: readonly TransformationEntry[]) => entries.some((e) => e.response !== undefined);
+  return (
+    spec?.retryCondition !== undefined ||
+    (spec !== undefined && (changes(spec.entries) || Object.values(spec.providers ?? {}).some(changes)))
+  );
 }

@@ -70,6 +70,12 @@ export function clusterVariantName(cluster: string, settingsHash: string): strin
   return `${cluster}~${settingsHash}`;
 }
 
+/** The cluster a variant was made from (itself when it is none): an AI cluster's variant shares its LLM table entry. */
+export function clusterVariantBase(cluster: string): string {
+  const i = cluster.indexOf("~");
+  return i < 0 ? cluster : cluster.slice(0, i);
+}
+
 /** An InferencePool's endpoint picker (HTTP/2, gRPC). */
 /** The cluster of an InferencePool an HTTPRoute sends to (its model servers, reached where the picker says). */
 export function inferencePoolClusterName(namespace: string, pool: string): string {

@@ -57,10 +57,12 @@ import {
   type RouteType,
 } from "../../translate/llm/table.js";
 import type { ModelRouteEntry } from "../../translate/model/ir.js";
-import { MODEL_CLUSTER_HEADER } from "../../translate/names.js";
+import { clusterVariantBase, MODEL_CLUSTER_HEADER } from "../../translate/names.js";
 import type { TranslationResult } from "../../translate/translate.js";
 import { CONTEXT_METADATA, CONTEXT_STAGE, decodeContext, serveContext } from "../context.js";
 import {
+  type AttemptJournal,
+  type AttemptState,
   decodeTransformation,
   serveTransformation,
   TRANSFORMATION_METADATA,
@@ -158,6 +160,8 @@ interface RequestState {
    * another provider would otherwise carry the first provider's credentials.
    */
   provided?: readonly string[];
+  /** The request header changes of the last attempt's transformation (xds/llm-transformation.ts), undone by the next. */
+  transformed?: AttemptJournal;
   /**
    * The request guards' outcome per set of guards (by content): guards run once per client request, before its first
    * attempt; a retry to a provider with the same guards reuses the outcome.
@@ -223,6 +227,15 @@ function attribute(req: ExtProcRequest, name: string): string | undefined {
 }
 
 /**
+ * The AI cluster Envoy routes to, as the table names it: a variant of it (another transformation for some routes,
+ * xds/llm-transformation.ts) shares its entry.
+ */
+function clusterOf(req: ExtProcRequest): string | undefined {
+  const name = attribute(req, LLM_CLUSTER_ATTRIBUTE);
+  return name === undefined ? undefined : clusterVariantBase(name);
+}
+
+/**
  * One stage when the route's entry says so, or when the cluster Envoy routes to has no upstream stage (its metadata
  * names its one provider): Envoy applies a new cluster before the routes that go with it, so for a moment a route's
  * entry may still expect an upstream stage its cluster no longer has.
@@ -230,7 +243,7 @@ function attribute(req: ExtProcRequest, name: string): string | undefined {
 function singleOf(entry: LlmRouteEntry, req: ExtProcRequest): SingleStage | undefined {
   if (entry.single !== undefined) return entry.single;
   const provider = attribute(req, LLM_SINGLE_PROVIDER_ATTRIBUTE);
-  const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE);
+  const cluster = clusterOf(req);
   return provider !== undefined && cluster !== undefined ? { cluster, provider } : undefined;
 }
 
@@ -457,7 +470,9 @@ export class LlmExtProcService {
     const stage = meta(LLM_STAGE_METADATA);
     // The same ext_proc service serves GwPolicy transformations (src/extproc/transformation.ts).
     if (stage === TRANSFORMATION_STAGE) {
-      serveTransformation(call, decodeTransformation(meta(TRANSFORMATION_METADATA) ?? ""), this.#log);
+      serveTransformation(call, decodeTransformation(meta(TRANSFORMATION_METADATA) ?? ""), this.#log, (h) =>
+        this.#transformationAttempt(h),
+      );
       return;
     }
     // And values later filters read, computed with CEL per request (src/extproc/context.ts).
@@ -472,6 +487,18 @@ export class LlmExtProcService {
     }
     if (stage === "upstream") this.#upstream(call);
     else this.#router(call, meta(LLM_ENTRY_METADATA) ?? "");
+  }
+
+  /**
+   * An AI cluster's transformation (an upstream filter after the LLM one): the request it belongs to, where the changes
+   * of its previous attempt are kept, and the headers the LLM stage set for this attempt.
+   */
+  #transformationAttempt(h: Readonly<Record<string, string>>): AttemptState | undefined {
+    const id = h[LLM_REQUEST_ID_HEADER];
+    const state = id === undefined ? undefined : this.#requests.get(id);
+    if (state === undefined) return undefined;
+    state.transformed ??= new Map();
+    return { journal: state.transformed, provided: new Set(state.provided ?? []) };
   }
 
   /** Number of requests held in memory (tests check it drains). */
@@ -910,7 +937,7 @@ export class LlmExtProcService {
     if (state.single !== undefined) return respond("requestHeaders");
     const upstreamPath = header(h, ":path");
     if (upstreamPath !== undefined) state.upstreamPath = upstreamPath;
-    const cluster = attribute(req, LLM_CLUSTER_ATTRIBUTE) ?? "";
+    const cluster = clusterOf(req) ?? "";
     // The endpoint's metadata names its provider; an endpoint without any (ORIGINAL_DST, where an InferencePool's
     // picker chose the address) is the cluster's one provider.
     const providers = Object.keys(state.entry.backends[cluster]?.providers ?? {});

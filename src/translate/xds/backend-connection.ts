@@ -140,11 +140,12 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     const backends = a.backends.map((b) => {
       const bp: BackendPolicyIR | undefined = r.policy?.backends?.find((x) => x.cluster === b.cluster);
       const base = clusters.get(b.cluster);
-      if (retry !== undefined && (base?.kind === "llm" || base?.kind === "mcp")) {
+      // AI backends: the AI cluster's upstream transformation evaluates it (llm-transformation.ts).
+      if (retry !== undefined && base?.kind === "mcp") {
         transformationProblems.push({
           from: retry.from,
           field: "retry.condition",
-          message: `reads more than response.code, which Sluice evaluates per attempt on Service and static backends only; the route's ${base.kind === "llm" ? "AI" : "MCP"} backend GwBackend ${base.backend} is retried on connection failures and resets alone`,
+          message: `reads more than response.code, which Sluice evaluates per attempt on Service, static and AI backends only; the route's MCP backend GwBackend ${base.backend} is retried on connection failures and resets alone`,
           fatal: false,
         });
       }

@@ -15,6 +15,7 @@ import { compileExpression } from "../../cel/index.js";
 import {
   encodeTransformation,
   hasResponseStage,
+  PROVIDER_ATTRIBUTE,
   RESPONSE_ENVIRONMENT,
   RETRY_CONDITION_HEADER,
   TRANSFORMATION_METADATA,
@@ -60,7 +61,7 @@ export function sluiceRetryCondition(r: RouteIR): { readonly text: string; reado
 export function upstreamTransformation(
   r: RouteIR,
   p: EffectivePolicyIR | undefined,
-  // False on AI backends: their retries are the failover policy's (the condition is reported, backend-connection.ts).
+  // False for what a GwBackend's levels alone give an AI cluster (llm-transformation.ts): the condition is the route's.
   withRetry = true,
 ): { readonly ir?: UpstreamTransformationIR; readonly problems: BackendProblemIR[] } {
   const problems: BackendProblemIR[] = [];
@@ -129,7 +130,15 @@ export function upstreamTransformationFilter(u: UpstreamTransformationIR): Any {
         receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE] },
         ...(u.identity ? { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } : {}),
       },
-      ...(u.source ? { requestAttributes: ["source.address", "source.port"] } : {}),
+      // An AI cluster's providers with transformations of their own: the attempt's provider (llm-transformation.ts).
+      ...(u.source || spec.providers !== undefined
+        ? {
+            requestAttributes: [
+              ...(u.source ? ["source.address", "source.port"] : []),
+              ...(spec.providers !== undefined ? [PROVIDER_ATTRIBUTE] : []),
+            ],
+          }
+        : {}),
       // A new body comes with its length. Pseudo-headers and host keep Envoy's default mutation rules, as downstream.
       allowContentLengthHeader: true,
     }),

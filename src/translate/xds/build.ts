@@ -7,6 +7,7 @@ import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3
 import type { AuthzContext } from "../authz/plan.js";
 import type { GatewayIR, ListenerIR, RouteIR } from "../ir.js";
 import { buildMcpOAuthRoutes, servesMcpOAuth } from "../mcp/oauth-routes.js";
+import { clusterVariantBase } from "../names.js";
 import { withBackendConnections } from "./backend-connection.js";
 import { credentialSecret } from "./backend-credential.js";
 import { buildCluster, buildLoadAssignment } from "./cluster.js";
@@ -142,7 +143,9 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   const upstream = opts.llmUpstreamClusters;
   // MCP backends are Sluice's bootstrap cluster (names.ts SLUICE_MCP_CLUSTER), not clusters of their own.
   const envoyClusters = gw.clusters.filter((c) => c.kind !== "mcp");
-  const clusters = envoyClusters.map((c) => buildCluster(c, upstream === undefined || upstream.has(c.name)));
+  const clusters = envoyClusters.map((c) =>
+    buildCluster(c, upstream === undefined || upstream.has(clusterVariantBase(c.name))),
+  );
   for (const c of clusters) extraClusters.delete(c.name);
   const endpoints = envoyClusters.flatMap((c) => {
     const la = buildLoadAssignment(c);

@@ -1,6 +1,7 @@
-// `backend.transformation` on AI backends (a GwBackend `ai`'s own `spec.policies.transformation`, or a GwPolicy's
-// `backend.transformation` reaching it) → the same upstream ext_proc as a Service's (backend-transformation.ts), in
-// the AI cluster's upstream filters after the LLM one (llm.ts):
+// `backend.transformation` on AI backends (a GwBackend `ai`'s own `spec.policies.transformation`, a provider's own
+// `policies.transformation`, or a GwPolicy's `backend.transformation` reaching either), and a `retry.condition` that
+// reads more than the status code → the same upstream ext_proc as a Service's (backend-transformation.ts), in the AI
+// cluster's upstream filters after the LLM one (llm.ts):
 //
 //   request:  [sluice.llm_upstream_ext_proc] → sluice.backend_transformation → codec → provider
 //   response: provider → codec → sluice.backend_transformation → (upstream LLM stage: skips responses) → router
@@ -11,85 +12,208 @@
 // the provider's response before it is translated back. Upstream filters run once per attempt: a failover to another
 // provider writes that provider's request anew, and the transformation applies to it again.
 //
-// One Envoy cluster holds all the providers of a GwBackend and is shared by every route reaching it, so the filter is
-// the cluster's: the routes reaching it must agree on their transformation (they do for the GwBackend's own and for a
-// GwPolicy targeting the GwBackend). When routes differ (a route-level GwPolicy with a `backend` section), none is
-// applied and each is reported; a provider's own `policies.transformation` is reported (traffic-route.ts). Nor is one
-// that buffers a body on a GwBackend a route serves Realtime to: a websocket Envoy passes through is a request and a
-// response whose bodies (the frames) never end, so the session would wait on the buffer (seen with Envoy 1.40).
+// Per provider: the spec's merge order for an LLM provider is GwPolicy, GwBackend, the provider's own `policies`, per
+// top-level field (the policy engine's `subBackends`); a provider whose effective `transformation` differs from the
+// backend's gets its own entries in the filter's spec, which the processor picks by the endpoint metadata naming the
+// provider of the attempt.
+//
+// Per route: one Envoy cluster holds every provider of a GwBackend. Routes whose transformation differs from what the
+// GwBackend's levels alone give (a route-level GwPolicy with a `backend` section, a route's `retry.condition`) get a
+// variant of the cluster, `<cluster>~<hash of the transformation>`, as Service backends do (backend-connection.ts): one
+// per distinct transformation, named by its content, so its name stays as long as the transformation does, and there
+// are never more variants than routes. The cluster itself keeps the GwBackend's own, unnamed by any route-level policy.
+// A variant is the AI cluster with another name and transformation (built by the same buildLlmCluster); the LLM
+// ext_proc finds its table entry under the cluster's name (names.ts clusterVariantBase).
+//
+// Not applied, and reported: a transformation that buffers a body on a route serving Realtime (a websocket Envoy
+// passes through is a request and a response whose bodies, the frames, never end, so the session would wait on the
+// buffer; seen with Envoy 1.40).
 
-import type { BackendProblemIR, GatewayIR, LlmClusterIR, RouteIR, UpstreamTransformationIR } from "../ir.js";
+import { createHash } from "node:crypto";
+import type {
+  BackendPolicyIR,
+  BackendProblemIR,
+  EffectivePolicyIR,
+  GatewayIR,
+  LlmClusterIR,
+  PolicyLevel,
+  RouteIR,
+  UpstreamTransformationIR,
+} from "../ir.js";
+import { clusterVariantName } from "../names.js";
 import { upstreamTransformation } from "./backend-transformation.js";
 import { servesRealtime } from "./llm.js";
+
+/** Levels whose policy does not depend on the route: GwPolicies targeting the GwBackend or a provider, its own. */
+const BACKEND_LEVELS: ReadonlySet<PolicyLevel> = new Set(["backend", "backendSection", "gwBackend", "subBackend"]);
 
 function* routesOf(gw: GatewayIR): Generator<RouteIR> {
   for (const rc of gw.routeConfigs) for (const vh of rc.virtualHosts) yield* vh.routes;
 }
 
-/** `gw` with each AI cluster's transformation, and the routes' problems with theirs (bad CEL, routes that differ). */
+/** `p` without a `transformation` set at a route's level (what the GwBackend's levels alone give). */
+function backendLevelsOnly(p: EffectivePolicyIR | undefined): EffectivePolicyIR | undefined {
+  const f = p?.["transformation"];
+  if (p === undefined || f === undefined || ("combined" in f ? false : BACKEND_LEVELS.has(f.from.level))) return p;
+  const { transformation: _, ...rest } = p;
+  return rest;
+}
+
+/** One route's transformation of one AI cluster, and where its fields come from (for reports). */
+interface RouteTransformation {
+  readonly ir?: UpstreamTransformationIR;
+  readonly problems: BackendProblemIR[];
+  readonly from: BackendProblemIR["from"][];
+}
+
+const same = (a: EffectivePolicyIR | undefined, b: EffectivePolicyIR | undefined) =>
+  JSON.stringify(a?.["transformation"]) === JSON.stringify(b?.["transformation"]);
+
+/**
+ * The transformation of `cluster` for route `r` (`withRoute` false: only what the GwBackend's levels give, and no
+ * retry condition): the backend's, with the providers whose own differs, and the route's `retry.condition` read by
+ * Sluice.
+ */
+function routeTransformation(
+  r: RouteIR,
+  cluster: LlmClusterIR,
+  bp: BackendPolicyIR | undefined,
+  withRoute: boolean,
+): RouteTransformation {
+  const level = (p: EffectivePolicyIR | undefined) => (withRoute ? p : backendLevelsOnly(p));
+  const whole = level(bp?.policy);
+  const problems: BackendProblemIR[] = [];
+  const from: BackendProblemIR["from"][] = [];
+  const fromOf = (p: EffectivePolicyIR | undefined) => {
+    const f = p?.["transformation"];
+    if (f !== undefined && !("combined" in f)) from.push(f.from);
+  };
+  const base = upstreamTransformation(r, whole, withRoute);
+  problems.push(...base.problems);
+  fromOf(whole);
+  const providers: Record<string, UpstreamTransformationIR | undefined> = {};
+  for (const p of cluster.groups.flat()) {
+    const own = level(bp?.subBackends?.find((s) => s.name === p.name)?.policy);
+    if (own === undefined || same(own, whole)) continue;
+    const ut = upstreamTransformation(r, own, withRoute);
+    problems.push(...ut.problems);
+    fromOf(own);
+    providers[p.name] = ut.ir;
+  }
+  const names = Object.keys(providers).sort();
+  if (names.length === 0) {
+    return {
+      ...(base.ir !== undefined ? { ir: { ...base.ir, spec: { ...base.ir.spec, llm: true } } } : {}),
+      problems,
+      from,
+    };
+  }
+  const all = [base.ir, ...names.map((n) => providers[n])];
+  const spec = base.ir?.spec;
+  const ir: UpstreamTransformationIR = {
+    spec: {
+      entries: spec?.entries ?? [],
+      ...(spec?.retryCondition !== undefined ? { retryCondition: spec.retryCondition } : {}),
+      providers: Object.fromEntries(names.map((n) => [n, providers[n]?.spec.entries ?? []])),
+      llm: true,
+      // What Envoy sends the processor is the filter's: the union of what every provider's entries read.
+      requestBody: all.some((u) => u?.spec.requestBody === true),
+      responseBody: all.some((u) => u?.spec.responseBody === true),
+    },
+    source: all.some((u) => u?.source === true),
+    identity: all.some((u) => u?.identity === true),
+  };
+  return { ir, problems, from };
+}
+
+const keyOf = (ir: UpstreamTransformationIR | undefined) => (ir === undefined ? "" : JSON.stringify(ir));
+
+/**
+ * `gw` with each AI cluster's transformation, a variant per other transformation routes reaching it have, those routes
+ * sent to their variant, and the routes' problems (bad CEL, a body on a Realtime route).
+ */
 export function withLlmTransformations(gw: GatewayIR): GatewayIR {
   const llm = new Map(gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c]));
   if (llm.size === 0) return gw;
-  /** Per AI cluster: every route reaching it with its transformation (undefined: none). */
-  const uses = new Map<string, { route: RouteIR; ir?: UpstreamTransformationIR; from?: BackendProblemIR["from"] }[]>();
-  const realtime = new Set<string>();
+  /** Per AI cluster: what the GwBackend's levels alone give (the cluster's own transformation). */
+  const own = new Map<string, UpstreamTransformationIR | undefined>();
+  /** Per route, per AI cluster it reaches with a transformation other than the cluster's own: the variant's name. */
+  const moved = new Map<RouteIR, ReadonlyMap<string, string>>();
   const problems = new Map<RouteIR, BackendProblemIR[]>();
+  const report = (r: RouteIR, more: readonly BackendProblemIR[]) => {
+    if (more.length > 0) problems.set(r, [...(problems.get(r) ?? []), ...more]);
+  };
+  const uses: { route: RouteIR; cluster: string; ir?: UpstreamTransformationIR }[] = [];
   for (const r of routesOf(gw)) {
     if (r.action.kind !== "forward") continue;
-    // A request mirrored to an AI cluster gets its transformation too; mirrors have no backend policy of their own.
-    const clusters = new Set(r.action.backends.map((b) => b.cluster));
-    for (const name of clusters) {
-      if (!llm.has(name)) continue;
-      const policy = r.policy?.backends?.find((x) => x.cluster === name)?.policy;
-      const ut = upstreamTransformation(r, policy, false);
-      if (ut.problems.length > 0) problems.set(r, [...(problems.get(r) ?? []), ...ut.problems]);
-      const f = policy?.["transformation"];
-      const from = f !== undefined && !("combined" in f) ? f.from : undefined;
-      if (servesRealtime(r)) realtime.add(name);
-      const list = uses.get(name) ?? [];
-      list.push({ route: r, ...(ut.ir !== undefined ? { ir: ut.ir } : {}), ...(from !== undefined ? { from } : {}) });
-      uses.set(name, list);
+    // A request mirrored to an AI cluster gets the cluster's own; mirrors have no backend policy of their own.
+    for (const name of new Set(r.action.backends.map((b) => b.cluster))) {
+      const cluster = llm.get(name);
+      if (cluster === undefined) continue;
+      const bp = r.policy?.backends?.find((x) => x.cluster === name);
+      const t = routeTransformation(r, cluster, bp, true);
+      report(r, t.problems);
+      if (!own.has(name)) own.set(name, routeTransformation(r, cluster, bp, false).ir);
+      let ir = t.ir;
+      if (ir !== undefined && (ir.spec.requestBody || ir.spec.responseBody) && servesRealtime(r)) {
+        const why = `not applied: it reads or writes a body, and the route serves Realtime to AI GwBackend ${cluster.backend}: a websocket's frames are a body that never ends, so the session would wait on the buffer (a transformation of a Realtime backend may change headers only)`;
+        const seen = new Set<string>();
+        report(
+          r,
+          t.from
+            .filter((f) => !seen.has(JSON.stringify(f)) && seen.add(JSON.stringify(f)))
+            .map((f) => ({ from: f, field: "backend.transformation", message: why, fatal: false })),
+        );
+        ir = undefined;
+      }
+      uses.push({ route: r, cluster: name, ...(ir !== undefined ? { ir } : {}) });
     }
   }
-  const applied = new Map<string, UpstreamTransformationIR>();
-  for (const [name, list] of uses) {
-    const keys = new Set(list.map((u) => (u.ir === undefined ? "" : JSON.stringify(u.ir))));
-    const first = list[0]?.ir;
-    const bodies = first !== undefined && (first.spec.requestBody || first.spec.responseBody);
-    if (keys.size === 1 && first !== undefined && !(bodies && realtime.has(name))) {
-      applied.set(name, first);
-      continue;
-    }
-    if (keys.size === 1 && first === undefined) continue;
-    const backend = llm.get(name)?.backend ?? name;
-    const why =
-      keys.size === 1
-        ? `not applied: it reads or writes a body, and a route serves Realtime to AI GwBackend ${backend}: a websocket's frames are a body that never ends, so the session would wait on the buffer (a transformation of a Realtime backend may change headers only)`
-        : `not applied: the routes reaching AI GwBackend ${backend} have different transformations, and one Envoy cluster serves all of its providers for every route (set it on the GwBackend, or in a GwPolicy targeting it)`;
-    for (const u of list) {
-      if (u.ir === undefined || u.from === undefined) continue;
-      const p: BackendProblemIR = { from: u.from, field: "backend.transformation", message: why, fatal: false };
-      problems.set(u.route, [...(problems.get(u.route) ?? []), p]);
-    }
+  const variants = new Map<string, LlmClusterIR>();
+  for (const u of uses) {
+    const base = llm.get(u.cluster);
+    if (base === undefined || keyOf(u.ir) === keyOf(own.get(u.cluster))) continue;
+    const name = clusterVariantName(u.cluster, createHash("sha256").update(keyOf(u.ir)).digest("hex").slice(0, 10));
+    if (!variants.has(name)) variants.set(name, llmVariant(base, name, u.ir));
+    moved.set(u.route, new Map([...(moved.get(u.route) ?? []), [u.cluster, name]]));
   }
-  if (applied.size === 0 && problems.size === 0) return gw;
+  const applied = [...own.values()].some((t) => t !== undefined);
+  if (!applied && problems.size === 0 && variants.size === 0) return gw;
   const routeOf = (r: RouteIR): RouteIR => {
     const more = problems.get(r);
-    return more === undefined ? r : { ...r, backendProblems: [...(r.backendProblems ?? []), ...more] };
+    const m = moved.get(r);
+    const a = r.action;
+    if (more === undefined && m === undefined) return r;
+    return {
+      ...r,
+      ...(more !== undefined ? { backendProblems: [...(r.backendProblems ?? []), ...more] } : {}),
+      ...(m !== undefined && a.kind === "forward"
+        ? { action: { ...a, backends: a.backends.map((b) => ({ ...b, cluster: m.get(b.cluster) ?? b.cluster })) } }
+        : {}),
+    };
   };
   return {
     ...gw,
-    clusters: gw.clusters.map((c) => {
-      const t = c.kind === "llm" ? applied.get(c.name) : undefined;
-      return t === undefined ? c : { ...c, transformation: t };
-    }),
-    // Routes without problems stay the same objects (the route memo keeps them).
+    clusters: [
+      ...gw.clusters.map((c) => {
+        const t = c.kind === "llm" ? own.get(c.name) : undefined;
+        return t === undefined ? c : { ...c, transformation: t };
+      }),
+      ...[...variants.values()].sort((a, b) => (a.name < b.name ? -1 : 1)),
+    ],
+    // Routes without problems or a variant stay the same objects (the route memo keeps them).
     routeConfigs:
-      problems.size === 0
+      problems.size === 0 && moved.size === 0
         ? gw.routeConfigs
         : gw.routeConfigs.map((rc) => ({
             ...rc,
             virtualHosts: rc.virtualHosts.map((vh) => ({ ...vh, routes: vh.routes.map(routeOf) })),
           })),
   };
+}
+
+/** `base` under another name with another transformation: everything else is the AI cluster's (llm.ts builds both). */
+function llmVariant(base: LlmClusterIR, name: string, t: UpstreamTransformationIR | undefined): LlmClusterIR {
+  const { transformation: _, ...rest } = base;
+  return { ...rest, name, ...(t !== undefined ? { transformation: t } : {}) };
 }

@@ -18,7 +18,12 @@ import {
 } from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { durationFromMs } from "../duration.js";
 import type { EffectivePolicyIR, RouteIR } from "../ir.js";
-import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../names.js";
+import {
+  clusterVariantBase,
+  REALTIME_CLUSTER_HEADER,
+  REALTIME_ENTRY_HEADER,
+  SLUICE_AUTHZ_HTTP_CLUSTER,
+} from "../names.js";
 import type { BuildContext } from "./filters/types.js";
 import { servesRealtime } from "./llm.js";
 
@@ -72,7 +77,8 @@ export function buildRealtimeRelayRoute(
   );
   for (const [key, value] of [
     [REALTIME_ENTRY_HEADER, entry],
-    [REALTIME_CLUSTER_HEADER, cluster],
+    // The relay finds the provider in the route's table entry, under the AI cluster's name (not a variant's).
+    [REALTIME_CLUSTER_HEADER, clusterVariantBase(cluster)],
   ] as const) {
     twin.requestHeadersToAdd.push(
       create(HeaderValueOptionSchema, {
