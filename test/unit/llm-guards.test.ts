@@ -275,12 +275,12 @@ function remoteGuardFields(direction: string, kinds: readonly string[]): Record<
   };
   const policies: Record<string, string> = {
     policies: "RemoteGuardConfig",
-    "policies.tcp": "reported NotYetSupported",
-    "policies.tls": "reported NotYetSupported",
+    "policies.tcp": "GuardConnection.connectTimeoutMs / keepAliveMs (keepalive retries and interval reported Ignored)",
+    "policies.tls": "GuardConnection.tls (keyExchangeGroups reported Ignored)",
     "policies.http": "RemoteGuardConfig",
-    "policies.http.version": "HTTP2 reported NotYetSupported",
+    "policies.http.version": "GuardConnection.http2",
     "policies.http.requestTimeout": "RemoteGuardConfig.timeoutMs (above the budget reported Ignored)",
-    "policies.tunnel": "reported NotYetSupported and RemoteGuardConfig.problem (fails closed)",
+    "policies.tunnel": "GuardConnection.tunnel (unresolved: RemoteGuardConfig.problem, fails closed)",
     "policies.auth": "compileGuardAuth; problems reported and RemoteGuardConfig.problem (fails closed)",
     "policies.auth.key": "GuardKeyAuth.key",
     "policies.auth.secretRef": "GuardKeyAuth.key",
@@ -439,7 +439,7 @@ spec:
     assert.ok(conditions?.some((c) => c.type === "Attached"));
   });
 
-  test("remote guards: credentials from the policy's Secrets as for providers; a missing one and an unserved setting fail closed and are named, never a secret", async () => {
+  test("remote guards: credentials from the policy's Secrets as for providers; connection settings carried; a missing Secret or proxy fails closed and is named, never a secret", async () => {
     const OPENAI_KEY = "sk-guard-0123456789";
     const AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYGUARD";
     const PRIVATE_KEY = "-----BEGIN PRIVATE KEY-----\\nMIIfake\\n-----END PRIVATE KEY-----\\n";
@@ -508,7 +508,11 @@ spec:
               templateId: t1
               projectId: p1
               location: europe-west4
-              policies: { auth: { cloudB: { secretRef: { name: gcp } } }, tls: { insecureSkipVerify: All } }
+              policies:
+                auth: { cloudB: { secretRef: { name: gcp } } }
+                tls: { insecureSkipVerify: All }
+                tcp: { connectTimeout: 2s, keepalive: { time: 30s, retries: 3 } }
+                http: { version: HTTP2 }
           - moderationA:
               policies:
                 auth: { key: ${OPENAI_KEY}, location: { header: { name: X-Api-Key } } }
@@ -569,10 +573,18 @@ spec:
       "g@p.iam.gserviceaccount.com",
     );
     assert.equal(armor?.kind === "guardrailsB" ? armor.location : undefined, "europe-west4");
+    // Connection settings are served: the guard's calls get a pool of their own with them.
+    assert.deepEqual(armor?.connection, {
+      tls: { insecure: "All" },
+      http2: true,
+      connectTimeoutMs: 2000,
+      keepAliveMs: 30_000,
+    });
+    // A tunnel whose proxy cannot be found: every check fails closed, never around the proxy.
     assert.deepEqual(tunnelled, {
       kind: "moderationA",
       auth: { key: OPENAI_KEY, location: { header: { name: "X-Api-Key" } } },
-      problem: "policies.tunnel is not supported yet; the guard service is not called without the proxy",
+      problem: "policies.tunnel: backendRef: Service default/proxy not found",
     });
     assert.deepEqual(configs(guard.response), [
       {
@@ -609,12 +621,17 @@ spec:
       ),
       warning?.message,
     );
+    assert.ok(!lines.some((l) => l.includes(".policies.tls")), warning?.message);
     assert.ok(
-      lines.some((l) => l.startsWith(`${at(3, "guardrailsB")}.policies.tls: not applied yet`)),
+      lines.some((l) =>
+        l.startsWith(`${at(3, "guardrailsB")}.policies.tcp.keepalive: retries and interval not applied`),
+      ),
       warning?.message,
     );
     assert.ok(
-      lines.some((l) => l.startsWith(`${at(4, "moderationA")}.policies.tunnel: not applied yet: every check fails`)),
+      lines.includes(
+        `${at(4, "moderationA")}.policies.tunnel: backendRef: Service default/proxy not found: every check by this guard fails (fail closed) until it is resolved`,
+      ),
       warning?.message,
     );
     assert.ok(!lines.some((l) => l.includes("not served yet")), warning?.message);

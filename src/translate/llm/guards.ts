@@ -3,12 +3,14 @@
 // to addresses, remote guards' credentials read from their Secrets (by the LLM table's own credential compiler, passed
 // in). Everything the entry cannot serve is a note for the policy's status, never dropped silently.
 
-import type { GuardKeyLocation, RemoteGuardConfig } from "../../extproc/llm/guards/remote/config.js";
-import { referenceAllowed, serviceEndpoints } from "../backend/resolve.js";
+import type { GuardConnection, GuardKeyLocation, RemoteGuardConfig } from "../../extproc/llm/guards/remote/config.js";
+import { referenceAllowed, serviceEndpoints, tunnelRefs } from "../backend/resolve.js";
+import { resolveTunnel } from "../backend/tunnel.js";
 import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
+import { resolveBackendTls } from "../xds/backend-tls.js";
 import { linearRegex } from "./linear-regex.js";
 import type { compileGuardAuth } from "./table.js";
 
@@ -124,8 +126,8 @@ function keyLocation(v: unknown): GuardKeyLocation | undefined {
 
 /**
  * A remote guard's settings as written → its client's config. `policies.auth` goes through the LLM table's credential
- * compiler; `policies.http.requestTimeout` bounds each check; the connection settings the client does not apply are
- * notes (`tunnel` also fails every check: the guard would otherwise reach its service another way than the one set).
+ * compiler; `policies.http.requestTimeout` bounds each check; `tls`, `tcp`, `http.version` and `tunnel` say how its
+ * calls connect (guardConnection).
  */
 function remoteConfig(
   kind: RemoteGuardSpec["kind"],
@@ -154,23 +156,7 @@ function remoteConfig(
       }
     }
   }
-  if (http.version === "HTTP2") {
-    note(`${at}.policies.http.version`, "not applied: guard calls use HTTP/1.1 with keep-alive connections");
-  }
-  for (const f of ["tcp", "tls"] as const) {
-    if (policies[f] === undefined) continue;
-    note(
-      `${at}.policies.${f}`,
-      `not applied yet: the guard's calls use Sluice's own connection settings (${f === "tls" ? "the system CAs, SNI and hostname check from the service's URL, no client certificate" : "default connect timeout and keepalive"})`,
-    );
-  }
-  if (policies.tunnel !== undefined) {
-    note(
-      `${at}.policies.tunnel`,
-      "not applied yet: every check fails (fail closed) rather than reach the guard service without the proxy",
-    );
-    problems.push("policies.tunnel is not supported yet; the guard service is not called without the proxy");
-  }
+  const connection = guardConnection(policies, http, at, ns, input, note, problems);
   const host =
     kind === "guardrailsB"
       ? `modelarmor.${typeof c.location === "string" ? c.location : MODEL_ARMOR_DEFAULT_LOCATION}.rep.googleapis.com`
@@ -186,6 +172,7 @@ function remoteConfig(
   const common = {
     ...opt("timeoutMs", timeoutMs),
     ...(problems.length > 0 ? { problem: problems.join("; ") } : {}),
+    ...opt("connection", connection),
   };
   switch (kind) {
     case "moderationA":
@@ -214,6 +201,80 @@ function remoteConfig(
         ...common,
       };
   }
+}
+
+/**
+ * A remote guard's `policies.tls`, `tcp`, `http.version` and `tunnel` → how its calls connect, resolved as a Service
+ * backend's are (the CA ConfigMap and client certificate Secret by backend-tls.ts, the proxy by backend/tunnel.ts, in
+ * the policy's namespace). What cannot be resolved is a note and a problem: every check fails closed rather than
+ * reach the service another way than the one set. Undefined when none is set.
+ */
+function guardConnection(
+  policies: Rec,
+  http: Rec,
+  at: string,
+  ns: string,
+  input: TranslationInput,
+  note: (field: string, message: string, reason?: GuardNote["reason"]) => void,
+  problems: string[],
+): GuardConnection | undefined {
+  const failClosed = "every check by this guard fails (fail closed) until it is resolved";
+  const c: { -readonly [K in keyof GuardConnection]: GuardConnection[K] } = {};
+  if (http.version === "HTTP2") c.http2 = true;
+  if (policies.tls !== undefined) {
+    const t = isRec(policies.tls) ? policies.tls : {};
+    const r = resolveBackendTls(t, ns, undefined, input);
+    if (!r.ok) {
+      note(`${at}.policies.tls.${r.field}`, `${r.message}: ${failClosed}`);
+      problems.push(`policies.tls.${r.field}: ${r.message}`);
+    } else {
+      // Without verifySubjectAltNames the certificate is checked against the SNI, else the service URL's host.
+      const sans = Array.isArray(t.verifySubjectAltNames) ? t.verifySubjectAltNames.map(String) : undefined;
+      c.tls = {
+        ...opt("sni", r.tls.sni),
+        ...opt("ca", r.tls.ca),
+        ...opt("insecure", r.tls.insecure),
+        ...opt("sans", sans),
+        ...opt(
+          "clientCert",
+          r.tls.clientCert !== undefined ? { chain: r.tls.clientCert.chain, key: r.tls.clientCert.key } : undefined,
+        ),
+      };
+      // ALPN follows http.version (h2 and http/1.1 with HTTP2, else http/1.1), as Envoy's does the cluster's protocol.
+      if (t.keyExchangeGroups !== undefined) {
+        note(
+          `${at}.policies.tls.keyExchangeGroups`,
+          "not applied: the guard's calls use Node's default key exchange groups",
+          "Ignored",
+        );
+      }
+    }
+  }
+  const tcp = isRec(policies.tcp) ? policies.tcp : undefined;
+  if (tcp !== undefined) {
+    const timeout = typeof tcp.connectTimeout === "string" ? parseDurationMs(tcp.connectTimeout) : undefined;
+    if (timeout !== undefined && timeout > 0) c.connectTimeoutMs = timeout;
+    const ka = isRec(tcp.keepalive) ? tcp.keepalive : undefined;
+    if (ka !== undefined) {
+      const time = typeof ka.time === "string" ? parseDurationMs(ka.time) : undefined;
+      c.keepAliveMs = time !== undefined && time > 0 ? time : 180_000;
+      if (ka.retries !== undefined || ka.interval !== undefined) {
+        note(
+          `${at}.policies.tcp.keepalive`,
+          "retries and interval not applied: Node sets only the idle time before the first probe (the system's probe count and interval apply)",
+          "Ignored",
+        );
+      }
+    }
+  }
+  if (policies.tunnel !== undefined) {
+    const r = resolveTunnel(policies.tunnel, ns, tunnelRefs(input, ns));
+    if (!r.ok) {
+      note(`${at}.policies.tunnel`, `${r.message}: ${failClosed}`);
+      problems.push(`policies.tunnel: ${r.message}`);
+    } else c.tunnel = r.tunnel;
+  }
+  return Object.keys(c).length === 0 ? undefined : c;
 }
 
 /** `{[k]: v}`, or nothing when v is undefined (exactOptionalPropertyTypes). */

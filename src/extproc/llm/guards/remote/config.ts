@@ -24,6 +24,30 @@ export interface GuardGoogleAuth {
   readonly audience?: string;
 }
 
+/**
+ * How a guard's calls connect, from its `policies.tls`, `tcp`, `http.version` and `tunnel` as the translator resolved
+ * them (the CA and client certificate read from their ConfigMap and Secret, the proxy from its Service or GwBackend).
+ * Absent: the shared pool's defaults (system CAs, name check and SNI from the URL, HTTP/1.1, no proxy).
+ */
+export interface GuardConnection {
+  readonly tls?: {
+    readonly sni?: string;
+    /** PEM bundle replacing the system CAs. */
+    readonly ca?: string;
+    readonly insecure?: "All" | "Hostname";
+    /** Names the certificate must carry (`verifySubjectAltNames`); absent: the SNI, else the URL's host. */
+    readonly sans?: readonly string[];
+    readonly clientCert?: { readonly chain: string; readonly key: string };
+  };
+  readonly connectTimeoutMs?: number;
+  /** Idle time before TCP keepalive probes (`tcp.keepalive.time`). */
+  readonly keepAliveMs?: number;
+  /** `http.version: HTTP2`: h2 by ALPN over TLS, prior knowledge (h2c) over plain HTTP. */
+  readonly http2?: boolean;
+  /** An HTTP CONNECT proxy every call goes through (plain HTTP ones too). */
+  readonly tunnel?: { readonly address: string; readonly port: number; readonly proxy: string };
+}
+
 interface Common {
   /**
    * Base URL replacing the service's default (scheme, host, optional path prefix); see index.ts for the environment
@@ -37,6 +61,7 @@ interface Common {
    * GuardError saying so, rather than calling the service without them.
    */
   readonly problem?: string;
+  readonly connection?: GuardConnection;
 }
 
 /** moderationA: the OpenAI moderation endpoint. Request direction only (spec). */

@@ -2,9 +2,11 @@
 // failures turned into GuardErrors that name the guard, the host and the status, never a text or a credential (error
 // bodies can echo either, so only their machine-readable code is kept).
 
-import { Agent, type Dispatcher, request } from "undici";
+import { createHash } from "node:crypto";
+import { checkServerIdentity, type PeerCertificate } from "node:tls";
+import { Agent, type buildConnector, type Dispatcher, ProxyAgent, request } from "undici";
 import { GuardError } from "../types.js";
-import type { GuardKeyAuth } from "./config.js";
+import type { GuardConnection, GuardKeyAuth } from "./config.js";
 
 /** Answers are the texts sent back at most (masked) plus assessments; more than this is not a guard's answer. */
 const MAX_ANSWER_BYTES = 16 << 20;
@@ -13,8 +15,79 @@ let shared: Agent | undefined;
 
 /** One pool for all remote guards: keep-alive connections reused across checks (TLS handshakes are most of a call). */
 export function sharedDispatcher(): Dispatcher {
-  shared ??= new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 120_000, connections: 64 });
+  // HTTP/1.1 unless a guard's http.version says HTTP2 (undici would otherwise offer h2 too).
+  shared ??= new Agent({
+    keepAliveTimeout: 30_000,
+    keepAliveMaxTimeout: 120_000,
+    connections: 64,
+    allowH2: false,
+    connect: { allowH2: false },
+  });
   return shared;
+}
+
+/** Pools of guards with their own connection settings, by settings: a new LLM table with the same ones reuses them. */
+const pools = new Map<string, Dispatcher>();
+/** Pools kept at most; the least recently made is closed past it (connection settings change rarely). */
+const MAX_POOLS = 64;
+
+/**
+ * The pool of a guard's calls: the shared one, or one for its connection settings (TLS, TCP, HTTP/2, tunnel), as
+ * Envoy would connect to a backend with those policies.
+ */
+export function dispatcherFor(c: GuardConnection | undefined, shared: Dispatcher): Dispatcher {
+  if (c === undefined) return shared;
+  const id = createHash("sha256").update(JSON.stringify(c)).digest("hex");
+  const known = pools.get(id);
+  if (known !== undefined) return known;
+  const t = c.tls;
+  const sans = t?.sans;
+  const tls: buildConnector.BuildOptions = {
+    ...(t?.ca !== undefined ? { ca: t.ca } : {}),
+    ...(t?.clientCert !== undefined ? { cert: t.clientCert.chain, key: t.clientCert.key } : {}),
+    ...(t?.sni !== undefined ? { servername: t.sni } : {}),
+    ...(t?.insecure === "All" ? { rejectUnauthorized: false } : {}),
+    ...(t?.insecure === "Hostname"
+      ? { checkServerIdentity: () => undefined }
+      : sans !== undefined && sans.length > 0
+        ? {
+            checkServerIdentity: (_host: string, cert: PeerCertificate) =>
+              sans.some((n) => checkServerIdentity(n, cert) === undefined)
+                ? undefined
+                : new Error(`the certificate names none of ${sans.join(", ")}`),
+          }
+        : {}),
+    ...(c.http2 === true ? { allowH2: true, preferH2: true } : { allowH2: false }),
+  };
+  const tcp = {
+    ...(c.connectTimeoutMs !== undefined ? { timeout: c.connectTimeoutMs } : {}),
+    ...(c.keepAliveMs !== undefined ? { keepAlive: true, keepAliveInitialDelay: c.keepAliveMs } : {}),
+  };
+  const common = {
+    keepAliveTimeout: 30_000,
+    keepAliveMaxTimeout: 120_000,
+    connections: 64,
+    ...(c.http2 === true ? { allowH2: true, h2Options: { useH2c: true } } : { allowH2: false }),
+  };
+  const pool =
+    c.tunnel === undefined
+      ? new Agent({ ...common, connect: { ...tls, ...tcp } })
+      : new ProxyAgent({
+          ...common,
+          uri: `http://${c.tunnel.address.includes(":") ? `[${c.tunnel.address}]` : c.tunnel.address}:${c.tunnel.port}`,
+          // Every call through the proxy, plain HTTP too: the guard never reaches its service another way.
+          proxyTunnel: true,
+          requestTls: tls,
+          proxyTls: tcp,
+          ...(c.connectTimeoutMs !== undefined ? { connectTimeout: c.connectTimeoutMs } : {}),
+        });
+  pools.set(id, pool);
+  if (pools.size > MAX_POOLS) {
+    const [oldest, p] = pools.entries().next().value as [string, Dispatcher];
+    pools.delete(oldest);
+    void p.close();
+  }
+  return pool;
 }
 
 /** The caller's signal combined with the guard's bound. */

@@ -18,10 +18,11 @@ import type { RemoteGuard } from "../types.js";
 import type { RemoteGuardConfig } from "./config.js";
 import { GuardrailsAGuard } from "./guardrails-a.js";
 import { GuardrailsBGuard } from "./guardrails-b.js";
-import { sharedDispatcher } from "./http.js";
+import { dispatcherFor, sharedDispatcher } from "./http.js";
 import { ModerationAGuard } from "./moderation-a.js";
 
 export type {
+  GuardConnection,
   GuardGoogleAuth,
   GuardKeyAuth,
   GuardKeyLocation,
@@ -61,7 +62,8 @@ function sharedGoogle(): GoogleTokens {
 
 /** The client of one remote guard. Never throws: a config that cannot work fails each check with a GuardError. */
 export function remoteGuardFor(config: RemoteGuardConfig, deps: RemoteGuardDeps = {}): RemoteGuard {
-  const dispatcher = deps.dispatcher ?? sharedDispatcher();
+  // A guard with its own connection settings (policies.tls / tcp / http.version / tunnel) gets a pool of its own.
+  const dispatcher = dispatcherFor(config.connection, deps.dispatcher ?? sharedDispatcher());
   const env = deps.env ?? process.env;
   switch (config.kind) {
     case "moderationA":
