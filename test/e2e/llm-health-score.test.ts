@@ -4,6 +4,7 @@
 // - a 429 the GwBackend's `unhealthyCondition` calls unhealthy (Envoy's outlier detection never counts a 429) evicts
 //   the primary; the backup, always healthy, is never evicted; the primary returns after `duration`;
 // - a provider's own `health` (consecutiveFailures 2) replaces the GwBackend's for that provider;
+// - every provider evicted: Envoy's panic mode (threshold 1 %) still sends to them, as for a Service;
 // - a GwPolicy's `backend.health` targeting the GwBackend is served too.
 
 import assert from "node:assert/strict";
@@ -193,6 +194,22 @@ describe("AI provider health scored by Sluice, failing over by EDS", { timeout: 
     const three = await ask("/own", "third");
     assert.equal(three.choices[0]?.message.content, "Hello from ownBackup: third");
     assert.equal(primary.requests.length, 2, "evicted: not tried");
+  });
+
+  test("every provider evicted: Envoy's panic mode still sends to them (the spec's fallback), no 503", async () => {
+    // The primary of `own` is evicted for 60 s (above); its backup has the cluster's default scoring (a 5xx, 3 s).
+    const primary = fake("ownPrimary");
+    const backup = fake("ownBackup");
+    backup.failWith = 500;
+    await assert.rejects(ask("/own", "both down"), (e: unknown) => e instanceof OpenAI.InternalServerError);
+    await waitFor("the backup evicted too", async () =>
+      (await evicted("own", backup.port)) === true ? true : undefined,
+    );
+    assert.equal(await evicted("own", primary.port), true);
+    primary.failWith = undefined;
+    backup.failWith = undefined;
+    const r = await ask("/own", "fallback");
+    assert.match(r.choices[0]?.message.content ?? "", /^Hello from own(Primary|Backup): fallback$/);
   });
 
   test("a GwPolicy's backend.health reaching the AI backend is served", async () => {
