@@ -2,7 +2,8 @@
 // (xds/llm-transformation.ts):
 // - routes reaching one AI GwBackend with different route-level `backend.transformation` each get their own: a
 //   variant of the AI cluster per distinct transformation (`<cluster>~<hash>`), shared by the routes that agree, and
-//   a failover inside a variant is transformed for the next provider;
+//   a failover inside a variant is transformed for the next provider, and Sluice's health scoring of the GwBackend
+//   is shared by its variants (they read the cluster's endpoints, evicted ones marked);
 // - a provider's own `policies.transformation` replaces the GwBackend's for that provider (the spec's merge order,
 //   per top-level field), applied to the attempt whose provider Envoy picked, across a failover; each attempt starts
 //   from the request as the client sent it (the previous attempt's changes undone);
@@ -14,7 +15,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { request } from "../helpers/net.js";
+import { request, waitFor } from "../helpers/net.js";
 
 interface Ports {
   t1: number;
@@ -38,7 +39,8 @@ spec:
       - providers:
           - { name: t2, providerD: { model: claude-t2 }, host: 127.0.0.1, port: ${p.t2} }
   policies:
-    health: { eviction: { duration: 1s } }
+    # Scored by Sluice (an EDS cluster whose evicted providers it marks): the variants read the cluster's marks.
+    health: { unhealthyCondition: "response.code >= 500", eviction: { duration: 3s, consecutiveFailures: 1 } }
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
@@ -209,7 +211,7 @@ describe("AI backends: a transformation per route and per provider", { timeout: 
     assert.equal([...names].filter((n) => /^backend\/default\/teams~[0-9a-f]{10}$/.test(n)).length, 2);
   });
 
-  test("a failover inside a route's variant is transformed for the next provider, in its format", async () => {
+  test("a failover inside a variant is transformed for the next provider; the eviction holds for every variant", async () => {
     fake("t1").failWith = 503;
     try {
       const before = fake("t2").requests.length;
@@ -220,10 +222,29 @@ describe("AI backends: a transformation per route and per provider", { timeout: 
       assert.equal(fake("t2").requests.at(-1)?.headers["x-team"], "b /v1/messages");
       assert.equal(fake("t1").requests.at(-1)?.headers["x-team"], "b /v1/chat/completions");
       assert.equal(b.response.headers.get("x-team-seen"), "b");
+      // The 503 evicted t1 (Sluice's scoring): every variant reads the cluster's endpoints, its mark included.
+      await waitFor(
+        "t1 marked in every cluster of GwBackend teams",
+        async () => {
+          const text = (await request(env.envoy.adminPort, "/clusters")).body;
+          const marks = [...text.matchAll(/^(backend\/default\/teams[^:]*)::[^:]+:(\d+)::health_flags::(.*)$/gm)]
+            .filter((m) => m[2] === String(fake("t1").port))
+            .map((m) => `${m[1]} ${m[3]}`);
+          return marks.length === 3 && marks.every((m) => m.endsWith("/failed_eds_health")) ? true : undefined;
+        },
+        5_000,
+      );
+      // So team-a, on another variant, goes to t2 without trying t1.
+      const t1Before = fake("t1").requests.length;
+      const a = await ask("/team-a", "five-a");
+      assert.equal(a.data.choices[0]?.message.content, "Hello from t2: five-a");
+      assert.equal(fake("t1").requests.length, t1Before);
+      assert.equal(fake("t2").requests.at(-1)?.headers["x-team"], "a");
     } finally {
       fake("t1").failWith = undefined;
     }
-    await settle();
+    // Until t1's eviction (3 s) ends.
+    await new Promise((r) => setTimeout(r, 3500));
   });
 
   test("a provider's own transformation replaces the GwBackend's for that provider, attempt by attempt", async () => {

@@ -87,7 +87,8 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   // Backend policy connection settings: cluster variants, and the routes that use them.
   // And AI clusters' backend.transformation (llm-transformation.ts).
   // And their health scoring by Sluice (llm-health.ts).
-  const gw = withLlmHealth(withLlmTransformations(withBackendConnections(ir, opts.authz?.input)));
+  // Health first: a variant of an AI cluster (another transformation) is scored with the cluster it was made from.
+  const gw = withLlmTransformations(withLlmHealth(withBackendConnections(ir, opts.authz?.input)));
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const note: BuildContext["note"] = (from, field, message, reason) => {

@@ -48,6 +48,7 @@ import {
   LLM_SINGLE_PROVIDER_ATTRIBUTE,
   LLM_SINGLE_PROVIDER_KEY,
 } from "../llm/table.js";
+import { clusterVariantBase } from "../names.js";
 import { socketAddress } from "./address.js";
 import { backendHealthFilter, HEALTH_FILTER_NAME, localOriginOutlierDetection } from "./backend-health.js";
 import { extProcOnRoute } from "./filters/ext-proc-route.js";
@@ -153,7 +154,8 @@ function llmClusterTargets(
     return {
       clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.EDS },
       edsClusterConfig: {
-        serviceName: c.name,
+        // A variant (llm-transformation.ts) reads the endpoints of the cluster it was made from, marks included.
+        serviceName: clusterVariantBase(c.name),
         edsConfig: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 },
       },
     };
@@ -166,12 +168,14 @@ function llmClusterTargets(
 }
 
 /**
- * The EDS resource of an AI cluster Sluice scores (undefined for the others): the providers as the STRICT_DNS cluster
- * lists them, host names included; Sluice resolves those when it publishes (health/provider-dns.ts), so Envoy only
- * ever gets addresses.
+ * The EDS resource of an AI cluster Sluice scores (undefined for the others, and for a variant, which reads its
+ * cluster's): the providers as the STRICT_DNS cluster lists them, host names included; Sluice resolves those when it
+ * publishes (health/provider-dns.ts), so Envoy only ever gets addresses.
  */
 export function llmLoadAssignment(c: LlmClusterIR): ClusterLoadAssignment | undefined {
-  if (c.health === undefined || c.groups.flat()[0]?.pool !== undefined) return undefined;
+  if (c.health === undefined || c.groups.flat()[0]?.pool !== undefined || clusterVariantBase(c.name) !== c.name) {
+    return undefined;
+  }
   return create(ClusterLoadAssignmentSchema, providerAssignment(c));
 }
 
@@ -309,7 +313,7 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transfo
                           name: HEALTH_FILTER_NAME,
                           configType: {
                             case: "typedConfig" as const,
-                            value: backendHealthFilter(c.name, c.health, true),
+                            value: backendHealthFilter(clusterVariantBase(c.name), c.health, true),
                           },
                         },
                       ]
