@@ -283,6 +283,14 @@ describe("cloudB credentials on guarded Realtime sessions (Vertex AI's Live API)
     assert.doesNotMatch(JSON.stringify(run.handshakes.at(-1)?.headers), /client-key/);
   });
 
+  test("an upgrade to a path the routes do not name Realtime is refused 400 (not left waiting for a body)", async () => {
+    const handshakes = vertex.handshakes.length;
+    const r = await refusedUpgrade(env, "/vertex/ws/google.cloud.aiplatform.v1beta1.PredictionService/Predict");
+    assert.equal(r.status, 400);
+    assert.match(r.body, /only paths the AI policy's routes name Realtime take websockets/);
+    assert.equal(vertex.handshakes.length, handshakes);
+  });
+
   test("credentials the token endpoint refuses: the upgrade is answered 500, the provider not called", async () => {
     const handshakes = vertex.handshakes.length;
     const r = await refusedUpgrade(env, `/wrongkey${LIVE_PATH}`);

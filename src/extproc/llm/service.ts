@@ -604,6 +604,15 @@ export class LlmExtProcService {
         }
         const routeType = routeTypeOf(entry.routes, header(r.value, ":path") ?? "/");
         const client = clientFormatOf(routeType, header(r.value, ":path") ?? "/");
+        // A websocket upgrade on a route that serves Realtime, to a path of a route type with a body to translate, would
+        // wait for a body that never comes: refused, naming what takes websockets.
+        if (client !== undefined && /websocket/i.test(header(r.value, "upgrade") ?? "")) {
+          return clientErrorResponse(client, {
+            status: 400,
+            kind: "invalid_request",
+            message: `a websocket upgrade to a ${routeType} path: only paths the AI policy's routes name Realtime take websockets`,
+          });
+        }
         if (entry.models !== undefined) {
           // GwModel discovery is answered here; other model requests need their body to select a model.
           if (routeType === "Models")
