@@ -101,7 +101,10 @@ export class HealthService {
       for (const c of g.xds.clusters) {
         const cfg = scoring(c);
         if (cfg === undefined) continue;
-        clusters.set(c.name, { cfg, endpoints: endpointKeys(assignments.get(c.name)) });
+        // Scored by the assignment it reads: a variant of an AI cluster (another transformation) shares its cluster's.
+        const name = c.edsClusterConfig?.serviceName || c.name;
+        if (clusters.has(name)) continue;
+        clusters.set(name, { cfg, endpoints: endpointKeys(assignments.get(name)) });
       }
     }
     this.health.configure(clusters);
