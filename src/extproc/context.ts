@@ -8,6 +8,7 @@
 
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { formatIp } from "../cel/index.js";
+import { type HoldSpec, serveHold } from "./buffer-hold.js";
 import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
 import type { ExtProcHeaders, Reply } from "./llm/wire.js";
 import { RESPONSE_ENVIRONMENT, sourceVariable, type TransformationCall } from "./transformation.js";
@@ -59,6 +60,8 @@ export interface ContextSpec {
    * listed before this stage, which gets the response after it: the request is answered unchanged and kept.
    */
   readonly atResponse?: boolean;
+  /** `buffer` FailOpen: nothing is computed; the bodies are held up to these sizes (buffer-hold.ts). */
+  readonly hold?: HoldSpec;
 }
 
 export function encodeContext(spec: ContextSpec): string {
@@ -177,6 +180,10 @@ function headerMap(h: ExtProcHeaders): Record<string, string> {
  * (`atResponse`), the request's messages are answered unchanged and the values are computed on the response headers.
  */
 export function serveContext(call: TransformationCall, spec: ContextSpec | undefined, log: (m: string) => void): void {
+  if (spec?.hold !== undefined) {
+    serveHold(call, spec.hold);
+    return;
+  }
   let vars: Obj = {};
   let closed = false;
   const finish = (r: Reply) => {

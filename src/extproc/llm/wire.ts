@@ -440,7 +440,19 @@ function writeHeaderMutation(w: Writer, m: ReplyHeaders): void {
 
 /** The answer to one message of the exchange: continue, with the changes given. */
 export interface PhaseReply {
-  readonly phase: "requestHeaders" | "responseHeaders" | "requestBody" | "responseBody";
+  /** Trailers (FULL_DUPLEX_STREAMED has them sent) are answered without a change: the other fields are not used. */
+  readonly phase:
+    | "requestHeaders"
+    | "responseHeaders"
+    | "requestBody"
+    | "responseBody"
+    | "requestTrailers"
+    | "responseTrailers";
+  /**
+   * FULL_DUPLEX_STREAMED bodies: `body` goes out as a `streamed_response` chunk (any number of received chunks in
+   * one), `endOfStream` on the last.
+   */
+  readonly streamed?: { readonly endOfStream: boolean };
   /** CONTINUE_AND_REPLACE: `body` replaces the whole message (headers phases) rather than the body seen so far. */
   readonly replace?: boolean;
   readonly headers?: ReplyHeaders;
@@ -486,7 +498,14 @@ export interface ReplyMode {
   readonly responseTrailerMode: ProcessingMode_HeaderSendMode;
 }
 
-const PHASE_FIELDS = { requestHeaders: 1, responseHeaders: 2, requestBody: 3, responseBody: 4 } as const;
+const PHASE_FIELDS = {
+  requestHeaders: 1,
+  responseHeaders: 2,
+  requestBody: 3,
+  responseBody: 4,
+  requestTrailers: 5,
+  responseTrailers: 6,
+} as const;
 
 function writeBody(w: Writer, field: number, body: string | Uint8Array): void {
   if (typeof body === "string") w.string(field, body);
@@ -510,6 +529,10 @@ export function writeReply(r: Reply): Uint8Array {
     w.close(at);
     return w.buf.subarray(0, w.pos);
   }
+  if (r.phase === "requestTrailers" || r.phase === "responseTrailers") {
+    w.close(w.mark(PHASE_FIELDS[r.phase]));
+    return w.buf.subarray(0, w.pos);
+  }
   const at = w.mark(PHASE_FIELDS[r.phase]);
   const common = w.mark(1);
   w.enumOrBool(1, r.replace === true ? CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE : 0);
@@ -518,7 +541,14 @@ export function writeReply(r: Reply): Uint8Array {
     writeHeaderMutation(w, r.headers);
     w.close(h);
   }
-  if (r.body !== undefined) {
+  if (r.body !== undefined && r.streamed !== undefined) {
+    const b = w.mark(3);
+    const c = w.mark(3);
+    if ((typeof r.body === "string" ? r.body.length : r.body.byteLength) > 0) writeBody(w, 1, r.body);
+    w.enumOrBool(2, r.streamed.endOfStream);
+    w.close(c);
+    w.close(b);
+  } else if (r.body !== undefined) {
     const b = w.mark(3);
     writeBody(w, 1, r.body);
     w.close(b);
@@ -578,7 +608,16 @@ export function replyMessage(r: Reply): ProcessingResponse {
       },
     });
   }
+  if (r.phase === "requestTrailers" || r.phase === "responseTrailers") {
+    return create(ProcessingResponseSchema, { response: { case: r.phase, value: {} } });
+  }
   const body = r.body === undefined ? undefined : typeof r.body === "string" ? te.encode(r.body) : r.body;
+  const mutation =
+    body === undefined
+      ? undefined
+      : r.streamed !== undefined
+        ? { case: "streamedResponse" as const, value: { body, endOfStream: r.streamed.endOfStream } }
+        : { case: "body" as const, value: body };
   return create(ProcessingResponseSchema, {
     response: {
       case: r.phase,
@@ -586,7 +625,7 @@ export function replyMessage(r: Reply): ProcessingResponse {
         response: {
           ...(r.replace === true ? { status: CommonResponse_ResponseStatus.CONTINUE_AND_REPLACE } : {}),
           ...(r.headers !== undefined ? { headerMutation: headerMutationInit(r.headers) } : {}),
-          ...(body !== undefined ? { bodyMutation: { mutation: { case: "body" as const, value: body } } } : {}),
+          ...(mutation !== undefined ? { bodyMutation: { mutation } } : {}),
           ...(r.clearRouteCache === true ? { clearRouteCache: true } : {}),
         },
       },

@@ -168,33 +168,26 @@ export { RESPONSE_BUFFER_FILTER };
 export const bufferBuilder: HttpFilterBuilder = {
   id: "buffer",
   schemas: [BufferSchema, BufferPerRouteSchema, FileSystemBufferFilterConfigSchema],
-  forRoute(route, ctx) {
+  forRoute(route) {
     const f = last<NonNullable<TrafficT["buffer"]>>(route, "buffer");
     if (f === undefined) return undefined;
     const { request: req, response: res } = f.value;
-    // FailOpen sides: held by an ext_proc up to the stream's buffer limit, larger bodies pass (buffer-fail-open.ts).
-    const openReq = req?.failureMode === "FailOpen";
-    const openRes = res?.failureMode === "FailOpen";
-    const open = openReq || openRes ? [failOpenBuffer(openReq, openRes)] : [];
-    for (const [side, isOpen] of [
-      ["request", openReq],
-      ["response", openRes],
-    ] as const) {
-      // maxBytes always has a value (the schema's default, 2Mi).
-      if (!isOpen) continue;
-      ctx.note(
-        f.from,
-        `buffer.${side}.maxBytes`,
-        "with FailOpen a body is held up to the stream's buffer limit (the listener's: frontend http.maxBufferSize, " +
-          "Envoy's default 1Mi), not maxBytes: Envoy's partial buffering stops there and a route cannot lower it; " +
-          "a larger body passes on unbuffered",
-        "Ignored",
-      );
-    }
-    const closedReq = openReq ? undefined : req;
-    const closedRes = openRes ? undefined : res;
     const limit = (maxBytes: string | number | undefined) =>
       Math.min(parseByteSize(maxBytes ?? "2Mi") ?? DEFAULT_MAX_BYTES, 0xffffffff);
+    // FailOpen sides: held by Sluice up to maxBytes, larger bodies pass (buffer-fail-open.ts).
+    const openReq = req?.failureMode === "FailOpen";
+    const openRes = res?.failureMode === "FailOpen";
+    const open =
+      openReq || openRes
+        ? [
+            failOpenBuffer({
+              ...(openReq ? { request: limit(req?.maxBytes) } : {}),
+              ...(openRes ? { response: limit(res?.maxBytes) } : {}),
+            }),
+          ]
+        : [];
+    const closedReq = openReq ? undefined : req;
+    const closedRes = openRes ? undefined : res;
     if (closedRes !== undefined) {
       const fully = (maxBytes: string | number | undefined) => ({
         behavior: { behavior: { case: "fullyBuffer" as const, value: {} } },
