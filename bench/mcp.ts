@@ -16,11 +16,19 @@
 // `--targets inproc` puts them all in the bench's process. `--cpu-prof DIR` has Sluice write a V8 CPU profile there
 // when the bench stops it (node --cpu-prof).
 //
+// Spare target sessions (docs/mcp.md, "Spare target sessions started ahead") are on in Sluice by default: a new
+// session is measured back to back (closed loop: the next client's initialize comes while the spare set started for
+// it may still be starting) and with `--gap` ms between sessions, untimed (the realistic case, where a ready set is
+// adopted). `--spares off` runs Sluice without them, against the same baselines. The CPU the Sluice process and the
+// 8 target processes spend per new session is printed too (the spares move the targets' work off the client's wait,
+// not away).
+//
 // Envoy's share is measured apart: the rows marked "Sluice alone" send the same requests to Sluice's MCP port itself
 // (with the route header Envoy's route would set), so "added" there is Sluice's part and the difference to the row
 // through Envoy is Envoy's.
 //
-//   node dist/bench/mcp.js [--calls 500] [--sessions 50] [--targets child|inproc] [--cpu-prof DIR]
+//   node dist/bench/mcp.js [--calls 500] [--sessions 50] [--gap 100] [--spares on|off] [--targets child|inproc]
+//                          [--cpu-prof DIR]
 
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -41,6 +49,9 @@ const { values } = parseArgs({
     calls: { type: "string", default: "500" },
     sessions: { type: "string", default: "50" },
     targets: { type: "string", default: "child" },
+    gap: { type: "string", default: "100" },
+    spares: { type: "string", default: "on" },
+    "spare-check": { type: "string", default: "connect" },
     "cpu-prof": { type: "string" },
     "serve-target": { type: "string" },
     help: { type: "boolean", default: false },
@@ -50,6 +61,9 @@ if (values.help) {
   console.log(`node dist/bench/mcp.js [options]
   --calls N              tools/call and tools/list requests per setup (500)
   --sessions N           new sessions per setup (50)
+  --gap MS               pause between new sessions in the "with a gap" rows (100), not timed
+  --spares on|off        Sluice's spare target sessions (on: its default)
+  --spare-check connect|session  what Sluice checks of a spare set at adoption (SLUICE_MCP_SPARE_CHECK)
   --targets child|inproc each target in a process of its own (default), or all in the bench's process
   --cpu-prof DIR         Sluice writes a V8 CPU profile into DIR when the bench stops it`);
   process.exit(0);
@@ -66,15 +80,22 @@ if (values["serve-target"] !== undefined) {
 }
 const CALLS = Number(values.calls);
 const SESSIONS = Number(values.sessions);
+const GAP_MS = Number(values.gap);
 
 function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 }
 
-async function timed(n: number, once: () => Promise<unknown>): Promise<{ p50: number; p99: number }> {
-  for (let i = 0; i < Math.min(20, n); i++) await once(); // warm up
+/** `pauseMs`: waited before each operation, outside its time (sessions that do not come back to back). */
+async function timed(n: number, once: () => Promise<unknown>, pauseMs = 0): Promise<{ p50: number; p99: number }> {
+  const pause = () => (pauseMs > 0 ? new Promise((r) => setTimeout(r, pauseMs)) : undefined);
+  for (let i = 0; i < Math.min(20, n); i++) {
+    await pause();
+    await once(); // warm up
+  }
   const ms: number[] = [];
   for (let i = 0; i < n; i++) {
+    await pause();
     const t = performance.now();
     await once();
     ms.push(performance.now() - t);
@@ -138,12 +159,36 @@ const RAW_AGENT = new Agent({ keepAlive: true });
 async function connect(url: string, headers?: Record<string, string>): Promise<Client> {
   const c = new Client({ name: "bench", version: "1" });
   await c.connect(
-    new StreamableHTTPClientTransport(new URL(url), headers !== undefined ? { requestInit: { headers } } : undefined),
+    new StreamableHTTPClientTransport(new URL(url), {
+      ...(headers !== undefined ? { requestInit: { headers } } : {}),
+      fetch: waitFetch,
+    }),
   );
   return c;
 }
 
-type Target = Pick<SdkTarget, "name" | "port" | "kill">;
+/**
+ * CPU the Sluice process and the 8 targets spent while clients waited for their initialize answers, summed over the
+ * sessions of the row being measured (`inWait` set): read from /proc when each initialize is sent and when its answer
+ * arrives (the reads add about 0.1 ms to those sessions' time). Unlike the wall time it hardly depends on the load.
+ */
+let inWait: { sluice: number; targets: number; n: number } | undefined;
+const waitFetch: typeof fetch = async (url, init) => {
+  const acc = inWait;
+  const initialize = acc !== undefined && typeof init?.body === "string" && init.body.includes('"method":"initialize"');
+  const before = initialize ? [cpuMs(SLUICE_PID()), TARGETS_CPU()] : [];
+  const res = await fetch(url, init);
+  if (initialize && acc !== undefined) {
+    acc.sluice += cpuMs(SLUICE_PID()) - (before[0] ?? 0);
+    acc.targets += TARGETS_CPU() - (before[1] ?? 0);
+    acc.n++;
+  }
+  return res;
+};
+let SLUICE_PID: () => number | undefined = () => undefined;
+let TARGETS_CPU: () => number = () => 0;
+
+type Target = Pick<SdkTarget, "name" | "port" | "kill"> & { readonly pid?: number | undefined };
 
 async function childTarget(name: string): Promise<Target> {
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve-target", name], {
@@ -156,6 +201,7 @@ async function childTarget(name: string): Promise<Target> {
   return {
     name,
     port,
+    pid: child.pid,
     async kill() {
       if (killed) return;
       killed = true;
@@ -176,7 +222,11 @@ const env = await startLlmEnv(
     { name: "eight", targets: targets.map((t) => ({ name: t.name, port: t.port })) },
   ]),
   "/one/mcp",
-  values["cpu-prof"] !== undefined ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values["cpu-prof"]}` } : undefined,
+  {
+    ...(values["cpu-prof"] !== undefined ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values["cpu-prof"]}` } : {}),
+    ...(values.spares === "off" ? { SLUICE_MCP_SPARE_SESSIONS: "off" } : {}),
+    SLUICE_MCP_SPARE_CHECK: values["spare-check"] ?? "connect",
+  },
 );
 const direct = `http://127.0.0.1:${targets[0]?.port}/mcp`;
 /** Sluice's own MCP port, as Envoy's route reaches it (Gateway default/gw). */
@@ -186,6 +236,18 @@ const alone = (backend: string) => ({
 });
 const rows: [string, { p50: number; p99: number }, { p50: number; p99: number }][] = [];
 const cpu: [string, number][] = [];
+/** CPU of the 8 target processes together (child targets only). */
+const targetsCpu = () => targets.reduce((n, t) => n + cpuMs(t.pid), 0);
+SLUICE_PID = () => env.sluice.child.pid;
+TARGETS_CPU = targetsCpu;
+const waitCpu: [string, { sluice: number; targets: number; n: number }][] = [];
+const targetCpu: [string, number][] = [];
+/** Spare sets adopted per new session (Sluice's /metrics). */
+const adoptedShare: [string, number][] = [];
+async function adoptedSets(): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${env.sluice.adminPort}/metrics`)).text();
+  return Number(/^sluice_mcp_spare_sets_total\{outcome="adopted"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+}
 try {
   const d = await connect(direct);
   const one = await connect(`${env.baseUrl}/one/mcp`);
@@ -194,9 +256,22 @@ try {
   const pid = env.sluice.child.pid;
   const measured = async <T>(name: string, n: number, run: () => Promise<T>): Promise<T> => {
     const before = cpuMs(pid);
-    const r = await run();
+    const targetsBefore = targetsCpu();
+    const adoptedBefore = await adoptedSets();
+    const session = name.startsWith("new session");
+    if (session) {
+      inWait = { sluice: 0, targets: 0, n: 0 };
+      waitCpu.push([name, inWait]);
+    }
+    const r = await run().finally(() => {
+      inWait = undefined;
+    });
     // Warm-up included: n + min(20, n) operations.
     cpu.push([name, (cpuMs(pid) - before) / (n + Math.min(20, n))]);
+    if (session) {
+      targetCpu.push([name, (targetsCpu() - targetsBefore) / (n + Math.min(20, n))]);
+      adoptedShare.push([name, ((await adoptedSets()) - adoptedBefore) / (n + Math.min(20, n))]);
+    }
     return r;
   };
   const oneAlone = await connect(alone("one").url, alone("one").headers);
@@ -224,17 +299,32 @@ try {
     await timed(CALLS, () => d.listTools()),
     await measured("tools/list (8 targets)", CALLS, () => timed(CALLS, () => eight.listTools())),
   ]);
-  const viaSluice = await measured("new session (8 targets)", SESSIONS, () =>
+  const viaSluice = await measured("new session (8 targets), back to back", SESSIONS, () =>
     timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close()),
   );
   const directSession = await timed(SESSIONS, async () => (await connect(direct)).close());
-  rows.push(["new session (8 targets)", directSession, viaSluice]);
+  rows.push(["new session (8 targets), back to back", directSession, viaSluice]);
+  const directGap = await timed(SESSIONS, async () => (await connect(direct)).close(), GAP_MS);
+  rows.push([
+    `new session (8 targets), ${GAP_MS} ms apart`,
+    directGap,
+    await measured(`new session (8 targets), ${GAP_MS} ms apart`, SESSIONS, () =>
+      timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close(), GAP_MS),
+    ),
+  ]);
   const { url: eightAlone, headers: eightHeaders } = alone("eight");
   rows.push([
     "new session (8 targets), Sluice alone",
     directSession,
     await measured("new session (8 targets), Sluice alone", SESSIONS, () =>
       timed(SESSIONS, async () => (await connect(eightAlone, eightHeaders)).close()),
+    ),
+  ]);
+  rows.push([
+    `new session (8 targets), Sluice alone, ${GAP_MS} ms apart`,
+    directGap,
+    await measured(`new session (8 targets), Sluice alone, ${GAP_MS} ms apart`, SESSIONS, () =>
+      timed(SESSIONS, async () => (await connect(eightAlone, eightHeaders)).close(), GAP_MS),
     ),
   ]);
   rows.push([
@@ -259,10 +349,23 @@ try {
   for (const t of targets) await t.kill();
 }
 const f = (x: number) => x.toFixed(2).padStart(8);
-console.log(`${"setup".padEnd(40)}  direct p50/p99 (ms)   via Sluice p50/p99 (ms)   added p50 (ms)`);
+console.log(`${"setup".padEnd(52)}  direct p50/p99 (ms)   via Sluice p50/p99 (ms)   added p50 (ms)`);
 for (const [name, a, b] of rows) {
-  console.log(`${name.padEnd(40)}  ${f(a.p50)} ${f(a.p99)}     ${f(b.p50)} ${f(b.p99)}          ${f(b.p50 - a.p50)}`);
+  console.log(`${name.padEnd(52)}  ${f(a.p50)} ${f(a.p99)}     ${f(b.p50)} ${f(b.p99)}          ${f(b.p50 - a.p50)}`);
 }
-console.log(`\n${"Sluice process CPU per operation".padEnd(40)}  ms (user + system, /proc; 10 ms ticks)`);
-for (const [name, ms] of cpu) console.log(`${name.padEnd(40)}  ${f(ms)}`);
+console.log(`\n${"Sluice process CPU per operation".padEnd(52)}  ms (user + system, /proc; 10 ms ticks)`);
+for (const [name, ms] of cpu) console.log(`${name.padEnd(52)}  ${f(ms)}`);
+if (targetCpu.length > 0) {
+  console.log(`\n${"8 target processes' CPU per operation".padEnd(52)}  ms (user + system, /proc; 10 ms ticks)`);
+  for (const [name, ms] of targetCpu) console.log(`${name.padEnd(52)}  ${f(ms)}`);
+}
+console.log(
+  `\n${"CPU inside the client's wait for initialize".padEnd(52)}  Sluice / 8 targets, ms per session (/proc)`,
+);
+for (const [name, w] of waitCpu) console.log(`${name.padEnd(52)}  ${f(w.sluice / w.n)} ${f(w.targets / w.n)}`);
+console.log(`\n${"new sessions that adopted a spare set".padEnd(52)}  share (Sluice's /metrics)`);
+for (const [name, share] of adoptedShare) console.log(`${name.padEnd(52)}  ${f(share)}`);
+console.log(
+  `spare target sessions: ${values.spares === "off" ? "off" : `on, checked at adoption: ${values["spare-check"]}`}`,
+);
 console.log(`\nload average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} (at the end)`);

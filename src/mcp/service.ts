@@ -35,6 +35,7 @@ export class McpService {
       entry: (key) => this.#current.get(key) ?? this.#previous.get(key),
       log: opts.log,
     });
+    this.metrics.spares = () => ({ ...this.#http.spares.counters });
   }
 
   addTo(_server: grpc.Server): void {}

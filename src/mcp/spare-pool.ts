@@ -12,6 +12,7 @@ import { connect as tcpConnect } from "node:net";
 import type { McpBackendEntry } from "../translate/mcp/table.js";
 import { ErrorCodes, RpcError } from "./jsonrpc.js";
 import { withClientHeaders } from "./target-connection.js";
+import { targetEvicted } from "./target-health.js";
 import { TargetConnection, type TargetHooks } from "./upstream.js";
 
 export interface SparePoolOptions {
@@ -267,8 +268,8 @@ export class SparePool {
   }
 
   /**
-   * Why a taken set must not be adopted (empty: it may be): a target whose spare connection failed or closed, one that
-   * no longer accepts connections (`connect`; a target reached through a CONNECT proxy is not probed, the proxy would
+   * Why a taken set must not be adopted (empty: it may be): a target whose spare connection failed or closed, one its
+   * health policy evicted since, one that no longer accepts connections (`connect`; a target reached through a CONNECT proxy is not probed, the proxy would
    * answer), or one that did not accept its notifications/initialized (`session`).
    */
   async check(set: SpareSet, entry: McpBackendEntry): Promise<string[]> {
@@ -276,9 +277,12 @@ export class SparePool {
     const results = await Promise.allSettled(
       conns.map(([name, c]) => {
         if (c.closed || c.failure !== undefined) return Promise.reject(new Error(c.failure ?? "its connection closed"));
+        const connection = entry.targets.find((t) => t.name === name)?.connection;
+        // Evicted by its health policy since the set started: a session started now would not reach it either.
+        const evicted = targetEvicted(connection?.health);
+        if (evicted !== undefined) return Promise.reject(new Error(evicted));
         if (this.options.check === "session") return c.confirm(CONFIRM_MS);
-        const proxied = entry.targets.find((t) => t.name === name)?.connection?.proxy !== undefined;
-        return proxied ? Promise.resolve() : reachable(c.url, PROBE_MS);
+        return connection?.proxy !== undefined ? Promise.resolve() : reachable(c.url, PROBE_MS);
       }),
     );
     return results.flatMap((r, i) =>

@@ -204,6 +204,13 @@ describe("MCP spare target sessions through Envoy", { timeout: 120_000 }, () => 
     // The set was not adopted but DELETEd (its gamma session, told initialized only as the check that failed at
     // victim); the client's own attempt (today's path) started and ended a session at gamma as it always did.
     await waitFor("gamma's spare session DELETEd", async () => (spareSession.deleted ? true : undefined));
+    // Sluice's /metrics counts the sets by outcome.
+    const metrics = await (await fetch(`http://127.0.0.1:${env.sluice.adminPort}/metrics`)).text();
+    const outcome = (o: string) =>
+      Number(metrics.match(new RegExp(`^sluice_mcp_spare_sets_total\\{outcome="${o}"\\} (\\d+)$`, "m"))?.[1]);
+    assert.ok(outcome("adopted") >= 1, metrics);
+    assert.ok(outcome("refused") >= 1);
+    assert.ok(outcome("discarded") >= 2);
     const all = [...gamma.seen.sessions.values()];
     assert.equal(all.length, 3);
     assert.deepEqual(
