@@ -4,13 +4,16 @@
 // events and a `response.output_text.done`). It checks the provider's Bearer key and records each handshake.
 
 import { createHash } from "node:crypto";
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 
 export interface Handshake {
   readonly path: string;
   readonly headers: IncomingMessage["headers"];
+  /** The upgrade came over TLS. */
+  readonly secure?: boolean;
 }
 
 export interface FakeRealtime {
@@ -75,18 +78,21 @@ export async function startFakeRealtime(o: {
   deltas?: string[];
   /** Instead of `apiKey`: whether the `Authorization` header is accepted (a minted token the test's issuer checks). */
   authorize?: (authorization: string) => boolean;
+  /** Serve over TLS with this certificate and key. */
+  tls?: { readonly cert: string; readonly key: string };
 }): Promise<FakeRealtime> {
   const handshakes: Handshake[] = [];
   const events: Record<string, unknown>[] = [];
   const sockets = new Set<Duplex>();
-  const server: Server = createServer((_req, res) => {
+  const plain = (_req: IncomingMessage, res: ServerResponse) => {
     res.writeHead(426, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { message: "websocket upgrade required", type: "invalid_request_error" } }));
-  });
+  };
+  const server: Server = o.tls !== undefined ? createTlsServer(o.tls, plain) : createServer(plain);
   server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
-    handshakes.push({ path: req.url ?? "", headers: req.headers });
+    handshakes.push({ path: req.url ?? "", headers: req.headers, secure: o.tls !== undefined });
     const reject = (status: string, message: string) => {
       socket.end(
         `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ error: { message } })}`,

@@ -13,6 +13,7 @@ import { connect as tlsConnect } from "node:tls";
 import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
 import type { Http1Request } from "../../../grpc/http1.js";
+import type { TunnelIR } from "../../../translate/backend/tunnel.js";
 import type { LlmClusterIR, LlmProviderIR } from "../../../translate/ir.js";
 import type { LlmProviderEntry, LlmRouteEntry } from "../../../translate/llm/table.js";
 import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../translate/names.js";
@@ -89,6 +90,8 @@ export class RealtimeRelay {
   readonly #sessions = new Set<Socket>();
   readonly #minter: Minter;
   readonly #google: GoogleTokens;
+  /** Sessions opened so far: a Service's endpoints are taken in turn. */
+  #turn = 0;
 
   constructor(opts: RealtimeRelayOptions) {
     this.#log = opts.log;
@@ -281,19 +284,55 @@ export class RealtimeRelay {
       ...Object.entries(credentials.headers).map(([k, v]) => `${k}: ${v}`),
     ];
     const tls = ir.tls as ProviderTls | undefined;
-    const upstream: Socket =
-      tls === undefined
-        ? netConnect({ host: ir.address, port: ir.port })
-        : tlsConnect({
-            host: ir.address,
-            port: ir.port,
-            servername: tls.sni ?? ir.address,
-            ALPNProtocols: ["http/1.1"],
-            ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
-            ...(tls.insecure === "All" ? { rejectUnauthorized: false } : {}),
-            ...(tls.insecure === "Hostname" ? { checkServerIdentity: () => undefined } : {}),
-            ...(tls.clientCert !== undefined ? { cert: tls.clientCert.chain, key: tls.clientCert.key } : {}),
-          });
+    // Until the provider's connection is up (through a proxy, the TLS handshake), what was dialled is closed on timeout.
+    const dialled = new Set<Socket>();
+    let upstream: Socket | undefined;
+    let handshaken = false;
+    const timer = setTimeout(() => {
+      reply(client, 502, `provider ${provider.name} did not answer the websocket upgrade in time`);
+      for (const s of dialled) s.destroy();
+      upstream?.destroy();
+    }, HANDSHAKE_TIMEOUT_MS);
+    timer.unref();
+    const unreachable = (e: Error) => {
+      clearTimeout(timer);
+      if (!client.destroyed && !handshaken) {
+        this.#log(`llm realtime relay: provider ${provider.name}: ${e.message}`);
+        reply(client, e instanceof NoEndpoint ? 503 : 502, `provider ${provider.name} unreachable`);
+      }
+    };
+    const onClientClose = () => {
+      for (const s of dialled) s.destroy();
+    };
+    client.once("close", onClientClose);
+    dial(ir, tls, this.#turn++, dialled).then((u) => {
+      client.off("close", onClientClose);
+      if (client.destroyed) {
+        u.destroy();
+        return;
+      }
+      upstream = u;
+      this.#connected(u, lines, key, headers, clientKey, target, client, clientHead, timer, unreachable, () => {
+        handshaken = true;
+      });
+    }, unreachable);
+  }
+
+  /** The provider's websocket handshake on its connection `upstream`, then the session (#relay). */
+  #connected(
+    upstream: Socket,
+    lines: readonly string[],
+    key: string,
+    headers: Record<string, string>,
+    clientKey: string,
+    target: Target,
+    client: Socket,
+    clientHead: Buffer,
+    timer: NodeJS.Timeout,
+    unreachable: (e: Error) => void,
+    handshaken: () => void,
+  ): void {
+    const { provider } = target;
     this.#sessions.add(upstream);
     upstream.once("close", () => {
       this.#sessions.delete(upstream);
@@ -302,23 +341,11 @@ export class RealtimeRelay {
       setTimeout(() => client.destroy(), 1000).unref();
     });
     client.once("close", () => upstream.destroy());
-    const timer = setTimeout(() => {
-      reply(client, 502, `provider ${provider.name} did not answer the websocket upgrade in time`);
-      upstream.destroy();
-    }, HANDSHAKE_TIMEOUT_MS);
-    timer.unref();
-    let handshaken = false;
     upstream.on("error", (e) => {
-      clearTimeout(timer);
-      if (!client.destroyed && !handshaken) {
-        this.#log(`llm realtime relay: provider ${provider.name}: ${e.message}`);
-        reply(client, 502, `provider ${provider.name} unreachable`);
-      }
+      unreachable(e);
       upstream.destroy();
     });
-    upstream.once(tls === undefined ? "connect" : "secureConnect", () =>
-      upstream.write(`${lines.join("\r\n")}\r\n\r\n`),
-    );
+    upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
     let buf = Buffer.alloc(0);
     const onHead = (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
@@ -343,7 +370,7 @@ export class RealtimeRelay {
         upstream.end();
         return;
       }
-      handshaken = true;
+      handshaken();
       const chosen = theirs["sec-websocket-protocol"];
       client.write(
         [
@@ -539,6 +566,105 @@ export class RealtimeRelay {
   }
 }
 
+/** A provider reached through a Service with no ready endpoint (as Envoy answers: 503). */
+class NoEndpoint extends Error {}
+
+/** `socket` once `event` (connect, secureConnect) comes; its error instead. */
+function once(socket: Socket, event: "connect" | "secureConnect"): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const fail = (e: Error) => reject(e);
+    socket.once("error", fail);
+    socket.once(event, () => {
+      socket.off("error", fail);
+      resolve(socket);
+    });
+  });
+}
+
+/**
+ * A tunnel to `authority` through the HTTP CONNECT proxy (as Envoy's http_11_proxy transport socket opens one: the
+ * provider's host name when it has one, else the endpoint's address); the socket once the proxy answers 200.
+ */
+async function tunnelTo(proxy: TunnelIR, authority: string, dialled: Set<Socket>): Promise<Socket> {
+  const s = netConnect({ host: proxy.address, port: proxy.port });
+  dialled.add(s);
+  await once(s, "connect");
+  s.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`);
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      const end = buf.indexOf("\r\n\r\n");
+      if (end < 0) {
+        if (buf.length > MAX_HANDSHAKE_BYTES) done(new Error(`proxy ${proxy.proxy}: answer too large`));
+        return;
+      }
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(buf.toString("latin1", 0, end))?.[1]);
+      if (status < 200 || status > 299) return done(new Error(`proxy ${proxy.proxy} answered ${status} to CONNECT`));
+      const rest = buf.subarray(end + 4);
+      if (rest.length > 0) s.unshift(rest);
+      done(undefined);
+    };
+    const onError = (e: Error) => done(e);
+    const onEnd = () => done(new Error(`proxy ${proxy.proxy} closed the tunnel`));
+    const done = (e: Error | undefined) => {
+      s.off("data", onData);
+      s.off("error", onError);
+      s.off("end", onEnd);
+      if (e === undefined) {
+        s.pause();
+        resolve(s);
+      } else {
+        s.destroy();
+        reject(e);
+      }
+    };
+    s.on("data", onData);
+    s.on("error", onError);
+    s.on("end", onEnd);
+  });
+}
+
+/**
+ * The provider's connection, as Envoy's cluster reaches it: its host, or a Service's ready endpoints (in turn, the
+ * next tried when one refuses); through its tunnel when it has one; TLS with its CA, name checks and client
+ * certificate. Every socket made is in `dialled` (closed by the caller on timeout).
+ */
+async function dial(ir: LlmProviderIR, tls: ProviderTls | undefined, turn: number, dialled: Set<Socket>) {
+  const all = ir.endpoints ?? [{ address: ir.address, port: ir.port }];
+  if (all.length === 0) throw new NoEndpoint(`${ir.name}: no ready endpoint`);
+  const first = turn % all.length;
+  const targets = [...all.slice(first), ...all.slice(0, first)];
+  let last: unknown;
+  for (const t of targets) {
+    try {
+      // Envoy's tunnel asks for the endpoint's host name when it has one: the provider's, without a Service.
+      const authority = ir.endpoints === undefined ? `${ir.address}:${ir.port}` : `${t.address}:${t.port}`;
+      const raw = ir.tunnel !== undefined ? await tunnelTo(ir.tunnel, authority, dialled) : undefined;
+      if (tls === undefined) {
+        if (raw !== undefined) return raw;
+        const s = netConnect({ host: t.address, port: t.port });
+        dialled.add(s);
+        return await once(s, "connect");
+      }
+      const s = tlsConnect({
+        ...(raw !== undefined ? { socket: raw } : { host: t.address, port: t.port }),
+        servername: tls.sni ?? ir.address,
+        ALPNProtocols: ["http/1.1"],
+        ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+        ...(tls.insecure === "All" ? { rejectUnauthorized: false } : {}),
+        ...(tls.insecure === "Hostname" ? { checkServerIdentity: () => undefined } : {}),
+        ...(tls.clientCert !== undefined ? { cert: tls.clientCert.chain, key: tls.clientCert.key } : {}),
+      });
+      dialled.add(s);
+      return await once(s, "secureConnect");
+    } catch (e) {
+      last = e;
+    }
+  }
+  throw last instanceof Error ? last : new Error(String(last));
+}
+
 /**
  * A message's JSON text: a text frame's, or a binary frame's that holds a JSON object (Google's Live API sends its
  * messages in binary frames); undefined for other messages (audio bytes), which pass unread.
@@ -567,7 +693,7 @@ function closeReason(why: string): Buffer {
 }
 
 /** Why the relay cannot open this provider's websocket itself (and the status it answers); undefined when it can. */
-function unsupported(t: Target): { status: 501 | 502; message: string } | undefined {
+function unsupported(t: Target): { status: 501 | 502 | 503; message: string } | undefined {
   const name = t.provider.name;
   const auth = t.provider.auth;
   if ((auth.problems?.length ?? 0) > 0) return { status: 502, message: `provider ${name}: credentials unresolved` };
@@ -578,14 +704,15 @@ function unsupported(t: Target): { status: 501 | 502; message: string } | undefi
       message: `provider ${name} (providerG) signs every request with SigV4; Realtime requests cannot be signed`,
     };
   }
-  if (t.ir.tunnel !== undefined) {
+  if (t.ir.tunnel !== undefined && t.ir.tls === undefined) {
+    // As Envoy does (tunnel.ts): never reached around the proxy.
+    return { status: 503, message: `provider ${name}: a tunnel is opened only around TLS` };
+  }
+  if (t.ir.pool !== undefined) {
     return {
       status: 501,
-      message: `provider ${name}: Realtime sessions with prompt guards do not go through a tunnel`,
+      message: `provider ${name}: Realtime sessions with prompt guards do not reach an InferencePool (its endpoint picker chooses per request)`,
     };
-  }
-  if (t.ir.endpoints !== undefined || t.ir.pool !== undefined) {
-    return { status: 501, message: `provider ${name}: Realtime sessions with prompt guards reach provider hosts only` };
   }
   return undefined;
 }
