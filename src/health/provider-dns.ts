@@ -31,10 +31,12 @@ const systemResolve: Resolve = (host) => lookup(host, { all: true });
 interface Host {
   addresses?: readonly string[];
   timer?: NodeJS.Timeout;
-  /** The lookup under way, if any. */
-  pending?: Promise<void>;
   /** Failure already logged (once until the next success). */
   warned?: boolean;
+  /** The first lookup has ended. */
+  settled?: boolean;
+  /** A publication went out without waiting for the first lookup: its result is republished. */
+  late?: boolean;
 }
 
 /** The host name of an endpoint's socket address, when it is not an IP literal. */
@@ -50,10 +52,18 @@ export class ProviderDns {
   readonly #refreshMs: number;
   readonly #onChange: () => void;
   readonly #log: (line: string) => void;
+  readonly #firstWaitMs: number;
 
   constructor(
-    opts: { resolve?: Resolve; refreshMs?: number; onChange?: () => void; log?: (line: string) => void } = {},
+    opts: {
+      resolve?: Resolve;
+      refreshMs?: number;
+      firstWaitMs?: number;
+      onChange?: () => void;
+      log?: (line: string) => void;
+    } = {},
   ) {
+    this.#firstWaitMs = opts.firstWaitMs ?? FIRST_LOOKUP_WAIT_MS;
     this.#resolve = opts.resolve ?? systemResolve;
     this.#refreshMs = opts.refreshMs ?? DEFAULT_REFRESH_MS;
     this.#onChange = opts.onChange ?? (() => {});
@@ -79,20 +89,23 @@ export class ProviderDns {
       clearTimeout(h.timer);
       this.#hosts.delete(name);
     }
-    const first: Promise<void>[] = [];
+    const first: Host[] = [];
+    const lookups: Promise<void>[] = [];
     for (const name of names) {
       if (this.#hosts.has(name)) continue;
       const h: Host = {};
       this.#hosts.set(name, h);
-      first.push(this.#refresh(name, h, false));
+      first.push(h);
+      lookups.push(this.#refresh(name, h, false));
     }
     if (first.length === 0) return;
     let timer: NodeJS.Timeout | undefined;
     const wait = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, FIRST_LOOKUP_WAIT_MS);
+      timer = setTimeout(resolve, this.#firstWaitMs);
     });
-    await Promise.race([Promise.all(first), wait]);
+    await Promise.race([Promise.all(lookups), wait]);
     clearTimeout(timer);
+    for (const h of first) if (h.settled !== true) h.late = true;
   }
 
   /** The addresses `host` resolves to now (undefined before its first lookup succeeded). */
@@ -100,30 +113,30 @@ export class ProviderDns {
     return this.#hosts.get(host)?.addresses;
   }
 
+  /** Looks `name` up, keeps its addresses, schedules the next lookup; `notify`: a change republishes. */
   async #refresh(name: string, h: Host, notify: boolean): Promise<void> {
-    const run = async () => {
-      let next: readonly string[] | undefined;
-      try {
-        const all = await this.#resolve(name);
-        const v4 = all.filter((a) => a.family === 4);
-        next = [...new Set((v4.length > 0 ? v4 : all).map((a) => a.address))].sort();
-        if (next.length === 0) throw new Error("no address");
-        h.warned = false;
-      } catch (e) {
-        if (h.warned !== true) this.#log(`health: cannot resolve provider host ${name}: ${(e as Error).message}`);
-        h.warned = true;
-        next = undefined;
-      }
-      // Forgotten meanwhile (track): no timer, no change.
-      if (this.#hosts.get(name) !== h) return;
-      const changed = next !== undefined && next.join(",") !== (h.addresses ?? []).join(",");
-      if (next !== undefined) h.addresses = next;
-      h.timer = setTimeout(() => void this.#refresh(name, h, true), this.#refreshMs);
-      h.timer.unref();
-      if (changed && notify) this.#onChange();
-    };
-    h.pending = run();
-    await h.pending;
+    let next: readonly string[] | undefined;
+    try {
+      const all = await this.#resolve(name);
+      const v4 = all.filter((a) => a.family === 4);
+      next = [...new Set((v4.length > 0 ? v4 : all).map((a) => a.address))].sort();
+      if (next.length === 0) throw new Error("no address");
+      h.warned = false;
+    } catch (e) {
+      if (h.warned !== true) this.#log(`health: cannot resolve provider host ${name}: ${(e as Error).message}`);
+      h.warned = true;
+      next = undefined;
+    }
+    // Forgotten meanwhile (track): no timer, no change.
+    if (this.#hosts.get(name) !== h) return;
+    const changed = next !== undefined && next.join(",") !== (h.addresses ?? []).join(",");
+    if (next !== undefined) h.addresses = next;
+    h.timer = setTimeout(() => void this.#refresh(name, h, true), this.#refreshMs);
+    h.timer.unref();
+    h.settled = true;
+    const republish = changed && (notify || h.late === true);
+    h.late = false;
+    if (republish) this.#onChange();
   }
 
   /**

@@ -175,3 +175,26 @@ test("an AI cluster is scored per provider: its own scoring wins, all its addres
     [HealthStatus.UNHEALTHY, HealthStatus.UNHEALTHY],
   );
 });
+
+test("a first lookup slower than the publication waits is republished when it lands", async () => {
+  let answer: ((v: { address: string; family: number }[]) => void) | undefined;
+  let changes = 0;
+  const dns = new ProviderDns({
+    resolve: () => new Promise((r) => (answer = r)),
+    firstWaitMs: 20,
+    refreshMs: 60_000,
+    onChange: () => changes++,
+  });
+  open.push(dns);
+  const a = assignment([["slow", "slow.example"]]);
+  await dns.track([a]);
+  assert.deepEqual(rows(dns.overlay([a])[0] as ClusterLoadAssignment), [], "published without it meanwhile");
+  assert.equal(changes, 0);
+  answer?.([{ address: "192.0.2.7", family: 4 }]);
+  await wait(10);
+  assert.equal(changes, 1);
+  assert.deepEqual(
+    rows(dns.overlay([a])[0] as ClusterLoadAssignment).map((r) => r[1]),
+    ["192.0.2.7"],
+  );
+});
