@@ -120,6 +120,8 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 export interface GuardInput {
   readonly backend: string;
+  /** A target's own processors: the target the request is forwarded to (its name is in the body). */
+  readonly target?: string;
   readonly method: string;
   readonly id: string | number;
   readonly params: Record<string, unknown> | undefined;
@@ -148,6 +150,7 @@ export async function runGuardrails(
       verdict = await call(p, {
         phase: at,
         backend: input.backend,
+        ...(input.target !== undefined ? { target: input.target } : {}),
         method: input.method,
         id: input.id,
         ...(params !== undefined ? { params } : {}),
@@ -199,4 +202,40 @@ export async function runGuardrails(
     }
   }
   return { params, result };
+}
+
+/**
+ * A target's own processors (a policy with its sectionName) around one request forwarded to it: the Request phase on
+ * the params as the target will get them (its own names and URIs), then `forward`, then the Response phase on its
+ * answer, or on the error the client would get (which is then thrown unchanged), as the backend's run around the whole
+ * request (http.ts).
+ */
+export async function guardTarget(
+  processors: readonly McpGuardrail[],
+  input: GuardInput,
+  ctx: McpRequestContext,
+  log: (line: string) => void,
+  forward: (params: Record<string, unknown> | undefined) => Promise<Record<string, unknown>>,
+): Promise<Record<string, unknown>> {
+  const params = guarded(processors, input.method, "Request")
+    ? (await runGuardrails(processors, "Request", input, ctx, log)).params
+    : input.params;
+  if (!guarded(processors, input.method, "Response")) return forward(params);
+  let result: Record<string, unknown> | undefined;
+  let error: RpcError | undefined;
+  try {
+    result = await forward(params);
+  } catch (e) {
+    if (!(e instanceof RpcError)) throw e;
+    error = e;
+  }
+  const g = await runGuardrails(
+    processors,
+    "Response",
+    { ...input, params, ...(error !== undefined ? { error: error.toObject() } : { result }) },
+    ctx,
+    log,
+  );
+  if (error !== undefined) throw error;
+  return g.result as Record<string, unknown>;
 }

@@ -144,6 +144,7 @@ function readsRequest(entry: McpBackendEntry): boolean {
   return (
     entry.authorization.length > 0 ||
     entry.targetAuthorization !== undefined ||
+    entry.targetGuardrails !== undefined ||
     entry.targets.some((t) => t.connection?.minted !== undefined)
   );
 }

@@ -10,6 +10,7 @@ import {
   type McpRequestContext,
   normalizeUri,
 } from "./authorization.js";
+import { guardTarget } from "./guardrails.js";
 import { ErrorCodes, type JsonRpcId, type JsonRpcRequest, RpcError } from "./jsonrpc.js";
 import type { McpMetrics } from "./metrics.js";
 import {
@@ -399,7 +400,7 @@ export class McpSession {
         const tools = req.method === "tools/call";
         const to = await this.#resolveName(tools ? "tools/list" : "prompts/list", name, ctx);
         this.#check(ctx, { kind: tools ? "tool" : "prompt", target: to.target, name: to.name });
-        return this.#forward(req, to.target, { ...params, name: to.name }, channel);
+        return this.#forward(req, to.target, { ...params, name: to.name }, channel, ctx);
       }
       case "resources/read":
       case "resources/subscribe":
@@ -408,7 +409,7 @@ export class McpSession {
         if (typeof uri !== "string") throw new RpcError(ErrorCodes.InvalidParams, "params.uri must be a string");
         const to = this.#resolveUri(uri);
         this.#check(ctx, { kind: "resource", target: to.target, uri: to.uri });
-        const result = await this.#forward(req, to.target, { ...params, uri: to.uri }, channel);
+        const result = await this.#forward(req, to.target, { ...params, uri: to.uri }, channel, ctx);
         if (req.method === "resources/read" && Array.isArray(result["contents"])) {
           result["contents"] = result["contents"].map((c: unknown) =>
             isRecord(c) && typeof c["uri"] === "string" ? { ...c, uri: this.#uri(to.target, c["uri"]) } : c,
@@ -422,12 +423,12 @@ export class McpSession {
         if (ref["type"] === "ref/prompt" && typeof ref["name"] === "string") {
           const to = await this.#resolveName("prompts/list", ref["name"], ctx);
           this.#check(ctx, { kind: "prompt", target: to.target, name: to.name });
-          return this.#forward(req, to.target, { ...params, ref: { ...ref, name: to.name } }, channel);
+          return this.#forward(req, to.target, { ...params, ref: { ...ref, name: to.name } }, channel, ctx);
         }
         if (ref["type"] === "ref/resource" && typeof ref["uri"] === "string") {
           const to = this.#resolveUri(ref["uri"]);
           this.#check(ctx, { kind: "resource", target: to.target, uri: to.uri });
-          return this.#forward(req, to.target, { ...params, ref: { ...ref, uri: to.uri } }, channel);
+          return this.#forward(req, to.target, { ...params, ref: { ...ref, uri: to.uri } }, channel, ctx);
         }
         throw new RpcError(
           ErrorCodes.InvalidParams,
@@ -570,8 +571,23 @@ export class McpSession {
     return caps["resources"] !== undefined;
   }
 
+  /** Forwards one request to one target, inside the target's own guardrail processors if it has any (guardrails.ts). */
+  #forward(
+    req: JsonRpcRequest,
+    target: string,
+    params: Record<string, unknown> | undefined,
+    channel: Channel,
+    ctx: McpRequestContext | undefined,
+  ): Promise<Record<string, unknown>> {
+    const section = this.entry.targets.find((t) => t.name === target)?.section ?? target;
+    const guards = this.entry.targetGuardrails?.[section];
+    if (guards === undefined || ctx === undefined) return this.#forwardTo(req, target, params, channel);
+    const input = { backend: this.entry.backend, target, method: req.method, id: req.id, params };
+    return guardTarget(guards, input, ctx, this.#opts.log, (p) => this.#forwardTo(req, target, p, channel));
+  }
+
   /** Forwards one request to one target, with its progress and cancellation. */
-  async #forward(
+  async #forwardTo(
     req: JsonRpcRequest,
     target: string,
     params: Record<string, unknown> | undefined,

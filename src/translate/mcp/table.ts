@@ -62,6 +62,11 @@ export interface McpBackendEntry {
   readonly targetAuthorization?: Readonly<Record<string, readonly McpAuthorizationRule[]>>;
   /** `backend.mcp.guardrails.processors`, in order. */
   readonly guardrails?: readonly McpGuardrail[];
+  /**
+   * By target section name (the spec's target name): processors of a policy selecting that target (`sectionName`),
+   * run around the requests forwarded to it, after the backend's.
+   */
+  readonly targetGuardrails?: Readonly<Record<string, readonly McpGuardrail[]>>;
 }
 
 export type McpGuardrailPhase = "Off" | "Request" | "Response" | "Full";
@@ -288,7 +293,8 @@ function targetAuthorizationRules(
     out[sub.name] = rulesOf(f, notes);
     for (const v of f === undefined ? [] : "combined" in f ? f.combined : [f]) {
       if (wholeValues.has(JSON.stringify(v)) || typeof v.value !== "object" || v.value === null) continue;
-      for (const field of ["guardrails", "authentication"].filter((k) => k in (v.value as object))) {
+      // Per-target guardrails are served (targetGuardrails); authentication is the endpoint's, before any target.
+      for (const field of ["authentication"].filter((k) => k in (v.value as object))) {
         const message = `is served per backend, not per target: the backend's own backend.mcp.${field} applies to target ${sub.name}`;
         notes.set(`${v.from.kind}|${v.from.name}|backend.mcp.${field}|${message}`, {
           from: v.from,
@@ -297,6 +303,36 @@ function targetAuthorizationRules(
         });
       }
     }
+  }
+  return out;
+}
+
+/**
+ * The processors of targets selected by a policy of their own that sets `backend.mcp.guardrails` (a GwPolicy with the
+ * target's sectionName): they run around the requests forwarded to that target, after the backend's (docs/mcp.md).
+ */
+function targetGuardrails(
+  input: TranslationInput,
+  policy: RoutePolicyIR | undefined,
+  cluster: string,
+  notes: Map<string, PolicyNote>,
+): Record<string, McpGuardrail[]> {
+  const out: Record<string, McpGuardrail[]> = {};
+  const b = policy?.backends?.find((x) => x.cluster === cluster);
+  const f = b?.policy["mcp"];
+  const whole = new Set((f === undefined ? [] : "combined" in f ? f.combined : [f]).map((v) => JSON.stringify(v)));
+  for (const sub of b?.subBackends ?? []) {
+    const sf = sub.policy["mcp"];
+    const own = (sf === undefined ? [] : "combined" in sf ? sf.combined : [sf]).find(
+      (v) =>
+        !whole.has(JSON.stringify(v)) &&
+        typeof v.value === "object" &&
+        v.value !== null &&
+        "guardrails" in (v.value as object),
+    );
+    if (own === undefined) continue;
+    const processors = guardrailsFrom(input, own, notes);
+    if (processors.length > 0) out[sub.name] = processors;
   }
   return out;
 }
@@ -505,52 +541,58 @@ function guardrailsOf(
   cluster: string,
   notes: Map<string, PolicyNote>,
 ): McpGuardrail[] {
-  for (const b of policy?.backends ?? []) {
-    if (b.cluster !== cluster) continue;
-    const f = b.policy["mcp"];
-    const values = f === undefined ? [] : "combined" in f ? f.combined : [f];
-    for (const v of values) {
-      const spec = (v.value as { guardrails?: { processors?: readonly GuardrailSpec[] } } | null)?.guardrails;
-      if (spec?.processors === undefined) continue;
-      const [ns] = v.from.name.split("/") as [string];
-      return spec.processors.flatMap((p, i) => {
-        const remote = p.remote;
-        if (remote === undefined) return [];
-        const field = `backend.mcp.guardrails.processors[${i}]`;
-        const r = processorUrl(input, ns, remote.backendRef);
-        const failureMode = remote.failureMode ?? "FailClosed";
-        if ("error" in r) {
-          const message = `${r.error}; ${failureMode === "FailClosed" ? "the requests it applies to are refused" : "it is skipped (FailOpen)"}`;
-          notes.set(`${v.from.kind}|${v.from.name}|${field}.remote.backendRef|${message}`, {
-            from: v.from,
-            field: `${field}.remote.backendRef`,
-            message,
-          });
-        }
-        Object.entries(remote.metadata ?? {}).forEach(([k, text]) => {
-          const c = compileExpression(text, MCP_CEL);
-          if ("ok" in c) return;
-          const note: PolicyNote = {
-            from: v.from,
-            field: `${field}.remote.metadata.${k}`,
-            message: `${c.errors.map((e) => e.message).join("; ")}; the processor gets null for it`,
-            reason: "NeverMatches",
-          };
-          notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
+  const b = policy?.backends?.find((x) => x.cluster === cluster);
+  return guardrailsFrom(input, b?.policy["mcp"], notes);
+}
+
+/** The processors of an effective `backend.mcp` field (the backend's, or one target's). */
+function guardrailsFrom(
+  input: TranslationInput,
+  f: PolicyFieldIR | undefined,
+  notes: Map<string, PolicyNote>,
+): McpGuardrail[] {
+  const values = f === undefined ? [] : "combined" in f ? f.combined : [f];
+  for (const v of values) {
+    const spec = (v.value as { guardrails?: { processors?: readonly GuardrailSpec[] } } | null)?.guardrails;
+    if (spec?.processors === undefined) continue;
+    const [ns] = v.from.name.split("/") as [string];
+    return spec.processors.flatMap((p, i) => {
+      const remote = p.remote;
+      if (remote === undefined) return [];
+      const field = `backend.mcp.guardrails.processors[${i}]`;
+      const r = processorUrl(input, ns, remote.backendRef);
+      const failureMode = remote.failureMode ?? "FailClosed";
+      if ("error" in r) {
+        const message = `${r.error}; ${failureMode === "FailClosed" ? "the requests it applies to are refused" : "it is skipped (FailOpen)"}`;
+        notes.set(`${v.from.kind}|${v.from.name}|${field}.remote.backendRef|${message}`, {
+          from: v.from,
+          field: `${field}.remote.backendRef`,
+          message,
         });
-        return [
-          {
-            path: `${v.from.kind} ${v.from.name}: ${field}`,
-            ...("url" in r ? { url: r.url } : { unresolved: r.error }),
-            failureMode,
-            methods: p.methods,
-            metadata: remote.metadata ?? {},
-            allowedRequestHeaders: (remote.allowedRequestHeaders ?? []).map((h) => h.toLowerCase()),
-            disallowedRequestHeaders: (remote.disallowedRequestHeaders ?? []).map((h) => h.toLowerCase()),
-          },
-        ];
+      }
+      Object.entries(remote.metadata ?? {}).forEach(([k, text]) => {
+        const c = compileExpression(text, MCP_CEL);
+        if ("ok" in c) return;
+        const note: PolicyNote = {
+          from: v.from,
+          field: `${field}.remote.metadata.${k}`,
+          message: `${c.errors.map((e) => e.message).join("; ")}; the processor gets null for it`,
+          reason: "NeverMatches",
+        };
+        notes.set(`${v.from.kind}|${v.from.name}|${note.field}|${note.message}`, note);
       });
-    }
+      return [
+        {
+          path: `${v.from.kind} ${v.from.name}: ${field}`,
+          ...("url" in r ? { url: r.url } : { unresolved: r.error }),
+          failureMode,
+          methods: p.methods,
+          metadata: remote.metadata ?? {},
+          allowedRequestHeaders: (remote.allowedRequestHeaders ?? []).map((h) => h.toLowerCase()),
+          disallowedRequestHeaders: (remote.disallowedRequestHeaders ?? []).map((h) => h.toLowerCase()),
+        },
+      ];
+    });
   }
   return [];
 }
@@ -661,11 +703,13 @@ export function compileMcpTable(gateways: readonly GatewayIR[], input: Translati
               const oauth = oauthOf(input, r.policy, backendClusterName(ns, name), notes);
               const guardrails = guardrailsOf(input, r.policy, backendClusterName(ns, name), notes);
               const perTarget = targetAuthorizationRules(r.policy, backendClusterName(ns, name), notes);
+              const guardsPerTarget = targetGuardrails(input, r.policy, backendClusterName(ns, name), notes);
               entries.set(e.key, {
                 ...e,
                 ...withConnections(e, r.policy, backendClusterName(ns, name), input, notes),
                 ...(Object.keys(perTarget).length > 0 ? { targetAuthorization: perTarget } : {}),
                 ...(guardrails.length > 0 ? { guardrails } : {}),
+                ...(Object.keys(guardsPerTarget).length > 0 ? { targetGuardrails: guardsPerTarget } : {}),
                 ...(rules.length > 0 ? { authorization: rules } : {}),
                 ...(oauth !== undefined ? { oauth } : {}),
               });
