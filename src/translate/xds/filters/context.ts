@@ -148,8 +148,9 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): A
   // response map sends them all: what Envoy's CEL evaluates with the spec's meaning then (the end-of-stream
   // vocabulary without the LLM fields, which the LLM ext_proc leaves later), or, for an expression of the request
   // Envoy cannot evaluate (`source.address` as an IP, `request.query['k']`, ...), the value Sluice computed on the
-  // request, read from dynamic metadata. What reads the response and Envoy cannot evaluate would need Sluice on the
-  // response path.
+  // request, read from dynamic metadata; what reads the response and Envoy cannot evaluate, the value the response
+  // stage computed (slot `response`, which gets the response before this processor). A whole map goes through Sluice
+  // too (as JSON text), as Envoy would send `CelMap value`.
   for (const [name, raw] of Object.entries(p.responseAttributes ?? {})) {
     const expr = raw.trim();
     const field = `responseAttributes.${name}`;
