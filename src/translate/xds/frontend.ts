@@ -7,7 +7,8 @@
 //                  (%CEL(...)%; `request.path` is Envoy's url_path), `filter` as Envoy's CEL access log filter
 //   tls            each HTTPS filter chain's TLS parameters (versions, TLS 1.2 suites, groups), ALPN and handshake timeout
 //   tracing        the OpenTelemetry tracer; sampling, resources and `metrics` labels are frontend-telemetry.ts;
-//                  `attributes.remove` and a `filter` reading the response through Sluice's span relay (src/otlp/)
+//                  `attributes.remove` and a `filter` reading the response through Sluice's span relay (src/otlp/);
+//                  span attributes and a filter Envoy cannot evaluate computed by Sluice (tracing-context.ts)
 // `networkAuthorization` is network-authz.ts. What is not applied (TLS 1.3 suite choice, expressions Envoy cannot
 // evaluate) is reported in the policy's status, never dropped silently.
 
