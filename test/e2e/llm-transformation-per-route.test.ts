@@ -7,7 +7,8 @@
 // - a provider's own `policies.transformation` replaces the GwBackend's for that provider (the spec's merge order,
 //   per top-level field), applied to the attempt whose provider Envoy picked, across a failover; each attempt starts
 //   from the request as the client sent it (the previous attempt's changes undone);
-// - a `retry.condition` reading the response body, evaluated per attempt on the provider's response;
+// - a `retry.condition` reading the response body, evaluated per attempt on the provider's response; the retry goes
+//   where the failover would (the next provider);
 // - the status reports none of these any more.
 
 import assert from "node:assert/strict";
@@ -24,6 +25,7 @@ interface Ports {
   o2: number;
   o3: number;
   r: number;
+  r2: number;
 }
 
 function resources(p: Ports): string {
@@ -83,7 +85,9 @@ kind: GwBackend
 metadata: { name: retry, namespace: default }
 spec:
   ai:
-    provider: { providerA: {}, host: 127.0.0.1, port: ${p.r} }
+    groups:
+      - providers: [{ name: r, providerA: {}, host: 127.0.0.1, port: ${p.r} }]
+      - providers: [{ name: r2, providerA: {}, host: 127.0.0.1, port: ${p.r2} }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -160,7 +164,7 @@ describe("AI backends: a transformation per route and per provider", { timeout: 
   const settle = () => new Promise((r) => setTimeout(r, 2200));
 
   before(async () => {
-    for (const k of ["t1", "t2", "o1", "o2", "o3", "r"] as const) fakes[k] = await startFakeProvider({ name: k });
+    for (const k of ["t1", "t2", "o1", "o2", "o3", "r", "r2"] as const) fakes[k] = await startFakeProvider({ name: k });
     env = await startLlmEnv(
       resources({
         t1: fake("t1").port,
@@ -169,6 +173,7 @@ describe("AI backends: a transformation per route and per provider", { timeout: 
         o2: fake("o2").port,
         o3: fake("o3").port,
         r: fake("r").port,
+        r2: fake("r2").port,
       }),
       "/team-a/v1/chat/completions",
     );
@@ -286,17 +291,20 @@ describe("AI backends: a transformation per route and per provider", { timeout: 
     await settle();
   });
 
-  test("retry.condition reading the provider's response body retries that attempt", async () => {
-    const r = fake("r");
-    const before = r.requests.length;
+  test("retry.condition reading the provider's response body retries that attempt, on the next provider", async () => {
+    const [r, r2] = [fake("r"), fake("r2")];
+    const [before, before2] = [r.requests.length, r2.requests.length];
     const plain = await ask("/retry", "plain");
     assert.equal(plain.data.choices[0]?.message.content, "Hello from r: plain");
     assert.equal(r.requests.length, before + 1);
+    assert.equal(r2.requests.length, before2);
 
     const marked = await ask("/retry", "retry-me");
-    // The condition is true for each answer: the attempt is retried once (attempts: 1), then the last answer goes out.
-    assert.equal(marked.data.choices[0]?.message.content, "Hello from r: retry-me");
-    assert.equal(r.requests.length, before + 3);
+    // The condition is true for r's answer: the attempt is retried (attempts: 1) where the failover goes, the next
+    // group; r2's answer is marked too, but no attempt is left, so it goes out.
+    assert.equal(marked.data.choices[0]?.message.content, "Hello from r2: retry-me");
+    assert.equal(r.requests.length, before + 2);
+    assert.equal(r2.requests.length, before2 + 1);
     // The mark is the router's alone.
     assert.equal(marked.response.headers.get("x-sluice-retry-condition"), null);
   });

@@ -10,7 +10,11 @@ import {
   HeaderValueOption_HeaderAppendAction,
   type HeaderValueOptionSchema,
 } from "../../gen/envoy/config/core/v3/base_pb.js";
-import type { RetryPolicySchema, RouteSchema } from "../../gen/envoy/config/route/v3/route_components_pb.js";
+import type {
+  RetryPolicy,
+  RetryPolicySchema,
+  RouteSchema,
+} from "../../gen/envoy/config/route/v3/route_components_pb.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
 import type { PolicySourceIR, RouteIR } from "../ir.js";
 import { mcpUnservedParts } from "../mcp/connection.js";
@@ -23,6 +27,7 @@ import { celStringLiteral, phaseFields } from "./filters/policy-fields.js";
 import { BUFFER_RESPONSE_METADATA_KEY } from "./filters/route-scoped.js";
 import { directNeedsSluice } from "./filters/transformation.js";
 import { type BuildContext, SLUICE_ROUTE_METADATA } from "./filters/types.js";
+import { failoverRetryPolicy } from "./llm.js";
 import { retryConditionCodes } from "./retry-condition.js";
 
 type T = Static<typeof Traffic>;
@@ -42,6 +47,8 @@ function options(h: HeaderFilter): MessageInitShape<typeof HeaderValueOptionSche
   ];
 }
 
+type RetryInit = Exclude<MessageInitShape<typeof RetryPolicySchema>, RetryPolicy>;
+
 /**
  * Gateway API retries (codes, attempts, backoff): retry on connection failures and resets, and on these codes; with
  * `condition`, also on the status codes it is true for (retry-condition.ts).
@@ -50,7 +57,7 @@ function retryPolicy(
   r: NonNullable<T["retry"]>,
   conditionCodes: readonly number[] = [],
   markedBySluice = false,
-): MessageInitShape<typeof RetryPolicySchema> {
+): RetryInit {
   const codes = [...new Set([...(r.codes ?? []), ...conditionCodes])].sort((a, b) => a - b);
   const backoff = r.backoff !== undefined ? parseDurationMs(r.backoff) : undefined;
   return {
@@ -176,7 +183,24 @@ export function applyTrafficToRoute(r: RouteIR, out: Init, ctx: BuildContext | u
         );
       } else conditionCodes = c.codes;
     }
-    if (route !== undefined) route.retryPolicy = retryPolicy(f.value, conditionCodes, sluiceCondition);
+    if (route !== undefined) {
+      // An AI route's failover (llm.ts): its retries still go to another provider, then to the next group.
+      const a = r.action;
+      const failover: RetryInit =
+        a.kind === "forward" && a.failover !== undefined ? (failoverRetryPolicy(a.failover.retries) as RetryInit) : {};
+      route.retryPolicy = {
+        ...retryPolicy(f.value, conditionCodes, sluiceCondition),
+        ...(failover.retryPriority !== undefined
+          ? {
+              retryPriority: failover.retryPriority,
+              retryHostPredicate: failover.retryHostPredicate ?? [],
+              ...(failover.hostSelectionRetryMaxAttempts !== undefined
+                ? { hostSelectionRetryMaxAttempts: failover.hostSelectionRetryMaxAttempts }
+                : {}),
+            }
+          : {}),
+      };
+    }
     // The mark is for the router alone: a response that is not retried (attempts spent) goes out without it.
     if (sluiceCondition && !(out.responseHeadersToRemove ?? []).includes(RETRY_CONDITION_HEADER)) {
       out.responseHeadersToRemove = [...(out.responseHeadersToRemove ?? []), RETRY_CONDITION_HEADER];
