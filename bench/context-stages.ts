@@ -2,7 +2,9 @@
 // - `sluice.context.response`: a user ext_proc's response attribute Envoy evaluates (`/native`: `response.code`)
 //   against one Sluice computes on the response (`/sluice`: `string(response.code)`), same processor, same run;
 // - `sluice.context.tracing`: the same Gateway route with a span attribute Envoy evaluates, then with one Sluice
-//   computes (`request.headers['x-t'].upperAscii()`), two Gateways in turn.
+//   computes (`request.headers['x-t'].upperAscii()`), two Gateways in turn;
+// - `sluice.buffer_fail_open` (src/extproc/buffer-hold.ts): a 64 KiB POST on a route without a buffer policy
+//   (`/plain`) against one with `buffer.request.failureMode: FailOpen` (`/held`, held whole in Sluice).
 // Prints CPU time per request of Envoy and Sluice and wall p50; the difference between the pairs is the stage. CPU
 // from /proc (10 ms ticks): run enough requests (default 3000 per case). The processor and the collector run in this
 // process and are not counted.
@@ -84,8 +86,13 @@ spec:
       attributes: { add: [{ name: t, expression: "${expression}" }] }
 `;
 
-async function run(gw: TestGateway, label: string, path: string) {
-  const opts = { url: `http://127.0.0.1:${gw.port}${path}`, connections: 4, headers: { "x-t": "bench" } };
+async function run(gw: TestGateway, label: string, path: string, body?: string) {
+  const opts = {
+    url: `http://127.0.0.1:${gw.port}${path}`,
+    connections: 4,
+    headers: { "x-t": "bench" },
+    ...(body !== undefined ? { method: "POST" as const, body } : {}),
+  };
   await autocannon({ ...opts, amount: 300 });
   const e0 = cpuMs(gw.envoy.process.child.pid);
   const s0 = cpuMs(gw.sluice.child.pid);
@@ -101,15 +108,17 @@ const services = `${localService("app", up.port)}${localService("proc", procPort
 try {
   const gw = await startTestGateway(
     () =>
-      `${services}${routes(["native", "sluice", "open"])}${rulePolicy("native", extProc("response.code"))}${rulePolicy(
+      `${services}${routes(["native", "sluice", "plain", "held", "open"])}${rulePolicy("native", extProc("response.code"))}${rulePolicy(
         "sluice",
         extProc("string(response.code)"),
-      )}`,
+      )}${rulePolicy("held", "buffer: { request: { failureMode: FailOpen } }")}`,
     "/open",
     (s) => s === 200,
   );
   try {
     for (const p of ["/native", "/sluice", "/native", "/sluice"]) await run(gw, `attrs ${p}`, p);
+    const body = "x".repeat(64 * 1024);
+    for (const p of ["/plain", "/held", "/plain", "/held"]) await run(gw, `buffer ${p}`, p, body);
   } finally {
     await gw.stop();
   }
