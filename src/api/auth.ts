@@ -113,6 +113,12 @@ export const APIKeyAuthentication = Obj(
   },
 );
 
+// The hash forms extauthz/basic-auth.ts verifies (its hashKind); any other value, a raw password above all, would never
+// match, so the schema refuses it at the line instead of the translator reporting it later.
+const HTPASSWD_LINE =
+  "^[^:\\s]+:(\\$2[aby]\\$[0-9]{2}\\$[./A-Za-z0-9]{53}|\\$(apr1|1)\\$[^$]{0,8}\\$[./A-Za-z0-9]{22}|" +
+  "\\{SHA\\}[A-Za-z0-9+/]{27}=|[./A-Za-z0-9]{13})$";
+
 export const BasicAuthentication = Obj(
   {
     users: Opt(
@@ -120,8 +126,10 @@ export const BasicAuthentication = Obj(
         Str({
           min: 3,
           max: 1024,
-          pattern: "^[^:\\s]+:\\S+$",
-          patternMessage: "must be an htpasswd line <user>:<password_hash>",
+          pattern: HTPASSWD_LINE,
+          patternMessage:
+            "must be an htpasswd line <user>:<password_hash> with an MD5 ($apr1$ or $1$), bcrypt ($2a$, $2b$, $2y$), " +
+            "crypt (13 characters) or SHA-1 ({SHA}) hash, never a raw password",
         }),
         { min: 1, max: 256, description: "htpasswd lines (MD5, bcrypt, crypt or SHA-1 hashes, never raw passwords)." },
       ),
@@ -201,6 +209,13 @@ export const ClientAuth = Obj(
         message: "method PrivateKeyJwt requires privateKeyJwt",
         fieldPath: ".privateKeyJwt",
         check: (s) => s?.method !== "PrivateKeyJwt" || has(s, "privateKeyJwt"),
+      }),
+      // With another method the signing key would be read by nobody: refused rather than silently unused.
+      rule({
+        rule: "!has(self.privateKeyJwt) || (has(self.method) && self.method == 'PrivateKeyJwt')",
+        message: "privateKeyJwt is only valid with method PrivateKeyJwt",
+        fieldPath: ".privateKeyJwt",
+        check: (s) => !has(s, "privateKeyJwt") || s?.method === "PrivateKeyJwt",
       }),
       rule({
         rule: "has(self.secretRef) || (has(self.method) && self.method != 'ClientSecretBasic')",
@@ -485,7 +500,12 @@ export const ExtAuth = Obj(
     cache: Opt(
       Obj({
         key: Arr(CELExpression, { min: 1, max: 16, description: "Everything the decision depends on." }),
-        ttl: Str({ min: 1, max: 16384, description: "CEL, a duration string or a timestamp." }),
+        ttl: Str({
+          min: 1,
+          max: 16384,
+          format: "cel-duration-or-timestamp",
+          description: "CEL, a duration string or a timestamp.",
+        }),
         maxEntries: Opt(Int({ min: 1, default: 10000 })),
       }),
     ),

@@ -14,7 +14,6 @@ import {
   HTTPHeaderMatch,
   LocalSecretKeyRef,
   LocalSecretObjectRef,
-  LongString,
   ShortString,
   TinyString,
   Transformation,
@@ -149,16 +148,43 @@ function guardPolicies<A extends Parameters<typeof Obj>[0]>(auth: A, rules: Para
 
 // ---- prompt guards ----
 
-export const Regex = Obj(
-  {
-    matches: Opt(Arr(LongString, { description: "Regular expressions." })),
-    builtins: Opt(Arr(Enum(["Ssn", "CreditCard", "PhoneNumber", "Email", "CaSin"]))),
-    action: Opt(
-      Enum(["Mask", "Reject"], { default: "Mask", description: "Applies to requests; responses are always masked." }),
-    ),
-  },
-  "Pattern matching; matches and builtins are additive.",
-);
+/**
+ * Pattern matching. On a response guard `action` has the one value Mask: the spec's action applies to request matches
+ * only (response matches are always masked), so a Reject there is refused at the field instead of silently masking.
+ */
+function Regex(direction: "request" | "response") {
+  return Obj(
+    {
+      matches: Opt(
+        Arr(Str({ min: 1, max: 1024, format: "regex" }), {
+          description: "Regular expressions (the linear-time subset: no lookaround, no backreferences).",
+        }),
+      ),
+      builtins: Opt(Arr(Enum(["Ssn", "CreditCard", "PhoneNumber", "Email", "CaSin"]))),
+      action: Opt(
+        direction === "request"
+          ? Enum(["Mask", "Reject"], { default: "Mask" })
+          : Enum(["Mask"], {
+              default: "Mask",
+              description: "Response matches are always masked (Reject is for requests).",
+            }),
+      ),
+    },
+    {
+      description: "Pattern matching; matches and builtins are additive.",
+      rules: [
+        // Neither would match nothing: an entry that looks like a guard and guards nothing.
+        rule({
+          rule: "(has(self.matches) && size(self.matches) > 0) || (has(self.builtins) && size(self.builtins) > 0)",
+          message: "a regex guard needs at least one pattern in matches or builtins",
+          check: (s) =>
+            (Array.isArray(s?.matches) && s.matches.length > 0) ||
+            (Array.isArray(s?.builtins) && s.builtins.length > 0),
+        }),
+      ],
+    },
+  );
+}
 
 function CustomResponse(direction: "request" | "response") {
   return Obj(
@@ -226,7 +252,7 @@ const GuardrailsB = Obj({
 
 const RequestGuard = Obj(
   {
-    regex: Opt(Regex),
+    regex: Opt(Regex("request")),
     webhook: Opt(Webhook),
     moderationA: Opt(ModerationA),
     guardrailsA: Opt(GuardrailsA),
@@ -238,7 +264,7 @@ const RequestGuard = Obj(
 
 const ResponseGuard = Obj(
   {
-    regex: Opt(Regex),
+    regex: Opt(Regex("response")),
     webhook: Opt(Webhook),
     guardrailsA: Opt(GuardrailsA),
     guardrailsB: Opt(GuardrailsB),

@@ -19,6 +19,7 @@ import {
   has,
   Obj,
   Opt,
+  RULES,
   type Rule,
   rule,
   type Static,
@@ -85,7 +86,11 @@ export const CloudCModelSettings = Obj(
 );
 
 export const ProviderFSettings = Obj(
-  { projectId: Opt(ShortString), region: Opt(ShortString), model: modelOverride },
+  {
+    projectId: withDoc(ShortString, "Google Cloud project: Vertex AI puts it in every request path."),
+    region: Opt(ShortString),
+    model: modelOverride,
+  },
   "providerF settings.",
 );
 /** A providerF of a GwBackend names its project: Vertex AI puts it in every request path. */
@@ -125,18 +130,40 @@ const customBackendKind: Rule = rule({
   check: (s) => !has(s?.backendRef, "kind") || ["Service", "InferencePool"].includes(s.backendRef.kind),
 });
 
+// A Service is in the core group and an InferencePool in inference.networking.k8s.io; another group named nothing and
+// was reported only in the routes' status (issue 22).
+const customBackendGroup: Rule = rule({
+  rule:
+    "has(self.kind) && self.kind == 'InferencePool' ? " +
+    "(has(self.group) && self.group == 'inference.networking.k8s.io') : " +
+    "((has(self.kind) && self.kind != 'Service') || !has(self.group) || self.group == '')",
+  message: "group must be empty for a Service and inference.networking.k8s.io for an InferencePool",
+  fieldPath: ".group",
+  check: (s) => {
+    const kind = has(s, "kind") ? s.kind : "Service";
+    const group = has(s, "group") ? s.group : "";
+    if (kind === "InferencePool") return group === "inference.networking.k8s.io";
+    return kind !== "Service" || group === "";
+  },
+});
+const CustomBackendRef = Obj(LocalBackendObjectReference.properties, {
+  description: "A Service (port required) or an InferencePool in the same namespace.",
+  rules: [
+    ...((LocalBackendObjectReference as unknown as Record<string, readonly Rule[]>)[RULES] ?? []),
+    customBackendGroup,
+  ],
+});
+
 export const CustomProvider = Obj(
   {
-    backendRef: Opt(
-      withDoc(LocalBackendObjectReference, "A Service or InferencePool; when unset host and port are required."),
-    ),
+    backendRef: Opt(withDoc(CustomBackendRef, "A Service or InferencePool; when unset host and port are required.")),
     formats: CustomFormats,
     model: modelOverride,
   },
   { rules: [customBackendKind] },
 );
 export const CustomModelSettings = Obj(
-  { backendRef: Opt(LocalBackendObjectReference), formats: CustomFormats },
+  { backendRef: Opt(CustomBackendRef), formats: CustomFormats },
   { rules: [customBackendKind] },
 );
 
@@ -183,6 +210,13 @@ const llmProviderRules: Rule[] = [
     message: "custom without backendRef requires host and port",
     fieldPath: ".custom",
     check: (s) => !has(s, "custom") || has(s.custom, "backendRef") || (has(s, "host") && has(s, "port")),
+  }),
+  // With a backendRef the port is the Service's (or the InferencePool's target port); this one would be ignored.
+  rule({
+    rule: "!has(self.port) || !has(self.custom) || !has(self.custom.backendRef)",
+    message: "port is not used with custom.backendRef: the Service's port is backendRef.port",
+    fieldPath: ".port",
+    check: (s) => !has(s, "port") || !has(s?.custom, "backendRef"),
   }),
 ];
 

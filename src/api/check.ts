@@ -3,9 +3,9 @@
 // A hand-written interpreter rather than a generic JSON Schema engine, so that messages say what would be valid,
 // unknown fields get a "did you mean", and the cost is one pass over the document. Never throws on input.
 
-import { celSyntaxError } from "./cel-syntax.js";
 import { error, type Problem, warning } from "./problems.js";
 import { DEPRECATED, FORMAT, PATTERN_MESSAGE, RULES, type Rule } from "./schema-kit.js";
+import { formatError } from "./string-formats.js";
 
 type Schema = Record<string, unknown>;
 
@@ -168,10 +168,8 @@ function checkString(schema: Schema, value: string, path: string, problems: Prob
       return;
     }
   }
-  if (schema[FORMAT] === "cel") {
-    const e = celSyntaxError(value);
-    if (e !== undefined) problems.push(error(path, `invalid CEL expression: ${e}`));
-  }
+  const e = formatError(schema[FORMAT], value);
+  if (e !== undefined) problems.push(error(path, e));
 }
 
 function checkNumber(schema: Schema, value: number, path: string, problems: Problem[]): void {

@@ -36,9 +36,17 @@ function limits(s: Schema): string {
   range(s["minProperties"], s["maxProperties"], "entries ");
   if (s["x-kubernetes-int-or-string"] !== true) range(s["minimum"], s["maximum"], "");
   if (typeof s["pattern"] === "string") out.push(`pattern \`${String(s["pattern"]).replaceAll("|", "\\|")}\``);
-  if (s["x-sluice-format"] === "cel") out.push("CEL (syntax checked)");
+  const format = FORMAT_NOTES[String(s["x-sluice-format"])];
+  if (format !== undefined) out.push(format);
   return out.join("; ");
 }
+
+const FORMAT_NOTES: Readonly<Record<string, string>> = {
+  cel: "CEL (syntax checked)",
+  regex: "regular expression (linear-time subset, checked)",
+  "cel-or-duration": "duration or CEL (checked)",
+  "cel-duration-or-timestamp": "duration, RFC 3339 timestamp or CEL (checked)",
+};
 
 function cell(v: string): string {
   return v.replaceAll("|", "\\|").replaceAll("\n", " ");

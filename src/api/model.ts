@@ -12,7 +12,21 @@ import {
   ParentReference,
 } from "./common.js";
 import { conditionalFallbackLast } from "./policy.js";
-import { Arr, Enum, exactlyOne, has, Int, Obj, Opt, type Rule, rule, type Static, Str, withDoc } from "./schema-kit.js";
+import {
+  Arr,
+  Enum,
+  exactlyOne,
+  has,
+  Int,
+  Obj,
+  Opt,
+  type Rule,
+  rule,
+  type Static,
+  Str,
+  type Obj as Value,
+  withDoc,
+} from "./schema-kit.js";
 
 export const MODEL_PROVIDERS = [
   "Provider01",
@@ -113,9 +127,43 @@ function onlyWithProvider(field: string, provider: string): Rule {
   });
 }
 
+// A GwModel attaches to Gateways (and their listeners, a ListenerSet's among them) only, as the translator reads
+// parentRefs: another kind or group matched nothing, and the status said "not a Gateway served by Sluice" (issue 22).
+const ModelParentReference = Obj(
+  {
+    ...ParentReference.properties,
+    group: Opt(
+      Enum(["gateway.networking.k8s.io"], {
+        default: "gateway.networking.k8s.io",
+        description: "The Gateway's group.",
+      }),
+    ),
+    kind: Opt(
+      Enum(["Gateway"], {
+        default: "Gateway",
+        description: "Gateway: a GwModel attaches to a Gateway, or to one of its listeners by sectionName or port.",
+      }),
+    ),
+  },
+  "A Gateway (or a listener of one, by sectionName or port) the model attaches to.",
+);
+
+/** `provider` = `value` needs `needs` in the spec (CEL and predicate), with why. */
+function providerNeeds(
+  value: string,
+  o: { cel: string; check: (s: Value) => boolean; fieldPath: string; message: string },
+): Rule {
+  return rule({
+    rule: `!has(self.provider) || self.provider != '${value}' || (${o.cel})`,
+    message: o.message,
+    fieldPath: o.fieldPath,
+    check: (s) => s?.provider !== value || o.check(s),
+  });
+}
+
 export const GwModelSpec = Obj(
   {
-    parentRefs: Arr(ParentReference, { min: 1, max: 16, description: "Gateways and listeners it attaches to." }),
+    parentRefs: Arr(ModelParentReference, { min: 1, max: 16, description: "Gateways and listeners it attaches to." }),
     match: Opt(
       Obj(
         {
@@ -161,6 +209,37 @@ export const GwModelSpec = Obj(
       onlyWithProvider("providerF", "Provider05"),
       onlyWithProvider("providerG", "Provider06"),
       onlyWithProvider("custom", "Custom"),
+      // What each provider family cannot be reached without (the translator refused these in status only).
+      providerNeeds("Provider02", {
+        cel: "has(self.cloudC)",
+        check: (s) => has(s, "cloudC"),
+        fieldPath: ".cloudC",
+        message: "provider Provider02 requires cloudC: its resourceName and resourceType form the host",
+      }),
+      providerNeeds("Provider05", {
+        cel: "has(self.providerF)",
+        check: (s) => has(s, "providerF"),
+        fieldPath: ".providerF",
+        message: "provider Provider05 requires providerF: its projectId is part of every request path",
+      }),
+      providerNeeds("Provider08", {
+        cel: "has(self.baseURL)",
+        check: (s) => has(s, "baseURL"),
+        fieldPath: ".baseURL",
+        message: "provider Provider08 requires baseURL: it has no public address, so write where it runs",
+      }),
+      providerNeeds("Custom", {
+        cel: "has(self.custom)",
+        check: (s) => has(s, "custom"),
+        fieldPath: ".custom",
+        message: "provider Custom requires custom: the formats it speaks",
+      }),
+      providerNeeds("Custom", {
+        cel: "!has(self.custom) || has(self.custom.backendRef) || has(self.baseURL)",
+        check: (s) => !has(s, "custom") || has(s.custom, "backendRef") || has(s, "baseURL"),
+        fieldPath: ".baseURL",
+        message: "provider Custom without custom.backendRef requires baseURL: where the provider runs",
+      }),
       rule({
         rule: "!has(self.baseURL) || has(self.provider)",
         message: "baseURL is only valid with provider",

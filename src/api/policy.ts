@@ -470,7 +470,10 @@ export const Traffic = Obj(
       }),
     ),
     delay: Opt(
-      Obj({ duration: Str({ min: 1, max: 16384, description: "CEL or a duration string." }) }, "Fault injection."),
+      Obj(
+        { duration: Str({ min: 1, max: 16384, format: "cel-or-duration", description: "CEL or a duration string." }) },
+        "Fault injection.",
+      ),
     ),
   },
   "Traffic policies: authentication, authorization, rate limits, transformations and more.",

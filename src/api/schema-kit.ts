@@ -3,6 +3,7 @@
 // Only a structural subset of JSON Schema is used, which is exactly what apiextensions.k8s.io/v1 accepts.
 
 import { type Static, type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
+import type { StringFormat } from "./string-formats.js";
 
 export type { Static, TSchema };
 
@@ -31,7 +32,7 @@ export interface Doc {
 }
 
 /** Keywords of ours, next to the standard ones. The CRD generator drops the `x-sluice-*` ones. */
-export const FORMAT = "x-sluice-format"; // "cel" | "uri-http"
+export const FORMAT = "x-sluice-format"; // one of STRING_FORMATS (./string-formats.ts)
 export const PATTERN_MESSAGE = "x-sluice-pattern-message";
 export const DEPRECATED = "x-sluice-deprecated";
 export const RULES = "x-kubernetes-validations";
@@ -47,7 +48,7 @@ export interface StrOpts extends Doc {
   readonly pattern?: string;
   readonly patternMessage?: string;
   readonly default?: string;
-  readonly format?: "cel" | "uri-http";
+  readonly format?: StringFormat;
 }
 
 export function Str(o: StrOpts = {}) {

@@ -29,6 +29,24 @@ const SLUICE_ONLY = new Map<string, string>([
     "test/golden/translate/llm-provider-variants.in.yaml GwBackend bedrock-syntax",
     "sessionNameExpression is a CEL expression with a syntax error: a string to the CRD, checked by Sluice",
   ],
+  ...["regex unterminated group", "regex lookbehind"].map(
+    (name) =>
+      [
+        `case GwBackend: ${name}`,
+        "a prompt guard pattern is a string to the CRD; Sluice compiles it with the LLM ext_proc's linear-time engine",
+      ] as const,
+  ),
+  ...["GwPolicy: delay neither", "GwPolicy: extAuth cache ttl neither"].map(
+    (name) =>
+      [
+        `case ${name}`,
+        "a duration or CEL (or timestamp) in one string: Kubernetes CEL cannot parse the CEL alternative, Sluice does",
+      ] as const,
+  ),
+  [
+    "test/golden/translate/traffic-extauth-cache.in.yaml GwPolicy bad-ttl",
+    "extAuth.cache.ttl neither a duration, a timestamp nor CEL that parses: a string to the CRD, checked by Sluice",
+  ],
   ...["badjwt", "meta-bad", "rl-bad"].map(
     (name) =>
       [

@@ -75,8 +75,8 @@ function anyStringSample(s: S, path: string, variant: 0 | 1): string {
   if (/^\^\[a-z0-9\]|\^\[a-zA-Z0-9\]/.test(p)) return ["probe-a", "probe-b"][variant] ?? "";
   // Any other pattern: the first of a few common shapes it accepts (else SAMPLES must give one).
   const shapes = [
-    ["probe-a", "/probe-a", "a.example.com", "https://a.example", "u:$apr1$a$b", "Jwt"],
-    ["probe-b", "/probe-b", "b.example.com", "https://b.example", "v:$apr1$c$d", "IdToken"],
+    ["probe-a", "/probe-a", "a.example.com", "https://a.example", "u:$apr1$a$bbbbbbbbbbbbbbbbbbbbbb", "Jwt"],
+    ["probe-b", "/probe-b", "b.example.com", "https://b.example", "v:$apr1$c$dddddddddddddddddddddd", "IdToken"],
   ][variant] as string[];
   return shapes.find((x) => p === "" || new RegExp(p).test(x)) ?? `no-sample-for-${p}`;
 }

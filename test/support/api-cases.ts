@@ -232,12 +232,13 @@ export const RULE_CASES: Case[] = [
     "spec.traffic.apiKeyAuthentication",
     "exactly one of secretRef, secretSelector and configMapSelector must be set",
   ]),
-  P("basic users", traffic({ basicAuthentication: { users: ["alice:$apr1$x$y"] } })),
+  P("basic users", traffic({ basicAuthentication: { users: ["alice:$apr1$h64NueI9$cRWhNJg91n2mOhMj7Sy/D/"] } })),
   P("basic secretRef", traffic({ basicAuthentication: { secretRef: { name: "htpasswd" } } })),
-  P("basic users and secretRef", traffic({ basicAuthentication: { users: ["a:b"], secretRef: { name: "h" } } }), [
-    "spec.traffic.basicAuthentication",
-    "exactly one of users and secretRef must be set",
-  ]),
+  P(
+    "basic users and secretRef",
+    traffic({ basicAuthentication: { users: ["a:$apr1$h64NueI9$cRWhNJg91n2mOhMj7Sy/D/"], secretRef: { name: "h" } } }),
+    ["spec.traffic.basicAuthentication", "exactly one of users and secretRef must be set"],
+  ),
   P("basic user without hash", traffic({ basicAuthentication: { users: ["alice"] } }), [
     "spec.traffic.basicAuthentication.users[0]",
     "must be an htpasswd line <user>:<password_hash>",
@@ -839,7 +840,10 @@ export const RULE_CASES: Case[] = [
     "cloudC is only valid with provider Provider02",
   ]),
   M("providerG with Provider06", model({ provider: "Provider06", providerG: {} })),
-  M("custom with Custom", model({ provider: "Custom", custom: { formats: [{ type: "Completions" }] } })),
+  M(
+    "custom with Custom",
+    model({ provider: "Custom", custom: { formats: [{ type: "Completions" }] }, baseURL: "http://vllm:8000" }),
+  ),
   M("custom with Provider03", model({ provider: "Provider03", custom: { formats: [{ type: "Completions" }] } }), [
     "spec.custom",
     "custom is only valid with provider Custom",
@@ -1007,7 +1011,7 @@ export const LIMIT_CASES: Case[] = [
     "GwPolicy",
     "basic users",
     256,
-    (n) => traffic({ basicAuthentication: { users: times(n, (i) => `u${i}:$apr1$h`) } }),
+    (n) => traffic({ basicAuthentication: { users: times(n, (i) => `u${i}:$apr1$h64NueI9$cRWhNJg91n2mOhMj7Sy/D/`) } }),
     "spec.traffic.basicAuthentication.users",
     { min: 1 },
   ),

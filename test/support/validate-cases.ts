@@ -42,6 +42,17 @@ const BUFFER = (f: string) =>
   `${f} must be between 1 and 4294967295 bytes: Envoy holds it in 32 bits and reads 0 as no limit`;
 const WINDOW = (f: string) => `${f} must be between 65535 and 2147483647 bytes: the HTTP/2 window bounds Envoy accepts`;
 const slash = (got: string) => `must start with / (got ${JSON.stringify(got)})`;
+const APR1 = "$apr1$h64NueI9$cRWhNJg91n2mOhMj7Sy/D/";
+const HTPASSWD =
+  "must be an htpasswd line <user>:<password_hash> with an MD5 ($apr1$ or $1$), bcrypt ($2a$, $2b$, $2y$), " +
+  "crypt (13 characters) or SHA-1 ({SHA}) hash, never a raw password";
+const CUSTOM_GROUP = "group must be empty for a Service and inference.networking.k8s.io for an InferencePool";
+const LINEAR = "(patterns use the RE2-like subset: no lookaround, no backreferences, small counted repetitions)";
+const guards = (g: Json): Json => ({ ai: { provider: { providerA: {} } }, policies: { ai: { promptGuard: g } } });
+const tokenExchange = (clientAuth: Json): Json =>
+  backendPol({ auth: { oauthTokenExchange: { backendRef: svcRef, clientAuth } } });
+const pkjwt = { signingKeyRef: { name: "k" }, assertionAudience: "https://idp/token" };
+const gwModel = (m: Json): Json => ({ parentRefs: [{ name: "gw" }], ...m });
 
 export const VALIDATE_CASES: Case[] = [
   // GwModel spec.match.model: no *, exactly *, or one * first or last.
@@ -273,5 +284,164 @@ export const VALIDATE_CASES: Case[] = [
     "model auth location with cloudB",
     model({ policies: { auth: { cloudB: {}, location: { cookie: { name: "t" } } } } }),
     ["spec.policies.auth.location", LOCATION],
+  ),
+
+  // Basic authentication lines carry a hash of a supported kind: the spec allows hashes only, never raw passwords.
+  ...[
+    `alice:${APR1}`,
+    "bob:$2y$05$c4WoMPo3SXsafkva.HHa6uXQZWr7oboPiC2bT/r7q1BB8I2s0BRqC",
+    "carol:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=",
+    "dave:rqXexS6ZhobKA",
+  ].map((u) => P(`basic user ${u.split(":")[0]}`, traffic({ basicAuthentication: { users: [u] } }))),
+  ...["alice:secret", "bob:$apr1$short", "carol:{SHA}abc"].map((u) =>
+    P(`basic user ${u}`, traffic({ basicAuthentication: { users: [u] } }), [
+      "spec.traffic.basicAuthentication.users[0]",
+      HTPASSWD,
+    ]),
+  ),
+
+  // privateKeyJwt is read only by method PrivateKeyJwt.
+  P(
+    "privateKeyJwt with PrivateKeyJwt",
+    tokenExchange({ clientId: "c", method: "PrivateKeyJwt", privateKeyJwt: pkjwt }),
+  ),
+  P(
+    "privateKeyJwt with ClientSecretBasic",
+    tokenExchange({ clientId: "c", secretRef: { name: "s" }, privateKeyJwt: pkjwt }),
+    [
+      "spec.backend.auth.oauthTokenExchange.clientAuth.privateKeyJwt",
+      "privateKeyJwt is only valid with method PrivateKeyJwt",
+    ],
+  ),
+
+  // Regex guards: something to match; Reject on requests only; patterns the linear-time engine runs.
+  B("request regex Reject", guards({ request: [{ regex: { builtins: ["Email"], action: "Reject" } }] })),
+  B("response regex Mask", guards({ response: [{ regex: { matches: ["secret-[0-9]+"], action: "Mask" } }] })),
+  B("response regex Reject", guards({ response: [{ regex: { builtins: ["Email"], action: "Reject" } }] }), [
+    "spec.policies.ai.promptGuard.response[0].regex.action",
+    'must be one of Mask (got "Reject")',
+  ]),
+  B("regex with nothing to match", guards({ request: [{ regex: { action: "Reject" } }] }), [
+    "spec.policies.ai.promptGuard.request[0].regex",
+    "a regex guard needs at least one pattern in matches or builtins",
+  ]),
+  B("regex with empty lists", guards({ request: [{ regex: { matches: [], builtins: [] } }] }), [
+    "spec.policies.ai.promptGuard.request[0].regex",
+    "a regex guard needs at least one pattern in matches or builtins",
+  ]),
+  B("regex unterminated group", guards({ request: [{ regex: { matches: ["(secret"] } }] }), [
+    "spec.policies.ai.promptGuard.request[0].regex.matches[0]",
+    `invalid pattern: Unterminated group ${LINEAR}`,
+  ]),
+  B("regex lookbehind", guards({ response: [{ regex: { matches: ["(?<=key=)[a-z]+"] } }] }), [
+    "spec.policies.ai.promptGuard.response[0].regex.matches[0]",
+    `invalid pattern: Cannot be executed in linear time ${LINEAR}`,
+  ]),
+
+  // delay.duration and extAuth.cache.ttl: a duration (or timestamp), else CEL that parses.
+  P("delay 250ms", traffic({ delay: { duration: "250ms" } })),
+  P("delay CEL", traffic({ delay: { duration: "request.headers['x-delay']" } })),
+  P("delay neither", traffic({ delay: { duration: "2 seconds" } }), [
+    "spec.traffic.delay.duration",
+    "must be a duration such as 500ms or 2s, or a CEL expression",
+  ]),
+  P(
+    "extAuth cache ttl timestamp",
+    traffic({ extAuth: { backendRef: svcRef, cache: { key: ["jwt.sub"], ttl: "2030-01-01T00:00:00Z" } } }),
+  ),
+  P("extAuth cache ttl CEL", traffic({ extAuth: { backendRef: svcRef, cache: { key: ["jwt.sub"], ttl: "jwt.exp" } } })),
+  P(
+    "extAuth cache ttl neither",
+    traffic({ extAuth: { backendRef: svcRef, cache: { key: ["jwt.sub"], ttl: "5 minutes" } } }),
+    ["spec.traffic.extAuth.cache.ttl", "must be a duration such as 5m, an RFC 3339 timestamp, or a CEL expression"],
+  ),
+
+  // A custom provider's backendRef: group matches kind; the port is the Service's.
+  B(
+    "custom Service backendRef in another group",
+    {
+      ai: {
+        provider: {
+          custom: { backendRef: { group: "apps", name: "v", port: 80 }, formats: [{ type: "Completions" }] },
+        },
+      },
+    },
+    ["spec.ai.provider.custom.backendRef.group", CUSTOM_GROUP],
+  ),
+  B(
+    "custom InferencePool in the core group",
+    {
+      ai: {
+        provider: { custom: { backendRef: { kind: "InferencePool", name: "p" }, formats: [{ type: "Messages" }] } },
+      },
+    },
+    ["spec.ai.provider.custom.backendRef.group", CUSTOM_GROUP],
+  ),
+  M(
+    "model custom InferencePool in the core group",
+    gwModel({
+      provider: "Custom",
+      custom: { backendRef: { kind: "InferencePool", group: "", name: "p" }, formats: [{ type: "Completions" }] },
+    }),
+    ["spec.custom.backendRef.group", CUSTOM_GROUP],
+  ),
+  B("custom backendRef with host", {
+    ai: {
+      provider: { custom: { backendRef: { name: "v", port: 80 }, formats: [{ type: "Completions" }] }, host: "llm" },
+    },
+  }),
+  B(
+    "custom backendRef with port",
+    {
+      ai: {
+        provider: { custom: { backendRef: { name: "v", port: 80 }, formats: [{ type: "Completions" }] }, port: 8080 },
+      },
+    },
+    ["spec.ai.provider.port", "port is not used with custom.backendRef: the Service's port is backendRef.port"],
+  ),
+
+  // GwModel parentRefs name Gateways.
+  M("model on a listener", gwModel({ provider: "Provider01", parentRefs: [{ name: "gw", sectionName: "http" }] })),
+  M("model on an HTTPRoute", gwModel({ provider: "Provider01", parentRefs: [{ name: "r", kind: "HTTPRoute" }] }), [
+    "spec.parentRefs[0].kind",
+    'must be one of Gateway (got "HTTPRoute")',
+  ]),
+  M(
+    "model on a Gateway of the core group",
+    gwModel({ provider: "Provider01", parentRefs: [{ name: "gw", group: "" }] }),
+    ["spec.parentRefs[0].group", 'must be one of gateway.networking.k8s.io (got "")'],
+  ),
+
+  // What each GwModel provider family cannot be reached without.
+  M("Provider02 without cloudC", gwModel({ provider: "Provider02" }), [
+    "spec.cloudC",
+    "provider Provider02 requires cloudC: its resourceName and resourceType form the host",
+  ]),
+  M("Provider05 with projectId", gwModel({ provider: "Provider05", providerF: { projectId: "p" } })),
+  M("Provider05 without providerF", gwModel({ provider: "Provider05" }), [
+    "spec.providerF",
+    "provider Provider05 requires providerF: its projectId is part of every request path",
+  ]),
+  M("Provider05 without projectId", gwModel({ provider: "Provider05", providerF: { region: "us-central1" } }), [
+    "spec.providerF.projectId",
+    "required field is missing",
+  ]),
+  M("Provider08 with baseURL", gwModel({ provider: "Provider08", baseURL: "http://ollama:11434/v1" })),
+  M("Provider08 without baseURL", gwModel({ provider: "Provider08" }), [
+    "spec.baseURL",
+    "provider Provider08 requires baseURL: it has no public address, so write where it runs",
+  ]),
+  M("Custom without custom", gwModel({ provider: "Custom", baseURL: "http://vllm:8000" }), [
+    "spec.custom",
+    "provider Custom requires custom: the formats it speaks",
+  ]),
+  M(
+    "Custom with baseURL",
+    gwModel({ provider: "Custom", custom: { formats: [{ type: "Completions" }] }, baseURL: "http://vllm:8000" }),
+  ),
+  M(
+    "Custom without backendRef or baseURL",
+    gwModel({ provider: "Custom", custom: { formats: [{ type: "Completions" }] } }),
+    ["spec.baseURL", "provider Custom without custom.backendRef requires baseURL: where the provider runs"],
   ),
 ];

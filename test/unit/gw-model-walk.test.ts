@@ -20,6 +20,8 @@ const SAMPLES: Record<string, [Json, Json]> = {
   baseURL: ["http://127.0.0.1:7", "http://127.0.0.2:7"],
   // A custom provider's Service, or an InferencePool of the same name (GwBackends are not valid here).
   "custom.backendRef.kind": ["InferencePool", "Service"],
+  // The group each of those kinds is in (the schema refuses another).
+  "custom.backendRef.group": ["inference.networking.k8s.io", ""],
   "match.model": ["probe-a-*", "*-latest"],
   "assumeRole.roleArn": ["arn:aws:iam::123456789012:role/a", "arn:aws:iam::123456789012:role/b"],
   // The Gateway, and one that does not exist (both missing would differ in nothing).
