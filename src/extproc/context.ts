@@ -239,6 +239,8 @@ export function serveContext(call: TransformationCall, spec: ContextSpec | undef
     }
     if (r.case === "responseHeaders" && spec?.atResponse === true) {
       const h = headerMap(r.value);
+      // The identities as they are now: a stage ahead of authentication saw none with the request.
+      Object.assign(vars, identityVariables(req.metadataContext?.filterMetadata));
       vars["response"] = {
         code: BigInt(Number(h[":status"] ?? "0")),
         headers: new Map(Object.entries(h).filter(([k]) => !k.startsWith(":"))),

@@ -5,6 +5,7 @@
 // collector (a grpc-js server; remove only). The collectors are written for the test and keep what they receive.
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
@@ -216,6 +217,25 @@ spec:
           - { name: params, expression: "request.query" }
           - { name: loopback, expression: "source.address.isLoopback()" }
           - { name: outcome, expression: "'status ' + string(response.code)" }
+          - { name: user, expression: "basicAuth.username" }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: auth, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /auth } }]
+      backendRefs: [{ name: echo, port: 80 }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: auth, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: auth }]
+  traffic:
+    basicAuthentication:
+      users: ["gina:{SHA}${createHash("sha1").update("g-pass").digest("base64")}"]
 `;
 
 describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracing stage", { timeout: 90_000 }, () => {
@@ -253,16 +273,24 @@ describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracin
     assert.equal((await get("/ok/a?keep=1&page=2", "acme")).status, 200);
     // No route: 404, still kept (the filter reads the query and `response.code < 500`).
     assert.equal((await get("/missing?keep=yes", "gone")).status, 404);
+    // basicAuth (an identity Envoy's CEL does not read): what Sluice's authentication left, read with the response.
+    const basic = `Basic ${Buffer.from("gina:g-pass").toString("base64")}`;
+    const authed = await request(gw.port, "/auth/x?keep=1", {
+      headers: { "x-tenant": "authed", authorization: basic },
+    });
+    assert.equal(authed.status, 200);
     // No `keep` in the query: the filter is false and the span is dropped.
     for (let i = 0; i < 3; i++) assert.equal((await get(`/ok/drop${i}?page=${i}`, "dropped")).status, 200);
     await waitFor(
-      "the two kept spans",
-      async () => (spans.filter((s) => s.attributes.tenant !== undefined).length >= 2 ? true : undefined),
+      "the three kept spans",
+      async () => (spans.filter((s) => s.attributes.tenant !== undefined).length >= 3 ? true : undefined),
       20_000,
     );
     await new Promise((r) => setTimeout(r, 6000));
     const byTenant = new Map(spans.map((s) => [s.attributes.tenant, s.attributes]));
-    assert.deepEqual([...byTenant.keys()].sort(), ["acme", "gone"], "only spans whose filter held are exported");
+    assert.deepEqual([...byTenant.keys()].sort(), ["acme", "authed", "gone"], "only spans whose filter held go out");
+    assert.equal(byTenant.get("authed")?.["user"], "gina");
+    assert.equal(byTenant.get("acme")?.["user"], undefined, "no basicAuth on that route: left out");
     const acme = byTenant.get("acme") ?? {};
     assert.deepEqual(
       [acme["tenant.upper"], acme["params"], acme["loopback"], acme["outcome"]],
