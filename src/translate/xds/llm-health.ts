@@ -44,7 +44,9 @@ function scoringOf(c: LlmClusterIR, r: RouteIR): Use {
   const own: { name: string; value: Rec; from: BackendProblemIR["from"] }[] = [];
   for (const s of bp?.subBackends ?? []) {
     const h = s.policy["health"];
-    if (h === undefined || "combined" in h || !isRec(h.value) || h.from.level !== "subBackend") continue;
+    // The provider's own, or a GwPolicy's targeting the provider (a GwBackend section).
+    if (h === undefined || "combined" in h || !isRec(h.value)) continue;
+    if (h.from.level !== "subBackend" && h.from.level !== "backendSection") continue;
     own.push({ name: s.name, value: h.value, from: h.from });
   }
   const wanted =
