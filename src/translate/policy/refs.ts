@@ -4,7 +4,7 @@
 
 import type { BackendObjectReference } from "../../api/gateway-api.js";
 import type { BackendResolver } from "../backend/resolve.js";
-import type { EffectivePolicyIR, PolicyRefIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
+import type { ClusterIR, EffectivePolicyIR, PolicyRefIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
 import type { TranslatedRule } from "../route/httproute.js";
 import { backendExtAuthRefs } from "../xds/backend-ext-auth.js";
 
@@ -40,6 +40,17 @@ function collect(
   }
 }
 
+/** The spec: a remote key source is a Service or a static Backend; an AI, MCP, A2A or agent runtime GwBackend is not. */
+function staticServer(ref: unknown, cluster: ClusterIR): boolean {
+  const kind = isRecord(ref) ? ref["kind"] : undefined;
+  if (kind !== "GwBackend" && kind !== "Backend") return true;
+  return (
+    (cluster.kind === "static" || cluster.kind === "dns" || cluster.kind === "unix") &&
+    !("a2a" in cluster && cluster.a2a === true) &&
+    !("agentCore" in cluster && cluster.agentCore !== undefined)
+  );
+}
+
 function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePolicyIR {
   const refs: Record<string, PolicyRefIR> = {};
   const visit = (path: string, field: string, parent: Record<string, unknown>, from: PolicySourceIR) => {
@@ -50,6 +61,9 @@ function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePol
       { http2: speaksGrpc(field, parent) },
     );
     refs[path] = r.ok ? { cluster: r.cluster.name } : { error: r.message };
+    if (r.ok && path.endsWith(".jwks.remote.backendRef") && !staticServer(parent["backendRef"], r.cluster)) {
+      refs[path] = { error: "a remote JWKS server is a Service or a static GwBackend (host and port, or unixPath)" };
+    }
   };
   collect("preRouting", policy.preRouting, visit);
   collect("traffic", policy.traffic, visit);
