@@ -390,7 +390,7 @@ spec:
       promptGuard:
         streaming: Enabled
         request:
-          - regex: { matches: ["ok-[0-9]+", "(?=bad)"], builtins: [CreditCard] }
+          - regex: { matches: ["ok-[0-9]+"], builtins: [CreditCard] }
           - moderationA: { model: omni-moderation-latest }
         response:
           - regex: { builtins: [Email] }
@@ -428,10 +428,7 @@ spec:
     const conditions = ancestors.ancestors[0]?.conditions;
     const warning = conditions?.find((c) => c.type === "Warning");
     assert.ok(warning !== undefined, JSON.stringify(conditions));
-    assert.match(
-      warning.message,
-      /backend\.ai\.promptGuard\.request\[0\]\.regex\.matches\[1\]: pattern "\(\?=bad\)" is left out/,
-    );
+    // (A pattern outside the linear-time subset is refused by the schema: test/support/validate-cases.ts.)
     assert.doesNotMatch(warning.message, /not served yet/);
     // Realtime sessions go through Sluice's relay: their text is guarded, their audio is not (and the status says so).
     assert.doesNotMatch(warning.message, /forwarded unread/);
