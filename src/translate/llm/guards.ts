@@ -240,7 +240,19 @@ function guardConnection(
           r.tls.clientCert !== undefined ? { chain: r.tls.clientCert.chain, key: r.tls.clientCert.key } : undefined,
         ),
       };
-      // ALPN follows http.version (h2 and http/1.1 with HTTP2, else http/1.1), as Envoy's does the cluster's protocol.
+      // ALPN follows http.version (h2 and http/1.1 with HTTP2, else http/1.1), as Envoy's does the cluster's protocol:
+      // the client's connector (undici) sets the offer itself, so a list that says otherwise is not what is offered.
+      if (Array.isArray(t.alpnProtocols)) {
+        const offered = c.http2 === true ? ["h2", "http/1.1"] : ["http/1.1"];
+        const asked = t.alpnProtocols.map(String);
+        if (asked.length !== offered.length || asked.some((p) => !offered.includes(p))) {
+          note(
+            `${at}.policies.tls.alpnProtocols`,
+            `not applied: the guard's calls offer ${offered.join(", ")} (from http.version), not ${asked.join(", ")}`,
+            "Ignored",
+          );
+        }
+      }
       if (t.keyExchangeGroups !== undefined) {
         note(
           `${at}.policies.tls.keyExchangeGroups`,
