@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { join } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
@@ -46,6 +47,25 @@ const bootstrapClusters = (
   ).static_resources.clusters ?? []
 ).filter((c) => c["name"] !== "sluice_xds");
 
+/**
+ * An EDS assignment as Sluice publishes it: a provider's host name in a translated assignment (an AI cluster Sluice
+ * scores) is replaced by its addresses when Sluice publishes (src/health/provider-dns.ts, `overlay`); here by a
+ * loopback address, since Envoy's EDS takes IP addresses only.
+ */
+function withAddresses(la: Json): Json {
+  const out = structuredClone(la);
+  for (const l of (out["endpoints"] as Json[] | undefined) ?? []) {
+    for (const lb of (l["lb_endpoints"] as Json[] | undefined) ?? []) {
+      const sa = ((lb["endpoint"] as Json | undefined)?.["address"] as Json | undefined)?.["socket_address"] as
+        | Json
+        | undefined;
+      if (sa !== undefined && typeof sa["address"] === "string" && isIP(sa["address"]) === 0)
+        sa["address"] = "127.0.0.1";
+    }
+  }
+  return out;
+}
+
 /** Replaces ADS references by the resources themselves, so a static bootstrap carries the whole snapshot. */
 export function embedSnapshot(g: GoldenGateway): Json {
   const routes = new Map(g.routes.map((r) => [r["name"] as string, r]));
@@ -70,7 +90,7 @@ export function embedSnapshot(g: GoldenGateway): Json {
     const la = endpoints.get(name);
     assert.ok(la, `endpoints of ${name} missing from the snapshot`);
     delete c["eds_cluster_config"];
-    return { ...c, type: "STATIC", load_assignment: la };
+    return { ...c, type: "STATIC", load_assignment: withAddresses(la) };
   });
   // SDS references to the snapshot's secrets read them from static_resources instead (no ADS here).
   const secretNames = new Set(g.secrets.map((sec) => sec["name"] as string));
