@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import { connect as tcpConnect } from "node:net";
 import type { McpBackendEntry } from "../translate/mcp/table.js";
 import { ErrorCodes, RpcError } from "./jsonrpc.js";
-import { withClientHeaders } from "./target-connection.js";
+import { pooledConnectionOpen, withClientHeaders } from "./target-connection.js";
 import { targetEvicted } from "./target-health.js";
 import { TargetConnection, type TargetHooks } from "./upstream.js";
 
@@ -33,6 +33,12 @@ export interface SparePoolOptions {
    * before the client is answered (which proves its session is still there, at one round trip to every target).
    */
   readonly check: "connect" | "session";
+  /**
+   * How long after it is asked for a set starts: the client just answered is still finishing its own start (its
+   * notifications/initialized, its GET stream), and 8 target initializes at that moment would share the CPU with it.
+   * A client wanting the set before then starts it at once.
+   */
+  readonly startDelayMs: number;
 }
 
 export const SPARE_DEFAULTS: SparePoolOptions = {
@@ -42,6 +48,7 @@ export const SPARE_DEFAULTS: SparePoolOptions = {
   maxSets: 64,
   retryMs: 5_000,
   check: "connect",
+  startDelayMs: 100,
 };
 
 /** Longest wait for a target's TCP handshake (`connect`) or its answer to notifications/initialized (`session`). */
@@ -90,6 +97,7 @@ export function spareOptionsFromEnv(env: Readonly<Record<string, string | undefi
     maxSets: positive(env["SLUICE_MCP_SPARE_SETS"], SPARE_DEFAULTS.maxSets),
     retryMs: SPARE_DEFAULTS.retryMs,
     check: (env["SLUICE_MCP_SPARE_CHECK"] ?? "").trim().toLowerCase() === "session" ? "session" : "connect",
+    startDelayMs: SPARE_DEFAULTS.startDelayMs,
   };
 }
 
@@ -188,7 +196,7 @@ interface Slot {
   set?: SpareSet;
   /** Last time a client's initialize asked for this key (least recently wanted is evicted first). */
   wanted: number;
-  timer?: NodeJS.Timeout;
+  timer?: NodeJS.Timeout | undefined;
   /** Set when the slot was dropped while starting: its set is discarded as soon as it is up. */
   dropped?: boolean;
   /** Taken by a client's initialize (while starting, it waits for `done`): no longer the pool's. */
@@ -196,6 +204,8 @@ interface Slot {
   /** Settles when the set is up or failed. */
   readonly done: Promise<void>;
   settle: () => void;
+  /** Starts the set now if its delayed start has not begun (once). */
+  begin?: (() => void) | undefined;
 }
 
 export interface SpareCounters {
@@ -261,6 +271,7 @@ export class SparePool {
     clearTimeout(slot.timer);
     this.#slots.delete(id);
     slot.claimed = true;
+    slot.begin?.();
     if (slot.state === "starting") await slot.done;
     if (slot.set === undefined || slot.dropped === true) return undefined;
     this.counters.adopted++;
@@ -282,7 +293,9 @@ export class SparePool {
         const evicted = targetEvicted(connection?.health);
         if (evicted !== undefined) return Promise.reject(new Error(evicted));
         if (this.options.check === "session") return c.confirm(CONFIRM_MS);
-        return connection?.proxy !== undefined ? Promise.resolve() : reachable(c.url, PROBE_MS);
+        if (connection?.proxy !== undefined) return Promise.resolve();
+        // A kept-alive connection to the target still open says as much as a new one would, without waking it.
+        return pooledConnectionOpen(new URL(c.url), connection) ? Promise.resolve() : reachable(c.url, PROBE_MS);
       }),
     );
     return results.flatMap((r, i) =>
@@ -332,13 +345,24 @@ export class SparePool {
     };
     this.#slots.set(id, slot);
     this.counters.started++;
-    const p = this.#start(entry, template, slot, id)
-      .catch((e: unknown) => {
-        this.#log(`sluice mcp: ${entry.backend}: spare sessions: ${(e as Error).message}`);
-      })
-      .finally(() => slot.settle());
-    this.#starting.add(p);
-    void p.finally(() => this.#starting.delete(p));
+    slot.begin = () => {
+      slot.begin = undefined;
+      clearTimeout(slot.timer);
+      slot.timer = undefined;
+      if (slot.dropped === true) return slot.settle();
+      const p = this.#start(entry, template, slot, id)
+        .catch((e: unknown) => {
+          this.#log(`sluice mcp: ${entry.backend}: spare sessions: ${(e as Error).message}`);
+        })
+        .finally(() => slot.settle());
+      this.#starting.add(p);
+      void p.finally(() => this.#starting.delete(p));
+    };
+    if (this.options.startDelayMs <= 0) slot.begin();
+    else {
+      slot.timer = setTimeout(() => slot.begin?.(), this.options.startDelayMs);
+      slot.timer.unref();
+    }
   }
 
   /** Drops the least recently wanted ready slot of `among`; false when all of them are still starting. */
@@ -402,6 +426,8 @@ export class SparePool {
     const id = `${slot.backend}\0${slot.key}`;
     if (this.#slots.get(id) === slot) this.#slots.delete(id);
     slot.dropped = true;
+    // Not started yet: nothing at the targets; whoever waits for it hears it is gone.
+    if (slot.begin !== undefined) slot.begin();
     if (slot.set !== undefined) this.#discard(slot.set);
   }
 

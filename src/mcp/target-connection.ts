@@ -8,6 +8,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { createHash } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import tls, { type PeerCertificate } from "node:tls";
 import { Minter } from "../credentials/mint.js";
@@ -136,6 +137,30 @@ export function agentsFor(protocol: "http:" | "https:", c: McpTargetConnection |
   a = { pooled: make(true), stream: make(false) };
   agents.set(key, a);
   return a;
+}
+
+/**
+ * Whether a kept-alive HTTP/1.1 connection to the URL's host and port is open in the pool of these settings: the
+ * target's kernel still holds it, so the target's process has not exited (an exit closes its sockets, and the agent
+ * drops a socket its peer closed). Not asked over HTTP/2 or through a proxy (false: the caller probes instead).
+ */
+export function pooledConnectionOpen(url: URL, c: McpTargetConnection | undefined): boolean {
+  if (c?.http2 === true || c?.proxy !== undefined) return false;
+  const pooled = agents.get(connectionKey(url.protocol as "http:" | "https:", c))?.pooled;
+  if (pooled === undefined) return false;
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  const open = (sockets: NodeJS.ReadOnlyDict<readonly Socket[]>) =>
+    Object.values(sockets).some((list) =>
+      (list ?? []).some(
+        (s) =>
+          !s.destroyed &&
+          s.readyState === "open" &&
+          s.remotePort === port &&
+          (s.remoteAddress === host || s.remoteAddress === `::ffff:${host}`),
+      ),
+    );
+  return open(pooled.freeSockets) || open(pooled.sockets);
 }
 
 let minter: Minter | undefined;

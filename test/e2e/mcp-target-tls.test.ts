@@ -135,6 +135,13 @@ describe("MCP targets over TLS, with credentials and timeouts", { timeout: 90_00
   });
 
   test("the wrong CA, FailOpen: that target is skipped, the other serves", async () => {
+    // The spare set Sluice starts after the previous test's session (startDelayMs later) reaches this target too: wait
+    // until its count has stopped moving, so only this test's sessions are compared.
+    let last = -1;
+    while (secure.seen.initialized !== last) {
+      last = secure.seen.initialized;
+      await new Promise((r) => setTimeout(r, 400));
+    }
     const before = secure.seen.initialized;
     const c = await connect("failopen");
     const names = (await c.listTools()).tools.map((t) => t.name);

@@ -214,8 +214,34 @@ describe("MCP spare session pool", () => {
     await p.close();
   });
 
+  test("a set starts after startDelayMs, at once when a client wants it first; one dropped before it began starts nothing", async () => {
+    const p = pool({ startDelayMs: 60_000 });
+    const e = entry("deferred", [a.port]);
+    const from = a.seen.sessions.size;
+    p.refill(e, client(1));
+    assert.deepEqual(
+      p.held().map((s) => s.state),
+      ["starting"],
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(since(a, from).length, 0, "nothing at the target before the delay");
+    const taken = await p.take(e, spareKey(e, client(1)));
+    assert.ok(taken !== undefined, "a client wanting the set starts it and gets it");
+    assert.equal(since(a, from).length, 1);
+    for (const c of taken.connections.values()) await c.discard();
+    p.refill(e, client(2));
+    await p.close();
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(since(a, from).length, 1, "a set dropped before it began opened no session");
+    const q = pool({ startDelayMs: 50 });
+    q.refill(e, client(3));
+    await ready(q, 1);
+    assert.equal(since(a, from).length, 2, "after the delay the set starts by itself");
+    await q.close();
+  });
+
   test("shutdown DELETEs every set, those still starting included", async () => {
-    const p = pool({});
+    const p = pool({ startDelayMs: 0 });
     const e = entry("bye", [a.port, b.port]);
     const [fa, fb] = [a.seen.sessions.size, b.seen.sessions.size];
     p.refill(e, client(1));
