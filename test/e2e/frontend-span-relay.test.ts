@@ -6,14 +6,12 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { EXPORT_PATH } from "../../src/otlp/spans.js";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import { decodeTraceExport, type OtlpSpan } from "../helpers/otlp.js";
+import { decodeTraceExport, type OtlpReceiver, type OtlpSpan, startOtlpReceiver } from "../helpers/otlp.js";
 
 const route = (upstream: number) => `${localService("echo", upstream)}---
 apiVersion: gateway.networking.k8s.io/v1
@@ -71,25 +69,15 @@ spec:
 describe("span relay to an OTLP/HTTP collector: remove and a filter reading the response", { timeout: 90_000 }, () => {
   let upstream: Upstream;
   let gw: TestGateway;
-  const spans: OtlpSpan[] = [];
-  const collector: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      if (req.url === "/v1/traces" && req.headers["content-type"] === "application/x-protobuf") {
-        spans.push(...decodeTraceExport(Buffer.concat(chunks)));
-      }
-      res.writeHead(200, { "content-type": "application/x-protobuf" });
-      res.end();
-    });
-  });
+  let collector: OtlpReceiver;
+  let spans: OtlpSpan[] = [];
 
   before(async () => {
     upstream = await startEchoUpstream("echo");
-    await new Promise<void>((r) => collector.listen(0, "127.0.0.1", () => r()));
-    const port = (collector.address() as AddressInfo).port;
+    collector = await startOtlpReceiver();
+    spans = collector.spans;
     gw = await startTestGateway(
-      () => httpResources(upstream.port, port),
+      () => httpResources(upstream.port, collector.port),
       "/ok",
       (s) => s === 200,
     );
@@ -97,7 +85,7 @@ describe("span relay to an OTLP/HTTP collector: remove and a filter reading the 
   after(async () => {
     await gw?.stop();
     await upstream?.close();
-    collector.close();
+    await collector?.close();
   });
 
   test("spans whose filter failed when they finished are dropped; removed attributes are gone", async () => {
@@ -241,23 +229,15 @@ spec:
 describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracing stage", { timeout: 90_000 }, () => {
   let upstream: Upstream;
   let gw: TestGateway;
-  const spans: OtlpSpan[] = [];
-  const collector: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      if (req.url === "/v1/traces") spans.push(...decodeTraceExport(Buffer.concat(chunks)));
-      res.writeHead(200, { "content-type": "application/x-protobuf" });
-      res.end();
-    });
-  });
+  let collector: OtlpReceiver;
+  let spans: OtlpSpan[] = [];
 
   before(async () => {
     upstream = await startEchoUpstream("echo");
-    await new Promise<void>((r) => collector.listen(0, "127.0.0.1", () => r()));
-    const port = (collector.address() as AddressInfo).port;
+    collector = await startOtlpReceiver();
+    spans = collector.spans;
     gw = await startTestGateway(
-      () => sluiceResources(upstream.port, port),
+      () => sluiceResources(upstream.port, collector.port),
       "/ok",
       (s) => s === 200,
     );
@@ -265,7 +245,7 @@ describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracin
   after(async () => {
     await gw?.stop();
     await upstream?.close();
-    collector.close();
+    await collector?.close();
   });
 
   test("span attributes carry the spec's values; the filter reading request.query as a map keeps or drops", async () => {
