@@ -66,20 +66,25 @@ spec:
         add: [{ name: tenant, expression: "request.headers['x-tenant']" }]
 `;
 
-describe("span relay to an OTLP/HTTP collector: remove and a filter reading the response", { timeout: 90_000 }, () => {
-  let upstream: Upstream;
-  let gw: TestGateway;
-  let collector: OtlpReceiver;
-  let spans: OtlpSpan[] = [];
-
+/**
+ * For one describe: an echo upstream, an OTLP/HTTP collector (the helpers' receiver) and a Gateway from
+ * `resources(upstream, collector)`, started before its tests and stopped after them.
+ */
+function relayStack(resources: (upstream: number, collector: number) => string): {
+  readonly gw: TestGateway;
+  readonly spans: OtlpSpan[];
+} {
+  let upstream: Upstream | undefined;
+  let collector: OtlpReceiver | undefined;
+  let gw: TestGateway | undefined;
   before(async () => {
     upstream = await startEchoUpstream("echo");
     collector = await startOtlpReceiver();
-    spans = collector.spans;
+    const [u, c] = [upstream.port, collector.port];
     gw = await startTestGateway(
-      () => httpResources(upstream.port, collector.port),
+      () => resources(u, c),
       "/ok",
-      (s) => s === 200,
+      (st) => st === 200,
     );
   });
   after(async () => {
@@ -87,10 +92,22 @@ describe("span relay to an OTLP/HTTP collector: remove and a filter reading the 
     await upstream?.close();
     await collector?.close();
   });
+  return {
+    get gw() {
+      return gw as TestGateway;
+    },
+    get spans() {
+      return collector?.spans ?? [];
+    },
+  };
+}
+
+describe("span relay to an OTLP/HTTP collector: remove and a filter reading the response", { timeout: 90_000 }, () => {
+  const stack = relayStack(httpResources);
 
   test("spans whose filter failed when they finished are dropped; removed attributes are gone", async () => {
     const get = (path: string, tenant: string) =>
-      request(gw.port, path, { headers: { "x-tenant": tenant, "user-agent": "relay-test" } });
+      request(stack.gw.port, path, { headers: { "x-tenant": tenant, "user-agent": "relay-test" } });
     for (let i = 0; i < 3; i++) assert.equal((await get(`/ok/${i}`, "shown")).status, 200);
     // No route: 404, so `response.code == 200` is false when the span finishes.
     for (let i = 0; i < 2; i++) assert.equal((await get(`/missing/${i}`, "not-found")).status, 404);
@@ -98,17 +115,17 @@ describe("span relay to an OTLP/HTTP collector: remove and a filter reading the 
     assert.equal((await get("/ok/hidden", "hidden")).status, 200);
     await waitFor(
       "the three kept spans",
-      async () => (spans.filter((s) => s.attributes.tenant === "shown").length === 3 ? true : undefined),
+      async () => (stack.spans.filter((s) => s.attributes.tenant === "shown").length === 3 ? true : undefined),
       20_000,
     );
     // Envoy exports every 5 spans or every 5 s: one more flush for any span that should not be there.
     await new Promise((r) => setTimeout(r, 6000));
     assert.deepEqual(
-      [...new Set(spans.map((s) => s.attributes.tenant))],
+      [...new Set(stack.spans.map((s) => s.attributes.tenant))],
       ["shown"],
       "only spans whose filter held reach the collector",
     );
-    for (const s of spans) {
+    for (const s of stack.spans) {
       for (const gone of ["http.url", "peer.address", "user_agent", "sluice.span_filter"]) {
         assert.ok(!(gone in s.attributes), `${gone} is removed (${JSON.stringify(s.attributes)})`);
       }
@@ -227,35 +244,16 @@ spec:
 `;
 
 describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracing stage", { timeout: 90_000 }, () => {
-  let upstream: Upstream;
-  let gw: TestGateway;
-  let collector: OtlpReceiver;
-  let spans: OtlpSpan[] = [];
-
-  before(async () => {
-    upstream = await startEchoUpstream("echo");
-    collector = await startOtlpReceiver();
-    spans = collector.spans;
-    gw = await startTestGateway(
-      () => sluiceResources(upstream.port, collector.port),
-      "/ok",
-      (s) => s === 200,
-    );
-  });
-  after(async () => {
-    await gw?.stop();
-    await upstream?.close();
-    await collector?.close();
-  });
+  const stack = relayStack(sluiceResources);
 
   test("span attributes carry the spec's values; the filter reading request.query as a map keeps or drops", async () => {
-    const get = (path: string, tenant: string) => request(gw.port, path, { headers: { "x-tenant": tenant } });
+    const get = (path: string, tenant: string) => request(stack.gw.port, path, { headers: { "x-tenant": tenant } });
     assert.equal((await get("/ok/a?keep=1&page=2", "acme")).status, 200);
     // No route: 404, still kept (the filter reads the query and `response.code < 500`).
     assert.equal((await get("/missing?keep=yes", "gone")).status, 404);
     // basicAuth (an identity Envoy's CEL does not read): what Sluice's authentication left, read with the response.
     const basic = `Basic ${Buffer.from("gina:g-pass").toString("base64")}`;
-    const authed = await request(gw.port, "/auth/x?keep=1", {
+    const authed = await request(stack.gw.port, "/auth/x?keep=1", {
       headers: { "x-tenant": "authed", authorization: basic },
     });
     assert.equal(authed.status, 200);
@@ -263,11 +261,11 @@ describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracin
     for (let i = 0; i < 3; i++) assert.equal((await get(`/ok/drop${i}?page=${i}`, "dropped")).status, 200);
     await waitFor(
       "the three kept spans",
-      async () => (spans.filter((s) => s.attributes.tenant !== undefined).length >= 3 ? true : undefined),
+      async () => (stack.spans.filter((s) => s.attributes.tenant !== undefined).length >= 3 ? true : undefined),
       20_000,
     );
     await new Promise((r) => setTimeout(r, 6000));
-    const byTenant = new Map(spans.map((s) => [s.attributes.tenant, s.attributes]));
+    const byTenant = new Map(stack.spans.map((s) => [s.attributes.tenant, s.attributes]));
     assert.deepEqual([...byTenant.keys()].sort(), ["acme", "authed", "gone"], "only spans whose filter held go out");
     assert.equal(byTenant.get("authed")?.["user"], "gina");
     assert.equal(byTenant.get("acme")?.["user"], undefined, "no basicAuth on that route: left out");
@@ -279,6 +277,6 @@ describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracin
     );
     assert.equal(byTenant.get("gone")?.outcome, "status 404", "computed on the response the client got");
     assert.equal(byTenant.get("gone")?.["tenant.upper"], "GONE");
-    for (const s of spans) assert.ok(!("sluice.span_filter" in s.attributes), "the filter tag is taken out");
+    for (const s of stack.spans) assert.ok(!("sluice.span_filter" in s.attributes), "the filter tag is taken out");
   });
 });
