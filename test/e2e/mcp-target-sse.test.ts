@@ -10,6 +10,7 @@ import { createServer, type Server } from "node:http";
 import { type AddressInfo, connect, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { prefixRoute } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { mcpClient } from "../helpers/mcp-env.js";
 import { type ProtocolTarget, startSseTarget } from "../helpers/mcp-target-protocols.js";
@@ -42,20 +43,7 @@ kind: GwBackend
 metadata: { name: proxy, namespace: default }
 spec:
   static: { host: 127.0.0.1, port: ${proxyPort} }
-${backend("secure", "legacy", securePort, `{ ${tls("example-ca")}, ${key}, tcp: { keepalive: { time: 45s } } }`)}${backend("tunnelled", "legacy", plainPort, `{ ${key}, tunnel: { backendRef: { group: sluice.dev, kind: GwBackend, name: proxy } } }`)}${backend("wrongca", "legacy", securePort, `{ ${tls("other-ca")}, ${key} }`)}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: mcp, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:${names
-    .map(
-      (n) => `
-    - matches: [{ path: { type: PathPrefix, value: /${n} } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`,
-    )
-    .join("")}
-`;
+${backend("secure", "legacy", securePort, `{ ${tls("example-ca")}, ${key}, tcp: { keepalive: { time: 45s } } }`)}${backend("tunnelled", "legacy", plainPort, `{ ${key}, tunnel: { backendRef: { group: sluice.dev, kind: GwBackend, name: proxy } } }`)}${backend("wrongca", "legacy", securePort, `{ ${tls("other-ca")}, ${key} }`)}${prefixRoute(names, { name: "mcp", to: "GwBackend" })}`;
 }
 
 describe("connection policies on SSE targets", { timeout: 90_000 }, () => {

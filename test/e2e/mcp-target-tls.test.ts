@@ -9,6 +9,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { type JWTPayload, jwtVerify } from "jose";
+import { prefixRoute } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { mcpClient } from "../helpers/mcp-env.js";
 import { type SdkTarget, startSdkTarget } from "../helpers/mcp-targets.js";
@@ -44,20 +45,7 @@ apiVersion: v1
 kind: Secret
 metadata: { name: signer, namespace: default }
 stringData: { signingKey: ${signingKey} }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: mcp, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:${names
-    .map(
-      (n) => `
-    - matches: [{ path: { type: PathPrefix, value: /${n} } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`,
-    )
-    .join("")}
-`;
+${prefixRoute(names, { name: "mcp", to: "GwBackend" })}`;
 }
 
 describe("MCP targets over TLS, with credentials and timeouts", { timeout: 90_000 }, () => {

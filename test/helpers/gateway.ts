@@ -57,18 +57,24 @@ ${backend}
 }
 
 /**
- * HTTPRoute `r` on Gateway `gw` with a rule per name, sending requests under `/<name>` to Service `<name>` port 80;
+ * HTTPRoute `r` (or `opts.name`) on Gateway `gw` with a rule per name, sending requests under `/<name>` to Service
+ * `<name>` port 80, or with `to: "GwBackend"` to the GwBackend `<name>`;
  * rules of other shapes can follow it (indented by 4, as in the document).
  */
-export function prefixRoute(names: readonly string[]): string {
+export function prefixRoute(
+  names: readonly string[],
+  opts: { readonly name?: string; readonly to?: "Service" | "GwBackend" } = {},
+): string {
+  const ref = (n: string) =>
+    opts.to === "GwBackend" ? `{ group: sluice.dev, kind: GwBackend, name: ${n} }` : `{ name: ${n}, port: 80 }`;
   return `---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: { name: r, namespace: default }
+metadata: { name: ${opts.name ?? "r"}, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ name: ${n}, port: 80 }]`).join("\n")}
+${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [${ref(n)}]`).join("\n")}
 `;
 }
 
