@@ -2,7 +2,7 @@
 // long-running commands come from the option tables their parsers use, so a flag added there shows up here (a unit
 // test fails until it has a sentence of its own).
 
-import { CONTROLLER_OPTIONS } from "./controller.js";
+import { CONTROLLER_OPTIONS } from "./controller-options.js";
 import { XDS_MODE_OPTIONS } from "./envoy.js";
 import { RATELIMIT_CONFIG_OPTIONS } from "./ratelimit-config.js";
 import { SERVER_OPTIONS } from "./serve.js";

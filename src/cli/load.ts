@@ -1,8 +1,7 @@
 // Loading a file set and translating it: shared by translate, status, serve and run.
 
 import { FileSource, type LoadResult } from "../sources/file-source.js";
-import { KubeClient } from "../sources/kube/client.js";
-import { KubeSource } from "../sources/kube/kube-source.js";
+import type { KubeSource } from "../sources/kube/kube-source.js";
 import { agentCoreEndpointFromEnv } from "../translate/backend/agent-core.js";
 import { makeInput } from "../translate/input.js";
 import { type TranslateOptions, type TranslationResult, translate } from "../translate/translate.js";
@@ -42,6 +41,11 @@ export async function loadCluster(
   log: (line: string) => void,
   onSource?: (source: KubeSource) => void,
 ): Promise<LoadResult> {
+  // The Kubernetes client is loaded only when a cluster is read (some 870 files; file mode never needs it).
+  const [{ KubeClient }, { KubeSource }] = await Promise.all([
+    import("../sources/kube/client.js"),
+    import("../sources/kube/kube-source.js"),
+  ]);
   const client = await KubeClient.load(kubeconfig === "" ? undefined : kubeconfig);
   const source = new KubeSource(client, { log });
   try {
