@@ -42,6 +42,7 @@ import { isObject } from "../../llm/json.js";
 import { extractUsage } from "../../llm/usage.js";
 import { llmAborted, llmChunk, llmCompleted, llmFailed, llmStarted } from "../../observability/llm.js";
 import type { GuardSpec, PromptGuardEntry } from "../../translate/llm/guards.js";
+import type { ProviderExtAuthConfig } from "../../translate/llm/provider-ext-auth.js";
 import type { SingleStage } from "../../translate/llm/stages.js";
 import {
   LLM_CLUSTER_ATTRIBUTE,
@@ -99,6 +100,7 @@ import {
   routeTypeOf,
   sigV4Headers,
 } from "./provider.js";
+import { denialReply, ProviderExtAuths, withAllowedHeaders } from "./provider-ext-auth.js";
 import { TokenLimiter } from "./token-limits.js";
 import {
   checkRead,
@@ -152,6 +154,8 @@ interface RequestState {
   upstreamPath?: string;
   /** Request headers, for CEL transformations. */
   headers: Record<string, string>;
+  /** The client's body as read, kept when a provider's extAuth forwards it (provider-ext-auth.ts). */
+  clientBody?: Uint8Array;
   /** `jwt`, `apiKey`, `basicAuth`, `extauthz` for CEL, from the metadata the route forwards (empty when none). */
   readonly identity: Readonly<Record<string, unknown>>;
   attempt?: Attempt;
@@ -370,6 +374,8 @@ export class LlmExtProcService {
   readonly #remoteGuard: GuardContext["remote"];
   readonly #modelHealth: ModelHealth;
   readonly #now: () => number;
+  /** GwPolicies' extAuth for one provider, checked per attempt. */
+  readonly #providerAuthz: ProviderExtAuths;
 
   constructor(opts: LlmServiceOptions = {}) {
     this.#remoteGuard = opts.remoteGuard;
@@ -385,21 +391,31 @@ export class LlmExtProcService {
     this.#log = opts.log ?? (() => {});
     this.#now = opts.now ?? Date.now;
     this.#modelHealth = new ModelHealth(this.#now);
+    this.#providerAuthz = new ProviderExtAuths(this.#log);
+  }
+
+  close(): void {
+    this.#providerAuthz.close();
   }
 
   update(result: TranslationResult): void {
     this.#previous = this.#current;
     this.#current = new Map(result.llm.entries);
-    // Token exchange caches of plans no longer in the table (nor the previous one) are dropped.
+    // Token exchange caches of plans no longer in the table (nor the previous one) are dropped; extAuth caches too.
     const ids = new Set<string>();
+    const extAuths: ProviderExtAuthConfig[] = [];
     for (const table of [this.#current, this.#previous]) {
       for (const e of table.values()) {
         for (const b of Object.values(e.backends)) {
-          for (const p of Object.values(b.providers)) if (p.auth.minted !== undefined) ids.add(p.auth.minted.id);
+          for (const p of Object.values(b.providers)) {
+            if (p.auth.minted !== undefined) ids.add(p.auth.minted.id);
+            if (p.extAuth !== undefined) extAuths.push(p.extAuth);
+          }
         }
       }
     }
     this.#minter.retain(ids);
+    this.#providerAuthz.retain(extAuths);
   }
 
   /** On grpc-js (the ADS port): kept for Envoys bootstrapped to call ext_proc on `sluice_services`. */
@@ -685,6 +701,7 @@ export class LlmExtProcService {
           });
         }
         state.body = parsed as Obj;
+        if (forwardsBody(state.entry)) state.clientBody = r.value.body;
         if (state.client === "generate-content" || state.client === "generate-content-count-tokens") {
           // Google's clients name the model and streaming in the URL: read into the body's usual fields (the
           // translators take them out again), so policies, CEL and GwModels see them as for every format.
@@ -997,18 +1014,49 @@ export class LlmExtProcService {
     }
     const problems = provider.auth.problems ?? [];
     if (problems.length > 0) return unavailable(problems.map((p) => p.message).join("; "));
-    const guarded = this.#guardRequest(state, provider);
-    const go = (g: Guarded | undefined): ProviderWork | Promise<ProviderWork> => {
-      if (g !== undefined && "reject" in g) {
-        state.attempt = { provider: providerName, local: true };
-        return { error: guardRejection(state.client, g.reject) };
-      }
-      const w = this.#obtain(state, provider, g?.body, fail, unavailable);
-      return w instanceof Promise
-        ? w.then((x) => this.#withMinted(state, provider, x, fail))
-        : this.#withMinted(state, provider, w, fail);
+    const work = (): ProviderWork | Promise<ProviderWork> => {
+      const guarded = this.#guardRequest(state, provider);
+      const go = (g: Guarded | undefined): ProviderWork | Promise<ProviderWork> => {
+        if (g !== undefined && "reject" in g) {
+          state.attempt = { provider: providerName, local: true };
+          return { error: guardRejection(state.client, g.reject) };
+        }
+        const w = this.#obtain(state, provider, g?.body, fail, unavailable);
+        return w instanceof Promise
+          ? w.then((x) => this.#withMinted(state, provider, x, fail))
+          : this.#withMinted(state, provider, w, fail);
+      };
+      return guarded instanceof Promise ? guarded.then(go) : go(guarded);
     };
-    return guarded instanceof Promise ? guarded.then(go) : go(guarded);
+    return provider.extAuth === undefined ? work() : this.#authorized(state, provider, provider.extAuth, work);
+  }
+
+  /**
+   * A GwPolicy's extAuth for `provider`, on the client's request, before the provider work: allowed, the work with the
+   * service's headers; denied, the denial in the client's format, final (an upstream filter's local reply is the
+   * downstream's, which Envoy's router does not retry: docs/llm.md).
+   */
+  async #authorized(
+    state: RequestState,
+    provider: LlmProviderEntry,
+    extAuth: ProviderExtAuthConfig,
+    work: () => ProviderWork | Promise<ProviderWork>,
+  ): Promise<ProviderWork> {
+    const d = await this.#providerAuthz.check(extAuth, {
+      headers: state.headers,
+      ...(state.clientBody !== undefined ? { body: state.clientBody } : {}),
+      activation: celVariables(state, provider.name),
+    });
+    if ("deny" in d) {
+      state.attempt = { provider: provider.name, local: true };
+      return { error: denialReply(state.client, provider.name, d.deny) };
+    }
+    const w = await work();
+    if ("error" in w) return w;
+    const { work: allowed, written } = withAllowedHeaders(w, d.allow, CLIENT_CREDENTIAL_HEADERS);
+    // A later attempt at another provider removes them (Envoy's upstream filters change the router's own headers).
+    if (written.length > 0) state.provided = [...(state.provided ?? []), ...written];
+    return allowed;
   }
 
   // ---- GwModels (models/serve.ts) ----
@@ -1369,6 +1417,19 @@ function celVariables(state: RequestState, provider: string): Record<string, unk
       provider,
     }),
   };
+}
+
+const forwardsBodyOf = new WeakMap<LlmRouteEntry, boolean>();
+/** Whether a provider of the route's entry has an extAuth that sends the client's body (forwardBody). */
+function forwardsBody(entry: LlmRouteEntry): boolean {
+  let v = forwardsBodyOf.get(entry);
+  if (v === undefined) {
+    v = Object.values(entry.backends).some((b) =>
+      Object.values(b.providers).some((p) => p.extAuth?.forwardBody !== undefined),
+    );
+    forwardsBodyOf.set(entry, v);
+  }
+  return v;
 }
 
 /** Whether a request of this route may go to a cloudA provider (its one provider, else any of its backends'). */

@@ -89,7 +89,7 @@ export interface GuardNote {
   readonly from: PolicySourceIR;
   readonly field: string;
   readonly message: string;
-  readonly reason?: "NotYetSupported" | "Ignored";
+  readonly reason?: "NotYetSupported" | "Ignored" | "NeverMatches";
 }
 
 type Rec = Readonly<Record<string, unknown>>;

@@ -23,6 +23,7 @@ import type {
 } from "../ir.js";
 import type { ModelRouteEntry } from "../model/ir.js";
 import { compilePromptGuard, type GuardNote, type PromptGuardEntry } from "./guards.js";
+import { compileProviderExtAuth, type ProviderExtAuthConfig } from "./provider-ext-auth.js";
 import type { LlmStagePlan, SingleStage } from "./stages.js";
 
 /** Envoy endpoint metadata namespace naming the provider, and the dynamic metadata namespace of token counts. */
@@ -163,6 +164,8 @@ export interface LlmProviderEntry {
   readonly pathPrefix?: string;
   readonly auth: ProviderAuth;
   readonly ai: AiPolicy;
+  /** A GwPolicy's `backend.extAuth` targeting this provider: checked per attempt (provider-ext-auth.ts). */
+  readonly extAuth?: ProviderExtAuthConfig;
 }
 
 export interface LlmBackendEntry {
@@ -599,6 +602,7 @@ function providerEntry(
   input: TranslationInput,
   backend: string,
   notes: GuardNote[],
+  extAuth?: ProviderExtAuthConfig,
 ): LlmProviderEntry {
   const backendNs = backend.split("/")[0] ?? "";
   const sub = bp?.subBackends?.find((s) => s.name === p.name)?.policy ?? bp?.policy;
@@ -631,6 +635,7 @@ function providerEntry(
       at: authPath(auth?.from, p.name),
     }),
     ai: aiPolicy(ai, input, notes),
+    ...(extAuth !== undefined ? { extAuth } : {}),
   };
 }
 
@@ -706,6 +711,7 @@ export function compileLlmTable(
       gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c] as const),
     );
     if (llm.size === 0) continue;
+    const clusters = new Map(gw.clusters.map((c) => [c.name, c] as const));
     for (const rc of gw.routeConfigs) {
       for (const vh of rc.virtualHosts) {
         for (const route of vh.routes) {
@@ -717,7 +723,10 @@ export function compileLlmTable(
             if (c === undefined) continue;
             const bp = route.policy?.backends?.find((x) => x.cluster === c.name);
             const providers: Record<string, LlmProviderEntry> = {};
-            for (const p of c.groups.flat()) providers[p.name] = providerEntry(p, bp, input, c.backend, notes);
+            for (const p of c.groups.flat()) {
+              const ea = compileProviderExtAuth(route, bp, p.name, clusters, notes, entryId);
+              providers[p.name] = providerEntry(p, bp, input, c.backend, notes, ea);
+            }
             backends[c.name] = { backend: c.backend, providers };
             // Route types come from the backend-wide AI policy (the first AI backend of the rule).
             types ??= routeTypes(value(bp?.policy, "ai")?.value);

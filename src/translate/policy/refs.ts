@@ -5,6 +5,7 @@
 import type { BackendObjectReference } from "../../api/gateway-api.js";
 import type { BackendResolver } from "../backend/resolve.js";
 import type { ClusterIR, EffectivePolicyIR, PolicyRefIR, PolicySourceIR, RoutePolicyIR } from "../ir.js";
+import { providerExtAuthRefs } from "../llm/provider-ext-auth.js";
 import type { TranslatedRule } from "../route/httproute.js";
 import { backendExtAuthRefs } from "../xds/backend-ext-auth.js";
 
@@ -69,6 +70,8 @@ function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePol
   collect("traffic", policy.traffic, visit);
   // backend.extAuth is served by a route-level filter (xds/backend-ext-auth.ts), its service resolved here too.
   for (const b of backendExtAuthRefs(policy)) visit(`${b.path}.backendRef`, "extAuth", b.value, b.from);
+  // A GwPolicy's extAuth for one AI provider is called by the LLM ext_proc (llm/provider-ext-auth.ts).
+  for (const b of providerExtAuthRefs(policy)) visit(`${b.path}.backendRef`, "extAuth", b.value, b.from);
   return Object.keys(refs).length === 0 ? policy : { ...policy, refs };
 }
 

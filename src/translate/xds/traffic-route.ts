@@ -305,7 +305,7 @@ const AI_CLUSTER_FIELDS: Readonly<
 
 /** Why a provider's own `extAuth` is not applied (docs/policies.md says the same). */
 const PROVIDER_EXT_AUTH_WHY =
-  "not applied per provider: Envoy's ext_authz runs on the route, before Envoy's load balancer picks the provider of an attempt, and Envoy 1.40 refuses it among a cluster's upstream filters; Sluice does not yet call the extAuth service from the upstream stage of an attempt (set it on the GwBackend's spec.policies, or in a GwPolicy targeting it, to check every request to the GwBackend)";
+  "not applied from a provider's own policies (BackendWithAI has no extAuth): set it in a GwPolicy targeting the provider (sectionName), which Sluice checks per attempt, or on the GwBackend's spec.policies to check every request to the GwBackend";
 
 /** Whether the route sends `backend` (`GwBackend ns/name`) to Sluice's MCP service (names.ts mcpClusterName). */
 function servesMcp(r: RouteIR, backend: string): boolean {
@@ -354,9 +354,10 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
           }
         };
         if (ai) {
-          // A provider's own extAuth (or a GwPolicy's for one provider) is not: the route's ext_authz runs before a
-          // provider is chosen.
-          if (field === "extAuth" && (f.from.level === "subBackend" || f.from.level === "backendSection")) {
+          // A GwPolicy's extAuth for one provider is checked by the LLM ext_proc per attempt (llm/provider-ext-auth.ts);
+          // a provider's own (which its schema has not) could not be: the route's ext_authz runs before a provider is
+          // chosen.
+          if (field === "extAuth" && f.from.level === "subBackend") {
             ctx.note(f.from, "backend.extAuth", PROVIDER_EXT_AUTH_WHY);
             continue;
           }

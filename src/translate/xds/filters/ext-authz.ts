@@ -33,7 +33,7 @@ import type { ListStringMatcherSchema } from "../../../gen/envoy/type/matcher/v3
 import { policyId } from "../../authz/policy-table.js";
 import { parseByteSize } from "../../bytes.js";
 import { durationFromMs } from "../../duration.js";
-import type { RouteIR } from "../../ir.js";
+import type { ClusterIR, RouteIR } from "../../ir.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { backendExtAuthFields } from "../backend-ext-auth.js";
 import { routeAuthzPlan } from "./authz-plan.js";
@@ -63,7 +63,7 @@ function isBackendField(f: PhaseField<ExtAuthT>): boolean {
 function extAuthOrder(f: PhaseField<ExtAuthT>): number {
   return isBackendField(f) ? FilterOrder.backendExtAuthz : phaseOrder(FilterOrder.userExtAuthz, f.phase);
 }
-const CHECK_TIMEOUT_MS = 10_000;
+export const CHECK_TIMEOUT_MS = 10_000;
 /** Envoy waits this much longer for Sluice than Sluice waits for the user's service, so Sluice's answer wins. */
 const SLUICE_MARGIN_MS = 1_000;
 
@@ -80,7 +80,7 @@ function headerList(names: readonly string[]): MessageInitShape<typeof ListStrin
  * The HTTP options Envoy (or Sluice on its behalf) applies as they are; constants are taken out of the CEL, and what
  * needs evaluating per request goes to `expressions` (then Sluice fronts the service).
  */
-function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions, note: Note): UserExtAuthHttp {
+export function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions, note: Note): UserExtAuthHttp {
   const path = h.path !== undefined ? celStringLiteral(h.path) : undefined;
   if (h.path !== undefined && path === undefined) expressions.path = h.path;
   if (h.redirect !== undefined) expressions.redirect = h.redirect;
@@ -107,12 +107,12 @@ function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions,
   };
 }
 
-type Expressions = { -readonly [K in keyof UserExtAuthExpressions]: UserExtAuthExpressions[K] };
+export type Expressions = { -readonly [K in keyof UserExtAuthExpressions]: UserExtAuthExpressions[K] };
 
 /** Names gRPC and HTTP/2 keep for themselves: a requestMetadata entry cannot set them. */
 const RESERVED_METADATA = /^(:|grpc-)|^(content-type|te|user-agent|host|connection|transfer-encoding|upgrade)$/;
 
-function grpcMetadata(g: NonNullable<ExtAuthT["grpc"]>, expressions: Expressions, note: Note): void {
+export function grpcMetadata(g: NonNullable<ExtAuthT["grpc"]>, expressions: Expressions, note: Note): void {
   const out: Record<string, string> = {};
   for (const [name, expr] of Object.entries(g.requestMetadata ?? {})) {
     const key = name.toLowerCase();
@@ -355,28 +355,34 @@ function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildConte
     );
     return [];
   }
-  const cluster = ctx.cluster?.(ref.cluster);
+  const t = unaryTargets(ctx.cluster?.(ref.cluster), ref.cluster);
+  if ("problem" in t) ctx.note(f.from, field, t.problem, t.reason);
+  return "problem" in t ? [] : t.targets;
+}
+
+/** Where Sluice calls an authorization service of `cluster` (its ready endpoints), or why it cannot. */
+export function unaryTargets(
+  cluster: ClusterIR | undefined,
+  name: string,
+): { targets: UnaryTarget[] } | { problem: string; reason?: "Ignored" } {
   switch (cluster?.kind) {
     case "eds":
     case "static":
-      return cluster.endpoints.filter((e) => e.ready).map((e) => ({ host: e.address, port: e.port }));
+      return { targets: cluster.endpoints.filter((e) => e.ready).map((e) => ({ host: e.address, port: e.port })) };
     case "dns":
-      return [{ host: cluster.host, port: cluster.port }];
+      return { targets: [{ host: cluster.host, port: cluster.port }] };
     case "unix":
-      return [{ unixPath: cluster.path }];
+      return { targets: [{ unixPath: cluster.path }] };
     case "llm":
     case "mcp":
     case "pool":
     case "dfp":
-      ctx.note(
-        f.from,
-        field,
-        "an AI or MCP backend, an InferencePool or a dynamic forward proxy cannot be an authorization service; calls fail (the failure mode applies)",
-        "Ignored",
-      );
-      return [];
+      return {
+        problem:
+          "an AI or MCP backend, an InferencePool or a dynamic forward proxy cannot be an authorization service; calls fail (the failure mode applies)",
+        reason: "Ignored",
+      };
     case undefined:
-      ctx.note(f.from, field, `cluster ${ref.cluster} not found; calls fail (the failure mode applies)`);
-      return [];
+      return { problem: `cluster ${name} not found; calls fail (the failure mode applies)` };
   }
 }
