@@ -110,10 +110,23 @@ export function tunnelled(
 
 const agents = new Map<string, TargetAgents>();
 
-/** What tells connections to targets apart: the scheme and the settings of the connection itself. */
+/** The digest of each settings object's connection part: settings come from the translation and live as long as it. */
+const settingsDigests = new WeakMap<McpTargetConnection, string>();
+const NO_SETTINGS = createHash("sha256").update("{}").digest("base64url");
+
+/**
+ * What tells connections to targets apart: the scheme and the settings of the connection itself. Asked on every
+ * request to a target, so each settings object's digest is computed once.
+ */
 export function connectionKey(protocol: string, c: McpTargetConnection | undefined): string {
-  const { header: _, minted: __, requestTimeoutMs: ___, health: ____, ...transport } = c ?? {};
-  return `${protocol}${createHash("sha256").update(JSON.stringify(transport)).digest("base64url")}`;
+  if (c === undefined) return `${protocol}${NO_SETTINGS}`;
+  let digest = settingsDigests.get(c);
+  if (digest === undefined) {
+    const { header: _, minted: __, requestTimeoutMs: ___, health: ____, ...transport } = c;
+    digest = createHash("sha256").update(JSON.stringify(transport)).digest("base64url");
+    settingsDigests.set(c, digest);
+  }
+  return `${protocol}${digest}`;
 }
 
 /** The agents of a target with these settings (`https:` or `http:`), made once per distinct settings. */
