@@ -5,12 +5,24 @@
 // filter config carries the values to compute in the stream's gRPC metadata (src/translate/xds/filters/context.ts),
 // as a transformation does; the stream answers the request headers (or the buffered body, when an expression reads
 // it) and ends.
+//
+// `llm`: the values the LLM ext_proc leaves in dynamic metadata (namespace sluice.dev/llm: the request's model and
+// streaming once it has read the request body, models, provider and token counts once the answer is done), forwarded
+// to the stage. A stage ahead of the LLM ext_proc on the request (the user's processor's request attributes) reads the
+// request's model and streaming from the request body itself (`llmBody`), as the LLM ext_proc will; the tracing
+// stage waits for the end of an LLM answer (`untilEnd`) so its token counts are known.
 
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { formatIp } from "../cel/index.js";
+import { formatIp, toCel } from "../cel/index.js";
+import {
+  ProcessingMode_BodySendMode,
+  ProcessingMode_HeaderSendMode,
+} from "../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import { type HoldSpec, serveHold } from "./buffer-hold.js";
 import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
-import type { ExtProcHeaders, Reply } from "./llm/wire.js";
+import { googleMethodOf } from "./llm/provider.js";
+import type { ExtProcHeaders, ExtProcRequest, Reply } from "./llm/wire.js";
+import { LLM_METADATA_FIELDS, LLM_NAMESPACE } from "./llm-metadata.js";
 import { RESPONSE_ENVIRONMENT, sourceVariable, type TransformationCall } from "./transformation.js";
 
 /** The stage metadata value that routes a Sluice ext_proc stream here. */
@@ -36,6 +48,11 @@ export interface ContextValue {
   readonly fallback?: number;
   /** Computed only when choice `choice` of the spec picked entry `entry` (a conditional ext_proc's entry values). */
   readonly onlyFor?: { readonly choice: number; readonly entry: number };
+  /**
+   * Reads what the LLM ext_proc knows only once the answer is done (models, provider, token counts) and is sent with
+   * the response headers: computed for a non-streamed answer only (complete by then), left out for a streamed one.
+   */
+  readonly unlessStreamed?: boolean;
 }
 
 /**
@@ -62,6 +79,17 @@ export interface ContextSpec {
   readonly atResponse?: boolean;
   /** `buffer` FailOpen: nothing is computed; the bodies are held up to these sizes (buffer-hold.ts). */
   readonly hold?: HoldSpec;
+  /**
+   * The request stage, ahead of the LLM ext_proc: `llm.requestModel` and `llm.streaming` are read from the request
+   * body (buffered: `requestBody` is set too) as the LLM ext_proc will read them; its other fields are not known yet.
+   */
+  readonly llmBody?: boolean;
+  /**
+   * At the response (`atResponse`): when the LLM ext_proc's values are there (an LLM request) and a body follows, the
+   * response body is streamed to Sluice (answered unchanged) and the values are computed at its end, when the answer's
+   * models, provider and token counts are known.
+   */
+  readonly untilEnd?: boolean;
 }
 
 export function encodeContext(spec: ContextSpec): string {
@@ -109,6 +137,54 @@ function jsonOf(v: unknown): JsonValue | undefined {
   return JSON.parse(JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? Number(x) : x)) ?? "null") as JsonValue;
 }
 
+/** The `llm` variable from what the LLM ext_proc left in dynamic metadata; undefined when it left nothing. */
+export function llmFromMetadata(md: JsonObject | undefined): Obj | undefined {
+  if (md === undefined) return undefined;
+  const out: Obj = {};
+  for (const [field, key] of Object.entries(LLM_METADATA_FIELDS)) {
+    const v = md[key];
+    if (v !== undefined && v !== null) out[field] = v;
+  }
+  if (Object.keys(out).length === 0) return undefined;
+  // As the LLM ext_proc's own `llm` (completion.ts): with the usage known, unreported cache counts are 0.
+  if ("inputTokens" in out) {
+    out["cachedInputTokens"] ??= 0;
+    out["cacheCreationInputTokens"] ??= 0;
+  }
+  return toCel(out) as Obj;
+}
+
+/**
+ * The `llm` variable of a request the LLM ext_proc has not read yet: its model and streaming, as the LLM ext_proc reads
+ * them (the body's `model` and `stream`, or a Google client's path); undefined when the body is no JSON object.
+ */
+export function llmFromBody(path: string, body: string): Obj | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined;
+  const b = parsed as Obj;
+  const g = googleMethodOf(path);
+  const model = g?.model ?? b["model"];
+  return toCel({
+    streaming: g?.stream ?? b["stream"] === true,
+    ...(typeof model === "string" ? { requestModel: model } : {}),
+  }) as Obj;
+}
+
+/** The response body streamed to Sluice (with its trailers), to learn its end. */
+const UNTIL_END = {
+  requestHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+  responseHeaderMode: ProcessingMode_HeaderSendMode.SEND,
+  requestBodyMode: ProcessingMode_BodySendMode.NONE,
+  responseBodyMode: ProcessingMode_BodySendMode.STREAMED,
+  requestTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
+  responseTrailerMode: ProcessingMode_HeaderSendMode.SEND,
+} as const;
+
 /** The request's answer: the headers to set or remove, and the dynamic metadata by namespace. Pure, for tests. */
 export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) => void): Reply {
   const env = spec.atResponse === true ? RESPONSE_ENVIRONMENT : undefined;
@@ -137,6 +213,10 @@ export function computeContext(spec: ContextSpec, vars: Obj, log: (m: string) =>
   const metadata: Record<string, JsonObject> = {};
   for (const c of spec.values ?? []) {
     if (c.onlyFor !== undefined && chosen[c.onlyFor.choice] !== c.onlyFor.entry) continue;
+    if (c.unlessStreamed === true && (vars["llm"] as Map<string, unknown> | undefined)?.get("streaming") !== false) {
+      log(`context: ${c.namespace}/${c.key} reads the end of a streamed answer (or of none); left out`);
+      continue;
+    }
     const raw = evaluateText(c.expression, vars, env);
     let value: JsonValue | undefined;
     if (c.as === "count") {
@@ -185,7 +265,14 @@ export function serveContext(call: TransformationCall, spec: ContextSpec | undef
     return;
   }
   let vars: Obj = {};
+  let path = "/";
   let closed = false;
+  /** The LLM ext_proc's values as this message carries them; false when it left none (yet). */
+  const withLlm = (req: ExtProcRequest): boolean => {
+    const llm = llmFromMetadata(req.metadataContext?.filterMetadata?.[LLM_NAMESPACE]);
+    if (llm !== undefined) vars["llm"] = llm;
+    return llm !== undefined;
+  };
   const finish = (r: Reply) => {
     if (closed) return;
     closed = true;
@@ -205,11 +292,14 @@ export function serveContext(call: TransformationCall, spec: ContextSpec | undef
     const r = req.request;
     if (r.case === "requestHeaders") {
       const source = sourceVariable(req);
+      const headers = headerMap(r.value);
+      path = headers[":path"] ?? "/";
       vars = {
         ...identityVariables(req.metadataContext?.filterMetadata),
-        request: requestVariable(headerMap(r.value)),
+        request: requestVariable(headers),
         ...(source !== undefined ? { source } : {}),
       };
+      withLlm(req);
       if (spec === undefined) {
         // A config Sluice cannot read: fail closed rather than let the request through without its values.
         log("context: the route's context spec is malformed; the request is refused");
@@ -232,7 +322,12 @@ export function serveContext(call: TransformationCall, spec: ContextSpec | undef
       return;
     }
     if (r.case === "requestBody" && spec !== undefined) {
-      (vars["request"] as Obj)["body"] = utf8.decode(r.value.body);
+      const body = utf8.decode(r.value.body);
+      (vars["request"] as Obj)["body"] = body;
+      if (spec.llmBody === true && vars["llm"] === undefined) {
+        const llm = llmFromBody(path, body);
+        if (llm !== undefined) vars["llm"] = llm;
+      }
       if (spec.atResponse === true) call.write({ phase: "requestBody" });
       else finish({ ...computeContext(spec, vars, log), phase: "requestBody" } as Reply);
       return;
@@ -241,11 +336,32 @@ export function serveContext(call: TransformationCall, spec: ContextSpec | undef
       const h = headerMap(r.value);
       // The identities as they are now: a stage ahead of authentication saw none with the request.
       Object.assign(vars, identityVariables(req.metadataContext?.filterMetadata));
+      const llm = withLlm(req);
       vars["response"] = {
         code: BigInt(Number(h[":status"] ?? "0")),
         headers: new Map(Object.entries(h).filter(([k]) => !k.startsWith(":"))),
       };
+      if (spec.untilEnd === true && llm && !r.value.endOfStream) {
+        // An LLM answer: its token counts are known at its end, which the streamed body tells.
+        call.write({ phase: "responseHeaders", modeOverride: UNTIL_END });
+        return;
+      }
       finish(computeContext(spec, vars, log));
+      return;
+    }
+    if (r.case === "responseBody" && spec?.untilEnd === true) {
+      if (!r.value.endOfStream) {
+        call.write({ phase: "responseBody" });
+        return;
+      }
+      withLlm(req);
+      finish({ ...computeContext(spec, vars, log), phase: "responseBody" } as Reply);
+      return;
+    }
+    if (r.case === "responseTrailers" && spec?.untilEnd === true) {
+      // A trailers answer carries no dynamic metadata: a response ending in trailers (no LLM answer does) has none.
+      log("context: the response ended with trailers; its values are left out");
+      finish({ phase: "responseTrailers" });
     }
   });
 }

@@ -42,19 +42,21 @@ test("other names go through the mapper's response map: Envoy CEL, or a value Sl
   assert.deepEqual(plan.unsent, []);
 });
 
-test("what reads the response and Envoy cannot evaluate is computed by the response stage; llm is reported", () => {
+test("what reads the response and Envoy cannot evaluate is computed by the response stage; what fails to compile is reported", () => {
   const plan = extProcAttributes(
     {
       responseAttributes: {
         text: "string(response.code)",
         joined: "response.headers['x-upstream'] + '/' + string(response.code)",
-        tokens: "llm.outputTokens",
         bad: "response.(",
       },
     },
     "traffic",
   );
-  assert.deepEqual(plan.unsent.map(([f]) => f).sort(), ["responseAttributes.bad", "responseAttributes.tokens"]);
+  assert.deepEqual(
+    plan.unsent.map(([f]) => f),
+    ["responseAttributes.bad"],
+  );
   assert.deepEqual(plan.values, []);
   assert.deepEqual(
     plan.responseValues.map((v) => [v.key, v.expression, v.as]),
@@ -64,6 +66,44 @@ test("what reads the response and Envoy cannot evaluate is computed by the respo
     ],
   );
   assert.equal(plan.response.text, `metadata.filter_metadata["${CONTEXT_NAMESPACE}"]["traffic.extproc.response.text"]`);
+});
+
+test("llm: Envoy reads what the LLM ext_proc left in metadata; anything else reading llm is the response stage's", () => {
+  const plan = extProcAttributes(
+    {
+      requestAttributes: { model: "llm.requestModel", upper: "llm.requestModel.upperAscii()" },
+      responseAttributes: {
+        tokens: "llm.outputTokens",
+        provider: "llm.provider",
+        summary: "llm.requestModel + ':' + string(llm.totalTokens)",
+        // Of the request alone otherwise, but llm is known only once the LLM ext_proc has run: at the response.
+        streamed: "string(llm.streaming)",
+      },
+    },
+    "traffic",
+  );
+  assert.deepEqual(plan.unsent, []);
+  const md = (key: string) => `metadata.filter_metadata['sluice.dev/llm']['${key}']`;
+  // Sent with the response headers: the end of the answer only for a non-streamed one; counts as integers.
+  const unlessStreamed = (e: string) => `(${md("streaming")} == false ? (${e}) : {}['streamed'])`;
+  assert.equal(plan.response.tokens, unlessStreamed(`int(${md("output_tokens")})`));
+  assert.equal(plan.response.provider, unlessStreamed(md("provider")));
+  assert.deepEqual(
+    plan.responseValues.map((v) => [v.key, v.unlessStreamed]),
+    [
+      ["traffic.extproc.response.summary", true],
+      ["traffic.extproc.response.streamed", undefined],
+    ],
+  );
+  // Before the LLM ext_proc on the request: Sluice computes them (from the request body, src/extproc/context.ts).
+  assert.deepEqual(
+    plan.values.map((v) => [v.key, v.expression]),
+    [
+      ["traffic.extproc.request.model", "llm.requestModel"],
+      ["traffic.extproc.request.upper", "llm.requestModel.upperAscii()"],
+    ],
+  );
+  assert.equal(plan.request.model, `metadata.filter_metadata["${CONTEXT_NAMESPACE}"]["traffic.extproc.request.model"]`);
 });
 
 test("a whole map (request.headers, request.query, response.headers) is computed by Sluice, sent as JSON text", () => {
@@ -87,4 +127,19 @@ test("a whole map (request.headers, request.query, response.headers) is computed
     ["traffic.extproc.response.out"],
   );
   assert.deepEqual(plan.unsent, []);
+});
+
+test("llm with the headers skipped and the body buffered: sent with the complete answer, streamed or not", () => {
+  const plan = extProcAttributes(
+    {
+      processingOptions: { responseHeaderMode: "Skip", responseBodyMode: "Buffered" },
+      responseAttributes: { tokens: "llm.totalTokens", summary: "string(llm.totalTokens)" },
+    },
+    "traffic",
+  );
+  assert.equal(plan.response.tokens, "int(metadata.filter_metadata['sluice.dev/llm']['total_tokens'])");
+  assert.deepEqual(
+    plan.responseValues.map((v) => [v.key, v.unlessStreamed]),
+    [["traffic.extproc.response.summary", undefined]],
+  );
 });

@@ -352,7 +352,7 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
 
 /** Tracing expressions neither Envoy nor Sluice's tracing stage can evaluate. */
 const NOT_SLUICE =
-  "Envoy cannot evaluate this expression as the spec means it, and Sluice's tracing stage cannot either (it reads llm, whose values Sluice's stages are not given, or does not compile)";
+  "Envoy cannot evaluate this expression as the spec means it, and Sluice's tracing stage cannot either (it does not compile)";
 
 const NOT_IN_ENVOY =
   "Envoy cannot evaluate this expression as the spec means it (it reads basicAuth or extauthz, request.query other than by a literal name, or uses the spec's IP functions; span tags also lack string conversion and string functions)";

@@ -9,6 +9,11 @@
 // (forwarded with the response headers) and `response`, into dynamic metadata CONTEXT_NAMESPACE. The tracer's custom
 // tags are set when the span finishes, so they read those values; a `filter` value is the span relay's FILTER_TAG.
 //
+// Expressions reading `llm` get what the LLM ext_proc left in dynamic metadata (forwarded to the stage): on an LLM
+// request the stage overrides its response body mode at the response headers (`allow_mode_override`), is streamed
+// the body (each chunk answered unchanged) and computes the values at its end, when the answer's models, provider and
+// token counts are known; other requests are computed at their response headers as before.
+//
 // The filter fails open: tracing never refuses a request, and a value that could not be had is left out (for the
 // filter: the span is not exported, as for a filter that fails).
 
@@ -24,8 +29,8 @@ import {
 } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import type { HttpFilterSchema } from "../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js";
 import type { CustomTagSchema } from "../../gen/envoy/type/tracing/v3/custom_tag_pb.js";
+import { LLM_METADATA_NAMESPACE } from "../llm/table.js";
 import { CONTEXT_NAMESPACE } from "./filters/context.js";
-import { readsLlm } from "./filters/envoy-cel.js";
 import { sluiceStageProcessor } from "./filters/sluice-stage.js";
 import { IDENTITY_NAMESPACES } from "./llm.js";
 
@@ -39,12 +44,9 @@ type HttpFilterInit = MessageInitShape<typeof HttpFilterSchema>;
 export const tracingContextKey = (i?: number): string =>
   i === undefined ? "tracing.filter" : `tracing.attributes.${i}`;
 
-/**
- * Whether Sluice can compute a tracing expression: it compiles (with `response`) and does not read `llm` (the LLM
- * ext_proc's values are not given to Sluice's stages).
- */
+/** Whether Sluice can compute a tracing expression: it compiles (with `response`; `llm` included). */
 export function sluiceComputes(expression: string): boolean {
-  return "ok" in compileExpression(expression, RESPONSE_ENVIRONMENT) && !readsLlm(expression);
+  return "ok" in compileExpression(expression, RESPONSE_ENVIRONMENT);
 }
 
 /** The value Sluice computes for a tracing expression, as text (a span tag's value). */
@@ -68,11 +70,17 @@ export function metadataTag(tag: string, i?: number): CustomTagInit {
 
 /** The listener-wide filter computing the values, first in the chain. */
 export function tracingContextFilter(values: readonly ContextValue[]): HttpFilterInit {
-  const identity = values.some((v) => {
+  const variables = new Set<string>();
+  for (const v of values) {
     const c = compileExpression(v.expression, RESPONSE_ENVIRONMENT);
-    return "ok" in c && [...c.ok.variables].some((x) => IDENTITY.has(x));
-  });
-  const spec = { values, requestBody: false, atResponse: true };
+    if ("ok" in c) for (const x of c.ok.variables) variables.add(x);
+  }
+  const llm = variables.has("llm");
+  const forwarded = [
+    ...([...variables].some((x) => IDENTITY.has(x)) ? IDENTITY_NAMESPACES : []),
+    ...(llm ? [LLM_METADATA_NAMESPACE] : []),
+  ];
+  const spec = { values, requestBody: false, atResponse: true, ...(llm ? { untilEnd: true } : {}) };
   const config = create(ExternalProcessorSchema, {
     ...sluiceStageProcessor(
       CONTEXT_STAGE,
@@ -86,9 +94,11 @@ export function tracingContextFilter(values: readonly ContextValue[]): HttpFilte
     ),
     // Tracing never refuses a request: Sluice unreachable leaves the values out.
     failureModeAllow: true,
+    // An LLM answer's body is streamed to the stage, asked for at its response headers (context.ts UNTIL_END).
+    ...(llm ? { allowModeOverride: true } : {}),
     requestAttributes: ["source.address", "source.port"],
     metadataOptions: {
-      ...(identity ? { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } : {}),
+      ...(forwarded.length > 0 ? { forwardingNamespaces: { untyped: forwarded } } : {}),
       receivingNamespaces: { untyped: [CONTEXT_NAMESPACE] },
     },
     statPrefix: "sluice_context_tracing",

@@ -39,6 +39,7 @@ import {
   ProcessingMode_HeaderSendMode,
 } from "../../../gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import type { RouteIR } from "../../ir.js";
+import { LLM_METADATA_NAMESPACE } from "../../llm/table.js";
 import { IDENTITY_NAMESPACES } from "../llm.js";
 import { needsCelConfig, readsLlm, toEnvoyCel } from "./envoy-cel.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
@@ -78,6 +79,7 @@ type Descriptor = {
 };
 type RateLimitIn = { global?: { descriptors: Descriptor[] } };
 type ExtProcIn = {
+  processingOptions?: { responseHeaderMode?: string; responseBodyMode?: string };
   metadataContext?: Record<string, Record<string, string>>;
   requestAttributes?: Record<string, string>;
   responseAttributes?: Record<string, string>;
@@ -102,6 +104,34 @@ export function metadataContextValues(m: Record<string, Record<string, string>> 
     }
   }
   return out;
+}
+
+/** `llm` fields the LLM ext_proc writes only once the answer is done (completion.ts). */
+const LLM_END_ONLY =
+  /\bllm\s*\.\s*(responseModel|provider|inputTokens|outputTokens|totalTokens|cachedInputTokens|cacheCreationInputTokens|countTokens)\b/;
+const LLM_COUNT_KEYS =
+  /metadata\.filter_metadata\['sluice\.dev\/llm'\]\['(input_tokens|output_tokens|total_tokens|cached_input_tokens|cache_creation_input_tokens|count_tokens)'\]/g;
+
+/**
+ * Whether a response attribute reads what the LLM ext_proc knows only at the end of the answer while it is sent before
+ * that end may have passed it: with the response headers (or the first chunk of a streamed body). A non-streamed
+ * answer is complete then (the LLM ext_proc holds its headers until it has translated the body); a streamed one is
+ * not, and whether a short one has already passed depends on timing, so such an attribute is sent for a non-streamed
+ * answer only. With the headers skipped and the body buffered, the attributes go with the complete body.
+ */
+function endOfAnswerBeforeEnd(p: ExtProcIn, expr: string): boolean {
+  const o = p.processingOptions ?? {};
+  const atEnd = o.responseHeaderMode === "Skip" && o.responseBodyMode === "Buffered";
+  return !atEnd && LLM_END_ONLY.test(expr.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''"));
+}
+
+/** Envoy CEL of a response attribute reading the LLM ext_proc's metadata: counts as integers (the metadata holds
+ * doubles, which ext_proc would send as text), and, when `guard`, left out (a failing lookup) unless not streamed. */
+function llmEnvoyAttribute(envoy: string, guard: boolean): string {
+  const counted = envoy.replace(LLM_COUNT_KEYS, (m) => `int(${m})`);
+  return guard
+    ? `(metadata.filter_metadata['${LLM_METADATA_NAMESPACE}']['streaming'] == false ? (${counted}) : {}['streamed'])`
+    : counted;
 }
 
 /**
@@ -154,31 +184,32 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): A
   for (const [name, raw] of Object.entries(p.responseAttributes ?? {})) {
     const expr = raw.trim();
     const field = `responseAttributes.${name}`;
-    // ext_proc evaluates attributes with Envoy's default CEL: no string conversion or string functions.
-    const atEnd = readsLlm(expr) || WHOLE_MAP.test(expr) ? undefined : toEnvoyCel(expr, { atEnd: true });
-    const envoy = atEnd !== undefined && !needsCelConfig(atEnd) ? atEnd : undefined;
+    // ext_proc evaluates attributes with Envoy's default CEL: no string conversion or string functions. `llm.<field>`
+    // reads what the LLM ext_proc has left in dynamic metadata by then (before the user's processor on the response).
+    const atEnd = WHOLE_MAP.test(expr) ? undefined : toEnvoyCel(expr, { atEnd: true });
+    const guard = endOfAnswerBeforeEnd(p, expr);
+    const plain = atEnd !== undefined && !needsCelConfig(atEnd) ? atEnd : undefined;
+    const envoy = plain !== undefined && readsLlm(expr) ? llmEnvoyAttribute(plain, guard) : plain;
     if (envoy !== undefined) {
       out.response[name] = envoy;
       if (name !== expr || envoy !== expr || !ATTRIBUTE.test(expr)) responseMapped = true;
       continue;
     }
-    if (!("ok" in compileExpression(expr, RESPONSE_ENVIRONMENT)) || readsLlm(expr)) {
-      unsent.push([
-        field,
-        "reads llm (the LLM ext_proc's values are not given to Sluice's response stage) or does not compile; not sent",
-      ]);
+    if (!("ok" in compileExpression(expr, RESPONSE_ENVIRONMENT))) {
+      unsent.push([field, "does not compile; not sent"]);
       continue;
     }
     responseMapped = true;
     const key = `${phase}.extproc${entry === undefined ? "" : `.${entry}`}.response.${name}`;
-    // One of the request alone: computed with the request's values; one reading the response: by the response stage
-    // (after this processor in the chain, so it has the response first).
-    const onResponse = !("ok" in compileExpression(expr));
+    // One of the request alone: computed with the request's values; one reading the response or `llm`: by the response
+    // stage (after this processor in the chain, so it has the response first, once the LLM ext_proc has seen it).
+    const onResponse = !("ok" in compileExpression(expr)) || readsLlm(expr);
     (onResponse ? responseValues : values).push({
       namespace: CONTEXT_NAMESPACE,
       key,
       expression: expr,
       as: "attribute",
+      ...(guard ? { unlessStreamed: true } : {}),
     });
     out.response[name] = `metadata.filter_metadata[${JSON.stringify(CONTEXT_NAMESPACE)}][${JSON.stringify(key)}]`;
   }
@@ -192,8 +223,8 @@ export function extProcAttributes(p: ExtProcIn, phase: Phase, entry?: number): A
       continue;
     }
     native = false;
-    if (!("ok" in compileExpression(expr)) || readsLlm(expr)) {
-      unsent.push([field, "reads llm (not known before the processor runs) or does not compile; not sent"]);
+    if (!("ok" in compileExpression(expr))) {
+      unsent.push([field, "does not compile; not sent"]);
       continue;
     }
     const key = `${phase}.extproc${entry === undefined ? "" : `.${entry}`}.request.${name}`;
@@ -298,7 +329,11 @@ function instance(slot: keyof typeof SLOT_ORDER, phase: Phase, spec: ContextSpec
     if ("ok" in c) for (const v of c.ok.variables) variables.add(v);
   }
   const namespaces = [...new Set((spec.values ?? []).map((v) => v.namespace))].sort();
-  const identity = [...variables].some((v) => IDENTITY.has(v));
+  // What the LLM ext_proc left in dynamic metadata is forwarded where an expression reads `llm`.
+  const forwarded = [
+    ...([...variables].some((v) => IDENTITY.has(v)) ? IDENTITY_NAMESPACES : []),
+    ...(variables.has("llm") ? [LLM_METADATA_NAMESPACE] : []),
+  ];
   return {
     name: `${FILTER}.${slot}${phase === "preRouting" ? ".pre_routing" : ""}`,
     order: phaseOrder(SLOT_ORDER[slot], phase),
@@ -314,10 +349,10 @@ function instance(slot: keyof typeof SLOT_ORDER, phase: Phase, spec: ContextSpec
         responseTrailerMode: ProcessingMode_HeaderSendMode.SKIP,
       },
       grpcInitialMetadata: [{ key: CONTEXT_METADATA, value: encodeContext(spec) }],
-      ...(identity || namespaces.length > 0
+      ...(forwarded.length > 0 || namespaces.length > 0
         ? {
             metadataOptions: {
-              ...(identity ? { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } : {}),
+              ...(forwarded.length > 0 ? { forwardingNamespaces: { untyped: forwarded } } : {}),
               ...(namespaces.length > 0 ? { receivingNamespaces: { untyped: namespaces } } : {}),
             },
           }
@@ -367,11 +402,15 @@ export const contextBuilder: HttpFilterBuilder = {
           ...values.map((v) => v.expression),
           ...choose.flatMap((c) => c.conditions.filter((x): x is string => x !== null)),
         ];
+        // The user's processor runs before the LLM ext_proc has read the request: the request's model and streaming
+        // are read from its body here (the LLM ext_proc's other values are not known before the answer).
+        const llmBody = llmRoute && values.some((v) => readsLlm(v.expression));
         filters.push(
           instance("main", phase, {
             values,
             ...(choose.length > 0 ? { choose } : {}),
-            requestBody: texts.some((t) => READS_REQUEST_BODY.test(t)),
+            requestBody: llmBody || texts.some((t) => READS_REQUEST_BODY.test(t)),
+            ...(llmBody ? { llmBody } : {}),
           }),
         );
       }

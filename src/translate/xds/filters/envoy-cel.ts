@@ -7,6 +7,7 @@
 import { compileExpression, referencedVariables, specEnvironmentWith } from "../../../cel/env.js";
 import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
 import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
+import { LLM_METADATA_FIELDS } from "../../../extproc/llm-metadata.js";
 import { LLM_METADATA_KEYS, LLM_METADATA_NAMESPACE } from "../../llm/table.js";
 
 const JWT_MEMBER = /\bjwt\.([A-Za-z_][A-Za-z0-9_]*)/g;
@@ -48,17 +49,7 @@ const outsideStrings = (text: string, pattern: RegExp, by: string) =>
  * The `llm` fields the LLM ext_proc leaves in dynamic metadata once the response is done (completion.ts), for
  * expressions evaluated when the stream ends (access logs, span tags, metric labels).
  */
-const LLM_END_FIELDS: Readonly<Record<string, string>> = {
-  ...LLM_REQUEST_FIELDS,
-  responseModel: "model",
-  provider: "provider",
-  inputTokens: "input_tokens",
-  outputTokens: "output_tokens",
-  totalTokens: LLM_METADATA_KEYS.totalTokens,
-  cachedInputTokens: "cached_input_tokens",
-  cacheCreationInputTokens: "cache_creation_input_tokens",
-  countTokens: "count_tokens",
-};
+const LLM_END_FIELDS = LLM_METADATA_FIELDS;
 const API_KEY_MEMBER = /\bapiKey\.([A-Za-z_][A-Za-z0-9_]*)/g;
 const SOURCE_ADDRESS = /\bsource\s*\.\s*address\b/g;
 /** Spec functions Envoy's CEL does not have (the IP and CIDR library). */

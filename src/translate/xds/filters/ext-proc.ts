@@ -23,6 +23,7 @@ import { MatcherSchema } from "../../../gen/xds/type/matcher/v3/matcher_pb.js";
 import { durationFromMs } from "../../duration.js";
 import type { PolicySourceIR } from "../../ir.js";
 import { extProcAttributes, extProcEntryHeader, metadataContextValues } from "./context.js";
+import { readsLlm } from "./envoy-cel.js";
 import { extProcOnRoute } from "./ext-proc-route.js";
 import {
   ExtensionWithMatcherPerRouteSchema,
@@ -169,6 +170,20 @@ export const extProcBuilder: HttpFilterBuilder = {
       // own text, else the MappedAttributeBuilder modifier (values Sluice computes come from the context filter).
       const plan = extProcAttributes(p, f.phase, entry);
       for (const [field, message] of plan.unsent) note(field, message);
+      if (ctx.llmEntry?.(route.name) === undefined) {
+        for (const dir of ["requestAttributes", "responseAttributes"] as const) {
+          for (const [name, expr] of Object.entries(p[dir] ?? {})) {
+            if (readsLlm(expr)) {
+              ctx.note(
+                f.from,
+                `extProc${chosen.path}.${dir}.${name}`,
+                "reads llm, and this route sends to no AI backend: llm is never set there, so it is never sent",
+                "Ignored",
+              );
+            }
+          }
+        }
+      }
       const attributes = (dir: "request" | "response"): string[] =>
         plan.native || (dir === "response" && !plan.responseMapped) ? Object.values(plan[dir]).sort() : [];
       const mapped = plan.native
