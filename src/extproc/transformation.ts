@@ -19,8 +19,20 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { peerIpValue, specEnvironment, specEnvironmentWith } from "../cel/index.js";
 import { parseDurationMs } from "../translate/duration.js";
 import { LLM_PROVIDER_ATTRIBUTE } from "../translate/llm/table.js";
+import {
+  ATTEMPT_JOURNAL_FIELD,
+  ATTEMPT_METADATA_NAMESPACE,
+  type AttemptState,
+  openJournal,
+  recordAttempt,
+  sealJournal,
+  undoAttempt,
+  withUndone,
+} from "./attempt-journal.js";
 import { evaluateText, identityVariables, requestVariable } from "./llm/cel.js";
 import type { ExtProcHeaders, ExtProcRequest, Reply, ReplyHeaders } from "./llm/wire.js";
+
+export type { AttemptJournal, AttemptState } from "./attempt-journal.js";
 
 /** gRPC metadata of a transformation stream: its spec, base64url of JSON (TransformationSpec). */
 export const TRANSFORMATION_METADATA = "x-sluice-transformation";
@@ -92,6 +104,12 @@ export interface TransformationSpec {
    * attempt before it (AttemptJournal), found through the LLM request that the attempt belongs to.
    */
   readonly llm?: boolean;
+  /**
+   * A Service backend's transformation that changes request headers: each attempt first undoes the changes of the
+   * attempt before it, from the journal that attempt sealed into the request's dynamic metadata (attempt-journal.ts).
+   * An AI cluster's (`llm`) finds its journal through the LLM request instead.
+   */
+  readonly journal?: boolean;
   readonly requestBody: boolean;
   readonly responseBody: boolean;
 }
@@ -245,58 +263,17 @@ export interface TransformationCall {
 }
 
 /**
- * The request headers one client request's transformations changed, by name: the value before the change and the value
- * written (undefined: absent). Envoy's upstream filters change the router's own request headers, so without it a retry
- * would carry the previous attempt's changes (another provider's own transformation, a header added twice).
+ * The journal a Service backend's previous attempt sealed into the request's metadata (an empty one on the first
+ * attempt); undefined when it cannot be opened (not sealed by this process): nothing is undone then.
  */
-export type AttemptJournal = Map<string, { readonly original?: string; readonly written?: string }>;
-
-/** A client request's journal, and the headers its LLM stage set for this attempt (never restored). */
-export interface AttemptState {
-  readonly journal: AttemptJournal;
-  readonly provided: ReadonlySet<string>;
-}
-
-/**
- * Undoes the previous attempt's changes in `view` (in place) and returns them as a mutation: a header still holding what
- * the transformation wrote gets its value from before (or is removed); one changed since (the LLM stage's own for this
- * attempt) is left as it is. The journal is emptied: this attempt's changes are recorded anew (recordAttempt).
- */
-export function undoAttempt(
-  view: Record<string, string>,
-  a: AttemptState,
-): { set: Record<string, string>; remove: string[] } {
-  const set: Record<string, string> = {};
-  const remove: string[] = [];
-  for (const [name, j] of a.journal) {
-    if (name.startsWith(":") || name === "content-length" || a.provided.has(name) || view[name] !== j.written) continue;
-    if (j.original === undefined) {
-      delete view[name];
-      remove.push(name);
-    } else {
-      view[name] = j.original;
-      set[name] = j.original;
-    }
-  }
-  a.journal.clear();
-  return { set, remove };
-}
-
-/** Records in `journal` the request header changes `h` makes to `view` (the headers as this attempt found them). */
-export function recordAttempt(journal: AttemptJournal, view: Readonly<Record<string, string>>, h: ReplyHeaders): void {
-  const written: Record<string, string | undefined> = {};
-  for (const n of h.remove ?? []) written[n] = undefined;
-  for (const [n, v] of Object.entries(h.set)) written[n] = v;
-  for (const [n, v] of h.add ?? []) {
-    const before = n in written ? written[n] : view[n];
-    written[n] = before === undefined ? v : `${before},${v}`;
-  }
-  for (const [n, w] of Object.entries(written)) {
-    journal.set(n, {
-      ...(view[n] !== undefined ? { original: view[n] } : {}),
-      ...(w !== undefined ? { written: w } : {}),
-    });
-  }
+function metadataAttempt(
+  req: Pick<ExtProcRequest, "metadataContext">,
+  log: (m: string) => void,
+): AttemptState | undefined {
+  const sealed = req.metadataContext?.filterMetadata[ATTEMPT_METADATA_NAMESPACE]?.[ATTEMPT_JOURNAL_FIELD];
+  const journal = openJournal(typeof sealed === "string" ? sealed : "");
+  if (journal === undefined) log("transformation: the previous attempt's journal cannot be opened; nothing undone");
+  return journal === undefined ? undefined : { journal, provided: new Set(), pseudo: true };
 }
 
 /**
@@ -324,6 +301,7 @@ export function serveTransformation(
   let entries = spec?.entries ?? [];
   let undone: { set: Record<string, string>; remove: string[] } | undefined;
   let state: AttemptState | undefined;
+  const journaled = spec?.llm !== true && spec?.journal === true;
   const choose = () => {
     entry = entries.find((e) => {
       if (e.condition === undefined) return true;
@@ -335,7 +313,19 @@ export function serveTransformation(
     const d = spec?.delay === undefined ? t : withDelay(t, spec.delay, vars, log);
     const r = spec?.retryPrecondition === undefined ? d : withRetryPrecondition(d, spec.retryPrecondition, vars, log);
     if (state !== undefined) recordAttempt(state.journal, requestHeaders, r.headers);
-    const a = undone === undefined ? r : { ...r, headers: withUndone(r.headers, undone) };
+    const u = undone === undefined ? r : { ...r, headers: withUndone(r.headers, undone) };
+    // A Service backend's journal goes with the request, for the next attempt (sealed even when empty: it replaces the
+    // previous attempt's).
+    const a =
+      journaled && state !== undefined
+        ? {
+            ...u,
+            metadata: {
+              ...u.metadata,
+              [ATTEMPT_METADATA_NAMESPACE]: { [ATTEMPT_JOURNAL_FIELD]: sealJournal(state.journal) },
+            },
+          }
+        : u;
     answer(
       {
         phase,
@@ -375,7 +365,7 @@ export function serveTransformation(
       case "requestHeaders": {
         requestHeaders = headerMap(r.value);
         entries = providerEntries(spec, req) ?? entries;
-        state = spec?.llm === true ? attempt?.(requestHeaders) : undefined;
+        state = spec?.llm === true ? attempt?.(requestHeaders) : journaled ? metadataAttempt(req, log) : undefined;
         // The expressions see the request as the previous attempt's transformation found it.
         if (state !== undefined) undone = undoAttempt(requestHeaders, state);
         const source = sourceVariable(req);
@@ -431,17 +421,6 @@ export function serveTransformation(
         return;
     }
   });
-}
-
-/**
- * `h` over the undoing of the previous attempt: what `h` sets or removes itself wins; what it adds is appended to the
- * value from before (Envoy applies a mutation's sets before its appends).
- */
-function withUndone(h: ReplyHeaders, undone: { set: Record<string, string>; remove: string[] }): ReplyHeaders {
-  const changed = new Set([...Object.keys(h.set), ...(h.remove ?? [])]);
-  const set = { ...Object.fromEntries(Object.entries(undone.set).filter(([n]) => !changed.has(n))), ...h.set };
-  const remove = [...undone.remove.filter((n) => !changed.has(n)), ...(h.remove ?? [])];
-  return { ...h, set, ...(remove.length > 0 ? { remove } : {}) };
 }
 
 /**

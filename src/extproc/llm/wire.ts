@@ -419,16 +419,21 @@ function writeHeaderOption(w: Writer, key: string, value: string, overwrite: boo
   const valueBytes = Buffer.byteLength(value, "utf8");
   const header = fieldSize(keyBytes) + fieldSize(valueBytes);
   w.tag(1, 2);
-  w.varint(1 + varintSize(header) + header + (overwrite ? 2 : 0));
+  w.varint(1 + varintSize(header) + header + (overwrite ? 2 : 4));
   w.tag(1, 2);
   w.varint(header);
   if (keyBytes > 0) w.string(1, key, keyBytes);
   // raw_value (bytes): the UTF-8 of the value, written straight from the string.
   if (valueBytes > 0) w.string(3, value, valueBytes);
-  // APPEND_IF_EXISTS_OR_ADD is 0, not written.
   if (overwrite) {
     w.tag(3, 0);
     w.varint(OVERWRITE);
+  } else {
+    // append (BoolValue) true: Envoy's ext_proc reads only this deprecated field (absent: overwrite), not append_action.
+    w.tag(2, 2);
+    w.varint(2);
+    w.tag(1, 0);
+    w.varint(1);
   }
 }
 
@@ -586,6 +591,7 @@ function headerMutationInit(m: ReplyHeaders): MessageInitShape<typeof HeaderMuta
       })),
       ...(m.add ?? []).map(([key, v]) => ({
         header: { key, rawValue: te.encode(v) },
+        append: true,
         appendAction: HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD,
       })),
     ],

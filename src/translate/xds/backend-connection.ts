@@ -28,7 +28,7 @@ import { clusterVariantName } from "../names.js";
 import { backendCredential } from "./backend-credential.js";
 import { backendHealthScore } from "./backend-health.js";
 import { backendTls } from "./backend-tls.js";
-import { sluiceRetryCondition, upstreamTransformation } from "./backend-transformation.js";
+import { serviceTransformation, sluiceRetryCondition } from "./backend-transformation.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -157,7 +157,7 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
       ) {
         return b;
       }
-      const ut = upstreamTransformation(r, bp?.policy);
+      const ut = serviceTransformation(r, bp?.policy);
       transformationProblems.push(...ut.problems);
       // An agent runtime's cluster always carries its TLS and invocation plan (backend/agent-core.ts).
       const core = agentCoreOf(base);

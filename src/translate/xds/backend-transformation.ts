@@ -12,6 +12,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type Any, anyPack } from "@bufbuild/protobuf/wkt";
 import { compileExpression } from "../../cel/index.js";
+import { ATTEMPT_METADATA_NAMESPACE } from "../../extproc/attempt-journal.js";
 import {
   encodeTransformation,
   hasResponseStage,
@@ -107,9 +108,26 @@ export function upstreamTransformation(
   };
 }
 
+/**
+ * A Service or static backend's upstream transformation: each attempt undoes the previous one's request header changes
+ * (Envoy's upstream filters change the router's own headers), through the journal the previous attempt left in the
+ * request's dynamic metadata. An AI cluster's finds its journal through its LLM request (llm-transformation.ts).
+ */
+export function serviceTransformation(
+  r: RouteIR,
+  p: EffectivePolicyIR | undefined,
+): { readonly ir?: UpstreamTransformationIR; readonly problems: BackendProblemIR[] } {
+  const ut = upstreamTransformation(r, p);
+  if (ut.ir === undefined || !ut.ir.spec.entries.some((e) => e.request !== undefined)) return ut;
+  return { ...ut, ir: { ...ut.ir, spec: { ...ut.ir.spec, journal: true } } };
+}
+
 /** The upstream ext_proc filter config of a cluster's transformation. */
 export function upstreamTransformationFilter(u: UpstreamTransformationIR): Any {
   const { spec } = u;
+  // A Service backend's journal of the previous attempt, in the request's dynamic metadata.
+  const journal = spec.journal === true ? [ATTEMPT_METADATA_NAMESPACE] : [];
+  const forwarding = [...(u.identity ? IDENTITY_NAMESPACES : []), ...journal];
   return anyPack(
     ExternalProcessorSchema,
     create(ExternalProcessorSchema, {
@@ -127,8 +145,8 @@ export function upstreamTransformationFilter(u: UpstreamTransformationIR): Any {
       // Its own counters: cluster.<cluster>.ext_proc.sluice_backend_transformation.* (upstream filters count there).
       statPrefix: "sluice_backend_transformation",
       metadataOptions: {
-        receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE] },
-        ...(u.identity ? { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } : {}),
+        receivingNamespaces: { untyped: [TRANSFORMATION_METADATA_NAMESPACE, ...journal] },
+        ...(forwarding.length > 0 ? { forwardingNamespaces: { untyped: forwarding } } : {}),
       },
       // An AI cluster's providers with transformations of their own: the attempt's provider (llm-transformation.ts).
       ...(u.source || spec.providers !== undefined
