@@ -6,6 +6,7 @@
 //   metadata (a non-streamed answer is complete by then, so its token counts are there; a streamed answer's are not
 //   yet), and an expression Envoy cannot evaluate (string conversion) is computed by the response stage from the same
 //   metadata;
+// - `metadataContext` reading llm: computed by the request stage as request attributes are;
 // - span attributes and a span `filter` reading llm, one of each computed by Sluice's tracing stage, which waits for
 //   the end of an LLM answer: token counts are known for streamed and non-streamed answers alike, and the span whose
 //   filter is false is not exported.
@@ -32,18 +33,19 @@ type Attributes = Record<string, unknown>;
 
 /** A processor recording the attributes sent with each request's headers and its first response message. */
 async function startRecordingProcessor(): Promise<
-  GrpcTestServer & { readonly seen: { request: Attributes; response?: Attributes }[] }
+  GrpcTestServer & { readonly seen: { request: Attributes; metadata: Attributes; response?: Attributes }[] }
 > {
-  const seen: { request: Attributes; response?: Attributes }[] = [];
+  const seen: { request: Attributes; metadata: Attributes; response?: Attributes }[] = [];
   const ours = (req: ProcessingRequest): Attributes =>
     JSON.parse(JSON.stringify(req.attributes["envoy.filters.http.ext_proc"] ?? {})) as Attributes;
   const server = new grpc.Server();
   addGrpcService(server, ExternalProcessor, {
     process(call) {
-      let mine: { request: Attributes; response?: Attributes } | undefined;
+      let mine: { request: Attributes; metadata: Attributes; response?: Attributes } | undefined;
       call.on("data", (req: ProcessingRequest) => {
         if (req.request.case === "requestHeaders") {
-          mine = { request: ours(req) };
+          const md = req.metadataContext?.filterMetadata["acme.llm"];
+          mine = { request: ours(req), metadata: JSON.parse(JSON.stringify(md ?? {})) as Attributes };
           seen.push(mine);
         } else if (req.request.case === "responseHeaders" || req.request.case === "responseBody") {
           if (mine !== undefined && mine.response === undefined) mine.response = ours(req);
@@ -130,6 +132,8 @@ spec:
         upper: llm.requestModel.upperAscii()
         streaming: llm.streaming
         tokens: llm.totalTokens
+      metadataContext:
+        acme.llm: { model: llm.requestModel, stream: llm.streaming }
       responseAttributes:
         model: llm.requestModel
         tokens: llm.totalTokens
@@ -189,6 +193,7 @@ describe("llm in extProc attributes and tracing expressions, through Envoy", { t
     assert.equal(r.usage?.total_tokens, 18, "the provider's usage");
     const s = seenFor("Keep-Plain");
     assert.deepEqual(s.request, { model: "Keep-Plain", upper: "KEEP-PLAIN", streaming: false });
+    assert.deepEqual(s.metadata, { model: "Keep-Plain", stream: false }, "metadataContext reads them the same way");
     assert.ok(!("tokens" in s.request), "token counts are not known before the answer");
     const resp = s.response ?? {};
     assert.equal(resp["model"], "Keep-Plain");
