@@ -71,6 +71,24 @@ export function providerExtAuthRefs(
   return out;
 }
 
+type Rec = Readonly<Record<string, unknown>>;
+const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The route types of the backend's AI policy whose requests Sluice forwards without reading their body. */
+function forwardedTypes(b: BackendPolicyIR): string[] {
+  const ai = b.policy["ai"];
+  const routes = ai === undefined || "combined" in ai || !isRec(ai.value) ? undefined : ai.value["routes"];
+  if (!isRec(routes)) return [];
+  const types = new Set(Object.values(routes).filter((t): t is string => typeof t === "string"));
+  return ["Detect", "Passthrough", "Realtime"].filter((t) => types.has(t));
+}
+
+/** Whether the provider has prompt guards (a Realtime session to it then goes through Sluice's relay). */
+function guarded(b: BackendPolicyIR, provider: string): boolean {
+  const ai = (b.subBackends?.find((s) => s.name === provider)?.policy ?? b.policy)["ai"];
+  return ai !== undefined && !("combined" in ai) && isRec(ai.value) && ai.value["promptGuard"] !== undefined;
+}
+
 /**
  * The extAuth of provider `provider` of AI cluster `cluster` on `route`, compiled for the LLM ext_proc, or undefined
  * when none targets the provider. What cannot be served as written is reported in `notes` on the policy.
@@ -127,6 +145,25 @@ export function compileProviderExtAuth(
     if (c.cache !== undefined) {
       cache = { key: [...a.cache.key], ttl: a.cache.ttl, maxEntries: a.cache.maxEntries ?? DEFAULT_MAX_ENTRIES };
     }
+  }
+  if (a.http?.responseMetadata !== undefined && Object.keys(a.http.responseMetadata).length > 0) {
+    note(
+      "http.responseMetadata",
+      "not read by any later step: a provider's check comes after the route's steps, and the LLM ext_proc's own expressions read the route's extauthz",
+    );
+  }
+  const forwarded = forwardedTypes(b);
+  if (a.forwardBody !== undefined && forwarded.length > 0) {
+    note(
+      "forwardBody",
+      `requests of route types ${forwarded.join(", ")} are forwarded as they are, their body unread by Sluice: their checks carry no body`,
+    );
+  }
+  if (forwarded.includes("Realtime") && guarded(b, provider)) {
+    note(
+      "",
+      `Realtime sessions of provider ${provider} go through Sluice's Realtime relay (the provider has prompt guards), which does not check an extAuth yet: they are refused (501) rather than unchecked`,
+    );
   }
   const ref = a.backendRef;
   const ns = ref.namespace ?? f.from.name.split("/")[0] ?? "";

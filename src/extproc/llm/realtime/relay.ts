@@ -697,6 +697,10 @@ function unsupported(t: Target): { status: 501 | 502 | 503; message: string } | 
   const name = t.provider.name;
   const auth = t.provider.auth;
   if ((auth.problems?.length ?? 0) > 0) return { status: 502, message: `provider ${name}: credentials unresolved` };
+  // Refused rather than unchecked: the relay does not call a provider's extAuth (extproc/llm/provider-ext-auth.ts).
+  if (t.provider.extAuth !== undefined) {
+    return { status: 501, message: `provider ${name}: its extAuth is not checked by the Realtime relay yet` };
+  }
   // As the LLM ext_proc answers a Realtime request to such a provider.
   if (auth.aws !== undefined) {
     return {
