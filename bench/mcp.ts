@@ -3,13 +3,14 @@
 //   - tools/call on a backend of one target, against the same call straight to the target;
 //   - tools/list aggregated over 8 targets, against one target's tools/list straight to it;
 //   - a new session (initialize + notifications/initialized) over 8 targets, against one straight to a target.
-// Prints p50 / p99 per setup and the p50 added by Sluice. Issue 20's targets: at most 2 ms added p50 for a call,
-// 5 ms for a new session over 8 targets. A new session over 8 targets is also set against 8 direct sessions started
-// at once, and against the floor of any gateway: the client's one SDK session with a target while the 7 other targets
-// start a session each (initialize and notifications/initialized, sent raw, at once). The targets' own work for 8
-// sessions, which Sluice cannot save, is then in both columns. Sluice caches a session's lists once the targets' GET
-// streams are open (docs/mcp.md, "List caching"): the tools/list row measures that, as a client with its GET stream
-// open sees it.
+// Prints p50 / p99 per setup and the p50 added by Sluice; calls and lists are measured in alternating pairs (direct,
+// then via Sluice, then the other way round), which keeps a changing load out of the difference. Issue 20's targets: at
+// most 2 ms added p50 for a call, 5 ms for a new session over 8 targets. A new session over 8 targets is also set
+// against 8 direct sessions started at once, and against the floor of any gateway: the client's one SDK session with a
+// target while the 7 other targets start a session each (initialize and notifications/initialized, sent raw, at once).
+// The targets' own work for 8 sessions, which Sluice cannot save, is then in both columns. Sluice caches a session's
+// lists once the targets' GET streams are open (docs/mcp.md, "List caching"): the tools/list row measures that, as a
+// client with its GET stream open sees it.
 //
 // Each target runs in a process of its own, as real targets do (in one process, their work for 8 sessions would queue
 // on one thread, and in the bench's own behind its client); the direct baselines reach the same processes.
@@ -120,6 +121,51 @@ function cpuMs(pid: number | undefined): number {
   }
 }
 
+/**
+ * `direct` and `via` run alternately, one of each per round, the order swapped every round: both see the same load as
+ * it changes (other processes on a small host), which separate loops would not. Also gives the median of each
+ * round's difference, the added time measured pair by pair. `pauseMs`: waited before each operation, untimed.
+ */
+async function timedPairs(
+  n: number,
+  direct: () => Promise<unknown>,
+  via: () => Promise<unknown>,
+  pauseMs = 0,
+): Promise<{ direct: { p50: number; p99: number }; via: { p50: number; p99: number }; paired: number }> {
+  for (let i = 0; i < Math.min(20, n); i++) {
+    await direct();
+    await via(); // warm up
+  }
+  const a: number[] = [];
+  const b: number[] = [];
+  const diff: number[] = [];
+  const time = async (f: () => Promise<unknown>) => {
+    if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+    const t = performance.now();
+    await f();
+    return performance.now() - t;
+  };
+  for (let i = 0; i < n; i++) {
+    let x: number;
+    let y: number;
+    if (i % 2 === 0) {
+      x = await time(direct);
+      y = await time(via);
+    } else {
+      y = await time(via);
+      x = await time(direct);
+    }
+    a.push(x);
+    b.push(y);
+    diff.push(y - x);
+  }
+  const stats = (ms: number[]) => {
+    const sorted = [...ms].sort((p, q) => p - q);
+    return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99) };
+  };
+  return { direct: stats(a), via: stats(b), paired: stats(diff).p50 };
+}
+
 /** A target session started raw (initialize, then notifications/initialized), as a gateway starts one. */
 async function rawSession(port: number): Promise<void> {
   const post = (body: unknown, sid?: string) =>
@@ -155,13 +201,17 @@ async function rawSession(port: number): Promise<void> {
 }
 const RAW_AGENT = new Agent({ keepAlive: true });
 
-/** An SDK client session; `headers`: sent with every request (the route header, to reach Sluice without Envoy). */
-async function connect(url: string, headers?: Record<string, string>): Promise<Client> {
+/**
+ * An SDK client session; `headers`: sent with every request (the route header, to reach Sluice without Envoy);
+ * `counted`: its initialize counts in the CPU inside the client's wait.
+ */
+async function connect(url: string, headers?: Record<string, string>, counted = true): Promise<Client> {
   const c = new Client({ name: "bench", version: "1" });
   await c.connect(
     new StreamableHTTPClientTransport(new URL(url), {
       ...(headers !== undefined ? { requestInit: { headers } } : {}),
-      fetch: waitFetch,
+      // A direct baseline paired with a session via Sluice is not counted in the CPU inside the client's wait.
+      fetch: counted ? waitFetch : fetch,
     }),
   );
   return c;
@@ -234,7 +284,10 @@ const alone = (backend: string) => ({
   url: `http://127.0.0.1:${env.sluice.mcpPort}/${backend}/mcp`,
   headers: { [MCP_ROUTE_HEADER]: mcpClusterName("default/gw", "default", backend) },
 });
-const rows: [string, { p50: number; p99: number }, { p50: number; p99: number }][] = [];
+const rows: [string, { p50: number; p99: number }, { p50: number; p99: number }, number?][] = [];
+/** A row measured in pairs (timedPairs). */
+const pairRow = (name: string, r: Awaited<ReturnType<typeof timedPairs>>) =>
+  rows.push([name, r.direct, r.via, r.paired]);
 const cpu: [string, number][] = [];
 /** CPU of the 8 target processes together (child targets only). */
 const targetsCpu = () => targets.reduce((n, t) => n + cpuMs(t.pid), 0);
@@ -278,40 +331,55 @@ try {
   // Sluice's code compiled (JIT) on both paths before any row is measured: else the first row's CPU per operation
   // carries the compilation (about 1 ms per call more over 200 calls).
   for (let i = 0; i < 200; i++) await Promise.all([one.callTool(args), oneAlone.callTool(args)]);
-  rows.push([
+  pairRow(
     "tools/call (1 target)",
-    await timed(CALLS, () => d.callTool(args)),
-    await measured("tools/call (1 target)", CALLS, () => timed(CALLS, () => one.callTool(args))),
-  ]);
-  rows.push([
+    await measured("tools/call (1 target)", CALLS, () =>
+      timedPairs(
+        CALLS,
+        () => d.callTool(args),
+        () => one.callTool(args),
+      ),
+    ),
+  );
+  pairRow(
     "tools/call (1 target), Sluice alone",
-    await timed(CALLS, () => d.callTool(args)),
-    await measured("tools/call (1 target), Sluice alone", CALLS, () => timed(CALLS, () => oneAlone.callTool(args))),
-  ]);
+    await measured("tools/call (1 target), Sluice alone", CALLS, () =>
+      timedPairs(
+        CALLS,
+        () => d.callTool(args),
+        () => oneAlone.callTool(args),
+      ),
+    ),
+  );
   await oneAlone.close();
-  rows.push([
+  pairRow(
     "tools/call (8 targets, prefixed)",
-    await timed(CALLS, () => d.callTool(args)),
-    await timed(CALLS, () => eight.callTool({ ...args, name: "t3_echo" })),
-  ]);
-  rows.push([
+    await timedPairs(
+      CALLS,
+      () => d.callTool(args),
+      () => eight.callTool({ ...args, name: "t3_echo" }),
+    ),
+  );
+  pairRow(
     "tools/list (8 targets)",
-    await timed(CALLS, () => d.listTools()),
-    await measured("tools/list (8 targets)", CALLS, () => timed(CALLS, () => eight.listTools())),
-  ]);
+    await measured("tools/list (8 targets)", CALLS, () =>
+      timedPairs(
+        CALLS,
+        () => d.listTools(),
+        () => eight.listTools(),
+      ),
+    ),
+  );
   const viaSluice = await measured("new session (8 targets), back to back", SESSIONS, () =>
     timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close()),
   );
   const directSession = await timed(SESSIONS, async () => (await connect(direct)).close());
   rows.push(["new session (8 targets), back to back", directSession, viaSluice]);
-  const directGap = await timed(SESSIONS, async () => (await connect(direct)).close(), GAP_MS);
-  rows.push([
-    `new session (8 targets), ${GAP_MS} ms apart`,
-    directGap,
-    await measured(`new session (8 targets), ${GAP_MS} ms apart`, SESSIONS, () =>
-      timed(SESSIONS, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close(), GAP_MS),
-    ),
-  ]);
+  const directSessionOnce = async () => (await connect(direct, undefined, false)).close();
+  const gapRow = await measured(`new session (8 targets), ${GAP_MS} ms apart`, SESSIONS, () =>
+    timedPairs(SESSIONS, directSessionOnce, async () => (await connect(`${env.baseUrl}/eight/mcp`)).close(), GAP_MS),
+  );
+  pairRow(`new session (8 targets), ${GAP_MS} ms apart`, gapRow);
   const { url: eightAlone, headers: eightHeaders } = alone("eight");
   rows.push([
     "new session (8 targets), Sluice alone",
@@ -320,13 +388,12 @@ try {
       timed(SESSIONS, async () => (await connect(eightAlone, eightHeaders)).close()),
     ),
   ]);
-  rows.push([
+  pairRow(
     `new session (8 targets), Sluice alone, ${GAP_MS} ms apart`,
-    directGap,
     await measured(`new session (8 targets), Sluice alone, ${GAP_MS} ms apart`, SESSIONS, () =>
-      timed(SESSIONS, async () => (await connect(eightAlone, eightHeaders)).close(), GAP_MS),
+      timedPairs(SESSIONS, directSessionOnce, async () => (await connect(eightAlone, eightHeaders)).close(), GAP_MS),
     ),
-  ]);
+  );
   rows.push([
     "new session (8 targets) vs 8 at once",
     await timed(SESSIONS, async () => {
@@ -349,15 +416,21 @@ try {
   for (const t of targets) await t.kill();
 }
 const f = (x: number) => x.toFixed(2).padStart(8);
-console.log(`${"setup".padEnd(52)}  direct p50/p99 (ms)   via Sluice p50/p99 (ms)   added p50 (ms)`);
-for (const [name, a, b] of rows) {
-  console.log(`${name.padEnd(52)}  ${f(a.p50)} ${f(a.p99)}     ${f(b.p50)} ${f(b.p99)}          ${f(b.p50 - a.p50)}`);
+console.log(`${"setup".padEnd(52)}  direct p50/p99 (ms)   via Sluice p50/p99 (ms)   added p50 (ms)   paired (ms)`);
+for (const [name, a, b, paired] of rows) {
+  console.log(
+    `${name.padEnd(52)}  ${f(a.p50)} ${f(a.p99)}     ${f(b.p50)} ${f(b.p99)}          ${f(b.p50 - a.p50)}   ${paired !== undefined ? f(paired) : "       -"}`,
+  );
 }
+console.log(
+  "(paired: the median of each round's difference, direct and via Sluice run alternately; not for the back-to-back rows)",
+);
 console.log(`\n${"Sluice process CPU per operation".padEnd(52)}  ms (user + system, /proc; 10 ms ticks)`);
 for (const [name, ms] of cpu) console.log(`${name.padEnd(52)}  ${f(ms)}`);
 if (targetCpu.length > 0) {
   console.log(`\n${"8 target processes' CPU per operation".padEnd(52)}  ms (user + system, /proc; 10 ms ticks)`);
   for (const [name, ms] of targetCpu) console.log(`${name.padEnd(52)}  ${f(ms)}`);
+  console.log("(the rows measured in pairs include the direct session's, on one target)");
 }
 console.log(
   `\n${"CPU inside the client's wait for initialize".padEnd(52)}  Sluice / 8 targets, ms per session (/proc)`,
