@@ -99,6 +99,8 @@ describe("translation", () => {
     assert.deepEqual(ea?.targets, [{ host: "127.0.0.1", port: 9100 }]);
     assert.deepEqual(ea?.contextExtensions, { tenant: "acme" });
     assert.equal(ea?.failureMode, "FailClosed");
+    // Within the 5 s Envoy gives the LLM stage per message: the failure mode, not Envoy's timeout, decides.
+    assert.equal(ea?.timeoutMs, 3000);
     assert.equal(ea?.policy, "GwPolicy default/p");
     assert.equal(providers.get("open")?.extAuth, undefined);
     assert.doesNotMatch(status, /NotYetSupported|Warning/);
@@ -281,7 +283,12 @@ describe("checks against a real HTTP authorization service", () => {
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
         seen.push({ headers: req.headers, body: Buffer.concat(chunks).toString() });
-        if (req.headers["x-allow"] === "yes") {
+        if (req.headers["x-allow"] === "slow") {
+          setTimeout(() => {
+            res.writeHead(200);
+            res.end();
+          }, 300);
+        } else if (req.headers["x-allow"] === "yes") {
           res.writeHead(200, { "x-user": "ada" });
           res.end();
         } else {
@@ -344,6 +351,14 @@ describe("checks against a real HTTP authorization service", () => {
     assert.ok("deny" in d);
     assert.equal(d.deny.status, 413);
     assert.equal(seen.length, n);
+  });
+
+  test("a service slower than the deadline fails: the failure mode applies", async () => {
+    const d = await auths.check(config({ timeoutMs: 50 }), request("slow"));
+    assert.ok("deny" in d);
+    assert.equal(d.deny.why, "authorization service failed");
+    const open = await auths.check(config({ timeoutMs: 50, failureMode: "FailOpen" }), request("slow"));
+    assert.ok("allow" in open);
   });
 
   test("the service unreachable: FailClosed denies, FailOpen allows", async () => {

@@ -17,13 +17,7 @@ import type { UnaryTarget, UserExtAuthConfig } from "../../extauthz/user-ext-aut
 import { compileUserExtAuthExpressions } from "../../extauthz/user-ext-auth-cel.js";
 import { parseByteSize } from "../bytes.js";
 import type { BackendPolicyIR, ClusterIR, PolicySourceIR, RouteIR, RoutePolicyIR } from "../ir.js";
-import {
-  CHECK_TIMEOUT_MS,
-  type Expressions,
-  grpcMetadata,
-  httpOptions,
-  unaryTargets,
-} from "../xds/filters/ext-authz.js";
+import { type Expressions, grpcMetadata, httpOptions, unaryTargets } from "../xds/filters/ext-authz.js";
 import type { GuardNote } from "./guards.js";
 
 type ExtAuthT = Static<typeof ExtAuth>;
@@ -38,6 +32,12 @@ export interface ProviderExtAuthConfig extends Omit<UserExtAuthConfig, "jwt"> {
   /** The policy that set it (`GwPolicy ns/name`), for logs. */
   readonly policy: string;
 }
+
+/**
+ * The deadline of a provider's check: within the 5 s Envoy gives the LLM stage per message (filters/sluice-stage.ts),
+ * with room for the provider work after it, so the failure mode is Sluice's to apply rather than Envoy's timeout.
+ */
+export const PROVIDER_CHECK_TIMEOUT_MS = 3000;
 
 /** The CEL variables the check's expressions see: the LLM ext_proc's (a `source` is not known to it). */
 const SEEN = ["request", "llm", "jwt", "apiKey", "basicAuth", "extauthz"];
@@ -173,7 +173,7 @@ export function compileProviderExtAuth(
     protocol: http === undefined ? ("grpc" as const) : ("http" as const),
     authority: ref.name,
     contextExtensions: http === undefined ? { ...(a.grpc?.contextExtensions ?? {}) } : {},
-    timeoutMs: CHECK_TIMEOUT_MS,
+    timeoutMs: PROVIDER_CHECK_TIMEOUT_MS,
     failureMode: a.failureMode ?? "FailClosed",
     ...(http !== undefined ? { http } : {}),
     ...(Object.keys(expressions).length > 0 ? { expressions } : {}),

@@ -63,7 +63,7 @@ function isBackendField(f: PhaseField<ExtAuthT>): boolean {
 function extAuthOrder(f: PhaseField<ExtAuthT>): number {
   return isBackendField(f) ? FilterOrder.backendExtAuthz : phaseOrder(FilterOrder.userExtAuthz, f.phase);
 }
-export const CHECK_TIMEOUT_MS = 10_000;
+const CHECK_TIMEOUT_MS = 10_000;
 /** Envoy waits this much longer for Sluice than Sluice waits for the user's service, so Sluice's answer wins. */
 const SLUICE_MARGIN_MS = 1_000;
 
