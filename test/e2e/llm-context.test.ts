@@ -251,6 +251,15 @@ describe("llm in extProc attributes and tracing expressions, through Envoy", { t
       messages: [{ role: "user", content: "not traced" }],
     });
     assert.equal(dropped.usage?.total_tokens, 18);
+    const droppedStream = await client.chat.completions.create({
+      model: "drop-stream",
+      messages: [{ role: "user", content: "not traced either" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const _ of droppedStream) {
+      // drained
+    }
     const spans = await waitFor(
       "both kept spans",
       async () => {
@@ -266,7 +275,7 @@ describe("llm in extProc attributes and tracing expressions, through Envoy", { t
     assert.deepEqual(
       [...new Set(all.map((x) => x.attributes["model"]))].sort(),
       ["Keep-Plain", "keep-stream"],
-      "the span whose filter is false is not exported",
+      "the spans whose filter is false (streamed or not) are not exported",
     );
     for (const s of spans) {
       assert.equal(String(s.attributes["tokens"]), "18", `Envoy's tag (${JSON.stringify(s.attributes)})`);
