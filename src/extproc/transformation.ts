@@ -223,8 +223,12 @@ function headerMap(h: ExtProcHeaders): Record<string, string> {
   return out;
 }
 
-/** The provider Envoy picked for this attempt: the endpoint metadata an AI cluster names its providers by. */
-export const PROVIDER_ATTRIBUTE = LLM_PROVIDER_ATTRIBUTE;
+/**
+ * The provider Envoy picked for this attempt: the endpoint metadata an AI cluster names its providers by. Re-exported
+ * (a live binding), not copied into a constant: this module and translate/llm/table.ts are in an import cycle (through
+ * the translation's filters), and a copy read at load time fails when table.ts has not run yet.
+ */
+export { LLM_PROVIDER_ATTRIBUTE as PROVIDER_ATTRIBUTE } from "../translate/llm/table.js";
 
 /** The entries of the attempt's provider when it has its own (`spec.providers`); undefined: the spec's `entries`. */
 function providerEntries(
@@ -232,7 +236,7 @@ function providerEntries(
   req: Pick<ExtProcRequest, "attributes">,
 ): readonly TransformationEntry[] | undefined {
   if (spec?.providers === undefined) return undefined;
-  const provider = req.attributes["envoy.filters.http.ext_proc"]?.[PROVIDER_ATTRIBUTE];
+  const provider = req.attributes["envoy.filters.http.ext_proc"]?.[LLM_PROVIDER_ATTRIBUTE];
   // Own keys only: a provider may be named `constructor`.
   return typeof provider === "string" && Object.hasOwn(spec.providers, provider) ? spec.providers[provider] : undefined;
 }
