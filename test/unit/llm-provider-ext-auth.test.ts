@@ -225,10 +225,10 @@ describe("the check's pure parts", () => {
     const { work, written } = withAllowedHeaders(
       w,
       {
-        set: { authorization: "Bearer evil", ":path": "/x", "x-user": "ada", "x-old": "kept" },
-        remove: ["api-key", "x-gone"],
+        set: { authorization: "Bearer evil", ":path": "/x", "x-user": "ada", "x-old": "kept", "content-length": "1" },
+        remove: ["api-key", "x-gone", "transfer-encoding", "x-sluice-llm-id"],
       },
-      ["authorization", "x-api-key", "api-key"],
+      ["authorization", "x-api-key", "api-key", "x-sluice-llm-id"],
     );
     assert.deepEqual(work.set, {
       ":authority": "api",

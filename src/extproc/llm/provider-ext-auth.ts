@@ -237,6 +237,9 @@ export function denialReply(client: ClientFormat | undefined, provider: string, 
   };
 }
 
+/** How the request is framed and carried: never the service's to set or remove. */
+const FRAMING = new Set(["content-length", "transfer-encoding", "connection", "keep-alive", "te", "upgrade", "host"]);
+
 /**
  * The provider's request with the allowed check's headers: set and removed, but for pseudo-headers, the client's
  * credential headers (never the provider's) and what the provider work itself sets (its credentials, destination).
@@ -248,7 +251,7 @@ export function withAllowedHeaders<
   allow: { readonly set: Readonly<Record<string, string>>; readonly remove: readonly string[] },
   reserved: readonly string[],
 ): { work: W; written: string[] } {
-  const usable = (k: string) => !k.startsWith(":") && !reserved.includes(k) && !(k in w.set);
+  const usable = (k: string) => !k.startsWith(":") && !FRAMING.has(k) && !reserved.includes(k) && !(k in w.set);
   const set = Object.entries(allow.set).filter(([k]) => usable(k));
   const remove = allow.remove.filter(usable);
   if (set.length === 0 && remove.length === 0) return { work: w, written: [] };

@@ -1053,7 +1053,9 @@ export class LlmExtProcService {
     }
     const w = await work();
     if ("error" in w) return w;
-    const { work: allowed, written } = withAllowedHeaders(w, d.allow, CLIENT_CREDENTIAL_HEADERS);
+    // Nor may it touch the id the upstream stage finds the request by (retries need it).
+    const reserved = [...CLIENT_CREDENTIAL_HEADERS, LLM_REQUEST_ID_HEADER];
+    const { work: allowed, written } = withAllowedHeaders(w, d.allow, reserved);
     // A later attempt at another provider removes them (Envoy's upstream filters change the router's own headers).
     if (written.length > 0) state.provided = [...(state.provided ?? []), ...written];
     return allowed;
