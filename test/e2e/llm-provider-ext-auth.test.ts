@@ -1,9 +1,10 @@
 // A GwPolicy's `backend.extAuth` targeting one provider of an AI GwBackend (`sectionName`), through a real Envoy: the
 // LLM ext_proc calls the user's authorization service (gRPC and HTTP, real wire formats) once per attempt to that
 // provider, on the client's request (its headers, never the provider's key), and only for attempts to it. Allowed: the
-// service's headers reach the provider. Denied: another provider serves when the failover has one; else the client
-// gets the denial in its own error format (one stage and two). A service that is down: failureMode (FailClosed by
-// default). An extAuth backendRef that does not resolve: named in the policy's status, and attempts fail closed.
+// service's headers reach the provider (and not the next provider of a failover). Denied: the client gets the denial in
+// its own error format (OpenAI, Anthropic; one stage and two), and no provider is called, not even the next group's
+// (a denial is final: docs/llm.md). A service that is down: failureMode (FailClosed by default). An extAuth backendRef
+// that does not resolve: named in the policy's status, and attempts fail closed.
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
