@@ -106,7 +106,9 @@ ${policy(
   "pair",
   "guarded",
   `      backendRef: { name: grpc-authz, port: 80 }
-      grpc: { contextExtensions: { tenant: acme } }`,
+      grpc:
+        contextExtensions: { tenant: acme }
+        requestMetadata: { x-target: "llm.provider + '/' + llm.requestModel" }`,
 )}${policy(
   "solo-http",
   "solo",
@@ -173,6 +175,8 @@ describe("a GwPolicy's extAuth for one AI provider, checked per attempt by Sluic
     assert.equal(http?.path, "/v1/chat/completions");
     assert.doesNotMatch(toJsonString(CheckRequestSchema, grpcAuthz.checks[0] as CheckRequest), /sk-guarded|sk-open/);
     assert.deepEqual(grpcAuthz.checks[0]?.attributes?.contextExtensions, { tenant: "acme" });
+    // CEL over the attempt: its provider and the client's model, as gRPC metadata of the call.
+    assert.equal(grpcAuthz.metadata.at(-1)?.["x-target"], "guarded/gpt-4o");
     // The service's headers reach the provider, beside the provider's own key (never the client's).
     const seen = guarded.requests.at(-1)?.headers;
     assert.equal(guarded.requests.length, n + 1);
