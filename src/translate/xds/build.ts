@@ -21,7 +21,7 @@ import { withLlmHealth } from "./llm-health.js";
 import { withLlmTransformations } from "./llm-transformation.js";
 import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
-import { buildRealtimeRelayRoute, relaysRealtime } from "./realtime-relay.js";
+import { buildRealtimeRelayRoute, realtimeToPool, relaysRealtime } from "./realtime-relay.js";
 import type { XdsResources } from "./resources.js";
 import { buildConnectRoute, buildRoute, buildSelfTunnelRoutes } from "./route.js";
 import {
@@ -125,11 +125,12 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   // then leave them out. That depends on the sibling routes, so such routes are not taken from the memo.
   const early = new Map(gw.routeConfigs.map((rc) => [rc.name, earlyRequestHeaders(rc)]));
   const encode = (earlyHeaders: boolean) => (r: RouteIR) => encodeRoute(buildRoute(r, perRoute, ctx, earlyHeaders));
-  // A guarded Realtime route's relay twin, which takes its websocket upgrades, goes before it (realtime-relay.ts).
+  // A guarded Realtime route's relay twin (or one to an InferencePool), which takes its websocket upgrades, goes before
+  // it (realtime-relay.ts).
   const relayTwin = (r: RouteIR, earlyHeaders: boolean): Uint8Array[] => {
     // An MCP route with OAuth: its discovery paths' twins (mcp/oauth-routes.ts).
     if (servesMcpOAuth(r)) return buildMcpOAuthRoutes(r, buildRoute(r, perRoute, ctx, earlyHeaders)).map(encodeRoute);
-    if (!relaysRealtime(r)) return [];
+    if (!relaysRealtime(r) && !realtimeToPool(r, ctx)) return [];
     const twin = buildRealtimeRelayRoute(r, buildRoute(r, perRoute, ctx, earlyHeaders), ctx);
     return twin === undefined ? [] : [encodeRoute(twin)];
   };

@@ -1,7 +1,8 @@
 // The twin route that sends a guarded Realtime route's websocket upgrades to Sluice's Realtime relay
 // (src/extproc/llm/realtime/relay.ts): Envoy's ext_proc does not see websocket frames, so prompt guards on a Realtime
-// session need Sluice in the path. Only routes whose AI backends have prompt guards get it; other Realtime routes
-// stay websockets Envoy passes straight to the provider.
+// session need Sluice in the path. Only routes whose AI backends have prompt guards get it, and those to a provider
+// behind an InferencePool (realtimeToPool); other Realtime routes stay websockets Envoy passes straight to the
+// provider.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
@@ -24,6 +25,7 @@ import {
   REALTIME_ENTRY_HEADER,
   SLUICE_AUTHZ_HTTP_CLUSTER,
 } from "../names.js";
+import { ENDPOINT_PICKER_FILTER } from "./filters/inference-pool.js";
 import type { BuildContext } from "./filters/types.js";
 import { servesRealtime } from "./llm.js";
 
@@ -46,6 +48,19 @@ export function relaysRealtime(route: RouteIR): boolean {
 }
 
 /**
+ * Whether the route serves Realtime to a provider behind an InferencePool: its upgrades go through the relay too, which
+ * asks the pool's endpoint picker once per session (extproc/llm/realtime/picker.ts). On the direct route Envoy's picker
+ * filter holds the upgrade until a request body ends, which a websocket's never does, and the session never opens.
+ */
+export function realtimeToPool(route: RouteIR, ctx: BuildContext | undefined): boolean {
+  if (route.action.kind !== "forward" || !servesRealtime(route)) return false;
+  return route.action.backends.some((b) => {
+    const c = ctx?.cluster?.(b.cluster);
+    return c?.kind === "llm" && c.groups.flat().some((p) => p.pool !== undefined);
+  });
+}
+
+/**
  * The relay twin of `main` (the route as built, a copy of its own: it is changed in place), to go before it: the same
  * match plus a websocket `Upgrade` header and all its filters (the LLM ext_proc too: it admits the upgrade against the
  * `tokens` limits and refuses providers that cannot take Realtime, as on the direct route), to `sluice_authz_http`
@@ -58,7 +73,7 @@ export function buildRealtimeRelayRoute(
   ctx: BuildContext | undefined,
 ): Route | undefined {
   const a = r.action;
-  if (a.kind !== "forward" || !relaysRealtime(r)) return undefined;
+  if (a.kind !== "forward" || !(relaysRealtime(r) || realtimeToPool(r, ctx))) return undefined;
   const entry = ctx?.llmEntry?.(r.name);
   const cluster = a.backends.find((b) => ctx?.cluster?.(b.cluster)?.kind === "llm")?.cluster;
   if (entry === undefined || cluster === undefined) return undefined;
@@ -86,6 +101,11 @@ export function buildRealtimeRelayRoute(
         appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
       }),
     );
+  }
+  // A provider behind an InferencePool: the relay asks the pool's picker itself, once per session
+  // (extproc/llm/realtime/picker.ts); Envoy's picker filter would wait for a body the upgrade never ends.
+  for (const name of Object.keys(twin.typedPerFilterConfig)) {
+    if (name.startsWith(`${ENDPOINT_PICKER_FILTER}/`)) delete twin.typedPerFilterConfig[name];
   }
   const action = twin.action.value;
   action.clusterSpecifier = { case: "cluster", value: SLUICE_AUTHZ_HTTP_CLUSTER };

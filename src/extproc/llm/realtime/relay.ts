@@ -1,6 +1,7 @@
 // The Realtime relay: Envoy routes the websocket upgrade of a Realtime route whose provider has prompt guards here
-// (route.ts realtimeRelayRoute, over the bootstrap's `sluice_authz_http` cluster) instead of to the provider, since
-// Envoy's ext_proc does not see websocket frames. The relay answers the client's upgrade, opens the provider's
+// (xds/realtime-relay.ts, over the bootstrap's `sluice_authz_http` cluster) instead of to the provider, since
+// Envoy's ext_proc does not see websocket frames; and one whose provider is behind an InferencePool, whose endpoint
+// picker the relay asks once per session (picker.ts). The relay answers the client's upgrade, opens the provider's
 // websocket itself (the provider entry of the LLM table: address, TLS, path, credentials, minted ones too; the
 // client's key only where a `passthrough` says so), and
 // relays the events, guarding them (events.ts). Which entry and cluster: headers the route sets from its config,
@@ -37,6 +38,7 @@ import {
   OP_TEXT,
   ProtocolError,
 } from "./frames.js";
+import { EndpointPickers } from "./picker.js";
 
 /** The provider's answer to the upgrade must come within this. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -92,6 +94,8 @@ export class RealtimeRelay {
   readonly #google: GoogleTokens;
   /** Sessions opened so far: a Service's endpoints are taken in turn. */
   #turn = 0;
+  /** InferencePools' endpoint pickers, asked once per session (picker.ts). */
+  readonly #pickers = new EndpointPickers();
 
   constructor(opts: RealtimeRelayOptions) {
     this.#log = opts.log;
@@ -120,6 +124,7 @@ export class RealtimeRelay {
 
   close(): void {
     for (const s of this.#sessions) s.destroy();
+    this.#pickers.close();
   }
 
   /** Whether `req` is the relay's (an upgrade Envoy routed here); if so the socket is the relay's from now on. */
@@ -305,17 +310,50 @@ export class RealtimeRelay {
       for (const s of dialled) s.destroy();
     };
     client.once("close", onClientClose);
-    dial(ir, tls, this.#turn++, dialled).then((u) => {
-      client.off("close", onClientClose);
-      if (client.destroyed) {
-        u.destroy();
-        return;
-      }
-      upstream = u;
-      this.#connected(u, lines, key, headers, clientKey, target, client, clientHead, timer, unreachable, () => {
-        handshaken = true;
-      });
-    }, unreachable);
+    const turn = this.#turn++;
+    this.#reach(target, path, headers)
+      .then((r) => {
+        if ("status" in r) {
+          clearTimeout(timer);
+          client.off("close", onClientClose);
+          this.#log(`llm realtime relay: provider ${provider.name}: ${r.message}; answered ${r.status}`);
+          if (!client.destroyed) reply(client, r.status, r.message);
+          return undefined;
+        }
+        return dial(r, tls, turn, dialled);
+      })
+      .then((u) => {
+        if (u === undefined) return;
+        client.off("close", onClientClose);
+        if (client.destroyed) {
+          u.destroy();
+          return;
+        }
+        upstream = u;
+        this.#connected(u, lines, key, headers, clientKey, target, client, clientHead, timer, unreachable, () => {
+          handshaken = true;
+        });
+      }, unreachable);
+  }
+
+  /**
+   * Where the session goes: the provider as its cluster has it, or for one behind an InferencePool the model server its
+   * endpoint picker names for the session's model (the query's `model`, else the provider's), asked once (picker.ts);
+   * the picker's refusal or failure is the status the client's upgrade gets.
+   */
+  async #reach(
+    target: Target,
+    path: string,
+    headers: Readonly<Record<string, string>>,
+  ): Promise<LlmProviderIR | { readonly status: number; readonly message: string }> {
+    const { provider, ir } = target;
+    if (ir.pool === undefined) return ir;
+    const query = new URLSearchParams(path.includes("?") ? path.slice(path.indexOf("?") + 1) : "");
+    const configured = provider.settings["model"];
+    const model = query.get("model") ?? (typeof configured === "string" ? configured : "");
+    const forwarded = Object.fromEntries(FORWARDED.flatMap((h) => (headers[h] !== undefined ? [[h, headers[h]]] : [])));
+    const r = await this.#pickers.pick(ir.pool, { authority: provider.authority, model, headers: forwarded });
+    return "endpoint" in r ? { ...ir, endpoints: [r.endpoint] } : r;
   }
 
   /** The provider's websocket handshake on its connection `upstream`, then the session (#relay). */
@@ -711,12 +749,6 @@ function unsupported(t: Target): { status: 501 | 502 | 503; message: string } | 
   if (t.ir.tunnel !== undefined && t.ir.tls === undefined) {
     // As Envoy does (tunnel.ts): never reached around the proxy.
     return { status: 503, message: `provider ${name}: a tunnel is opened only around TLS` };
-  }
-  if (t.ir.pool !== undefined) {
-    return {
-      status: 501,
-      message: `provider ${name}: Realtime sessions with prompt guards do not reach an InferencePool (its endpoint picker chooses per request)`,
-    };
   }
   return undefined;
 }

@@ -27,7 +27,9 @@ import { extProcOnRoute } from "./ext-proc-route.js";
 import { grpcService, instanceName } from "./policy-fields.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
-const FILTER = "sluice.endpoint_picker";
+/** The picker filters' name; each instance is `<FILTER>/<hash>`. */
+export const ENDPOINT_PICKER_FILTER = "sluice.endpoint_picker";
+const FILTER = ENDPOINT_PICKER_FILTER;
 /** A picker may hold a request while it queues it (flow control); each message waits at most this long. */
 const MESSAGE_TIMEOUT_MS = 10_000;
 
