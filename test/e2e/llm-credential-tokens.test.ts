@@ -26,7 +26,7 @@ import { decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type FakeEntra, startFakeEntra, startTokenService, type TokenService } from "../helpers/fake-token-service.js";
-import { localService } from "../helpers/gateway.js";
+import { localService, prefixRoute } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort, sleep } from "../helpers/net.js";
 
@@ -273,15 +273,7 @@ spec:
           clientId: gateway
           method: PrivateKeyJwt
           privateKeyJwt: { signingKeyRef: { name: client }, assertionAudience: "${ASSERTION_AUD}" }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: llm, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`).join("\n")}
-`;
+${prefixRoute(names, { name: "llm", to: "GwBackend" })}`;
 }
 
 describe("AI backends: provider credentials minted by the LLM ext_proc, through Envoy", { timeout: 180_000 }, () => {

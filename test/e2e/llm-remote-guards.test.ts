@@ -20,6 +20,7 @@ import {
   startFakeModeration,
 } from "../helpers/fake-guards.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { prefixRoute } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 
 const MODERATION_KEY = "sk-moderation-e2e-0123456789";
@@ -103,15 +104,7 @@ stringData:
       backend(`${n}-oa`, openai, "providerA", g),
       backend(`${n}-an`, claude, "providerD", g),
     ]),
-    `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: llm, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`).join("\n")}
-`,
+    prefixRoute(names, { name: "llm", to: "GwBackend" }),
   ].join("\n");
 }
 

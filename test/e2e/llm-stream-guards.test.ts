@@ -12,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { type FakeBedrockGuardrails, startFakeBedrockGuardrails } from "../helpers/fake-guards.js";
-import { localService } from "../helpers/gateway.js";
+import { localService, prefixRoute } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort } from "../helpers/net.js";
 
@@ -161,15 +161,7 @@ stringData: { accessKey: ${KEYS.accessKeyId}, secretKey: "${KEYS.secretAccessKey
       paced("providerA"),
       "[{ webhook: { backendRef: { name: dead-hook, port: 80 }, failureMode: FailOpen } }]",
     ),
-    `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: llm, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`).join("\n")}
-`,
+    prefixRoute(names, { name: "llm", to: "GwBackend" }),
   ].join("\n");
 }
 
