@@ -17,7 +17,7 @@ import type { UnaryTarget, UserExtAuthConfig } from "../../extauthz/user-ext-aut
 import { compileUserExtAuthExpressions } from "../../extauthz/user-ext-auth-cel.js";
 import { parseByteSize } from "../bytes.js";
 import type { BackendPolicyIR, ClusterIR, PolicySourceIR, RouteIR, RoutePolicyIR } from "../ir.js";
-import { type Expressions, grpcMetadata, httpOptions, unaryTargets } from "../xds/filters/ext-authz.js";
+import { type Expressions, grpcMetadata, httpOptions, unaryTargets } from "../xds/filters/ext-authz-options.js";
 import type { GuardNote } from "./guards.js";
 
 type ExtAuthT = Static<typeof ExtAuth>;

@@ -33,12 +33,12 @@ import type { ListStringMatcherSchema } from "../../../gen/envoy/type/matcher/v3
 import { policyId } from "../../authz/policy-table.js";
 import { parseByteSize } from "../../bytes.js";
 import { durationFromMs } from "../../duration.js";
-import type { ClusterIR, RouteIR } from "../../ir.js";
+import type { RouteIR } from "../../ir.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { backendExtAuthFields } from "../backend-ext-auth.js";
 import { routeAuthzPlan } from "./authz-plan.js";
+import { type Expressions, grpcMetadata, httpOptions, type Note, unaryTargets } from "./ext-authz-options.js";
 import {
-  celStringLiteral,
   grpcService,
   instanceName,
   type PhaseField,
@@ -49,7 +49,6 @@ import {
 import { type BuildContext, type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./types.js";
 
 type ExtAuthT = Static<typeof ExtAuth>;
-type Note = (field: string, message: string, reason?: "NeverMatches" | "Ignored") => void;
 
 const FILTER = "envoy.filters.http.ext_authz";
 /** A backend's extAuth: its own instances, apart from the traffic ones (the same config may be in both places). */
@@ -74,55 +73,6 @@ function headerList(names: readonly string[]): MessageInitShape<typeof ListStrin
       ignoreCase: true,
     })),
   };
-}
-
-/**
- * The HTTP options Envoy (or Sluice on its behalf) applies as they are; constants are taken out of the CEL, and what
- * needs evaluating per request goes to `expressions` (then Sluice fronts the service).
- */
-export function httpOptions(h: NonNullable<ExtAuthT["http"]>, expressions: Expressions, note: Note): UserExtAuthHttp {
-  const path = h.path !== undefined ? celStringLiteral(h.path) : undefined;
-  if (h.path !== undefined && path === undefined) expressions.path = h.path;
-  if (h.redirect !== undefined) expressions.redirect = h.redirect;
-  if (h.body !== undefined) expressions.body = h.body;
-  if (h.responseMetadata !== undefined && Object.keys(h.responseMetadata).length > 0) {
-    expressions.responseMetadata = { ...h.responseMetadata };
-  }
-  const headersToAdd: { key: string; value: string }[] = [];
-  for (const [name, expr] of Object.entries(h.addRequestHeaders ?? {})) {
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
-      note(`http.addRequestHeaders.${name}`, "not an HTTP header name; left out", "Ignored");
-      continue;
-    }
-    const v = celStringLiteral(expr);
-    if (v === undefined) expressions.headers = { ...expressions.headers, [name.toLowerCase()]: expr };
-    else headersToAdd.push({ key: name, value: v });
-  }
-  return {
-    ...(path !== undefined ? { path } : {}),
-    // The spec's default sends only Authorization (Envoy adds the pseudo-headers it always sends).
-    allowedRequestHeaders: (h.allowedRequestHeaders ?? ["authorization"]).map((n) => n.toLowerCase()),
-    headersToAdd,
-    allowedUpstreamHeaders: (h.allowedResponseHeaders ?? []).map((n) => n.toLowerCase()),
-  };
-}
-
-export type Expressions = { -readonly [K in keyof UserExtAuthExpressions]: UserExtAuthExpressions[K] };
-
-/** Names gRPC and HTTP/2 keep for themselves: a requestMetadata entry cannot set them. */
-const RESERVED_METADATA = /^(:|grpc-)|^(content-type|te|user-agent|host|connection|transfer-encoding|upgrade)$/;
-
-export function grpcMetadata(g: NonNullable<ExtAuthT["grpc"]>, expressions: Expressions, note: Note): void {
-  const out: Record<string, string> = {};
-  for (const [name, expr] of Object.entries(g.requestMetadata ?? {})) {
-    const key = name.toLowerCase();
-    if (RESERVED_METADATA.test(key) || !/^[0-9a-z_.-]+$/.test(key)) {
-      note(`grpc.requestMetadata.${name}`, "not a metadata name a gRPC call can carry; left out", "Ignored");
-      continue;
-    }
-    out[key] = expr;
-  }
-  if (Object.keys(out).length > 0) expressions.grpcMetadata = out;
 }
 
 function withRequestBody(a: ExtAuthT, packAsBytes: boolean) {
@@ -358,31 +308,4 @@ function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildConte
   const t = unaryTargets(ctx.cluster?.(ref.cluster), ref.cluster);
   if ("problem" in t) ctx.note(f.from, field, t.problem, t.reason);
   return "problem" in t ? [] : t.targets;
-}
-
-/** Where Sluice calls an authorization service of `cluster` (its ready endpoints), or why it cannot. */
-export function unaryTargets(
-  cluster: ClusterIR | undefined,
-  name: string,
-): { targets: UnaryTarget[] } | { problem: string; reason?: "Ignored" } {
-  switch (cluster?.kind) {
-    case "eds":
-    case "static":
-      return { targets: cluster.endpoints.filter((e) => e.ready).map((e) => ({ host: e.address, port: e.port })) };
-    case "dns":
-      return { targets: [{ host: cluster.host, port: cluster.port }] };
-    case "unix":
-      return { targets: [{ unixPath: cluster.path }] };
-    case "llm":
-    case "mcp":
-    case "pool":
-    case "dfp":
-      return {
-        problem:
-          "an AI or MCP backend, an InferencePool or a dynamic forward proxy cannot be an authorization service; calls fail (the failure mode applies)",
-        reason: "Ignored",
-      };
-    case undefined:
-      return { problem: `cluster ${name} not found; calls fail (the failure mode applies)` };
-  }
 }

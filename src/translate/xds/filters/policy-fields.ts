@@ -135,8 +135,5 @@ export function unconditional<P>(
   return undefined;
 }
 
-/** A CEL expression that is a plain string literal ('x' or "x", no escapes), as its value. */
-export function celStringLiteral(expr: string): string | undefined {
-  const m = /^\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*$/.exec(expr);
-  return m === null ? undefined : (m[1] ?? m[2]);
-}
+// In a leaf module, so that what needs it (ext-authz-options.ts) is not in an import cycle through this one.
+export { celStringLiteral } from "./cel-literal.js";
