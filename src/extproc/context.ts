@@ -312,7 +312,10 @@ export function serveContext(call: TransformationCall, spec: ContextSpec | undef
         });
         return;
       }
-      if (spec.requestBody && !r.value.endOfStream) {
+      // An upgrade (a Realtime websocket): its body is the stream, which never ends. The request stage computes
+      // without it and closes the stream, so Envoy holds nothing for the body.
+      const upgrade = headers["upgrade"] !== undefined && spec.atResponse !== true;
+      if (spec.requestBody && !r.value.endOfStream && !upgrade) {
         call.write({ phase: "requestHeaders" });
         return;
       }

@@ -23,11 +23,13 @@ import {
 } from "../../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import { addGrpcService } from "../../src/grpc/service.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
 import type { GrpcTestServer } from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { waitFor } from "../helpers/net.js";
 import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
+import { openRealtime } from "../helpers/realtime-client.js";
 
 type Attributes = Record<string, unknown>;
 
@@ -282,5 +284,69 @@ describe("llm in extProc attributes and tracing expressions, through Envoy", { t
       assert.equal(s.attributes["usage"], "11+7", `Sluice's tracing stage (${JSON.stringify(s.attributes)})`);
       assert.ok(!("sluice.span_filter" in s.attributes), "the filter tag is taken out");
     }
+  });
+});
+
+describe("llm request attributes on a route that also takes Realtime websockets", { timeout: 90_000 }, () => {
+  let rt: FakeRealtime;
+  let proc: Awaited<ReturnType<typeof startRecordingProcessor>>;
+  let env: LlmEnv;
+
+  before(async () => {
+    rt = await startFakeRealtime({ name: "realtime", apiKey: "sk-provider" });
+    proc = await startRecordingProcessor();
+    env = await startLlmEnv(
+      `${localService("proc", proc.port, "kubernetes.io/h2c")}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: openai, namespace: default }
+spec:
+  ai:
+    groups:
+      - providers:
+          - { name: realtime, providerA: {}, host: 127.0.0.1, port: ${rt.port} }
+  policies:
+    auth: { key: sk-provider }
+    ai:
+      routes:
+        /v1/realtime: Realtime
+        /v1/chat/completions: Completions
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: openai }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: processor, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: llm }]
+  traffic:
+    extProc:
+      backendRef: { name: proc, port: 80 }
+      processingOptions: { requestBodyMode: None, responseHeaderMode: Skip, responseBodyMode: None, requestTrailerMode: Skip, responseTrailerMode: Skip }
+      requestAttributes: { model: llm.requestModel, path: request.path }
+`,
+      "/v1/chat/completions",
+    );
+  });
+  after(async () => {
+    await env?.stop();
+    await rt?.close();
+    await proc?.close();
+  });
+
+  test("a websocket upgrade is not held for a body: it opens, and its attributes have no llm", async () => {
+    const client = await openRealtime(env.port, "/v1/realtime", "client-key");
+    const session = await client.next();
+    assert.equal(session.type, "session.created");
+    client.ws.close(1000, "bye");
+    const s = proc.seen.find((x) => x.request["path"] === "/v1/realtime");
+    assert.deepEqual(s?.request, { path: "/v1/realtime" });
   });
 });

@@ -289,3 +289,24 @@ test("translation: llm attributes are served on a route to an AI backend, and re
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("request stage: an upgrade (a websocket) is computed at its headers and the stream closed, never held for a body", () => {
+  const spec: ContextSpec = {
+    values: [{ namespace: "sluice.context", key: "m", expression: "llm.requestModel", as: "attribute" }],
+    requestBody: true,
+    llmBody: true,
+  };
+  const upgrade = headers(
+    "requestHeaders",
+    { ":path": "/v1/realtime?model=gpt-realtime", ":method": "GET", upgrade: "websocket", connection: "Upgrade" },
+    false,
+  );
+  const { replies, ended } = drive(spec, [upgrade]);
+  assert.equal(ended, true);
+  assert.deepEqual(
+    replies.map((r) => r.phase),
+    ["requestHeaders"],
+  );
+  const plain = drive(spec, [REQ]);
+  assert.equal(plain.ended, false, "a request with a body waits for it");
+});
