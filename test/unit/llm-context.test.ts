@@ -263,6 +263,7 @@ spec:
       backendRef: { group: sluice.dev, kind: GwBackend, name: proc }
       requestAttributes: { model: llm.requestModel }
       responseAttributes: { tokens: "string(llm.totalTokens)" }
+      metadataContext: { acme: { stream: llm.streaming } }
 `,
   )
   .join("")}`;
@@ -282,6 +283,7 @@ test("translation: llm attributes are served on a route to an AI backend, and re
     const plain = status("proc-plain");
     assert.match(plain, /requestAttributes\.model: reads llm, and this route sends to no AI backend/);
     assert.match(plain, /responseAttributes\.tokens: reads llm, and this route sends to no AI backend/);
+    assert.match(plain, /metadataContext\.acme\.stream: reads llm, and this route sends to no AI backend/);
     const llm = status("proc-llm");
     assert.doesNotMatch(llm, /reads llm/, "served: nothing said about llm");
     assert.doesNotMatch(`${plain}${llm}`, /NotYetSupported/);

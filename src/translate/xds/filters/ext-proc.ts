@@ -171,16 +171,22 @@ export const extProcBuilder: HttpFilterBuilder = {
       const plan = extProcAttributes(p, f.phase, entry);
       for (const [field, message] of plan.unsent) note(field, message);
       if (ctx.llmEntry?.(route.name) === undefined) {
-        for (const dir of ["requestAttributes", "responseAttributes"] as const) {
-          for (const [name, expr] of Object.entries(p[dir] ?? {})) {
-            if (readsLlm(expr)) {
-              ctx.note(
-                f.from,
-                `extProc${chosen.path}.${dir}.${name}`,
-                "reads llm, and this route sends to no AI backend: llm is never set there, so it is never sent",
-                "Ignored",
-              );
-            }
+        const reads = [
+          ...(["requestAttributes", "responseAttributes"] as const).flatMap((dir) =>
+            Object.entries(p[dir] ?? {}).map(([name, expr]) => [`${dir}.${name}`, expr] as const),
+          ),
+          ...Object.entries(p.metadataContext ?? {}).flatMap(([ns, keys]) =>
+            Object.entries(keys).map(([key, expr]) => [`metadataContext.${ns}.${key}`, expr] as const),
+          ),
+        ];
+        for (const [field, expr] of reads) {
+          if (readsLlm(expr)) {
+            ctx.note(
+              f.from,
+              `extProc${chosen.path}.${field}`,
+              "reads llm, and this route sends to no AI backend: llm is never set there, so it is never sent",
+              "Ignored",
+            );
           }
         }
       }
