@@ -224,7 +224,12 @@ describe("llm in extProc attributes and tracing expressions, through Envoy", { t
     assert.deepEqual(s.request, { model: "keep-stream", upper: "KEEP-STREAM", streaming: true });
     const resp = s.response ?? {};
     assert.equal(resp["model"], "keep-stream", "known since the request");
-    for (const absent of ["tokens", "summary", "provider"]) {
+    assert.equal(
+      resp["provider"],
+      seenFor("Keep-Plain").response?.["provider"],
+      "the provider, known with the headers",
+    );
+    for (const absent of ["tokens", "summary"]) {
       assert.ok(
         !(absent in resp),
         `${absent}: not sent with the headers of a streamed answer (${JSON.stringify(resp)})`,

@@ -788,7 +788,11 @@ export class LlmExtProcService {
         {
           headers: mutation({ "content-type": "text/event-stream", "cache-control": "no-cache" }, ["content-length"]),
         },
-        { modeOverride: bodyMode(ProcessingMode_BodySendMode.STREAMED) },
+        {
+          modeOverride: bodyMode(ProcessingMode_BodySendMode.STREAMED),
+          // Known now, for filters that read it before the stream ends (a user processor's response attributes).
+          metadata: { [LLM_METADATA_NAMESPACE]: { provider: attempt.provider } },
+        },
       );
     }
     resp.mode = "buffered";

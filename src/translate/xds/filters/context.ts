@@ -106,9 +106,12 @@ export function metadataContextValues(m: Record<string, Record<string, string>> 
   return out;
 }
 
-/** `llm` fields the LLM ext_proc writes only once the answer is done (completion.ts). */
+/**
+ * `llm` fields the LLM ext_proc writes only once the answer is done (completion.ts); `provider` it writes with a
+ * streamed answer's response headers too (service.ts).
+ */
 const LLM_END_ONLY =
-  /\bllm\s*\.\s*(responseModel|provider|inputTokens|outputTokens|totalTokens|cachedInputTokens|cacheCreationInputTokens|countTokens)\b/;
+  /\bllm\s*\.\s*(responseModel|inputTokens|outputTokens|totalTokens|cachedInputTokens|cacheCreationInputTokens|countTokens)\b/;
 const LLM_COUNT_KEYS =
   /metadata\.filter_metadata\['sluice\.dev\/llm'\]\['(input_tokens|output_tokens|total_tokens|cached_input_tokens|cache_creation_input_tokens|count_tokens)'\]/g;
 
