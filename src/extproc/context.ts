@@ -49,7 +49,7 @@ export interface ContextValue {
   /** Computed only when choice `choice` of the spec picked entry `entry` (a conditional ext_proc's entry values). */
   readonly onlyFor?: { readonly choice: number; readonly entry: number };
   /**
-   * Reads what the LLM ext_proc knows only once the answer is done (models, provider, token counts) and is sent with
+   * Reads what the LLM ext_proc knows only once the answer is done (the response model, token counts) and is sent with
    * the response headers: computed for a non-streamed answer only (complete by then), left out for a streamed one.
    */
   readonly unlessStreamed?: boolean;
