@@ -17,6 +17,7 @@ import { HTTP_FILTER_BUILDERS } from "./filters/registry.js";
 import type { BuildContext, PolicyNote } from "./filters/types.js";
 import { type FrontendOptions, frontendOptions } from "./frontend.js";
 import { buildListener } from "./listener.js";
+import { withLlmConnections } from "./llm-connection.js";
 import { withLlmHealth } from "./llm-health.js";
 import { withLlmTransformations } from "./llm-transformation.js";
 import type { XdsMemo } from "./memo.js";
@@ -88,7 +89,7 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   // And AI clusters' backend.transformation (llm-transformation.ts).
   // And their health scoring by Sluice (llm-health.ts).
   // Health first: a variant of an AI cluster (another transformation) is scored with the cluster it was made from.
-  const gw = withLlmTransformations(withLlmHealth(withBackendConnections(ir, opts.authz?.input)));
+  const gw = withLlmTransformations(withLlmHealth(withLlmConnections(withBackendConnections(ir, opts.authz?.input))));
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const note: BuildContext["note"] = (from, field, message, reason) => {

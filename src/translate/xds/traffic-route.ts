@@ -259,8 +259,9 @@ function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms
   for (const b of r.policy?.backends ?? []) {
     const f = b.policy.http;
     if (f === undefined || "combined" in f) continue;
-    // AI backends: only the GwBackend's own (a GwPolicy's backend.http is reported, noteUnappliedBackendFields).
-    if (ctx?.cluster?.(b.cluster)?.kind === "llm" && f.from.kind !== "GwBackend") continue;
+    // AI backends: the GwBackend's own, or a GwPolicy's for the whole GwBackend (one for a single provider is reported,
+    // noteUnappliedBackendFields: the route's timeout cannot tell the provider of an attempt).
+    if (ctx?.cluster?.(b.cluster)?.kind === "llm" && f.from.level === "backendSection") continue;
     const t = (f.value as { requestTimeout?: unknown } | undefined)?.requestTimeout;
     const ms = typeof t === "string" ? parseDurationMs(t) : undefined;
     if (ms !== undefined) out.push({ ms, from: f.from });
@@ -362,11 +363,19 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
             continue;
           }
           if (AI_BACKEND_FIELDS.has(field)) continue;
-          if (f.from.kind === "GwPolicy") {
+          if (f.from.kind === "GwPolicy" && (field === "tcp" || field === "http")) {
+            // For the whole GwBackend: the AI cluster's (llm-connection.ts, which reports routes that disagree).
+            if (f.from.level !== "backendSection") continue;
             ctx.note(
               f.from,
               `backend.${field}`,
-              "not applied to AI backends yet when set by a GwPolicy (only ai, auth, extAuth, transformation and health are; tls, tcp and http come from the GwBackend's own spec.policies)",
+              "not applied to one provider: Envoy's connection settings (connect timeout, TCP keepalive, HTTP version) are a cluster's, and one Envoy cluster holds every provider of the GwBackend so that Envoy's priorities fail over between them; set it for the whole GwBackend",
+            );
+          } else if (f.from.kind === "GwPolicy") {
+            ctx.note(
+              f.from,
+              `backend.${field}`,
+              "not applied to AI backends yet when set by a GwPolicy (ai, auth, extAuth, transformation, health, tcp and http are; tls and tunnel come from the GwBackend's or the provider's own policies)",
             );
           } else if (f.from.level === "subBackend") {
             parts(
