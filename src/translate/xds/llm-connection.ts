@@ -9,13 +9,10 @@
 
 import { clusterConnection } from "../backend/ai.js";
 import type { BackendProblemIR, GatewayIR, LlmClusterIR, RouteIR } from "../ir.js";
+import { llmClusterUses, withLlmChanges } from "./llm-passes.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
-
-function* routesOf(gw: GatewayIR): Generator<RouteIR> {
-  for (const rc of gw.routeConfigs) for (const vh of rc.virtualHosts) yield* vh.routes;
-}
 
 /** The cluster fields this pass serves from a GwPolicy. */
 const FIELDS = ["tcp", "http"] as const;
@@ -46,29 +43,14 @@ function useOf(c: LlmClusterIR, r: RouteIR): Use {
 
 /** `gw` with the AI clusters' connection settings from GwPolicies, and the routes whose GwPolicies could not apply. */
 export function withLlmConnections(gw: GatewayIR): GatewayIR {
-  const llm = new Map(gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c]));
-  if (llm.size === 0) return gw;
-  const uses = new Map<string, Use[]>();
-  for (const r of routesOf(gw)) {
-    if (r.action.kind !== "forward") continue;
-    for (const name of new Set(r.action.backends.map((b) => b.cluster))) {
-      const c = llm.get(name);
-      if (c === undefined) continue;
-      const list = uses.get(name) ?? [];
-      list.push(useOf(c, r));
-      uses.set(name, list);
-    }
-  }
-  const applied = new Map<string, NonNullable<LlmClusterIR["connection"]>>();
+  const changed = new Map<string, LlmClusterIR>();
   const problems = new Map<RouteIR, BackendProblemIR[]>();
-  for (const [name, list] of uses) {
-    const c = llm.get(name) as LlmClusterIR;
+  for (const { cluster: c, uses: list } of llmClusterUses(gw, useOf).values()) {
     const keys = new Set(list.map((u) => u.key));
     const first = list[0];
     if (keys.size === 1 && first !== undefined) {
-      if (first.key === "") continue;
-      const more = clusterConnection(first.policies) ?? {};
-      applied.set(name, { ...c.connection, ...more });
+      if (first.key !== "")
+        changed.set(c.name, { ...c, connection: { ...c.connection, ...clusterConnection(first.policies) } });
       continue;
     }
     for (const u of list) {
@@ -84,23 +66,5 @@ export function withLlmConnections(gw: GatewayIR): GatewayIR {
       ]);
     }
   }
-  if (applied.size === 0 && problems.size === 0) return gw;
-  const routeOf = (r: RouteIR): RouteIR => {
-    const more = problems.get(r);
-    return more === undefined ? r : { ...r, backendProblems: [...(r.backendProblems ?? []), ...more] };
-  };
-  return {
-    ...gw,
-    clusters: gw.clusters.map((c) => {
-      const conn = c.kind === "llm" ? applied.get(c.name) : undefined;
-      return conn === undefined || c.kind !== "llm" ? c : { ...c, connection: conn };
-    }),
-    routeConfigs:
-      problems.size === 0
-        ? gw.routeConfigs
-        : gw.routeConfigs.map((rc) => ({
-            ...rc,
-            virtualHosts: rc.virtualHosts.map((vh) => ({ ...vh, routes: vh.routes.map(routeOf) })),
-          })),
-  };
+  return withLlmChanges(gw, changed, problems);
 }

@@ -19,13 +19,10 @@
 
 import type { BackendProblemIR, GatewayIR, HealthScoreIR, LlmClusterIR, RouteIR } from "../ir.js";
 import { healthScoreOf, healthScoreParts } from "./backend-health.js";
+import { llmClusterUses, withLlmChanges } from "./llm-passes.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
-
-function* routesOf(gw: GatewayIR): Generator<RouteIR> {
-  for (const rc of gw.routeConfigs) for (const vh of rc.virtualHosts) yield* vh.routes;
-}
 
 interface Use {
   readonly route: RouteIR;
@@ -88,26 +85,13 @@ function scoringOf(c: LlmClusterIR, r: RouteIR): Use {
 
 /** `gw` with each AI cluster's health scoring, and the routes' problems with theirs (bad CEL, routes that differ). */
 export function withLlmHealth(gw: GatewayIR): GatewayIR {
-  const llm = new Map(gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c]));
-  if (llm.size === 0) return gw;
-  const uses = new Map<string, Use[]>();
-  for (const r of routesOf(gw)) {
-    if (r.action.kind !== "forward") continue;
-    for (const name of new Set(r.action.backends.map((b) => b.cluster))) {
-      const c = llm.get(name);
-      if (c === undefined) continue;
-      const list = uses.get(name) ?? [];
-      list.push(scoringOf(c, r));
-      uses.set(name, list);
-    }
-  }
+  const uses = llmClusterUses(gw, scoringOf);
   const applied = new Map<string, HealthScoreIR>();
   const problems = new Map<RouteIR, BackendProblemIR[]>();
   const add = (r: RouteIR, p: readonly BackendProblemIR[]) => {
     if (p.length > 0) problems.set(r, [...(problems.get(r) ?? []), ...p]);
   };
-  for (const [name, list] of uses) {
-    const c = llm.get(name) as LlmClusterIR;
+  for (const [name, { cluster: c, uses: list }] of uses) {
     const keys = new Set(list.map((u) => (u.ir === undefined ? "" : JSON.stringify(u.ir))));
     const first = list[0]?.ir;
     const pool = c.groups.flat()[0]?.pool !== undefined;
@@ -128,24 +112,10 @@ export function withLlmHealth(gw: GatewayIR): GatewayIR {
       );
     }
   }
-  if (applied.size === 0 && problems.size === 0) return gw;
-  const routeOf = (r: RouteIR): RouteIR => {
-    const more = problems.get(r);
-    return more === undefined ? r : { ...r, backendProblems: [...(r.backendProblems ?? []), ...more] };
-  };
-  return {
-    ...gw,
-    clusters: gw.clusters.map((c) => {
-      const h = c.kind === "llm" ? applied.get(c.name) : undefined;
-      return h === undefined || c.kind !== "llm" ? c : { ...c, health: h };
-    }),
-    // Routes without problems stay the same objects (the route memo keeps them).
-    routeConfigs:
-      problems.size === 0
-        ? gw.routeConfigs
-        : gw.routeConfigs.map((rc) => ({
-            ...rc,
-            virtualHosts: rc.virtualHosts.map((vh) => ({ ...vh, routes: vh.routes.map(routeOf) })),
-          })),
-  };
+  const changed = new Map<string, LlmClusterIR>();
+  for (const { cluster: c } of uses.values()) {
+    const h = applied.get(c.name);
+    if (h !== undefined) changed.set(c.name, { ...c, health: h });
+  }
+  return withLlmChanges(gw, changed, problems);
 }

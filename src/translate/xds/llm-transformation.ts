@@ -43,13 +43,10 @@ import type {
 import { clusterVariantName } from "../names.js";
 import { upstreamTransformation } from "./backend-transformation.js";
 import { servesRealtime } from "./llm.js";
+import { routesOf } from "./llm-passes.js";
 
 /** Levels whose policy does not depend on the route: GwPolicies targeting the GwBackend or a provider, its own. */
 const BACKEND_LEVELS: ReadonlySet<PolicyLevel> = new Set(["backend", "backendSection", "gwBackend", "subBackend"]);
-
-function* routesOf(gw: GatewayIR): Generator<RouteIR> {
-  for (const rc of gw.routeConfigs) for (const vh of rc.virtualHosts) yield* vh.routes;
-}
 
 /** `p` without a `transformation` set at a route's level (what the GwBackend's levels alone give). */
 function backendLevelsOnly(p: EffectivePolicyIR | undefined): EffectivePolicyIR | undefined {
