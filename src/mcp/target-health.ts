@@ -8,8 +8,18 @@
 //
 // One state per target of a backend and Sluice process (shared by its sessions; each replica scores on its own), kept
 // while the target is in use.
+//
+// With `unhealthyCondition` (McpTargetHealth.condition) the score is kept at the HTTP layer instead
+// (target-request.ts, `scoredRequest`): one outcome per HTTP exchange with the target, the condition's verdict on its
+// answer's status and headers as health/service.ts judges a Service backend's responses, and unhealthy when no answer
+// came (no connection, TLS, cut, http.requestTimeout). The request level (upstream.ts) then records nothing of its own
+// but the unanswered requests of SSE-protocol targets, whose answers travel on the GET stream.
 
+import type { IncomingHttpHeaders } from "node:http";
+import { evaluateText } from "../extproc/llm/cel.js";
+import { RESPONSE_ENVIRONMENT } from "../extproc/transformation.js";
 import { EndpointHealth } from "../health/endpoint-health.js";
+import { moduleLogger } from "../observability/log.js";
 import type { HealthScoreIR } from "../translate/ir.js";
 import type { McpTargetHealth } from "../translate/mcp/connection.js";
 
@@ -71,6 +81,31 @@ export function recordTarget(h: McpTargetHealth | undefined, ok: boolean): void 
   if (h === undefined) return;
   ensure(h);
   scores.record(h.key, ENDPOINT, !ok);
+}
+
+/** Conditions already reported as not giving a boolean (logged once each). */
+const warned = new Set<string>();
+
+/**
+ * Whether an HTTP answer of the target is unhealthy by its `unhealthyCondition`: only `true` is; a failing or
+ * non-boolean result counts healthy and is logged once per condition (as health/service.ts does for Service backends).
+ */
+export function unhealthyAnswer(h: McpTargetHealth, condition: string, status: number, head: IncomingHttpHeaders) {
+  const headers = new Map<string, string>();
+  for (const [k, v] of Object.entries(head)) {
+    // HTTP/2 pseudo-headers are not headers; a repeated header is one value, joined as Envoy joins them.
+    if (v === undefined || k.startsWith(":")) continue;
+    headers.set(k, Array.isArray(v) ? v.join(",") : v);
+  }
+  const v = evaluateText(condition, { response: { code: BigInt(status), headers } }, RESPONSE_ENVIRONMENT);
+  if (typeof v !== "boolean" && !warned.has(condition)) {
+    if (warned.size > 1000) warned.clear();
+    warned.add(condition);
+    moduleLogger("mcp").warn(
+      `sluice mcp: unhealthyCondition of target ${h.target} of ${h.backend} did not give a boolean (${typeof v}); counted healthy`,
+    );
+  }
+  return v === true;
 }
 
 /** Prometheus lines: per scored target, its health, whether it is evicted, and its evictions so far. */

@@ -9,8 +9,9 @@ import http2 from "node:http2";
 import https from "node:https";
 import { isIP, type Socket } from "node:net";
 import { type Duplex, Readable } from "node:stream";
-import type { McpTargetConnection } from "../translate/mcp/connection.js";
+import type { McpTargetConnection, McpTargetHealth } from "../translate/mcp/connection.js";
 import { agentsFor, connectionKey, credentialHeaders, tlsOptions, tunnelled } from "./target-connection.js";
+import { recordTarget, unhealthyAnswer } from "./target-health.js";
 
 /** An answer being read: Node's IncomingMessage over HTTP/1.1, the stream with its head over HTTP/2. */
 export type TargetResponse = Readable & {
@@ -31,11 +32,61 @@ export interface TargetRequest {
 }
 
 /** Sends one request; resolves with the answer once its head arrived. */
-export async function targetRequest(
+export function targetRequest(url: URL, c: McpTargetConnection | undefined, r: TargetRequest): Promise<TargetResponse> {
+  // Only a target with an unhealthyCondition pays for scoring here (target-health.ts).
+  const condition = c?.health?.condition;
+  return condition === undefined ? send(url, c, r) : scoredRequest(url, c as McpTargetConnection, condition, r);
+}
+
+/**
+ * A request to a target whose health has an `unhealthyCondition`: exactly one outcome recorded for it. The answer's
+ * status and headers judged by the condition, recorded once the answer ended (a GET stream's at its head: it lasts);
+ * unhealthy without an answer: no connection, TLS, the connection cut before the answer's end, no end within
+ * `http.requestTimeout`. Nothing when Sluice itself cancelled it (the session closed, the client cancelled).
+ */
+async function scoredRequest(
   url: URL,
-  c: McpTargetConnection | undefined,
+  c: McpTargetConnection,
+  condition: string,
   r: TargetRequest,
 ): Promise<TargetResponse> {
+  const h = c.health as McpTargetHealth;
+  let settled = false;
+  let timer: NodeJS.Timeout | undefined;
+  const settle = (ok: boolean) => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    recordTarget(h, ok);
+  };
+  const track =
+    r.track === undefined
+      ? undefined
+      : (cancel: (e: Error) => void) =>
+          (r.track as NonNullable<TargetRequest["track"]>)((e) => {
+            // Sluice gave up on it: not the target's outcome.
+            settled = true;
+            clearTimeout(timer);
+            cancel(e);
+          });
+  if (c.requestTimeoutMs !== undefined) timer = setTimeout(() => settle(false), c.requestTimeoutMs).unref();
+  let res: TargetResponse;
+  try {
+    res = await send(url, c, { ...r, ...(track !== undefined ? { track } : {}) });
+  } catch (e) {
+    settle(false);
+    throw e;
+  }
+  const ok = settled || !unhealthyAnswer(h, condition, res.statusCode ?? 0, res.headers);
+  if (r.stream) settle(ok);
+  else {
+    res.once("end", () => settle(ok));
+    res.once("close", () => settle(ok && res.complete));
+  }
+  return res;
+}
+
+async function send(url: URL, c: McpTargetConnection | undefined, r: TargetRequest): Promise<TargetResponse> {
   const sent =
     c?.header === undefined && c?.minted === undefined
       ? { headers: r.headers, path: `${url.pathname}${url.search}` }

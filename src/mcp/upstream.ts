@@ -49,6 +49,11 @@ const LIST_KINDS: Readonly<Record<string, { capability: string; changed: string 
 /** A request not sent: the target is evicted by its health policy (not itself a failure to score). */
 class TargetEvicted extends Error {}
 
+/** The health scored per request: a target's without an `unhealthyCondition` (with one, target-request.ts scores). */
+const scoredByRequest = (h: McpTargetHealth | undefined) => (h?.condition === undefined ? h : undefined);
+
+const isTimeout = (e: unknown) => e instanceof McpError && e.code === ErrorCode.RequestTimeout;
+
 export interface TargetHooks {
   /** A request of the target to the client (sampling, elicitation, roots): its answer, or an RpcError. */
   onRequest(target: string, method: string, params: Record<string, unknown> | undefined): Promise<unknown>;
@@ -110,8 +115,15 @@ export class TargetConnection {
   readonly #observe: TargetHooks["observe"];
   /** `http.requestTimeout` of the target: a request not answered in time fails alone (the target is not failed). */
   readonly #requestTimeoutMs: number | undefined;
-  /** `health` of the target: each request's outcome is scored, none is sent while it is evicted. */
+  /** `health` of the target: none is sent while it is evicted. */
   readonly #health: McpTargetHealth | undefined;
+  /**
+   * Where each request's outcome is scored: here without an `unhealthyCondition` (`#byRequest`); with one, at the HTTP
+   * layer (target-request.ts), and here only an initialize that timed out (connect) and an SSE-protocol target's
+   * request left unanswered in time (`#unanswered`: its answer was to come on the GET stream, not in an HTTP answer).
+   */
+  readonly #byRequest: McpTargetHealth | undefined;
+  readonly #unanswered: McpTargetHealth | undefined;
   /** Set once the target failed (a transport error, a refused request): FailOpen skips it. */
   failure: string | undefined;
   closed = false;
@@ -133,6 +145,8 @@ export class TargetConnection {
     this.#observe = observe;
     this.#requestTimeoutMs = o.connection?.requestTimeoutMs;
     this.#health = o.connection?.health;
+    this.#byRequest = scoredByRequest(this.#health);
+    this.#unanswered = this.#byRequest === undefined && o.protocol === "SSE" ? this.#health : undefined;
     this.name = o.name;
     this.url = o.url;
     this.protocol = o.protocol;
@@ -184,11 +198,13 @@ export class TargetConnection {
         timeout: Math.min(CONNECT_TIMEOUT_MS, o.connection?.requestTimeoutMs ?? Infinity),
       });
     } catch (e) {
-      recordTarget(o.connection?.health, false);
+      // With a condition, a timed-out initialize is the one outcome recorded here: the SDK closes the transport at
+      // its deadline, which cancels the request before the HTTP layer's own deadline counts it (target-request.ts).
+      recordTarget(conn.#byRequest ?? (isTimeout(e) ? conn.#health : undefined), false);
       throw e;
     }
     // A resumed Streamable HTTP session sent nothing yet: nothing to score.
-    if (o.sessionId === undefined || o.protocol === "SSE") recordTarget(o.connection?.health, true);
+    if (o.sessionId === undefined || o.protocol === "SSE") recordTarget(conn.#byRequest, true);
     if (o.sessionId !== undefined && o.protocolVersion !== undefined) {
       (transport as TargetTransport).setProtocolVersion(o.protocolVersion);
     }
@@ -361,9 +377,9 @@ export class TargetConnection {
     }
     const started = performance.now();
     let ok = false;
-    const health = this.#health;
+    const health = this.#byRequest;
     try {
-      const evicted = targetEvicted(health);
+      const evicted = targetEvicted(this.#health);
       if (evicted !== undefined) throw new TargetEvicted(evicted);
       this.#client.release();
       await this.#client.initialized;
@@ -389,7 +405,7 @@ export class TargetConnection {
     } catch (e) {
       if (e instanceof McpError && e.code === -32001 && this.#requestTimeoutMs !== undefined) {
         // The policy's deadline (the SDK told the target with notifications/cancelled): this request fails alone.
-        recordTarget(health, false);
+        recordTarget(health ?? this.#unanswered, false);
         throw new RpcError(
           ErrorCodes.ServerError,
           `target ${this.name} did not answer ${method} within ${this.#requestTimeoutMs} ms (http.requestTimeout)`,
@@ -401,7 +417,7 @@ export class TargetConnection {
         throw new RpcError(e.code, e.message.replace(/^MCP error -?\d+: /, ""), e.data);
       }
       if (opts.signal?.aborted === true) throw new RpcError(ErrorCodes.InternalError, "cancelled");
-      if (!(e instanceof TargetEvicted)) recordTarget(health, false);
+      if (!(e instanceof TargetEvicted)) recordTarget(health ?? (isTimeout(e) ? this.#unanswered : undefined), false);
       this.failure = (e as Error).message;
       throw new RpcError(ErrorCodes.ServerError, `target ${this.name} failed: ${(e as Error).message}`);
     } finally {

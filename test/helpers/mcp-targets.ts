@@ -104,6 +104,11 @@ export interface SdkTargetOptions {
   readonly requireHeader?: { readonly name: string; readonly value: string };
   /** Answer 401 to requests this refuses (a minted credential the gateway must add, verified by the test). */
   readonly authorize?: (req: IncomingMessage) => boolean | Promise<boolean>;
+  /**
+   * Shapes the answer to a request: `headers` added to it, and with `status` the target answers that status (with
+   * a JSON-RPC error body) instead of serving it.
+   */
+  readonly shape?: (req: IncomingMessage) => { status?: number; headers?: Record<string, string> } | undefined;
 }
 
 /** A target over Streamable HTTP at http://127.0.0.1:<port>/mcp (https with `opts.tls`). */
@@ -127,6 +132,15 @@ export async function startSdkTarget(name: string, opts: SdkTargetOptions = {}):
     ) {
       res.writeHead(401, { "content-type": "application/json" });
       res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Unauthorized" } }));
+      return;
+    }
+    const shaped = opts.shape?.(req);
+    for (const [k, v] of Object.entries(shaped?.headers ?? {})) res.setHeader(k, v);
+    if (shaped?.status !== undefined) {
+      res.writeHead(shaped.status, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32000, message: `status ${shaped.status}` } }),
+      );
       return;
     }
     const sid = req.headers["mcp-session-id"];

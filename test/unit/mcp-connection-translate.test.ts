@@ -10,6 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { loadAndTranslate } from "../../src/cli/load.js";
+import { makeInput } from "../../src/translate/input.js";
+import type { PolicySourceIR } from "../../src/translate/ir.js";
+import { mcpTargetConnection, mcpUnservedParts } from "../../src/translate/mcp/connection.js";
 import { caConfigMapYaml, tlsFixture, tlsSecretYaml } from "../helpers/tls.js";
 
 const YAML = `apiVersion: gateway.networking.k8s.io/v1
@@ -155,5 +158,47 @@ describe("MCP target connection policies in translation", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test("health.unhealthyCondition: compiled and carried; one reading response.body or not compiling is left out", () => {
+    const from: PolicySourceIR = {
+      kind: "GwPolicy",
+      name: "default/h",
+      level: "backend",
+      target: "GwBackend default/hub",
+    };
+    const input = makeInput([]);
+    const of = (unhealthyCondition: string) =>
+      mcpTargetConnection(
+        { health: { value: { unhealthyCondition, eviction: { consecutiveFailures: 2 } }, from } },
+        "GwBackend default/hub",
+        "alpha",
+        "127.0.0.1",
+        input,
+        "k|alpha",
+      );
+    const good = of("response.code == 429 || response.headers['x-overloaded'] == '1'");
+    assert.deepEqual(good.notes, []);
+    assert.equal(good.connection?.health?.condition, "response.code == 429 || response.headers['x-overloaded'] == '1'");
+    assert.deepEqual(mcpUnservedParts("health", { unhealthyCondition: "response.code == 429" }), []);
+
+    const bad = of("response.code ==");
+    assert.equal(bad.connection?.health?.condition, undefined);
+    assert.equal(bad.connection?.health?.consecutiveFailures, 2);
+    assert.equal(bad.notes.length, 1);
+    assert.equal(bad.notes[0]?.field, "backend.health.unhealthyCondition");
+    assert.equal(bad.notes[0]?.reason, "Ignored");
+    assert.match(bad.notes[0]?.message ?? "", /^backend\.health\.unhealthyCondition: .*the fixed rule applies$/);
+    const unknown = of("nosuch.code == 429");
+    assert.equal(unknown.connection?.health?.condition, undefined);
+    assert.match(unknown.notes[0]?.message ?? "", /nosuch/);
+
+    const body = of("response.body.contains('overloaded')");
+    assert.equal(body.connection?.health?.condition, undefined);
+    assert.deepEqual(body.notes, []);
+    const parts = mcpUnservedParts("health", { unhealthyCondition: "response.body.contains('overloaded')" });
+    assert.equal(parts.length, 1);
+    assert.equal(parts[0]?.[0], "unhealthyCondition");
+    assert.match(parts[0]?.[1] ?? "", /reads response\.body .*the fixed rule applies/);
   });
 });

@@ -1,10 +1,13 @@
 // Connection policies of an MCP target (`tls`, `auth`, `tcp`, `http`, `tunnel` of its effective backend policy: a
 // GwPolicy's < the GwBackend's own `spec.policies` < a GwPolicy with the target's sectionName < the target's own
 // `policies`), resolved for Sluice's own transport to targets (src/mcp/target-request.ts), which is where they are
-// served: MCP targets are not Envoy clusters. `health` is served by the MCP service too (src/mcp/target-health.ts). Secrets and ConfigMaps are read here, so the MCP service reads the table
+// served: MCP targets are not Envoy clusters. `health` is served by the MCP service too (src/mcp/target-health.ts),
+// its `unhealthyCondition` compiled here. Secrets and ConfigMaps are read here, so the MCP service reads the table
 // alone. What Node's HTTP client cannot do is named (mcpUnservedParts) for status, never dropped silently.
 
+import { compileExpression } from "../../cel/index.js";
 import type { CredentialPlan } from "../../credentials/plan.js";
+import { RESPONSE_ENVIRONMENT } from "../../extproc/transformation.js";
 import { tunnelRefs } from "../backend/resolve.js";
 import { resolveTunnel } from "../backend/tunnel.js";
 import { parseDurationMs } from "../duration.js";
@@ -12,6 +15,7 @@ import type { TranslationInput } from "../input.js";
 import type { BackendTlsIR, EffectivePolicyIR, PolicySourceIR } from "../ir.js";
 import { backendCredential } from "../xds/backend-credential.js";
 import { resolveBackendTls } from "../xds/backend-tls.js";
+import { READS_BODY } from "../xds/filters/transformation.js";
 import type { PolicyNote } from "../xds/filters/types.js";
 
 type Rec = Record<string, unknown>;
@@ -54,7 +58,15 @@ export interface McpTargetHealth {
   readonly restoreHealth?: number;
   /** Base eviction time; the n-th eviction lasts n times this. */
   readonly durationMs: number;
+  /**
+   * `unhealthyCondition` (compiled, not reading `response.body`): judges each HTTP answer of the target by its status
+   * and headers at the HTTP layer (src/mcp/target-request.ts) in place of the fixed rule. Absent: the fixed rule.
+   */
+  readonly condition?: string;
 }
+
+/** Whether an `unhealthyCondition` reads the response body, which Sluice does not give it for MCP targets. */
+const readsBody = (condition: unknown) => typeof condition === "string" && READS_BODY.response.test(condition);
 
 /** Parts of a policy field Sluice's transport to MCP targets does not serve, as `[subfield, why]`. */
 export function mcpUnservedParts(field: string, value: unknown): readonly (readonly [string, string])[] {
@@ -95,11 +107,13 @@ export function mcpUnservedParts(field: string, value: unknown): readonly (reado
       ];
     }
     case "health":
-      return v.unhealthyCondition !== undefined
+      // An MCP answer's body is a JSON-RPC message whose outcome the fixed rule already reads, or an SSE stream that
+      // may last minutes (a verdict at its end comes too late to stop the traffic that is failing).
+      return readsBody(v.unhealthyCondition)
         ? [
             [
               "unhealthyCondition",
-              "not applied to MCP targets: a target's failures (no connection, no answer, an HTTP error status) count against its health, its answers (JSON-RPC errors included) for it",
+              "not applied to MCP targets when it reads response.body (an MCP answer's body is a JSON-RPC message or an SSE stream that may last minutes): the fixed rule applies, a target's failures (no connection, no answer, an HTTP error status) count against its health, its answers (JSON-RPC errors included) for it",
             ],
           ]
         : [];
@@ -175,6 +189,19 @@ export function mcpTargetConnection(
     const cf = num(e.consecutiveFailures);
     const threshold = num(e.healthThreshold);
     const restore = num(e.restoreHealth);
+    let condition: string | undefined;
+    const text = health.value.unhealthyCondition;
+    if (typeof text === "string" && !readsBody(text)) {
+      const c = compileExpression(text, RESPONSE_ENVIRONMENT);
+      if ("errors" in c) {
+        notes.push({
+          from: health.from,
+          field: "backend.health.unhealthyCondition",
+          message: `backend.health.unhealthyCondition: ${c.errors.map((x) => x.message).join("; ")}; left out for MCP target ${target} of ${backend}, the fixed rule applies`,
+          reason: "Ignored",
+        });
+      } else condition = text;
+    }
     out.health = {
       key: healthKey,
       backend: backend.replace(/^GwBackend /, ""),
@@ -183,6 +210,7 @@ export function mcpTargetConnection(
       ...(cf !== undefined && cf > 0 ? { consecutiveFailures: cf } : {}),
       ...(threshold !== undefined ? { healthThreshold: threshold } : {}),
       ...(restore !== undefined ? { restoreHealth: restore } : {}),
+      ...(condition !== undefined ? { condition } : {}),
     };
   }
   const tunnel = fieldOf(p, "tunnel");
