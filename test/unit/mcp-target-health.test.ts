@@ -10,6 +10,7 @@ import { describe, test } from "node:test";
 import { recordTarget, targetEvicted, targetHealthLines, unhealthyAnswer } from "../../src/mcp/target-health.js";
 import { TargetConnection } from "../../src/mcp/upstream.js";
 import type { McpTargetHealth } from "../../src/translate/mcp/connection.js";
+import { startSseTarget } from "../helpers/mcp-target-protocols.js";
 import { startSdkTarget } from "../helpers/mcp-targets.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -123,6 +124,26 @@ describe("MCP target health with an unhealthyCondition", () => {
       await conn.close();
     } finally {
       await target.kill();
+    }
+  });
+
+  test("an SSE-protocol target: the GET stream's opening answer and each POST judged through targetFetch", async () => {
+    const target = await startSseTarget("s");
+    // The POSTs of an SSE target are answered 202 (their answers come on the stream): unhealthy here; the GET's 200
+    // healthy. initialize, notifications/initialized and tools/list: 100 × 0.7³.
+    const h = health("sse", { healthThreshold: 1, durationMs: 60_000, condition: "response.code == 202" });
+    try {
+      const conn = await TargetConnection.connect(
+        { name: "s", url: `http://127.0.0.1:${target.port}/sse`, protocol: "SSE", connection: { health: h } },
+        hooks,
+      );
+      assert.equal(line("sluice_mcp_target_health", "sse"), 70);
+      const tools = await conn.request("tools/list", undefined);
+      assert.ok(Array.isArray(tools["tools"]));
+      assert.equal(line("sluice_mcp_target_health", "sse"), 34.3);
+      await conn.close();
+    } finally {
+      await target.close();
     }
   });
 
