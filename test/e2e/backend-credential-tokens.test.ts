@@ -173,6 +173,13 @@ describe("backend.auth tokens minted by Sluice through Envoy", { timeout: 120_00
     assert.equal(url.searchParams.get("q"), "1");
     assert.equal(seen.headers.cookie, `theme=dark; session=${COOKIE}`);
     assert.equal(seen.headers["x-extra"], `Token ${EXTRA}`);
+    // Served, so the policy's status says so: no Warning (it once said credentials[] was not applied).
+    const { resources } = (await env.sluice.status()) as {
+      resources: { kind: string; name: string; status: unknown }[];
+    };
+    const status = JSON.stringify(resources.find((x) => x.kind === "GwPolicy" && x.name === "static")?.status);
+    assert.match(status, /Attached/);
+    assert.doesNotMatch(status, /Warning/);
   });
 
   test("passthrough: the client's bearer token re-added under the configured header", async () => {

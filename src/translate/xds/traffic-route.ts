@@ -396,14 +396,8 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
           }
           continue;
         }
-        // Credentials and TLS: applyBackendCredentials; Envoy's credential injector writes one credential.
-        if (field === "auth" && value.credentials !== undefined) {
-          ctx.note(
-            f.from,
-            "backend.auth.credentials",
-            `not applied to ${b.backend} yet (Envoy injects one credential, the key or secretRef)`,
-          );
-        }
+        // Credentials and TLS: applyBackendCredentials (Envoy's credential injector for one key or secretRef in a
+        // header, else Sluice's credential ext_proc, which writes `credentials[]` beside it: docs/credentials.md).
         if (field === "auth" || field === "tls") continue;
         // Connection settings become cluster settings (backend-connection.ts), but for the parts listed.
         parts(APPLIED_CONNECTION_FIELDS[field], `not applied to ${b.backend} yet`);
