@@ -120,6 +120,8 @@ describe("MCP target health with an unhealthyCondition", () => {
         hooks,
       );
       await conn.request("tools/list", undefined);
+      // An SSE answer is scored at its end, which may follow the message it carried by a tick.
+      await sleep(50);
       assert.equal(line("sluice_mcp_target_health", "three"), 34.3);
       await conn.close();
     } finally {
