@@ -4,6 +4,7 @@ import type { CredentialPlan } from "../credentials/plan.js";
 import type { PolicyTable } from "../extauthz/server.js";
 import type { AuthorizationPath } from "./authz/plan.js";
 import { PolicyTableBuilder } from "./authz/policy-table.js";
+import { withAiPolicyTls } from "./backend/ai-policy-tls.js";
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
@@ -74,13 +75,15 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   const listenOnGatewayAddress = opts.listenOnGatewayAddress ?? true;
   memo?.begin(input, [opts.impliedGatewayClass ?? false, path, listenOnGatewayAddress, opts.agentCoreEndpoint ?? ""]);
   const policies = new PolicyEngine(input, memo?.policies);
-  const { gateways, statuses } = translateGateways(input, {
+  const { gateways: translated, statuses } = translateGateways(input, {
     impliedGatewayClass: opts.impliedGatewayClass ?? false,
     listenOnGatewayAddress,
     policies,
     ...(memo !== undefined ? { memo } : {}),
     ...(opts.agentCoreEndpoint !== undefined ? { agentCoreEndpoint: opts.agentCoreEndpoint } : {}),
   });
+  // A GwPolicy's tls and tunnel for AI providers, before the LLM table and the xDS both read the providers.
+  const gateways = withAiPolicyTls(translated, input);
   const table = new PolicyTableBuilder();
   const authz = { input, path, table } as const;
   const stages = planLlmStages(gateways);

@@ -2,7 +2,8 @@
 // openai SDK as the client: the provider sits behind a TLS server with a private CA (the example.com fixture), which
 // records the SNI it is asked for and the client certificate it is shown. A CA from a ConfigMap and the SNI of the
 // policy: served; the system CAs, or names the certificate does not carry: refused; mTLS: the provider sees the
-// client certificate of the Secret; a provider's own tls wins over the GwBackend's.
+// client certificate of the Secret; a provider's own tls wins over the GwBackend's; a GwPolicy's tls (for the whole
+// GwBackend or one provider, backend/ai-policy-tls.ts) where neither sets its own, and one that cannot be resolved.
 
 import assert from "node:assert/strict";
 import { type AddressInfo, connect } from "node:net";
@@ -67,8 +68,31 @@ spec:
   const rule = (name: string) => `
     - matches: [{ path: { type: PathPrefix, value: /${name}/ } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${name} }]`;
-  const names = ["trusted", "untrusted", "wrongname", "mtls", "own"];
-  return `${caConfigMapYaml()}${tlsSecretYaml()}${backend("trusted", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }", trusted)}${backend("untrusted", "{ sni: example.com }")}${backend("wrongname", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, verifySubjectAltNames: [other.example.com] }")}${backend("mtls", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }", mtls)}---
+  const names = ["trusted", "untrusted", "wrongname", "mtls", "own", "bypolicy", "byprovider", "badpolicy"];
+  // No tls of their own: a GwPolicy's (for the whole GwBackend, for one provider, one naming a missing ConfigMap).
+  const bare = (name: string, provider: string) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: ${name}, namespace: default }
+spec:
+  ai:
+    groups:
+      - providers:
+          - { name: ${provider}, providerA: { model: gpt-test }, host: 127.0.0.1, port: ${plain} }
+  policies:
+    auth: { key: sk-test }
+`;
+  const tlsPolicy = (name: string, target: string, tls: string) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [${target}]
+  backend:
+    tls: ${tls}
+`;
+  const viaPolicies = `${bare("bypolicy", "p1")}${tlsPolicy("tls-whole", "{ group: sluice.dev, kind: GwBackend, name: bypolicy }", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }")}${bare("byprovider", "p1")}${tlsPolicy("tls-one", "{ group: sluice.dev, kind: GwBackend, name: byprovider, sectionName: p1 }", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }")}${bare("badpolicy", "p1")}${tlsPolicy("tls-bad", "{ group: sluice.dev, kind: GwBackend, name: badpolicy }", "{ caCertificateRefs: [{ name: no-such-ca }], sni: example.com }")}`;
+  return `${caConfigMapYaml()}${tlsSecretYaml()}${viaPolicies}${backend("trusted", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com }", trusted)}${backend("untrusted", "{ sni: example.com }")}${backend("wrongname", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, verifySubjectAltNames: [other.example.com] }")}${backend("mtls", "{ caCertificateRefs: [{ name: example-ca }], sni: example.com, mtlsCertificateRef: [{ name: client-cert }] }", mtls)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: own, namespace: default }
@@ -153,5 +177,31 @@ describe("AI GwBackend policies.tls: Envoy originates TLS to the provider as the
   test("a provider's own tls wins over the GwBackend's (which trusts only the system CAs)", async () => {
     const r = await ask("own");
     assert.match(r.choices[0]?.message.content ?? "", /tls-provider/);
+  });
+
+  test("a GwPolicy's tls, for the whole GwBackend or for one provider, where neither sets its own", async () => {
+    for (const name of ["bypolicy", "byprovider"]) {
+      const r = await ask(name);
+      assert.match(r.choices[0]?.message.content ?? "", /tls-provider/, name);
+    }
+    const { resources } = (await env.sluice.status()) as {
+      resources: { kind: string; name: string; status: unknown }[];
+    };
+    for (const name of ["tls-whole", "tls-one"]) {
+      const status = JSON.stringify(resources.find((x) => x.kind === "GwPolicy" && x.name === name)?.status);
+      assert.match(status, /Attached/, name);
+      assert.doesNotMatch(status, /Warning/, name);
+    }
+  });
+
+  test("a GwPolicy's tls naming a missing ConfigMap: 503 and the policy's status names the field", async () => {
+    const n = provider.requests.length;
+    await assert.rejects(ask("badpolicy"), (e: { status?: number }) => e.status === 503);
+    assert.equal(provider.requests.length, n, "nothing reached the provider");
+    const { resources } = (await env.sluice.status()) as {
+      resources: { kind: string; name: string; status: unknown }[];
+    };
+    const status = JSON.stringify(resources.find((x) => x.kind === "GwPolicy" && x.name === "tls-bad")?.status);
+    assert.match(status, /backend\.tls\.caCertificateRefs/);
   });
 });

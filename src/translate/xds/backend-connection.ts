@@ -243,7 +243,8 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     return {
       ...r,
       ...(changed ? { action: { ...a, backends } } : {}),
-      ...(backendProblems.length > 0 ? { backendProblems } : {}),
+      // Added to what an earlier pass found (backend/ai-policy-tls.ts), never in place of it.
+      ...(backendProblems.length > 0 ? { backendProblems: [...(r.backendProblems ?? []), ...backendProblems] } : {}),
     };
   };
   let touched = false;

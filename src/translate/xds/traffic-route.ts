@@ -371,12 +371,11 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
               `backend.${field}`,
               "not applied to one provider: Envoy's connection settings (connect timeout, TCP keepalive, HTTP version) are a cluster's, and one Envoy cluster holds every provider of the GwBackend so that Envoy's priorities fail over between them; set it for the whole GwBackend",
             );
+          } else if (f.from.kind === "GwPolicy" && (field === "tls" || field === "tunnel")) {
+            // Each provider's (backend/ai-policy-tls.ts, which reports what it cannot apply).
+            continue;
           } else if (f.from.kind === "GwPolicy") {
-            ctx.note(
-              f.from,
-              `backend.${field}`,
-              "not applied to AI backends yet when set by a GwPolicy (ai, auth, extAuth, transformation, health, tcp and http are; tls and tunnel come from the GwBackend's or the provider's own policies)",
-            );
+            ctx.note(f.from, `backend.${field}`, "not applied to AI backends when set by a GwPolicy");
           } else if (f.from.level === "subBackend") {
             parts(
               AI_CLUSTER_FIELDS.subBackend[field],
