@@ -10,15 +10,9 @@ import { test } from "node:test";
 import { fromBinary } from "@bufbuild/protobuf";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import { HttpProtocolOptionsSchema } from "../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+import { gatewayYaml } from "../helpers/gateway.js";
 
-const BASE = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  listeners: [{ name: http, protocol: HTTP, port: 8080 }]
----
+const BASE = `${gatewayYaml(8080)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: llm, namespace: default }
