@@ -436,9 +436,9 @@ export class McpHttpServer {
       const id = this.#opts.codec.seal(started.session.state());
       this.#sessions.set(id, Promise.resolve(started.session));
       sendJson(res, 200, { jsonrpc: "2.0", id: msg.id, result }, { [SESSION_HEADER]: id });
-      // The answer is written: now the targets hear notifications/initialized (held so far, see McpSession.release;
-      // an adopted spare's were sent before the answer, as the check that its targets are still there).
-      started.session.release();
+      // The targets hear notifications/initialized (held so far, see McpSession.release) once the client sends its
+      // own, after that is answered, or before the first request or notification the session sends them, whichever
+      // comes first; an adopted spare's were sent before the answer when the check asks them (spare-pool.ts).
       // A spare set for the next client like this one, started once this one is answered (spare-pool.ts).
       const template = started.template;
       setImmediate(() => this.spares.refill(entry, template));
@@ -472,6 +472,9 @@ export class McpHttpServer {
       if (isNotification(msg)) {
         await session.notify(msg.method, msg.params);
         res.writeHead(202).end();
+        // The client is initialized: its targets are told once its 202 is written, so its wait does not include a
+        // request to each target (and their answers on this process's event loop).
+        if (msg.method === "notifications/initialized") setImmediate(() => session.release());
         return;
       }
       if (!isRequest(msg)) {
