@@ -79,9 +79,9 @@ export interface ConnectOptions {
 
 /**
  * The SDK's Client, but notifications/initialized does not hold up connect(): it is held until `release()` (the
- * session releases it once the client has its answer to initialize, so the targets' notices do not compete with the
- * targets still initializing for the CPU), and every later request to the target releases it and waits for it to be
- * accepted (`initialized`), so the target still sees it before anything else. A new session over several targets
+ * session releases it once the client's own notifications/initialized is answered, so the targets' notices are off the
+ * client's wait), and every later request to the target releases it and waits for it to be accepted (`initialized`),
+ * so the target still sees it before anything else. A new session over several targets
  * then costs one round trip to each on the way to the client's answer, not two.
  */
 class TargetClient extends Client {
