@@ -3,12 +3,13 @@
 // line (a fixed young generation: docs/faults.md#memory) are also in deploy/Containerfile's ENTRYPOINT and
 // scripts/quickstart.sh; test/unit/node-flags.test.ts keeps them equal.
 import { existsSync } from "node:fs";
-import { enableCompileCache } from "node:module";
+import module from "node:module";
 
 // V8's compiled code of Sluice's modules kept on disk (Node's own cache, in the OS temporary directory; keyed by the
 // Node version and each file's content), so a start compiles only what changed: about a fifth of a start's CPU.
 // NODE_DISABLE_COMPILE_CACHE=1 turns it off; where the directory cannot be written, Node runs without it.
-enableCompileCache?.();
+// (`module.enableCompileCache` is Node 22.1 and later; the package asks for Node 22.)
+module.enableCompileCache?.();
 
 const entry = new URL("../dist/src/cli/main.js", import.meta.url);
 if (!existsSync(entry)) {
