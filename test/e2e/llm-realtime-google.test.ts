@@ -10,7 +10,6 @@
 
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
-import { connect } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { GoogleGenAI, type LiveServerMessage, Modality, type Session } from "@google/genai";
 import { decodeJwt, jwtVerify } from "jose";
@@ -18,7 +17,7 @@ import { type FakeGeminiLive, LIVE_PATH, startFakeGeminiLive } from "../helpers/
 import { type FakeGoogleAuth, startFakeGoogleAuth } from "../helpers/fake-google-auth.js";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
 
 const CARD = "4111 1111 1111 1111";
 const MODEL = "projects/my-project/locations/us-central1/publishers/google/models/gemini-live-2.5-flash";
@@ -151,38 +150,6 @@ async function turn(next: () => Promise<LiveServerMessage>): Promise<LiveServerM
   }
 }
 
-/** The answer to a websocket upgrade the gateway refuses: its status and body. */
-function refusedUpgrade(env: LlmEnv, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const s = connect(env.port, "127.0.0.1", () =>
-      s.write(
-        [
-          `GET ${path} HTTP/1.1`,
-          `Host: 127.0.0.1:${env.port}`,
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-          "Sec-WebSocket-Version: 13",
-          "",
-          "",
-        ].join("\r\n"),
-      ),
-    );
-    let text = "";
-    s.on("data", (c: Buffer) => {
-      text += c.toString("utf8");
-    });
-    s.on("error", reject);
-    s.on("end", () => {
-      resolve({
-        status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]),
-        body: text.slice(text.indexOf("\r\n\r\n") + 4),
-      });
-    });
-    setTimeout(() => s.destroy(), 10_000).unref();
-  });
-}
-
 describe("cloudB credentials on guarded Realtime sessions (Vertex AI's Live API)", { timeout: 90_000 }, () => {
   let google: FakeGoogleAuth;
   let vertex: FakeGeminiLive;
@@ -285,7 +252,7 @@ describe("cloudB credentials on guarded Realtime sessions (Vertex AI's Live API)
 
   test("an upgrade to a path the routes do not name Realtime is refused 400 (not left waiting for a body)", async () => {
     const handshakes = vertex.handshakes.length;
-    const r = await refusedUpgrade(env, "/vertex/ws/google.cloud.aiplatform.v1beta1.PredictionService/Predict");
+    const r = await refusedUpgrade(env.port, "/vertex/ws/google.cloud.aiplatform.v1beta1.PredictionService/Predict");
     assert.equal(r.status, 400);
     assert.match(r.body, /only paths the AI policy's routes name Realtime take websockets/);
     assert.equal(vertex.handshakes.length, handshakes);
@@ -293,7 +260,7 @@ describe("cloudB credentials on guarded Realtime sessions (Vertex AI's Live API)
 
   test("credentials the token endpoint refuses: the upgrade is answered 500, the provider not called", async () => {
     const handshakes = vertex.handshakes.length;
-    const r = await refusedUpgrade(env, `/wrongkey${LIVE_PATH}`);
+    const r = await refusedUpgrade(env.port, `/wrongkey${LIVE_PATH}`);
     assert.equal(r.status, 500);
     assert.match(r.body, /credentials of provider default are not available/);
     assert.doesNotMatch(r.body, /PRIVATE KEY|assertion/);

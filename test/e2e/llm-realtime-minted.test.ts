@@ -12,11 +12,11 @@ import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { decodeProtectedHeader, jwtVerify } from "jose";
-import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
+import { type FakeRealtime, startFakeRealtime, waitForEvents } from "../helpers/fake-realtime.js";
 import { startTokenService, type TokenService } from "../helpers/fake-token-service.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
 
 const jwtKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
 const pem = JSON.stringify(jwtKeys.privateKey.export({ type: "pkcs8", format: "pem" }).toString());
@@ -100,48 +100,12 @@ ${rule("pass")}
 /** A websocket through Envoy with the client's key in OpenAI's subprotocol; its events queued. */
 const open = (env: LlmEnv, path: string, key: string) => openRealtime(env.port, path, key);
 
-/** The relay's answer to an upgrade it refuses: status and body, over a plain HTTP/1.1 upgrade request. */
-async function refusedUpgrade(env: LlmEnv, path: string, key: string): Promise<{ status: number; body: string }> {
-  const { connect } = await import("node:net");
-  return new Promise((resolve, reject) => {
-    const s = connect(env.port, "127.0.0.1", () =>
-      s.write(
-        [
-          `GET ${path}?model=gpt-realtime HTTP/1.1`,
-          `Host: 127.0.0.1:${env.port}`,
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-          "Sec-WebSocket-Version: 13",
-          `Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.${key}`,
-          "",
-          "",
-        ].join("\r\n"),
-      ),
-    );
-    let text = "";
-    s.on("data", (c: Buffer) => {
-      text += c.toString("utf8");
-    });
-    s.on("error", reject);
-    s.on("end", () => {
-      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
-      resolve({ status, body: text.slice(text.indexOf("\r\n\r\n") + 4) });
-    });
-    setTimeout(() => s.destroy(), 10_000).unref();
-  });
-}
-
 const userText = (text: string) =>
   JSON.stringify({
     type: "conversation.item.create",
     event_id: "evt_client_1",
     item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
   });
-
-async function waitForEvents(rt: FakeRealtime, n: number): Promise<void> {
-  for (let i = 0; i < 100 && rt.events.length < n; i++) await new Promise((r) => setTimeout(r, 50));
-}
 
 describe("minted credentials on guarded Realtime sessions", { timeout: 60_000 }, () => {
   let jwt: FakeRealtime;
@@ -208,7 +172,9 @@ describe("minted credentials on guarded Realtime sessions", { timeout: 60_000 },
   test("oauthTokenExchange refused: the upgrade is answered 401 naming the field, the provider not called", async () => {
     sts.revoked.add(REVOKED);
     const handshakes = exchange.handshakes.length;
-    const r = await refusedUpgrade(env, "/exchange/v1/realtime", REVOKED);
+    const r = await refusedUpgrade(env.port, "/exchange/v1/realtime?model=gpt-realtime", [
+      `Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.${REVOKED}`,
+    ]);
     assert.equal(r.status, 401);
     assert.match(r.body, /credentials of provider default are not available: .*oauthTokenExchange/);
     assert.doesNotMatch(r.body, new RegExp(REVOKED));

@@ -6,13 +6,12 @@
 // ends). A pool whose picker cannot be reached answers the upgrade 503, nothing dialled.
 
 import assert from "node:assert/strict";
-import { connect } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
+import { type FakeRealtime, startFakeRealtime, waitForEvents } from "../helpers/fake-realtime.js";
 import { type GrpcTestServer, inferencePoolYaml, startEndpointPicker } from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort } from "../helpers/net.js";
-import { openRealtime } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
 
 const CARD = "4111 1111 1111 1111";
 
@@ -75,47 +74,11 @@ spec:
 `;
 }
 
-/** The status line and body of an upgrade the gateway refuses. */
-function refusedUpgrade(env: LlmEnv, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const s = connect(env.port, "127.0.0.1", () =>
-      s.write(
-        [
-          `GET ${path}?model=gpt-realtime HTTP/1.1`,
-          `Host: 127.0.0.1:${env.port}`,
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-          "Sec-WebSocket-Version: 13",
-          "",
-          "",
-        ].join("\r\n"),
-      ),
-    );
-    let text = "";
-    s.on("data", (c: Buffer) => {
-      text += c.toString("utf8");
-    });
-    s.on("error", reject);
-    s.on("end", () =>
-      resolve({
-        status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]),
-        body: text.slice(text.indexOf("\r\n\r\n") + 4),
-      }),
-    );
-    setTimeout(() => s.destroy(), 15_000).unref();
-  });
-}
-
 const userText = (text: string) =>
   JSON.stringify({
     type: "conversation.item.create",
     item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
   });
-
-async function waitForEvents(rt: FakeRealtime, n: number): Promise<void> {
-  for (let i = 0; i < 100 && rt.events.length < n; i++) await new Promise((r) => setTimeout(r, 50));
-}
 
 describe("guarded Realtime sessions to an InferencePool: the picker chooses once per session", {
   timeout: 60_000,
@@ -188,7 +151,7 @@ describe("guarded Realtime sessions to an InferencePool: the picker chooses once
 
   test("a pool whose picker cannot be reached answers 503 naming it; no server is dialled", async () => {
     const handshakes = a.handshakes.length + b.handshakes.length;
-    const r = await refusedUpgrade(env, "/unpicked/v1/realtime");
+    const r = await refusedUpgrade(env.port, "/unpicked/v1/realtime?model=gpt-realtime");
     assert.equal(r.status, 503);
     assert.match(r.body, /InferencePool default\/dead: its endpoint picker default\/dead-epp did not choose/);
     assert.equal(a.handshakes.length + b.handshakes.length, handshakes);

@@ -11,10 +11,10 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { type AddressInfo, connect, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
+import { type FakeRealtime, startFakeRealtime, waitForEvents } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
 import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
 
 const CARD = "4111 1111 1111 1111";
@@ -133,48 +133,12 @@ spec:
 `;
 }
 
-/** The status line and body of an upgrade the gateway refuses. */
-function refusedUpgrade(env: LlmEnv, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const s = connect(env.port, "127.0.0.1", () =>
-      s.write(
-        [
-          `GET ${path}?model=gpt-realtime HTTP/1.1`,
-          `Host: 127.0.0.1:${env.port}`,
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-          "Sec-WebSocket-Version: 13",
-          "",
-          "",
-        ].join("\r\n"),
-      ),
-    );
-    let text = "";
-    s.on("data", (c: Buffer) => {
-      text += c.toString("utf8");
-    });
-    s.on("error", reject);
-    s.on("end", () =>
-      resolve({
-        status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]),
-        body: text.slice(text.indexOf("\r\n\r\n") + 4),
-      }),
-    );
-    setTimeout(() => s.destroy(), 10_000).unref();
-  });
-}
-
 const userText = (text: string) =>
   JSON.stringify({
     type: "conversation.item.create",
     event_id: "evt_client_1",
     item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
   });
-
-async function waitForEvents(rt: FakeRealtime, n: number): Promise<void> {
-  for (let i = 0; i < 100 && rt.events.length < n; i++) await new Promise((r) => setTimeout(r, 50));
-}
 
 describe("guarded Realtime sessions to a Service's endpoints and through a tunnel", { timeout: 60_000 }, () => {
   let a: FakeRealtime;
@@ -224,7 +188,7 @@ describe("guarded Realtime sessions to a Service's endpoints and through a tunne
   });
 
   test("a Service without a ready endpoint answers 503, nothing dialled", async () => {
-    const r = await refusedUpgrade(env, "/nowhere/v1/realtime");
+    const r = await refusedUpgrade(env.port, "/nowhere/v1/realtime?model=gpt-realtime");
     assert.equal(r.status, 503);
     assert.equal(down.handshakes.length, 0);
   });
@@ -246,7 +210,7 @@ describe("guarded Realtime sessions to a Service's endpoints and through a tunne
     proxy.refuse = true;
     try {
       const handshakes = secure.handshakes.length;
-      const r = await refusedUpgrade(env, "/tunnelled/v1/realtime");
+      const r = await refusedUpgrade(env.port, "/tunnelled/v1/realtime?model=gpt-realtime");
       assert.equal(r.status, 502);
       assert.match(r.body, /provider default unreachable/);
       assert.equal(secure.handshakes.length, handshakes);

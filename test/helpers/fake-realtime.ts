@@ -181,3 +181,8 @@ export async function startFakeRealtime(o: {
       }),
   };
 }
+
+/** Waits (up to 5 s) until `rt` has received `n` client events. */
+export async function waitForEvents(rt: FakeRealtime, n: number): Promise<void> {
+  for (let i = 0; i < 100 && rt.events.length < n; i++) await new Promise((r) => setTimeout(r, 50));
+}

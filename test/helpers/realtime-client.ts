@@ -1,6 +1,8 @@
 // A client of OpenAI's Realtime API as a browser opens it: a websocket (Node's global WebSocket) whose key rides in
 // OpenAI's `openai-insecure-api-key.` subprotocol, its JSON events queued for the test to read in order.
 
+import { connect } from "node:net";
+
 export type RealtimeEvent = Record<string, unknown>;
 
 export interface RealtimeClient {
@@ -39,4 +41,44 @@ export async function openRealtime(port: number, path: string, key: string): Pro
     });
   };
   return { ws, next };
+}
+
+/**
+ * The status line and body of a websocket upgrade the gateway refuses: `GET <path>` sent raw to 127.0.0.1:`port`
+ * (`headers`: more header lines), read until the gateway closes the connection.
+ */
+export function refusedUpgrade(
+  port: number,
+  path: string,
+  headers: readonly string[] = [],
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, "127.0.0.1", () =>
+      s.write(
+        [
+          `GET ${path} HTTP/1.1`,
+          `Host: 127.0.0.1:${port}`,
+          "Upgrade: websocket",
+          "Connection: Upgrade",
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+          "Sec-WebSocket-Version: 13",
+          ...headers,
+          "",
+          "",
+        ].join("\r\n"),
+      ),
+    );
+    let text = "";
+    s.on("data", (c: Buffer) => {
+      text += c.toString("utf8");
+    });
+    s.on("error", reject);
+    s.on("end", () =>
+      resolve({
+        status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]),
+        body: text.slice(text.indexOf("\r\n\r\n") + 4),
+      }),
+    );
+    setTimeout(() => s.destroy(), 15_000).unref();
+  });
 }
