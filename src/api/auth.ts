@@ -54,7 +54,7 @@ export const RemoteJWKS = Obj(
 
 export const JWKS = Obj(
   {
-    inline: Opt(Str({ min: 2, max: 65536, description: "A JSON Web Key Set, as a string." })),
+    inline: Opt(Str({ min: 2, max: 65536, format: "jwks", description: "A JSON Web Key Set, as a string." })),
     remote: Opt(RemoteJWKS),
   },
   { description: "The keys that verify tokens.", rules: [exactlyOne(["inline", "remote"])] },
@@ -216,6 +216,13 @@ export const ClientAuth = Obj(
         message: "privateKeyJwt is only valid with method PrivateKeyJwt",
         fieldPath: ".privateKeyJwt",
         check: (s) => !has(s, "privateKeyJwt") || s?.method === "PrivateKeyJwt",
+      }),
+      // PrivateKeyJwt authenticates with the signed assertion: a client secret beside it would be read by nobody.
+      rule({
+        rule: "!has(self.secretRef) || !has(self.method) || self.method != 'PrivateKeyJwt'",
+        message: "secretRef is not used with method PrivateKeyJwt, which authenticates with the signed assertion",
+        fieldPath: ".secretRef",
+        check: (s) => !has(s, "secretRef") || s?.method !== "PrivateKeyJwt",
       }),
       rule({
         rule: "has(self.secretRef) || (has(self.method) && self.method != 'ClientSecretBasic')",

@@ -90,7 +90,17 @@ export const BackendTLS = Obj(
   },
   {
     description: "Originate TLS to the backend (system CAs and SNI from the destination unless set).",
-    rules: [atMostOne(["verifySubjectAltNames", "insecureSkipVerify"])],
+    rules: [
+      atMostOne(["verifySubjectAltNames", "insecureSkipVerify"]),
+      // `All` accepts any certificate: a CA given beside it would be read by nobody (issue 22).
+      rule({
+        rule: "!has(self.caCertificateRefs) || size(self.caCertificateRefs) == 0 || !has(self.insecureSkipVerify) || self.insecureSkipVerify != 'All'",
+        message: "caCertificateRefs is not used with insecureSkipVerify All, which accepts any certificate",
+        fieldPath: ".caCertificateRefs",
+        check: (s) =>
+          !Array.isArray(s?.caCertificateRefs) || s.caCertificateRefs.length === 0 || s?.insecureSkipVerify !== "All",
+      }),
+    ],
   },
 );
 
@@ -287,6 +297,9 @@ export const AIPromptGuard = Obj(
 const Message = Obj({ role: Str({ min: 1, max: 64 }), content: Str({ min: 1 }) });
 const FieldValue = Obj({ field: ShortString, value: Json("Any JSON value.") });
 export const FieldTransformation = Obj({ field: ShortString, expression: CELExpression });
+export function FieldTransformations(description: string) {
+  return Arr(FieldTransformation, { min: 1, max: 64, mapKeys: ["field"], description });
+}
 
 export const BackendAI = Obj(
   {
@@ -294,11 +307,17 @@ export const BackendAI = Obj(
       Obj({ prepend: Opt(Arr(Message)), append: Opt(Arr(Message)) }, "Static enrichment of every chat request."),
     ),
     promptGuard: Opt(AIPromptGuard),
-    defaults: Opt(Arr(FieldValue, { min: 1, max: 64, description: "Body fields set unless the client set them." })),
-    overrides: Opt(Arr(FieldValue, { min: 1, max: 64, description: "Body fields overwritten." })),
-    transformations: Opt(
-      Arr(FieldTransformation, { min: 1, max: 64, description: "Body fields computed by CEL; win over overrides." }),
+    // One entry per field in each list (issue 22): a second entry for a field left one of the two unused.
+    defaults: Opt(
+      Arr(FieldValue, {
+        min: 1,
+        max: 64,
+        mapKeys: ["field"],
+        description: "Body fields set unless the client set them.",
+      }),
     ),
+    overrides: Opt(Arr(FieldValue, { min: 1, max: 64, mapKeys: ["field"], description: "Body fields overwritten." })),
+    transformations: Opt(FieldTransformations("Body fields computed by CEL; win over overrides.")),
     modelAliases: Opt(MapOf(Str({ min: 1, max: 256 }), { max: 64, description: "Friendly name to provider model." })),
     promptCaching: Opt(
       Obj(

@@ -2,6 +2,7 @@
 
 import { BackendFull, BackendSimple, BackendWithAI } from "./backend-policy.js";
 import {
+  HostName,
   LabelSelector,
   LocalBackendObjectReference,
   LocalObjectReference,
@@ -63,6 +64,13 @@ const foundryNeedsProject: Rule = rule({
   fieldPath: ".projectName",
   check: (s) => s?.resourceType !== "Foundry" || has(s, "projectName"),
 });
+// The OpenAI resource type has no project in its paths: a projectName there would be read by nobody (issue 22).
+const projectOnlyForFoundry: Rule = rule({
+  rule: "!has(self.projectName) || (has(self.resourceType) && self.resourceType == 'Foundry')",
+  message: "projectName is only valid with resourceType Foundry (the OpenAI resource type has no project)",
+  fieldPath: ".projectName",
+  check: (s) => !has(s, "projectName") || s?.resourceType === "Foundry",
+});
 
 export const CloudCProvider = Obj(
   {
@@ -72,7 +80,7 @@ export const CloudCProvider = Obj(
     projectName: Opt(withDoc(ShortString, "Required for Foundry: /api/projects/{projectName}/...")),
     model: modelOverride,
   },
-  { rules: [foundryNeedsProject] },
+  { rules: [foundryNeedsProject, projectOnlyForFoundry] },
 );
 
 export const CloudCModelSettings = Obj(
@@ -82,7 +90,7 @@ export const CloudCModelSettings = Obj(
     apiVersion: Opt(Str({ min: 1, max: 64, default: "v1" })),
     projectName: Opt(ShortString),
   },
-  { rules: [foundryNeedsProject] },
+  { rules: [foundryNeedsProject, projectOnlyForFoundry] },
 );
 
 export const ProviderFSettings = Obj(
@@ -120,7 +128,12 @@ export const CustomFormats = Arr(
     type: Enum(PROVIDER_FORMATS),
     path: Opt(UpstreamPath("Default: the default path of the format.")),
   }),
-  { min: 1, max: 6 },
+  {
+    min: 1,
+    max: 6,
+    // The provider is asked in a format at that format's one path: a second entry of a type was never used.
+    mapKeys: ["type"],
+  },
 );
 
 const customBackendKind: Rule = rule({
@@ -187,7 +200,7 @@ const llmProviderProps = {
   providerF: Opt(ProviderF),
   providerG: Opt(ProviderG),
   custom: Opt(CustomProvider),
-  host: Opt(withDoc(ShortString, "Target host; overrides the default of managed variants.")),
+  host: Opt(HostName("Target host; overrides the default of managed variants.")),
   port: Opt(PortNumber),
   path: Opt(UpstreamPath("Overrides the upstream API path; exclusive with pathPrefix.")),
   pathPrefix: Opt(UpstreamPath("Overrides the base path prefix (such as /v1); providerA and providerD only.")),
@@ -286,7 +299,7 @@ export const AIBackend = Obj(
 
 const StaticMCPTarget = Obj(
   {
-    host: Opt(ShortString),
+    host: Opt(HostName("The target's host.")),
     backendRef: Opt(withDoc(LocalObjectReference, "A Service in the same namespace; replaces host only.")),
     port: PortNumber,
     path: Opt(UpstreamPath("Default /sse for SSE, /mcp for StreamableHTTP.")),
@@ -354,7 +367,7 @@ export const GwBackendSpec = Obj(
     static: Opt(
       Obj(
         {
-          host: Opt(ShortString),
+          host: Opt(HostName("Host name or IP address.")),
           port: Opt(PortNumber),
           unixPath: Opt(Str({ min: 1, max: 4096, description: "Unix socket; exclusive with host and port." })),
         },
@@ -375,7 +388,7 @@ export const GwBackendSpec = Obj(
         },
       ),
     ),
-    a2a: Opt(Obj({ host: Str({ min: 1, max: 256 }), port: PortNumber }, "An agent-to-agent endpoint.")),
+    a2a: Opt(Obj({ host: HostName("Host name or IP address."), port: PortNumber }, "An agent-to-agent endpoint.")),
     dynamicForwardProxy: Opt(Empty("Send each request to the destination named by its Host header (or SNI).")),
     cloudA: Opt(
       Obj(

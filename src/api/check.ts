@@ -4,7 +4,7 @@
 // unknown fields get a "did you mean", and the cost is one pass over the document. Never throws on input.
 
 import { error, type Problem, warning } from "./problems.js";
-import { DEPRECATED, FORMAT, PATTERN_MESSAGE, RULES, type Rule } from "./schema-kit.js";
+import { DEPRECATED, FORMAT, LIST_MAP_KEYS, LIST_TYPE, PATTERN_MESSAGE, RULES, type Rule } from "./schema-kit.js";
 import { formatError } from "./string-formats.js";
 
 type Schema = Record<string, unknown>;
@@ -197,8 +197,28 @@ function checkArray(schema: Schema, value: unknown, path: string, problems: Prob
     problems.push(error(path, `must have at most ${plural(max, "entry")} (got ${value.length})`));
   const items = schema["items"] as Schema | undefined;
   const out = items === undefined ? clone(value) : value.map((v, i) => checkValue(items, v, `${path}[${i}]`, problems));
+  if (schema[LIST_TYPE] === "map" && Array.isArray(out)) duplicateKeys(schema[LIST_MAP_KEYS], out, path, problems);
   runRules(schema, out, path, problems);
   return out;
+}
+
+/** `x-kubernetes-list-type: map`: a later entry with the keys of an earlier one is refused, as the API server does. */
+function duplicateKeys(keys: unknown, list: readonly unknown[], path: string, problems: Problem[]): void {
+  if (!Array.isArray(keys)) return;
+  const seen = new Map<string, number>();
+  list.forEach((entry, i) => {
+    if (!isRecord(entry)) return;
+    const values = keys.map((k: string) => entry[k]);
+    if (values.some((v) => v === undefined)) return;
+    const id = JSON.stringify(values);
+    const first = seen.get(id);
+    if (first === undefined) {
+      seen.set(id, i);
+      return;
+    }
+    const what = keys.map((k: string, j) => `${k} ${JSON.stringify(values[j])}`).join(", ");
+    problems.push(error(`${path}[${i}]`, `must be unique: ${what} is already at [${first}]`));
+  });
 }
 
 function checkObject(schema: Schema, value: unknown, path: string, problems: Problem[]): unknown {

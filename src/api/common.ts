@@ -106,6 +106,20 @@ export const Kind = Str({
 export const PortNumber = Int({ min: 1, max: 65535 });
 
 /** A path sent upstream as written: it must start with `/` (one without it is not a request target). */
+/**
+ * A host name or IP address to connect to. The spec types these as ShortString; a URL (scheme, path, user info) or a
+ * blank would be looked up as a name and never resolve, so it is refused here, naming the field.
+ */
+export function HostName(description: string, max = 256) {
+  return Str({
+    min: 1,
+    max,
+    pattern: "^[^/?#@\\s]+$",
+    patternMessage: "must be a host name or IP address, without scheme, path or spaces",
+    description,
+  });
+}
+
 export function UpstreamPath(description: string) {
   return Str({ min: 1, max: 1024, pattern: "^/", patternMessage: "must start with /", description });
 }

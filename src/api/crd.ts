@@ -24,6 +24,8 @@ const COPIED = [
   "anyOf",
   "x-kubernetes-int-or-string",
   "x-kubernetes-preserve-unknown-fields",
+  "x-kubernetes-list-type",
+  "x-kubernetes-list-map-keys",
 ] as const;
 
 /** The structural openAPIV3Schema node for a schema of ours: standard keywords kept, `x-sluice-*` dropped. */

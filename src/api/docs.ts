@@ -34,6 +34,8 @@ function limits(s: Schema): string {
   range(s["minLength"], s["maxLength"], "length ");
   range(s["minItems"], s["maxItems"], "entries ");
   range(s["minProperties"], s["maxProperties"], "entries ");
+  const keys = s["x-kubernetes-list-map-keys"];
+  if (Array.isArray(keys)) out.push(`one entry per ${keys.map((k) => `\`${String(k)}\``).join(", ")}`);
   if (s["x-kubernetes-int-or-string"] !== true) range(s["minimum"], s["maximum"], "");
   if (typeof s["pattern"] === "string") out.push(`pattern \`${String(s["pattern"]).replaceAll("|", "\\|")}\``);
   const format = FORMAT_NOTES[String(s["x-sluice-format"])];
@@ -46,6 +48,7 @@ const FORMAT_NOTES: Readonly<Record<string, string>> = {
   regex: "regular expression (linear-time subset, checked)",
   "cel-or-duration": "duration or CEL (checked)",
   "cel-duration-or-timestamp": "duration, RFC 3339 timestamp or CEL (checked)",
+  jwks: "a JSON object whose keys is a list (checked)",
 };
 
 function cell(v: string): string {

@@ -2,7 +2,7 @@
 
 import { ModelBackendAuth } from "./auth.js";
 import { CloudCModelSettings, CustomModelSettings, ProviderFSettings, ProviderGModelSettings } from "./backend.js";
-import { AIPromptGuard, BackendTLS, FieldTransformation, Health, Tunnel } from "./backend-policy.js";
+import { AIPromptGuard, BackendTLS, FieldTransformations, Health, Tunnel } from "./backend-policy.js";
 import {
   Authorization,
   CELExpression,
@@ -53,7 +53,7 @@ export const MODEL_PROVIDERS = [
 
 export const ModelPolicies = Obj(
   {
-    transformations: Opt(Arr(FieldTransformation, { min: 1, max: 64 })),
+    transformations: Opt(FieldTransformations("Body fields computed by CEL.")),
     authorization: Opt(withDoc(Authorization, "Rules clients must meet to use the model.")),
     auth: Opt(ModelBackendAuth),
     health: Opt(Health),

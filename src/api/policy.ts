@@ -105,12 +105,40 @@ export const TargetSelector = Obj(
 // ---- frontend ----
 
 const Attribute = Obj({ name: ShortString, expression: CELExpression });
+/** The fields of an access log entry before `attributes.remove` (translate/xds/frontend.ts writes them). */
+export const ACCESS_LOG_FIELDS = [
+  "start_time",
+  "method",
+  "path",
+  "protocol",
+  "authority",
+  "status",
+  "response_flags",
+  "duration_ms",
+  "bytes_received",
+  "bytes_sent",
+  "upstream_host",
+  "source_address",
+  "user_agent",
+  "request_id",
+  "route_name",
+] as const;
+const attributesAdd = Opt(Arr(Attribute, { description: "Fields to add; a pair whose expression fails is omitted." }));
+// The spec: `remove` names "default fields". A log entry's are the ones above, so another name (a typo) is refused
+// rather than removing nothing (issue 22); a span's default attributes are OpenTelemetry's, open-ended.
 const LogAttributes = Obj(
   {
-    remove: Opt(Arr(TinyString, { min: 1, max: 32, description: "Default fields to drop." })),
-    add: Opt(Arr(Attribute, { description: "Fields to add; a pair whose expression fails is omitted." })),
+    remove: Opt(Arr(Enum(ACCESS_LOG_FIELDS), { min: 1, max: 32, description: "Default fields to drop." })),
+    add: attributesAdd,
   },
-  "Fields of each log entry or span.",
+  "Fields of each log entry.",
+);
+const SpanAttributes = Obj(
+  {
+    remove: Opt(Arr(TinyString, { min: 1, max: 32, description: "Default attributes to drop." })),
+    add: attributesAdd,
+  },
+  "Attributes of each span.",
 );
 const pathOnlyForHTTP: Rule = rule({
   rule: "!has(self.path) || (has(self.protocol) && self.protocol == 'HTTP')",
@@ -145,7 +173,7 @@ export const Tracing = Obj(
     backendRef: withDoc(BackendObjectReference, "The collector: a Service or a GwBackend."),
     protocol: Opt(OTLP_PROTOCOL),
     path: Opt(UpstreamPath("HTTP only; default /v1/traces.")),
-    attributes: Opt(LogAttributes),
+    attributes: Opt(SpanAttributes),
     resources: Opt(Arr(Attribute, "Resource attributes.")),
     randomSampling: Opt(withDoc(CELExpression, "Float 0.0..1.0 or boolean; starts a new trace; unset disables.")),
     clientSampling: Opt(withDoc(CELExpression, "Applies when the request has a trace; unset means 100%.")),
@@ -179,6 +207,19 @@ export const FrontendTLS = Obj(
   {
     description: "TLS of downstream connections.",
     rules: [
+      // BoringSSL negotiates TLS 1.3 with its own suites, so a list of TLS 1.3 suites alone allows TLS 1.3 only.
+      rule({
+        rule:
+          "!has(self.maxProtocolVersion) || self.maxProtocolVersion != '1.2' || !has(self.cipherSuites) || " +
+          "size(self.cipherSuites) == 0 || self.cipherSuites.exists(c, !c.startsWith('TLS13_'))",
+        message: "cipherSuites has only TLS 1.3 suites, which cannot be used with maxProtocolVersion 1.2",
+        fieldPath: ".cipherSuites",
+        check: (s) =>
+          s?.maxProtocolVersion !== "1.2" ||
+          !Array.isArray(s?.cipherSuites) ||
+          s.cipherSuites.length === 0 ||
+          s.cipherSuites.some((c: unknown) => !String(c).startsWith("TLS13_")),
+      }),
       rule({
         rule: "!has(self.minProtocolVersion) || !has(self.maxProtocolVersion) || self.minProtocolVersion <= self.maxProtocolVersion",
         message: "minProtocolVersion must not be above maxProtocolVersion",
@@ -219,6 +260,12 @@ export const FrontendHTTP = Obj(
       byteSizeWithin("http2ConnectionWindowSize", 65535, 2147483647, "the HTTP/2 window bounds Envoy accepts"),
       byteSizeWithin("http2FrameSize", 16384, 16777215, "the frame sizes HTTP/2 allows (RFC 9113)"),
       byteSizeWithin("http2MaxHeaderSize", 1024, 8192 * 1024, "Envoy's header limit is 1 to 8192 KiB"),
+      // The timeout bounds the answer to a keepalive PING, and PINGs are sent only at an interval (issue 22).
+      requires(
+        "http2KeepaliveTimeout",
+        "http2KeepaliveInterval",
+        "http2KeepaliveTimeout requires http2KeepaliveInterval: PINGs, whose answer it waits for, are sent only at an interval",
+      ),
     ],
   },
 );

@@ -36,6 +36,8 @@ export const FORMAT = "x-sluice-format"; // one of STRING_FORMATS (./string-form
 export const PATTERN_MESSAGE = "x-sluice-pattern-message";
 export const DEPRECATED = "x-sluice-deprecated";
 export const RULES = "x-kubernetes-validations";
+export const LIST_TYPE = "x-kubernetes-list-type";
+export const LIST_MAP_KEYS = "x-kubernetes-list-map-keys";
 
 function doc(d: Doc | string | undefined): Doc {
   if (d === undefined) return {};
@@ -117,6 +119,11 @@ export interface ArrOpts extends Doc {
   readonly max?: number;
   readonly rules?: readonly Rule[];
   readonly default?: readonly unknown[];
+  /**
+   * Entries are keyed by these (required, scalar) fields, which must be unique: Kubernetes' `x-kubernetes-list-type:
+   * map`, checked by the API server itself at no CEL cost and by ./check.ts alike.
+   */
+  readonly mapKeys?: readonly string[];
 }
 
 export function Arr<T extends TSchema>(items: T, o: ArrOpts | string = {}) {
@@ -127,6 +134,7 @@ export function Arr<T extends TSchema>(items: T, o: ArrOpts | string = {}) {
     ...(opts.max !== undefined ? { maxItems: opts.max } : {}),
     ...(opts.rules !== undefined && opts.rules.length > 0 ? { [RULES]: opts.rules } : {}),
     ...(opts.default !== undefined ? { default: opts.default } : {}),
+    ...(opts.mapKeys !== undefined ? { [LIST_TYPE]: "map", [LIST_MAP_KEYS]: [...opts.mapKeys] } : {}),
   });
 }
 

@@ -16,6 +16,8 @@ export const STRING_FORMATS = [
   "cel-or-duration",
   /** `extAuth.cache.ttl`: a duration, an RFC 3339 timestamp, else a CEL expression (extauthz/decision-cache). */
   "cel-duration-or-timestamp",
+  /** `jwks.inline`: a JSON object whose `keys` is a list (RFC 7517); whether a key is usable is the status's. */
+  "jwks",
 ] as const;
 export type StringFormat = (typeof STRING_FORMATS)[number];
 
@@ -44,7 +46,23 @@ export function formatError(format: unknown, value: string): string | undefined 
         ? undefined
         : `must be a duration such as 5m, an RFC 3339 timestamp, or a CEL expression: ${e}`;
     }
+    case "jwks":
+      return jwksError(value);
     default:
       return undefined;
   }
+}
+
+function jwksError(value: string): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (e) {
+    return `invalid JSON Web Key Set: not JSON: ${(e as Error).message}`;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    return "invalid JSON Web Key Set: must be a JSON object";
+  }
+  const keys = (parsed as { keys?: unknown }).keys;
+  return keys === undefined || Array.isArray(keys) ? undefined : 'invalid JSON Web Key Set: "keys" must be a list';
 }

@@ -43,6 +43,13 @@ const SLUICE_ONLY = new Map<string, string>([
         "a duration or CEL (or timestamp) in one string: Kubernetes CEL cannot parse the CEL alternative, Sluice does",
       ] as const,
   ),
+  ...["inline JWKS not JSON", "inline JWKS keys not a list"].map(
+    (name) =>
+      [
+        `case GwPolicy: ${name}`,
+        "an inline JWKS is JSON in a string: Kubernetes CEL cannot parse JSON, Sluice does",
+      ] as const,
+  ),
   [
     "test/golden/translate/traffic-extauth-cache.in.yaml GwPolicy bad-ttl",
     "extAuth.cache.ttl neither a duration, a timestamp nor CEL that parses: a string to the CRD, checked by Sluice",

@@ -2,7 +2,9 @@
 // backend-model-api.md), valid and invalid specs at the boundary, each invalid one with the field path and message
 // `sluice validate` gives. Shared with test/e2e/kube-crds.test.ts, which submits them to a real API server.
 
+import { PROVIDER_FORMATS } from "../../src/api/backend.js";
 import { byteQuantity } from "../../src/api/common.js";
+import { ACCESS_LOG_FIELDS } from "../../src/api/policy.js";
 
 export type Json = Record<string, unknown>;
 export type Kind = "GwPolicy" | "GwBackend" | "GwModel" | "GwParameters";
@@ -900,6 +902,11 @@ export const RULE_CASES: Case[] = [
 ];
 
 /** `n` valid and `n + 1` invalid (and, for 1..N limits, 0 invalid), with the expected problem. */
+/** A JSON object of exactly `n` characters (n = 2 or at least 18; shorter cut short), for the inline JWKS bounds. */
+function jwksOfLength(n: number): string {
+  return n < 18 ? "{}".slice(0, n) : `{"keys":[],"p":"${"k".repeat(n - 18)}"}`;
+}
+
 export function limit(
   kind: Kind,
   name: string,
@@ -992,7 +999,7 @@ export const LIMIT_CASES: Case[] = [
     "GwPolicy",
     "inline JWKS",
     65536,
-    (n) => traffic({ jwtAuthentication: { providers: [jwtProvider({ inline: "k".repeat(n) })] } }),
+    (n) => traffic({ jwtAuthentication: { providers: [jwtProvider({ inline: jwksOfLength(n) })] } }),
     "spec.traffic.jwtAuthentication.providers[0].jwks.inline",
     { min: 2, unit: "characters" },
   ),
@@ -1099,7 +1106,12 @@ export const LIMIT_CASES: Case[] = [
     "GwPolicy",
     "access log removals",
     32,
-    (n) => pol({ frontend: { accessLog: { attributes: { remove: times(n, (i) => `f${i}`) } } } }),
+    (n) =>
+      pol({
+        frontend: {
+          accessLog: { attributes: { remove: times(n, (i) => ACCESS_LOG_FIELDS[i % ACCESS_LOG_FIELDS.length]) } },
+        },
+      }),
     "spec.frontend.accessLog.attributes.remove",
     { min: 1 },
   ),
@@ -1217,7 +1229,14 @@ export const LIMIT_CASES: Case[] = [
     "GwBackend",
     "provider formats",
     6,
-    (n) => ai({ provider: { custom: { formats: times(n, () => ({ type: "Completions" })) }, host: "h", port: 1 } }),
+    (n) =>
+      ai({
+        provider: {
+          custom: { formats: times(n, (i) => ({ type: PROVIDER_FORMATS[i % PROVIDER_FORMATS.length] })) },
+          host: "h",
+          port: 1,
+        },
+      }),
     "spec.ai.provider.custom.formats",
     { min: 1 },
   ),

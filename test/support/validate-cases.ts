@@ -3,6 +3,7 @@
 // `sluice validate` gives; test/unit/validate-rules.test.ts checks them through the validator, the CRDs' CEL rules
 // and the `sluice validate` command, and test/e2e/kube-crds.test.ts submits them to a real kube-apiserver.
 
+import { ACCESS_LOG_FIELDS } from "../../src/api/policy.js";
 import {
   B,
   backendPol,
@@ -53,6 +54,13 @@ const tokenExchange = (clientAuth: Json): Json =>
   backendPol({ auth: { oauthTokenExchange: { backendRef: svcRef, clientAuth } } });
 const pkjwt = { signingKeyRef: { name: "k" }, assertionAudience: "https://idp/token" };
 const gwModel = (m: Json): Json => ({ parentRefs: [{ name: "gw" }], ...m });
+const HOST = "must be a host name or IP address, without scheme, path or spaces";
+const host = (got: string) => `${HOST} (got ${JSON.stringify(got)})`;
+const unique = (what: string, first: number) => `must be unique: ${what} is already at [${first}]`;
+const tls = (t: Json): Json => pol({ frontend: { tls: t } });
+const ONLY_TLS13 = "cipherSuites has only TLS 1.3 suites, which cannot be used with maxProtocolVersion 1.2";
+const jwks = (inline: string): Json =>
+  traffic({ jwtAuthentication: { providers: [{ issuer: "https://idp", jwks: { inline } }] } });
 
 export const VALIDATE_CASES: Case[] = [
   // GwModel spec.match.model: no *, exactly *, or one * first or last.
@@ -444,4 +452,191 @@ export const VALIDATE_CASES: Case[] = [
     gwModel({ provider: "Custom", custom: { formats: [{ type: "Completions" }] } }),
     ["spec.baseURL", "provider Custom without custom.backendRef requires baseURL: where the provider runs"],
   ),
+  // Second pass of issue 22's audit (docs/validation.md, "Second pass").
+  // Hosts are names or addresses: a URL was looked up as a name and never resolved.
+  B("static host name", { static: { host: "api.example.com", port: 443 } }),
+  B("static host IPv6", { static: { host: "::1", port: 8080 } }),
+  B("static host URL", { static: { host: "https://api.example.com", port: 443 } }, [
+    "spec.static.host",
+    host("https://api.example.com"),
+  ]),
+  B("a2a host with a path", { a2a: { host: "agent.local/a2a", port: 80 } }, ["spec.a2a.host", host("agent.local/a2a")]),
+  B(
+    "provider host URL",
+    { ai: { provider: { custom: { formats: [{ type: "Completions" }] }, host: "http://vllm:8000/v1", port: 8000 } } },
+    ["spec.ai.provider.host", host("http://vllm:8000/v1")],
+  ),
+  B("MCP target host with a space", { mcp: { targets: [{ name: "t", static: { host: "mcp host", port: 80 } }] } }, [
+    "spec.mcp.targets[0].static.host",
+    host("mcp host"),
+  ]),
+
+  // One entry per custom format type: the provider is asked at that format's one path.
+  B(
+    "custom formats of one type",
+    {
+      ai: {
+        provider: {
+          custom: {
+            formats: [
+              { type: "Completions", path: "/v1/chat/completions" },
+              { type: "Completions", path: "/chat" },
+            ],
+          },
+          host: "vllm",
+          port: 8000,
+        },
+      },
+    },
+    ["spec.ai.provider.custom.formats[1]", unique('type "Completions"', 0)],
+  ),
+
+  // projectName is Foundry's: the OpenAI resource type has none.
+  B("cloudC Foundry with projectName", {
+    ai: { provider: { cloudC: { resourceName: "r", resourceType: "Foundry", projectName: "p" } } },
+  }),
+  B(
+    "cloudC OpenAI with projectName",
+    { ai: { provider: { cloudC: { resourceName: "r", resourceType: "OpenAI", projectName: "p" } } } },
+    [
+      "spec.ai.provider.cloudC.projectName",
+      "projectName is only valid with resourceType Foundry (the OpenAI resource type has no project)",
+    ],
+  ),
+  M(
+    "model cloudC OpenAI with projectName",
+    gwModel({ provider: "Provider02", cloudC: { resourceName: "r", resourceType: "OpenAI", projectName: "p" } }),
+    [
+      "spec.cloudC.projectName",
+      "projectName is only valid with resourceType Foundry (the OpenAI resource type has no project)",
+    ],
+  ),
+
+  // One entry per body field in defaults, overrides and transformations (the same field in two lists is the spec's).
+  B("one field in overrides and transformations", {
+    ai: { provider: { providerA: {} } },
+    policies: {
+      ai: {
+        overrides: [{ field: "temperature", value: 0.2 }],
+        transformations: [{ field: "temperature", expression: "0.3" }],
+      },
+    },
+  }),
+  B(
+    "defaults with one field twice",
+    {
+      ai: { provider: { providerA: {} } },
+      policies: {
+        ai: {
+          defaults: [
+            { field: "temperature", value: 0.2 },
+            { field: "max_tokens", value: 100 },
+            { field: "temperature", value: 0.7 },
+          ],
+        },
+      },
+    },
+    ["spec.policies.ai.defaults[2]", unique('field "temperature"', 0)],
+  ),
+  P(
+    "overrides with one field twice",
+    {
+      targetRefs: [sluiceBackend],
+      backend: {
+        ai: {
+          overrides: [
+            { field: "model", value: "a" },
+            { field: "model", value: "b" },
+          ],
+        },
+      },
+    },
+    ["spec.backend.ai.overrides[1]", unique('field "model"', 0)],
+  ),
+  M(
+    "model transformations with one field twice",
+    model({
+      policies: {
+        transformations: [
+          { field: "user", expression: "jwt.sub" },
+          { field: "user", expression: "'x'" },
+        ],
+      },
+    }),
+    ["spec.policies.transformations[1]", unique('field "user"', 0)],
+  ),
+
+  // A CA beside insecureSkipVerify All would be read by nobody.
+  P(
+    "caCertificateRefs with insecureSkipVerify Hostname",
+    backendPol({ tls: { caCertificateRefs: [{ name: "ca" }], insecureSkipVerify: "Hostname" } }),
+  ),
+  P(
+    "caCertificateRefs with insecureSkipVerify All",
+    backendPol({ tls: { caCertificateRefs: [{ name: "ca" }], insecureSkipVerify: "All" } }),
+    [
+      "spec.backend.tls.caCertificateRefs",
+      "caCertificateRefs is not used with insecureSkipVerify All, which accepts any certificate",
+    ],
+  ),
+
+  // Only TLS 1.3 suites up to TLS 1.2: no suite could be negotiated.
+  P("TLS 1.3 suites up to 1.3", tls({ cipherSuites: ["TLS13_AES_128_GCM_SHA256"], maxProtocolVersion: "1.3" })),
+  P(
+    "TLS 1.3 and 1.2 suites up to 1.2",
+    tls({
+      cipherSuites: ["TLS13_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+      maxProtocolVersion: "1.2",
+    }),
+  ),
+  P(
+    "TLS 1.3 suites only up to 1.2",
+    tls({ cipherSuites: ["TLS13_AES_128_GCM_SHA256", "TLS13_AES_256_GCM_SHA384"], maxProtocolVersion: "1.2" }),
+    ["spec.frontend.tls.cipherSuites", ONLY_TLS13],
+  ),
+
+  // An HTTP/2 keepalive timeout waits for the answer to a PING sent at the interval.
+  P("http2 keepalive interval and timeout", frontend({ http2KeepaliveInterval: "30s", http2KeepaliveTimeout: "5s" })),
+  P("http2 keepalive interval alone", frontend({ http2KeepaliveInterval: "30s" })),
+  P("http2 keepalive timeout alone", frontend({ http2KeepaliveTimeout: "5s" }), [
+    "spec.frontend.http.http2KeepaliveTimeout",
+    "http2KeepaliveTimeout requires http2KeepaliveInterval: PINGs, whose answer it waits for, are sent only at an interval",
+  ]),
+
+  // attributes.remove of an access log names its default fields; a span's are open-ended.
+  P("access log removes user_agent", pol({ frontend: { accessLog: { attributes: { remove: ["user_agent"] } } } })),
+  P(
+    "span removes http.url",
+    pol({ frontend: { tracing: { backendRef: svcRef, attributes: { remove: ["http.url"] } } } }),
+  ),
+  P("access log removes user-agent", pol({ frontend: { accessLog: { attributes: { remove: ["user-agent"] } } } }), [
+    "spec.frontend.accessLog.attributes.remove[0]",
+    `must be one of ${ACCESS_LOG_FIELDS.join(", ")}`,
+  ]),
+  P(
+    "OTLP log removes a header",
+    pol({ frontend: { accessLog: { otlp: { backendRef: svcRef, attributes: { remove: ["x-secret"] } } } } }),
+    ["spec.frontend.accessLog.otlp.attributes.remove[0]", `must be one of ${ACCESS_LOG_FIELDS.join(", ")}`],
+  ),
+
+  // PrivateKeyJwt authenticates with its assertion; a client secret beside it is read by nobody.
+  P(
+    "secretRef with PrivateKeyJwt",
+    tokenExchange({ clientId: "c", secretRef: { name: "s" }, method: "PrivateKeyJwt", privateKeyJwt: pkjwt }),
+    [
+      "spec.backend.auth.oauthTokenExchange.clientAuth.secretRef",
+      "secretRef is not used with method PrivateKeyJwt, which authenticates with the signed assertion",
+    ],
+  ),
+
+  // An inline JWKS is a JSON object whose keys is a list (Sluice reads it; a string to the CRD).
+  P("inline JWKS {}", jwks("{}")),
+  P("inline JWKS not JSON", jwks("keys: []"), [
+    "spec.traffic.jwtAuthentication.providers[0].jwks.inline",
+    "invalid JSON Web Key Set: not JSON",
+  ]),
+  P("inline JWKS keys not a list", jwks('{"keys":{"kty":"RSA"}}'), [
+    "spec.traffic.jwtAuthentication.providers[0].jwks.inline",
+    'invalid JSON Web Key Set: "keys" must be a list',
+  ]),
 ];

@@ -11,10 +11,12 @@ import { describe, test } from "node:test";
 import { isCelError, run } from "@bufbuild/cel";
 import { stringify } from "yaml";
 import { checkValue } from "../../src/api/check.js";
+import { ACCESS_LOG_FIELDS } from "../../src/api/policy.js";
 import type { Rule } from "../../src/api/schema-kit.js";
 import { SLUICE_KINDS } from "../../src/api/sluice.js";
 import { validateResource } from "../../src/api/validate.js";
 import { runValidate } from "../../src/cli/validate.js";
+import { DEFAULT_LOG_FIELDS } from "../../src/translate/xds/frontend.js";
 import { type Case, caseDocument } from "../support/api-cases.js";
 import { KUBE_CEL } from "../support/kube-cel.js";
 import { VALIDATE_CASES } from "../support/validate-cases.js";
@@ -113,4 +115,9 @@ test("sluice validate reports every case of the table at its field, with file, l
     [],
   );
   assert.equal(report.problems.filter((p) => p.severity === "error").length, invalid.length);
+});
+
+test("accessLog attributes.remove accepts exactly the fields an access log entry has", () => {
+  // The schema's enum and the translator's default entry are one list: a field added to the entry is removable.
+  assert.deepEqual([...ACCESS_LOG_FIELDS].sort(), Object.keys(DEFAULT_LOG_FIELDS).sort());
 });

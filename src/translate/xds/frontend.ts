@@ -154,7 +154,7 @@ const ms = (v: unknown) => (typeof v === "string" ? parseDurationMs(v) : undefin
 const bytes = (v: unknown) => (typeof v === "string" || typeof v === "number" ? parseByteSize(v) : undefined);
 
 /** Fields of the access log entry when `attributes.remove` drops none (Envoy command operators). */
-const DEFAULT_LOG_FIELDS: Readonly<Record<string, string>> = {
+export const DEFAULT_LOG_FIELDS: Readonly<Record<string, string>> = {
   start_time: "%START_TIME%",
   method: "%REQ(:METHOD)%",
   path: "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
