@@ -42,7 +42,14 @@ const modelOverride = Opt(withDoc(ShortString, "Overrides the model name; unset 
 
 export const ProviderB = Obj(
   {
-    endpoint: withDoc(ShortString, "Host such as <name>.<domain>; a scheme is stripped."),
+    endpoint: Str({
+      min: 1,
+      max: 256,
+      // The spec: a host, whose scheme is stripped (and a trailing /, as written by a copy of the portal's URL).
+      pattern: "^([a-zA-Z]+://)?[^/?#@\\s]+/*$",
+      patternMessage: "must be a host such as <name>.openai.azure.com (a scheme is allowed and stripped), without path",
+      description: "Host such as <name>.<domain>; a scheme is stripped.",
+    }),
     deploymentName: Opt(withDoc(ShortString, "Required unless apiVersion is v1.")),
     apiVersion: Opt(withDoc(Str({ min: 1, max: 64, default: "v1" }), "API version; v1 needs no deployment.")),
   },

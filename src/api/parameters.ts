@@ -1,7 +1,9 @@
 // GwParameters (Document 2): how the data plane is provisioned for a gateway.
 
+import { ObjectName } from "./common.js";
 import {
   Arr,
+  atMostOne,
   Bool,
   Enum,
   has,
@@ -45,18 +47,38 @@ export const GwParametersSpec = Obj(
       Obj({
         registry: Opt(Str({ min: 1, max: 253 })),
         repository: Opt(Str({ min: 1, max: 256 })),
-        tag: Opt(Str({ min: 1, max: 128 })),
-        digest: Opt(Str({ min: 1, max: 128 })),
+        // The grammar of an image reference's tag and digest (OCI distribution): anything else made an image name the
+        // kubelet refuses (ErrInvalidImageName) only once the pod starts.
+        tag: Opt(
+          Str({
+            min: 1,
+            max: 128,
+            pattern: "^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+            patternMessage: "must be an image tag: letters, digits, _, . and -, not starting with . or -",
+          }),
+        ),
+        digest: Opt(
+          Str({
+            min: 1,
+            max: 128,
+            pattern: "^[a-z0-9]+([+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$",
+            patternMessage: "must be an image digest <algorithm>:<encoded>, such as sha256:<64 hex digits>",
+          }),
+        ),
         pullPolicy: Opt(Enum(["Always", "IfNotPresent", "Never"], { description: "Default left to the cluster." })),
       }),
     ),
     env: Opt(
       Arr(
-        Obj({
-          name: Str({ min: 1, max: 256 }),
-          value: Opt(Str()),
-          valueFrom: Opt(JsonObject("A Kubernetes EnvVarSource.")),
-        }),
+        Obj(
+          {
+            name: Str({ min: 1, max: 256 }),
+            value: Opt(Str()),
+            valueFrom: Opt(JsonObject("A Kubernetes EnvVarSource.")),
+          },
+          // Kubernetes refuses both on a container, so the workload would fail to be created (issue 22).
+          { rules: [atMostOne(["value", "valueFrom"])] },
+        ),
         "Environment variables; SESSION_KEY overrides the controller-managed session key.",
       ),
     ),
@@ -96,7 +118,7 @@ export const GwParametersSpec = Obj(
             Arr(
               Obj({
                 configMap: Obj({
-                  name: Str({ min: 1, max: 253 }),
+                  name: ObjectName,
                   key: Opt(Str({ min: 1, max: 253, default: "catalog.json" })),
                 }),
               }),

@@ -8,6 +8,7 @@ import {
   B,
   backendPol,
   type Case,
+  G,
   GW,
   gateway,
   type Json,
@@ -638,5 +639,39 @@ export const VALIDATE_CASES: Case[] = [
   P("inline JWKS keys not a list", jwks('{"keys":{"kty":"RSA"}}'), [
     "spec.traffic.jwtAuthentication.providers[0].jwks.inline",
     'invalid JSON Web Key Set: "keys" must be a list',
+  ]),
+  // providerB's endpoint is a host; a scheme and a trailing / are stripped, a path is not.
+  B("providerB endpoint with scheme", {
+    ai: { provider: { providerB: { endpoint: "https://res.openai.azure.com/", deploymentName: "d" } } },
+  }),
+  B(
+    "providerB endpoint with a path",
+    { ai: { provider: { providerB: { endpoint: "https://res.openai.azure.com/openai/deployments/d" } } } },
+    [
+      "spec.ai.provider.providerB.endpoint",
+      "must be a host such as <name>.openai.azure.com (a scheme is allowed and stripped), without path",
+    ],
+  ),
+
+  // GwParameters: what Kubernetes would refuse only when the workload is created.
+  G("env value", { env: [{ name: "A", value: "1" }] }),
+  G("env value and valueFrom", { env: [{ name: "A", value: "1", valueFrom: { fieldRef: { fieldPath: "x" } } }] }, [
+    "spec.env[0]",
+    "at most one of value and valueFrom may be set",
+  ]),
+  G("image tag and digest", {
+    image: { tag: "v1.40.0", digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" },
+  }),
+  G("image tag with a digest in it", { image: { tag: "v1@sha256:abc" } }, [
+    "spec.image.tag",
+    "must be an image tag: letters, digits, _, . and -, not starting with . or -",
+  ]),
+  G("image digest without algorithm", { image: { digest: "0123456789abcdef" } }, [
+    "spec.image.digest",
+    "must be an image digest <algorithm>:<encoded>, such as sha256:<64 hex digits>",
+  ]),
+  G("model catalog ConfigMap name", { modelCatalog: { sources: [{ configMap: { name: "Costs_2025" } }] } }, [
+    "spec.modelCatalog.sources[0].configMap.name",
+    "must be a lowercase DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit",
   ]),
 ];
