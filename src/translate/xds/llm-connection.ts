@@ -3,19 +3,25 @@
 // (backend/ai.ts clusterConnection). The spec merges per top-level field, GwPolicy first, so a GwPolicy's value is the
 // effective one only where the GwBackend's own policies do not set that field; the two are never combined.
 //
-// One Envoy cluster serves every route reaching the GwBackend, so those routes must agree: they do for a GwPolicy
-// targeting the GwBackend. Routes that differ (a route-level GwPolicy's backend section for some of them) get none,
-// each reported naming the field. `http.requestTimeout` is the route's timeout (traffic-route.ts), per route.
+// One Envoy cluster holds every provider of the GwBackend, so that Envoy's priorities fail over between them. The
+// cluster gets what the GwBackend's levels give (a GwPolicy targeting the GwBackend), or what every route asks when
+// they all agree; a route asking other settings (a route-level GwPolicy's backend section) gets a variant of the
+// cluster with its own (llm-passes.ts withLlmVariants), which later passes (health, transformation) complete, so a
+// route with another transformation too gets one variant carrying both. `http.requestTimeout` is the route's timeout
+// (traffic-route.ts), per route.
 
 import { clusterConnection } from "../backend/ai.js";
-import type { BackendProblemIR, GatewayIR, LlmClusterIR, RouteIR } from "../ir.js";
-import { llmClusterUses, withLlmChanges } from "./llm-passes.js";
+import type { BackendProblemIR, GatewayIR, LlmClusterIR, PolicyLevel, RouteIR } from "../ir.js";
+import { type LlmVariantFields, llmClusterUses, withLlmVariants } from "./llm-passes.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The cluster fields this pass serves from a GwPolicy. */
 const FIELDS = ["tcp", "http"] as const;
+
+/** Levels of a GwPolicy that depend on the route (the others target the GwBackend or one of its providers). */
+const ROUTE_LEVELS: ReadonlySet<PolicyLevel> = new Set(["gateway", "port", "listener", "route", "rule"]);
 
 interface Use {
   readonly route: RouteIR;
@@ -41,30 +47,28 @@ function useOf(c: LlmClusterIR, r: RouteIR): Use {
   return { route: r, key: Object.keys(policies).length === 0 ? "" : JSON.stringify(policies), policies, from };
 }
 
-/** `gw` with the AI clusters' connection settings from GwPolicies, and the routes whose GwPolicies could not apply. */
+/** The cluster's connection for `u`: the GwBackend's own, with what the route's GwPolicies add. */
+function connectionOf(c: LlmClusterIR, u: Use): LlmVariantFields {
+  if (u.key === "") return { connection: c.connection };
+  return { connection: { ...c.connection, ...clusterConnection(u.policies) } };
+}
+
+/** `gw` with the AI clusters' connection settings from GwPolicies, and a variant per other settings routes ask. */
 export function withLlmConnections(gw: GatewayIR): GatewayIR {
-  const changed = new Map<string, LlmClusterIR>();
-  const problems = new Map<RouteIR, BackendProblemIR[]>();
+  const own = new Map<string, LlmVariantFields>();
+  const routes = new Map<RouteIR, Map<string, LlmVariantFields>>();
   for (const { cluster: c, uses: list } of llmClusterUses(gw, useOf).values()) {
+    // The cluster's own: what every route asks when they agree, else what the GwBackend's levels give (a route with
+    // no route-level GwPolicy for these fields has it; with none such, nothing from a GwPolicy).
     const keys = new Set(list.map((u) => u.key));
-    const first = list[0];
-    if (keys.size === 1 && first !== undefined) {
-      if (first.key !== "")
-        changed.set(c.name, { ...c, connection: { ...c.connection, ...clusterConnection(first.policies) } });
-      continue;
-    }
+    const base =
+      keys.size === 1 ? list[0] : list.find((u) => u.from.every(({ from }) => !ROUTE_LEVELS.has(from.level)));
+    const ownKey = base?.key ?? "";
+    if (ownKey !== "" && base !== undefined) own.set(c.name, connectionOf(c, base));
     for (const u of list) {
-      if (u.from.length === 0) continue;
-      problems.set(u.route, [
-        ...(problems.get(u.route) ?? []),
-        ...u.from.map(({ field, from }) => ({
-          from,
-          field: `backend.${field}`,
-          message: `not applied: the routes reaching AI GwBackend ${c.backend} ask for different ${field} settings, and one Envoy cluster serves all of its providers for every route (set it in a GwPolicy targeting the GwBackend, or in its spec.policies)`,
-          fatal: false,
-        })),
-      ]);
+      if (u.key === ownKey) continue;
+      routes.set(u.route, (routes.get(u.route) ?? new Map<string, LlmVariantFields>()).set(c.name, connectionOf(c, u)));
     }
   }
-  return withLlmChanges(gw, changed, problems);
+  return withLlmVariants(gw, { own, routes });
 }

@@ -18,6 +18,7 @@
 // reported, and the cluster keeps the GwBackend's own eviction natively.
 
 import type { BackendProblemIR, GatewayIR, HealthScoreIR, LlmClusterIR, RouteIR } from "../ir.js";
+import { clusterVariantBase } from "../names.js";
 import { healthScoreOf, healthScoreParts } from "./backend-health.js";
 import { llmClusterUses, withLlmChanges } from "./llm-passes.js";
 
@@ -113,9 +114,11 @@ export function withLlmHealth(gw: GatewayIR): GatewayIR {
     }
   }
   const changed = new Map<string, LlmClusterIR>();
-  for (const { cluster: c } of uses.values()) {
-    const h = applied.get(c.name);
-    if (h !== undefined) changed.set(c.name, { ...c, health: h });
+  // The cluster and its variants (other connection settings for some routes, llm-connection.ts): the variants read
+  // the cluster's EDS resource, evicted providers marked, and report to its scoring (llm.ts).
+  for (const c of gw.clusters) {
+    const h = c.kind === "llm" ? applied.get(clusterVariantBase(c.name)) : undefined;
+    if (c.kind === "llm" && h !== undefined) changed.set(c.name, { ...c, health: h });
   }
   return withLlmChanges(gw, changed, problems);
 }

@@ -29,7 +29,6 @@
 // passes through is a request and a response whose bodies, the frames, never end, so the session would wait on the
 // buffer; seen with Envoy 1.40).
 
-import { createHash } from "node:crypto";
 import type {
   BackendPolicyIR,
   BackendProblemIR,
@@ -40,10 +39,10 @@ import type {
   RouteIR,
   UpstreamTransformationIR,
 } from "../ir.js";
-import { clusterVariantName } from "../names.js";
+import { clusterVariantBase } from "../names.js";
 import { upstreamTransformation } from "./backend-transformation.js";
 import { servesRealtime } from "./llm.js";
-import { routesOf } from "./llm-passes.js";
+import { type LlmVariantFields, routesOf, withLlmVariants } from "./llm-passes.js";
 
 /** Levels whose policy does not depend on the route: GwPolicies targeting the GwBackend or a provider, its own. */
 const BACKEND_LEVELS: ReadonlySet<PolicyLevel> = new Set(["backend", "backendSection", "gwBackend", "subBackend"]);
@@ -134,8 +133,6 @@ export function withLlmTransformations(gw: GatewayIR): GatewayIR {
   if (llm.size === 0) return gw;
   /** Per AI cluster: what the GwBackend's levels alone give (the cluster's own transformation). */
   const own = new Map<string, UpstreamTransformationIR | undefined>();
-  /** Per route, per AI cluster it reaches with a transformation other than the cluster's own: the variant's name. */
-  const moved = new Map<RouteIR, ReadonlyMap<string, string>>();
   const problems = new Map<RouteIR, BackendProblemIR[]>();
   const report = (r: RouteIR, more: readonly BackendProblemIR[]) => {
     if (more.length > 0) problems.set(r, [...(problems.get(r) ?? []), ...more]);
@@ -144,7 +141,8 @@ export function withLlmTransformations(gw: GatewayIR): GatewayIR {
   for (const r of routesOf(gw)) {
     if (r.action.kind !== "forward") continue;
     // A request mirrored to an AI cluster gets the cluster's own; mirrors have no backend policy of their own.
-    for (const name of new Set(r.action.backends.map((b) => b.cluster))) {
+    // A route an earlier pass sent to a variant (llm-connection.ts) names the cluster it was made from.
+    for (const name of new Set(r.action.backends.map((b) => clusterVariantBase(b.cluster)))) {
       const cluster = llm.get(name);
       if (cluster === undefined) continue;
       const bp = r.policy?.backends?.find((x) => x.cluster === name);
@@ -166,51 +164,14 @@ export function withLlmTransformations(gw: GatewayIR): GatewayIR {
       uses.push({ route: r, cluster: name, ...(ir !== undefined ? { ir } : {}) });
     }
   }
-  const variants = new Map<string, LlmClusterIR>();
+  const routes = new Map<RouteIR, Map<string, LlmVariantFields>>();
   for (const u of uses) {
-    const base = llm.get(u.cluster);
-    if (base === undefined || keyOf(u.ir) === keyOf(own.get(u.cluster))) continue;
-    const name = clusterVariantName(u.cluster, createHash("sha256").update(keyOf(u.ir)).digest("hex").slice(0, 10));
-    if (!variants.has(name)) variants.set(name, llmVariant(base, name, u.ir));
-    moved.set(u.route, new Map([...(moved.get(u.route) ?? []), [u.cluster, name]]));
+    if (keyOf(u.ir) === keyOf(own.get(u.cluster))) continue;
+    const m = routes.get(u.route) ?? new Map<string, LlmVariantFields>();
+    routes.set(u.route, m.set(u.cluster, { transformation: u.ir }));
   }
-  const applied = [...own.values()].some((t) => t !== undefined);
-  if (!applied && problems.size === 0 && variants.size === 0) return gw;
-  const routeOf = (r: RouteIR): RouteIR => {
-    const more = problems.get(r);
-    const m = moved.get(r);
-    const a = r.action;
-    if (more === undefined && m === undefined) return r;
-    return {
-      ...r,
-      ...(more !== undefined ? { backendProblems: [...(r.backendProblems ?? []), ...more] } : {}),
-      ...(m !== undefined && a.kind === "forward"
-        ? { action: { ...a, backends: a.backends.map((b) => ({ ...b, cluster: m.get(b.cluster) ?? b.cluster })) } }
-        : {}),
-    };
-  };
-  return {
-    ...gw,
-    clusters: [
-      ...gw.clusters.map((c) => {
-        const t = c.kind === "llm" ? own.get(c.name) : undefined;
-        return t === undefined ? c : { ...c, transformation: t };
-      }),
-      ...[...variants.values()].sort((a, b) => (a.name < b.name ? -1 : 1)),
-    ],
-    // Routes without problems or a variant stay the same objects (the route memo keeps them).
-    routeConfigs:
-      problems.size === 0 && moved.size === 0
-        ? gw.routeConfigs
-        : gw.routeConfigs.map((rc) => ({
-            ...rc,
-            virtualHosts: rc.virtualHosts.map((vh) => ({ ...vh, routes: vh.routes.map(routeOf) })),
-          })),
-  };
-}
-
-/** `base` under another name with another transformation: everything else is the AI cluster's (llm.ts builds both). */
-function llmVariant(base: LlmClusterIR, name: string, t: UpstreamTransformationIR | undefined): LlmClusterIR {
-  const { transformation: _, ...rest } = base;
-  return { ...rest, name, ...(t !== undefined ? { transformation: t } : {}) };
+  const applied = new Map(
+    [...own].filter(([, t]) => t !== undefined).map(([name, t]) => [name, { transformation: t }] as const),
+  );
+  return withLlmVariants(gw, { own: applied, routes, problems });
 }
