@@ -24,3 +24,6 @@ GATEWAY_API_XLISTENERSET_VERSION=1.4.1
 # InferencePool (inference.networking.k8s.io/v1) from sigs.k8s.io/gateway-api-inference-extension. v1.6.0: the proxy
 # refuses v1.6.1's zip (403), so v1.6.0 is the latest it serves.
 INFERENCE_EXTENSION_VERSION=1.6.0
+# A second Node.js for the tests of what only a newer runtime serves (test/unit/mcp-keepalive-probes.test.ts: Node.js
+# 26 sets TCP keepalive's probe interval and count), from the same npm registry package; scripts/setup.d/node-next.sh.
+NODE_NEXT_VERSION=26.12.1

@@ -13,6 +13,7 @@ import type { Duplex } from "node:stream";
 import tls, { type PeerCertificate } from "node:tls";
 import { Minter } from "../credentials/mint.js";
 import { AwsCredentialSource } from "../extproc/llm/aws-credentials.js";
+import { setTcpKeepalive } from "../translate/keepalive.js";
 import type { McpTargetConnection } from "../translate/mcp/connection.js";
 
 /**
@@ -129,6 +130,11 @@ export function connectionKey(protocol: string, c: McpTargetConnection | undefin
   return `${protocol}${digest}`;
 }
 
+/** TCP keepalive on a socket to a target, as its settings ask (none when they set no keepalive). */
+export function setTargetKeepalive(socket: Socket, c: McpTargetConnection): void {
+  if (c.keepaliveMs !== undefined) setTcpKeepalive(socket, c.keepaliveMs, c.keepaliveProbes);
+}
+
 /** The agents of a target with these settings (`https:` or `http:`), made once per distinct settings. */
 export function agentsFor(protocol: "http:" | "https:", c: McpTargetConnection | undefined): TargetAgents {
   const key = connectionKey(protocol, c);
@@ -144,6 +150,18 @@ export function agentsFor(protocol: "http:" | "https:", c: McpTargetConnection |
       ...(secure && c?.tls !== undefined ? tlsOptions(c.tls) : {}),
     };
     const agent = secure ? new https.Agent(options) : new http.Agent(options);
+    if (keepAlive && c?.keepaliveProbes !== undefined) {
+      // The agent sets the idle time on each socket it keeps (keepSocketAlive), which on Node.js 26 also puts the
+      // probe interval and count back to libuv's: set all three after it.
+      // (@types/node declares it void; Node returns whether the socket may be kept.)
+      const pooling = agent as unknown as { keepSocketAlive: (socket: Duplex) => boolean };
+      const keep = pooling.keepSocketAlive.bind(agent);
+      pooling.keepSocketAlive = (socket) => {
+        const kept = keep(socket);
+        setTargetKeepalive(socket as Socket, c);
+        return kept;
+      };
+    }
     if (c?.proxy !== undefined) agent.createConnection = tunnelled(c.proxy, secure, c.connectTimeoutMs);
     return agent;
   };

@@ -10,7 +10,14 @@ import https from "node:https";
 import { isIP, type Socket } from "node:net";
 import { type Duplex, Readable } from "node:stream";
 import type { McpTargetConnection, McpTargetHealth } from "../translate/mcp/connection.js";
-import { agentsFor, connectionKey, credentialHeaders, tlsOptions, tunnelled } from "./target-connection.js";
+import {
+  agentsFor,
+  connectionKey,
+  credentialHeaders,
+  setTargetKeepalive,
+  tlsOptions,
+  tunnelled,
+} from "./target-connection.js";
 import { recordTarget, unhealthyAnswer } from "./target-health.js";
 
 /** An answer being read: Node's IncomingMessage over HTTP/1.1, the stream with its head over HTTP/2. */
@@ -123,7 +130,7 @@ function h1Request(
       if (c?.connectTimeoutMs !== undefined || (r.stream && c?.keepaliveMs !== undefined)) {
         req.once("socket", (socket) => {
           // A GET stream's connection is idle for long stretches: TCP keepalive finds a dead peer.
-          if (r.stream && c.keepaliveMs !== undefined) socket.setKeepAlive(true, c.keepaliveMs);
+          if (r.stream) setTargetKeepalive(socket, c);
           const connectMs = c.connectTimeoutMs;
           if (connectMs === undefined || !socket.connecting) return;
           const timer = setTimeout(
@@ -228,7 +235,7 @@ async function openH2(url: URL, c: McpTargetConnection | undefined, drop: () => 
     session.destroy();
     throw new Error(`target ${url.host} did not agree to HTTP/2 (ALPN ${String(session.alpnProtocol)}; http.version)`);
   }
-  if (c?.keepaliveMs !== undefined) (session.socket as Socket).setKeepAlive(true, c.keepaliveMs);
+  if (c !== undefined) setTargetKeepalive(session.socket as Socket, c);
   session.unref();
   return { session, open: 0, drop };
 }

@@ -275,8 +275,9 @@ function remoteGuardFields(direction: string, kinds: readonly string[]): Record<
   };
   const policies: Record<string, string> = {
     policies: "RemoteGuardConfig",
-    "policies.tcp": "GuardConnection.connectTimeoutMs / keepAliveMs (keepalive retries and interval reported Ignored)",
-    "policies.tls": "GuardConnection.tls (keyExchangeGroups reported Ignored)",
+    "policies.tcp":
+      "GuardConnection.connectTimeoutMs / keepAliveMs / keepAliveProbes (keepalive retries and interval reported Ignored before Node.js 26 or through a tunnel)",
+    "policies.tls": "GuardConnection.tls",
     "policies.http": "RemoteGuardConfig",
     "policies.http.version": "GuardConnection.http2",
     "policies.http.requestTimeout": "RemoteGuardConfig.timeoutMs (above the budget reported Ignored)",

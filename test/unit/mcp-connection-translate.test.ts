@@ -131,7 +131,7 @@ describe("MCP target connection policies in translation", () => {
       const backendStatus = JSON.stringify(result.statuses.find((s) => s.kind === "GwBackend" && s.name === "hub"));
       assert.match(
         backendStatus,
-        /policies\.tcp\.keepalive\.interval: Node sets only the keepalive idle time .*libuv fixes the probe interval at 1 s/,
+        /policies\.tcp\.keepalive\.interval: Node\.js v\d+\.\d+\.\d+, which runs Sluice, sets only the keepalive idle time .*libuv fixes the probe interval at 1 s/,
       );
       // HTTP/2 is served (target-request.ts), so not reported.
       assert.equal(c?.http2, true);

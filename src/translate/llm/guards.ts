@@ -9,6 +9,7 @@ import { resolveTunnel } from "../backend/tunnel.js";
 import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { PolicySourceIR } from "../ir.js";
+import { DEFAULT_KEEPALIVE_PROBES, KEEPALIVE_PROBES_SETTABLE, keepaliveProbesUnserved } from "../keepalive.js";
 import { findNamed } from "../lookup.js";
 import { resolveBackendTls } from "../xds/backend-tls.js";
 import { linearRegex } from "./linear-regex.js";
@@ -239,6 +240,7 @@ function guardConnection(
           "clientCert",
           r.tls.clientCert !== undefined ? { chain: r.tls.clientCert.chain, key: r.tls.clientCert.key } : undefined,
         ),
+        ...opt("curves", r.tls.curves),
       };
       // ALPN follows http.version (h2 and http/1.1 with HTTP2, else http/1.1), as Envoy's does the cluster's protocol:
       // the client's connector (undici) sets the offer itself, so a list that says otherwise is not what is offered.
@@ -253,13 +255,6 @@ function guardConnection(
           );
         }
       }
-      if (t.keyExchangeGroups !== undefined) {
-        note(
-          `${at}.policies.tls.keyExchangeGroups`,
-          "not applied: the guard's calls use Node's default key exchange groups",
-          "Ignored",
-        );
-      }
     }
   }
   const tcp = isRec(policies.tcp) ? policies.tcp : undefined;
@@ -270,10 +265,18 @@ function guardConnection(
     if (ka !== undefined) {
       const time = typeof ka.time === "string" ? parseDurationMs(ka.time) : undefined;
       c.keepAliveMs = time !== undefined && time > 0 ? time : 180_000;
-      if (ka.retries !== undefined || ka.interval !== undefined) {
+      if (KEEPALIVE_PROBES_SETTABLE && policies.tunnel === undefined) {
+        const interval = typeof ka.interval === "string" ? parseDurationMs(ka.interval) : undefined;
+        c.keepAliveProbes = {
+          intervalMs: interval !== undefined && interval > 0 ? interval : DEFAULT_KEEPALIVE_PROBES.intervalMs,
+          count: typeof ka.retries === "number" ? ka.retries : DEFAULT_KEEPALIVE_PROBES.count,
+        };
+      } else if (ka.retries !== undefined || ka.interval !== undefined) {
         note(
           `${at}.policies.tcp.keepalive`,
-          "retries and interval not applied: Node sets only the idle time before the first probe (the system's probe count and interval apply)",
+          KEEPALIVE_PROBES_SETTABLE
+            ? "retries and interval not applied: through a tunnel the guard's HTTP client (undici's ProxyAgent) opens the connection to the proxy itself and sets only the keepalive idle time on it (libuv then probes every 1 s, 10 times)"
+            : `retries and interval not applied: ${keepaliveProbesUnserved("interval", "guard services")}, and the count at 10`,
           "Ignored",
         );
       }

@@ -13,6 +13,12 @@ import { resolveTunnel } from "../backend/tunnel.js";
 import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { BackendTlsIR, EffectivePolicyIR, PolicySourceIR } from "../ir.js";
+import {
+  DEFAULT_KEEPALIVE_PROBES,
+  KEEPALIVE_PROBES_SETTABLE,
+  type KeepaliveProbes,
+  keepaliveProbesUnserved,
+} from "../keepalive.js";
 import { backendCredential } from "../xds/backend-credential.js";
 import { resolveBackendTls } from "../xds/backend-tls.js";
 import { READS_BODY } from "../xds/filters/transformation.js";
@@ -27,8 +33,13 @@ export interface McpTargetConnection {
   /** TLS to the target: its URLs are `https:`. */
   readonly tls?: BackendTlsIR;
   readonly connectTimeoutMs?: number;
-  /** TCP keepalive idle time (the probe interval and count stay the OS's: Node sets only this). */
+  /** TCP keepalive idle time. */
   readonly keepaliveMs?: number;
+  /**
+   * TCP keepalive probe interval and count (the spec's defaults, 180 s and 9, when unset), present only when this
+   * Node.js can set them (KEEPALIVE_PROBES_SETTABLE).
+   */
+  readonly keepaliveProbes?: KeepaliveProbes;
   /** `http.requestTimeout`: longest wait for a target's answer to one request. */
   readonly requestTimeoutMs?: number;
   /** `tunnel`: an HTTP CONNECT proxy every connection to the target opens through. */
@@ -84,26 +95,20 @@ export function mcpUnservedParts(field: string, value: unknown): readonly (reado
           ]
         : [];
     case "tcp": {
-      const k = isRec(v.keepalive) ? v.keepalive : {};
-      // Sluice's own sockets (Envoy is not on the way to MCP targets): Node's setKeepAlive takes the idle time only,
-      // and libuv then fixes the interval at 1 s and the count at 10 (seen with strace on Node 22.23, libuv 1.51).
+      // Sluice's own sockets (Envoy is not on the way to MCP targets). Node.js 26's setKeepAlive takes the probe
+      // interval and count too; before it, Node sets only the idle time and libuv fixes the interval at 1 s and the
+      // count at 10 (seen with strace on Node 22.23, libuv 1.51), whatever the policy or the spec's defaults say.
+      if (KEEPALIVE_PROBES_SETTABLE || !isRec(v.keepalive)) return [];
+      const k = v.keepalive;
       return [
-        ...(k.interval !== undefined
-          ? [
-              [
-                "keepalive.interval",
-                "Node sets only the keepalive idle time on Sluice's sockets to MCP targets; libuv fixes the probe interval at 1 s",
-              ] as const,
-            ]
-          : []),
-        ...(k.retries !== undefined
-          ? [
-              [
-                "keepalive.retries",
-                "Node sets only the keepalive idle time on Sluice's sockets to MCP targets; libuv fixes the probe count at 10",
-              ] as const,
-            ]
-          : []),
+        [
+          "keepalive.interval",
+          `${keepaliveProbesUnserved("interval", "MCP targets")}${k.interval === undefined ? ", not the default 180s" : ""}`,
+        ],
+        [
+          "keepalive.retries",
+          `${keepaliveProbesUnserved("count", "MCP targets")}${k.retries === undefined ? ", not the default 9" : ""}`,
+        ],
       ];
     }
     case "health":
@@ -174,7 +179,15 @@ export function mcpTargetConnection(
   if (tcp !== undefined && isRec(tcp.value)) {
     const connect = ms(tcp.value.connectTimeout);
     if (connect !== undefined) out.connectTimeoutMs = connect;
-    if (isRec(tcp.value.keepalive)) out.keepaliveMs = ms(tcp.value.keepalive.time) ?? 180_000;
+    const k = tcp.value.keepalive;
+    if (isRec(k)) {
+      out.keepaliveMs = ms(k.time) ?? 180_000;
+      if (KEEPALIVE_PROBES_SETTABLE)
+        out.keepaliveProbes = {
+          intervalMs: ms(k.interval) ?? DEFAULT_KEEPALIVE_PROBES.intervalMs,
+          count: typeof k.retries === "number" ? k.retries : DEFAULT_KEEPALIVE_PROBES.count,
+        };
+    }
   }
   const http = fieldOf(p, "http");
   if (http !== undefined && isRec(http.value)) {

@@ -1,6 +1,7 @@
 // What a remote prompt guard needs to run, as plain JSON-serialisable data: the LLM table carries one per guard entry
 // (secrets already resolved by the translator, as for providers), and `remoteGuardFor` (index.ts) builds the client.
 
+import type { KeepaliveProbes } from "../../../../translate/keepalive.js";
 import type { AwsAuth } from "../../../../translate/llm/table.js";
 
 /** Where a key goes on the guard service's request (the schema's AuthorizationLocation). */
@@ -38,10 +39,14 @@ export interface GuardConnection {
     /** Names the certificate must carry (`verifySubjectAltNames`); absent: the SNI, else the URL's host. */
     readonly sans?: readonly string[];
     readonly clientCert?: { readonly chain: string; readonly key: string };
+    /** `keyExchangeGroups` in OpenSSL's names (as a Service's backend TLS resolves them), offered in this order. */
+    readonly curves?: readonly string[];
   };
   readonly connectTimeoutMs?: number;
   /** Idle time before TCP keepalive probes (`tcp.keepalive.time`). */
   readonly keepAliveMs?: number;
+  /** The probes' interval and count, where this Node.js sets them (translate/keepalive.ts) and no tunnel is used. */
+  readonly keepAliveProbes?: KeepaliveProbes;
   /** `http.version: HTTP2`: h2 by ALPN over TLS, prior knowledge (h2c) over plain HTTP. */
   readonly http2?: boolean;
   /** An HTTP CONNECT proxy every call goes through (plain HTTP ones too). */

@@ -3,8 +3,10 @@
 // bodies can echo either, so only their machine-readable code is kept).
 
 import { createHash } from "node:crypto";
+import type { Socket } from "node:net";
 import { checkServerIdentity, type PeerCertificate } from "node:tls";
-import { Agent, type buildConnector, type Dispatcher, ProxyAgent, request } from "undici";
+import { Agent, buildConnector, type Dispatcher, ProxyAgent, request } from "undici";
+import { setTcpKeepalive } from "../../../../translate/keepalive.js";
 import { GuardError } from "../types.js";
 import type { GuardConnection, GuardKeyAuth } from "./config.js";
 
@@ -46,6 +48,7 @@ export function dispatcherFor(c: GuardConnection | undefined, shared: Dispatcher
     ...(t?.ca !== undefined ? { ca: t.ca } : {}),
     ...(t?.clientCert !== undefined ? { cert: t.clientCert.chain, key: t.clientCert.key } : {}),
     ...(t?.sni !== undefined ? { servername: t.sni } : {}),
+    ...(t?.curves !== undefined && t.curves.length > 0 ? { ecdhCurve: t.curves.join(":") } : {}),
     ...(t?.insecure === "All" ? { rejectUnauthorized: false } : {}),
     ...(t?.insecure === "Hostname"
       ? { checkServerIdentity: () => undefined }
@@ -71,7 +74,7 @@ export function dispatcherFor(c: GuardConnection | undefined, shared: Dispatcher
   };
   const pool =
     c.tunnel === undefined
-      ? new Agent({ ...common, connect: { ...tls, ...tcp } })
+      ? new Agent({ ...common, connect: withKeepaliveProbes(buildConnector({ ...tls, ...tcp }), c) })
       : new ProxyAgent({
           ...common,
           uri: `http://${c.tunnel.address.includes(":") ? `[${c.tunnel.address}]` : c.tunnel.address}:${c.tunnel.port}`,
@@ -255,4 +258,20 @@ export function textsToSend(
   });
   if (positions.length === 0) return undefined;
   return { url: base.url, positions, texts: positions.map((i) => texts[i] as string) };
+}
+
+/**
+ * undici's connector, followed by the keepalive probes where the settings carry them (Node.js 26): its own
+ * `keepAliveInitialDelay` sets the idle time only, and libuv the rest.
+ */
+function withKeepaliveProbes(connect: buildConnector.connector, c: GuardConnection): buildConnector.connector {
+  const probes = c.keepAliveProbes;
+  const time = c.keepAliveMs;
+  if (probes === undefined || time === undefined) return connect;
+  return (options, callback) =>
+    connect(options, (err, socket) => {
+      if (err === null && socket !== null) setTcpKeepalive(socket as Socket, time, probes);
+      // biome-ignore lint/suspicious/noExplicitAny: undici's callback is typed as a union of two tuples
+      (callback as (...a: any[]) => void)(err, socket);
+    });
 }
