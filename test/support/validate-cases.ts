@@ -674,4 +674,51 @@ export const VALIDATE_CASES: Case[] = [
     "spec.modelCatalog.sources[0].configMap.name",
     "must be a lowercase DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit",
   ]),
+  // Rules that had no bad input of their own (test/unit/validate-rules.test.ts now checks that every rule has one).
+  P(
+    "extAuth backendRef to a GwBackend in the core group",
+    traffic({ extAuth: { backendRef: { group: "", kind: "GwBackend", name: "b" } } }),
+    ["spec.traffic.extAuth.backendRef.group", "group must be empty for a Service and sluice.dev for a GwBackend"],
+  ),
+  P(
+    "extProc backendRef beside conditional",
+    traffic({ extProc: { backendRef: svcRef, conditional: [{ policy: { backendRef: svcRef } }] } }),
+    ["spec.traffic.extProc.conditional", "either conditional or the extProc fields may be set, not both"],
+  ),
+  P(
+    "auth location with header and cookie",
+    backendPol({ auth: { key: "k", location: { header: { name: "X-Key" }, cookie: { name: "k" } } } }),
+    ["spec.backend.auth.location", "exactly one of header, queryParameter and cookie must be set"],
+  ),
+  B(
+    "guardrailsA with key and secretRef",
+    guards({
+      request: [
+        {
+          guardrailsA: {
+            identifier: "g",
+            version: "1",
+            region: "us-east-1",
+            policies: { auth: { key: "k", secretRef: { name: "s" } } },
+          },
+        },
+      ],
+    }),
+    [
+      "spec.policies.ai.promptGuard.request[0].guardrailsA.policies.auth",
+      "exactly one of cloudA, key and secretRef must be set",
+    ],
+  ),
+  B("response guard with no variant", guards({ response: [{ response: { statusCode: 451 } }] }), [
+    "spec.policies.ai.promptGuard.response[0]",
+    "exactly one of regex, webhook, guardrailsA and guardrailsB must be set",
+  ]),
+  M("providerF with Provider01", gwModel({ provider: "Provider01", providerF: { projectId: "p" } }), [
+    "spec.providerF",
+    "providerF is only valid with provider Provider05",
+  ]),
+  M("providerG with Provider01", gwModel({ provider: "Provider01", providerG: {} }), [
+    "spec.providerG",
+    "providerG is only valid with provider Provider06",
+  ]),
 ];

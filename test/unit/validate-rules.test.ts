@@ -17,7 +17,7 @@ import { SLUICE_KINDS } from "../../src/api/sluice.js";
 import { validateResource } from "../../src/api/validate.js";
 import { runValidate } from "../../src/cli/validate.js";
 import { DEFAULT_LOG_FIELDS } from "../../src/translate/xds/frontend.js";
-import { type Case, caseDocument } from "../support/api-cases.js";
+import { type Case, caseDocument, LIMIT_CASES, RULE_CASES } from "../support/api-cases.js";
 import { KUBE_CEL } from "../support/kube-cel.js";
 import { VALIDATE_CASES } from "../support/validate-cases.js";
 
@@ -120,4 +120,24 @@ test("sluice validate reports every case of the table at its field, with file, l
 test("accessLog attributes.remove accepts exactly the fields an access log entry has", () => {
   // The schema's enum and the translator's default entry are one list: a field added to the entry is removable.
   assert.deepEqual([...ACCESS_LOG_FIELDS].sort(), Object.keys(DEFAULT_LOG_FIELDS).sort());
+});
+
+test("every cross-field rule of the schemas has a bad input refused with its message", () => {
+  const messages = new Set<string>();
+  const seen = new Set<unknown>();
+  const walk = (node: Schema | undefined): void => {
+    if (node === undefined || seen.has(node)) return;
+    seen.add(node);
+    for (const r of (node["x-kubernetes-validations"] as readonly Rule[] | undefined) ?? []) messages.add(r.message);
+    for (const p of Object.values((node["properties"] as Record<string, Schema> | undefined) ?? {})) walk(p);
+    walk(node["items"] as Schema | undefined);
+    const add = node["additionalProperties"];
+    if (typeof add === "object" && add !== null) walk(add as Schema);
+  };
+  for (const def of SLUICE_KINDS) walk(def.spec as unknown as Schema);
+  // A case may give the start of a message (the rest names what it got) or, in api-cases, a fragment of it.
+  const refused = [...RULE_CASES, ...LIMIT_CASES, ...VALIDATE_CASES].flatMap((c) => (c.error ? [c.error[1]] : []));
+  const without = [...messages].filter((m) => !refused.some((e) => m.startsWith(e)));
+  assert.ok(messages.size >= 90, `rules found: ${messages.size}`);
+  assert.deepEqual(without, [], "rules without a bad-input case");
 });
