@@ -1,7 +1,8 @@
 // Spare target sessions (docs/mcp.md, "Spare target sessions started ahead") end to end, through a real Envoy with the
 // SDK client and SDK targets: a second client adopts the set started after the first (no target initializes while it
 // waits, its notifications/initialized held until then), the session it gets resumes on a second Sluice, unadopted
-// sets are DELETEd after the idle age, a set whose target died is not adopted (FailClosed refuses the session as it
+// sets are DELETEd after the idle age, a new session's targets are told notifications/initialized once the client's
+// own is answered, a set whose target died is not adopted (FailClosed refuses the session as it
 // did without spares); and a Stateless backend's initialize answered from the cache.
 
 import assert from "node:assert/strict";
@@ -57,6 +58,8 @@ describe("MCP spare target sessions through Envoy", { timeout: 120_000 }, () => 
   let s2: SdkTarget;
   let delta: SdkTarget;
   let victim2: SdkTarget;
+  let h1: SdkTarget;
+  let h2: SdkTarget;
   let env: LlmEnv;
   let replica: LlmEnv;
   const clients: Client[] = [];
@@ -65,7 +68,7 @@ describe("MCP spare target sessions through Envoy", { timeout: 120_000 }, () => 
   const deletes = (...ts: SdkTarget[]) => ts.reduce((n, t) => n + t.seen.deleted, 0);
 
   before(async () => {
-    [alpha, beta, gamma, victim, s1, s2, delta, victim2] = await Promise.all([
+    [alpha, beta, gamma, victim, s1, s2, delta, victim2, h1, h2] = await Promise.all([
       startSdkTarget("alpha"),
       startSdkTarget("beta"),
       startSdkTarget("gamma"),
@@ -74,6 +77,8 @@ describe("MCP spare target sessions through Envoy", { timeout: 120_000 }, () => 
       startSdkTarget("s2"),
       startSdkTarget("delta"),
       startSdkTarget("victim2"),
+      startSdkTarget("h1"),
+      startSdkTarget("h2"),
     ]);
     const yaml = mcpYaml([
       {
@@ -98,6 +103,13 @@ describe("MCP spare target sessions through Envoy", { timeout: 120_000 }, () => 
         ],
       },
       {
+        name: "held",
+        targets: [
+          { name: "h1", port: h1.port },
+          { name: "h2", port: h2.port },
+        ],
+      },
+      {
         name: "stateless",
         sessionRouting: "Stateless",
         targets: [
@@ -117,10 +129,52 @@ describe("MCP spare target sessions through Envoy", { timeout: 120_000 }, () => 
     for (const c of clients) await c.close().catch(() => {});
     await env?.stop();
     await replica?.stop();
-    for (const t of [alpha, beta, gamma, victim, s1, s2, delta, victim2]) await t?.kill();
+    for (const t of [alpha, beta, gamma, victim, s1, s2, delta, victim2, h1, h2]) await t?.kill();
   });
 
   let adoptedId: string | undefined;
+
+  test("a new session's targets hear notifications/initialized only once the client's own is answered", async () => {
+    // Raw HTTP, so the client's notification comes when the test says (the SDK client sends it at once).
+    const url = `${env.baseUrl}/held/mcp`;
+    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+    const sent = Date.now();
+    const init = await fetch(url, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "held-e2e", version: "1" } },
+      }),
+    });
+    assert.equal(init.status, 200);
+    await init.text();
+    const session = init.headers.get("mcp-session-id");
+    assert.ok(session !== null);
+    const mine = () => [h1, h2].map((t) => [...t.seen.sessions.values()].find((x) => x.initializedAt >= sent));
+    assert.ok(
+      mine().every((x) => x !== undefined),
+      "each target started the client's session before it was answered",
+    );
+    // Held while the client has not said it is initialized (Sluice used to send them right after the answer).
+    await new Promise((r) => setTimeout(r, 400));
+    assert.deepEqual(
+      mine().map((x) => x?.notified),
+      [false, false],
+    );
+    const notified = await fetch(url, {
+      method: "POST",
+      headers: { ...headers, "mcp-session-id": session },
+      body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }),
+    });
+    assert.equal(notified.status, 202);
+    // Then released, without a request of the client's asking for it.
+    await waitFor("both targets told notifications/initialized", async () =>
+      mine().every((x) => x?.notified === true) ? true : undefined,
+    );
+  });
 
   test("a second client adopts the spare set: no target initializes while it waits", async () => {
     const first = await timedClient(env.baseUrl, "pool");
