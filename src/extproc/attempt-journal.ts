@@ -28,6 +28,8 @@ export interface AttemptState {
    * an AI cluster's LLM stage writes them anew for each attempt.
    */
   readonly pseudo?: boolean;
+  /** `extauthz` as the attempt's provider's extAuth check left it (extproc/llm/provider-ext-auth.ts), when it told any. */
+  readonly extauthz?: unknown;
 }
 
 /**

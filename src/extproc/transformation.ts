@@ -375,6 +375,8 @@ export function serveTransformation(
         const source = sourceVariable(req);
         vars = {
           ...identityVariables(req.metadataContext?.filterMetadata),
+          // An AI provider's extAuth check on this attempt: what it told, read as `extauthz` after it.
+          ...(state?.extauthz !== undefined ? { extauthz: state.extauthz } : {}),
           request: requestVariable(requestHeaders),
           ...(source !== undefined ? { source } : {}),
         };

@@ -133,6 +133,12 @@ export const SLUICE_AUTHZ_HTTP_CLUSTER = "sluice_authz_http";
  */
 export const REALTIME_ENTRY_HEADER = "x-sluice-realtime-entry";
 export const REALTIME_CLUSTER_HEADER = "x-sluice-realtime-cluster";
+/**
+ * And the client's connection as Envoy saw it (`%DOWNSTREAM_REMOTE_ADDRESS%`, `%DOWNSTREAM_LOCAL_ADDRESS%`), which the
+ * relay's check of a provider's extAuth carries as `source` and `destination`.
+ */
+export const REALTIME_SOURCE_HEADER = "x-sluice-realtime-source";
+export const REALTIME_DESTINATION_HEADER = "x-sluice-realtime-destination";
 
 /** The cluster of a concrete GwModel (`namespace/name`), and of a failover virtual model Envoy fails over within. */
 export function modelClusterName(model: string, failover = false): string {

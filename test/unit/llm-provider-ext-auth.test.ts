@@ -8,12 +8,14 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { requestVariable } from "../../src/extproc/llm/cel.js";
+import { requestVariable, withExtauthz } from "../../src/extproc/llm/cel.js";
 import {
   checkRequestOf,
   decisionOf,
   denialReply,
+  endpointOf,
   ProviderExtAuths,
+  sourceVariable,
   withAllowedHeaders,
 } from "../../src/extproc/llm/provider-ext-auth.js";
 import { CheckResponseSchema } from "../../src/gen/envoy/service/auth/v3/external_auth_pb.js";
@@ -112,7 +114,7 @@ describe("translation", () => {
     assert.match(status, /backend\.extAuth\.backendRef: [^"]*nowhere[^"]*checks of attempts to provider guarded fail/);
   });
 
-  test("HTTP options, a cache, forwardBody; fields no step reads are reported, CEL reading `source` too", () => {
+  test("HTTP options, a cache, forwardBody, CEL reading `source`, responseMetadata: all served, nothing reported", () => {
     const { providers, status } = run(
       docs({
         backendRef: { name: "authz", port: 80 },
@@ -135,8 +137,49 @@ describe("translation", () => {
     assert.deepEqual(ea?.cache, { key: ["request.headers['x-team']"], ttl: "30s", maxEntries: 10000 });
     assert.deepEqual(ea?.http?.allowedUpstreamHeaders, ["x-user"]);
     assert.equal(ea?.expressions?.path, "'/check/' + request.headers['x-team']");
-    assert.match(status, /backend\.extAuth\.http: an expression reads source/);
-    assert.match(status, /backend\.extAuth\.http\.responseMetadata: not read by any later step/);
+    assert.deepEqual(ea?.expressions?.responseMetadata, { user: "response.headers['x-user']" });
+    assert.doesNotMatch(status, /NotYetSupported|Warning|NeverMatches|Ignored/);
+  });
+
+  test("pass-through and Realtime route types: forwardBody served; through the Realtime relay, identity CEL reported", () => {
+    const realtime = (d: Doc[]) =>
+      d.map((x) =>
+        x.kind === "GwBackend"
+          ? {
+              ...x,
+              spec: {
+                ...(x.spec as Doc),
+                policies: {
+                  ai: {
+                    routes: {
+                      "/v1/realtime": "Realtime",
+                      "/v1/files": "Passthrough",
+                      "/v1/chat/completions": "Completions",
+                    },
+                    promptGuard: { request: [{ regex: { action: "Reject", matches: ["secret"] } }] },
+                  },
+                },
+              },
+            }
+          : x,
+      );
+    const { providers, status } = run(
+      realtime(
+        docs({
+          backendRef: { name: "authz", port: 80 },
+          forwardBody: { maxSize: "1Ki" },
+          grpc: { requestMetadata: { "x-user": "jwt.sub", "x-peer": "string(source.address)" } },
+        }),
+      ),
+    );
+    assert.equal(providers.get("guarded")?.extAuth?.forwardBody, 1024);
+    assert.doesNotMatch(status, /forwardBody|501|not checked/);
+    // The relay has the upgrade's headers and the client's address, not the route's identity.
+    assert.match(
+      status,
+      /backend\.extAuth\.grpc\.requestMetadata: an expression reads jwt, which the check of a Realtime session through Sluice's relay/,
+    );
+    assert.doesNotMatch(status, /reads source/);
   });
 
   test("the scope ignores the endpoints (decisions survive an endpoint change), not the options", () => {
@@ -174,6 +217,70 @@ describe("the check's pure parts", () => {
     const withBody = checkRequestOf({ headers, activation: {} }, body).attributes?.request?.http;
     assert.equal(withBody?.size, BigInt(body.byteLength));
     assert.deepEqual(withBody?.rawBody, body);
+  });
+
+  test("the CheckRequest's source and destination: the client's connection, as a route's check has them", () => {
+    const peer = { source: endpointOf("10.1.2.3:5555", 5555), destination: endpointOf("[::1]:8080", undefined) };
+    assert.deepEqual(peer, {
+      source: { address: "10.1.2.3", port: 5555 },
+      destination: { address: "::1", port: 8080 },
+    });
+    const r = checkRequestOf(
+      {
+        headers: { ":path": "/" },
+        activation: {},
+        peer: { source: { address: "10.1.2.3", port: 5555 }, destination: { address: "::1", port: 8080 } },
+      },
+      undefined,
+    );
+    const src = r.attributes?.source?.address?.address;
+    assert.equal(src?.case, "socketAddress");
+    assert.equal(src?.case === "socketAddress" ? src.value.address : "", "10.1.2.3");
+    assert.deepEqual(src?.case === "socketAddress" ? src.value.portSpecifier : undefined, {
+      case: "portValue",
+      value: 5555,
+    });
+    const dst = r.attributes?.destination?.address?.address;
+    assert.equal(dst?.case === "socketAddress" ? dst.value.address : "", "::1");
+    // Unknown (no attributes): left out, as Envoy leaves out what it does not have.
+    assert.equal(checkRequestOf({ headers: {}, activation: {} }, undefined).attributes?.source, undefined);
+    assert.equal(endpointOf(undefined, 1), undefined);
+    // CEL's `source`: an IP value and the port.
+    const v = sourceVariable({ source: { address: "10.1.2.3", port: 5555 } });
+    assert.equal(v?.["port"], 5555n);
+    assert.equal(sourceVariable({}), undefined);
+  });
+
+  test("an allow's metadata is what later steps read as extauthz, over the route's", () => {
+    const ok = decisionOf(
+      toBinary(
+        CheckResponseSchema,
+        create(CheckResponseSchema, {
+          httpResponse: { case: "okResponse", value: {} },
+          dynamicMetadata: { sluice_extauthz: { tier: "gold" } },
+        }),
+      ),
+    );
+    assert.deepEqual(ok, { allow: { set: {}, remove: [], metadata: { tier: "gold" } } });
+    const merged = withExtauthz(
+      {
+        jwt: 1,
+        extauthz: new Map([
+          ["tier", "basic"],
+          ["team", "a"],
+        ]),
+      },
+      { tier: "gold" },
+    );
+    assert.equal(merged["jwt"], 1);
+    assert.deepEqual(
+      [...(merged["extauthz"] as Map<string, unknown>)],
+      [
+        ["tier", "gold"],
+        ["team", "a"],
+      ],
+    );
+    assert.deepEqual([...(withExtauthz({}, { tier: "gold" })["extauthz"] as Map<string, unknown>)], [["tier", "gold"]]);
   });
 
   test("decisions: an allow's headers (overwritten, or appended), a denial's status, headers and body; 403 by default", () => {
@@ -333,6 +440,22 @@ describe("checks against a real HTTP authorization service", () => {
     assert.ok("deny" in d);
     assert.equal(d.deny.status, 403);
     assert.equal(d.deny.body, "no");
+  });
+
+  test("responseMetadata (CEL over the answer) comes back with the allow; `source` reaches the call's CEL", async () => {
+    const cfg = config({
+      expressions: {
+        responseMetadata: { user: "response.headers['x-user']" },
+        headers: { "x-peer": "string(source.address) + ':' + string(source.port)" },
+      },
+    });
+    const req = request("yes");
+    const d = await auths.check(cfg, {
+      ...req,
+      activation: { ...req.activation, source: sourceVariable({ source: { address: "10.9.8.7", port: 4242 } }) },
+    });
+    assert.deepEqual(d, { allow: { set: { "x-user": "ada" }, remove: [], metadata: { user: "ada" } } });
+    assert.equal(seen.at(-1)?.headers["x-peer"], "10.9.8.7:4242");
   });
 
   test("a cache: one call per key while its ttl lasts", async () => {

@@ -80,3 +80,13 @@ export function identityVariables(metadata: { readonly [namespace: string]: unkn
   }
   return out;
 }
+
+/**
+ * `identity` with `extauthz` as a provider's extAuth check left it: what that service told, over what the route's
+ * extAuth told (a key both name: the provider's, the later check).
+ */
+export function withExtauthz(identity: Readonly<Obj>, told: Readonly<Obj>): Obj {
+  const mine = toCel(told) as Map<string, unknown>;
+  const route = identity["extauthz"];
+  return { ...identity, extauthz: route instanceof Map ? new Map([...route, ...mine]) : mine };
+}

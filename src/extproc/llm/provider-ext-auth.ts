@@ -14,11 +14,12 @@
 // reply (the ext_proc's immediate response) is sent as the downstream's local reply, past the router's retry policy
 // (seen with Envoy 1.40); docs/llm.md says what this means for a GwBackend's groups.
 
-import { create, fromBinary } from "@bufbuild/protobuf";
-import type { CelActivation } from "../../cel/index.js";
+import { create, fromBinary, type JsonObject } from "@bufbuild/protobuf";
+import { type CelActivation, peerIpValue } from "../../cel/index.js";
 import { DecisionCache } from "../../extauthz/decision-cache.js";
 import {
   checkUserExtAuth,
+  EXTAUTHZ_METADATA_KEY,
   type UserExtAuth,
   UserExtAuthClients,
   type UserExtAuthLogger,
@@ -42,13 +43,52 @@ export interface ExtAuthRequest {
   readonly headers: Readonly<Record<string, string>>;
   /** The client's body, when the router stage read it (LLM formats); sent with `forwardBody`. */
   readonly body?: Uint8Array;
-  /** CEL variables of the call's expressions and the cache key (`request`, `llm`, the identity). */
+  /** CEL variables of the call's expressions and the cache key (`request`, `llm`, `source`, the identity). */
   readonly activation: Readonly<Record<string, unknown>>;
+  /** The client's connection as Envoy saw it (the downstream peer and Envoy's own address), when Envoy sent them. */
+  readonly peer?: Peer;
 }
 
-export type ExtAuthDecision =
-  | { readonly allow: { readonly set: Readonly<Record<string, string>>; readonly remove: readonly string[] } }
-  | { readonly deny: Denial };
+/** One end of the client's connection. */
+export interface Endpoint {
+  readonly address: string;
+  readonly port: number;
+}
+
+/** The client's connection: `source` (the client) and `destination` (Envoy's listener), as a route's check has them. */
+export interface Peer {
+  readonly source?: Endpoint;
+  readonly destination?: Endpoint;
+}
+
+export interface Allowed {
+  readonly set: Readonly<Record<string, string>>;
+  readonly remove: readonly string[];
+  /** What the service tells later steps (`extauthz`): a gRPC service's dynamic metadata, HTTP's responseMetadata. */
+  readonly metadata?: JsonObject;
+}
+
+export type ExtAuthDecision = { readonly allow: Allowed } | { readonly deny: Denial };
+
+/**
+ * Envoy's `<side>.address` (`ip:port`, `[v6]:port`) and `<side>.port` request attributes as an endpoint; undefined
+ * when Envoy sent none (a pipe, an Envoy without the attributes).
+ */
+export function endpointOf(address: unknown, port: unknown): Endpoint | undefined {
+  if (typeof address !== "string" || address === "") return undefined;
+  const v4 = /^([^:]+):(\d+)$/.exec(address);
+  const v6 = /^\[([^\]]+)\]:(\d+)$/.exec(address);
+  const ip = v6?.[1] ?? v4?.[1] ?? address;
+  const p = typeof port === "number" ? port : Number(v6?.[2] ?? v4?.[2] ?? 0);
+  return { address: ip, port: Number.isInteger(p) && p >= 0 && p <= 65535 ? p : 0 };
+}
+
+/** The spec's `source` variable for a check: its address as an IP value, its port. Undefined when unknown. */
+export function sourceVariable(peer: Peer | undefined): Record<string, unknown> | undefined {
+  const s = peer?.source;
+  const ip = s === undefined ? undefined : peerIpValue(s.address);
+  return s === undefined || ip === undefined ? undefined : { address: ip, port: BigInt(s.port) };
+}
 
 export interface Denial {
   readonly status: number;
@@ -92,7 +132,19 @@ export function decisionOf(bytes: Uint8Array): ExtAuthDecision {
       // Envoy's ext_authz overwrites unless the (deprecated) `append` asks otherwise; repeats of a name then join.
       set[kv[0]] = h.append === true && set[kv[0]] !== undefined ? `${set[kv[0]]},${kv[1]}` : kv[1];
     }
-    return { allow: { set, remove: (ok?.headersToRemove ?? []).map((n) => n.toLowerCase()) } };
+    // user-ext-auth.ts puts what later steps read under EXTAUTHZ_METADATA_KEY ({} when the service told nothing).
+    const told = r.dynamicMetadata?.[EXTAUTHZ_METADATA_KEY];
+    const metadata =
+      told !== null && typeof told === "object" && !Array.isArray(told) && Object.keys(told).length > 0
+        ? (told as JsonObject)
+        : undefined;
+    return {
+      allow: {
+        set,
+        remove: (ok?.headersToRemove ?? []).map((n) => n.toLowerCase()),
+        ...(metadata !== undefined ? { metadata } : {}),
+      },
+    };
   }
   const denied = r.httpResponse.case === "deniedResponse" ? r.httpResponse.value : undefined;
   const status = denied?.status?.code ?? 0;
@@ -114,8 +166,23 @@ export function decisionOf(bytes: Uint8Array): ExtAuthDecision {
 export function checkRequestOf(req: ExtAuthRequest, body: Uint8Array | undefined): CheckRequest {
   const h = req.headers;
   const path = h[":path"] ?? "/";
+  const socket = (e: Endpoint | undefined) =>
+    e === undefined
+      ? undefined
+      : {
+          address: {
+            address: {
+              case: "socketAddress" as const,
+              value: { address: e.address, portSpecifier: { case: "portValue" as const, value: e.port } },
+            },
+          },
+        };
+  const source = socket(req.peer?.source);
+  const destination = socket(req.peer?.destination);
   return create(CheckRequestSchema, {
     attributes: {
+      ...(source !== undefined ? { source } : {}),
+      ...(destination !== undefined ? { destination } : {}),
       request: {
         http: {
           id: h["x-request-id"] ?? "",

@@ -58,7 +58,7 @@ import {
   type RouteType,
 } from "../../translate/llm/table.js";
 import type { ModelRouteEntry } from "../../translate/model/ir.js";
-import { clusterVariantBase, MODEL_CLUSTER_HEADER } from "../../translate/names.js";
+import { clusterVariantBase, MODEL_CLUSTER_HEADER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../../translate/names.js";
 import type { TranslationResult } from "../../translate/translate.js";
 import { CONTEXT_METADATA, CONTEXT_STAGE, decodeContext, serveContext } from "../context.js";
 import {
@@ -70,7 +70,7 @@ import {
   TRANSFORMATION_STAGE,
 } from "../transformation.js";
 import { AwsCredentialSource, type RoleSession, roleSession } from "./aws-credentials.js";
-import { identityVariables, requestVariable, toCel } from "./cel.js";
+import { identityVariables, requestVariable, toCel, withExtauthz } from "./cel.js";
 import { type Completion, completionMetadata } from "./completion.js";
 import { GoogleTokens } from "./google-tokens.js";
 import { type GuardContext, type GuardOutcome, runGuards } from "./guards/runner.js";
@@ -100,7 +100,14 @@ import {
   routeTypeOf,
   sigV4Headers,
 } from "./provider.js";
-import { denialReply, ProviderExtAuths, withAllowedHeaders } from "./provider-ext-auth.js";
+import {
+  denialReply,
+  endpointOf,
+  type Peer,
+  ProviderExtAuths,
+  sourceVariable,
+  withAllowedHeaders,
+} from "./provider-ext-auth.js";
 import { TokenLimiter } from "./token-limits.js";
 import {
   checkRead,
@@ -158,6 +165,15 @@ interface RequestState {
   clientBody?: Uint8Array;
   /** `jwt`, `apiKey`, `basicAuth`, `extauthz` for CEL, from the metadata the route forwards (empty when none). */
   readonly identity: Readonly<Record<string, unknown>>;
+  /**
+   * The identity as the current attempt's steps see it: with what its provider's extAuth told (`extauthz`), when that
+   * check allowed with metadata; undefined otherwise (then `identity`). Set anew by every attempt.
+   */
+  checked?: Readonly<Record<string, unknown>> | undefined;
+  /** The client's connection (request attributes of the router stage), for a provider's extAuth check. */
+  readonly peer?: Peer;
+  /** A Realtime upgrade Envoy routes to Sluice's relay, which does the provider's work itself (realtime/relay.ts). */
+  readonly relayed?: boolean;
   attempt?: Attempt;
   /**
    * Headers the previous attempt set: Envoy's upstream filters mutate the router's own request headers, so a retry to
@@ -514,7 +530,12 @@ export class LlmExtProcService {
     const state = id === undefined ? undefined : this.#requests.get(id);
     if (state === undefined) return undefined;
     state.transformed ??= new Map();
-    return { journal: state.transformed, provided: new Set(state.provided ?? []) };
+    const extauthz = state.checked?.["extauthz"];
+    return {
+      journal: state.transformed,
+      provided: new Set(state.provided ?? []),
+      ...(extauthz !== undefined ? { extauthz } : {}),
+    };
   }
 
   /** Number of requests held in memory (tests check it drains). */
@@ -645,6 +666,7 @@ export class LlmExtProcService {
           return clientErrorResponse(client, { status: 429, kind: "rate_limit", message: "token rate limit exceeded" });
         }
         const id = randomUUID();
+        const peer = peerOf(req);
         const state: RequestState = {
           entry,
           routeType,
@@ -652,20 +674,33 @@ export class LlmExtProcService {
           single: entry.models !== undefined ? undefined : singleOf(entry, req),
           headers: headerMap(r.value),
           identity: identityVariables(req.metadataContext?.filterMetadata),
+          ...(peer !== undefined ? { peer } : {}),
+          ...(routeType === "Realtime" && attribute(req, LLM_CLUSTER_ATTRIBUTE) === SLUICE_AUTHZ_HTTP_CLUSTER
+            ? { relayed: true }
+            : {}),
         };
         this.#requests.set(id, state);
         set(state, id);
         const also = { [LLM_REQUEST_ID_HEADER]: id };
         // Route types forwarded as they are need no body here: it streams (a Realtime websocket never ends). To a
-        // cloudA provider it is read all the same, for SigV4's payload hash (a websocket is refused: see #provide).
-        const signs = client === undefined && routeType !== "Realtime" && hasAwsProvider(entry, state.single);
-        if (signs && r.value.endOfStream) state.raw = new Uint8Array();
+        // cloudA provider it is read all the same, for SigV4's payload hash (a websocket is refused: see #provide), and
+        // for a provider's extAuth that forwards the body (forwardBody).
+        const readsBody =
+          client === undefined &&
+          routeType !== "Realtime" &&
+          (hasAwsProvider(entry, state.single) || forwardsBody(entry));
+        if (readsBody && r.value.endOfStream) state.raw = new Uint8Array();
         const extra =
-          client === undefined && !signs
+          client === undefined && !readsBody
             ? { modeOverride: bodyMode(ProcessingMode_BodySendMode.BUFFERED, ProcessingMode_BodySendMode.NONE) }
             : {};
         const single = state.single;
-        if (single !== undefined && ((client === undefined && !signs) || r.value.endOfStream)) {
+        // An upgrade to Sluice's Realtime relay: the relay does the provider's work (credentials, extAuth) itself.
+        if (
+          single !== undefined &&
+          state.relayed !== true &&
+          ((client === undefined && !readsBody) || r.value.endOfStream)
+        ) {
           // One stage, and no body to translate: the provider's destination and credentials are set now.
           return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
             providerResponse("requestHeaders", w, { also, ...extra }),
@@ -681,6 +716,7 @@ export class LlmExtProcService {
           // A body forwarded as it is reaches here only to be signed (to a cloudA provider).
           if (state === undefined) return respond("requestBody");
           state.raw = r.value.body;
+          if (forwardsBody(state.entry)) state.clientBody = r.value.body;
           const single = state.single;
           if (single === undefined) return respond("requestBody");
           return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
@@ -930,7 +966,7 @@ export class LlmExtProcService {
       state.entry.tokenCosts,
       state.headers,
       (expr) => this.#log(`llm cost expression ${JSON.stringify(expr)} failed; counting total tokens`),
-      state.identity,
+      identityOf(state),
     );
   }
 
@@ -1032,6 +1068,8 @@ export class LlmExtProcService {
       };
       return guarded instanceof Promise ? guarded.then(go) : go(guarded);
     };
+    // Each attempt's steps see its own provider's check, not a previous attempt's.
+    state.checked = undefined;
     return provider.extAuth === undefined ? work() : this.#authorized(state, provider, provider.extAuth, work);
   }
 
@@ -1046,15 +1084,20 @@ export class LlmExtProcService {
     extAuth: ProviderExtAuthConfig,
     work: () => ProviderWork | Promise<ProviderWork>,
   ): Promise<ProviderWork> {
+    const source = sourceVariable(state.peer);
     const d = await this.#providerAuthz.check(extAuth, {
       headers: state.headers,
       ...(state.clientBody !== undefined ? { body: state.clientBody } : {}),
-      activation: celVariables(state, provider.name),
+      activation: { ...celVariables(state, provider.name), ...(source !== undefined ? { source } : {}) },
+      ...(state.peer !== undefined ? { peer: state.peer } : {}),
     });
     if ("deny" in d) {
       state.attempt = { provider: provider.name, local: true };
       return { error: denialReply(state.client, provider.name, d.deny) };
     }
+    // What the service told is `extauthz` for what follows on this attempt: the provider's AI policy, its prompt
+    // guards, its transformation (the upstream filter after this one), the cost of the answer.
+    if (d.allow.metadata !== undefined) state.checked = withExtauthz(state.identity, d.allow.metadata);
     const w = await work();
     if ("error" in w) return w;
     // Nor may it touch the id the upstream stage finds the request by (retries need it).
@@ -1301,7 +1344,7 @@ export class LlmExtProcService {
         method: state.headers[":method"] ?? "POST",
         path: state.headers[":path"] ?? "/",
         headers: state.headers,
-        identity: state.identity,
+        identity: identityOf(state),
       },
       providerName,
     );
@@ -1409,11 +1452,26 @@ export function clientToken(headers: Readonly<Record<string, string>>): string |
 }
 
 /** The CEL activation of a request's credential expressions: `request`, and `llm` as AI transformations see it. */
+/** The identity the current attempt's steps see (RequestState.checked). */
+function identityOf(state: RequestState): Readonly<Record<string, unknown>> {
+  return state.checked ?? state.identity;
+}
+
+/** The client's connection from the router stage's request attributes (llm.ts sends them). */
+function peerOf(req: ExtProcRequest): Peer | undefined {
+  const a = req.attributes["envoy.filters.http.ext_proc"];
+  if (a === undefined) return undefined;
+  const source = endpointOf(a["source.address"], a["source.port"]);
+  const destination = endpointOf(a["destination.address"], a["destination.port"]);
+  if (source === undefined && destination === undefined) return undefined;
+  return { ...(source !== undefined ? { source } : {}), ...(destination !== undefined ? { destination } : {}) };
+}
+
 function celVariables(state: RequestState, provider: string): Record<string, unknown> {
   const model = typeof state.body?.model === "string" ? state.body.model : undefined;
   const streaming = state.body?.stream === true;
   return {
-    ...state.identity,
+    ...identityOf(state),
     request: requestVariable(state.headers),
     llm: toCel({
       model: model ?? null,

@@ -39,8 +39,16 @@ export interface ProviderExtAuthConfig extends Omit<UserExtAuthConfig, "jwt"> {
  */
 export const PROVIDER_CHECK_TIMEOUT_MS = 3000;
 
-/** The CEL variables the check's expressions see: the LLM ext_proc's (a `source` is not known to it). */
-const SEEN = ["request", "llm", "jwt", "apiKey", "basicAuth", "extauthz"];
+/** The CEL variables the check's expressions see: the LLM ext_proc's, and `source` (Envoy's request attributes). */
+const SEEN = ["request", "llm", "source", "jwt", "apiKey", "basicAuth", "extauthz"];
+/** What the Realtime relay's check sees (it has the upgrade's headers and the client's address, not the route's identity). */
+const RELAY_SEEN = ["request", "llm", "source"];
+
+/**
+ * The router-level LLM stage's request attributes of the client's connection (xds/llm.ts), which a provider's check
+ * carries as the CheckRequest's `source` / `destination` and CEL's `source`.
+ */
+export const PEER_ATTRIBUTES = ["source.address", "source.port", "destination.address", "destination.port"] as const;
 
 /** Where a provider's extAuth backendRef resolves in RoutePolicyIR.refs (`.backendRef` appended). */
 export function providerExtAuthPath(cluster: string, provider: string): string {
@@ -74,7 +82,7 @@ export function providerExtAuthRefs(
 type Rec = Readonly<Record<string, unknown>>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** The route types of the backend's AI policy whose requests Sluice forwards without reading their body. */
+/** The route types of the backend's AI policy whose requests Sluice forwards as they are. */
 function forwardedTypes(b: BackendPolicyIR): string[] {
   const ai = b.policy["ai"];
   const routes = ai === undefined || "combined" in ai || !isRec(ai.value) ? undefined : ai.value["routes"];
@@ -116,8 +124,19 @@ export function compileProviderExtAuth(
   if (http === undefined && a.grpc !== undefined) grpcMetadata(a.grpc, expressions, (p, m, r) => note(p, m, r));
   const cel = compileUserExtAuthExpressions(expressions);
   for (const p of cel.problems) note(p.path, `${p.message}; left out`, "Ignored");
+  const forwarded = forwardedTypes(b);
+  const relayed = forwarded.includes("Realtime") && guarded(b, provider);
   for (const v of cel.compiled.variables) {
-    if (SEEN.includes(v)) continue;
+    if (SEEN.includes(v)) {
+      if (relayed && !RELAY_SEEN.includes(v)) {
+        note(
+          http === undefined ? "grpc.requestMetadata" : "http",
+          `an expression reads ${v}, which the check of a Realtime session through Sluice's relay (provider ${provider} has prompt guards) does not see (it sees ${RELAY_SEEN.join(", ")}: the route's identity stays in Envoy): it fails to evaluate there, and the session is refused`,
+          "NeverMatches",
+        );
+      }
+      continue;
+    }
     note(
       http === undefined ? "grpc.requestMetadata" : "http",
       `an expression reads ${v}, which the check of a provider's attempt does not see (it sees ${SEEN.join(", ")}): it fails to evaluate, and the attempt is denied`,
@@ -145,25 +164,6 @@ export function compileProviderExtAuth(
     if (c.cache !== undefined) {
       cache = { key: [...a.cache.key], ttl: a.cache.ttl, maxEntries: a.cache.maxEntries ?? DEFAULT_MAX_ENTRIES };
     }
-  }
-  if (a.http?.responseMetadata !== undefined && Object.keys(a.http.responseMetadata).length > 0) {
-    note(
-      "http.responseMetadata",
-      "not read by any later step: a provider's check comes after the route's steps, and the LLM ext_proc's own expressions read the route's extauthz",
-    );
-  }
-  const forwarded = forwardedTypes(b);
-  if (a.forwardBody !== undefined && forwarded.length > 0) {
-    note(
-      "forwardBody",
-      `requests of route types ${forwarded.join(", ")} are forwarded as they are, their body unread by Sluice: their checks carry no body`,
-    );
-  }
-  if (forwarded.includes("Realtime") && guarded(b, provider)) {
-    note(
-      "",
-      `Realtime sessions of provider ${provider} go through Sluice's Realtime relay (the provider has prompt guards), which does not check an extAuth yet: they are refused (501) rather than unchecked`,
-    );
   }
   const ref = a.backendRef;
   const ns = ref.namespace ?? f.from.name.split("/")[0] ?? "";

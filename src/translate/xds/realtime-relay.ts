@@ -22,7 +22,9 @@ import type { EffectivePolicyIR, RouteIR } from "../ir.js";
 import {
   clusterVariantBase,
   REALTIME_CLUSTER_HEADER,
+  REALTIME_DESTINATION_HEADER,
   REALTIME_ENTRY_HEADER,
+  REALTIME_SOURCE_HEADER,
   SLUICE_AUTHZ_HTTP_CLUSTER,
 } from "../names.js";
 import { ENDPOINT_PICKER_FILTER } from "./filters/inference-pool.js";
@@ -63,9 +65,9 @@ export function realtimeToPool(route: RouteIR, ctx: BuildContext | undefined): b
 /**
  * The relay twin of `main` (the route as built, a copy of its own: it is changed in place), to go before it: the same
  * match plus a websocket `Upgrade` header and all its filters (the LLM ext_proc too: it admits the upgrade against the
- * `tokens` limits and refuses providers that cannot take Realtime, as on the direct route), to `sluice_authz_http`
- * with the route's LLM entry and AI cluster in headers that overwrite any the client sent. Undefined when the route
- * does not relay.
+ * `tokens` limits; the provider's work, its extAuth included, is the relay's), to `sluice_authz_http`
+ * with the route's LLM entry, AI cluster and the client's connection in headers that overwrite any the client sent.
+ * Undefined when the route does not relay.
  */
 export function buildRealtimeRelayRoute(
   r: RouteIR,
@@ -94,6 +96,9 @@ export function buildRealtimeRelayRoute(
     [REALTIME_ENTRY_HEADER, entry],
     // The relay finds the provider in the route's table entry, under the AI cluster's name (not a variant's).
     [REALTIME_CLUSTER_HEADER, clusterVariantBase(cluster)],
+    // The client's connection, for a provider's extAuth check (the relay's own peer is Envoy).
+    [REALTIME_SOURCE_HEADER, "%DOWNSTREAM_REMOTE_ADDRESS%"],
+    [REALTIME_DESTINATION_HEADER, "%DOWNSTREAM_LOCAL_ADDRESS%"],
   ] as const) {
     twin.requestHeadersToAdd.push(
       create(HeaderValueOptionSchema, {

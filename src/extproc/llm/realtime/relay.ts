@@ -14,15 +14,31 @@ import { connect as tlsConnect } from "node:tls";
 import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
 import type { Http1Request } from "../../../grpc/http1.js";
+import { providerTcp } from "../../../translate/backend/ai-provider-connection.js";
 import type { TunnelIR } from "../../../translate/backend/tunnel.js";
 import type { LlmClusterIR, LlmProviderIR } from "../../../translate/ir.js";
 import type { LlmProviderEntry, LlmRouteEntry } from "../../../translate/llm/table.js";
-import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../translate/names.js";
+import {
+  REALTIME_CLUSTER_HEADER,
+  REALTIME_DESTINATION_HEADER,
+  REALTIME_ENTRY_HEADER,
+  REALTIME_SOURCE_HEADER,
+} from "../../../translate/names.js";
 import type { TranslationResult } from "../../../translate/translate.js";
 import { AwsCredentialSource } from "../aws-credentials.js";
-import { requestVariable } from "../cel.js";
+import { requestVariable, toCel } from "../cel.js";
 import { GoogleTokens } from "../google-tokens.js";
 import type { GuardContext } from "../guards/runner.js";
+import {
+  type Allowed,
+  type Denial,
+  denialReply,
+  endpointOf,
+  type Peer,
+  ProviderExtAuths,
+  sourceVariable,
+  withAllowedHeaders,
+} from "../provider-ext-auth.js";
 import { clientToken } from "../service.js";
 import { guardClientEvent, RealtimeResponseGuard } from "./events.js";
 import {
@@ -39,6 +55,7 @@ import {
   ProtocolError,
 } from "./frames.js";
 import { EndpointPickers } from "./picker.js";
+import { type DialTcp, dialling } from "./provider-tcp.js";
 
 /** The provider's answer to the upgrade must come within this. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -83,6 +100,45 @@ function reply(socket: Socket, status: number, message: string): void {
   );
 }
 
+/** A provider's extAuth denial, as the client's upgrade answer: the service's status, headers and body. */
+function denied(socket: Socket, provider: string, d: Denial): void {
+  const r = denialReply(undefined, provider, d);
+  if (r.phase !== "immediate") return;
+  const lines = [`HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? "Error"}`];
+  // A value that could end the header line is left out (the handshake is written as text).
+  const ok = (k: string, v: string) => !/[\r\n]/.test(k) && !/[\r\n]/.test(v);
+  for (const [k, v] of Object.entries(r.headers.set ?? {})) if (ok(k, v)) lines.push(`${k}: ${v}`);
+  for (const [k, v] of r.headers.add ?? []) if (ok(k, v) && !(k in (r.headers.set ?? {}))) lines.push(`${k}: ${v}`);
+  lines.push(`content-length: ${Buffer.byteLength(r.body)}`, "connection: close");
+  socket.end(`${lines.join("\r\n")}\r\n\r\n${r.body}`);
+}
+
+/** Client headers a check's allowed headers never replace: the websocket's own and the client's credentials. */
+const HANDSHAKE = [
+  "sec-websocket-key",
+  "sec-websocket-version",
+  "sec-websocket-protocol",
+  "sec-websocket-extensions",
+  "authorization",
+  "x-api-key",
+  "api-key",
+  "x-goog-api-key",
+];
+
+/** The provider's upgrade with an allowed check's headers: added (never over the credentials), removed ones dropped. */
+function withAllowed(
+  c: { headers: Record<string, string>; path: string },
+  allow: Allowed,
+): { headers: Record<string, string>; path: string; remove: readonly string[] } {
+  const { work, written } = withAllowedHeaders({ set: c.headers, remove: [] as string[] }, allow, HANDSHAKE);
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(work.set)) {
+    if (written.includes(k) && /[\r\n]/.test(v)) continue;
+    headers[k] = v;
+  }
+  return { headers, path: c.path, remove: work.remove };
+}
+
 export class RealtimeRelay {
   readonly #log: (line: string) => void;
   readonly #remote: GuardContext["remote"];
@@ -96,12 +152,15 @@ export class RealtimeRelay {
   #turn = 0;
   /** InferencePools' endpoint pickers, asked once per session (picker.ts). */
   readonly #pickers = new EndpointPickers();
+  /** The providers' extAuth, checked once per session before the provider is called (provider-ext-auth.ts). */
+  readonly #extAuths: ProviderExtAuths;
 
   constructor(opts: RealtimeRelayOptions) {
     this.#log = opts.log;
     this.#remote = opts.remote;
     this.#google = opts.google ?? new GoogleTokens();
     this.#minter = opts.minter ?? new Minter({ aws: new AwsCredentialSource(), google: this.#google });
+    this.#extAuths = new ProviderExtAuths(this.#log);
   }
 
   update(result: TranslationResult): void {
@@ -109,14 +168,19 @@ export class RealtimeRelay {
     this.#entries = new Map(result.llm.entries);
     // Token exchange caches of plans in neither table are dropped (as the LLM ext_proc's are).
     const ids = new Set<string>();
+    const extAuths = [];
     for (const table of [this.#entries, this.#previous]) {
       for (const e of table.values()) {
         for (const b of Object.values(e.backends)) {
-          for (const p of Object.values(b.providers)) if (p.auth.minted !== undefined) ids.add(p.auth.minted.id);
+          for (const p of Object.values(b.providers)) {
+            if (p.auth.minted !== undefined) ids.add(p.auth.minted.id);
+            if (p.extAuth !== undefined) extAuths.push(p.extAuth);
+          }
         }
       }
     }
     this.#minter.retain(ids);
+    this.#extAuths.retain(extAuths);
     const clusters = new Map<string, LlmClusterIR>();
     for (const gw of result.gateways) for (const c of gw.ir.clusters) if (c.kind === "llm") clusters.set(c.name, c);
     this.#clusters = clusters;
@@ -125,6 +189,7 @@ export class RealtimeRelay {
   close(): void {
     for (const s of this.#sessions) s.destroy();
     this.#pickers.close();
+    this.#extAuths.close();
   }
 
   /** Whether `req` is the relay's (an upgrade Envoy routed here); if so the socket is the relay's from now on. */
@@ -164,16 +229,67 @@ export class RealtimeRelay {
       reply(socket, refused.status, refused.message);
       return true;
     }
-    void this.#credentials(target, headers, req.url).then((c) => {
-      if (socket.destroyed) return;
-      if ("status" in c) {
-        this.#log(`llm realtime relay: ${c.message}; answered ${c.status}`);
-        reply(socket, c.status, c.message);
-        return;
-      }
-      this.#open(headers, key, target, socket, head, c);
-    });
+    void this.#check(target, headers, req.url)
+      .then(async (allowed) => {
+        if (socket.destroyed) return;
+        if ("deny" in allowed) {
+          denied(socket, target.provider.name, allowed.deny);
+          return;
+        }
+        const c = await this.#credentials(target, headers, req.url);
+        if (socket.destroyed) return;
+        if ("status" in c) {
+          this.#log(`llm realtime relay: ${c.message}; answered ${c.status}`);
+          reply(socket, c.status, c.message);
+          return;
+        }
+        this.#open(headers, key, target, socket, head, withAllowed(c, allowed.allow));
+      })
+      .catch((e: unknown) => {
+        this.#log(`llm realtime relay: ${String(e)}`);
+        if (!socket.destroyed) reply(socket, 500, "gateway error");
+      });
     return true;
+  }
+
+  /**
+   * The provider's extAuth on the session's upgrade, before the provider is called, as the LLM ext_proc checks an
+   * attempt: the client's headers as Envoy forwarded them (the relay's own routing headers left out), `request`,
+   * `llm.provider` and `source` in CEL. Allowed when the provider has none.
+   */
+  async #check(
+    target: Target,
+    headers: Readonly<Record<string, string>>,
+    url: string,
+  ): Promise<{ allow: Allowed } | { deny: Denial }> {
+    const { provider } = target;
+    if (provider.extAuth === undefined) return { allow: { set: {}, remove: [] } };
+    const client: Record<string, string> = {
+      ":method": "GET",
+      ":path": url,
+      ":authority": headers.host ?? "",
+      ":scheme": headers["x-forwarded-proto"] ?? "http",
+    };
+    // Not the client's: the relay's routing headers, and what Envoy's router adds on the way to the relay.
+    for (const [k, v] of Object.entries(headers)) {
+      if (!k.startsWith("x-sluice-") && !k.startsWith("x-envoy-") && k !== "host") client[k] = v;
+    }
+    const source = endpointOf(headers[REALTIME_SOURCE_HEADER], undefined);
+    const destination = endpointOf(headers[REALTIME_DESTINATION_HEADER], undefined);
+    const peer: Peer = {
+      ...(source !== undefined ? { source } : {}),
+      ...(destination !== undefined ? { destination } : {}),
+    };
+    const src = sourceVariable(peer);
+    return this.#extAuths.check(provider.extAuth, {
+      headers: client,
+      activation: {
+        request: requestVariable(client),
+        llm: toCel({ provider: provider.name }),
+        ...(src !== undefined ? { source: src } : {}),
+      },
+      peer,
+    });
   }
 
   /**
@@ -258,7 +374,9 @@ export class RealtimeRelay {
     const name = entry.single?.cluster === cluster ? entry.single.provider : ir.groups[0]?.[0]?.name;
     const provider = name !== undefined ? backend.providers[name] : undefined;
     const pir = ir.groups.flat().find((p) => p.name === name);
-    return provider !== undefined && pir !== undefined ? { provider, ir: pir } : undefined;
+    if (provider === undefined || pir === undefined) return undefined;
+    // The provider's tcp, or its cluster's, on the relay's own connections (provider-tcp.ts).
+    return { provider, ir: { ...pir, connection: { ...pir.connection, tcp: providerTcp(ir, pir) } } };
   }
 
   #open(
@@ -267,9 +385,14 @@ export class RealtimeRelay {
     target: Target,
     client: Socket,
     clientHead: Buffer,
-    credentials: { readonly headers: Readonly<Record<string, string>>; readonly path: string },
+    credentials: {
+      readonly headers: Readonly<Record<string, string>>;
+      readonly path: string;
+      readonly remove?: readonly string[];
+    },
   ): void {
     const { provider, ir } = target;
+    const removed = credentials.remove ?? [];
     client.pause();
     const path = credentials.path;
     const protocols = (headers["sec-websocket-protocol"] ?? "")
@@ -285,7 +408,9 @@ export class RealtimeRelay {
       `Sec-WebSocket-Key: ${key}`,
       "Sec-WebSocket-Version: 13",
       ...(protocols.length > 0 ? [`Sec-WebSocket-Protocol: ${protocols.join(", ")}`] : []),
-      ...FORWARDED.flatMap((h) => (headers[h] !== undefined ? [`${h}: ${headers[h]}`] : [])),
+      ...FORWARDED.flatMap((h) =>
+        headers[h] !== undefined && !removed.includes(h) && !(h in credentials.headers) ? [`${h}: ${headers[h]}`] : [],
+      ),
       ...Object.entries(credentials.headers).map(([k, v]) => `${k}: ${v}`),
     ];
     const tls = ir.tls as ProviderTls | undefined;
@@ -623,8 +748,13 @@ function once(socket: Socket, event: "connect" | "secureConnect"): Promise<Socke
  * A tunnel to `authority` through the HTTP CONNECT proxy (as Envoy's http_11_proxy transport socket opens one: the
  * provider's host name when it has one, else the endpoint's address); the socket once the proxy answers 200.
  */
-async function tunnelTo(proxy: TunnelIR, authority: string, dialled: Set<Socket>): Promise<Socket> {
-  const s = netConnect({ host: proxy.address, port: proxy.port });
+async function tunnelTo(
+  proxy: TunnelIR,
+  authority: string,
+  dialled: Set<Socket>,
+  tcp: DialTcp | undefined,
+): Promise<Socket> {
+  const s = dialling(netConnect({ host: proxy.address, port: proxy.port }), tcp);
   dialled.add(s);
   await once(s, "connect");
   s.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`);
@@ -678,22 +808,26 @@ async function dial(ir: LlmProviderIR, tls: ProviderTls | undefined, turn: numbe
     try {
       // Envoy's tunnel asks for the endpoint's host name when it has one: the provider's, without a Service.
       const authority = ir.endpoints === undefined ? `${ir.address}:${ir.port}` : `${t.address}:${t.port}`;
-      const raw = ir.tunnel !== undefined ? await tunnelTo(ir.tunnel, authority, dialled) : undefined;
+      const raw =
+        ir.tunnel !== undefined ? await tunnelTo(ir.tunnel, authority, dialled, ir.connection?.tcp) : undefined;
       if (tls === undefined) {
         if (raw !== undefined) return raw;
-        const s = netConnect({ host: t.address, port: t.port });
+        const s = dialling(netConnect({ host: t.address, port: t.port }), ir.connection?.tcp);
         dialled.add(s);
         return await once(s, "connect");
       }
-      const s = tlsConnect({
-        ...(raw !== undefined ? { socket: raw } : { host: t.address, port: t.port }),
-        servername: tls.sni ?? ir.address,
-        ALPNProtocols: ["http/1.1"],
-        ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
-        ...(tls.insecure === "All" ? { rejectUnauthorized: false } : {}),
-        ...(tls.insecure === "Hostname" ? { checkServerIdentity: () => undefined } : {}),
-        ...(tls.clientCert !== undefined ? { cert: tls.clientCert.chain, key: tls.clientCert.key } : {}),
-      });
+      const s = dialling(
+        tlsConnect({
+          ...(raw !== undefined ? { socket: raw } : { host: t.address, port: t.port }),
+          servername: tls.sni ?? ir.address,
+          ALPNProtocols: ["http/1.1"],
+          ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+          ...(tls.insecure === "All" ? { rejectUnauthorized: false } : {}),
+          ...(tls.insecure === "Hostname" ? { checkServerIdentity: () => undefined } : {}),
+          ...(tls.clientCert !== undefined ? { cert: tls.clientCert.chain, key: tls.clientCert.key } : {}),
+        }),
+        ir.connection?.tcp,
+      );
       dialled.add(s);
       return await once(s, "secureConnect");
     } catch (e) {
@@ -735,10 +869,6 @@ function unsupported(t: Target): { status: 501 | 502 | 503; message: string } | 
   const name = t.provider.name;
   const auth = t.provider.auth;
   if ((auth.problems?.length ?? 0) > 0) return { status: 502, message: `provider ${name}: credentials unresolved` };
-  // Refused rather than unchecked: the relay does not call a provider's extAuth (extproc/llm/provider-ext-auth.ts).
-  if (t.provider.extAuth !== undefined) {
-    return { status: 501, message: `provider ${name}: its extAuth is not checked by the Realtime relay yet` };
-  }
   // As the LLM ext_proc answers a Realtime request to such a provider.
   if (auth.aws !== undefined) {
     return {
