@@ -5,15 +5,20 @@
 // value is the provider's only where neither the GwBackend nor the provider sets that field.
 //
 // Applied to the Gateways' IR before the LLM table and the xDS are made from it, so Envoy's sockets and Sluice's own
-// connections to providers (the Realtime relay) agree. One Envoy cluster serves every route reaching the GwBackend: the
-// routes must agree (a GwPolicy targeting the GwBackend or a provider does); routes that differ (a route-level
-// GwPolicy for some) get none, each told why. A TLS or tunnel that cannot be resolved fails the routes (503), naming
-// the field, as a Service backend's does.
+// connections to providers (the Realtime relay) agree. One Envoy cluster holds every provider of the GwBackend: it gets
+// what the GwBackend's levels give (a GwPolicy targeting the GwBackend or a provider), or what every route asks when
+// they agree; a route asking another (a route-level GwPolicy) gets a variant of the cluster with its providers' TLS and
+// tunnel (xds/llm-passes.ts withLlmVariants). Not on a route whose Realtime sessions Sluice's relay serves: the relay
+// dials the providers of the GwBackend's cluster (found by its name), so Envoy and the relay would differ on that
+// route; reported. A TLS or tunnel that cannot be resolved fails the routes asking it (503), naming the field, as a
+// Service backend's does.
 
 import type { TranslationInput } from "../input.js";
 import type { BackendProblemIR, GatewayIR, LlmClusterIR, LlmProviderIR, RouteIR } from "../ir.js";
 import { resolveBackendTls } from "../xds/backend-tls.js";
-import { llmClusterUses, withLlmChanges } from "../xds/llm-passes.js";
+import { servesRealtime } from "../xds/llm.js";
+import { type LlmVariantFields, llmClusterUses, ROUTE_LEVELS, withLlmVariants } from "../xds/llm-passes.js";
+import { relaysRealtime } from "../xds/realtime-relay.js";
 import { tunnelRefs } from "./resolve.js";
 import { resolveTunnel, TUNNEL_NEEDS_TLS } from "./tunnel.js";
 
@@ -50,62 +55,91 @@ function useOf(c: LlmClusterIR, r: RouteIR): Use {
 /** The Gateways with the providers' TLS and tunnels from GwPolicies, and the routes' problems with them. */
 export function withAiPolicyTls(gateways: readonly GatewayIR[], input: TranslationInput): GatewayIR[] {
   return gateways.map((gw) => {
-    const changed = new Map<string, LlmClusterIR>();
+    const own = new Map<string, LlmVariantFields>();
+    const routes = new Map<RouteIR, Map<string, LlmVariantFields>>();
     const problems = new Map<RouteIR, BackendProblemIR[]>();
     const add = (r: RouteIR, p: BackendProblemIR) => problems.set(r, [...(problems.get(r) ?? []), p]);
     for (const { cluster: c, uses } of llmClusterUses(gw, useOf).values()) {
-      const first = uses[0];
-      if (first === undefined || uses.every((u) => u.key === "")) continue;
-      if (uses.some((u) => u.key !== first.key)) {
-        for (const u of uses) {
-          for (const { field, from } of u.from) {
-            add(u.route, {
-              from,
-              field: `backend.${field}`,
-              message: `not applied: the routes reaching AI GwBackend ${c.backend} ask for different ${field} settings, and one Envoy cluster serves all of its providers for every route (set it in a GwPolicy targeting the GwBackend or the provider, or in their own policies)`,
-              fatal: false,
-            });
-          }
-        }
-        continue;
-      }
-      const ns = c.backend.split("/")[0] ?? "";
-      const failures: { field: string; message: string }[] = [];
-      const providers = (p: LlmProviderIR): LlmProviderIR => {
-        const w = first.wanted[p.name];
-        if (w === undefined) return p;
-        let out = p;
-        if ("tls" in w) {
-          const t = resolveBackendTls(w.tls, ns, IP.test(p.address) ? undefined : p.address, input);
-          if (!t.ok) {
-            failures.push({ field: `tls.${t.field}`, message: `provider ${p.name}: ${t.message}` });
-            return p;
-          }
-          out = { ...out, tls: t.tls };
-        }
-        if ("tunnel" in w) {
-          const t = resolveTunnel(w.tunnel, ns, tunnelRefs(input, ns));
-          if (!t.ok) failures.push({ field: "tunnel", message: `provider ${p.name}: ${t.message}` });
-          else if (out.tls === undefined)
-            failures.push({ field: "tunnel", message: `provider ${p.name}: ${TUNNEL_NEEDS_TLS}` });
-          else out = { ...out, tunnel: t.tunnel };
-        }
-        return out;
+      if (uses.every((u) => u.key === "")) continue;
+      // The cluster's own: what every route asks when they agree, else what the GwBackend's levels give.
+      const keys = new Set(uses.map((u) => u.key));
+      const base =
+        keys.size === 1 ? uses[0] : uses.find((u) => u.from.every(({ from }) => !ROUTE_LEVELS.has(from.level)));
+      const ownKey = base?.key ?? "";
+      const resolved = new Map<string, Resolved>();
+      const resolve = (u: Use): Resolved => {
+        const known = resolved.get(u.key);
+        if (known !== undefined) return known;
+        const r = resolveGroups(c, u, input);
+        resolved.set(u.key, r);
+        return r;
       };
-      const groups = c.groups.map((g) => g.map(providers));
-      if (failures.length > 0) {
-        // As a Service backend's TLS that cannot be had: the routes answer 503 and say why, nothing half-applied.
-        for (const u of uses) {
-          for (const f of failures) {
+      for (const u of uses) {
+        const r = resolve(u);
+        if (r.failures.length > 0) {
+          // As a Service backend's TLS that cannot be had: the route answers 503 and says why, nothing half-applied.
+          for (const f of r.failures) {
             const src = u.from.find((x) => f.field.startsWith(x.field))?.from ?? u.from[0]?.from;
             if (src !== undefined)
               add(u.route, { from: src, field: `backend.${f.field}`, message: f.message, fatal: true });
           }
+          continue;
         }
-        continue;
+        if (u.key === ownKey) {
+          if (ownKey !== "") own.set(c.name, { groups: r.groups });
+          continue;
+        }
+        if (relaysRealtime(u.route) || (servesRealtime(u.route) && c.groups.flat()[0]?.pool !== undefined)) {
+          // Not in Envoy alone either: Envoy and the relay would reach the provider differently on one route.
+          for (const { field, from } of u.from) {
+            add(u.route, {
+              from,
+              field: `backend.${field}`,
+              message: `not applied on route ${u.route.name}: Sluice's Realtime relay serves its websocket sessions (prompt guards, or an InferencePool) and dials AI GwBackend ${c.backend}'s providers with the ${field} settings of the GwBackend's cluster, which it finds by the cluster's name, not a route's variant; set it in a GwPolicy targeting the GwBackend or the provider`,
+              fatal: false,
+            });
+          }
+          continue;
+        }
+        routes.set(
+          u.route,
+          (routes.get(u.route) ?? new Map<string, LlmVariantFields>()).set(c.name, { groups: r.groups }),
+        );
       }
-      changed.set(c.name, { ...c, groups });
     }
-    return withLlmChanges(gw, changed, problems);
+    return withLlmVariants(gw, { own, routes, problems });
   });
+}
+
+interface Resolved {
+  readonly groups: LlmClusterIR["groups"];
+  readonly failures: readonly { field: string; message: string }[];
+}
+
+/** The providers of `c` with the TLS and tunnel `u` asks of them. */
+function resolveGroups(c: LlmClusterIR, u: Use, input: TranslationInput): Resolved {
+  const ns = c.backend.split("/")[0] ?? "";
+  const failures: { field: string; message: string }[] = [];
+  const providers = (p: LlmProviderIR): LlmProviderIR => {
+    const w = u.wanted[p.name];
+    if (w === undefined) return p;
+    let out = p;
+    if ("tls" in w) {
+      const t = resolveBackendTls(w.tls, ns, IP.test(p.address) ? undefined : p.address, input);
+      if (!t.ok) {
+        failures.push({ field: `tls.${t.field}`, message: `provider ${p.name}: ${t.message}` });
+        return p;
+      }
+      out = { ...out, tls: t.tls };
+    }
+    if ("tunnel" in w) {
+      const t = resolveTunnel(w.tunnel, ns, tunnelRefs(input, ns));
+      if (!t.ok) failures.push({ field: "tunnel", message: `provider ${p.name}: ${t.message}` });
+      else if (out.tls === undefined)
+        failures.push({ field: "tunnel", message: `provider ${p.name}: ${TUNNEL_NEEDS_TLS}` });
+      else out = { ...out, tunnel: t.tunnel };
+    }
+    return out;
+  };
+  return { groups: c.groups.map((g) => g.map(providers)), failures };
 }

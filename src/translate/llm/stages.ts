@@ -11,6 +11,7 @@
 // A cluster keeps the upstream ext_proc filter while some route (or request mirror) reaching it needs it.
 
 import type { GatewayIR, LlmClusterIR, RouteIR } from "../ir.js";
+import { clusterVariantBase } from "../names.js";
 import { readsVariable } from "../xds/filters/envoy-cel.js";
 import { runsAfterLlmExtProc } from "../xds/filters/global-ratelimit.js";
 import { phaseFields } from "../xds/filters/policy-fields.js";
@@ -74,7 +75,8 @@ export function singleStage(route: RouteIR, llm: ReadonlyMap<string, LlmClusterI
       ),
     ),
   ];
-  return after.length > 0 ? undefined : { cluster: cluster.name, provider: provider.name };
+  // A variant's (xds/llm-passes.ts) is the cluster's entry.
+  return after.length > 0 ? undefined : { cluster: clusterVariantBase(cluster.name), provider: provider.name };
 }
 
 /** One stage or two for every route of the Gateways to an AI backend, and the clusters that keep the upstream stage. */
@@ -93,7 +95,7 @@ export function planLlmStages(gateways: readonly GatewayIR[]): LlmStagePlan {
           if (route.action.kind !== "forward") continue;
           const one = singleStage(route, llm);
           if (one !== undefined) single.set(`${gw.key}|${route.name}`, one);
-          else for (const b of route.action.backends) if (llm.has(b.cluster)) needed.add(b.cluster);
+          else for (const b of route.action.backends) if (llm.has(b.cluster)) needed.add(clusterVariantBase(b.cluster));
           // A mirrored request goes out without the router-level stage's provider work for the mirror's cluster.
           for (const m of route.action.mirrors) if (llm.has(m.cluster)) needed.add(m.cluster);
         }

@@ -22,6 +22,7 @@ import type {
   RouteIR,
 } from "../ir.js";
 import type { ModelRouteEntry } from "../model/ir.js";
+import { clusterVariantBase } from "../names.js";
 import { compilePromptGuard, type GuardNote, type PromptGuardEntry } from "./guards.js";
 import { compileProviderExtAuth, type ProviderExtAuthConfig } from "./provider-ext-auth.js";
 import type { LlmStagePlan, SingleStage } from "./stages.js";
@@ -719,15 +720,18 @@ export function compileLlmTable(
           const backends: Record<string, LlmBackendEntry> = {};
           let types: (readonly [string, RouteType])[] | undefined;
           for (const b of route.action.backends) {
+            // A variant (a route-level GwPolicy's TLS, xds/llm-passes.ts) has the route's providers; the entry and the
+            // route's policies name the cluster it was made from.
             const c = llm.get(b.cluster);
             if (c === undefined) continue;
-            const bp = route.policy?.backends?.find((x) => x.cluster === c.name);
+            const name = clusterVariantBase(c.name);
+            const bp = route.policy?.backends?.find((x) => x.cluster === name);
             const providers: Record<string, LlmProviderEntry> = {};
             for (const p of c.groups.flat()) {
               const ea = compileProviderExtAuth(route, bp, p.name, clusters, notes, entryId);
               providers[p.name] = providerEntry(p, bp, input, c.backend, notes, ea);
             }
-            backends[c.name] = { backend: c.backend, providers };
+            backends[name] = { backend: c.backend, providers };
             // Route types come from the backend-wide AI policy (the first AI backend of the rule).
             types ??= routeTypes(value(bp?.policy, "ai")?.value);
           }

@@ -11,17 +11,14 @@
 // (traffic-route.ts), per route.
 
 import { clusterConnection } from "../backend/ai.js";
-import type { BackendProblemIR, GatewayIR, LlmClusterIR, PolicyLevel, RouteIR } from "../ir.js";
-import { type LlmVariantFields, llmClusterUses, withLlmVariants } from "./llm-passes.js";
+import type { BackendProblemIR, GatewayIR, LlmClusterIR, RouteIR } from "../ir.js";
+import { type LlmVariantFields, llmClusterUses, ROUTE_LEVELS, withLlmVariants } from "./llm-passes.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The cluster fields this pass serves from a GwPolicy. */
 const FIELDS = ["tcp", "http"] as const;
-
-/** Levels of a GwPolicy that depend on the route (the others target the GwBackend or one of its providers). */
-const ROUTE_LEVELS: ReadonlySet<PolicyLevel> = new Set(["gateway", "port", "listener", "route", "rule"]);
 
 interface Use {
   readonly route: RouteIR;

@@ -104,7 +104,7 @@ export function withLlmHealth(gw: GatewayIR): GatewayIR {
     }
     const why = pool
       ? `not applied: AI GwBackend ${c.backend}'s provider is an InferencePool, whose endpoint picker, not Envoy's load balancer, chooses the model server; eviction.duration and consecutiveFailures of the GwBackend's own policies apply (outlier detection)`
-      : `not applied: the routes reaching AI GwBackend ${c.backend} ask for different health scoring, and one Envoy cluster serves all of its providers for every route (set it on the GwBackend, or in a GwPolicy targeting it); the GwBackend's own eviction.duration and consecutiveFailures apply`;
+      : `not applied: the routes reaching AI GwBackend ${c.backend} ask for different health scoring, and Sluice scores each provider of a GwBackend once, in the one EDS resource every route's cluster reads (so that an eviction holds on every route); a scoring per route would need a cluster variant with endpoints and a scoring of its own, as a Service backend's scored variant has, which AI clusters do not have yet (set it on the GwBackend, or in a GwPolicy targeting it); the GwBackend's own eviction.duration and consecutiveFailures apply (outlier detection)`;
     for (const u of list) {
       if (u.ir === undefined) continue;
       add(
@@ -114,11 +114,39 @@ export function withLlmHealth(gw: GatewayIR): GatewayIR {
     }
   }
   const changed = new Map<string, LlmClusterIR>();
-  // The cluster and its variants (other connection settings for some routes, llm-connection.ts): the variants read
-  // the cluster's EDS resource, evicted providers marked, and report to its scoring (llm.ts).
-  for (const c of gw.clusters) {
-    const h = c.kind === "llm" ? applied.get(clusterVariantBase(c.name)) : undefined;
-    if (c.kind === "llm" && h !== undefined) changed.set(c.name, { ...c, health: h });
+  const llm = new Map(gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c]));
+  /** Variants whose providers are tunnelled where the cluster's are not, or the reverse (see below). */
+  const unscored = new Set<string>();
+  // The cluster and its variants (another TLS or tunnel for some routes, ai-policy-tls.ts): the variants read the
+  // cluster's EDS resource, evicted providers marked, and report to its scoring (llm.ts).
+  for (const c of llm.values()) {
+    const h = applied.get(clusterVariantBase(c.name));
+    if (h === undefined) continue;
+    const base = llm.get(clusterVariantBase(c.name));
+    // An endpoint's host name is what a tunnel's CONNECT asks for (the provider's host), else the provider's name: a
+    // variant tunnelled otherwise than the cluster cannot read the cluster's endpoints.
+    const tunnelled = (x: LlmClusterIR | undefined) =>
+      JSON.stringify(x?.groups.map((g) => g.map((p) => p.tunnel !== undefined)));
+    if (tunnelled(c) !== tunnelled(base)) unscored.add(c.name);
+    else changed.set(c.name, { ...c, health: h });
+  }
+  if (unscored.size > 0) {
+    for (const { uses: list } of uses.values()) {
+      for (const u of list) {
+        const a = u.route.action;
+        const to = a.kind === "forward" ? a.backends.find((b) => unscored.has(b.cluster)) : undefined;
+        if (to === undefined) continue;
+        add(
+          u.route,
+          u.from.map((from) => ({
+            from,
+            field: "backend.health",
+            message: `Sluice's scoring not applied on route ${u.route.name}: a route-level GwPolicy gives it another tunnel to the providers of AI GwBackend ${llm.get(to.cluster)?.backend}, and the scored cluster's endpoints (one EDS resource for every route, where Sluice marks evicted providers) carry the host names the GwBackend's own tunnel settings ask for; this route keeps Envoy's outlier detection (eviction.duration and consecutiveFailures)`,
+            fatal: false,
+          })),
+        );
+      }
+    }
   }
   return withLlmChanges(gw, changed, problems);
 }

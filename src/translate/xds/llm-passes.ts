@@ -10,7 +10,7 @@
 // by what it changes from the cluster.
 
 import { createHash } from "node:crypto";
-import type { BackendProblemIR, ClusterIR, GatewayIR, LlmClusterIR, RouteIR } from "../ir.js";
+import type { BackendProblemIR, ClusterIR, GatewayIR, LlmClusterIR, PolicyLevel, RouteIR } from "../ir.js";
 import { clusterVariantBase, clusterVariantName } from "../names.js";
 
 export function* routesOf(gw: GatewayIR): Generator<RouteIR> {
@@ -65,6 +65,9 @@ export function withLlmChanges(
           })),
   };
 }
+
+/** Levels of a GwPolicy that depend on the route (the others target the GwBackend or one of its providers). */
+export const ROUTE_LEVELS: ReadonlySet<PolicyLevel> = new Set(["gateway", "port", "listener", "route", "rule"]);
 
 /** The fields of an AI cluster a route can have its own value of (a variant). */
 export type LlmVariantFields = {

@@ -1,0 +1,186 @@
+// A route-level GwPolicy's backend.tls / backend.tunnel on an AI GwBackend (backend/ai-policy-tls.ts): a variant of the
+// AI cluster with the route's providers' TLS, the other routes on the cluster; one the relay serves (a guarded
+// Realtime route) reported instead; a tunnel of its own on a scored GwBackend keeps the route off Sluice's scoring,
+// reported (xds/llm-health.ts).
+
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { loadAndTranslate } from "../../src/cli/load.js";
+import { clusterVariantBase } from "../../src/translate/names.js";
+import { gatewayYaml } from "../helpers/gateway.js";
+import { caConfigMapYaml } from "../helpers/tls.js";
+
+const backend = (policies: string) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: llm, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: api.example.com, port: 8443 }
+  policies:
+    auth: { key: sk-provider }
+${policies}`;
+
+const routes = `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - name: a
+      matches: [{ path: { type: PathPrefix, value: /a } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }]
+    - name: b
+      matches: [{ path: { type: PathPrefix, value: /b } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }]
+`;
+
+const onRule = (name: string, rule: string, spec: string) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${rule} }]
+  backend:
+${spec}`;
+
+const PROXY = `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: proxy, namespace: default }
+spec: { static: { host: 10.0.0.5, port: 8888 } }
+`;
+
+interface Translated {
+  /** Per route: its cluster, and the SNI of that cluster's provider socket ("" for none). */
+  readonly routes: Map<string, { cluster: string; sni: string; eds: string }>;
+  readonly warnings: string[];
+  /** The LLM table entry of each route: under which cluster name its providers are. */
+  readonly entries: Map<string, string[]>;
+}
+
+async function translated(yaml: string): Promise<Translated> {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-llm-tls-variants-"));
+  try {
+    writeFileSync(join(dir, "in.yaml"), `${gatewayYaml(8080)}${caConfigMapYaml()}${yaml}`);
+    const { load, result } = await loadAndTranslate([join(dir, "in.yaml")]);
+    assert.deepEqual(load.problems, []);
+    const gw = result.gateways[0];
+    assert.ok(gw !== undefined);
+    const clusters = new Map(gw.xds.clusters.map((c) => [c.name, c]));
+    const routes = new Map<string, { cluster: string; sni: string; eds: string }>();
+    for (const rc of gw.xds.routes) {
+      for (const vh of rc.virtualHosts) {
+        for (const r of vh.routes) {
+          if (r.action.case !== "route" || r.action.value.clusterSpecifier.case !== "cluster") continue;
+          const name = r.action.value.clusterSpecifier.value;
+          const c = clusters.get(name);
+          const socket = c?.transportSocketMatches[0]?.transportSocket;
+          // The SNI is in the packed UpstreamTlsContext: read it as text.
+          const packed = socket?.configType.case === "typedConfig" ? socket.configType.value.value : undefined;
+          const sni =
+            packed !== undefined
+              ? (/api\.example\.com|example\.com/.exec(Buffer.from(packed).toString("latin1"))?.[0] ?? "?")
+              : "";
+          routes.set(r.name, { cluster: name, sni, eds: c?.edsClusterConfig?.serviceName ?? "" });
+        }
+      }
+    }
+    const warnings = result.statuses
+      .filter((s) => s.kind === "GwPolicy" || s.kind === "GwBackend")
+      .flatMap((s) => JSON.stringify(s.status).match(/"type":"Warning"[^}]*"message":"[^"]*"/g) ?? []);
+    const entries = new Map(
+      [...result.llm.routes].map(([k, id]) => [
+        k.split("|")[1] ?? k,
+        Object.keys(result.llm.entries.get(id)?.backends ?? {}),
+      ]),
+    );
+    return { routes, warnings, entries };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const A = "httproute/default/r/rule/0/match/0";
+const B = "httproute/default/r/rule/1/match/0";
+
+test("a route-level tls: the route's variant has it, the other route the cluster without; entries under the cluster", async () => {
+  const t = await translated(
+    backend("") +
+      routes +
+      onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n"),
+  );
+  assert.deepEqual(t.warnings, []);
+  const a = t.routes.get(A);
+  const b = t.routes.get(B);
+  assert.match(a?.cluster ?? "", /^backend\/default\/llm~[0-9a-f]{10}$/);
+  assert.equal(a?.sni, "example.com");
+  assert.deepEqual(b, { cluster: "backend/default/llm", sni: "", eds: "" });
+  // The LLM ext_proc finds both routes' providers under the cluster's name.
+  assert.deepEqual(t.entries.get(A), ["backend/default/llm"]);
+  assert.deepEqual(t.entries.get(B), ["backend/default/llm"]);
+  assert.equal(clusterVariantBase(a?.cluster ?? ""), "backend/default/llm");
+});
+
+test("two routes asking different tls: a variant each, named by its content", async () => {
+  const yaml =
+    backend("") +
+    routes +
+    onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n") +
+    onRule("pb", "b", "    tls: { sni: api.example.com }\n");
+  const t = await translated(yaml);
+  assert.deepEqual(t.warnings, []);
+  const [a, b] = [t.routes.get(A), t.routes.get(B)];
+  assert.equal(a?.sni, "example.com");
+  assert.equal(b?.sni, "api.example.com");
+  assert.notEqual(a?.cluster, b?.cluster);
+  for (const c of [a?.cluster, b?.cluster]) assert.match(c ?? "", /^backend\/default\/llm~[0-9a-f]{10}$/);
+  // Translated again: the same names.
+  const again = await translated(yaml);
+  assert.equal(again.routes.get(A)?.cluster, a?.cluster);
+  assert.equal(again.routes.get(B)?.cluster, b?.cluster);
+});
+
+test("on a route the Realtime relay serves (prompt guards), a route-level tls is reported, not applied", async () => {
+  const t = await translated(
+    backend(`    ai:
+      routes: { /v1/realtime: Realtime, /v1/chat/completions: Completions }
+      promptGuard:
+        request: [{ regex: { builtins: [CreditCard] } }]
+`) +
+      routes +
+      onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n"),
+  );
+  assert.equal(t.routes.get(A)?.cluster, "backend/default/llm");
+  const tls = t.warnings.filter((w) => w.includes("backend.tls"));
+  assert.equal(tls.length, 1, t.warnings.join("\n"));
+  assert.match(
+    tls[0] ?? "",
+    /backend\.tls: not applied on route httproute\/default\/r\/rule\/0\/match\/0: Sluice's Realtime relay serves its websocket sessions/,
+  );
+});
+
+test("a route-level tunnel on a GwBackend Sluice scores: the route's variant keeps outlier detection, reported", async () => {
+  const t = await translated(
+    PROXY +
+      backend(`    tls: { sni: api.example.com }
+    health: { unhealthyCondition: "response.code >= 500" }
+`) +
+      routes +
+      onRule("pa", "a", "    tunnel: { backendRef: { group: sluice.dev, kind: GwBackend, name: proxy } }\n"),
+  );
+  const a = t.routes.get(A);
+  assert.notEqual(a?.cluster, "backend/default/llm");
+  // Not scored: STRICT_DNS, no EDS resource; the cluster itself is.
+  assert.equal(a?.eds, "");
+  assert.equal(t.routes.get(B)?.eds, "backend/default/llm");
+  assert.equal(t.warnings.length, 1, t.warnings.join("\n"));
+  assert.match(
+    t.warnings[0] ?? "",
+    /spec\.policies\.health: Sluice's scoring not applied on route httproute\/default\/r\/rule\/0/,
+  );
+});
