@@ -357,6 +357,18 @@ export interface LlmProviderIR {
    * picker names per request (an ORIGINAL_DST cluster reading its answer), after calling the picker over ext_proc.
    */
   readonly pool?: InferencePoolIR;
+  /**
+   * The provider's own `tcp` / `http` (its `policies`, or a GwPolicy targeting it by sectionName), each replacing the
+   * cluster's as a whole (backend/ai-provider-connection.ts); served through a hop of its own where it differs from
+   * the cluster's (xds/llm-provider-hop.ts).
+   */
+  readonly connection?: ProviderConnectionIR;
+}
+
+/** A provider's own connection fields: a field present replaces the cluster's whole (spec: merge per top-level field). */
+export interface ProviderConnectionIR {
+  readonly tcp?: Pick<BackendConnectionIR, "connectTimeoutMs" | "keepalive">;
+  readonly http?: { readonly http2?: boolean; readonly requestTimeoutMs?: number };
 }
 
 export interface InferencePoolIR {

@@ -5,6 +5,7 @@ import type { PolicyTable } from "../extauthz/server.js";
 import type { AuthorizationPath } from "./authz/plan.js";
 import { PolicyTableBuilder } from "./authz/policy-table.js";
 import { withAiPolicyTls } from "./backend/ai-policy-tls.js";
+import { withProviderConnections } from "./backend/ai-provider-connection.js";
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { GatewayIR } from "./ir.js";
@@ -83,7 +84,8 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     ...(opts.agentCoreEndpoint !== undefined ? { agentCoreEndpoint: opts.agentCoreEndpoint } : {}),
   });
   // A GwPolicy's tls and tunnel for AI providers, before the LLM table and the xDS both read the providers.
-  const gateways = withAiPolicyTls(translated, input);
+  // And each provider's own tcp and http (a hop of its own in Envoy where they differ from its cluster's).
+  const gateways = withProviderConnections(withAiPolicyTls(translated, input));
   const table = new PolicyTableBuilder();
   const authz = { input, path, table } as const;
   const stages = planLlmStages(gateways);

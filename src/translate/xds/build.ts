@@ -19,6 +19,7 @@ import { type FrontendOptions, frontendOptions } from "./frontend.js";
 import { buildListener } from "./listener.js";
 import { withLlmConnections } from "./llm-connection.js";
 import { withLlmHealth } from "./llm-health.js";
+import { buildProviderHops } from "./llm-provider-hop.js";
 import { withLlmTransformations } from "./llm-transformation.js";
 import type { XdsMemo } from "./memo.js";
 import { buildNetworkAuthorization } from "./network-authz.js";
@@ -150,6 +151,9 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
     buildCluster(c, upstream === undefined || upstream.has(clusterVariantBase(c.name))),
   );
   for (const c of clusters) extraClusters.delete(c.name);
+  // AI providers with connection settings of their own: an internal listener and a cluster each (llm-provider-hop.ts).
+  const hops = envoyClusters.map((c) => (c.kind === "llm" ? buildProviderHops(c) : { listeners: [], clusters: [] }));
+  for (const cl of hops.flatMap((h) => h.clusters)) extraClusters.set(cl.name, cl);
   const endpoints = envoyClusters.flatMap((c) => {
     const la = buildLoadAssignment(c);
     return la === undefined ? [] : [la];
@@ -175,6 +179,7 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
       mcpOAuthListener(frontends.get(l.name), l),
     ),
   );
+  listeners.push(...hops.flatMap((h) => h.listeners));
   // Route configurations served by a listener whose frontend.connect mode is Route: their routes that take CONNECT get
   // a tunnelling twin (route.ts buildConnectRoute). The twins depend on the listener, not the routes: never memoized.
   const connectRoute = new Set(

@@ -40,6 +40,7 @@ import { UpstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_s
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { durationFromMs } from "../duration.js";
 import type { LlmClusterIR, RouteIR } from "../ir.js";
+import { PEER_ATTRIBUTES } from "../llm/provider-ext-auth.js";
 import {
   LLM_CLUSTER_ATTRIBUTE,
   LLM_ENTRY_METADATA,
@@ -54,8 +55,13 @@ import { backendHealthFilter, HEALTH_FILTER_NAME, localOriginOutlierDetection } 
 import { extProcOnRoute } from "./filters/ext-proc-route.js";
 import { sluiceStageProcessor } from "./filters/sluice-stage.js";
 import { type FilterInstance, FilterOrder, type HttpFilterBuilder } from "./filters/types.js";
-import { throughTunnel } from "./tunnel.js";
-import { upstreamTls } from "./upstream-tls.js";
+import {
+  hopOwner,
+  providerHopAddress,
+  providerHops,
+  providerTransportSocket,
+  tcpKeepalive,
+} from "./llm-provider-hop.js";
 
 const HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 export const LLM_ROUTER_FILTER = "sluice.llm_ext_proc";
@@ -94,8 +100,9 @@ export function routerExtProc(): ExternalProcessor {
       responseBodyMode: ProcessingMode_BodySendMode.BUFFERED,
     }),
     allowModeOverride: true,
-    // The cluster Envoy routes to, and its one provider when it has no upstream stage (see singleOf in the service).
-    requestAttributes: [LLM_CLUSTER_ATTRIBUTE, LLM_SINGLE_PROVIDER_ATTRIBUTE],
+    // The cluster Envoy routes to, and its one provider when it has no upstream stage (see singleOf in the service);
+    // the client's connection, which a provider's extAuth check carries (extproc/llm/provider-ext-auth.ts).
+    requestAttributes: [LLM_CLUSTER_ATTRIBUTE, LLM_SINGLE_PROVIDER_ATTRIBUTE, ...PEER_ATTRIBUTES],
     metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE] } },
     // One stage: the provider's `:authority` (a routing header, refused without this) and the translated length.
     mutationRules: { allowAllRouting: true, allowEnvoy: false },
@@ -149,13 +156,15 @@ function llmClusterTargets(
 ): Pick<ClusterInit, "clusterDiscoveryType" | "lbPolicy" | "lbConfig" | "loadAssignment" | "edsClusterConfig"> {
   const pool = c.groups.flat()[0]?.pool;
   if (pool !== undefined) return pickedEndpointTargets();
-  if (c.health !== undefined) {
+  // With a provider's hop too (an internal address, which DNS clusters do not take: llm-provider-hop.ts).
+  if (c.health !== undefined || providerHops(c).hops.size > 0) {
     // Scored by Sluice: EDS, where it marks evicted providers; it resolves their host names (health/provider-dns.ts).
     return {
       clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.EDS },
       edsClusterConfig: {
-        // A variant (llm-transformation.ts) reads the endpoints of the cluster it was made from, marks included.
-        serviceName: clusterVariantBase(c.name),
+        // A variant (llm-transformation.ts) reads the endpoints of the cluster it was made from, marks included; an
+        // unscored one with hops its own, naming its own hops.
+        serviceName: hopOwner(c),
         edsConfig: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 },
       },
     };
@@ -168,19 +177,20 @@ function llmClusterTargets(
 }
 
 /**
- * The EDS resource of an AI cluster Sluice scores (undefined for the others, and for a variant, which reads its
- * cluster's): the providers as the STRICT_DNS cluster lists them, host names included; Sluice resolves those when it
- * publishes (health/provider-dns.ts), so Envoy only ever gets addresses.
+ * The EDS resource of an AI cluster Sluice scores or with a provider's hop (undefined for the others, and for a variant
+ * of a scored one, which reads its cluster's): the providers as the STRICT_DNS cluster lists them, host names
+ * included (a hop's internal address instead); Sluice resolves those when it publishes (health/provider-dns.ts), so
+ * Envoy only ever gets addresses.
  */
 export function llmLoadAssignment(c: LlmClusterIR): ClusterLoadAssignment | undefined {
-  if (c.health === undefined || c.groups.flat()[0]?.pool !== undefined || clusterVariantBase(c.name) !== c.name) {
-    return undefined;
-  }
+  if (c.groups.flat()[0]?.pool !== undefined || hopOwner(c) !== c.name) return undefined;
+  if (c.health === undefined && providerHops(c).hops.size === 0) return undefined;
   return create(ClusterLoadAssignmentSchema, providerAssignment(c));
 }
 
 /** One locality per priority group, one endpoint per provider (or per ready endpoint of its Service). */
 function providerAssignment(c: LlmClusterIR): MessageInitShape<typeof ClusterLoadAssignmentSchema> {
+  const { hops } = providerHops(c);
   return {
     clusterName: c.name,
     endpoints: c.groups.map((g, priority) => ({
@@ -188,14 +198,15 @@ function providerAssignment(c: LlmClusterIR): MessageInitShape<typeof ClusterLoa
       locality: { subZone: `group-${priority}` },
       // A provider is one endpoint, or (custom provider with a Service) one per ready endpoint of the Service.
       lbEndpoints: g.flatMap((p) =>
-        (p.endpoints ?? [{ address: p.address, port: p.port }]).map((e) => ({
+        // A provider with connection settings of its own: one endpoint, its hop (llm-provider-hop.ts).
+        (hops.has(p.name) ? [undefined] : (p.endpoints ?? [{ address: p.address, port: p.port }])).map((e) => ({
           hostIdentifier: {
             case: "endpoint" as const,
             value: {
               // A tunnel's CONNECT asks the proxy for the endpoint's host name, else its address: the provider's own
               // name, or a Service endpoint's address.
               hostname: p.tunnel === undefined ? p.name : p.endpoints === undefined ? p.address : "",
-              address: socketAddress(e.address, e.port),
+              address: e === undefined ? providerHopAddress(hopOwner(c), p.name) : socketAddress(e.address, e.port),
             },
           },
           metadata: endpointMetadata(p.name),
@@ -211,43 +222,26 @@ function providerAssignment(c: LlmClusterIR): MessageInitShape<typeof ClusterLoa
  * it sees the provider's request as written for it, and the provider's response before it is translated back.
  */
 export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transformation?: Any): Cluster {
-  const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined);
+  // Providers with connection settings of their own are reached through a hop each, with their TLS and tunnel there
+  // (llm-provider-hop.ts); the cluster's settings are the rest's (all the providers' when they agree).
+  const { cluster: settings, hops } = providerHops(c);
+  const tlsProviders = c.groups.flat().filter((p) => p.tls !== undefined && !hops.has(p.name));
   const only = upstreamStage ? undefined : c.groups.flat()[0];
   // `policies.http.version` of the GwBackend; without it, HTTP/1.1. Never Envoy's automatic choice by ALPN: it needs
   // every endpoint of the cluster to speak TLS (Envoy refuses the cluster otherwise), and providers may be plain HTTP.
-  const http2 = c.connection?.http2 === true;
-  const protocol = http2 ? "h2" : "http/1.1";
+  const http2 = settings.http2;
   const init: MessageInitShape<typeof ClusterSchema> = {
     name: c.name,
-    connectTimeout: durationFromMs(c.connection?.connectTimeoutMs ?? 5000),
+    connectTimeout: durationFromMs(settings.connectTimeoutMs),
     ...llmClusterTargets(c),
-    ...(c.connection?.keepalive !== undefined
-      ? {
-          upstreamConnectionOptions: {
-            tcpKeepalive: {
-              keepaliveProbes: c.connection.keepalive.probes,
-              keepaliveTime: Math.max(1, Math.round(c.connection.keepalive.timeMs / 1000)),
-              keepaliveInterval: Math.max(1, Math.round(c.connection.keepalive.intervalMs / 1000)),
-            },
-          },
-        }
+    ...(settings.keepalive !== undefined
+      ? { upstreamConnectionOptions: { tcpKeepalive: tcpKeepalive(settings.keepalive) } }
       : {}),
     // Each TLS provider's own transport socket: its `tls` policy resolved as a Service's (upstream-tls.ts).
     transportSocketMatches: tlsProviders.map((p) => ({
       name: `provider-${p.name}`,
       match: { provider: p.name },
-      transportSocket: throughTunnel(
-        upstreamTls(
-          {
-            ...p.tls,
-            sans: p.tls?.sans ?? [p.tls?.sni ?? p.address],
-            // ALPN offers the protocol Envoy speaks to the cluster (the policy's default list offers both).
-            alpn: p.tls?.alpn === undefined || p.tls.alpn.includes(protocol) ? [protocol] : p.tls.alpn,
-          },
-          http2,
-        ),
-        p.tunnel,
-      ),
+      transportSocket: providerTransportSocket(p, http2),
     })),
     // Eviction (spec Health): a provider that fails is ejected for `duration`, times the number of ejections. Scored
     // by Sluice (llm-health.ts), the responses are Sluice's to judge: Envoy keeps the connection failures alone.

@@ -259,8 +259,8 @@ function backendRequestTimeouts(r: RouteIR, ctx: BuildContext | undefined): { ms
   for (const b of r.policy?.backends ?? []) {
     const f = b.policy.http;
     if (f === undefined || "combined" in f) continue;
-    // AI backends: the GwBackend's own, or a GwPolicy's for the whole GwBackend (one for a single provider is reported,
-    // noteUnappliedBackendFields: the route's timeout cannot tell the provider of an attempt).
+    // AI backends: the GwBackend's own, or a GwPolicy's for the whole GwBackend (one for a single provider is that
+    // provider's, per attempt, in its hop: llm-provider-hop.ts; the route's timeout cannot tell an attempt's provider).
     if (ctx?.cluster?.(b.cluster)?.kind === "llm" && f.from.level === "backendSection") continue;
     const t = (f.value as { requestTimeout?: unknown } | undefined)?.requestTimeout;
     const ms = typeof t === "string" ? parseDurationMs(t) : undefined;
@@ -300,8 +300,9 @@ const AI_CLUSTER_FIELDS: Readonly<
     // The AI cluster's upstream transformation (llm-transformation.ts).
     transformation: () => [],
   },
-  // One Envoy cluster holds every provider: per-provider connection settings are the TLS socket and tunnel only.
-  subBackend: { tls: () => [], tunnel: () => [], health: () => [] },
+  // The provider's TLS socket and tunnel; its tcp and http through a hop of its own where they differ from the
+  // cluster's (llm-provider-hop.ts), its requestTimeout there per attempt.
+  subBackend: { tls: () => [], tunnel: () => [], health: () => [], tcp: () => [], http: () => [] },
 };
 
 /** Why a provider's own `extAuth` is not applied (docs/policies.md says the same). */
@@ -364,25 +365,16 @@ export function noteUnappliedBackendFields(r: RouteIR, ctx: BuildContext | undef
           }
           if (AI_BACKEND_FIELDS.has(field)) continue;
           if (f.from.kind === "GwPolicy" && (field === "tcp" || field === "http")) {
-            // For the whole GwBackend: the AI cluster's (llm-connection.ts, which reports routes that disagree).
-            if (f.from.level !== "backendSection") continue;
-            ctx.note(
-              f.from,
-              `backend.${field}`,
-              "not applied to one provider: Envoy's connection settings (connect timeout, TCP keepalive, HTTP version) are a cluster's, and one Envoy cluster holds every provider of the GwBackend so that Envoy's priorities fail over between them; set it for the whole GwBackend",
-            );
+            // For the whole GwBackend: the AI cluster's (llm-connection.ts, which reports routes that disagree); for one
+            // provider (sectionName): that provider's, through a hop of its own (llm-provider-hop.ts).
+            continue;
           } else if (f.from.kind === "GwPolicy" && (field === "tls" || field === "tunnel")) {
             // Each provider's (backend/ai-policy-tls.ts, which reports what it cannot apply).
             continue;
           } else if (f.from.kind === "GwPolicy") {
             ctx.note(f.from, `backend.${field}`, "not applied to AI backends when set by a GwPolicy");
           } else if (f.from.level === "subBackend") {
-            parts(
-              AI_CLUSTER_FIELDS.subBackend[field],
-              field === "tcp" || field === "http"
-                ? "not applied per provider yet (one Envoy cluster holds every provider of the GwBackend: set it in the GwBackend's spec.policies)"
-                : "not applied to AI providers yet",
-            );
+            parts(AI_CLUSTER_FIELDS.subBackend[field], "not applied to AI providers yet");
           } else {
             parts(AI_CLUSTER_FIELDS.gwBackend[field], "not applied to AI backends yet");
           }

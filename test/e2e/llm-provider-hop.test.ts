@@ -1,0 +1,241 @@
+// A provider's own tcp / http (its policies, or a GwPolicy for it by sectionName) served through a hop of its own
+// (xds/llm-provider-hop.ts), through a real Envoy with the official `openai` client:
+// - a provider's own HTTP/2 to an h2c-only server while the other provider of its group stays HTTP/1.1, both taking
+//   requests, and the provider's request carries the same headers either way (the hop adds none);
+// - a provider's own connect timeout toward a server that never completes the handshake: the route fails over to the
+//   next group well before the cluster's 5 s;
+// - a provider's own requestTimeout: the next group answers once it passes; a provider alone answers 504;
+// - GwPolicies for one provider each (sectionName) doing the connect timeout and HTTP/2;
+// - and nothing of these is reported in the GwBackend's or the GwPolicy's status.
+
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { createServer as createHttpServer, type IncomingHttpHeaders } from "node:http";
+import { createServer as createH2Server } from "node:http2";
+import { type AddressInfo, connect, type Socket } from "node:net";
+import { after, before, describe, test } from "node:test";
+import OpenAI from "openai";
+import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+
+interface Seen {
+  readonly version: string;
+  readonly headers: IncomingHttpHeaders;
+}
+
+/** A chat completions answer naming the server (after `delayMs`); each request's HTTP version and headers are kept. */
+function answer(name: string, seen: Seen[], delayMs = 0) {
+  return (
+    req: { httpVersion: string; headers: IncomingHttpHeaders; resume(): unknown; on(e: "end", f: () => void): unknown },
+    res: { writeHead(s: number, h: Record<string, string | number>): unknown; end(b: string): unknown },
+  ): void => {
+    seen.push({ version: req.httpVersion, headers: req.headers });
+    req.resume();
+    req.on("end", () => {
+      setTimeout(() => {
+        const body = JSON.stringify({
+          id: "chatcmpl-1",
+          object: "chat.completion",
+          created: 1,
+          model: "gpt-4o",
+          choices: [{ index: 0, message: { role: "assistant", content: name }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        });
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+        res.end(body);
+      }, delayMs);
+    });
+  };
+}
+
+/**
+ * A port whose handshakes never complete: a socket listening with a backlog of 0 that never accepts, its one queued
+ * connection taken by the test, so the kernel drops every further SYN (Node's servers always accept, hence Python).
+ */
+async function blackHole(): Promise<{ port: number; stop(): void }> {
+  const py = spawn(
+    "python3",
+    [
+      "-c",
+      "import socket,sys\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\nsys.stdin.read()",
+    ],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
+  const [line] = (await once(py.stdout, "data")) as [Buffer];
+  const port = Number(line.toString().trim());
+  const filler: Socket = connect(port, "127.0.0.1");
+  await once(filler, "connect");
+  return {
+    port,
+    stop() {
+      filler.destroy();
+      stopChild(py);
+    },
+  };
+}
+
+function stopChild(p: ChildProcess): void {
+  p.stdin?.end();
+  p.kill();
+}
+
+const providers = (groups: string[][]) =>
+  groups.map((g) => `      - providers:\n${g.map((p) => `          - ${p}\n`).join("")}`).join("");
+
+const gwBackend = (name: string, groups: string[][]) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: ${name}, namespace: default }
+spec:
+  ai:
+    groups:
+${providers(groups)}`;
+
+const provider = (name: string, port: number, policies = "") =>
+  `{ name: ${name}, providerA: { model: gpt-4o }, host: 127.0.0.1, port: ${port}${policies === "" ? "" : `, policies: ${policies}`} }`;
+
+const BACKENDS = ["mixed", "connect", "slow", "alone", "section"];
+
+describe("a provider's own tcp and http, through its hop in Envoy", { timeout: 120_000 }, () => {
+  const seen: Record<string, Seen[]> = { h2: [], h1: [], backup: [], lag: [], spare: [], lonely: [], sec2: [] };
+  const servers = [
+    createH2Server(answer("h2", seen.h2 ?? [])),
+    createHttpServer(answer("h1", seen.h1 ?? [])),
+    createHttpServer(answer("backup", seen.backup ?? [])),
+    createHttpServer(answer("lag", seen.lag ?? [], 3000)),
+    createHttpServer(answer("spare", seen.spare ?? [])),
+    createHttpServer(answer("lonely", seen.lonely ?? [], 3000)),
+    createH2Server(answer("sec2", seen.sec2 ?? [])),
+  ] as const;
+  let hole: Awaited<ReturnType<typeof blackHole>> | undefined;
+  let env: LlmEnv;
+
+  before(async () => {
+    for (const s of servers) {
+      s.listen(0, "127.0.0.1");
+      await once(s, "listening");
+    }
+    const [h2, h1, backup, lag, spare, lonely, sec2] = servers.map((s) => (s.address() as AddressInfo).port) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    hole = await blackHole();
+    env = await startLlmEnv(
+      [
+        gwBackend("mixed", [[provider("h2", h2, "{ http: { version: HTTP2 } }"), provider("h1", h1)]]),
+        gwBackend("connect", [
+          [provider("hole", hole.port, "{ tcp: { connectTimeout: 500ms } }")],
+          [provider("backup", backup)],
+        ]),
+        gwBackend("slow", [[provider("lag", lag, "{ http: { requestTimeout: 1s } }")], [provider("spare", spare)]]),
+        gwBackend("alone", [[provider("lonely", lonely, "{ http: { requestTimeout: 1s } }")]]),
+        gwBackend("section", [[provider("sec1", hole.port)], [provider("sec2", sec2)]]),
+        `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: per-provider, namespace: default }
+spec:
+  targetRefs: [{ group: sluice.dev, kind: GwBackend, name: section, sectionName: sec1 }]
+  backend:
+    tcp: { connectTimeout: 500ms }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: per-provider-h2, namespace: default }
+spec:
+  targetRefs: [{ group: sluice.dev, kind: GwBackend, name: section, sectionName: sec2 }]
+  backend:
+    http: { version: HTTP2 }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`).join("\n")}
+`,
+      ].join(""),
+      "/mixed/v1/chat/completions",
+    );
+  });
+
+  after(async () => {
+    await env?.stop();
+    hole?.stop();
+    for (const s of servers) s.close();
+  });
+
+  const ask = (path: string) =>
+    new OpenAI({ apiKey: "k", baseURL: `${env.baseUrl}/${path}/v1`, maxRetries: 0 }).chat.completions.create({
+      model: "gpt-4o",
+      messages: [{ role: "user", content: "hello" }],
+    });
+
+  test("one provider of a group over its own HTTP/2 (h2c only), the other over HTTP/1.1, both taking requests", async () => {
+    const answers: string[] = [];
+    for (let i = 0; i < 8; i++) answers.push((await ask("mixed")).choices[0]?.message.content ?? "");
+    assert.ok(answers.includes("h2") && answers.includes("h1"), `both providers answer: ${answers.join(",")}`);
+    assert.deepEqual([...new Set(seen.h2?.map((s) => s.version))], ["2.0"]);
+    assert.deepEqual([...new Set(seen.h1?.map((s) => s.version))], ["1.1"]);
+    // Transparent: the provider behind the hop gets the same headers as the other (no x-envoy-* or second
+    // x-forwarded-for added), and the request id Envoy gave the request.
+    const names = (s: Seen | undefined) =>
+      Object.keys(s?.headers ?? {})
+        .filter((h) => !h.startsWith(":") && !["connection", "host", "transfer-encoding", "te"].includes(h))
+        .sort();
+    assert.deepEqual(names(seen.h2?.at(-1)), names(seen.h1?.at(-1)));
+    const h2 = seen.h2?.at(-1)?.headers ?? {};
+    const h1 = seen.h1?.at(-1)?.headers ?? {};
+    assert.equal(String(h2["x-forwarded-for"]).split(",").length, String(h1["x-forwarded-for"]).split(",").length);
+    assert.match(String(h2["x-request-id"]), /^[0-9a-f-]{36}$/);
+  });
+
+  test("a provider's own connect timeout (500 ms) fails over to the next group well before the cluster's 5 s", async () => {
+    const started = Date.now();
+    const a = await ask("connect");
+    const ms = Date.now() - started;
+    assert.equal(a.choices[0]?.message.content, "backup");
+    assert.ok(ms >= 450 && ms < 3000, `answered after ${ms} ms`);
+  });
+
+  test("a provider's own requestTimeout (1 s): the next group answers once it passes; a provider alone answers 504", async () => {
+    let started = Date.now();
+    const a = await ask("slow");
+    let ms = Date.now() - started;
+    assert.equal(a.choices[0]?.message.content, "spare");
+    assert.ok(ms >= 950 && ms < 2800, `answered after ${ms} ms`);
+    assert.equal(seen.lag?.length, 1, "the slow provider was tried first");
+    started = Date.now();
+    await assert.rejects(ask("alone"), (e: unknown) => (e as { status?: number }).status === 504);
+    ms = Date.now() - started;
+    assert.ok(ms >= 950 && ms < 2800, `answered after ${ms} ms`);
+  });
+
+  test("GwPolicies for one provider each (sectionName): one's connect timeout fails over, the other speaks HTTP/2", async () => {
+    const started = Date.now();
+    const a = await ask("section");
+    const ms = Date.now() - started;
+    assert.equal(a.choices[0]?.message.content, "sec2");
+    assert.ok(ms < 3000, `answered after ${ms} ms`);
+    assert.deepEqual([...new Set(seen.sec2?.map((s) => s.version))], ["2.0"]);
+  });
+
+  test("Envoy has the hops; the GwBackends' and the GwPolicy's status report none of these fields", async () => {
+    const dump = JSON.stringify(await env.envoy.configDump());
+    for (const p of ["mixed/h2", "connect/hole", "slow/lag", "alone/lonely", "section/sec1", "section/sec2"]) {
+      assert.ok(dump.includes(`"llm-provider/backend/default/${p}"`), `the hop of ${p}`);
+    }
+    assert.ok(!dump.includes('"llm-provider/backend/default/mixed/h1"'), "no hop for a provider with the cluster's");
+    const status = await (await fetch(`http://127.0.0.1:${env.sluice.adminPort}/status`)).text();
+    assert.match(status, /per-provider/, "the policy's status is on /status");
+    assert.match(status, /GwBackend/);
+    assert.doesNotMatch(status, /(tcp|http)[^"\n]*not applied/);
+    assert.doesNotMatch(status, /not applied (per provider|to one provider)/);
+  });
+});
