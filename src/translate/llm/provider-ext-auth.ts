@@ -82,13 +82,11 @@ export function providerExtAuthRefs(
 type Rec = Readonly<Record<string, unknown>>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** The route types of the backend's AI policy whose requests Sluice forwards as they are. */
-function forwardedTypes(b: BackendPolicyIR): string[] {
+/** Whether the backend's AI policy names a Realtime route type. */
+function servesRealtime(b: BackendPolicyIR): boolean {
   const ai = b.policy["ai"];
   const routes = ai === undefined || "combined" in ai || !isRec(ai.value) ? undefined : ai.value["routes"];
-  if (!isRec(routes)) return [];
-  const types = new Set(Object.values(routes).filter((t): t is string => typeof t === "string"));
-  return ["Detect", "Passthrough", "Realtime"].filter((t) => types.has(t));
+  return isRec(routes) && Object.values(routes).includes("Realtime");
 }
 
 /** Whether the provider has prompt guards (a Realtime session to it then goes through Sluice's relay). */
@@ -124,14 +122,16 @@ export function compileProviderExtAuth(
   if (http === undefined && a.grpc !== undefined) grpcMetadata(a.grpc, expressions, (p, m, r) => note(p, m, r));
   const cel = compileUserExtAuthExpressions(expressions);
   for (const p of cel.problems) note(p.path, `${p.message}; left out`, "Ignored");
-  const forwarded = forwardedTypes(b);
-  const relayed = forwarded.includes("Realtime") && guarded(b, provider);
+  // Realtime sessions go through Sluice's relay for a provider with prompt guards or behind an InferencePool.
+  const c = clusters.get(b.cluster);
+  const pooled = c?.kind === "llm" && c.groups.flat().some((p) => p.name === provider && p.pool !== undefined);
+  const relayed = servesRealtime(b) && (guarded(b, provider) || pooled);
   for (const v of cel.compiled.variables) {
     if (SEEN.includes(v)) {
       if (relayed && !RELAY_SEEN.includes(v)) {
         note(
           http === undefined ? "grpc.requestMetadata" : "http",
-          `an expression reads ${v}, which the check of a Realtime session through Sluice's relay (provider ${provider} has prompt guards) does not see (it sees ${RELAY_SEEN.join(", ")}: the route's identity stays in Envoy): it fails to evaluate there, and the session is refused`,
+          `an expression reads ${v}, which the check of a Realtime session through Sluice's relay (provider ${provider} has prompt guards or an InferencePool) does not see (it sees ${RELAY_SEEN.join(", ")}: the route's identity stays in Envoy): it fails to evaluate there, and the session is refused`,
           "NeverMatches",
         );
       }
