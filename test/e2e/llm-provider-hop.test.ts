@@ -5,18 +5,21 @@
 // - a provider's own connect timeout toward a server that never completes the handshake: the route fails over to the
 //   next group well before the cluster's 5 s;
 // - a provider's own requestTimeout: the next group answers once it passes; a provider alone answers 504;
+// - a streamed answer and a Realtime websocket through a hop;
 // - GwPolicies for one provider each (sectionName) doing the connect timeout and HTTP/2;
 // - and nothing of these is reported in the GwBackend's or the GwPolicy's status.
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { createServer as createHttpServer, type IncomingHttpHeaders } from "node:http";
+import { createServer as createHttpServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import { createServer as createH2Server } from "node:http2";
 import { type AddressInfo, connect, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
+import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+import { openRealtime } from "../helpers/realtime-client.js";
 
 interface Seen {
   readonly version: string;
@@ -94,7 +97,25 @@ ${providers(groups)}`;
 const provider = (name: string, port: number, policies = "") =>
   `{ name: ${name}, providerA: { model: gpt-4o }, host: 127.0.0.1, port: ${port}${policies === "" ? "" : `, policies: ${policies}`} }`;
 
-const BACKENDS = ["mixed", "connect", "slow", "alone", "section"];
+const BACKENDS = ["mixed", "connect", "slow", "alone", "section", "stream"];
+
+/** A streamed chat completion: one chunk at once, the rest (and its end) `gapMs` later. */
+function sse(gapMs: number) {
+  return (req: { resume(): unknown; on(e: "end", f: () => void): unknown }, res: ServerResponse): void => {
+    req.resume();
+    req.on("end", () => {
+      const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+        `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "gpt-4o", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(chunk({ role: "assistant", content: "first" }, null));
+      setTimeout(() => {
+        res.write(chunk({ content: " last" }, null));
+        res.write(chunk({}, "stop"));
+        res.end("data: [DONE]\n\n");
+      }, gapMs);
+    });
+  };
+}
 
 describe("a provider's own tcp and http, through its hop in Envoy", { timeout: 120_000 }, () => {
   const seen: Record<string, Seen[]> = { h2: [], h1: [], backup: [], lag: [], spare: [], lonely: [], sec2: [] };
@@ -107,7 +128,9 @@ describe("a provider's own tcp and http, through its hop in Envoy", { timeout: 1
     createHttpServer(answer("lonely", seen.lonely ?? [], 3000)),
     createH2Server(answer("sec2", seen.sec2 ?? [])),
   ] as const;
+  const streamer = createHttpServer(sse(1500));
   let hole: Awaited<ReturnType<typeof blackHole>> | undefined;
+  let rt: FakeRealtime | undefined;
   let env: LlmEnv;
 
   before(async () => {
@@ -125,6 +148,9 @@ describe("a provider's own tcp and http, through its hop in Envoy", { timeout: 1
       number,
     ];
     hole = await blackHole();
+    streamer.listen(0, "127.0.0.1");
+    await once(streamer, "listening");
+    rt = await startFakeRealtime({ name: "realtime", apiKey: "sk-provider" });
     env = await startLlmEnv(
       [
         gwBackend("mixed", [[provider("h2", h2, "{ http: { version: HTTP2 } }"), provider("h1", h1)]]),
@@ -135,6 +161,17 @@ describe("a provider's own tcp and http, through its hop in Envoy", { timeout: 1
         gwBackend("slow", [[provider("lag", lag, "{ http: { requestTimeout: 1s } }")], [provider("spare", spare)]]),
         gwBackend("alone", [[provider("lonely", lonely, "{ http: { requestTimeout: 1s } }")]]),
         gwBackend("section", [[provider("sec1", hole.port)], [provider("sec2", sec2)]]),
+        gwBackend("stream", [
+          [provider("streamer", (streamer.address() as AddressInfo).port, "{ tcp: { connectTimeout: 2s } }")],
+          [provider("spare2", spare)],
+        ]),
+        `${gwBackend("rt", [
+          [provider("realtime", rt.port, "{ tcp: { connectTimeout: 2s, keepalive: { time: 30s } } }")],
+          [provider("chat", spare)],
+        ])}  policies:
+    auth: { key: sk-provider }
+    ai: { routes: { /v1/realtime: Realtime, /v1/chat/completions: Completions } }
+`,
         `---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
@@ -159,6 +196,8 @@ spec:
   parentRefs: [{ name: gw }]
   rules:
 ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`).join("\n")}
+    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: rt }]
 `,
       ].join(""),
       "/mixed/v1/chat/completions",
@@ -168,6 +207,8 @@ ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} 
   after(async () => {
     await env?.stop();
     hole?.stop();
+    await rt?.close();
+    streamer.close();
     for (const s of servers) s.close();
   });
 
@@ -202,6 +243,11 @@ ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} 
     const ms = Date.now() - started;
     assert.equal(a.choices[0]?.message.content, "backup");
     assert.ok(ms >= 450 && ms < 3000, `answered after ${ms} ms`);
+    // The hop's 503 counted as the provider's failure by outlier detection: ejected, the next request goes straight
+    // to the backup instead of waiting for the connect timeout again.
+    const again = Date.now();
+    assert.equal((await ask("connect")).choices[0]?.message.content, "backup");
+    assert.ok(Date.now() - again < 400, `answered after ${Date.now() - again} ms`);
   });
 
   test("a provider's own requestTimeout (1 s): the next group answers once it passes; a provider alone answers 504", async () => {
@@ -226,9 +272,63 @@ ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} 
     assert.deepEqual([...new Set(seen.sec2?.map((s) => s.version))], ["2.0"]);
   });
 
+  test("a streamed answer through a hop reaches the client as it comes (no buffering in the hop)", async () => {
+    const started = Date.now();
+    const stream = await new OpenAI({
+      apiKey: "k",
+      baseURL: `${env.baseUrl}/stream/v1`,
+      maxRetries: 0,
+    }).chat.completions.create({
+      model: "gpt-4o",
+      messages: [{ role: "user", content: "hello" }],
+      stream: true,
+    });
+    const arrivals: { text: string; ms: number }[] = [];
+    for await (const c of stream) {
+      const text = c.choices[0]?.delta?.content;
+      if (text !== undefined && text !== null) arrivals.push({ text, ms: Date.now() - started });
+    }
+    assert.deepEqual(
+      arrivals.map((a) => a.text),
+      ["first", " last"],
+    );
+    assert.ok((arrivals[0]?.ms ?? 9999) < 1200, `the first chunk came after ${arrivals[0]?.ms} ms`);
+    assert.ok((arrivals[1]?.ms ?? 0) >= 1400, `the last chunk came after ${arrivals[1]?.ms} ms`);
+  });
+
+  test("a Realtime websocket through a hop: upgraded to the provider with its key, events both ways", async () => {
+    assert.ok(rt !== undefined);
+    const c = await openRealtime(env.port, "/v1/realtime", "client-key");
+    assert.equal((await c.next()).type, "session.created");
+    c.ws.send(
+      JSON.stringify({
+        type: "conversation.item.create",
+        item: { type: "message", role: "user", content: [{ type: "input_text", text: "hi" }] },
+      }),
+    );
+    c.ws.send(JSON.stringify({ type: "response.create" }));
+    let ev = await c.next();
+    while (ev.type !== "response.done") ev = await c.next();
+    c.ws.close(1000, "bye");
+    assert.equal(rt.handshakes.at(-1)?.headers.authorization, "Bearer sk-provider");
+    assert.deepEqual(
+      rt.events.map((e) => e.type),
+      ["conversation.item.create", "response.create"],
+    );
+  });
+
   test("Envoy has the hops; the GwBackends' and the GwPolicy's status report none of these fields", async () => {
     const dump = JSON.stringify(await env.envoy.configDump());
-    for (const p of ["mixed/h2", "connect/hole", "slow/lag", "alone/lonely", "section/sec1", "section/sec2"]) {
+    for (const p of [
+      "mixed/h2",
+      "connect/hole",
+      "slow/lag",
+      "alone/lonely",
+      "section/sec1",
+      "section/sec2",
+      "stream/streamer",
+      "rt/realtime",
+    ]) {
       assert.ok(dump.includes(`"llm-provider/backend/default/${p}"`), `the hop of ${p}`);
     }
     assert.ok(!dump.includes('"llm-provider/backend/default/mixed/h1"'), "no hop for a provider with the cluster's");
