@@ -6,6 +6,7 @@
 
 import { createHash, createPrivateKey, type KeyObject, randomUUID, X509Certificate } from "node:crypto";
 import { decodeJwt, SignJWT } from "jose";
+import { cookieValue, parseQuery } from "../extauthz/credentials.js";
 import { type AwsCredentialSource, roleSession } from "../extproc/llm/aws-credentials.js";
 import { evaluateText, requestVariable } from "../extproc/llm/cel.js";
 import { GoogleTokens } from "../extproc/llm/google-tokens.js";
@@ -21,12 +22,18 @@ import type {
   JwtSignPlan,
   SigV4Plan,
   TokenExchangePlan,
+  TokenSource,
 } from "./plan.js";
 
 /** The request as the upstream filter sees it (lower-case names, pseudo-headers included). */
 export interface OutgoingRequest {
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: Uint8Array;
+  /**
+   * CEL variables besides `request` that the plan's expressions may read, as the minter has them (`jwt`, `apiKey`,
+   * `basicAuth`, `extauthz`, `source`: resolve.ts CREDENTIAL_VARIABLES); one absent makes an expression reading it fail.
+   */
+  readonly variables?: Readonly<Record<string, unknown>>;
 }
 
 export interface Mutation {
@@ -269,19 +276,19 @@ export class Minter {
     req: OutgoingRequest,
     fetchToken?: (subject: string) => Promise<Token>,
   ): Promise<string> {
-    const subject = tokenIn(req.headers, p.subjectSource);
+    const vars = celVariables(req);
+    const subject = tokenIn(req.headers, p.subjectSource, vars);
     if (subject === undefined) {
-      throw new MintError(401, `no subject token in the ${p.subjectSource.header} header to exchange`);
+      throw new MintError(401, `no subject token in ${describeSource(p.subjectSource)} to exchange`);
     }
     const extra: [string, string][] = [];
     if (p.actor !== undefined) {
-      const actor = tokenIn(req.headers, p.actor.source);
-      if (actor === undefined) throw new MintError(401, `no actor token in the ${p.actor.source.header} header`);
+      const actor = tokenIn(req.headers, p.actor.source, vars);
+      if (actor === undefined) throw new MintError(401, `no actor token in ${describeSource(p.actor.source)}`);
       if (p.actor.mayActRequired) checkMayAct(subject, actor);
       extra.push(["actor_token", actor], ["actor_token_type", p.actor.tokenType]);
     }
     if (p.additionalParams !== undefined) {
-      const vars = { request: requestVariable(req.headers) };
       for (const [name, text] of p.additionalParams) {
         const v = evaluateText(text, vars);
         if (typeof v !== "string" && typeof v !== "number" && typeof v !== "bigint" && typeof v !== "boolean") {
@@ -458,7 +465,7 @@ export class Minter {
     }
     let role: ReturnType<typeof roleSession> | undefined;
     if (p.assumeRole !== undefined) {
-      role = roleSession(p.assumeRole, { request: requestVariable(headers) });
+      role = roleSession(p.assumeRole, { ...req.variables, request: requestVariable(headers) });
       if ("error" in role) throw new MintError(400, role.error);
     }
     let creds: Awaited<ReturnType<AwsCredentialSource["credentials"]>>;
@@ -494,18 +501,43 @@ export class Minter {
   }
 }
 
-/** The token in `source` of the request, without its prefix; undefined when absent. */
+/** The CEL variables of a request's expressions: what the minter was given, and the request as it leaves. */
+function celVariables(req: OutgoingRequest): Record<string, unknown> {
+  return { ...req.variables, request: requestVariable(req.headers) };
+}
+
+/** The token `source` names in the request (without a header's prefix); undefined when absent or empty. */
 function tokenIn(
   headers: Readonly<Record<string, string>>,
-  source: { readonly header: string; readonly prefix: string },
+  source: TokenSource,
+  vars: Record<string, unknown>,
 ): string | undefined {
-  const raw = headers[source.header]?.trim();
-  if (raw === undefined || raw === "") return undefined;
-  if (source.prefix === "") return raw;
-  const sp = raw.indexOf(" ");
-  if (sp < 0 || raw.slice(0, sp).toLowerCase() !== source.prefix.toLowerCase()) return undefined;
-  const t = raw.slice(sp + 1).trim();
-  return t === "" ? undefined : t;
+  let raw: string | undefined;
+  if ("expression" in source) {
+    const v = evaluateText(source.expression, vars);
+    raw = typeof v === "string" ? v : undefined;
+  } else if ("query" in source) {
+    raw = parseQuery(headers[":path"] ?? "").get(source.query);
+  } else if ("cookie" in source) {
+    raw = cookieValue(headers["cookie"], source.cookie);
+  } else {
+    raw = headers[source.header]?.trim();
+    if (raw !== undefined && source.prefix !== "") {
+      const sp = raw.indexOf(" ");
+      if (sp < 0 || raw.slice(0, sp).toLowerCase() !== source.prefix.toLowerCase()) return undefined;
+      raw = raw.slice(sp + 1);
+    }
+  }
+  const t = raw?.trim();
+  return t === undefined || t === "" ? undefined : t;
+}
+
+/** Where a token source reads, for messages (never the token). */
+function describeSource(source: TokenSource): string {
+  if ("expression" in source) return "what its source expression gave";
+  if ("query" in source) return `the ${source.query} query parameter`;
+  if ("cookie" in source) return `the ${source.cookie} cookie`;
+  return `the ${source.header} header`;
 }
 
 /**

@@ -2,6 +2,7 @@
 // credential ext_proc (service.ts) serves: Secrets read, CEL compiled and checked, token endpoints resolved to
 // addresses. The plan is carried in the backend's cluster IR; Envoy only ever sees its id.
 
+import { compileExpression } from "../cel/index.js";
 import type { AwsAssumeRole } from "../translate/llm/table.js";
 
 /** Role session names STS accepts. */
@@ -81,20 +82,30 @@ export interface ClientAuthPlan {
   };
 }
 
+/**
+ * Where a client's token is read from its request (the spec's ExtractionLocation): a header (without its prefix), a
+ * query parameter, a cookie, or a CEL expression giving it.
+ */
+export type TokenSource =
+  | { readonly header: string; readonly prefix: string }
+  | { readonly query: string }
+  | { readonly cookie: string }
+  | { readonly expression: string };
+
 /** `oauthTokenExchange`: RFC 8693 token exchange (or an RFC 7523 JWT bearer grant) with the client's token. */
 export interface TokenExchangePlan {
   readonly kind: "oauthTokenExchange";
   readonly endpoint: TokenEndpoint;
   readonly grantType: "TokenExchange" | "JwtBearer";
   /** Where the subject token is read from the request (default `Authorization: Bearer`). */
-  readonly subjectSource: { readonly header: string; readonly prefix: string };
-  /** RFC 8693 delegation: the actor token's header, its type, and whether the subject must name it in `may_act`. */
+  readonly subjectSource: TokenSource;
+  /** RFC 8693 delegation: the actor token's source, its type, and whether the subject must name it in `may_act`. */
   readonly actor?: {
-    readonly source: { readonly header: string; readonly prefix: string };
+    readonly source: TokenSource;
     readonly tokenType: string;
     readonly mayActRequired: boolean;
   };
-  /** `additionalParams`: form parameter → CEL over `request`. */
+  /** `additionalParams`: form parameter → CEL (over `request`, and what the minter has: resolve.ts). */
   readonly additionalParams?: readonly (readonly [string, string])[];
   readonly subjectTokenType: string;
   readonly audiences: readonly string[];
@@ -166,6 +177,34 @@ export interface CredentialPlan {
    * (`:path`, `:authority`, and a session id in `sessionHeader` when the client sent none).
    */
   readonly invoke?: { readonly path: string; readonly authority: string; readonly sessionHeader: string };
+}
+
+/** The CEL expressions of a plan (session name and tags, additionalParams, token sources). */
+function planExpressions(plan: CredentialPlan): string[] {
+  const p = plan.primary;
+  if (p === undefined) return [];
+  if (p.kind === "cloudA") {
+    const r = p.assumeRole;
+    return [
+      ...(r?.sessionNameExpression !== undefined ? [r.sessionNameExpression] : []),
+      ...(r?.tags ?? []).flatMap((t) => (t.expression !== undefined ? [t.expression] : [])),
+    ];
+  }
+  if (p.kind !== "oauthTokenExchange") return [];
+  return [
+    ...(p.additionalParams ?? []).map(([, text]) => text),
+    ...[p.subjectSource, p.actor?.source].flatMap((s) => (s !== undefined && "expression" in s ? [s.expression] : [])),
+  ];
+}
+
+/** The CEL variables a plan's expressions read besides `request` (what its minter must be given). */
+export function planReads(plan: CredentialPlan): ReadonlySet<string> {
+  const out = new Set<string>();
+  for (const text of planExpressions(plan)) {
+    const c = compileExpression(text);
+    if ("ok" in c) for (const v of c.ok.variables) if (v !== "request") out.add(v);
+  }
+  return out;
 }
 
 /** Whether the ext_proc must see the body (SigV4 signs its hash). */

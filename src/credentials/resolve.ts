@@ -20,6 +20,7 @@ import {
   TOKEN_TYPE_URIS,
   type TokenEndpoint,
   type TokenExchangePlan,
+  type TokenSource,
 } from "./plan.js";
 
 type Rec = Record<string, unknown>;
@@ -51,8 +52,26 @@ const FORMS: readonly string[] = MINTED_FORMS;
  * provider, whose scope this is.
  */
 export const CLOUD_C_SCOPE = "https://cognitiveservices.azure.com/.default";
-/** Variables a cloudA session name or tag expression may read on a Service backend (the upstream request). */
-export const UPSTREAM_CEL_VARIABLES: readonly string[] = ["request"];
+/**
+ * Where a credential is minted, and so what its CEL expressions (a cloudA session name or tag, an exchange's
+ * `additionalParams`, a token source's `expression`) can read besides the request as it leaves:
+ * - `envoy`: Sluice's credential ext_proc on a Service's or static backend's cluster, to which Envoy forwards the
+ *   identities' dynamic metadata and the client's address when a plan reads them (xds/backend-credential.ts);
+ * - `llm`: the LLM ext_proc for an AI provider, which has the route's identities (it is not sent the client's address);
+ * - `mcp`: the MCP service, per request to a target: `request` is that request (the client's Authorization header
+ *   added), the client's identities are not carried to it.
+ */
+export const CREDENTIAL_VARIABLES = {
+  envoy: ["request", "source", "jwt", "apiKey", "basicAuth", "extauthz"],
+  llm: ["request", "jwt", "apiKey", "basicAuth", "extauthz"],
+  mcp: ["request"],
+} as const satisfies Record<string, readonly string[]>;
+export type CredentialMinter = keyof typeof CREDENTIAL_VARIABLES;
+const MINTER_NAMES: Readonly<Record<CredentialMinter, string>> = {
+  envoy: "the credential ext_proc of a Service or static backend",
+  llm: "the LLM ext_proc, for an AI provider",
+  mcp: "the MCP service per request to an MCP target",
+};
 const RESERVED_CLAIMS = ["iat", "exp", "nbf"];
 const ALGS: readonly JwtAlg[] = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384"];
 const TAG_KEY = /^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$/u;
@@ -68,6 +87,8 @@ export interface ResolveContext {
   readonly source: string;
   /** A plan even for what Envoy's injector could serve (the agent runtime's requests are rewritten by the plan). */
   readonly alwaysPlan?: boolean;
+  /** Where the plan is minted (CREDENTIAL_VARIABLES); default `envoy`. */
+  readonly minter?: CredentialMinter;
 }
 
 export type ResolvedAuth =
@@ -183,7 +204,12 @@ function alg(v: unknown, at: string, problems: CredentialProblem[]): JwtAlg {
   return "RS256";
 }
 
-function expression(text: unknown, at: string, problems: CredentialProblem[]): string | undefined {
+function expression(
+  text: unknown,
+  at: string,
+  problems: CredentialProblem[],
+  ctx: Pick<ResolveContext, "minter">,
+): string | undefined {
   if (typeof text !== "string") return undefined;
   const c = compileExpression(text);
   if ("errors" in c) {
@@ -194,16 +220,71 @@ function expression(text: unknown, at: string, problems: CredentialProblem[]): s
     });
     return undefined;
   }
-  const missing = [...c.ok.variables].filter((v) => !UPSTREAM_CEL_VARIABLES.includes(v));
+  const minter = ctx.minter ?? "envoy";
+  const known: readonly string[] = CREDENTIAL_VARIABLES[minter];
+  const missing = [...c.ok.variables].filter((v) => !known.includes(v));
   if (missing.length > 0) {
     problems.push({
       field: at,
-      message: `reads ${missing.join(", ")}; on a Service or static backend the signer sees only the request as it leaves Envoy (request)`,
+      message: `reads ${missing.join(", ")}; this credential is minted by ${MINTER_NAMES[minter]}, which has ${known.join(", ")}`,
       fatal: true,
     });
     return undefined;
   }
   return text;
+}
+
+const BEARER: TokenSource = { header: "authorization", prefix: "Bearer" };
+
+/**
+ * A subject or actor token's `source` (ExtractionLocation: exactly one of header, queryParameter, cookie, expression);
+ * `fallback` when unset. Undefined, with the problem named, when it cannot be read.
+ */
+function tokenSource(
+  v: unknown,
+  at: string,
+  problems: CredentialProblem[],
+  ctx: Pick<ResolveContext, "minter">,
+  fallback: TokenSource,
+): TokenSource | undefined {
+  if (v === undefined) return fallback;
+  const set = isRec(v) ? ["header", "queryParameter", "cookie", "expression"].filter((k) => v[k] !== undefined) : [];
+  if (!isRec(v) || set.length !== 1) {
+    problems.push({
+      field: at,
+      message: `exactly one of header, queryParameter, cookie, expression is required (found ${set.length === 0 ? "none" : set.join(", ")})`,
+      fatal: true,
+    });
+    return undefined;
+  }
+  const which = set[0] as string;
+  const minter = ctx.minter ?? "envoy";
+  const unread =
+    minter === "mcp" &&
+    !(which === "header" && isRec(v.header) && str(v.header.name)?.toLowerCase() === "authorization")
+      ? "an MCP target's credential is minted by the MCP service per request to the target, which is given the client's Authorization header alone of its request"
+      : minter === "llm" && which === "queryParameter"
+        ? "an AI provider's credential is minted on the provider's request, whose path (and query) is the provider's, not the client's"
+        : undefined;
+  if (unread !== undefined) {
+    problems.push({ field: `${at}.${which}`, message: `not read: ${unread}`, fatal: true });
+    return undefined;
+  }
+  if (which === "expression") {
+    const e = expression(v.expression, `${at}.expression`, problems, ctx);
+    if (e === undefined && typeof v.expression !== "string") {
+      problems.push({ field: `${at}.expression`, message: "must be a CEL expression", fatal: true });
+    }
+    return e === undefined ? undefined : { expression: e };
+  }
+  const inner = v[which];
+  const name = isRec(inner) ? str(inner.name) : undefined;
+  if (name === undefined) {
+    problems.push({ field: `${at}.${which}.name`, message: "is required", fatal: true });
+    return undefined;
+  }
+  if (which === "header") return { header: name.toLowerCase(), prefix: isRec(inner) ? (str(inner.prefix) ?? "") : "" };
+  return which === "cookie" ? { cookie: name } : { query: name };
 }
 
 function resolveCloudA(v: Rec, ctx: ResolveContext, problems: CredentialProblem[]): MintPlan | undefined {
@@ -252,7 +333,7 @@ function resolveCloudA(v: Rec, ctx: ResolveContext, problems: CredentialProblem[
         fatal: true,
       });
     }
-    const sessionNameExpression = expression(r.sessionNameExpression, `${ra}.sessionNameExpression`, problems);
+    const sessionNameExpression = expression(r.sessionNameExpression, `${ra}.sessionNameExpression`, problems, ctx);
     const tags: AwsAssumeRole["tags"][number][] = [];
     const rawTags = Array.isArray(r.tags) ? r.tags : [];
     if (rawTags.length > 50) problems.push({ field: `${ra}.tags`, message: "at most 50 tags", fatal: true });
@@ -276,7 +357,7 @@ function resolveCloudA(v: Rec, ctx: ResolveContext, problems: CredentialProblem[
         } else tags.push({ key: t.key, value: t.value });
         return;
       }
-      const e = expression(t.expression, `${ta}.expression`, problems);
+      const e = expression(t.expression, `${ta}.expression`, problems, ctx);
       if (e !== undefined) tags.push({ key: t.key, expression: e });
     });
     if (roleArn !== undefined) {
@@ -609,21 +690,20 @@ function resolveTokenExchange(v: Rec, ctx: ResolveContext, problems: CredentialP
     if (grantType !== "TokenExchange") {
       problems.push({ field: `${at}.actorToken`, message: "is only valid with grantType TokenExchange", fatal: true });
     }
-    const h = isRec(a.source) && isRec(a.source.header) ? a.source.header : undefined;
-    if (h === undefined || str(h.name) === undefined) {
-      problems.push({
-        field: `${at}.actorToken.source`,
-        message: "is required (no default) and only a header source is read",
-        fatal: true,
-      });
+    const source =
+      a.source === undefined
+        ? undefined
+        : tokenSource(a.source, `${at}.actorToken.source`, problems, ctx, { header: "authorization", prefix: "" });
+    if (a.source === undefined) {
+      problems.push({ field: `${at}.actorToken.source`, message: "is required (no default)", fatal: true });
     }
     if (a.mayAct !== undefined && a.mayAct !== "Required") {
       problems.push({ field: `${at}.actorToken.mayAct`, message: "must be Required", fatal: true });
     }
     const type = tokenType(a.tokenType, `${at}.actorToken.tokenType`, problems, true) ?? ACCESS_TOKEN_TYPE;
-    if (h !== undefined && str(h.name) !== undefined) {
+    if (source !== undefined) {
       actor = {
-        source: { header: (h.name as string).toLowerCase(), prefix: str(h.prefix) ?? "" },
+        source,
         tokenType: type,
         mayActRequired: a.mayAct === "Required",
       };
@@ -636,7 +716,7 @@ function resolveTokenExchange(v: Rec, ctx: ResolveContext, problems: CredentialP
       problems.push({ field: `${at}.additionalParams`, message: "at most 64 parameters", fatal: true });
     }
     for (const [name, text] of Object.entries(params)) {
-      const e = expression(text, `${at}.additionalParams.${name}`, problems);
+      const e = expression(text, `${at}.additionalParams.${name}`, problems, ctx);
       if (e !== undefined) additionalParams.push([name, e]);
       else if (typeof text !== "string") {
         problems.push({ field: `${at}.additionalParams.${name}`, message: "must be a CEL expression", fatal: true });
@@ -644,14 +724,7 @@ function resolveTokenExchange(v: Rec, ctx: ResolveContext, problems: CredentialP
     }
   }
   const subject = isRec(v.subjectToken) ? v.subjectToken : {};
-  const source = isRec(subject.source) ? subject.source : undefined;
-  let subjectSource = { header: "authorization", prefix: "Bearer" };
-  if (source !== undefined) {
-    const h = isRec(source.header) ? source.header : undefined;
-    if (h === undefined || str(h.name) === undefined) {
-      problems.push({ field: `${at}.subjectToken.source`, message: "only a header source is read", fatal: true });
-    } else subjectSource = { header: (h.name as string).toLowerCase(), prefix: str(h.prefix) ?? "" };
-  }
+  const subjectSource = tokenSource(subject.source, `${at}.subjectToken.source`, problems, ctx, BEARER) ?? BEARER;
   const subjectTokenType =
     tokenType(subject.tokenType, `${at}.subjectToken.tokenType`, problems, true) ?? ACCESS_TOKEN_TYPE;
   const requested = tokenType(v.requestedTokenType, `${at}.requestedTokenType`, problems, false);
@@ -709,13 +782,7 @@ function resolveCrossApp(v: Rec, ctx: ResolveContext, problems: CredentialProble
   const scopes = list(v.scopes, `${at}.scopes`, problems);
   const resources = list(v.resources, `${at}.resources`, problems);
   const subject = isRec(v.subjectToken) ? v.subjectToken : {};
-  let subjectSource = { header: "authorization", prefix: "Bearer" };
-  if (subject.source !== undefined) {
-    const h = isRec(subject.source) && isRec(subject.source.header) ? subject.source.header : undefined;
-    if (h === undefined || str(h.name) === undefined) {
-      problems.push({ field: `${at}.subjectToken.source`, message: "only a header source is read", fatal: true });
-    } else subjectSource = { header: (h.name as string).toLowerCase(), prefix: str(h.prefix) ?? "" };
-  }
+  const subjectSource = tokenSource(subject.source, `${at}.subjectToken.source`, problems, ctx, BEARER) ?? BEARER;
   const cache = isRec(v.cache) && isRec(v.cache.inMemory) ? v.cache.inMemory : {};
   const maxEntries = typeof cache.maxEntries === "number" ? cache.maxEntries : 8192;
   const ttl = typeof cache.defaultTtl === "string" ? parseDurationMs(cache.defaultTtl) : 300_000;

@@ -5,7 +5,9 @@
 // of every translation; the previous translation's stay served for an Envoy that has not applied the new one yet.
 // Logs name the plan's field and the reason, never a credential.
 
+import { identityVariables } from "../extproc/llm/cel.js";
 import { type ExtProcRequest, type Reply, readProcessingRequest, writeReply } from "../extproc/llm/wire.js";
+import { sourceVariable } from "../extproc/transformation.js";
 import type { BidiCall, BidiHandler } from "../grpc/unary-server.js";
 import type { TranslationResult } from "../translate/translate.js";
 import type { Minter, OutgoingRequest } from "./mint.js";
@@ -66,6 +68,7 @@ export class CredentialService {
   #serve(call: BidiCall, id: string): void {
     let closed = false;
     let headers: Record<string, string> = {};
+    let variables: Record<string, unknown> = {};
     const answer = (r: Reply, last: boolean) => {
       if (closed) return;
       call.write(writeReply(r));
@@ -117,6 +120,13 @@ export class CredentialService {
       }
       const r = req.request;
       if (r.case === "requestHeaders") {
+        // What the plan's expressions read besides the request, where Envoy forwards it (xds/backend-credential.ts):
+        // the identities' metadata, the client's address.
+        const source = sourceVariable(req);
+        variables = {
+          ...identityVariables(req.metadataContext?.filterMetadata),
+          ...(source !== undefined ? { source } : {}),
+        };
         headers = {};
         for (const h of r.value.headers?.headers ?? []) {
           headers[h.key.toLowerCase()] = h.rawValue.byteLength > 0 ? Buffer.from(h.rawValue).toString("utf8") : h.value;
@@ -127,10 +137,10 @@ export class CredentialService {
           answer({ phase: "requestHeaders" }, false);
           return;
         }
-        finish("requestHeaders", { headers });
+        finish("requestHeaders", { headers, variables });
         return;
       }
-      if (r.case === "requestBody") finish("requestBody", { headers, body: r.value.body });
+      if (r.case === "requestBody") finish("requestBody", { headers, body: r.value.body, variables });
     });
   }
 }

@@ -82,7 +82,8 @@ function nonEmpty(s: string | undefined): string | undefined {
   return s === undefined || s === "" ? undefined : s;
 }
 
-function cookieValue(header: string | undefined, name: string): string | undefined {
+/** The value of cookie `name` in a Cookie header (`a=1; b="2"`, quotes taken off); undefined when absent. */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
   if (header === undefined) return undefined;
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");

@@ -3,11 +3,13 @@
 // AWS-style service that verifies every signature (key, scope, signed headers, the body's hash) and refuses the rest;
 // a fake STS verifies the SigV4 of AssumeRole with the base credentials; the default chain is the container
 // credentials endpoint (what ECS and EKS Pod Identity give a pod). A role STS refuses fails the route closed with a
-// status that names the field; nothing secret appears in Sluice's or Envoy's output.
+// status that names the field; nothing secret appears in Sluice's or Envoy's output. A session name and tag may read
+// the route's identities and the client's address, which Envoy forwards to the signer.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { type FakeAws, fakeAwsEnv, startFakeAws } from "../helpers/fake-aws.js";
 import { type SignedService, startSignedService } from "../helpers/fake-token-service.js";
 import { localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
@@ -20,9 +22,10 @@ const SERVICE = "execute-api";
 const BASE = { accessKeyId: "AKIDSERVICEBASE", secretAccessKey: "c2VjcmV0LWtleS1mb3ItdGhlLXNlcnZpY2UtdGVzdA" };
 const ROLE = "arn:aws:iam::123456789012:role/invoke-api";
 const DENIED = "arn:aws:iam::123456789012:role/denied";
+const ISSUER = "https://issuer.test";
 
-function resources(port: number): string {
-  const names = ["keys", "chain", "role", "percaller", "denied", "badexpr"];
+function resources(port: number, jwks: string): string {
+  const names = ["keys", "chain", "role", "percaller", "denied", "badexpr", "identity"];
   const policy = (name: string, cloudA: string) =>
     servicePolicy(
       name,
@@ -52,14 +55,33 @@ ${prefixRoute(names)}${policy("keys", "\n        secretRef: { name: aws }")}${po
             - { key: caller, expression: "request.headers['x-user']" }`,
 )}${policy("denied", `\n        secretRef: { name: aws }\n        assumeRole: { roleArn: "${DENIED}" }`)}${policy(
   "badexpr",
-  `\n        assumeRole: { roleArn: "${ROLE}", sessionNameExpression: "jwt.sub" }`,
-)}`;
+  `\n        assumeRole: { roleArn: "${ROLE}", sessionNameExpression: "llm.requestModel" }`,
+)}${policy(
+  "identity",
+  `
+        assumeRole:
+          roleArn: ${ROLE}
+          sessionNameExpression: "'jwt-' + jwt.sub"
+          tags: [{ key: from, expression: "string(source.address)" }]`,
+)}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: callers, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
+  traffic:
+    jwtAuthentication:
+      mode: Permissive
+      location: { header: { name: x-user-jwt } }
+      providers: [{ issuer: "${ISSUER}", jwks: { inline: ${JSON.stringify(jwks)} } }]
+`;
 }
 
 describe("backend.auth.cloudA: SigV4 on Service backends through Envoy", { timeout: 90_000 }, () => {
   let aws: FakeAws;
   let api: SignedService;
   let env: LlmEnv;
+  let token: string;
   const files = tempConfigDir();
 
   before(async () => {
@@ -68,7 +90,18 @@ describe("backend.auth.cloudA: SigV4 on Service backends through Envoy", { timeo
     // The service knows the base keys and whatever the fake issued (roles, container credentials).
     api = await startSignedService(REGION, SERVICE, (id) => aws.lookup(id) ?? aws.issued(id));
     aws.denied.add(DENIED);
-    env = await startLlmEnv(resources(api.port), "/keys", fakeAwsEnv(aws, join(files.dir, "absent")));
+    const { publicKey, privateKey } = await generateKeyPair("RS256");
+    const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" };
+    token = await new SignJWT({ sub: "ada" })
+      .setProtectedHeader({ alg: "RS256", kid: "k1" })
+      .setIssuer(ISSUER)
+      .setExpirationTime("1h")
+      .sign(privateKey);
+    env = await startLlmEnv(
+      resources(api.port, JSON.stringify({ keys: [jwk] })),
+      "/keys",
+      fakeAwsEnv(aws, join(files.dir, "absent")),
+    );
   });
   after(async () => {
     await env?.stop();
@@ -158,6 +191,19 @@ describe("backend.auth.cloudA: SigV4 on Service backends through Envoy", { timeo
     assert.equal(api.requests.length, n);
   });
 
+  test("session name and tags from the route's identity and the client's address (forwarded to the signer by Envoy)", async () => {
+    const r = await post("/identity/x", "{}", { "x-user-jwt": token });
+    assert.equal(r.status, 200, r.body);
+    assert.equal(aws.issued(api.requests.at(-1)?.signer ?? "")?.origin, `role:${ROLE}:jwt-ada`);
+    assert.deepEqual(aws.calls.at(-1)?.tags, [{ key: "from", value: "127.0.0.1" }]);
+    // No JWT: jwt is absent, so the expression fails and the request is rejected naming the field.
+    const n = api.requests.length;
+    const without = await post("/identity/x", "{}");
+    assert.equal(without.status, 400);
+    assert.match(without.body, /sessionNameExpression/);
+    assert.equal(api.requests.length, n);
+  });
+
   test("an expression reading what the upstream signer does not have: 503 and the policy status names the field", async () => {
     const r = await request(env.port, "/badexpr/x");
     assert.equal(r.status, 503);
@@ -165,7 +211,10 @@ describe("backend.auth.cloudA: SigV4 on Service backends through Envoy", { timeo
       resources: { kind: string; name: string; status: unknown }[];
     };
     const status = JSON.stringify(resources.find((x) => x.kind === "GwPolicy" && x.name === "badexpr")?.status);
-    assert.match(status, /backend\.auth\.cloudA\.assumeRole\.sessionNameExpression: reads jwt/);
+    assert.match(
+      status,
+      /backend\.auth\.cloudA\.assumeRole\.sessionNameExpression: reads llm; this credential is minted by the credential ext_proc of a Service or static backend, which has request, source, jwt, apiKey, basicAuth, extauthz/,
+    );
   });
 
   test("no key, secret or session token in Sluice's or Envoy's output, nor in Envoy's configuration", async () => {

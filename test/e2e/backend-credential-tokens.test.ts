@@ -40,9 +40,10 @@ function resources(ports: { echo: number; jwt: number; api: number; idp: number 
     localService("exchange", ports.api),
     localService("pkjwt", ports.api),
     localService("delegated", ports.api),
+    localService("sources", ports.api),
     localService("idp", ports.idp),
   ].join("");
-  const names = ["static", "passthrough", "jwt", "badjwt", "exchange", "pkjwt", "delegated"];
+  const names = ["static", "passthrough", "jwt", "badjwt", "exchange", "pkjwt", "delegated", "sources"];
   const policy = (name: string, auth: string) => servicePolicy(name, `    auth:${auth}`);
   return `${services}---
 apiVersion: sluice.dev/v1alpha1
@@ -117,6 +118,16 @@ ${policy(
         subjectToken: { tokenType: Jwt }
         actorToken: { source: { header: { name: X-Actor-Token } }, tokenType: Jwt, mayAct: Required }
         additionalParams: { tenant: "request.headers['x-tenant']" }
+        clientAuth: { clientId: gateway, secretRef: { name: client } }`,
+)}${policy(
+  "sources",
+  `
+      oauthTokenExchange:
+        backendRef: { name: idp, port: 80 }
+        path: /token
+        subjectToken: { source: { cookie: { name: sid } } }
+        actorToken: { source: { expression: "request.query['actor']" } }
+        additionalParams: { client: "string(source.address)" }
         clientAuth: { clientId: gateway, secretRef: { name: client } }`,
 )}`;
 }
@@ -293,6 +304,25 @@ describe("backend.auth tokens minted by Sluice through Envoy", { timeout: 120_00
       /backend\.auth\.oauthTokenExchange: token endpoint idp\.default\.svc refused the exchange \(invalid_grant\)/,
     );
     assert.equal(api.seen.length, n);
+  });
+
+  test("token sources: the subject from a cookie, the actor from an expression; a parameter from the client's address", async () => {
+    const subject = "subj-cookie";
+    const actor = "actor-from-query";
+    idp.subjects.add(subject);
+    const r = await request(env.port, `/sources/x?actor=${actor}`, { headers: { cookie: `a=1; sid=${subject}` } });
+    assert.equal(r.status, 200, r.body);
+    const g = idp.grants.at(-1);
+    assert.equal(g?.subject, subject);
+    assert.equal(g?.actorToken, actor);
+    assert.deepEqual(g?.other, { client: "127.0.0.1" });
+    assert.equal(api.seen.at(-1), g?.issued);
+    const noCookie = await request(env.port, `/sources/x?actor=${actor}`);
+    assert.equal(noCookie.status, 401);
+    assert.match(noCookie.body, /no subject token in the sid cookie/);
+    const noActor = await request(env.port, "/sources/x", { headers: { cookie: `sid=${subject}` } });
+    assert.equal(noActor.status, 401);
+    assert.match(noActor.body, /no actor token in what its source expression gave/);
   });
 
   test("no subject token: 401 naming the header", async () => {

@@ -22,7 +22,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
-import { decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
+import { decodeJwt, decodeProtectedHeader, jwtVerify, SignJWT } from "jose";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type FakeEntra, startFakeEntra, startTokenService, type TokenService } from "../helpers/fake-token-service.js";
@@ -32,6 +32,10 @@ import { freePort, sleep } from "../helpers/net.js";
 
 const jwtKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
 const clientKeys = generateKeyPairSync("rsa", { modulusLength: 2048 });
+/** The route's users' JWTs (a Permissive JWT authentication at x-user-jwt), read by a credential's expression. */
+const userKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+const userJwk = { ...userKeys.publicKey.export({ format: "jwk" }), kid: "u1", alg: "ES256", use: "sig" };
+const USER_ISSUER = "https://users.example";
 const pem = (k: { export(o: { type: "pkcs8"; format: "pem" }): string | Buffer }) =>
   JSON.stringify(k.export({ type: "pkcs8", format: "pem" }).toString());
 const SUBJECT = "subj-alice-llm-4b1";
@@ -147,6 +151,7 @@ spec:
     "failover",
     "messages",
     "jwt-query",
+    "identity",
   ];
   const openai = (port: number) => `providerA: { model: gpt-test }, host: 127.0.0.1, port: ${port}`;
   const exchange = (service: string) => `
@@ -273,7 +278,31 @@ spec:
           clientId: gateway
           method: PrivateKeyJwt
           privateKeyJwt: { signingKeyRef: { name: client }, assertionAudience: "${ASSERTION_AUD}" }
-${prefixRoute(names, { name: "llm", to: "GwBackend" })}`;
+${backend(
+  "identity",
+  openai(p.api),
+  `
+      oauthTokenExchange:
+        backendRef: { name: sts, port: 80 }
+        path: /token
+        subjectToken: { source: { cookie: { name: sid } } }
+        additionalParams: { user: "jwt.sub" }
+        clientAuth:
+          clientId: gateway
+          method: PrivateKeyJwt
+          privateKeyJwt: { signingKeyRef: { name: client }, kid: c1, assertionAudience: "${ASSERTION_AUD}" }`,
+)}${prefixRoute(names, { name: "llm", to: "GwBackend" })}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: callers, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: llm }]
+  traffic:
+    jwtAuthentication:
+      mode: Permissive
+      location: { header: { name: x-user-jwt } }
+      providers: [{ issuer: "${USER_ISSUER}", jwks: { inline: ${JSON.stringify(JSON.stringify({ keys: [userJwk] }))} } }]
+`;
 }
 
 describe("AI backends: provider credentials minted by the LLM ext_proc, through Envoy", { timeout: 180_000 }, () => {
@@ -396,6 +425,26 @@ describe("AI backends: provider credentials minted by the LLM ext_proc, through 
     assert.equal(g?.scope, "chat");
     assert.equal(apiProvider.seen.at(-1)?.authorization, `Bearer ${g?.issued}`);
     assert.equal(apiProvider.seen.at(-1)?.path, "/v1/chat/completions");
+  });
+
+  test("oauthTokenExchange reading the route's identity: the subject from a cookie, a parameter from the JWT's claims", async () => {
+    const token = await new SignJWT({ sub: "ada" })
+      .setProtectedHeader({ alg: "ES256", kid: "u1" })
+      .setIssuer(USER_ISSUER)
+      .setExpirationTime("1h")
+      .sign(userKeys.privateKey);
+    const c = new OpenAI({
+      apiKey: "not-the-subject",
+      baseURL: `${env.baseUrl}/identity/v1`,
+      maxRetries: 0,
+      defaultHeaders: { cookie: `sid=${SUBJECT}`, "x-user-jwt": token },
+    });
+    const r = await c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }] });
+    assert.equal(r.choices[0]?.message.content, "minted ok");
+    const g = sts.grants.at(-1);
+    assert.equal(g?.subject, SUBJECT);
+    assert.deepEqual(g?.other, { user: "ada" });
+    assert.equal(apiProvider.seen.at(-1)?.authorization, `Bearer ${g?.issued}`);
   });
 
   test("crossAppAccess: ID token → ID-JAG at the identity provider → access token at the resource server", async () => {

@@ -38,8 +38,10 @@ const input = {
 
 const ctx: ResolveContext = { input, ns: "default", backend: "default/api", source: "GwPolicy/default/p" };
 
-function problems(auth: Record<string, unknown>): string[] {
-  return resolveBackendAuth(auth, ctx).problems.map((p) => `${p.field}: ${p.message}${p.fatal ? " [fatal]" : ""}`);
+function problems(auth: Record<string, unknown>, minter: ResolveContext["minter"] = "envoy"): string[] {
+  return resolveBackendAuth(auth, { ...ctx, minter }).problems.map(
+    (p) => `${p.field}: ${p.message}${p.fatal ? " [fatal]" : ""}`,
+  );
 }
 
 describe("credential plans from backend.auth", () => {
@@ -84,7 +86,12 @@ describe("credential plans from backend.auth", () => {
         assumeRole: {
           roleArn: "role/x",
           sessionName: "a b",
-          tags: [{ key: "k" }, { key: "t", value: "v", expression: "'x'" }, { key: "j", expression: "jwt.sub" }],
+          tags: [
+            { key: "k" },
+            { key: "t", value: "v", expression: "'x'" },
+            { key: "j", expression: "jwt.sub" },
+            { key: "m", expression: "llm.requestModel" },
+          ],
         },
       },
     });
@@ -93,8 +100,60 @@ describe("credential plans from backend.auth", () => {
       "backend.auth.cloudA.assumeRole.sessionName: must be 2 to 64 letters, digits or _+=,.@- [fatal]",
       "backend.auth.cloudA.assumeRole.tags[0]: exactly one of value and expression [fatal]",
       "backend.auth.cloudA.assumeRole.tags[1]: exactly one of value and expression [fatal]",
-      "backend.auth.cloudA.assumeRole.tags[2].expression: reads jwt; on a Service or static backend the signer sees only the request as it leaves Envoy (request) [fatal]",
+      "backend.auth.cloudA.assumeRole.tags[3].expression: reads llm; this credential is minted by the credential ext_proc of a Service or static backend, which has request, source, jwt, apiKey, basicAuth, extauthz [fatal]",
     ]);
+  });
+
+  test("token sources and expressions: what each minter reads of the client's request", () => {
+    const exchange = (subjectToken: unknown, more: Record<string, unknown> = {}) => ({
+      oauthTokenExchange: {
+        backendRef: { name: "idp", port: 80 },
+        clientAuth: { clientId: "c", secretRef: { name: "aws" } },
+        subjectToken,
+        ...more,
+      },
+    });
+    const sources = (p: string[]) => p.filter((x) => /subjectToken|additionalParams|actorToken/.test(x));
+    // Envoy's credential ext_proc: a header, a query parameter, a cookie, an expression over the identities.
+    for (const source of [
+      { header: { name: "X-Token" } },
+      { queryParameter: { name: "t" } },
+      { cookie: { name: "sid" } },
+      { expression: "jwt.sub + string(source.address)" },
+    ]) {
+      assert.deepEqual(sources(problems(exchange({ source }))), [], JSON.stringify(source));
+    }
+    assert.deepEqual(sources(problems(exchange({ source: { cookie: {} } }))), [
+      "backend.auth.oauthTokenExchange.subjectToken.source.cookie.name: is required [fatal]",
+    ]);
+    assert.deepEqual(sources(problems(exchange({ source: { header: { name: "a" }, cookie: { name: "b" } } }))), [
+      "backend.auth.oauthTokenExchange.subjectToken.source: exactly one of header, queryParameter, cookie, expression is required (found header, cookie) [fatal]",
+    ]);
+    // The LLM ext_proc: the identities, not the client's address; not the client's query (the path is the provider's).
+    assert.deepEqual(sources(problems(exchange({ source: { expression: "apiKey.name" } }), "llm")), []);
+    assert.deepEqual(
+      sources(problems(exchange(undefined, { additionalParams: { ip: "string(source.address)" } }), "llm")),
+      [
+        "backend.auth.oauthTokenExchange.additionalParams.ip: reads source; this credential is minted by the LLM ext_proc, for an AI provider, which has request, jwt, apiKey, basicAuth, extauthz [fatal]",
+      ],
+    );
+    assert.match(
+      sources(problems(exchange({ source: { queryParameter: { name: "t" } } }), "llm"))[0] ?? "",
+      /subjectToken\.source\.queryParameter: not read: an AI provider's credential is minted on the provider's request/,
+    );
+    // The MCP service: the client's Authorization header alone.
+    assert.deepEqual(
+      sources(problems(exchange({ source: { header: { name: "Authorization", prefix: "Bearer" } } }), "mcp")),
+      [],
+    );
+    assert.match(
+      sources(problems(exchange({ source: { cookie: { name: "sid" } } }), "mcp"))[0] ?? "",
+      /subjectToken\.source\.cookie: not read: an MCP target's credential is minted by the MCP service/,
+    );
+    assert.match(
+      sources(problems(exchange(undefined, { additionalParams: { u: "jwt.sub" } }), "mcp"))[0] ?? "",
+      /additionalParams\.u: reads jwt; this credential is minted by the MCP service per request to an MCP target, which has request/,
+    );
   });
 
   test("oauthTokenExchange: the token endpoint, client authentication and token types are checked", () => {

@@ -1281,7 +1281,8 @@ export class LlmExtProcService {
     }
     if (minted === undefined) return w;
     const name = provider.name;
-    return this.#minter.mint(minted, { headers: outgoing }).then(
+    // The plan's expressions may read the route's identities (resolve.ts CREDENTIAL_VARIABLES, `llm`).
+    return this.#minter.mint(minted, { headers: outgoing, variables: identityOf(state) }).then(
       (r) => {
         if ("ok" in r) return merge(r.ok);
         this.#log(`llm provider ${name}: ${r.message}; answered ${r.status}`);

@@ -467,7 +467,7 @@ function compileAuth(
   const problems = [...r.problems];
   // Tokens minted per request after the provider is chosen (extproc/llm/service.ts), with the credential service's
   // resolution and minter (src/credentials/): every problem fails the provider's requests rather than send them bare.
-  const mint = resolveProviderMint(auth, { input, ns, backend: owner.backend, source: owner.source });
+  const mint = resolveProviderMint(auth, { input, ns, backend: owner.backend, source: owner.source, minter: "llm" });
   for (const p of mint?.problems ?? []) {
     if (!p.fatal) continue;
     problems.push({

@@ -235,7 +235,7 @@ export function mcpTargetConnection(
   }
   const auth = fieldOf(p, "auth");
   if (auth !== undefined) {
-    const r = backendCredential(auth.value, auth.from, `${backend} target ${target}`, input);
+    const r = backendCredential(auth.value, auth.from, `${backend} target ${target}`, input, "mcp");
     if (!r.ok) {
       // backendCredential's messages speak of Envoy's 503; here the target fails instead.
       fail(r.from, r.field, r.message.replace(/; requests to .* are answered 503 until it is$/, ""));

@@ -13,8 +13,8 @@ import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { secretValue } from "../../api/core.js";
-import { CREDENTIAL_METADATA, type CredentialPlan, needsBody } from "../../credentials/plan.js";
-import { resolveBackendAuth } from "../../credentials/resolve.js";
+import { CREDENTIAL_METADATA, type CredentialPlan, needsBody, planReads } from "../../credentials/plan.js";
+import { type CredentialMinter, resolveBackendAuth } from "../../credentials/resolve.js";
 import { ApiVersion } from "../../gen/envoy/config/core/v3/config_source_pb.js";
 import { CredentialInjectorSchema } from "../../gen/envoy/extensions/filters/http/credential_injector/v3/credential_injector_pb.js";
 import { ExternalProcessorSchema } from "../../gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
@@ -26,6 +26,8 @@ import type { PolicySourceIR } from "../ir.js";
 import { findNamed } from "../lookup.js";
 import { credentialSecretName } from "../names.js";
 import { sluiceProcessor } from "./filters/sluice-stage.js";
+import { IDENTITY } from "./filters/transformation.js";
+import { IDENTITY_NAMESPACES } from "./llm.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -67,11 +69,12 @@ export function backendCredential(
   from: PolicySourceIR,
   backend: string,
   input: TranslationInput | undefined,
+  minter: CredentialMinter = "envoy",
 ): CredentialOutcome {
   if (!isRec(authValue)) return { ok: false, from, field: "backend.auth", message: "not an object", fatal: true };
   const auth = authValue;
   const ns = from.name.split("/")[0] ?? "";
-  const resolved = resolveBackendAuth(auth, { input, ns, backend, source: `${from.kind}/${from.name}` });
+  const resolved = resolveBackendAuth(auth, { input, ns, backend, source: `${from.kind}/${from.name}`, minter });
   const problems = resolved.problems.map((p) => ({ from, ...p }));
   const fatal = problems.find((p) => p.fatal);
   if (fatal !== undefined) {
@@ -160,6 +163,7 @@ export function credentialInjector(c: BackendCredential) {
  * Sluice unreachable: the request fails (Envoy's ext_proc fails closed), never goes out without it.
  */
 export function credentialExtProc(plan: CredentialPlan) {
+  const reads = planReads(plan);
   return anyPack(
     ExternalProcessorSchema,
     create(ExternalProcessorSchema, {
@@ -170,6 +174,12 @@ export function credentialExtProc(plan: CredentialPlan) {
       ),
       // A query parameter credential changes :path.
       mutationRules: { allowAllRouting: true, allowEnvoy: false },
+      // What the plan's expressions read besides the request: the identities' metadata, the client's address (an
+      // upstream filter shares the request's stream info, as the transformation stage does).
+      ...([...IDENTITY].some((v) => reads.has(v))
+        ? { metadataOptions: { forwardingNamespaces: { untyped: IDENTITY_NAMESPACES } } }
+        : {}),
+      ...(reads.has("source") ? { requestAttributes: ["source.address", "source.port"] } : {}),
     }),
   );
 }
