@@ -29,23 +29,22 @@ interface GoldenGateway {
   secrets: Json[];
 }
 
+/** The bootstrap `sluice run` gives Envoy. */
+const bootstrap = parse(
+  renderBootstrap({
+    nodeId: "validate",
+    gateway: "validate/validate",
+    adminPort: 0,
+    xdsHost: "127.0.0.1",
+    xdsPort: 1,
+    authzPort: 2,
+    mcpPort: 3,
+    delta: false,
+  }),
+) as { static_resources: { clusters: Json[] }; bootstrap_extensions?: Json[] };
+
 /** Clusters of the bootstrap `sluice run` gives Envoy, but the xDS one (no ADS here). */
-const bootstrapClusters = (
-  (
-    parse(
-      renderBootstrap({
-        nodeId: "validate",
-        gateway: "validate/validate",
-        adminPort: 0,
-        xdsHost: "127.0.0.1",
-        xdsPort: 1,
-        authzPort: 2,
-        mcpPort: 3,
-        delta: false,
-      }),
-    ) as { static_resources: { clusters: Json[] } }
-  ).static_resources.clusters ?? []
-).filter((c) => c["name"] !== "sluice_xds");
+const bootstrapClusters = (bootstrap.static_resources.clusters ?? []).filter((c) => c["name"] !== "sluice_xds");
 
 /**
  * An EDS assignment as Sluice publishes it: a provider's host name in a translated assignment (an AI cluster Sluice
@@ -109,6 +108,8 @@ export function embedSnapshot(g: GoldenGateway): Json {
   const own = new Set(clusters.map((c) => c["name"]));
   return {
     node: { id: "validate", cluster: g.gateway },
+    // Its extensions too: internal listeners (an AI provider's hop) need one.
+    bootstrap_extensions: bootstrap.bootstrap_extensions ?? [],
     static_resources: {
       listeners,
       clusters: [...clusters, ...bootstrapClusters.filter((c) => !own.has(c["name"]))],
