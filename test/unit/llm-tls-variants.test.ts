@@ -145,7 +145,7 @@ test("two routes asking different tls: a variant each, named by its content", as
   assert.equal(again.routes.get(B)?.cluster, b?.cluster);
 });
 
-test("on a route the Realtime relay serves (prompt guards), a route-level tls is reported, not applied", async () => {
+test("on a route the Realtime relay serves (prompt guards), a route-level tls is reported, not applied; tcp in part", async () => {
   const t = await translated(
     backend(`    ai:
       routes: { /v1/realtime: Realtime, /v1/chat/completions: Completions }
@@ -153,9 +153,21 @@ test("on a route the Realtime relay serves (prompt guards), a route-level tls is
         request: [{ regex: { builtins: [CreditCard] } }]
 `) +
       routes +
-      onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n"),
+      onRule(
+        "pa",
+        "a",
+        "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n    tcp: { connectTimeout: 2s }\n",
+      ),
   );
-  assert.equal(t.routes.get(A)?.cluster, "backend/default/llm");
+  // The connect timeout is the route's variant's (for what Envoy forwards), reported for its Realtime sessions.
+  assert.notEqual(t.routes.get(A)?.cluster, "backend/default/llm");
+  assert.equal(t.routes.get(A)?.sni, "");
+  const tcp = t.warnings.filter((w) => w.includes("backend.tcp"));
+  assert.equal(tcp.length, 1, t.warnings.join("\n"));
+  assert.match(
+    tcp[0] ?? "",
+    /backend\.tcp: applied to the requests of route \S+ that Envoy forwards, not to its Realtime sessions/,
+  );
   const tls = t.warnings.filter((w) => w.includes("backend.tls"));
   assert.equal(tls.length, 1, t.warnings.join("\n"));
   assert.match(

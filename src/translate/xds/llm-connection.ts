@@ -13,6 +13,7 @@
 import { clusterConnection } from "../backend/ai.js";
 import type { BackendProblemIR, GatewayIR, LlmClusterIR, RouteIR } from "../ir.js";
 import { type LlmVariantFields, llmClusterUses, ROUTE_LEVELS, withLlmVariants } from "./llm-passes.js";
+import { relaysRealtime } from "./realtime-relay.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -54,6 +55,7 @@ function connectionOf(c: LlmClusterIR, u: Use): LlmVariantFields {
 export function withLlmConnections(gw: GatewayIR): GatewayIR {
   const own = new Map<string, LlmVariantFields>();
   const routes = new Map<RouteIR, Map<string, LlmVariantFields>>();
+  const problems = new Map<RouteIR, BackendProblemIR[]>();
   for (const { cluster: c, uses: list } of llmClusterUses(gw, useOf).values()) {
     // The cluster's own: what every route asks when they agree, else what the GwBackend's levels give (a route with
     // no route-level GwPolicy for these fields has it; with none such, nothing from a GwPolicy).
@@ -65,7 +67,18 @@ export function withLlmConnections(gw: GatewayIR): GatewayIR {
     for (const u of list) {
       if (u.key === ownKey) continue;
       routes.set(u.route, (routes.get(u.route) ?? new Map<string, LlmVariantFields>()).set(c.name, connectionOf(c, u)));
+      if (!relaysRealtime(u.route)) continue;
+      // Served to the route's requests through Envoy; its Realtime sessions are the relay's own connections.
+      problems.set(u.route, [
+        ...(problems.get(u.route) ?? []),
+        ...u.from.map(({ field, from }) => ({
+          from,
+          field: `backend.${field}`,
+          message: `applied to the requests of route ${u.route.name} that Envoy forwards, not to its Realtime sessions: Sluice's relay dials AI GwBackend ${c.backend}'s providers with the settings of the GwBackend's cluster, which it finds by the cluster's name, not the route's variant`,
+          fatal: false,
+        })),
+      ]);
     }
   }
-  return withLlmVariants(gw, { own, routes });
+  return withLlmVariants(gw, { own, routes, problems });
 }
