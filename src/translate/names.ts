@@ -139,6 +139,12 @@ export const REALTIME_CLUSTER_HEADER = "x-sluice-realtime-cluster";
  */
 export const REALTIME_SOURCE_HEADER = "x-sluice-realtime-source";
 export const REALTIME_DESTINATION_HEADER = "x-sluice-realtime-destination";
+/**
+ * And the request's identity as the route's filters left it in the dynamic metadata (as JSON: the JWT payload; the
+ * ext_authz namespace with `apiKey`, `basicAuth` and the route's `extauthz`), which the relay's check reads in CEL.
+ */
+export const REALTIME_JWT_HEADER = "x-sluice-realtime-jwt";
+export const REALTIME_AUTHZ_HEADER = "x-sluice-realtime-authz";
 
 /** The cluster of a concrete GwModel (`namespace/name`), and of a failover virtual model Envoy fails over within. */
 export function modelClusterName(model: string, failover = false): string {

@@ -5,11 +5,13 @@
 // before it calls the provider:
 // - allowed: the service's allowed headers go on the provider's upgrade, beside the provider's own key;
 // - denied: the client's upgrade gets the service's status, headers and body; the provider is not called;
-// - the service down: FailClosed, 403, the provider not called.
+// - the service down: FailClosed, 403, the provider not called;
+// - the route's identity (an API key's metadata) in the check's CEL, passed by the relay route from Envoy's dynamic
+//   metadata; a client's own copy of that header never counts.
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
@@ -50,6 +52,37 @@ async function startHttpAuthz(): Promise<{
   };
 }
 
+/** The status of a websocket upgrade sent raw with `headers` (its answer's head is all that is read). */
+function upgradeStatus(port: number, path: string, headers: readonly string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, "127.0.0.1", () =>
+      s.write(
+        [
+          `GET ${path} HTTP/1.1`,
+          `Host: 127.0.0.1:${port}`,
+          "Upgrade: websocket",
+          "Connection: Upgrade",
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+          "Sec-WebSocket-Version: 13",
+          ...headers,
+          "",
+          "",
+        ].join("\r\n"),
+      ),
+    );
+    let text = "";
+    s.on("data", (c: Buffer) => {
+      text += c.toString("latin1");
+      if (!text.includes("\r\n\r\n")) return;
+      s.destroy();
+      resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]));
+    });
+    s.on("error", reject);
+  });
+}
+
+const KEYS = JSON.stringify(JSON.stringify({ key: "sk-client-1", metadata: { user: "u-42" } }));
+
 function backend(name: string, rt: FakeRealtime): string {
   return `---
 apiVersion: sluice.dev/v1alpha1
@@ -86,7 +119,13 @@ ${extAuth}
 `;
 
 function resources(rt: FakeRealtime, authz: number, gone: number): string {
-  return `${localService("authz", authz)}${localService("gone", gone)}${backend("checked", rt)}${backend("closed", rt)}---
+  return `${localService("authz", authz)}${localService("gone", gone)}${backend("checked", rt)}${backend("closed", rt)}${backend("keyed", rt)}${backend("forged", rt)}---
+apiVersion: v1
+kind: Secret
+metadata: { name: client-keys, namespace: default }
+stringData:
+  one: ${KEYS}
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }
@@ -95,6 +134,17 @@ spec:
   rules:
 ${rule("checked")}
 ${rule("closed")}
+${rule("keyed")}
+      name: keyed
+${rule("forged")}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: keyed-route, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: llm, sectionName: keyed }]
+  traffic:
+    apiKeyAuthentication: { secretRef: { name: client-keys } }
 ${policy(
   "checked",
   `      backendRef: { name: authz, port: 80 }
@@ -102,7 +152,19 @@ ${policy(
         allowedRequestHeaders: [sec-websocket-protocol, x-sluice-realtime-source]
         allowedResponseHeaders: [x-authz-user]
         addRequestHeaders: { x-peer: "string(source.address) + ':' + string(source.port)" }`,
-)}${policy("closed", "      backendRef: { name: gone, port: 80 }")}`;
+)}${policy("closed", "      backendRef: { name: gone, port: 80 }")}${policy(
+  "keyed",
+  `      backendRef: { name: authz, port: 80 }
+      http:
+        allowedRequestHeaders: [sec-websocket-protocol]
+        addRequestHeaders: { x-user: "apiKey.user" }`,
+)}${policy(
+  "forged",
+  `      backendRef: { name: authz, port: 80 }
+      http:
+        allowedRequestHeaders: [sec-websocket-protocol]
+        addRequestHeaders: { x-user: "apiKey.user" }`,
+)}`;
 }
 
 describe("a provider's extAuth on Realtime sessions through Sluice's relay", { timeout: 60_000 }, () => {
@@ -166,6 +228,33 @@ describe("a provider's extAuth on Realtime sessions through Sluice's relay", { t
     const r = await refusedUpgrade(env.port, "/closed/v1/realtime?model=gpt-realtime");
     assert.equal(r.status, 403);
     assert.match(r.body, /access to provider rt denied by its authorization service \(authorization service failed\)/);
+    assert.equal(rt.handshakes.length, handshakes);
+  });
+
+  test("the route's identity reaches the relay's check: an API key's metadata in CEL", async () => {
+    authz.checks.length = 0;
+    const handshakes = rt.handshakes.length;
+    const status = await upgradeStatus(env.port, "/keyed/v1/realtime?model=gpt-realtime", [
+      "Authorization: Bearer sk-client-1",
+      "Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.good-key",
+      // A client's own copy of the relay's header is removed before Envoy sets the route's.
+      `X-Sluice-Realtime-Authz: {"apiKey":{"user":"mallory"}}`,
+    ]);
+    assert.equal(status, 101);
+    assert.equal(authz.checks.at(-1)?.headers["x-user"], "u-42");
+    assert.equal(rt.handshakes.length, handshakes + 1);
+  });
+
+  test("a client's forged identity header counts for nothing: no API key authentication, the expression fails", async () => {
+    authz.checks.length = 0;
+    const handshakes = rt.handshakes.length;
+    const status = await upgradeStatus(env.port, "/forged/v1/realtime?model=gpt-realtime", [
+      "Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.good-key",
+      `X-Sluice-Realtime-Authz: {"apiKey":{"user":"mallory"}}`,
+    ]);
+    // An expression of the call that fails denies (403), the service not called.
+    assert.equal(status, 403);
+    assert.equal(authz.checks.length, 0);
     assert.equal(rt.handshakes.length, handshakes);
   });
 

@@ -41,8 +41,6 @@ export const PROVIDER_CHECK_TIMEOUT_MS = 3000;
 
 /** The CEL variables the check's expressions see: the LLM ext_proc's, and `source` (Envoy's request attributes). */
 const SEEN = ["request", "llm", "source", "jwt", "apiKey", "basicAuth", "extauthz"];
-/** What the Realtime relay's check sees (it has the upgrade's headers and the client's address, not the route's identity). */
-const RELAY_SEEN = ["request", "llm", "source"];
 
 /**
  * The router-level LLM stage's request attributes of the client's connection (xds/llm.ts), which a provider's check
@@ -79,22 +77,6 @@ export function providerExtAuthRefs(
   return out;
 }
 
-type Rec = Readonly<Record<string, unknown>>;
-const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** Whether the backend's AI policy names a Realtime route type. */
-function servesRealtime(b: BackendPolicyIR): boolean {
-  const ai = b.policy["ai"];
-  const routes = ai === undefined || "combined" in ai || !isRec(ai.value) ? undefined : ai.value["routes"];
-  return isRec(routes) && Object.values(routes).includes("Realtime");
-}
-
-/** Whether the provider has prompt guards (a Realtime session to it then goes through Sluice's relay). */
-function guarded(b: BackendPolicyIR, provider: string): boolean {
-  const ai = (b.subBackends?.find((s) => s.name === provider)?.policy ?? b.policy)["ai"];
-  return ai !== undefined && !("combined" in ai) && isRec(ai.value) && ai.value["promptGuard"] !== undefined;
-}
-
 /**
  * The extAuth of provider `provider` of AI cluster `cluster` on `route`, compiled for the LLM ext_proc, or undefined
  * when none targets the provider. What cannot be served as written is reported in `notes` on the policy.
@@ -122,21 +104,10 @@ export function compileProviderExtAuth(
   if (http === undefined && a.grpc !== undefined) grpcMetadata(a.grpc, expressions, (p, m, r) => note(p, m, r));
   const cel = compileUserExtAuthExpressions(expressions);
   for (const p of cel.problems) note(p.path, `${p.message}; left out`, "Ignored");
-  // Realtime sessions go through Sluice's relay for a provider with prompt guards or behind an InferencePool.
-  const c = clusters.get(b.cluster);
-  const pooled = c?.kind === "llm" && c.groups.flat().some((p) => p.name === provider && p.pool !== undefined);
-  const relayed = servesRealtime(b) && (guarded(b, provider) || pooled);
+  // (A Realtime session through Sluice's relay is checked by the relay with the same variables: the relay route
+  // passes the client's address and the route's identity on in headers, xds/realtime-relay.ts.)
   for (const v of cel.compiled.variables) {
-    if (SEEN.includes(v)) {
-      if (relayed && !RELAY_SEEN.includes(v)) {
-        note(
-          http === undefined ? "grpc.requestMetadata" : "http",
-          `an expression reads ${v}, which the check of a Realtime session through Sluice's relay (provider ${provider} has prompt guards or an InferencePool) does not see (it sees ${RELAY_SEEN.join(", ")}: the route's identity stays in Envoy): it fails to evaluate there, and the session is refused`,
-          "NeverMatches",
-        );
-      }
-      continue;
-    }
+    if (SEEN.includes(v)) continue;
     note(
       http === undefined ? "grpc.requestMetadata" : "http",
       `an expression reads ${v}, which the check of a provider's attempt does not see (it sees ${SEEN.join(", ")}): it fails to evaluate, and the attempt is denied`,

@@ -6,6 +6,8 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
+import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../cel/rbac.js";
+import { EXTAUTHZ_METADATA_NAMESPACE } from "../../extauthz/user-ext-auth.js";
 import {
   HeaderValueOption_HeaderAppendAction,
   HeaderValueOptionSchema,
@@ -21,9 +23,11 @@ import { durationFromMs } from "../duration.js";
 import type { EffectivePolicyIR, RouteIR } from "../ir.js";
 import {
   clusterVariantBase,
+  REALTIME_AUTHZ_HEADER,
   REALTIME_CLUSTER_HEADER,
   REALTIME_DESTINATION_HEADER,
   REALTIME_ENTRY_HEADER,
+  REALTIME_JWT_HEADER,
   REALTIME_SOURCE_HEADER,
   SLUICE_AUTHZ_HTTP_CLUSTER,
 } from "../names.js";
@@ -99,6 +103,9 @@ export function buildRealtimeRelayRoute(
     // The client's connection, for a provider's extAuth check (the relay's own peer is Envoy).
     [REALTIME_SOURCE_HEADER, "%DOWNSTREAM_REMOTE_ADDRESS%"],
     [REALTIME_DESTINATION_HEADER, "%DOWNSTREAM_LOCAL_ADDRESS%"],
+    // The route's identity, as JSON (absent metadata: no header; a client's own is removed first).
+    [REALTIME_JWT_HEADER, `%DYNAMIC_METADATA(${JWT_METADATA_NAMESPACE}:${JWT_PAYLOAD_KEY})%`],
+    [REALTIME_AUTHZ_HEADER, `%DYNAMIC_METADATA(${EXTAUTHZ_METADATA_NAMESPACE})%`],
   ] as const) {
     twin.requestHeadersToAdd.push(
       create(HeaderValueOptionSchema, {
@@ -107,6 +114,8 @@ export function buildRealtimeRelayRoute(
       }),
     );
   }
+  // Envoy removes these before it adds the route's own: a value Envoy leaves empty (no metadata) is not the client's.
+  twin.requestHeadersToRemove.push(REALTIME_JWT_HEADER, REALTIME_AUTHZ_HEADER);
   // A provider behind an InferencePool: the relay asks the pool's picker itself, once per session
   // (extproc/llm/realtime/picker.ts); Envoy's picker filter would wait for a body the upgrade never ends.
   for (const name of Object.keys(twin.typedPerFilterConfig)) {

@@ -11,22 +11,26 @@ import { randomUUID } from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
+import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
 import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
+import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
 import type { Http1Request } from "../../../grpc/http1.js";
 import { providerTcp } from "../../../translate/backend/ai-provider-connection.js";
 import type { TunnelIR } from "../../../translate/backend/tunnel.js";
 import type { LlmClusterIR, LlmProviderIR } from "../../../translate/ir.js";
 import type { LlmProviderEntry, LlmRouteEntry } from "../../../translate/llm/table.js";
 import {
+  REALTIME_AUTHZ_HEADER,
   REALTIME_CLUSTER_HEADER,
   REALTIME_DESTINATION_HEADER,
   REALTIME_ENTRY_HEADER,
+  REALTIME_JWT_HEADER,
   REALTIME_SOURCE_HEADER,
 } from "../../../translate/names.js";
 import type { TranslationResult } from "../../../translate/translate.js";
 import { AwsCredentialSource } from "../aws-credentials.js";
-import { requestVariable, toCel } from "../cel.js";
+import { identityVariables, requestVariable, toCel } from "../cel.js";
 import { GoogleTokens } from "../google-tokens.js";
 import type { GuardContext } from "../guards/runner.js";
 import {
@@ -98,6 +102,30 @@ function reply(socket: Socket, status: number, message: string): void {
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
+}
+
+/** A JSON object a header of the relay route carries (xds/realtime-relay.ts); undefined when absent or not one. */
+function jsonHeader(v: string | undefined): Record<string, unknown> | undefined {
+  if (v === undefined || !v.startsWith("{")) return undefined;
+  try {
+    const o = JSON.parse(v) as unknown;
+    return typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `jwt`, `apiKey`, `basicAuth`, `extauthz` as the route's filters left them, from the headers the relay route sets
+ * from Envoy's dynamic metadata (a client's own are removed first): as the LLM ext_proc reads them (identityVariables).
+ */
+function identityOf(headers: Readonly<Record<string, string>>): Record<string, unknown> {
+  const jwt = jsonHeader(headers[REALTIME_JWT_HEADER]);
+  const authz = jsonHeader(headers[REALTIME_AUTHZ_HEADER]);
+  return identityVariables({
+    ...(jwt !== undefined ? { [JWT_METADATA_NAMESPACE]: { [JWT_PAYLOAD_KEY]: jwt } } : {}),
+    ...(authz !== undefined ? { [EXTAUTHZ_METADATA_NAMESPACE]: authz } : {}),
+  });
 }
 
 /** A provider's extAuth denial, as the client's upgrade answer: the service's status, headers and body. */
@@ -254,8 +282,8 @@ export class RealtimeRelay {
 
   /**
    * The provider's extAuth on the session's upgrade, before the provider is called, as the LLM ext_proc checks an
-   * attempt: the client's headers as Envoy forwarded them (the relay's own routing headers left out), `request`,
-   * `llm.provider` and `source` in CEL. Allowed when the provider has none.
+   * attempt: the client's headers as Envoy forwarded them (the relay's own headers left out), `request`,
+   * `llm.provider`, `source` and the route's identity in CEL. Allowed when the provider has none.
    */
   async #check(
     target: Target,
@@ -284,6 +312,7 @@ export class RealtimeRelay {
     return this.#extAuths.check(provider.extAuth, {
       headers: client,
       activation: {
+        ...identityOf(headers),
         request: requestVariable(client),
         llm: toCel({ provider: provider.name }),
         ...(src !== undefined ? { source: src } : {}),
