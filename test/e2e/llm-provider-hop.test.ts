@@ -97,7 +97,7 @@ ${providers(groups)}`;
 const provider = (name: string, port: number, policies = "") =>
   `{ name: ${name}, providerA: { model: gpt-4o }, host: 127.0.0.1, port: ${port}${policies === "" ? "" : `, policies: ${policies}`} }`;
 
-const BACKENDS = ["mixed", "connect", "slow", "alone", "section", "stream"];
+const BACKENDS = ["mixed", "connect", "slow", "alone", "section", "stream", "scored"];
 
 /** A streamed chat completion: one chunk at once, the rest (and its end) `gapMs` later. */
 function sse(gapMs: number) {
@@ -161,6 +161,12 @@ describe("a provider's own tcp and http, through its hop in Envoy", { timeout: 1
         gwBackend("slow", [[provider("lag", lag, "{ http: { requestTimeout: 1s } }")], [provider("spare", spare)]]),
         gwBackend("alone", [[provider("lonely", lonely, "{ http: { requestTimeout: 1s } }")]]),
         gwBackend("section", [[provider("sec1", hole.port)], [provider("sec2", sec2)]]),
+        `${gwBackend("scored", [
+          [provider("hole2", hole.port, "{ tcp: { connectTimeout: 500ms } }")],
+          [provider("spare3", spare)],
+        ])}  policies:
+    health: { unhealthyCondition: "response.code >= 500", eviction: { duration: 30s } }
+`,
         gwBackend("stream", [
           [provider("streamer", (streamer.address() as AddressInfo).port, "{ tcp: { connectTimeout: 2s } }")],
           [provider("spare2", spare)],
@@ -272,6 +278,30 @@ ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} 
     assert.deepEqual([...new Set(seen.sec2?.map((s) => s.version))], ["2.0"]);
   });
 
+  test("with Sluice's health scoring, the hop's 503 on a connect timeout evicts the provider", async () => {
+    const started = Date.now();
+    assert.equal((await ask("scored")).choices[0]?.message.content, "spare");
+    assert.ok(Date.now() - started >= 450, "the first request waited for the connect timeout");
+    // Evicted in Sluice's EDS (marked UNHEALTHY, republished): requests then go straight to the next group.
+    const deadline = Date.now() + 5000;
+    let fast = false;
+    while (!fast && Date.now() < deadline) {
+      const t = Date.now();
+      assert.equal((await ask("scored")).choices[0]?.message.content, "spare");
+      fast = Date.now() - t < 300;
+    }
+    assert.ok(fast, "the provider behind the hop was evicted");
+    // By Sluice (its EDS marks the hop's endpoint), not by Envoy's outlier detection, which counts local-origin
+    // failures alone on a scored cluster.
+    const clusters = await (await fetch(`http://127.0.0.1:${env.envoy.adminPort}/clusters`)).text();
+    const flags = clusters
+      .split("\n")
+      .find(
+        (l) => l.startsWith("backend/default/scored::") && l.includes("llm-provider/") && l.includes("health_flags"),
+      );
+    assert.match(flags ?? "", /failed_eds_health/, flags);
+  });
+
   test("a streamed answer through a hop reaches the client as it comes (no buffering in the hop)", async () => {
     const started = Date.now();
     const stream = await new OpenAI({
@@ -327,6 +357,7 @@ ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} 
       "section/sec1",
       "section/sec2",
       "stream/streamer",
+      "scored/hole2",
       "rt/realtime",
     ]) {
       assert.ok(dump.includes(`"llm-provider/backend/default/${p}"`), `the hop of ${p}`);
