@@ -217,13 +217,6 @@ export const ClientAuth = Obj(
         fieldPath: ".privateKeyJwt",
         check: (s) => !has(s, "privateKeyJwt") || s?.method === "PrivateKeyJwt",
       }),
-      // PrivateKeyJwt authenticates with the signed assertion: a client secret beside it would be read by nobody.
-      rule({
-        rule: "!has(self.secretRef) || !has(self.method) || self.method != 'PrivateKeyJwt'",
-        message: "secretRef is not used with method PrivateKeyJwt, which authenticates with the signed assertion",
-        fieldPath: ".secretRef",
-        check: (s) => !has(s, "secretRef") || s?.method !== "PrivateKeyJwt",
-      }),
       rule({
         rule: "has(self.secretRef) || (has(self.method) && self.method != 'ClientSecretBasic')",
         message: "without secretRef only ClientSecretPost (or PrivateKeyJwt) is valid; set secretRef or method",

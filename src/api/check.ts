@@ -198,8 +198,20 @@ function checkArray(schema: Schema, value: unknown, path: string, problems: Prob
   const items = schema["items"] as Schema | undefined;
   const out = items === undefined ? clone(value) : value.map((v, i) => checkValue(items, v, `${path}[${i}]`, problems));
   if (schema[LIST_TYPE] === "map" && Array.isArray(out)) duplicateKeys(schema[LIST_MAP_KEYS], out, path, problems);
+  if (schema[LIST_TYPE] === "set" && Array.isArray(out)) duplicateValues(out, path, problems);
   runRules(schema, out, path, problems);
   return out;
+}
+
+/** `x-kubernetes-list-type: set`: a value already in the list is refused, as the API server does. */
+function duplicateValues(list: readonly unknown[], path: string, problems: Problem[]): void {
+  const seen = new Map<string, number>();
+  list.forEach((v, i) => {
+    const id = JSON.stringify(v);
+    const first = seen.get(id);
+    if (first === undefined) seen.set(id, i);
+    else problems.push(error(`${path}[${i}]`, `must be unique: ${id} is already at [${first}]`));
+  });
 }
 
 /** `x-kubernetes-list-type: map`: a later entry with the keys of an earlier one is refused, as the API server does. */

@@ -375,11 +375,12 @@ export const AuthorizationLocation = Obj(
 // ---- Gateway API shapes reused by the spec ----
 
 const HTTPHeader = Obj({ name: HTTPHeaderName, value: Str({ min: 1, max: 4096 }) });
+// Keyed as in Gateway API's own CRD (set and add a map by name, remove a set): one entry per header.
 export const HTTPHeaderFilter = Obj(
   {
-    set: Opt(Arr(HTTPHeader, { max: 16 })),
-    add: Opt(Arr(HTTPHeader, { max: 16 })),
-    remove: Opt(Arr(HTTPHeaderName, { max: 16 })),
+    set: Opt(Arr(HTTPHeader, { max: 16, mapKeys: ["name"] })),
+    add: Opt(Arr(HTTPHeader, { max: 16, mapKeys: ["name"] })),
+    remove: Opt(Arr(HTTPHeaderName, { max: 16, set: true })),
   },
   "Gateway API HTTPHeaderFilter: set, add and remove headers.",
 );
@@ -401,7 +402,8 @@ export const HTTPHeaderMatch = Obj(
 const transformEntry = Obj({ name: HeaderName, value: withDoc(CELExpression, "CEL giving the header value.") });
 export const Transform = Obj(
   {
-    set: Opt(Arr(transformEntry, { max: 16 })),
+    // Two values set for one header: one was lost. (Two added are two values of the header, as written.)
+    set: Opt(Arr(transformEntry, { max: 16, mapKeys: ["name"] })),
     add: Opt(Arr(transformEntry, { max: 16 })),
     remove: Opt(Arr(HeaderName, { max: 16 })),
     body: Opt(withDoc(CELExpression, "CEL giving the new body.")),

@@ -36,6 +36,7 @@ function limits(s: Schema): string {
   range(s["minProperties"], s["maxProperties"], "entries ");
   const keys = s["x-kubernetes-list-map-keys"];
   if (Array.isArray(keys)) out.push(`one entry per ${keys.map((k) => `\`${String(k)}\``).join(", ")}`);
+  if (s["x-kubernetes-list-type"] === "set") out.push("entries unique");
   if (s["x-kubernetes-int-or-string"] !== true) range(s["minimum"], s["maximum"], "");
   if (typeof s["pattern"] === "string") out.push(`pattern \`${String(s["pattern"]).replaceAll("|", "\\|")}\``);
   const format = FORMAT_NOTES[String(s["x-sluice-format"])];

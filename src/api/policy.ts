@@ -123,7 +123,11 @@ export const ACCESS_LOG_FIELDS = [
   "request_id",
   "route_name",
 ] as const;
-const attributesAdd = Opt(Arr(Attribute, { description: "Fields to add; a pair whose expression fails is omitted." }));
+// One entry per name: a second one replaced the first in the entry, span or metric (two labels of one name are not
+// even valid Prometheus exposition).
+const attributesAdd = Opt(
+  Arr(Attribute, { mapKeys: ["name"], description: "Fields to add; a pair whose expression fails is omitted." }),
+);
 // The spec: `remove` names "default fields". A log entry's are the ones above, so another name (a typo) is refused
 // rather than removing nothing (issue 22); a span's default attributes are OpenTelemetry's, open-ended.
 const LogAttributes = Obj(
@@ -174,7 +178,7 @@ export const Tracing = Obj(
     protocol: Opt(OTLP_PROTOCOL),
     path: Opt(UpstreamPath("HTTP only; default /v1/traces.")),
     attributes: Opt(SpanAttributes),
-    resources: Opt(Arr(Attribute, "Resource attributes.")),
+    resources: Opt(Arr(Attribute, { mapKeys: ["name"], description: "Resource attributes." })),
     randomSampling: Opt(withDoc(CELExpression, "Float 0.0..1.0 or boolean; starts a new trace; unset disables.")),
     clientSampling: Opt(withDoc(CELExpression, "Applies when the request has a trace; unset means 100%.")),
     filter: Opt(withDoc(CELExpression, "A span is exported only when true.")),
@@ -300,7 +304,12 @@ export const Frontend = Obj(
         {
           attributes: Obj({
             add: Opt(
-              Arr(Attribute, { min: 1, max: 16, description: "Metric labels; a failed expression gives unknown." }),
+              Arr(Attribute, {
+                min: 1,
+                max: 16,
+                mapKeys: ["name"],
+                description: "Metric labels; a failed expression gives unknown.",
+              }),
             ),
           }),
         },

@@ -124,6 +124,8 @@ export interface ArrOpts extends Doc {
    * map`, checked by the API server itself at no CEL cost and by ./check.ts alike.
    */
   readonly mapKeys?: readonly string[];
+  /** Scalar entries that must be unique: `x-kubernetes-list-type: set`. */
+  readonly set?: boolean;
 }
 
 export function Arr<T extends TSchema>(items: T, o: ArrOpts | string = {}) {
@@ -135,6 +137,7 @@ export function Arr<T extends TSchema>(items: T, o: ArrOpts | string = {}) {
     ...(opts.rules !== undefined && opts.rules.length > 0 ? { [RULES]: opts.rules } : {}),
     ...(opts.default !== undefined ? { default: opts.default } : {}),
     ...(opts.mapKeys !== undefined ? { [LIST_TYPE]: "map", [LIST_MAP_KEYS]: [...opts.mapKeys] } : {}),
+    ...(opts.set === true ? { [LIST_TYPE]: "set" } : {}),
   });
 }
 

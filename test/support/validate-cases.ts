@@ -620,16 +620,6 @@ export const VALIDATE_CASES: Case[] = [
     ["spec.frontend.accessLog.otlp.attributes.remove[0]", `must be one of ${ACCESS_LOG_FIELDS.join(", ")}`],
   ),
 
-  // PrivateKeyJwt authenticates with its assertion; a client secret beside it is read by nobody.
-  P(
-    "secretRef with PrivateKeyJwt",
-    tokenExchange({ clientId: "c", secretRef: { name: "s" }, method: "PrivateKeyJwt", privateKeyJwt: pkjwt }),
-    [
-      "spec.backend.auth.oauthTokenExchange.clientAuth.secretRef",
-      "secretRef is not used with method PrivateKeyJwt, which authenticates with the signed assertion",
-    ],
-  ),
-
   // An inline JWKS is a JSON object whose keys is a list (Sluice reads it; a string to the CRD).
   P("inline JWKS {}", jwks("{}")),
   P("inline JWKS not JSON", jwks("keys: []"), [
@@ -721,4 +711,99 @@ export const VALIDATE_CASES: Case[] = [
     "spec.providerG",
     "providerG is only valid with provider Provider06",
   ]),
+  // One entry per header in a header filter (as Gateway API's own CRD keys them) and in a transformation's set; one per
+  // name in the attributes a log entry, span, resource or metric gets.
+  P(
+    "header filter set twice",
+    traffic({
+      headerModifiers: {
+        request: {
+          set: [
+            { name: "x-a", value: "1" },
+            { name: "x-a", value: "2" },
+          ],
+        },
+      },
+    }),
+    ["spec.traffic.headerModifiers.request.set[1]", unique('name "x-a"', 0)],
+  ),
+  P(
+    "header filter removes one header twice",
+    traffic({ headerModifiers: { response: { remove: ["server", "server"] } } }),
+    ["spec.traffic.headerModifiers.response.remove[1]", unique('"server"', 0)],
+  ),
+  P(
+    "transformation adds one header twice",
+    traffic({
+      transformation: {
+        request: {
+          add: [
+            { name: "x-a", value: "'1'" },
+            { name: "x-a", value: "'2'" },
+          ],
+        },
+      },
+    }),
+  ),
+  P(
+    "transformation sets one header twice",
+    traffic({
+      transformation: {
+        request: {
+          set: [
+            { name: "x-a", value: "'1'" },
+            { name: "x-a", value: "'2'" },
+          ],
+        },
+      },
+    }),
+    ["spec.traffic.transformation.request.set[1]", unique('name "x-a"', 0)],
+  ),
+  P(
+    "metric label twice",
+    pol({
+      frontend: {
+        metrics: {
+          attributes: {
+            add: [
+              { name: "tenant", expression: "request.headers['x-tenant']" },
+              { name: "tenant", expression: "'x'" },
+            ],
+          },
+        },
+      },
+    }),
+    ["spec.frontend.metrics.attributes.add[1]", unique('name "tenant"', 0)],
+  ),
+  P(
+    "access log attribute twice",
+    pol({
+      frontend: {
+        accessLog: {
+          attributes: {
+            add: [
+              { name: "status", expression: "response.code" },
+              { name: "status", expression: "'x'" },
+            ],
+          },
+        },
+      },
+    }),
+    ["spec.frontend.accessLog.attributes.add[1]", unique('name "status"', 0)],
+  ),
+  P(
+    "span resource twice",
+    pol({
+      frontend: {
+        tracing: {
+          backendRef: svcRef,
+          resources: [
+            { name: "region", expression: "'a'" },
+            { name: "region", expression: "'b'" },
+          ],
+        },
+      },
+    }),
+    ["spec.frontend.tracing.resources[1]", unique('name "region"', 0)],
+  ),
 ];

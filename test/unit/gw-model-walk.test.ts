@@ -77,7 +77,8 @@ const modelContext = (name: string, base: Record<string, Json>): Context => ({
 const PARENT = { parentRefs: [{ name: "gw" }] };
 /** Settings a provider cannot go without (the schema's rules and translate/model/providers.ts). */
 const PROVIDER_SETTINGS: Record<string, Record<string, Json>> = {
-  Provider02: { cloudC: { resourceName: "r", resourceType: "OpenAI" } },
+  // Foundry, so that projectName has something to act on (the schema refuses it beside OpenAI).
+  Provider02: { cloudC: { resourceName: "r", resourceType: "Foundry", projectName: "p" } },
   Provider05: { providerF: { projectId: "p" } },
   Custom: { custom: { formats: [{ type: "Completions" }] } },
 };

@@ -31,6 +31,8 @@ const SAMPLES: Record<string, [Json, Json]> = {
   "traffic.extAuth.cache.ttl": ["'5s'", "'7s'"],
   "traffic.rateLimit.global.descriptors[].cost": ["2", "3"],
   "custom.backendRef.kind": ["InferencePool", "Service"],
+  // Foundry first: projectName is refused beside OpenAI, and a probe cannot change a required field.
+  "cloudC.resourceType": ["Foundry", "OpenAI"],
   // The group each of those kinds is in (the schema refuses another).
   "custom.backendRef.group": ["inference.networking.k8s.io", ""],
   // A credential to place: location and credentials mean something only beside one.
