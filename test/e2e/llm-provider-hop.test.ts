@@ -5,7 +5,7 @@
 // - a provider's own connect timeout toward a server that never completes the handshake: the route fails over to the
 //   next group well before the cluster's 5 s;
 // - a provider's own requestTimeout: the next group answers once it passes; a provider alone answers 504;
-// - a streamed answer and a Realtime websocket through a hop;
+// - a streamed answer and a Realtime websocket through a hop; Sluice's Realtime relay at a provider's connect timeout;
 // - GwPolicies for one provider each (sectionName) doing the connect timeout and HTTP/2;
 // - and nothing of these is reported in the GwBackend's or the GwPolicy's status.
 
@@ -19,7 +19,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
 
 interface Seen {
   readonly version: string;
@@ -167,6 +167,13 @@ describe("a provider's own tcp and http, through its hop in Envoy", { timeout: 1
         ])}  policies:
     health: { unhealthyCondition: "response.code >= 500", eviction: { duration: 30s } }
 `,
+        `${gwBackend("guarded", [[provider("unreachable", hole.port, "{ tcp: { connectTimeout: 500ms } }")]])}  policies:
+    auth: { key: sk-provider }
+    ai:
+      routes: { /v1/realtime: Realtime }
+      promptGuard:
+        request: [{ regex: { builtins: [CreditCard] } }]
+`,
         gwBackend("stream", [
           [provider("streamer", (streamer.address() as AddressInfo).port, "{ tcp: { connectTimeout: 2s } }")],
           [provider("spare2", spare)],
@@ -204,6 +211,9 @@ spec:
 ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }]\n      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${n} }]`).join("\n")}
     - matches: [{ path: { type: PathPrefix, value: /v1 } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: rt }]
+    - matches: [{ path: { type: PathPrefix, value: /guarded/v1 } }]
+      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v1 } } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: guarded }]
 `,
       ].join(""),
       "/mixed/v1/chat/completions",
@@ -345,6 +355,16 @@ ${BACKENDS.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} 
       rt.events.map((e) => e.type),
       ["conversation.item.create", "response.create"],
     );
+  });
+
+  test("Sluice's Realtime relay (a guarded session) gives up on the provider at its own connect timeout", async () => {
+    // Without it the relay would wait for its 10 s handshake deadline.
+    const started = Date.now();
+    const r = await refusedUpgrade(env.port, "/guarded/v1/realtime?model=gpt-realtime");
+    const ms = Date.now() - started;
+    assert.equal(r.status, 502);
+    assert.match(r.body, /provider unreachable unreachable/);
+    assert.ok(ms >= 450 && ms < 3000, `answered after ${ms} ms`);
   });
 
   test("Envoy has the hops; the GwBackends' and the GwPolicy's status report none of these fields", async () => {
