@@ -152,7 +152,10 @@ export function withLlmVariants(gw: GatewayIR, pass: LlmVariantPass): GatewayIR 
     const baseName = clusterVariantBase(name);
     const base = bases.get(baseName);
     if (current === undefined || base === undefined) return name;
-    const wanted = patched(current, pass.routes.get(r)?.get(baseName) ?? pass.own.get(baseName));
+    const own = pass.routes.get(r)?.get(baseName);
+    // The cluster with the pass's own values is the cluster as it now is.
+    if (name === baseName && own === undefined) return name;
+    const wanted = patched(current, own ?? pass.own.get(baseName));
     const diff = difference(wanted, base);
     if (Object.keys(diff).length === 0) return baseName;
     const v = clusterVariantName(baseName, createHash("sha256").update(canonical(diff)).digest("hex").slice(0, 10));
