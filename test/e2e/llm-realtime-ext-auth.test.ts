@@ -52,8 +52,12 @@ async function startHttpAuthz(): Promise<{
   };
 }
 
-/** The status of a websocket upgrade sent raw with `headers` (its answer's head is all that is read). */
-function upgradeStatus(port: number, path: string, headers: readonly string[]): Promise<number> {
+/** The status and head of the answer to a websocket upgrade sent raw with `headers` (its head is all that is read). */
+function upgradeAnswer(
+  port: number,
+  path: string,
+  headers: readonly string[],
+): Promise<{ status: number; head: string }> {
   return new Promise((resolve, reject) => {
     const s = connect(port, "127.0.0.1", () =>
       s.write(
@@ -75,7 +79,8 @@ function upgradeStatus(port: number, path: string, headers: readonly string[]): 
       text += c.toString("latin1");
       if (!text.includes("\r\n\r\n")) return;
       s.destroy();
-      resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]));
+      const head = text.slice(0, text.indexOf("\r\n\r\n"));
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), head });
     });
     s.on("error", reject);
   });
@@ -215,6 +220,9 @@ describe("a provider's extAuth on Realtime sessions through Sluice's relay", { t
 
   test("denied: the upgrade gets the service's status, headers and body; the provider is not called", async () => {
     const handshakes = rt.handshakes.length;
+    const denied = await upgradeAnswer(env.port, "/checked/v1/realtime?model=gpt-realtime", []);
+    assert.equal(denied.status, 401);
+    assert.match(denied.head, /\r\nwww-authenticate: Bearer realm="realtime"\r\n/i);
     const r = await refusedUpgrade(env.port, "/checked/v1/realtime?model=gpt-realtime", [
       "Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.client-key-2",
     ]);
@@ -234,7 +242,7 @@ describe("a provider's extAuth on Realtime sessions through Sluice's relay", { t
   test("the route's identity reaches the relay's check: an API key's metadata in CEL", async () => {
     authz.checks.length = 0;
     const handshakes = rt.handshakes.length;
-    const status = await upgradeStatus(env.port, "/keyed/v1/realtime?model=gpt-realtime", [
+    const { status } = await upgradeAnswer(env.port, "/keyed/v1/realtime?model=gpt-realtime", [
       "Authorization: Bearer sk-client-1",
       "Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.good-key",
       // A client's own copy of the relay's header is removed before Envoy sets the route's.
@@ -248,7 +256,7 @@ describe("a provider's extAuth on Realtime sessions through Sluice's relay", { t
   test("a client's forged identity header counts for nothing: no API key authentication, the expression fails", async () => {
     authz.checks.length = 0;
     const handshakes = rt.handshakes.length;
-    const status = await upgradeStatus(env.port, "/forged/v1/realtime?model=gpt-realtime", [
+    const { status } = await upgradeAnswer(env.port, "/forged/v1/realtime?model=gpt-realtime", [
       "Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.good-key",
       `X-Sluice-Realtime-Authz: {"apiKey":{"user":"mallory"}}`,
     ]);
