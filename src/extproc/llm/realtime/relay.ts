@@ -11,38 +11,20 @@ import { randomUUID } from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
-import { JWT_METADATA_NAMESPACE, JWT_PAYLOAD_KEY } from "../../../cel/rbac.js";
 import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
-import { EXTAUTHZ_METADATA_NAMESPACE } from "../../../extauthz/user-ext-auth.js";
 import type { Http1Request } from "../../../grpc/http1.js";
 import { providerTcp } from "../../../translate/backend/ai-provider-connection.js";
 import type { TunnelIR } from "../../../translate/backend/tunnel.js";
 import type { LlmClusterIR, LlmProviderIR } from "../../../translate/ir.js";
 import type { LlmProviderEntry, LlmRouteEntry } from "../../../translate/llm/table.js";
-import {
-  REALTIME_AUTHZ_HEADER,
-  REALTIME_CLUSTER_HEADER,
-  REALTIME_DESTINATION_HEADER,
-  REALTIME_ENTRY_HEADER,
-  REALTIME_JWT_HEADER,
-  REALTIME_SOURCE_HEADER,
-} from "../../../translate/names.js";
+import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../translate/names.js";
 import type { TranslationResult } from "../../../translate/translate.js";
 import { AwsCredentialSource } from "../aws-credentials.js";
-import { identityVariables, requestVariable, toCel } from "../cel.js";
+import { requestVariable } from "../cel.js";
 import { GoogleTokens } from "../google-tokens.js";
 import type { GuardContext } from "../guards/runner.js";
-import {
-  type Allowed,
-  type Denial,
-  denialReply,
-  endpointOf,
-  type Peer,
-  ProviderExtAuths,
-  sourceVariable,
-  withAllowedHeaders,
-} from "../provider-ext-auth.js";
+import { ProviderExtAuths } from "../provider-ext-auth.js";
 import { clientToken } from "../service.js";
 import { guardClientEvent, RealtimeResponseGuard } from "./events.js";
 import {
@@ -60,6 +42,7 @@ import {
 } from "./frames.js";
 import { EndpointPickers } from "./picker.js";
 import { type DialTcp, dialling } from "./provider-tcp.js";
+import { answerDenial, checkSession, withAllowed } from "./session-ext-auth.js";
 
 /** The provider's answer to the upgrade must come within this. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -102,69 +85,6 @@ function reply(socket: Socket, status: number, message: string): void {
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
-}
-
-/** A JSON object a header of the relay route carries (xds/realtime-relay.ts); undefined when absent or not one. */
-function jsonHeader(v: string | undefined): Record<string, unknown> | undefined {
-  if (v === undefined || !v.startsWith("{")) return undefined;
-  try {
-    const o = JSON.parse(v) as unknown;
-    return typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * `jwt`, `apiKey`, `basicAuth`, `extauthz` as the route's filters left them, from the headers the relay route sets
- * from Envoy's dynamic metadata (a client's own are removed first): as the LLM ext_proc reads them (identityVariables).
- */
-function identityOf(headers: Readonly<Record<string, string>>): Record<string, unknown> {
-  const jwt = jsonHeader(headers[REALTIME_JWT_HEADER]);
-  const authz = jsonHeader(headers[REALTIME_AUTHZ_HEADER]);
-  return identityVariables({
-    ...(jwt !== undefined ? { [JWT_METADATA_NAMESPACE]: { [JWT_PAYLOAD_KEY]: jwt } } : {}),
-    ...(authz !== undefined ? { [EXTAUTHZ_METADATA_NAMESPACE]: authz } : {}),
-  });
-}
-
-/** A provider's extAuth denial, as the client's upgrade answer: the service's status, headers and body. */
-function denied(socket: Socket, provider: string, d: Denial): void {
-  const r = denialReply(undefined, provider, d);
-  if (r.phase !== "immediate") return;
-  const lines = [`HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? "Error"}`];
-  // A value that could end the header line is left out (the handshake is written as text).
-  const ok = (k: string, v: string) => !/[\r\n]/.test(k) && !/[\r\n]/.test(v);
-  for (const [k, v] of Object.entries(r.headers.set ?? {})) if (ok(k, v)) lines.push(`${k}: ${v}`);
-  for (const [k, v] of r.headers.add ?? []) if (ok(k, v) && !(k in (r.headers.set ?? {}))) lines.push(`${k}: ${v}`);
-  lines.push(`content-length: ${Buffer.byteLength(r.body)}`, "connection: close");
-  socket.end(`${lines.join("\r\n")}\r\n\r\n${r.body}`);
-}
-
-/** Client headers a check's allowed headers never replace: the websocket's own and the client's credentials. */
-const HANDSHAKE = [
-  "sec-websocket-key",
-  "sec-websocket-version",
-  "sec-websocket-protocol",
-  "sec-websocket-extensions",
-  "authorization",
-  "x-api-key",
-  "api-key",
-  "x-goog-api-key",
-];
-
-/** The provider's upgrade with an allowed check's headers: added (never over the credentials), removed ones dropped. */
-function withAllowed(
-  c: { headers: Record<string, string>; path: string },
-  allow: Allowed,
-): { headers: Record<string, string>; path: string; remove: readonly string[] } {
-  const { work, written } = withAllowedHeaders({ set: c.headers, remove: [] as string[] }, allow, HANDSHAKE);
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(work.set)) {
-    if (written.includes(k) && /[\r\n]/.test(v)) continue;
-    headers[k] = v;
-  }
-  return { headers, path: c.path, remove: work.remove };
 }
 
 export class RealtimeRelay {
@@ -257,11 +177,11 @@ export class RealtimeRelay {
       reply(socket, refused.status, refused.message);
       return true;
     }
-    void this.#check(target, headers, req.url)
+    void checkSession(this.#extAuths, target.provider, headers, req.url)
       .then(async (allowed) => {
         if (socket.destroyed) return;
         if ("deny" in allowed) {
-          denied(socket, target.provider.name, allowed.deny);
+          answerDenial(socket, target.provider.name, allowed.deny);
           return;
         }
         const c = await this.#credentials(target, headers, req.url);
@@ -278,47 +198,6 @@ export class RealtimeRelay {
         if (!socket.destroyed) reply(socket, 500, "gateway error");
       });
     return true;
-  }
-
-  /**
-   * The provider's extAuth on the session's upgrade, before the provider is called, as the LLM ext_proc checks an
-   * attempt: the client's headers as Envoy forwarded them (the relay's own headers left out), `request`,
-   * `llm.provider`, `source` and the route's identity in CEL. Allowed when the provider has none.
-   */
-  async #check(
-    target: Target,
-    headers: Readonly<Record<string, string>>,
-    url: string,
-  ): Promise<{ allow: Allowed } | { deny: Denial }> {
-    const { provider } = target;
-    if (provider.extAuth === undefined) return { allow: { set: {}, remove: [] } };
-    const client: Record<string, string> = {
-      ":method": "GET",
-      ":path": url,
-      ":authority": headers.host ?? "",
-      ":scheme": headers["x-forwarded-proto"] ?? "http",
-    };
-    // Not the client's: the relay's routing headers, and what Envoy's router adds on the way to the relay.
-    for (const [k, v] of Object.entries(headers)) {
-      if (!k.startsWith("x-sluice-") && !k.startsWith("x-envoy-") && k !== "host") client[k] = v;
-    }
-    const source = endpointOf(headers[REALTIME_SOURCE_HEADER], undefined);
-    const destination = endpointOf(headers[REALTIME_DESTINATION_HEADER], undefined);
-    const peer: Peer = {
-      ...(source !== undefined ? { source } : {}),
-      ...(destination !== undefined ? { destination } : {}),
-    };
-    const src = sourceVariable(peer);
-    return this.#extAuths.check(provider.extAuth, {
-      headers: client,
-      activation: {
-        ...identityOf(headers),
-        request: requestVariable(client),
-        llm: toCel({ provider: provider.name }),
-        ...(src !== undefined ? { source: src } : {}),
-      },
-      peer,
-    });
   }
 
   /**
