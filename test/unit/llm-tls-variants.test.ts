@@ -193,6 +193,30 @@ test("a route-level tunnel on a GwBackend Sluice scores: the route's variant kee
   assert.equal(t.warnings.length, 1, t.warnings.join("\n"));
   assert.match(
     t.warnings[0] ?? "",
-    /spec\.policies\.health: Sluice's scoring not applied on route httproute\/default\/r\/rule\/0/,
+    /spec\.policies\.health: Sluice's scoring not applied on route httproute\/default\/r\/rule\/0\/match\/0: a route-level GwPolicy gives it another tunnel to the providers/,
   );
+});
+
+test("a route-level tls for a provider reached through its own hop, on a GwBackend Sluice scores: that route unscored, reported", async () => {
+  const t = await translated(`---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: llm, namespace: default }
+spec:
+  ai:
+    groups:
+      - providers:
+          - { name: one, providerA: {}, host: api.example.com, port: 8443, policies: { tcp: { connectTimeout: 1s } } }
+          - { name: two, providerA: {}, host: api.example.com, port: 9443 }
+  policies:
+    auth: { key: sk-provider }
+    health: { unhealthyCondition: "response.code >= 500" }
+${routes}${onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n")}`);
+  const a = t.routes.get(A);
+  assert.notEqual(a?.cluster, "backend/default/llm");
+  // Unscored: an EDS resource of its own (its own hops), not the cluster's.
+  assert.equal(a?.eds, a?.cluster);
+  assert.equal(t.routes.get(B)?.eds, "backend/default/llm");
+  assert.equal(t.warnings.length, 1, t.warnings.join("\n"));
+  assert.match(t.warnings[0] ?? "", /gives it another TLS or tunnel for provider one of AI GwBackend default\/llm/);
 });

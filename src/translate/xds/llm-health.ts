@@ -21,6 +21,7 @@ import type { BackendProblemIR, GatewayIR, HealthScoreIR, LlmClusterIR, RouteIR 
 import { clusterVariantBase } from "../names.js";
 import { healthScoreOf, healthScoreParts } from "./backend-health.js";
 import { llmClusterUses, withLlmChanges } from "./llm-passes.js";
+import { providerHops } from "./llm-provider-hop.js";
 
 type Rec = Record<string, unknown>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -115,19 +116,15 @@ export function withLlmHealth(gw: GatewayIR): GatewayIR {
   }
   const changed = new Map<string, LlmClusterIR>();
   const llm = new Map(gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c]));
-  /** Variants whose providers are tunnelled where the cluster's are not, or the reverse (see below). */
-  const unscored = new Set<string>();
+  /** Variants that cannot read the scored cluster's endpoints, and why (see unshared). */
+  const unscored = new Map<string, { what: string; why: string }>();
   // The cluster and its variants (another TLS or tunnel for some routes, ai-policy-tls.ts): the variants read the
   // cluster's EDS resource, evicted providers marked, and report to its scoring (llm.ts).
   for (const c of llm.values()) {
     const h = applied.get(clusterVariantBase(c.name));
     if (h === undefined) continue;
-    const base = llm.get(clusterVariantBase(c.name));
-    // An endpoint's host name is what a tunnel's CONNECT asks for (the provider's host), else the provider's name: a
-    // variant tunnelled otherwise than the cluster cannot read the cluster's endpoints.
-    const tunnelled = (x: LlmClusterIR | undefined) =>
-      JSON.stringify(x?.groups.map((g) => g.map((p) => p.tunnel !== undefined)));
-    if (tunnelled(c) !== tunnelled(base)) unscored.add(c.name);
+    const why = unshared(c, llm.get(clusterVariantBase(c.name)));
+    if (why !== undefined) unscored.set(c.name, why);
     else changed.set(c.name, { ...c, health: h });
   }
   if (unscored.size > 0) {
@@ -141,7 +138,7 @@ export function withLlmHealth(gw: GatewayIR): GatewayIR {
           u.from.map((from) => ({
             from,
             field: "backend.health",
-            message: `Sluice's scoring not applied on route ${u.route.name}: a route-level GwPolicy gives it another tunnel to the providers of AI GwBackend ${llm.get(to.cluster)?.backend}, and the scored cluster's endpoints (one EDS resource for every route, where Sluice marks evicted providers) carry the host names the GwBackend's own tunnel settings ask for; this route keeps Envoy's outlier detection (eviction.duration and consecutiveFailures)`,
+            message: `Sluice's scoring not applied on route ${u.route.name}: a route-level GwPolicy gives it ${unscored.get(to.cluster)?.what} of AI GwBackend ${llm.get(to.cluster)?.backend}, and a scored variant reads the cluster's endpoints, one EDS resource for every route (where Sluice marks evicted providers), ${unscored.get(to.cluster)?.why}; this route keeps Envoy's outlier detection (eviction.duration and consecutiveFailures)`,
             fatal: false,
           })),
         );
@@ -149,4 +146,33 @@ export function withLlmHealth(gw: GatewayIR): GatewayIR {
     }
   }
   return withLlmChanges(gw, changed, problems);
+}
+
+/**
+ * Why variant `v` cannot read the endpoints of the scored cluster `base` it was made from (undefined: it can). An
+ * endpoint's host name is what a tunnel's CONNECT asks for (the provider's host), else the provider's name; and a
+ * provider reached through a hop of its own (llm-provider-hop.ts) is the cluster's hop there, whose socket is the
+ * provider's TLS and tunnel as the cluster has them.
+ */
+function unshared(v: LlmClusterIR, base: LlmClusterIR | undefined): { what: string; why: string } | undefined {
+  if (base === undefined || v === base) return undefined;
+  const tunnelled = (x: LlmClusterIR) => JSON.stringify(x.groups.map((g) => g.map((p) => p.tunnel !== undefined)));
+  if (tunnelled(v) !== tunnelled(base)) {
+    return {
+      what: "another tunnel to the providers",
+      why: "whose host names are what the GwBackend's own tunnel settings ask a proxy for",
+    };
+  }
+  const hops = providerHops(base).hops;
+  const socket = (x: LlmClusterIR, name: string) => {
+    const p = x.groups.flat().find((q) => q.name === name);
+    return JSON.stringify([p?.tls, p?.tunnel]);
+  };
+  const moved = [...hops.keys()].filter((name) => socket(v, name) !== socket(base, name));
+  if (moved.length === 0) return undefined;
+  const names = moved.join(", ");
+  return {
+    what: `another TLS or tunnel for provider ${names}`,
+    why: `where ${names} is the cluster's hop of its own (its own tcp or http, llm-provider-hop.ts), with the GwBackend's TLS and tunnel`,
+  };
 }
