@@ -306,8 +306,9 @@ const IP = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]+:[0-9a-fA-F:]*)$/;
 
 /**
  * The GwBackend's own `policies.tcp` and `policies.http.version`: one Envoy cluster holds every provider, so they apply
- * to all of them (a provider's own tcp and http are reported, xds/traffic-route.ts). The defaults are a Service's. Also
- * what a GwPolicy's `backend.tcp` / `backend.http` gives the cluster (xds/llm-connection.ts).
+ * to all of them but those with their own (reached through a hop: backend/ai-provider-connection.ts,
+ * xds/llm-provider-hop.ts). The defaults are a Service's. Also what a GwPolicy's `backend.tcp` / `backend.http` gives
+ * the cluster (xds/llm-connection.ts).
  */
 export function clusterConnection(policies: Rec): LlmClusterIR["connection"] {
   const out: {
