@@ -18,6 +18,8 @@ import {
   withDoc,
 } from "./schema-kit.js";
 
+const LOG_PART = "([a-z0-9_]+[:=])?(trace|debug|info|warning|warn|error|critical|off)";
+
 const Overlay = Obj(
   {
     metadata: Opt(
@@ -38,7 +40,20 @@ export const GwParametersSpec = Obj(
     workload: Opt(Obj({ kind: Opt(Enum(["Deployment", "DaemonSet"], { default: "Deployment" })) })),
     logging: Opt(
       Obj({
-        level: Opt(Str({ min: 1, max: 1024, default: "info", description: "Per-module filter string." })),
+        level: Opt(
+          Str({
+            min: 1,
+            max: 1024,
+            default: "info",
+            // Envoy's levels, as the provisioner passes them to --log-level and --component-log-level
+            // (src/provision/render.ts); Envoy would not start with another.
+            pattern: `^\\s*(${LOG_PART})?\\s*(,\\s*(${LOG_PART})?\\s*)*$`,
+            patternMessage:
+              "must be an Envoy log level (trace, debug, info, warning, warn, error, critical, off) and component:level " +
+              "(or component=level) entries, comma separated, such as warn,upstream:debug",
+            description: "Per-module filter string.",
+          }),
+        ),
         format: Opt(Enum(["json", "text"], { default: "text" })),
       }),
     ),

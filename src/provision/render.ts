@@ -51,7 +51,8 @@ export const DEFAULT_SHUTDOWN = { min: 10, max: 60 } as const;
 const DEFAULT_HPA = { minReplicas: 1, maxReplicas: 3 } as const;
 
 /**
- * `logging.level`: a default level and per-component levels, comma separated (`info`, `warn,upstream:debug`).
+ * `logging.level`: a default level and per-component levels, comma separated (`info`, `warn,upstream:debug`); a
+ * component may also be written `upstream=debug`, the per-module filter form of the spec's existing implementation.
  * Returns the default, the components and the problems.
  */
 export function parseLogLevel(level: string): { level: string; components: string[]; problems: Problem[] } {
@@ -60,7 +61,7 @@ export function parseLogLevel(level: string): { level: string; components: strin
   const components: string[] = [];
   for (const part of level.split(",").map((p) => p.trim())) {
     if (part === "") continue;
-    const colon = part.indexOf(":");
+    const colon = part.search(/[:=]/);
     const lvl = colon < 0 ? part : part.slice(colon + 1);
     if (!LOG_LEVELS.has(lvl)) {
       problems.push(

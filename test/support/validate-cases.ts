@@ -806,4 +806,15 @@ export const VALIDATE_CASES: Case[] = [
     }),
     ["spec.frontend.tracing.resources[1]", unique('name "region"', 0)],
   ),
+  // GwParameters logging.level: Envoy's levels, as the provisioner passes them on (Envoy would not start otherwise).
+  ...["info", "warn,upstream:debug", "off, http:trace", "info,http=debug"].map((level) =>
+    G(`log level ${level}`, { logging: { level } }),
+  ),
+  ...["verbose", "upstream=loud", "Upstream:debug"].map((level) =>
+    G(`log level ${level}`, { logging: { level } }, [
+      "spec.logging.level",
+      "must be an Envoy log level (trace, debug, info, warning, warn, error, critical, off) and component:level " +
+        "(or component=level) entries, comma separated, such as warn,upstream:debug",
+    ]),
+  ),
 ];
