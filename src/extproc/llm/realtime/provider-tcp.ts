@@ -1,10 +1,12 @@
 // A provider's `tcp` on the Realtime relay's own connections (relay.ts), as Envoy's cluster applies it
-// (translate/backend/ai-provider-connection.ts providerTcp): the connect timeout, and TCP keepalive's idle time.
-// Node sets only the idle time (TCP_KEEPIDLE); libuv fixes the probe interval at 1 s and the probe count at 10
-// (TCP_KEEPINTVL, TCP_KEEPCNT, seen with strace on Node 22's libuv 1.46), so `interval` and `retries` cannot apply here.
+// (translate/backend/ai-provider-connection.ts providerTcp): the connect timeout, and TCP keepalive. Node.js before
+// 26 sets only the keepalive idle time (TCP_KEEPIDLE); libuv then fixes the probe interval at 1 s and the count at 10
+// (TCP_KEEPINTVL, TCP_KEEPCNT, seen with strace on Node 22.23, libuv 1.51), so `interval` and `retries` apply only on a
+// Node.js that sets them (translate/keepalive.ts).
 
 import type { Socket } from "node:net";
 import type { ProviderConnectionIR } from "../../../translate/ir.js";
+import { KEEPALIVE_PROBES_SETTABLE, setTcpKeepalive } from "../../../translate/keepalive.js";
 
 /** A provider's TCP settings as the relay's target carries them (providerTcp: the connect timeout always set). */
 export type DialTcp = NonNullable<ProviderConnectionIR["tcp"]>;
@@ -15,7 +17,14 @@ export type DialTcp = NonNullable<ProviderConnectionIR["tcp"]>;
  * gets the keepalive.
  */
 export function dialling(socket: Socket, tcp: DialTcp | undefined): Socket {
-  if (tcp?.keepalive !== undefined) socket.setKeepAlive(true, tcp.keepalive.timeMs);
+  const k = tcp?.keepalive;
+  if (k !== undefined) {
+    setTcpKeepalive(
+      socket,
+      k.timeMs,
+      KEEPALIVE_PROBES_SETTABLE ? { intervalMs: k.intervalMs, count: k.probes } : undefined,
+    );
+  }
   const ms = tcp?.connectTimeoutMs;
   if (ms === undefined || !socket.connecting) return socket;
   const timer = setTimeout(() => socket.destroy(new Error(`connect timeout: no connection within ${ms} ms`)), ms);
