@@ -457,7 +457,18 @@ export interface RoutePolicyIR {
    * resolved to clusters, keyed by field path (`traffic.extAuth.backendRef`).
    */
   readonly refs?: Readonly<Record<string, PolicyRefIR>>;
+  /**
+   * The connection fields (`tls`, `tcp`, `http`) of the backend policies of Services those backendRefs name, keyed
+   * `<namespace>/<name>/<port>` (policy/engine.ts): Envoy's calls to them get them (xds/backend-connection.ts).
+   */
+  readonly refBackends?: Readonly<Record<string, EffectivePolicyIR>>;
 }
 
 /** A backendRef of a policy field: the cluster it resolves to, or why it does not resolve. */
-export type PolicyRefIR = { readonly cluster: string } | { readonly error: string };
+export type PolicyRefIR =
+  | {
+      readonly cluster: string;
+      /** The Service's connection policy (RoutePolicyIR.refBackends), applied by a variant of `cluster`. */
+      readonly connection?: { readonly backend: string; readonly policy: EffectivePolicyIR };
+    }
+  | { readonly error: string };

@@ -473,10 +473,12 @@ export class PolicyEngine {
       for (const a of routeBackend) this.#reach(a, gateway);
     }
 
+    const refBackends = this.#refBackendPolicies(gateway, [pre.policy, post.policy], notApplied);
     const policy: RoutePolicyIR = {
       ...(nonEmpty(pre.policy) ? { preRouting: pre.policy } : {}),
       ...(nonEmpty(post.policy) ? { traffic: post.policy } : {}),
       ...(backends.length > 0 ? { backends } : {}),
+      ...(refBackends !== undefined ? { refBackends } : {}),
     };
     // Every site is kept, with or without policy, so `sluice explain` can show where a route is served.
     const site: RouteSite = {
@@ -492,6 +494,48 @@ export class PolicyEngine {
     this.#trace?.ops.push({ op: "site", key: siteKey, site });
     this.#routeSites.set(siteKey, site);
     return nonEmptyRoutePolicy(policy);
+  }
+
+  /**
+   * The connection fields (REF_CONNECTION_FIELDS) of the GwPolicies targeting each Service a traffic field's backendRef
+   * names (a remote JWKS server, an ext_authz, ext_proc or rate limit service): Envoy's calls to it are made through
+   * that Service's cluster, so its backend policy's TLS, TCP and HTTP version are theirs (the spec: "TLS to a remote key
+   * source is set by a backend policy on that Service"). Keyed `<namespace>/<name>/<port>`. Its other fields are for
+   * routes sending traffic to the Service, not recorded here.
+   */
+  #refBackendPolicies(
+    gateway: string,
+    policies: readonly (EffectivePolicyIR | undefined)[],
+    notApplied: SiteNotApplied[],
+  ): Readonly<Record<string, EffectivePolicyIR>> | undefined {
+    let out: Record<string, EffectivePolicyIR> | undefined;
+    for (const policy of policies) {
+      for (const f of Object.values(policy ?? {})) {
+        if ("combined" in f) continue;
+        const policyNs = f.from.name.split("/")[0] ?? "";
+        for (const ref of backendRefsIn(f.value)) {
+          if ((ref.group ?? "") !== "" || (ref.kind ?? "Service") !== "Service" || ref.port === undefined) continue;
+          const ns = ref.namespace ?? policyNs;
+          const key = `${ns}/${ref.name}/${ref.port}`;
+          if (out?.[key] !== undefined || this.#service(ns, ref.name) === undefined) continue;
+          const own = [
+            ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
+            ...this.#at({ kind: "Service", namespace: ns, name: ref.name, section: String(ref.port) }),
+          ].filter((a) => Object.keys(a.view.sections.backend ?? {}).some((k) => REF_CONNECTION_FIELDS.has(k)));
+          if (own.length === 0) continue;
+          const contributions = this.#contributions(own, "backend").map((c) => ({
+            ...c,
+            fields: Object.fromEntries(Object.entries(c.fields).filter(([k]) => REF_CONNECTION_FIELDS.has(k))),
+          }));
+          const merged = mergeContributions(contributions, false);
+          this.#record(gateway, own, "backend", merged, notApplied, {
+            backend: `Service ${ns}/${ref.name} port ${ref.port}`,
+          });
+          if (nonEmpty(merged.policy)) out = { ...out, [key]: merged.policy };
+        }
+      }
+    }
+    return out;
   }
 
   #backendPolicy(
@@ -681,4 +725,32 @@ function embeddedContribution(be: GwBackend, backend: string): Contribution | un
     fields: policies,
     override: false,
   };
+}
+
+/** Backend policy fields that apply to Envoy's calls to a service a traffic field names (#refBackendPolicies). */
+const REF_CONNECTION_FIELDS: ReadonlySet<string> = new Set(["tls", "tcp", "http"]);
+
+interface RefInValue {
+  readonly group?: string;
+  readonly kind?: string;
+  readonly name: string;
+  readonly namespace?: string;
+  readonly port?: number;
+}
+
+/** Every `backendRef` object inside a traffic field's value (as policy/refs.ts finds them). */
+function backendRefsIn(v: unknown): RefInValue[] {
+  const out: RefInValue[] = [];
+  const walk = (x: unknown): void => {
+    if (Array.isArray(x)) for (const y of x) walk(y);
+    else if (typeof x === "object" && x !== null) {
+      for (const [k, y] of Object.entries(x)) {
+        if (k === "backendRef" && typeof y === "object" && y !== null && typeof (y as RefInValue).name === "string") {
+          out.push(y as RefInValue);
+        } else walk(y);
+      }
+    }
+  };
+  walk(v);
+  return out;
 }

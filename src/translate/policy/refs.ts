@@ -61,7 +61,24 @@ function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePol
       { group: "sluice.dev", kind: from.kind, namespace },
       { http2: speaksGrpc(field, parent) },
     );
-    refs[path] = r.ok ? { cluster: r.cluster.name } : { error: r.message };
+    const ref = parent["backendRef"] as BackendObjectReference;
+    const own =
+      r.ok && (ref.group ?? "") === "" && (ref.kind ?? "Service") === "Service"
+        ? policy.refBackends?.[`${ref.namespace ?? namespace}/${ref.name}/${ref.port}`]
+        : undefined;
+    refs[path] = r.ok
+      ? {
+          cluster: r.cluster.name,
+          ...(own !== undefined
+            ? {
+                connection: {
+                  backend: `Service ${ref.namespace ?? namespace}/${ref.name} port ${ref.port}`,
+                  policy: own,
+                },
+              }
+            : {}),
+        }
+      : { error: r.message };
     if (r.ok && path.endsWith(".jwks.remote.backendRef") && !staticServer(parent["backendRef"], r.cluster)) {
       refs[path] = { error: "a remote JWKS server is a Service or a static GwBackend (host and port, or unixPath)" };
     }

@@ -22,6 +22,7 @@ import type {
   ClusterIR,
   EffectivePolicyIR,
   GatewayIR,
+  PolicyRefIR,
   RouteIR,
 } from "../ir.js";
 import { clusterVariantName } from "../names.js";
@@ -126,7 +127,41 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     }
     return name;
   };
-  const routeOf = (r: RouteIR): RouteIR => {
+  /**
+   * `r` with the backendRefs of its traffic fields whose Service has a connection policy pointed at a variant of that
+   * Service's cluster with it (TLS, TCP, HTTP version), or at why it cannot be had (the filter then reports it and its
+   * failure mode applies, as for a ref that does not resolve).
+   */
+  const refsOf = (r: RouteIR): RouteIR => {
+    const refs = r.policy?.refs;
+    if (refs === undefined || !Object.values(refs).some((x) => "connection" in x && x.connection !== undefined))
+      return r;
+    const next: Record<string, PolicyRefIR> = {};
+    for (const [path, ref] of Object.entries(refs)) {
+      const base = "cluster" in ref ? clusters.get(ref.cluster) : undefined;
+      if (!("cluster" in ref) || ref.connection === undefined || base === undefined) {
+        next[path] = ref;
+        continue;
+      }
+      const { backend, policy } = ref.connection;
+      const tlsField = policy.tls;
+      const tls =
+        tlsField !== undefined && !("combined" in tlsField)
+          ? backendTls(tlsField.value, tlsField.from, backend, base, input)
+          : undefined;
+      if (tls?.ok === false) {
+        next[path] = { error: `${tls.field} of ${backend}: ${tls.message}` };
+        continue;
+      }
+      const settings = backendConnection(policy);
+      const connection = { ...settings, ...(tls?.ok === true ? { tls: tls.tls } : {}) };
+      next[path] =
+        Object.keys(connection).length === 0 ? { cluster: ref.cluster } : { cluster: variant(base, connection) };
+    }
+    return { ...r, policy: { ...r.policy, refs: next } };
+  };
+  const routeOf = (given: RouteIR): RouteIR => {
+    const r = refsOf(given);
     const a = r.action;
     // A retry.condition Sluice evaluates needs the upstream processor on every backend of the route.
     const retry = a.kind === "forward" ? sluiceRetryCondition(r) : undefined;

@@ -305,7 +305,18 @@ function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildConte
     );
     return [];
   }
-  const t = unaryTargets(ctx.cluster?.(ref.cluster), ref.cluster);
+  const cluster = ctx.cluster?.(ref.cluster);
+  const connection = cluster !== undefined && "connection" in cluster ? cluster.connection : undefined;
+  if (connection !== undefined && "tls" in connection && connection.tls !== undefined) {
+    // Envoy's own calls to it use the Service's TLS (its cluster); Sluice's client is plain HTTP/2 or HTTP/1.1.
+    ctx.note(
+      f.from,
+      field,
+      "the service's backend policy sets TLS, which Sluice's own calls to it (made for the cache, CEL or extauthz) do not use yet; they fail (the failure mode applies)",
+    );
+    return [];
+  }
+  const t = unaryTargets(cluster, ref.cluster);
   if ("problem" in t) ctx.note(f.from, field, t.problem, t.reason);
   return "problem" in t ? [] : t.targets;
 }

@@ -1,0 +1,121 @@
+// A backend policy on a Service that a traffic field names (here a remote JWKS server) applies to Envoy's calls to it:
+// the spec's "TLS to a remote key source is set by a backend policy on that Service". A real Envoy fetches the keys
+// from an HTTPS server (the example.com fixture certificate, checked against the CA of a ConfigMap, SNI example.com)
+// through a variant of the Service's cluster; a token signed with those keys is accepted. The same JWKS server named
+// through a Service without that policy is fetched in plain HTTP, which the HTTPS server refuses: no keys, so the token
+// is not accepted (401). The GwPolicy's status says backend.tls applies.
+
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:https";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, test } from "node:test";
+import type { TLSSocket } from "node:tls";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { request, startEchoUpstream, type Upstream } from "../helpers/net.js";
+import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
+
+const ISSUER = "https://idp.example.com";
+
+function resources(echo: number, jwksPort: number): string {
+  const jwt = (name: string, service: string) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
+  traffic:
+    jwtAuthentication:
+      providers: [{ issuer: "${ISSUER}", jwks: { remote: { jwksPath: /keys, backendRef: { name: ${service}, port: 80 } } } }]
+`;
+  return `${localService("app", echo)}${localService("idp", jwksPort)}${localService("idp-plain", jwksPort)}${caConfigMapYaml()}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - name: secure
+      matches: [{ path: { type: PathPrefix, value: /secure } }]
+      backendRefs: [{ name: app, port: 80 }]
+    - name: plain
+      matches: [{ path: { type: PathPrefix, value: /plain } }]
+      backendRefs: [{ name: app, port: 80 }]
+${jwt("secure", "idp")}${jwt("plain", "idp-plain")}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: idp-tls, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: idp }]
+  backend:
+    tls: { sni: example.com, caCertificateRefs: [{ group: "", kind: ConfigMap, name: example-ca }] }
+`;
+}
+
+describe("a Service's backend policy on Envoy's calls to it from a traffic field (remote JWKS over TLS)", {
+  timeout: 90_000,
+}, () => {
+  let echo: Upstream;
+  let jwks: Server;
+  let gw: TestGateway;
+  let token: string;
+  const fetches: string[] = [];
+
+  before(async () => {
+    echo = await startEchoUpstream("app");
+    const { publicKey, privateKey } = await generateKeyPair("RS256");
+    const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" };
+    token = await new SignJWT({ sub: "ada" })
+      .setProtectedHeader({ alg: "RS256", kid: "k1" })
+      .setIssuer(ISSUER)
+      .setExpirationTime("1h")
+      .sign(privateKey);
+    jwks = createServer({ cert: tlsFixture("example.com.crt"), key: tlsFixture("example.com.key") }, (req, res) => {
+      fetches.push(`${(req.socket as TLSSocket).servername || ""} ${req.url ?? ""}`);
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+    const jwksPort = (jwks.address() as AddressInfo).port;
+    gw = await startTestGateway(
+      () => resources(echo.port, jwksPort),
+      "/secure",
+      (s) => s === 401,
+    );
+  });
+  after(async () => {
+    await gw?.stop();
+    jwks?.close();
+    await echo?.close();
+  });
+
+  const get = (path: string) => request(gw.port, path, { headers: { authorization: `Bearer ${token}` } });
+
+  test("keys fetched over TLS (the Service's CA and SNI): the token is accepted", async () => {
+    let status = 0;
+    // Envoy fetches the keys when it loads the listener; the first requests may come before they arrive.
+    for (let i = 0; i < 50 && status !== 200; i++) {
+      status = (await get("/secure/x")).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(status, 200);
+    assert.ok(
+      fetches.some((f) => f === "example.com /keys"),
+      JSON.stringify(fetches),
+    );
+    // Without a token: refused as before.
+    assert.equal((await request(gw.port, "/secure/x")).status, 401);
+  });
+
+  test("the same server through a Service without the policy: plain HTTP, no keys, the token is refused", async () => {
+    assert.equal((await get("/plain/x")).status, 401);
+  });
+
+  test("the Service's GwPolicy says backend.tls applies", async () => {
+    const { resources: all } = (await gw.sluice.status()) as {
+      resources: { kind: string; name: string; status: unknown }[];
+    };
+    const status = JSON.stringify(all.find((x) => x.kind === "GwPolicy" && x.name === "idp-tls")?.status);
+    assert.match(status, /"reason":"Attached","message":"applies backend\.tls"/);
+  });
+});

@@ -1,0 +1,97 @@
+// A Service's backend policy (tls, tcp, http) reaches Envoy's calls to it from a traffic field (policy/engine.ts
+// refBackends → xds/backend-connection.ts): the ext_authz filter calls a variant of the Service's cluster with the
+// policy's TLS; a Service without one keeps its cluster. Where Sluice itself calls the service (an extAuth with a
+// cache), its client has no TLS yet: the status says so and those calls fail (the failure mode applies).
+
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { loadAndTranslate } from "../../src/cli/load.js";
+import { xdsToJson } from "../../src/translate/xds/json.js";
+
+const YAML = (cache: boolean) => `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: default }
+spec:
+  gatewayClassName: sluice
+  listeners: [{ name: http, port: 8080, protocol: HTTP }]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: app, namespace: default }
+spec: { ports: [{ port: 80 }] }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: authz, namespace: default }
+spec: { ports: [{ port: 9000 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: authz-1, namespace: default, labels: { kubernetes.io/service-name: authz } }
+addressType: IPv4
+endpoints: [{ addresses: [10.0.0.9], conditions: { ready: true } }]
+ports: [{ port: 9000 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules: [{ backendRefs: [{ name: app, port: 80 }] }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: check, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
+  traffic:
+    extAuth:
+      backendRef: { name: authz, port: 9000 }
+      grpc: {}${cache ? "\n      cache: { key: [\"request.headers['x-user']\"], ttl: 30s }" : ""}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: authz-tls, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: authz }]
+  backend:
+    tls: { sni: authz.example.com }
+    tcp: { connectTimeout: 2s }
+`;
+
+async function translate(cache: boolean) {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-ref-tls-"));
+  try {
+    writeFileSync(join(dir, "all.yaml"), YAML(cache));
+    return await loadAndTranslate([join(dir, "all.yaml")]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("Envoy's ext_authz calls the Service's variant with its TLS and connect timeout", async () => {
+  const { load, result } = await translate(false);
+  assert.deepEqual(load.problems, []);
+  const json = JSON.stringify(xdsToJson(result.gateways[0]?.xds as Parameters<typeof xdsToJson>[0]));
+  const clusters = (JSON.parse(json) as { clusters: Record<string, unknown>[] }).clusters;
+  const variant = clusters.find((c) => /^service\/default\/authz\/port\/9000.*~[0-9a-f]{10}$/.test(String(c.name)));
+  assert.ok(variant !== undefined, JSON.stringify(clusters.map((c) => c.name)));
+  assert.match(JSON.stringify(variant), /"sni":"authz\.example\.com"/);
+  assert.equal(variant.connect_timeout ?? variant.connectTimeout, "2s");
+  // The ext_authz filter's gRPC service is that variant.
+  const calls = [...json.matchAll(/"envoy_grpc":\{"cluster_name":"(service\/default\/authz[^"]*)"/g)].map((m) => m[1]);
+  assert.ok(calls.length > 0 && calls.every((c) => c === variant.name), JSON.stringify(calls));
+  const status = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "authz-tls"));
+  assert.match(status, /applies backend\.(tcp|tls)/);
+  assert.doesNotMatch(JSON.stringify(result.statuses), /Sluice's own calls to it/);
+});
+
+test("an extAuth Sluice fronts (a cache): its own calls have no TLS, said in the status", async () => {
+  const { load, result } = await translate(true);
+  assert.deepEqual(load.problems, []);
+  const status = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "check"));
+  assert.match(status, /extAuth\.backendRef: the service's backend policy sets TLS, which Sluice's own calls to it/);
+});
