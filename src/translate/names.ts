@@ -76,6 +76,11 @@ export function clusterVariantBase(cluster: string): string {
   return i < 0 ? cluster : cluster.slice(0, i);
 }
 
+/** The internal listener and cluster through which AI cluster `cluster` reaches `provider` (xds/llm-provider-hop.ts). */
+export function providerHopName(cluster: string, provider: string): string {
+  return `llm-provider/${cluster}/${provider}`;
+}
+
 /** An InferencePool's endpoint picker (HTTP/2, gRPC). */
 /** The cluster of an InferencePool an HTTPRoute sends to (its model servers, reached where the picker says). */
 export function inferencePoolClusterName(namespace: string, pool: string): string {

@@ -44,7 +44,7 @@ import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/
 import { DEFAULT_CONNECT_TIMEOUT_MS } from "../backend/ai-provider-connection.js";
 import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, LlmClusterIR, LlmProviderIR } from "../ir.js";
-import { clusterVariantBase } from "../names.js";
+import { clusterVariantBase, providerHopName } from "../names.js";
 import { socketAddress } from "./address.js";
 import { throughTunnel } from "./tunnel.js";
 import { upstreamTls } from "./upstream-tls.js";
@@ -119,11 +119,6 @@ export function providerHops(c: LlmClusterIR): ProviderHops {
  */
 export function hopOwner(c: LlmClusterIR): string {
   return c.health !== undefined ? clusterVariantBase(c.name) : c.name;
-}
-
-/** The name of the internal listener, and of the cluster, that reach provider `provider` of AI cluster `cluster`. */
-export function providerHopName(cluster: string, provider: string): string {
-  return `llm-provider/${cluster}/${provider}`;
 }
 
 /** The internal address an AI cluster's endpoint has for a provider reached through its hop. */
