@@ -76,7 +76,7 @@ export function clusterVariantBase(cluster: string): string {
   return i < 0 ? cluster : cluster.slice(0, i);
 }
 
-/** The internal listener and cluster through which AI cluster `cluster` reaches `provider` (xds/llm-provider-hop.ts). */
+/** The internal listener and cluster by which AI cluster `cluster` reaches `provider` (xds/llm-provider-hop.ts). */
 export function providerHopName(cluster: string, provider: string): string {
   return `llm-provider/${cluster}/${provider}`;
 }
