@@ -1,6 +1,7 @@
 // The backend section of policies (BackendFull, Document 1) and its flavours reused elsewhere (BackendSimple,
 // BackendWithAI, guard-service policies), with the AI request policies, prompt guards and MCP policies of Document 2.
 
+import { parseDurationMs } from "../translate/duration.js";
 import { BackendAuth, CloudAAuth, CloudBAuth, ExtAuth, MCPAuthentication } from "./auth.js";
 import {
   Authorization,
@@ -24,6 +25,7 @@ import {
   Bool,
   Enum,
   exactlyOne,
+  has,
   Int,
   Json,
   MapOf,
@@ -55,8 +57,22 @@ export const Keepalive = Obj(
     time: Opt(DurationDefault("180s", "Idle time before probes start.")),
     interval: Opt(DurationDefault("180s", "Time between probes.")),
   },
-  "TCP keepalive.",
+  {
+    description: "TCP keepalive.",
+    // Linux refuses a longer TCP_KEEPIDLE or TCP_KEEPINTVL (EINVAL): Envoy's socket option, or Node's setKeepAlive,
+    // would fail on every connection (issue 22).
+    rules: [keepaliveAtMost("time", "TCP_KEEPIDLE"), keepaliveAtMost("interval", "TCP_KEEPINTVL")],
+  },
 );
+
+function keepaliveAtMost(field: "time" | "interval", option: string) {
+  return rule({
+    rule: `!has(self.${field}) || duration(self.${field}) <= duration('32767s')`,
+    message: `${field} must be at most 32767s (9h6m7s): the longest ${option} Linux accepts`,
+    fieldPath: `.${field}`,
+    check: (s) => !has(s, field) || (parseDurationMs(String(s[field])) ?? 0) <= 32_767_000,
+  });
+}
 
 export const BackendTCP = Obj({ keepalive: Opt(Keepalive), connectTimeout: Opt(Duration) }, "TCP settings.");
 

@@ -817,4 +817,14 @@ export const VALIDATE_CASES: Case[] = [
         "(or component=level) entries, comma separated, such as warn,upstream:debug",
     ]),
   ),
+  // TCP keepalive times Linux accepts (TCP_KEEPIDLE, TCP_KEEPINTVL: 1..32767 s).
+  P("keepalive time 9h6m7s", pol({ frontend: { tcp: { keepalive: { time: "9h6m7s" } } } })),
+  P("keepalive time 10h", pol({ frontend: { tcp: { keepalive: { time: "10h" } } } }), [
+    "spec.frontend.tcp.keepalive.time",
+    "time must be at most 32767s (9h6m7s): the longest TCP_KEEPIDLE Linux accepts",
+  ]),
+  P("backend keepalive interval 32768s", backendPol({ tcp: { keepalive: { interval: "32768s" } } }), [
+    "spec.backend.tcp.keepalive.interval",
+    "interval must be at most 32767s (9h6m7s): the longest TCP_KEEPINTVL Linux accepts",
+  ]),
 ];
