@@ -2,8 +2,8 @@
 // for what a route's check has and the provider's first lacked: the client's connection (`source`, `destination` in
 // the CheckRequest, `source` in its CEL, from the router-level LLM stage's request attributes, one stage and two);
 // what the service tells later steps (`extauthz`: a gRPC service's dynamic metadata, an HTTP service's
-// responseMetadata), read by the provider's AI policy transformation and its `backend.transformation`, and not by the
-// next provider of a failover; and `forwardBody` on a Passthrough route type (the body read for the check, within its
+// responseMetadata), read by the provider's AI policy transformation and its `backend.transformation`, and by the
+// tracing stage after the LLM stage (a span attribute), and not after a failover to the next provider; and `forwardBody` on a Passthrough route type (the body read for the check, within its
 // limit: a larger one 413, the provider not called).
 
 import assert from "node:assert/strict";
@@ -15,7 +15,8 @@ import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.
 import { localService } from "../helpers/gateway.js";
 import { startGrpcExtAuthz } from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { request } from "../helpers/net.js";
+import { request, waitFor } from "../helpers/net.js";
+import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
 
 /** An HTTP authorization service: 200 with `x-authz-user: ada` when `x-allow: yes`, else 403; records each check. */
 async function startHttpAuthz(): Promise<{
@@ -50,8 +51,30 @@ async function startHttpAuthz(): Promise<{
   };
 }
 
-function resources(p: { guarded: number; open: number; only: number; grpc: number; http: number }): string {
-  return `${localService("grpc-authz", p.grpc)}${localService("http-authz", p.http)}---
+function resources(p: {
+  guarded: number;
+  open: number;
+  only: number;
+  grpc: number;
+  http: number;
+  collector: number;
+}): string {
+  return `${localService("grpc-authz", p.grpc)}${localService("http-authz", p.http)}${localService("collector", p.collector)}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: tracing, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+    tracing:
+      backendRef: { name: collector, port: 80 }
+      protocol: HTTP
+      randomSampling: "true"
+      attributes:
+        add:
+          - { name: tag, expression: "request.headers['x-tag']" }
+          - { name: role, expression: "extauthz.role" }
+---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: pair, namespace: default }
@@ -143,6 +166,7 @@ describe("a provider's extAuth: the client's connection, what it tells later ste
   let only: FakeProvider;
   let grpcAuthz: Awaited<ReturnType<typeof startGrpcExtAuthz>>;
   let httpAuthz: Awaited<ReturnType<typeof startHttpAuthz>>;
+  let collector: OtlpReceiver;
   let env: LlmEnv;
   const client = (prefix: string, headers: Record<string, string> = {}) =>
     new OpenAI({ apiKey: "client-key", baseURL: `${env.baseUrl}${prefix}/v1`, maxRetries: 0, defaultHeaders: headers });
@@ -155,6 +179,7 @@ describe("a provider's extAuth: the client's connection, what it tells later ste
     only = await startFakeProvider({ name: "only", apiKey: "sk-only" });
     grpcAuthz = await startGrpcExtAuthz();
     httpAuthz = await startHttpAuthz();
+    collector = await startOtlpReceiver();
     env = await startLlmEnv(
       resources({
         guarded: guarded.port,
@@ -162,6 +187,7 @@ describe("a provider's extAuth: the client's connection, what it tells later ste
         only: only.port,
         grpc: grpcAuthz.port,
         http: httpAuthz.port,
+        collector: collector.port,
       }),
     );
   });
@@ -170,6 +196,7 @@ describe("a provider's extAuth: the client's connection, what it tells later ste
     for (const p of [guarded, open, only]) await p?.close();
     await grpcAuthz?.close();
     await httpAuthz?.close();
+    await collector?.close();
   });
 
   test("two stages: the CheckRequest has the client's source and Envoy's destination, and CEL reads source", async () => {
@@ -192,7 +219,7 @@ describe("a provider's extAuth: the client's connection, what it tells later ste
   });
 
   test("what the gRPC service tells is extauthz for the attempt's AI policy and transformation, not the next provider's", async () => {
-    const r = await ask(client("", { "x-allow": "yes", "x-role": "gold" }), "tiered");
+    const r = await ask(client("", { "x-allow": "yes", "x-role": "gold", "x-tag": "tiered" }), "tiered");
     assert.equal(r.choices[0]?.message.content, "Hello from guarded: tiered");
     const seen = guarded.requests.at(-1);
     // The provider's AI policy transformation and its backend.transformation (the upstream filter after the LLM stage).
@@ -202,12 +229,27 @@ describe("a provider's extAuth: the client's connection, what it tells later ste
     // own, no route extAuth): it fails, and the field is left as it was.
     guarded.failWith = 503;
     try {
-      const f = await ask(client("", { "x-allow": "yes", "x-role": "gold" }), "fails over");
+      const f = await ask(client("", { "x-allow": "yes", "x-role": "gold", "x-tag": "failed-over" }), "fails over");
       assert.equal(f.choices[0]?.message.content, "Hello from open: fails over");
       assert.equal(open.requests.at(-1)?.json?.["user"], undefined);
     } finally {
       guarded.failWith = undefined;
     }
+    // After the LLM stage: the tracing stage (Sluice, at the response) reads it from the dynamic metadata the attempt
+    // left, where the route's extAuth leaves its own; the failed-over request's last attempt put the route's back
+    // (none here: the attribute fails and is left out).
+    const spans = await waitFor(
+      "the spans of both requests",
+      async () => {
+        const tagged = collector.spans.filter((x) => x.attributes["tag"] !== undefined);
+        const tags = new Set(tagged.map((x) => x.attributes["tag"]));
+        return tags.has("tiered") && tags.has("failed-over") ? tagged : undefined;
+      },
+      20_000,
+    );
+    assert.equal(spans.find((x) => x.attributes["tag"] === "tiered")?.attributes["role"], "gold");
+    const failed = spans.find((x) => x.attributes["tag"] === "failed-over");
+    assert.ok(failed !== undefined && !("role" in failed.attributes), JSON.stringify(failed?.attributes));
   });
 
   test("one stage, HTTP service: responseMetadata (over the answer and source) reaches the provider's AI policy", async () => {

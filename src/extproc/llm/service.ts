@@ -16,6 +16,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { A2A_STAGE, serveA2a } from "../../a2a/agent-card.js";
 import { Minter, type Mutation, writeAt } from "../../credentials/mint.js";
+import { EXTAUTHZ_METADATA_KEY, EXTAUTHZ_METADATA_NAMESPACE } from "../../extauthz/user-ext-auth.js";
 import {
   ProcessingMode_BodySendMode,
   ProcessingMode_HeaderSendMode,
@@ -170,6 +171,12 @@ interface RequestState {
    * check allowed with metadata; undefined otherwise (then `identity`). Set anew by every attempt.
    */
   checked?: Readonly<Record<string, unknown>> | undefined;
+  /** What the current attempt's provider check told, laid over the route's `extauthz`, as JSON (dynamic metadata). */
+  told?: JsonObject | undefined;
+  /** An attempt left `told` in the dynamic metadata: a later attempt without it puts the route's back. */
+  wroteTold?: boolean;
+  /** The route's own extAuth's `extauthz`, as the dynamic metadata forwarded to the router stage had it. */
+  readonly routeTold?: JsonObject;
   /** The client's connection (request attributes of the router stage), for a provider's extAuth check. */
   readonly peer?: Peer;
   /** A Realtime upgrade Envoy routes to Sluice's relay, which does the provider's work itself (realtime/relay.ts). */
@@ -305,6 +312,8 @@ interface ProviderMutation {
   readonly set: Readonly<Record<string, string>>;
   readonly remove: readonly string[];
   readonly body?: string;
+  /** Dynamic metadata the attempt leaves for the filters after it (a provider's extAuth's `extauthz`). */
+  readonly metadata?: JsonObject;
 }
 
 /** The provider work's outcome: the provider's request, or the error the client gets instead (in its own format). */
@@ -322,13 +331,14 @@ function providerResponse(
 ): Reply {
   if ("error" in w) return w.error;
   const { also, ...rest } = extra;
+  const metadata = w.metadata === undefined ? rest.metadata : { ...rest.metadata, ...w.metadata };
   return respond(
     phase,
     {
       headers: mutation({ ...w.set, ...also }, w.remove),
       ...(w.body !== undefined ? { replace: true, body: w.body } : {}),
     },
-    rest,
+    { ...rest, ...(metadata !== undefined ? { metadata } : {}) },
   );
 }
 
@@ -667,6 +677,7 @@ export class LlmExtProcService {
         }
         const id = randomUUID();
         const peer = peerOf(req);
+        const routeTold = routeToldOf(req);
         const state: RequestState = {
           entry,
           routeType,
@@ -674,6 +685,7 @@ export class LlmExtProcService {
           single: entry.models !== undefined ? undefined : singleOf(entry, req),
           headers: headerMap(r.value),
           identity: identityVariables(req.metadataContext?.filterMetadata),
+          ...(routeTold !== undefined ? { routeTold } : {}),
           ...(peer !== undefined ? { peer } : {}),
           ...(routeType === "Realtime" && attribute(req, LLM_CLUSTER_ATTRIBUTE) === SLUICE_AUTHZ_HTTP_CLUSTER
             ? { relayed: true }
@@ -1070,7 +1082,9 @@ export class LlmExtProcService {
     };
     // Each attempt's steps see its own provider's check, not a previous attempt's.
     state.checked = undefined;
-    return provider.extAuth === undefined ? work() : this.#authorized(state, provider, provider.extAuth, work);
+    state.told = undefined;
+    const w = provider.extAuth === undefined ? work() : this.#authorized(state, provider, provider.extAuth, work);
+    return andThen(w, (x) => withTold(state, x));
   }
 
   /**
@@ -1097,7 +1111,10 @@ export class LlmExtProcService {
     }
     // What the service told is `extauthz` for what follows on this attempt: the provider's AI policy, its prompt
     // guards, its transformation (the upstream filter after this one), the cost of the answer.
-    if (d.allow.metadata !== undefined) state.checked = withExtauthz(state.identity, d.allow.metadata);
+    if (d.allow.metadata !== undefined) {
+      state.checked = withExtauthz(state.identity, d.allow.metadata);
+      state.told = { ...state.routeTold, ...d.allow.metadata };
+    }
     const w = await work();
     if ("error" in w) return w;
     // Nor may it touch the id the upstream stage finds the request by (retries need it).
@@ -1453,6 +1470,25 @@ export function clientToken(headers: Readonly<Record<string, string>>): string |
 }
 
 /** The CEL activation of a request's credential expressions: `request`, and `llm` as AI transformations see it. */
+/**
+ * The attempt's `extauthz` in the dynamic metadata the filters after the LLM stage read (the tracing stage, a user's
+ * ext_proc), where the route's extAuth leaves its own: what its provider's check told; after an attempt that left
+ * one, the route's again (`null` when the route has none), so it does not outlive its attempt.
+ */
+function withTold(state: RequestState, w: ProviderWork): ProviderWork {
+  if ("error" in w) return w;
+  if (state.told === undefined && state.wroteTold !== true) return w;
+  if (state.told !== undefined) state.wroteTold = true;
+  const value = state.told ?? state.routeTold ?? null;
+  return { ...w, metadata: { [EXTAUTHZ_METADATA_NAMESPACE]: { [EXTAUTHZ_METADATA_KEY]: value } } };
+}
+
+/** The route's extAuth's `extauthz` in the dynamic metadata forwarded to the router stage (llm.ts), as JSON. */
+function routeToldOf(req: ExtProcRequest): JsonObject | undefined {
+  const v = req.metadataContext?.filterMetadata[EXTAUTHZ_METADATA_NAMESPACE]?.[EXTAUTHZ_METADATA_KEY];
+  return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as JsonObject) : undefined;
+}
+
 /** The identity the current attempt's steps see (RequestState.checked). */
 function identityOf(state: RequestState): Readonly<Record<string, unknown>> {
   return state.checked ?? state.identity;

@@ -81,6 +81,8 @@ function upstreamExtProc(): ExternalProcessor {
     // A provider's latency is not counted in the 5 s per message.
     ...sluiceStageProcessor("upstream"),
     requestAttributes: [LLM_PROVIDER_ATTRIBUTE, LLM_CLUSTER_ATTRIBUTE],
+    // What a provider's extAuth told, as `extauthz` for the filters after (extproc/llm/provider-ext-auth.ts).
+    metadataOptions: { receivingNamespaces: { untyped: [EXTAUTHZ_METADATA_NAMESPACE] } },
     // The translated request goes to another host and path; its length is the translated body's.
     mutationRules: { allowAllRouting: true, allowEnvoy: false },
     allowContentLengthHeader: true,
@@ -103,7 +105,7 @@ export function routerExtProc(): ExternalProcessor {
     // The cluster Envoy routes to, and its one provider when it has no upstream stage (see singleOf in the service);
     // the client's connection, which a provider's extAuth check carries (extproc/llm/provider-ext-auth.ts).
     requestAttributes: [LLM_CLUSTER_ATTRIBUTE, LLM_SINGLE_PROVIDER_ATTRIBUTE, ...PEER_ATTRIBUTES],
-    metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE] } },
+    metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE] } },
     // One stage: the provider's `:authority` (a routing header, refused without this) and the translated length.
     mutationRules: { allowAllRouting: true, allowEnvoy: false },
     allowContentLengthHeader: true,
