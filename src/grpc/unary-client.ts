@@ -1,9 +1,11 @@
 // A minimal unary gRPC client on node:http2, the counterpart of unary-server.ts: Sluice's ext_authz calls a user's
-// authorization service with it when it fronts that service (extAuth.cache). One HTTP/2 session per target, reused
+// authorization service with it when it fronts that service (extAuth.cache), over TLS when the service's backend
+// policy sets it. One HTTP/2 session per target, reused
 // by every call, reopened after it closes; a call is request headers, one length-prefixed message, and the answer's
 // message plus grpc-status. Anything else (connection error, deadline, non-200, non-OK grpc-status, a compressed or
 // malformed answer) is a failure the caller turns into its failure mode.
 
+import { createHash } from "node:crypto";
 import {
   type ClientHttp2Session,
   type ClientHttp2Stream,
@@ -13,10 +15,17 @@ import {
   type IncomingHttpStatusHeader,
 } from "node:http2";
 import { connect as netConnect } from "node:net";
+import { nodeTlsOptions } from "../security/backend-tls.js";
+import type { BackendTlsIR } from "../translate/ir.js";
 import { frame } from "./unary-server.js";
 
-/** Where a call goes: a TCP host (name or IP) and port, or a Unix socket. */
-export type UnaryTarget = { readonly host: string; readonly port: number } | { readonly unixPath: string };
+/**
+ * Where a call goes: a TCP host (name or IP) and port, with the backend's TLS when its backend policy sets one (the
+ * same settings as Envoy's cluster to it), or a Unix socket.
+ */
+export type UnaryTarget =
+  | { readonly host: string; readonly port: number; readonly tls?: BackendTlsIR }
+  | { readonly unixPath: string };
 
 export type UnaryResult =
   | { readonly ok: true; readonly message: Uint8Array }
@@ -41,6 +50,20 @@ export function targetKey(t: UnaryTarget): string {
     : t.host.includes(":")
       ? `[${t.host}]:${t.port}`
       : `${t.host}:${t.port}`;
+}
+
+/** Settings objects' identities: a session is reused only for the same TLS settings. */
+const tlsIds = new WeakMap<BackendTlsIR, string>();
+
+/** The session a target's calls share: its address, and its TLS settings' digest when it has some. */
+function sessionKey(t: UnaryTarget): string {
+  if ("unixPath" in t || t.tls === undefined) return targetKey(t);
+  let id = tlsIds.get(t.tls);
+  if (id === undefined) {
+    id = createHash("sha256").update(JSON.stringify(t.tls)).digest("base64url");
+    tlsIds.set(t.tls, id);
+  }
+  return `${targetKey(t)}|tls:${id}`;
 }
 
 export class UnaryGrpcClient {
@@ -103,13 +126,15 @@ export class UnaryGrpcClient {
   }
 
   #session(target: UnaryTarget): ClientHttp2Session {
-    const key = targetKey(target);
+    const key = sessionKey(target);
     const existing = this.#sessions.get(key);
     if (existing !== undefined && !existing.closed && !existing.destroyed) return existing;
     const session =
       "unixPath" in target
         ? connect("http://localhost", { createConnection: () => netConnect(target.unixPath) })
-        : connect(`http://${key}`);
+        : target.tls !== undefined
+          ? connect(`https://${targetKey(target)}`, nodeTlsOptions(target.tls, "h2"))
+          : connect(`http://${key}`);
     const forget = () => {
       if (this.#sessions.get(key) === session) this.#sessions.delete(key);
     };

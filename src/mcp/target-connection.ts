@@ -10,9 +10,10 @@ import http from "node:http";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import tls, { type PeerCertificate } from "node:tls";
+import tls from "node:tls";
 import { Minter } from "../credentials/mint.js";
 import { AwsCredentialSource } from "../extproc/llm/aws-credentials.js";
+import { nodeTlsOptions } from "../security/backend-tls.js";
 import { setTcpKeepalive } from "../translate/keepalive.js";
 import type { McpTargetConnection } from "../translate/mcp/connection.js";
 
@@ -38,30 +39,9 @@ export function withClientHeaders<T>(headers: ReadonlyMap<string, string> | unde
   return headers === undefined ? fn() : clientHeaders.run(headers, fn);
 }
 
-/** A name check against the names the policy asks for (any one of them), Envoy's `match_typed_subject_alt_names`. */
-function checkNames(sans: readonly string[]): (host: string, cert: PeerCertificate) => Error | undefined {
-  return (_host, cert) => {
-    let last: Error | undefined;
-    for (const name of sans) {
-      last = tls.checkServerIdentity(name, cert);
-      if (last === undefined) return undefined;
-    }
-    return last ?? new Error("the target's certificate carries none of the names asked for");
-  };
-}
-
 /** TLS options of a target: `alpn` is the one protocol Sluice speaks to it (`h2` for `http.version: HTTP2`). */
 export function tlsOptions(c: NonNullable<McpTargetConnection["tls"]>, alpn = "http/1.1"): https.AgentOptions {
-  return {
-    ALPNProtocols: [alpn],
-    ...(c.ca !== undefined ? { ca: c.ca } : {}),
-    ...(c.sni !== undefined ? { servername: c.sni } : {}),
-    ...(c.clientCert !== undefined ? { cert: c.clientCert.chain, key: c.clientCert.key } : {}),
-    ...(c.curves !== undefined && c.curves.length > 0 ? { ecdhCurve: c.curves.join(":") } : {}),
-    rejectUnauthorized: c.insecure !== "All",
-    // No names to check (skip-verify Hostname, or an IP address without sni): the chain is checked, not the name.
-    checkServerIdentity: c.insecure !== undefined || c.sans.length === 0 ? () => undefined : checkNames(c.sans),
-  };
+  return nodeTlsOptions(c, alpn);
 }
 
 /** Opens `CONNECT host:port` on the proxy; the tunnel's socket, with TLS inside it for an HTTPS target. */

@@ -3,7 +3,8 @@
 // from an HTTPS server (the example.com fixture certificate, checked against the CA of a ConfigMap, SNI example.com)
 // through a variant of the Service's cluster; a token signed with those keys is accepted. The same JWKS server named
 // through a Service without that policy is fetched in plain HTTP, which the HTTPS server refuses: no keys, so the token
-// is not accepted (401). The GwPolicy's status says backend.tls applies.
+// is not accepted (401). The GwPolicy's status says backend.tls applies. A gRPC ext_authz service that speaks TLS only
+// is called over TLS by Envoy, and by Sluice when it fronts the service (a cache).
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:https";
@@ -12,12 +13,13 @@ import { after, before, describe, test } from "node:test";
 import type { TLSSocket } from "node:tls";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { startGrpcExtAuthz } from "../helpers/grpc-services.js";
 import { request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
 
 const ISSUER = "https://idp.example.com";
 
-function resources(echo: number, jwksPort: number): string {
+function resources(echo: number, jwksPort: number, authzPort: number): string {
   const jwt = (name: string, service: string) => `---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
@@ -28,7 +30,18 @@ spec:
     jwtAuthentication:
       providers: [{ issuer: "${ISSUER}", jwks: { remote: { jwksPath: /keys, backendRef: { name: ${service}, port: 80 } } } }]
 `;
-  return `${localService("app", echo)}${localService("idp", jwksPort)}${localService("idp-plain", jwksPort)}${caConfigMapYaml()}---
+  const check = (name: string, cache: boolean) => `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
+  traffic:
+    extAuth:
+      backendRef: { name: authz, port: 80 }
+      grpc: {}${cache ? `\n      cache: { key: ["request.headers['x-user']"], ttl: 30s }` : ""}
+`;
+  return `${localService("app", echo)}${localService("idp", jwksPort)}${localService("idp-plain", jwksPort)}${localService("authz", authzPort, "kubernetes.io/h2c")}${caConfigMapYaml()}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r, namespace: default }
@@ -41,12 +54,26 @@ spec:
     - name: plain
       matches: [{ path: { type: PathPrefix, value: /plain } }]
       backendRefs: [{ name: app, port: 80 }]
-${jwt("secure", "idp")}${jwt("plain", "idp-plain")}---
+    - name: direct
+      matches: [{ path: { type: PathPrefix, value: /direct } }]
+      backendRefs: [{ name: app, port: 80 }]
+    - name: fronted
+      matches: [{ path: { type: PathPrefix, value: /fronted } }]
+      backendRefs: [{ name: app, port: 80 }]
+${jwt("secure", "idp")}${jwt("plain", "idp-plain")}${check("direct", false)}${check("fronted", true)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
 metadata: { name: idp-tls, namespace: default }
 spec:
   targetRefs: [{ group: "", kind: Service, name: idp }]
+  backend:
+    tls: { sni: example.com, caCertificateRefs: [{ group: "", kind: ConfigMap, name: example-ca }] }
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: authz-tls, namespace: default }
+spec:
+  targetRefs: [{ group: "", kind: Service, name: authz }]
   backend:
     tls: { sni: example.com, caCertificateRefs: [{ group: "", kind: ConfigMap, name: example-ca }] }
 `;
@@ -57,6 +84,7 @@ describe("a Service's backend policy on Envoy's calls to it from a traffic field
 }, () => {
   let echo: Upstream;
   let jwks: Server;
+  let authz: Awaited<ReturnType<typeof startGrpcExtAuthz>>;
   let gw: TestGateway;
   let token: string;
   const fetches: string[] = [];
@@ -77,8 +105,9 @@ describe("a Service's backend policy on Envoy's calls to it from a traffic field
     });
     await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
     const jwksPort = (jwks.address() as AddressInfo).port;
+    authz = await startGrpcExtAuthz({ cert: tlsFixture("example.com.crt"), key: tlsFixture("example.com.key") });
     gw = await startTestGateway(
-      () => resources(echo.port, jwksPort),
+      () => resources(echo.port, jwksPort, authz.port),
       "/secure",
       (s) => s === 401,
     );
@@ -86,6 +115,7 @@ describe("a Service's backend policy on Envoy's calls to it from a traffic field
   after(async () => {
     await gw?.stop();
     jwks?.close();
+    await authz?.close();
     await echo?.close();
   });
 
@@ -109,6 +139,17 @@ describe("a Service's backend policy on Envoy's calls to it from a traffic field
 
   test("the same server through a Service without the policy: plain HTTP, no keys, the token is refused", async () => {
     assert.equal((await get("/plain/x")).status, 401);
+  });
+
+  test("an ext_authz service over TLS: Envoy's own call, and Sluice's when it fronts the service (a cache)", async () => {
+    for (const path of ["/direct/x", "/fronted/x"]) {
+      const checked = authz.checks.length;
+      const allowed = await request(gw.port, path, { headers: { "x-allow": "yes", "x-user": "ada" } });
+      assert.equal(allowed.status, 200, `${path}: ${allowed.body}`);
+      assert.equal(authz.checks.length, checked + 1, path);
+      const denied = await request(gw.port, path, { headers: { "x-allow": "no", "x-user": "bob" } });
+      assert.equal(denied.status, 403, path);
+    }
   });
 
   test("the Service's GwPolicy says backend.tls applies", async () => {

@@ -27,11 +27,23 @@ export interface GrpcTestServer {
   close(): Promise<void>;
 }
 
-async function serve(add: (s: grpc.Server) => void): Promise<GrpcTestServer> {
+/** A server certificate and key (PEM): the service then speaks TLS only. */
+export interface TestServerTls {
+  readonly cert: string;
+  readonly key: string;
+}
+
+async function serve(add: (s: grpc.Server) => void, tls?: TestServerTls): Promise<GrpcTestServer> {
   const server = new grpc.Server();
   add(server);
+  const credentials =
+    tls === undefined
+      ? grpc.ServerCredentials.createInsecure()
+      : grpc.ServerCredentials.createSsl(null, [
+          { cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) },
+        ]);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    server.bindAsync("127.0.0.1:0", credentials, (e, p) => (e ? reject(e) : resolve(p))),
   );
   return { port, close: () => new Promise<void>((r) => server.tryShutdown(() => r())) };
 }
@@ -83,49 +95,52 @@ export async function startRateLimitService(limit: number): Promise<
 
 /**
  * A gRPC ext_authz: allows when `x-allow: yes`, and adds `x-authz: grpc` and the context extensions upstream; an
- * `x-role` header comes back as dynamic metadata `role`. Records each CheckRequest and the call's metadata.
+ * `x-role` header comes back as dynamic metadata `role`. Records each CheckRequest and the call's metadata. With
+ * `tls`, over TLS only.
  */
-export async function startGrpcExtAuthz(): Promise<
-  GrpcTestServer & { readonly checks: CheckRequest[]; readonly metadata: Record<string, unknown>[] }
-> {
+export async function startGrpcExtAuthz(
+  tls?: TestServerTls,
+): Promise<GrpcTestServer & { readonly checks: CheckRequest[]; readonly metadata: Record<string, unknown>[] }> {
   const checks: CheckRequest[] = [];
   const metadata: Record<string, unknown>[] = [];
-  const s = await serve((server) =>
-    addGrpcService(server, Authorization, {
-      check(call, callback) {
-        checks.push(call.request);
-        metadata.push(call.metadata.getMap());
-        const headers = call.request.attributes?.request?.http?.headers ?? {};
-        const allow = headers["x-allow"] === "yes";
-        const ext = call.request.attributes?.contextExtensions ?? {};
-        const role = headers["x-role"];
-        callback(
-          null,
-          create(
-            CheckResponseSchema,
-            allow
-              ? {
-                  status: { code: 0 },
-                  httpResponse: {
-                    case: "okResponse",
-                    value: {
-                      headers: [
-                        { header: { key: "x-authz", value: "grpc" } },
-                        { header: { key: "x-tenant", value: ext["tenant"] ?? "" } },
-                      ],
+  const s = await serve(
+    (server) =>
+      addGrpcService(server, Authorization, {
+        check(call, callback) {
+          checks.push(call.request);
+          metadata.push(call.metadata.getMap());
+          const headers = call.request.attributes?.request?.http?.headers ?? {};
+          const allow = headers["x-allow"] === "yes";
+          const ext = call.request.attributes?.contextExtensions ?? {};
+          const role = headers["x-role"];
+          callback(
+            null,
+            create(
+              CheckResponseSchema,
+              allow
+                ? {
+                    status: { code: 0 },
+                    httpResponse: {
+                      case: "okResponse",
+                      value: {
+                        headers: [
+                          { header: { key: "x-authz", value: "grpc" } },
+                          { header: { key: "x-tenant", value: ext["tenant"] ?? "" } },
+                        ],
+                      },
                     },
+                    // What later steps read as `extauthz` when Sluice fronts the service.
+                    ...(role !== undefined ? { dynamicMetadata: { role } } : {}),
+                  }
+                : {
+                    status: { code: 7 },
+                    httpResponse: { case: "deniedResponse", value: { status: { code: 403 }, body: "denied by grpc" } },
                   },
-                  // What later steps read as `extauthz` when Sluice fronts the service.
-                  ...(role !== undefined ? { dynamicMetadata: { role } } : {}),
-                }
-              : {
-                  status: { code: 7 },
-                  httpResponse: { case: "deniedResponse", value: { status: { code: 403 }, body: "denied by grpc" } },
-                },
-          ),
-        );
-      },
-    }),
+            ),
+          );
+        },
+      }),
+    tls,
   );
   return { ...s, checks, metadata };
 }

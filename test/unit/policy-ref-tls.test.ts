@@ -1,7 +1,7 @@
 // A Service's backend policy (tls, tcp, http) reaches Envoy's calls to it from a traffic field (policy/engine.ts
 // refBackends → xds/backend-connection.ts): the ext_authz filter calls a variant of the Service's cluster with the
 // policy's TLS; a Service without one keeps its cluster. Where Sluice itself calls the service (an extAuth with a
-// cache), its client has no TLS yet: the status says so and those calls fail (the failure mode applies).
+// cache), its targets carry the same TLS.
 
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -86,12 +86,14 @@ test("Envoy's ext_authz calls the Service's variant with its TLS and connect tim
   assert.ok(calls.length > 0 && calls.every((c) => c === variant.name), JSON.stringify(calls));
   const status = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "authz-tls"));
   assert.match(status, /applies backend\.(tcp|tls)/);
-  assert.doesNotMatch(JSON.stringify(result.statuses), /Sluice's own calls to it/);
 });
 
-test("an extAuth Sluice fronts (a cache): its own calls have no TLS, said in the status", async () => {
+test("an extAuth Sluice fronts (a cache): its own calls get the same TLS", async () => {
   const { load, result } = await translate(true);
   assert.deepEqual(load.problems, []);
-  const status = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "check"));
-  assert.match(status, /extAuth\.backendRef: the service's backend policy sets TLS, which Sluice's own calls to it/);
+  const table = JSON.stringify([...result.extAuthzPolicies.values()], (_k, v) =>
+    typeof v === "bigint" ? String(v) : v,
+  );
+  assert.match(table, /"targets":\[\{"host":"10\.0\.0\.9","port":9000,"tls":\{"sni":"authz\.example\.com"/);
+  assert.doesNotMatch(JSON.stringify(result.statuses), /extAuth\.backendRef/);
 });

@@ -33,7 +33,7 @@ import type { ListStringMatcherSchema } from "../../../gen/envoy/type/matcher/v3
 import { policyId } from "../../authz/policy-table.js";
 import { parseByteSize } from "../../bytes.js";
 import { durationFromMs } from "../../duration.js";
-import type { RouteIR } from "../../ir.js";
+import type { BackendConnectionIR, RouteIR } from "../../ir.js";
 import { SLUICE_AUTHZ_CLUSTER } from "../../names.js";
 import { backendExtAuthFields } from "../backend-ext-auth.js";
 import { routeAuthzPlan } from "./authz-plan.js";
@@ -306,17 +306,11 @@ function serviceTargets(route: RouteIR, f: PhaseField<ExtAuthT>, ctx: BuildConte
     return [];
   }
   const cluster = ctx.cluster?.(ref.cluster);
-  const connection = cluster !== undefined && "connection" in cluster ? cluster.connection : undefined;
-  if (connection !== undefined && "tls" in connection && connection.tls !== undefined) {
-    // Envoy's own calls to it use the Service's TLS (its cluster); Sluice's client is plain HTTP/2 or HTTP/1.1.
-    ctx.note(
-      f.from,
-      field,
-      "the service's backend policy sets TLS, which Sluice's own calls to it (made for the cache, CEL or extauthz) do not use yet; they fail (the failure mode applies)",
-    );
-    return [];
-  }
   const t = unaryTargets(cluster, ref.cluster);
   if ("problem" in t) ctx.note(f.from, field, t.problem, t.reason);
-  return "problem" in t ? [] : t.targets;
+  if ("problem" in t) return [];
+  // The Service's backend policy's TLS (a variant of its cluster, backend-connection.ts): Sluice's calls use it too.
+  const connection = cluster !== undefined && "connection" in cluster ? cluster.connection : undefined;
+  const tls = (connection as BackendConnectionIR | undefined)?.tls;
+  return tls === undefined ? t.targets : t.targets.map((x) => ("unixPath" in x ? x : { ...x, tls }));
 }

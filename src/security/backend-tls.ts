@@ -1,0 +1,33 @@
+// A backend's TLS as Sluice's own clients connect with it (node:tls options), from the BackendTlsIR the translator
+// resolves for Envoy's clusters (xds/backend-tls.ts): the same CA, SNI, names, client certificate, skip-verify and
+// groups, so Sluice and Envoy agree on what a backend must present. Used for MCP targets and for the authorization
+// services Sluice calls itself.
+
+import { type ConnectionOptions, checkServerIdentity, type PeerCertificate } from "node:tls";
+import type { BackendTlsIR } from "../translate/ir.js";
+
+/** A name check against the names the policy asks for (any one of them), Envoy's `match_typed_subject_alt_names`. */
+function checkNames(sans: readonly string[]): (host: string, cert: PeerCertificate) => Error | undefined {
+  return (_host, cert) => {
+    let last: Error | undefined;
+    for (const name of sans) {
+      last = checkServerIdentity(name, cert);
+      if (last === undefined) return undefined;
+    }
+    return last ?? new Error("the certificate carries none of the names asked for");
+  };
+}
+
+/** node:tls options for `c`; `alpn` is the one protocol Sluice speaks over it (`h2` or `http/1.1`). */
+export function nodeTlsOptions(c: BackendTlsIR, alpn = "http/1.1"): ConnectionOptions {
+  return {
+    ALPNProtocols: [alpn],
+    ...(c.ca !== undefined ? { ca: c.ca } : {}),
+    ...(c.sni !== undefined ? { servername: c.sni } : {}),
+    ...(c.clientCert !== undefined ? { cert: c.clientCert.chain, key: c.clientCert.key } : {}),
+    ...(c.curves !== undefined && c.curves.length > 0 ? { ecdhCurve: c.curves.join(":") } : {}),
+    rejectUnauthorized: c.insecure !== "All",
+    // No names to check (skip-verify Hostname, or an IP address without sni): the chain is checked, not the name.
+    checkServerIdentity: c.insecure !== undefined || c.sans.length === 0 ? () => undefined : checkNames(c.sans),
+  };
+}
