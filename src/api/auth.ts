@@ -14,7 +14,6 @@ import {
   LocalSecretKeyRef,
   LocalSecretObjectRef,
   LongString,
-  MatchLabels,
   ShortString,
   UINT32_MAX,
 } from "./common.js";
@@ -92,12 +91,20 @@ export const JWTAuthentication = Obj(
 
 // ---- API key and basic ----
 
+// At least one label: an empty selector would select every Secret (or ConfigMap) of the namespace, making TLS keys and
+// passwords API keys (issue 22).
+const KeyStoreLabels = MapOf(Str({ max: 63 }), {
+  min: 1,
+  max: 64,
+  description: "Labels the key stores carry; at least one (an empty selector would select every object).",
+});
+
 export const APIKeyAuthentication = Obj(
   {
     secretRef: Opt(withDoc(LocalSecretObjectRef, "A Secret whose entries are keys.")),
-    secretSelector: Opt(Obj({ matchLabels: MatchLabels }, "Secrets selected by label.")),
+    secretSelector: Opt(Obj({ matchLabels: KeyStoreLabels }, "Secrets selected by label.")),
     configMapSelector: Opt(
-      Obj({ matchLabels: MatchLabels }, "ConfigMaps selected by label; entries must use keyHash."),
+      Obj({ matchLabels: KeyStoreLabels }, "ConfigMaps selected by label; entries must use keyHash."),
     ),
     mode: Opt(
       Enum(["Strict", "Optional", "Permissive"], {

@@ -227,7 +227,7 @@ export const RULE_CASES: Case[] = [
   P("apiKey configMapSelector", traffic({ apiKeyAuthentication: { configMapSelector: { matchLabels: { a: "b" } } } })),
   P(
     "apiKey two sources",
-    traffic({ apiKeyAuthentication: { secretRef: { name: "k" }, secretSelector: { matchLabels: {} } } }),
+    traffic({ apiKeyAuthentication: { secretRef: { name: "k" }, secretSelector: { matchLabels: { a: "b" } } } }),
     ["spec.traffic.apiKeyAuthentication", "exactly one of secretRef, secretSelector and configMapSelector must be set"],
   ),
   P("apiKey no source", traffic({ apiKeyAuthentication: { mode: "Optional" } }), [

@@ -827,4 +827,17 @@ export const VALIDATE_CASES: Case[] = [
     "spec.backend.tcp.keepalive.interval",
     "interval must be at most 32767s (9h6m7s): the longest TCP_KEEPINTVL Linux accepts",
   ]),
+  // An API key store selector names at least one label: an empty one selected every Secret of the namespace.
+  P(
+    "API keys from labelled Secrets",
+    traffic({ apiKeyAuthentication: { secretSelector: { matchLabels: { a: "b" } } } }),
+  ),
+  P("API keys from every Secret", traffic({ apiKeyAuthentication: { secretSelector: { matchLabels: {} } } }), [
+    "spec.traffic.apiKeyAuthentication.secretSelector.matchLabels",
+    "must not be empty",
+  ]),
+  P("API keys from every ConfigMap", traffic({ apiKeyAuthentication: { configMapSelector: { matchLabels: {} } } }), [
+    "spec.traffic.apiKeyAuthentication.configMapSelector.matchLabels",
+    "must not be empty",
+  ]),
 ];
