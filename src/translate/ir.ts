@@ -458,8 +458,9 @@ export interface RoutePolicyIR {
    */
   readonly refs?: Readonly<Record<string, PolicyRefIR>>;
   /**
-   * The connection fields (`tls`, `tcp`, `http`) of the backend policies of Services those backendRefs name, keyed
-   * `<namespace>/<name>/<port>` (policy/engine.ts): Envoy's calls to them get them (xds/backend-connection.ts).
+   * The connection fields (`tls`, `tcp`, `http`) of the backend policies of the Services and GwBackends those
+   * backendRefs name, keyed by policy/engine.ts refBackendKey: Envoy's calls to them get them
+   * (xds/backend-connection.ts).
    */
   readonly refBackends?: Readonly<Record<string, EffectivePolicyIR>>;
 }

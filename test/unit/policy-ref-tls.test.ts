@@ -97,3 +97,40 @@ test("an extAuth Sluice fronts (a cache): its own calls get the same TLS", async
   assert.match(table, /"targets":\[\{"host":"10\.0\.0\.9","port":9000,"tls":\{"sni":"authz\.example\.com"/);
   assert.doesNotMatch(JSON.stringify(result.statuses), /extAuth\.backendRef/);
 });
+
+test("a static GwBackend's own spec.policies.tls reaches Envoy's JWKS fetches from it", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-ref-tls-"));
+  try {
+    writeFileSync(
+      join(dir, "all.yaml"),
+      `${YAML(false).split("\n---\napiVersion: sluice.dev/v1alpha1\nkind: GwPolicy")[0]}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: jwt, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
+  traffic:
+    jwtAuthentication:
+      providers: [{ issuer: "https://idp", jwks: { remote: { jwksPath: /keys, backendRef: { group: sluice.dev, kind: GwBackend, name: idp } } } }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: idp, namespace: default }
+spec:
+  static: { host: 127.0.0.1, port: 8443 }
+  policies:
+    tls: { sni: idp.example.com }
+`,
+    );
+    const { load, result } = await loadAndTranslate([join(dir, "all.yaml")]);
+    assert.deepEqual(load.problems, []);
+    const json = JSON.stringify(xdsToJson(result.gateways[0]?.xds as Parameters<typeof xdsToJson>[0]));
+    const fetched = /"cluster":"(backend\/default\/idp[^"]*)"/.exec(json)?.[1];
+    assert.match(fetched ?? "", /^backend\/default\/idp~[0-9a-f]{10}$/);
+    const clusters = (JSON.parse(json) as { clusters: Record<string, unknown>[] }).clusters;
+    assert.match(JSON.stringify(clusters.find((c) => c.name === fetched)), /"sni":"idp\.example\.com"/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

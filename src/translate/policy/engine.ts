@@ -514,23 +514,38 @@ export class PolicyEngine {
         if ("combined" in f) continue;
         const policyNs = f.from.name.split("/")[0] ?? "";
         for (const ref of backendRefsIn(f.value)) {
-          if ((ref.group ?? "") !== "" || (ref.kind ?? "Service") !== "Service" || ref.port === undefined) continue;
           const ns = ref.namespace ?? policyNs;
-          const key = `${ns}/${ref.name}/${ref.port}`;
-          if (out?.[key] !== undefined || this.#service(ns, ref.name) === undefined) continue;
-          const own = [
-            ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
-            ...this.#at({ kind: "Service", namespace: ns, name: ref.name, section: String(ref.port) }),
-          ].filter((a) => Object.keys(a.view.sections.backend ?? {}).some((k) => REF_CONNECTION_FIELDS.has(k)));
-          if (own.length === 0) continue;
-          const contributions = this.#contributions(own, "backend").map((c) => ({
-            ...c,
-            fields: Object.fromEntries(Object.entries(c.fields).filter(([k]) => REF_CONNECTION_FIELDS.has(k))),
-          }));
+          const group = ref.group ?? "";
+          const kind = ref.kind ?? "Service";
+          const isService = group === "" && kind === "Service";
+          const isBackend = (group === SLUICE_GROUP && kind === "GwBackend") || (group === "" && kind === "Backend");
+          if ((isService && ref.port === undefined) || (!isService && !isBackend)) continue;
+          const key = refBackendKey({ ...ref, namespace: ns });
+          if (out?.[key] !== undefined) continue;
+          const be = isBackend ? this.#backend(ns, ref.name) : undefined;
+          if (isService ? this.#service(ns, ref.name) === undefined : be === undefined) continue;
+          const connecting = (a: Attachment) =>
+            Object.keys(a.view.sections.backend ?? {}).some((k) => REF_CONNECTION_FIELDS.has(k));
+          const own = (
+            isService
+              ? [
+                  ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
+                  ...this.#at({ kind: "Service", namespace: ns, name: ref.name, section: String(ref.port) }),
+                ]
+              : this.#at({ kind: "GwBackend", namespace: ns, name: ref.name })
+          ).filter(connecting);
+          const backend = isService ? `Service ${ns}/${ref.name} port ${ref.port}` : `GwBackend ${ns}/${ref.name}`;
+          // A GwBackend's own spec.policies come after the GwPolicies targeting it, as for its routes.
+          const embedded = be !== undefined ? embeddedContribution(be, backend) : undefined;
+          const contributions = [...this.#contributions(own, "backend"), ...(embedded !== undefined ? [embedded] : [])]
+            .map((c) => ({
+              ...c,
+              fields: Object.fromEntries(Object.entries(c.fields).filter(([k]) => REF_CONNECTION_FIELDS.has(k))),
+            }))
+            .filter((c) => Object.keys(c.fields).length > 0);
+          if (contributions.length === 0) continue;
           const merged = mergeContributions(contributions, false);
-          this.#record(gateway, own, "backend", merged, notApplied, {
-            backend: `Service ${ns}/${ref.name} port ${ref.port}`,
-          });
+          this.#record(gateway, own, "backend", merged, notApplied, { backend });
           if (nonEmpty(merged.policy)) out = { ...out, [key]: merged.policy };
         }
       }
@@ -725,6 +740,18 @@ function embeddedContribution(be: GwBackend, backend: string): Contribution | un
     fields: policies,
     override: false,
   };
+}
+
+/** The key of a traffic field's backendRef in RoutePolicyIR.refBackends (policy/refs.ts looks it up). */
+export function refBackendKey(ref: {
+  readonly group?: string;
+  readonly kind?: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly port?: number;
+}): string {
+  const service = (ref.group ?? "") === "" && (ref.kind ?? "Service") === "Service";
+  return service ? `Service/${ref.namespace}/${ref.name}/${ref.port}` : `GwBackend/${ref.namespace}/${ref.name}`;
 }
 
 /** Backend policy fields that apply to Envoy's calls to a service a traffic field names (#refBackendPolicies). */

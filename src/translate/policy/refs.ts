@@ -8,6 +8,7 @@ import type { ClusterIR, EffectivePolicyIR, PolicyRefIR, PolicySourceIR, RoutePo
 import { providerExtAuthRefs } from "../llm/provider-ext-auth.js";
 import type { TranslatedRule } from "../route/httproute.js";
 import { backendExtAuthRefs } from "../xds/backend-ext-auth.js";
+import { refBackendKey } from "./engine.js";
 
 /** Fields whose services Envoy calls over gRPC, so their clusters need HTTP/2. */
 function speaksGrpc(field: string, parent: Record<string, unknown>): boolean {
@@ -62,22 +63,15 @@ function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePol
       { http2: speaksGrpc(field, parent) },
     );
     const ref = parent["backendRef"] as BackendObjectReference;
-    const own =
-      r.ok && (ref.group ?? "") === "" && (ref.kind ?? "Service") === "Service"
-        ? policy.refBackends?.[`${ref.namespace ?? namespace}/${ref.name}/${ref.port}`]
-        : undefined;
+    const own = r.ok
+      ? policy.refBackends?.[refBackendKey({ ...ref, namespace: ref.namespace ?? namespace })]
+      : undefined;
+    const backend =
+      (ref.group ?? "") === "" && (ref.kind ?? "Service") === "Service"
+        ? `Service ${ref.namespace ?? namespace}/${ref.name} port ${ref.port}`
+        : `GwBackend ${ref.namespace ?? namespace}/${ref.name}`;
     refs[path] = r.ok
-      ? {
-          cluster: r.cluster.name,
-          ...(own !== undefined
-            ? {
-                connection: {
-                  backend: `Service ${ref.namespace ?? namespace}/${ref.name} port ${ref.port}`,
-                  policy: own,
-                },
-              }
-            : {}),
-        }
+      ? { cluster: r.cluster.name, ...(own !== undefined ? { connection: { backend, policy: own } } : {}) }
       : { error: r.message };
     if (r.ok && path.endsWith(".jwks.remote.backendRef") && !staticServer(parent["backendRef"], r.cluster)) {
       refs[path] = { error: "a remote JWKS server is a Service or a static GwBackend (host and port, or unixPath)" };

@@ -139,7 +139,14 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     const next: Record<string, PolicyRefIR> = {};
     for (const [path, ref] of Object.entries(refs)) {
       const base = "cluster" in ref ? clusters.get(ref.cluster) : undefined;
-      if (!("cluster" in ref) || ref.connection === undefined || base === undefined) {
+      // AI and MCP clusters are the LLM and MCP tables' (a traffic field naming one is reported by its filter).
+      if (
+        !("cluster" in ref) ||
+        ref.connection === undefined ||
+        base === undefined ||
+        base.kind === "llm" ||
+        base.kind === "mcp"
+      ) {
         next[path] = ref;
         continue;
       }
