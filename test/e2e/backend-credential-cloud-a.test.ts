@@ -9,10 +9,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { type FakeAws, fakeAwsEnv, startFakeAws } from "../helpers/fake-aws.js";
 import { type SignedService, startSignedService } from "../helpers/fake-token-service.js";
 import { localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
+import { testIssuer } from "../helpers/jwt.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { request } from "../helpers/net.js";
 import { tempConfigDir } from "../helpers/processes.js";
@@ -90,18 +90,9 @@ describe("backend.auth.cloudA: SigV4 on Service backends through Envoy", { timeo
     // The service knows the base keys and whatever the fake issued (roles, container credentials).
     api = await startSignedService(REGION, SERVICE, (id) => aws.lookup(id) ?? aws.issued(id));
     aws.denied.add(DENIED);
-    const { publicKey, privateKey } = await generateKeyPair("RS256");
-    const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" };
-    token = await new SignJWT({ sub: "ada" })
-      .setProtectedHeader({ alg: "RS256", kid: "k1" })
-      .setIssuer(ISSUER)
-      .setExpirationTime("1h")
-      .sign(privateKey);
-    env = await startLlmEnv(
-      resources(api.port, JSON.stringify({ keys: [jwk] })),
-      "/keys",
-      fakeAwsEnv(aws, join(files.dir, "absent")),
-    );
+    const issuer = await testIssuer(ISSUER);
+    token = await issuer.sign({ sub: "ada" });
+    env = await startLlmEnv(resources(api.port, issuer.jwks), "/keys", fakeAwsEnv(aws, join(files.dir, "absent")));
   });
   after(async () => {
     await env?.stop();

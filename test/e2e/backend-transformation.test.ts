@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { testIssuer } from "../helpers/jwt.js";
 import { type EchoBody, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
 /** A backend answering by a script: each request's answer from the count of requests seen so far on its path. */
@@ -144,15 +144,10 @@ describe("backend.transformation and retry.condition through Sluice's upstream e
     echo = await startEchoUpstream("echo");
     other = await startEchoUpstream("other");
     scripted = await startScripted();
-    const { publicKey, privateKey } = await generateKeyPair("RS256");
-    const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" };
-    token = await new SignJWT({ sub: "ada" })
-      .setProtectedHeader({ alg: "RS256", kid: "k1" })
-      .setIssuer(ISSUER)
-      .setExpirationTime("1h")
-      .sign(privateKey);
+    const issuer = await testIssuer(ISSUER);
+    token = await issuer.sign({ sub: "ada" });
     gw = await startTestGateway(
-      () => resources(echo.port, other.port, scripted.port, JSON.stringify({ keys: [jwk] })),
+      () => resources(echo.port, other.port, scripted.port, issuer.jwks),
       "/split",
       (s) => s === 200,
     );

@@ -11,9 +11,9 @@ import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import type { TLSSocket } from "node:tls";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { startGrpcExtAuthz } from "../helpers/grpc-services.js";
+import { testIssuer } from "../helpers/jwt.js";
 import { request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
 
@@ -91,17 +91,13 @@ describe("a Service's backend policy on Envoy's calls to it from a traffic field
 
   before(async () => {
     echo = await startEchoUpstream("app");
-    const { publicKey, privateKey } = await generateKeyPair("RS256");
-    const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" };
-    token = await new SignJWT({ sub: "ada" })
-      .setProtectedHeader({ alg: "RS256", kid: "k1" })
-      .setIssuer(ISSUER)
-      .setExpirationTime("1h")
-      .sign(privateKey);
+    const issuer = await testIssuer(ISSUER);
+    token = await issuer.sign({ sub: "ada" });
+    const { keys } = JSON.parse(issuer.jwks) as { keys: unknown[] };
     jwks = createServer({ cert: tlsFixture("example.com.crt"), key: tlsFixture("example.com.key") }, (req, res) => {
       fetches.push(`${(req.socket as TLSSocket).servername || ""} ${req.url ?? ""}`);
       res.setHeader("content-type", "application/json");
-      res.end(JSON.stringify({ keys: [jwk] }));
+      res.end(JSON.stringify({ keys }));
     });
     await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
     const jwksPort = (jwks.address() as AddressInfo).port;

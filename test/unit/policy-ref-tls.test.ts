@@ -10,38 +10,11 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import { xdsToJson } from "../../src/translate/xds/json.js";
+import { gatewayYaml, localService, prefixRoute } from "../helpers/gateway.js";
 
-const YAML = (cache: boolean) => `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: gw, namespace: default }
-spec:
-  gatewayClassName: sluice
-  listeners: [{ name: http, port: 8080, protocol: HTTP }]
----
-apiVersion: v1
-kind: Service
-metadata: { name: app, namespace: default }
-spec: { ports: [{ port: 80 }] }
----
-apiVersion: v1
-kind: Service
-metadata: { name: authz, namespace: default }
-spec: { ports: [{ port: 9000 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: authz-1, namespace: default, labels: { kubernetes.io/service-name: authz } }
-addressType: IPv4
-endpoints: [{ addresses: [10.0.0.9], conditions: { ready: true } }]
-ports: [{ port: 9000 }]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules: [{ backendRefs: [{ name: app, port: 80 }] }]
----
+const YAML = (
+  cache: boolean,
+) => `${gatewayYaml(8080)}${localService("app", 8081)}${localService("authz", 9000)}${prefixRoute(["app"])}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
 metadata: { name: check, namespace: default }
@@ -49,7 +22,7 @@ spec:
   targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
   traffic:
     extAuth:
-      backendRef: { name: authz, port: 9000 }
+      backendRef: { name: authz, port: 80 }
       grpc: {}${cache ? "\n      cache: { key: [\"request.headers['x-user']\"], ttl: 30s }" : ""}
 ---
 apiVersion: sluice.dev/v1alpha1
@@ -77,7 +50,7 @@ test("Envoy's ext_authz calls the Service's variant with its TLS and connect tim
   assert.deepEqual(load.problems, []);
   const json = JSON.stringify(xdsToJson(result.gateways[0]?.xds as Parameters<typeof xdsToJson>[0]));
   const clusters = (JSON.parse(json) as { clusters: Record<string, unknown>[] }).clusters;
-  const variant = clusters.find((c) => /^service\/default\/authz\/port\/9000.*~[0-9a-f]{10}$/.test(String(c.name)));
+  const variant = clusters.find((c) => /^service\/default\/authz\/port\/80.*~[0-9a-f]{10}$/.test(String(c.name)));
   assert.ok(variant !== undefined, JSON.stringify(clusters.map((c) => c.name)));
   assert.match(JSON.stringify(variant), /"sni":"authz\.example\.com"/);
   assert.equal(variant.connect_timeout ?? variant.connectTimeout, "2s");
@@ -94,7 +67,7 @@ test("an extAuth Sluice fronts (a cache): its own calls get the same TLS", async
   const table = JSON.stringify([...result.extAuthzPolicies.values()], (_k, v) =>
     typeof v === "bigint" ? String(v) : v,
   );
-  assert.match(table, /"targets":\[\{"host":"10\.0\.0\.9","port":9000,"tls":\{"sni":"authz\.example\.com"/);
+  assert.match(table, /"targets":\[\{"host":"127\.0\.0\.1","port":9000,"tls":\{"sni":"authz\.example\.com"/);
   assert.doesNotMatch(JSON.stringify(result.statuses), /extAuth\.backendRef/);
 });
 
