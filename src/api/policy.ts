@@ -547,6 +547,18 @@ function BufferDirection() {
 
 // ---- spec ----
 
+const same = (f: string) => `(has(b.${f}) ? (has(a.${f}) && a.${f} == b.${f}) : !has(a.${f}))`;
+// One target named twice attached the policy twice (as Gateway API's own policies refuse, issue 22).
+const uniqueTargets: Rule = rule({
+  rule: `self.all(a, self.exists_one(b, b.group == a.group && b.kind == a.kind && b.name == a.name && ${same("sectionName")} && ${same("port")}))`,
+  message: "targetRefs must be unique: two entries name the same group, kind, name, sectionName and port",
+  check: (s) => {
+    if (!Array.isArray(s)) return true;
+    const key = (t: Obj) => JSON.stringify([t?.group, t?.kind, t?.name, t?.sectionName ?? null, t?.port ?? null]);
+    return new Set(s.map(key)).size === s.length;
+  },
+});
+
 const ROUTE_KINDS = ["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"];
 const LISTENER_SET_KINDS = ["ListenerSet", "XListenerSet"];
 const TRAFFIC_KINDS = ["Gateway", ...LISTENER_SET_KINDS, ...ROUTE_KINDS];
@@ -589,7 +601,14 @@ const kindIn = (kinds: readonly string[]) => (t: unknown) => kinds.includes((t a
 
 export const GwPolicySpec = Obj(
   {
-    targetRefs: Opt(Arr(TargetReference, { min: 1, max: 16, description: "Objects in the policy's namespace." })),
+    targetRefs: Opt(
+      Arr(TargetReference, {
+        min: 1,
+        max: 16,
+        description: "Objects in the policy's namespace.",
+        rules: [uniqueTargets],
+      }),
+    ),
     targetSelectors: Opt(Arr(TargetSelector, { min: 1, max: 16, description: "Objects selected by label." })),
     strategy: Opt(
       Obj(

@@ -840,4 +840,17 @@ export const VALIDATE_CASES: Case[] = [
     "spec.traffic.apiKeyAuthentication.configMapSelector.matchLabels",
     "must not be empty",
   ]),
+  // One target named once: the same target twice attached the policy twice.
+  P("two listeners of one Gateway", {
+    targetRefs: [
+      { ...gateway, sectionName: "http" },
+      { ...gateway, sectionName: "https" },
+    ],
+    traffic: {},
+  }),
+  P("a Gateway and one of its listeners", { targetRefs: [gateway, { ...gateway, sectionName: "http" }], traffic: {} }),
+  P("one Gateway twice", { targetRefs: [gateway, { ...gateway }], traffic: {} }, [
+    "spec.targetRefs",
+    "targetRefs must be unique: two entries name the same group, kind, name, sectionName and port",
+  ]),
 ];
