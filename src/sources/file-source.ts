@@ -13,7 +13,7 @@ import { type Problem, splitPath } from "../api/problems.js";
 import { describeResource, type Resource, resourceKey, type SourceRef } from "../api/resource.js";
 import { type ValidationResult, validateResource } from "../api/validate.js";
 import type { InvalidResource } from "../translate/input.js";
-import { listYamlFiles } from "./files.js";
+import { directoriesUnder, listYamlFiles } from "./files.js";
 import { type LoadedDocument, type ParsedFile, parseYamlFile } from "./yaml.js";
 
 export interface SourceProblem {
@@ -120,7 +120,9 @@ export class FileSource {
   /** Last valid version of each resource, kept while a newer version is invalid. */
   #goodResources = new Map<string, { resource: Resource; source: SourceRef }>();
   readonly #entries = new WeakMap<LoadedDocument, DocumentEntry>();
-  readonly #watchers: FSWatcher[] = [];
+  /** One watcher per directory under the paths (watch()). */
+  readonly #dirWatchers = new Map<string, FSWatcher>();
+  #closed = false;
   /** Last text and parse of each file: an unchanged file is not parsed again. */
   readonly #parsed = new Map<string, { bytes: Buffer; parsed: ParsedFile }>();
   /** Validation of each parsed document, so unchanged documents are validated once and keep their identity. */
@@ -399,20 +401,46 @@ export class FileSource {
 
   /**
    * Calls `onChange` on every change event under the paths; one save is often several events (the caller gathers
-   * them: SluiceServer).
+   * them: SluiceServer). Each directory is watched on its own, not with `recursive`: Node's recursive watch on Linux
+   * watches the files it found, and a file replaced by a rename (an editor's atomic save, a tool writing a temporary
+   * file and renaming it) is not watched again, nor is anything after it (seen with Node 22.23). A directory's own
+   * watch reports a rename into it; directories that appear later are watched once an event shows them.
    */
   async watch(onChange: () => void): Promise<void> {
-    for (const p of this.#paths) {
-      const isDir = (await stat(p).catch(() => undefined))?.isDirectory() ?? false;
-      // Watching the parent of a single file survives editors that replace the file on save.
-      const w = watch(isDir ? p : dirname(p), { recursive: isDir }, () => onChange());
-      w.on("error", () => {});
-      this.#watchers.push(w);
-    }
+    const rescan = async (): Promise<void> => {
+      const dirs = new Set<string>();
+      for (const p of this.#paths) {
+        const isDir = (await stat(p).catch(() => undefined))?.isDirectory() ?? false;
+        // Watching the parent of a single file survives editors that replace the file on save.
+        if (!isDir) dirs.add(dirname(p));
+        else for (const d of await directoriesUnder(p)) dirs.add(d);
+      }
+      for (const [dir, w] of this.#dirWatchers) {
+        if (dirs.has(dir)) continue;
+        w.close();
+        this.#dirWatchers.delete(dir);
+      }
+      for (const dir of dirs) {
+        if (this.#dirWatchers.has(dir) || this.#closed) continue;
+        try {
+          const w = watch(dir, () => {
+            onChange();
+            // A new subdirectory (or one gone) changes what is watched.
+            void rescan();
+          });
+          w.on("error", () => {});
+          this.#dirWatchers.set(dir, w);
+        } catch {
+          // Gone between the scan and the watch: the next event's scan sees it.
+        }
+      }
+    };
+    await rescan();
   }
 
   close(): void {
-    for (const w of this.#watchers) w.close();
-    this.#watchers.length = 0;
+    this.#closed = true;
+    for (const w of this.#dirWatchers.values()) w.close();
+    this.#dirWatchers.clear();
   }
 }

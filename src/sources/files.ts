@@ -22,3 +22,15 @@ export async function listYamlFiles(path: string): Promise<string[]> {
   await walk(path);
   return out.sort();
 }
+
+/** `path` and every directory under it, hidden ones skipped (as listYamlFiles skips them). */
+export async function directoriesUnder(path: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    out.push(dir);
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) if (e.isDirectory() && !e.name.startsWith(".")) await walk(join(dir, e.name));
+  };
+  await walk(path);
+  return out;
+}

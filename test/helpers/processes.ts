@@ -1,7 +1,7 @@
 // Running `sluice` and Envoy as real processes in end-to-end tests.
 
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BootstrapTls, type EnvoyProcess, renderBootstrap, startEnvoy } from "../../src/cli/envoy.js";
@@ -216,7 +216,13 @@ export function tempConfigDir(): {
   const dir = mkdtempSync(join(tmpdir(), "sluice-e2e-"));
   return {
     dir,
-    write: (name, text) => writeFileSync(join(dir, name), text),
+    // Atomically (a hidden temporary file renamed over it): Sluice never reads a half-written file, whatever the
+    // host's load (docs/faults.md, "A configuration file saved in two steps"; server-reload.test.ts tests those).
+    write: (name, text) => {
+      const temporary = join(dir, `.${name.replace(/\//g, "_")}.${process.pid}.tmp`);
+      writeFileSync(temporary, text);
+      renameSync(temporary, join(dir, name));
+    },
     remove: (name) => rmSync(join(dir, name), { force: true }),
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
