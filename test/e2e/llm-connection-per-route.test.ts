@@ -9,15 +9,13 @@
 // - the status reports nothing not applied.
 
 import assert from "node:assert/strict";
-import { once } from "node:events";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createH2Server, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
-import { type AddressInfo, createServer as createTcpServer, type Server, type Socket } from "node:net";
-import { duplexPair } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
+import { gwBackendRoute, routeBackendPolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { waitFor } from "../helpers/net.js";
+import { firstBytesServer, waitFor } from "../helpers/net.js";
 
 interface Seen {
   readonly version: string;
@@ -61,54 +59,14 @@ function dualProvider(name: string) {
   };
   const h1 = createHttpServer(handle);
   const h2 = createH2Server(handle);
-  const sockets = new Set<Socket>();
-  const server: Server = createTcpServer((socket) => {
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-    socket.once("data", (first: Buffer) => {
-      // The servers get a stream of their own that starts with the bytes read here (HTTP/2 reads a socket's handle,
-      // past anything unshifted).
-      const [ours, theirs] = duplexPair();
-      ours.write(first);
-      socket.pipe(ours).pipe(socket);
-      socket.on("close", () => ours.destroy());
-      (first.subarray(0, 3).toString("latin1") === "PRI" ? h2 : h1).emit("connection", theirs);
-    });
-  });
-  return {
-    seen,
-    state,
-    async listen(): Promise<number> {
-      server.listen(0, "127.0.0.1");
-      await once(server, "listening");
-      return (server.address() as AddressInfo).port;
-    },
-    close(): void {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
+  const server = firstBytesServer((first, stream) =>
+    (first.subarray(0, 3).toString("latin1") === "PRI" ? h2 : h1).emit("connection", stream),
+  );
+  return { seen, state, listen: () => server.listen(), close: () => server.close() };
 }
 
-const route = (name: string) => `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: ${name}, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: shared }]
-`;
-
-const policy = (name: string, httpRoute: string, spec: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${httpRoute} }]
-  backend:
-${spec}`;
+const route = (name: string) => gwBackendRoute(name, "shared");
+const policy = routeBackendPolicy;
 
 describe("route-level tcp and http.version on one AI GwBackend: a variant of its cluster each", {
   timeout: 120_000,

@@ -8,13 +8,14 @@
 // - nothing else is reported.
 
 import assert from "node:assert/strict";
-import { type AddressInfo, connect, createServer as createTcpServer, type Server, type Socket } from "node:net";
-import { duplexPair } from "node:stream";
+import { connect } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { gwBackendRoute, routeBackendPolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+import { firstBytesServer } from "../helpers/net.js";
 import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
 
 /** Each accepted connection: TLS (with the SNI asked) or cleartext. */
@@ -23,7 +24,6 @@ type Seen = { readonly tls: true; readonly sni: string | false } | { readonly tl
 /** In front of `target`: TLS when the client's first byte opens a TLS handshake (0x16), else cleartext. */
 async function dualFront(target: number): Promise<{ port: number; seen: Seen[]; close(): void }> {
   const seen: Seen[] = [];
-  const sockets = new Set<Socket>();
   const toTarget = (from: NodeJS.ReadWriteStream & { destroy(): void; on(e: "error", f: () => void): unknown }) => {
     const up = connect(target, "127.0.0.1");
     from.pipe(up).pipe(from);
@@ -38,51 +38,19 @@ async function dualFront(target: number): Promise<{ port: number; seen: Seen[]; 
     seen.push({ tls: true, sni: (s as TLSSocket).servername ?? false });
     toTarget(s);
   });
-  const server: Server = createTcpServer((socket) => {
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-    socket.once("data", (first: Buffer) => {
-      const [ours, theirs] = duplexPair();
-      ours.write(first);
-      socket.pipe(ours).pipe(socket);
-      socket.on("close", () => ours.destroy());
-      if (first[0] === 0x16) tls.emit("connection", theirs);
-      else {
-        seen.push({ tls: false });
-        toTarget(theirs);
-      }
-    });
+  const server = firstBytesServer((first, stream) => {
+    if (first[0] === 0x16) tls.emit("connection", stream);
+    else {
+      seen.push({ tls: false });
+      toTarget(stream);
+    }
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    seen,
-    close() {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
+  const port = await server.listen();
+  return { port, seen, close: () => server.close() };
 }
 
-const route = (name: string) => `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: ${name}, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: shared }]
-`;
-
-const policy = (name: string, httpRoute: string, spec: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${httpRoute} }]
-  backend:
-${spec}`;
+const route = (name: string) => gwBackendRoute(name, "shared");
+const policy = routeBackendPolicy;
 
 const TLS = "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n";
 

@@ -78,6 +78,32 @@ ${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }
 `;
 }
 
+/** HTTPRoute `name` on Gateway `gw`, sending `/<name>` to GwBackend `backend` (a YAML document from `---`). */
+export function gwBackendRoute(name: string, backend: string): string {
+  return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ${name}, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${backend} }]
+`;
+}
+
+/** A GwPolicy `name` targeting HTTPRoute `route` with a `backend` section (`spec`: YAML indented by 4). */
+export function routeBackendPolicy(name: string, route: string, spec: string): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${route} }]
+  backend:
+${spec}`;
+}
+
 /**
  * A Service `name` (port 80) whose endpoints are 127.0.0.1 at each of `ports` (one EndpointSlice each, as the ports
  * differ); `appProtocol` e.g. `kubernetes.io/h2c`.

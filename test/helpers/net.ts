@@ -2,10 +2,11 @@
 
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer, request as httpRequest, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket as NetSocket } from "node:net";
 import { createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type Duplex, duplexPair } from "node:stream";
 
 const RESERVED_PORTS = join(tmpdir(), "sluice-test-ports");
 /** How long a port handed out stays reserved for the process that got it (longer than any test file runs). */
@@ -180,4 +181,39 @@ export async function waitFor<T>(
     await sleep(everyMs);
   }
   throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
+}
+
+/**
+ * A TCP server on 127.0.0.1 (port 0) that reads each connection's first bytes and hands the connection, as a stream
+ * that starts with them, to `dispatch` (to tell TLS from cleartext, or HTTP/2's preface from HTTP/1.1). `listen()`
+ * resolves with the port.
+ */
+export function firstBytesServer(dispatch: (first: Buffer, stream: Duplex) => void): {
+  listen(): Promise<number>;
+  close(): void;
+} {
+  const sockets = new Set<NetSocket>();
+  const server = createNetServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.once("data", (first: Buffer) => {
+      // The handler gets a stream of its own that starts with the bytes read here (an HTTP/2 server reads a socket's
+      // handle, past anything unshifted).
+      const [ours, theirs] = duplexPair();
+      ours.write(first);
+      socket.pipe(ours).pipe(socket);
+      socket.on("close", () => ours.destroy());
+      dispatch(first, theirs);
+    });
+  });
+  return {
+    async listen() {
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      return (server.address() as AddressInfo).port;
+    },
+    close() {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
 }
