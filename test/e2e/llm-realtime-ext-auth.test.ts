@@ -11,13 +11,13 @@
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import { type AddressInfo, connect } from "node:net";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort } from "../helpers/net.js";
-import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade, upgradeAnswer } from "../helpers/realtime-client.js";
 
 /**
  * An HTTP authorization service: 200 with `x-authz-user: ada` for the client key `good-key` (a browser client's key
@@ -50,40 +50,6 @@ async function startHttpAuthz(): Promise<{
         server.close(() => r());
       }),
   };
-}
-
-/** The status and head of the answer to a websocket upgrade sent raw with `headers` (its head is all that is read). */
-function upgradeAnswer(
-  port: number,
-  path: string,
-  headers: readonly string[],
-): Promise<{ status: number; head: string }> {
-  return new Promise((resolve, reject) => {
-    const s = connect(port, "127.0.0.1", () =>
-      s.write(
-        [
-          `GET ${path} HTTP/1.1`,
-          `Host: 127.0.0.1:${port}`,
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-          "Sec-WebSocket-Version: 13",
-          ...headers,
-          "",
-          "",
-        ].join("\r\n"),
-      ),
-    );
-    let text = "";
-    s.on("data", (c: Buffer) => {
-      text += c.toString("latin1");
-      if (!text.includes("\r\n\r\n")) return;
-      s.destroy();
-      const head = text.slice(0, text.indexOf("\r\n\r\n"));
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), head });
-    });
-    s.on("error", reject);
-  });
 }
 
 const KEYS = JSON.stringify(JSON.stringify({ key: "sk-client-1", metadata: { user: "u-42" } }));

@@ -1,7 +1,7 @@
 // A client of OpenAI's Realtime API as a browser opens it: a websocket (Node's global WebSocket) whose key rides in
 // OpenAI's `openai-insecure-api-key.` subprotocol, its JSON events queued for the test to read in order.
 
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 
 export type RealtimeEvent = Record<string, unknown>;
 
@@ -43,6 +43,26 @@ export async function openRealtime(port: number, path: string, key: string): Pro
   return { ws, next };
 }
 
+/** A websocket upgrade `GET <path>` sent raw to 127.0.0.1:`port` (`headers`: more header lines). */
+function rawUpgrade(port: number, path: string, headers: readonly string[]): Socket {
+  const s = connect(port, "127.0.0.1", () =>
+    s.write(
+      [
+        `GET ${path} HTTP/1.1`,
+        `Host: 127.0.0.1:${port}`,
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        ...headers,
+        "",
+        "",
+      ].join("\r\n"),
+    ),
+  );
+  return s;
+}
+
 /**
  * The status line and body of a websocket upgrade the gateway refuses: `GET <path>` sent raw to 127.0.0.1:`port`
  * (`headers`: more header lines), read until the gateway closes the connection.
@@ -53,21 +73,7 @@ export function refusedUpgrade(
   headers: readonly string[] = [],
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const s = connect(port, "127.0.0.1", () =>
-      s.write(
-        [
-          `GET ${path} HTTP/1.1`,
-          `Host: 127.0.0.1:${port}`,
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-          "Sec-WebSocket-Version: 13",
-          ...headers,
-          "",
-          "",
-        ].join("\r\n"),
-      ),
-    );
+    const s = rawUpgrade(port, path, headers);
     let text = "";
     s.on("data", (c: Buffer) => {
       text += c.toString("utf8");
@@ -80,5 +86,25 @@ export function refusedUpgrade(
       }),
     );
     setTimeout(() => s.destroy(), 15_000).unref();
+  });
+}
+
+/** The status and head of the answer to a websocket upgrade sent raw (its head is all that is read: a 101 too). */
+export function upgradeAnswer(
+  port: number,
+  path: string,
+  headers: readonly string[],
+): Promise<{ status: number; head: string }> {
+  return new Promise((resolve, reject) => {
+    const s = rawUpgrade(port, path, headers);
+    let text = "";
+    s.on("data", (c: Buffer) => {
+      text += c.toString("latin1");
+      if (!text.includes("\r\n\r\n")) return;
+      s.destroy();
+      const head = text.slice(0, text.indexOf("\r\n\r\n"));
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), head });
+    });
+    s.on("error", reject);
   });
 }
