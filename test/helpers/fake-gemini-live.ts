@@ -41,6 +41,8 @@ export async function startFakeGeminiLive(o: {
   server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
+    // A peer's reset (Envoy stopped at a test's end) is an ordinary end here, not an uncaught error.
+    socket.on("error", () => {});
     handshakes.push({ path: req.url ?? "", headers: req.headers });
     const reject = (status: string, code: number, googleStatus: string) => {
       const body = JSON.stringify({ error: { code, message: googleStatus, status: googleStatus } });

@@ -92,6 +92,9 @@ export async function startFakeRealtime(o: {
   server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
+    // An upgraded socket has no error listener of Node's: a peer that resets it (Envoy stopped at a test's end) would
+    // otherwise throw ECONNRESET into whichever test runs then.
+    socket.on("error", () => {});
     handshakes.push({ path: req.url ?? "", headers: req.headers, secure: o.tls !== undefined });
     const reject = (status: string, message: string) => {
       socket.end(
