@@ -407,7 +407,26 @@ export class FileSource {
    * watch reports a rename into it; directories that appear later are watched once an event shows them.
    */
   async watch(onChange: () => void): Promise<void> {
-    const rescan = async (): Promise<void> => {
+    // One scan at a time (a scan that began before a directory appeared must not undo a later one's watch); events
+    // during a scan make one more.
+    let scanning: Promise<void> | undefined;
+    let again = false;
+    const rescan = (): Promise<void> => {
+      if (scanning !== undefined) {
+        again = true;
+        return scanning;
+      }
+      scanning = (async () => {
+        do {
+          again = false;
+          await scan();
+        } while (again && !this.#closed);
+      })().finally(() => {
+        scanning = undefined;
+      });
+      return scanning;
+    };
+    const scan = async (): Promise<void> => {
       const dirs = new Set<string>();
       for (const p of this.#paths) {
         const isDir = (await stat(p).catch(() => undefined))?.isDirectory() ?? false;
