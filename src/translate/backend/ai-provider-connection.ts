@@ -11,6 +11,7 @@
 
 import { parseDurationMs } from "../duration.js";
 import type { BackendPolicyIR, GatewayIR, LlmClusterIR, LlmProviderIR, ProviderConnectionIR } from "../ir.js";
+import { keepaliveSettings } from "../keepalive.js";
 import { clusterVariantBase } from "../names.js";
 import { routesOf } from "../xds/llm-passes.js";
 
@@ -20,8 +21,6 @@ const ms = (v: unknown) => (typeof v === "string" ? parseDurationMs(v) : undefin
 
 /** Envoy's (and a Service backend's) defaults for a `tcp` that leaves them out. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
-const DEFAULT_KEEPALIVE_MS = 180_000;
-const DEFAULT_KEEPALIVE_PROBES = 9;
 
 /** A `tcp` value as connection settings (the defaults of its keepalive filled in). */
 export function tcpSettings(tcp: Rec): NonNullable<ProviderConnectionIR["tcp"]> {
@@ -29,15 +28,7 @@ export function tcpSettings(tcp: Rec): NonNullable<ProviderConnectionIR["tcp"]> 
   const k = tcp.keepalive;
   return {
     ...(connectTimeoutMs !== undefined ? { connectTimeoutMs } : {}),
-    ...(isRec(k)
-      ? {
-          keepalive: {
-            timeMs: ms(k.time) ?? DEFAULT_KEEPALIVE_MS,
-            intervalMs: ms(k.interval) ?? DEFAULT_KEEPALIVE_MS,
-            probes: typeof k.retries === "number" ? k.retries : DEFAULT_KEEPALIVE_PROBES,
-          },
-        }
-      : {}),
+    ...(isRec(k) ? { keepalive: keepaliveSettings(k) } : {}),
   };
 }
 

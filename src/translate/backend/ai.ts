@@ -4,6 +4,7 @@
 import type { InferencePool } from "../../api/gateway-api.js";
 import { parseDurationMs } from "../duration.js";
 import type { BackendTlsIR, EndpointIR, InferencePoolIR, LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
+import { keepaliveSettings } from "../keepalive.js";
 import { pickerClusterName } from "../names.js";
 import type { ServiceEndpoints } from "./resolve.js";
 import { resolveTunnel, TUNNEL_NEEDS_TLS, type TunnelRefs } from "./tunnel.js";
@@ -318,12 +319,7 @@ export function clusterConnection(policies: Rec): LlmClusterIR["connection"] {
   const connectTimeout = ms(tcp.connectTimeout);
   if (connectTimeout !== undefined) out.connectTimeoutMs = connectTimeout;
   if (isRec(tcp.keepalive)) {
-    const k = tcp.keepalive;
-    out.keepalive = {
-      timeMs: ms(k.time) ?? 180_000,
-      intervalMs: ms(k.interval) ?? 180_000,
-      probes: typeof k.retries === "number" ? k.retries : 9,
-    };
+    out.keepalive = keepaliveSettings(tcp.keepalive);
   }
   const http = isRec(policies.http) ? policies.http : {};
   if (http.version === "HTTP2") out.http2 = true;

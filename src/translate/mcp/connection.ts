@@ -14,10 +14,10 @@ import { parseDurationMs } from "../duration.js";
 import type { TranslationInput } from "../input.js";
 import type { BackendTlsIR, EffectivePolicyIR, PolicySourceIR } from "../ir.js";
 import {
-  DEFAULT_KEEPALIVE_PROBES,
   KEEPALIVE_PROBES_SETTABLE,
   type KeepaliveProbes,
   keepaliveProbesUnserved,
+  keepaliveSettings,
 } from "../keepalive.js";
 import { backendCredential } from "../xds/backend-credential.js";
 import { resolveBackendTls } from "../xds/backend-tls.js";
@@ -181,12 +181,9 @@ export function mcpTargetConnection(
     if (connect !== undefined) out.connectTimeoutMs = connect;
     const k = tcp.value.keepalive;
     if (isRec(k)) {
-      out.keepaliveMs = ms(k.time) ?? 180_000;
-      if (KEEPALIVE_PROBES_SETTABLE)
-        out.keepaliveProbes = {
-          intervalMs: ms(k.interval) ?? DEFAULT_KEEPALIVE_PROBES.intervalMs,
-          count: typeof k.retries === "number" ? k.retries : DEFAULT_KEEPALIVE_PROBES.count,
-        };
+      const settings = keepaliveSettings(k);
+      out.keepaliveMs = settings.timeMs;
+      if (KEEPALIVE_PROBES_SETTABLE) out.keepaliveProbes = { intervalMs: settings.intervalMs, count: settings.probes };
     }
   }
   const http = fieldOf(p, "http");

@@ -25,6 +25,7 @@ import type {
   PolicyRefIR,
   RouteIR,
 } from "../ir.js";
+import { keepaliveSettings } from "../keepalive.js";
 import { clusterVariantName } from "../names.js";
 import { backendCredential } from "./backend-credential.js";
 import { backendHealthScore } from "./backend-health.js";
@@ -47,12 +48,7 @@ export function backendConnection(p: EffectivePolicyIR): BackendConnectionIR | u
   const connectTimeout = ms(tcp?.connectTimeout);
   if (connectTimeout !== undefined) out.connectTimeoutMs = connectTimeout;
   if (isRec(tcp?.keepalive)) {
-    const k = tcp.keepalive;
-    out.keepalive = {
-      timeMs: ms(k.time) ?? 180_000,
-      intervalMs: ms(k.interval) ?? 180_000,
-      probes: typeof k.retries === "number" ? k.retries : 9,
-    };
+    out.keepalive = keepaliveSettings(tcp.keepalive);
   }
   const http = fieldValue(p, "http");
   if (http?.version === "HTTP2") out.http2 = true;

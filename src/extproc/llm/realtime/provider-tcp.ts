@@ -6,7 +6,7 @@
 
 import type { Socket } from "node:net";
 import type { ProviderConnectionIR } from "../../../translate/ir.js";
-import { KEEPALIVE_PROBES_SETTABLE, setTcpKeepalive } from "../../../translate/keepalive.js";
+import { setTcpKeepalive } from "../../../translate/keepalive.js";
 
 /** A provider's TCP settings as the relay's target carries them (providerTcp: the connect timeout always set). */
 export type DialTcp = NonNullable<ProviderConnectionIR["tcp"]>;
@@ -19,11 +19,7 @@ export type DialTcp = NonNullable<ProviderConnectionIR["tcp"]>;
 export function dialling(socket: Socket, tcp: DialTcp | undefined): Socket {
   const k = tcp?.keepalive;
   if (k !== undefined) {
-    setTcpKeepalive(
-      socket,
-      k.timeMs,
-      KEEPALIVE_PROBES_SETTABLE ? { intervalMs: k.intervalMs, count: k.probes } : undefined,
-    );
+    setTcpKeepalive(socket, k.timeMs, { intervalMs: k.intervalMs, count: k.probes });
   }
   const ms = tcp?.connectTimeoutMs;
   if (ms === undefined || !socket.connecting) return socket;
