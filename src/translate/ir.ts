@@ -462,7 +462,15 @@ export interface RoutePolicyIR {
    * backendRefs name, keyed by policy/engine.ts refBackendKey: Envoy's calls to them get them
    * (xds/backend-connection.ts).
    */
-  readonly refBackends?: Readonly<Record<string, EffectivePolicyIR>>;
+  readonly refBackends?: Readonly<Record<string, RefBackendIR>>;
+}
+
+/** A backend policy's part for Envoy's calls to a service a traffic field names (RoutePolicyIR.refBackends). */
+export interface RefBackendIR {
+  /** Its `tls`, `tcp` and `http`. */
+  readonly policy: EffectivePolicyIR;
+  /** The other backend fields of the same GwPolicies: they do nothing on those calls (reported). */
+  readonly unserved: readonly { readonly from: PolicySourceIR; readonly field: string }[];
 }
 
 /** A backendRef of a policy field: the cluster it resolves to, or why it does not resolve. */
@@ -470,6 +478,6 @@ export type PolicyRefIR =
   | {
       readonly cluster: string;
       /** The Service's connection policy (RoutePolicyIR.refBackends), applied by a variant of `cluster`. */
-      readonly connection?: { readonly backend: string; readonly policy: EffectivePolicyIR };
+      readonly connection?: { readonly backend: string } & RefBackendIR;
     }
   | { readonly error: string };

@@ -107,3 +107,26 @@ spec:
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("the Service's other backend fields do nothing on those calls: a Warning names each", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-ref-tls-"));
+  try {
+    writeFileSync(
+      join(dir, "all.yaml"),
+      YAML(false).replace(
+        "    tcp: { connectTimeout: 2s }",
+        "    tcp: { connectTimeout: 2s }\n    auth: { key: not-sent }",
+      ),
+    );
+    const { load, result } = await loadAndTranslate([join(dir, "all.yaml")]);
+    assert.deepEqual(load.problems, []);
+    const status = JSON.stringify(result.statuses.find((s) => s.kind === "GwPolicy" && s.name === "authz-tls"));
+    assert.match(status, /applies backend\.tcp, backend\.tls/);
+    assert.match(
+      status,
+      /backend\.auth: not applied to Envoy's calls to Service default\/authz port 80 as the service of traffic\.extAuth\.backendRef: only tls, tcp and http\.version apply there/,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -14,6 +14,7 @@ import type {
   EffectivePolicyIR,
   ListenerPolicyIR,
   PolicySourceIR,
+  RefBackendIR,
   RoutePolicyIR,
   SubBackendPolicyIR,
 } from "../ir.js";
@@ -507,8 +508,8 @@ export class PolicyEngine {
     gateway: string,
     policies: readonly (EffectivePolicyIR | undefined)[],
     notApplied: SiteNotApplied[],
-  ): Readonly<Record<string, EffectivePolicyIR>> | undefined {
-    let out: Record<string, EffectivePolicyIR> | undefined;
+  ): Readonly<Record<string, RefBackendIR>> | undefined {
+    let out: Record<string, RefBackendIR> | undefined;
     for (const policy of policies) {
       for (const f of Object.values(policy ?? {})) {
         if ("combined" in f) continue;
@@ -546,7 +547,16 @@ export class PolicyEngine {
           if (contributions.length === 0) continue;
           const merged = mergeContributions(contributions, false);
           this.#record(gateway, own, "backend", merged, notApplied, { backend });
-          if (nonEmpty(merged.policy)) out = { ...out, [key]: merged.policy };
+          // What else those GwPolicies set does nothing on these calls: said in status (xds/backend-connection.ts).
+          const unserved = own.flatMap((a) =>
+            Object.keys(a.view.sections.backend ?? {})
+              .filter((k) => !REF_CONNECTION_FIELDS.has(k))
+              .map((field) => ({
+                from: { kind: "GwPolicy" as const, name: a.view.key, level: a.level, target: a.target },
+                field,
+              })),
+          );
+          if (nonEmpty(merged.policy)) out = { ...out, [key]: { policy: merged.policy, unserved } };
         }
       }
     }

@@ -71,7 +71,7 @@ function resolveRefs(policy: RoutePolicyIR, resolver: BackendResolver): RoutePol
         ? `Service ${ref.namespace ?? namespace}/${ref.name} port ${ref.port}`
         : `GwBackend ${ref.namespace ?? namespace}/${ref.name}`;
     refs[path] = r.ok
-      ? { cluster: r.cluster.name, ...(own !== undefined ? { connection: { backend, policy: own } } : {}) }
+      ? { cluster: r.cluster.name, ...(own !== undefined ? { connection: { backend, ...own } } : {}) }
       : { error: r.message };
     if (r.ok && path.endsWith(".jwks.remote.backendRef") && !staticServer(parent["backendRef"], r.cluster)) {
       refs[path] = { error: "a remote JWKS server is a Service or a static GwBackend (host and port, or unixPath)" };

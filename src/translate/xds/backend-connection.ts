@@ -133,6 +133,7 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
     if (refs === undefined || !Object.values(refs).some((x) => "connection" in x && x.connection !== undefined))
       return r;
     const next: Record<string, PolicyRefIR> = {};
+    const unserved: BackendProblemIR[] = [];
     for (const [path, ref] of Object.entries(refs)) {
       const base = "cluster" in ref ? clusters.get(ref.cluster) : undefined;
       // AI and MCP clusters are the LLM and MCP tables' (a traffic field naming one is reported by its filter).
@@ -147,6 +148,14 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
         continue;
       }
       const { backend, policy } = ref.connection;
+      for (const u of ref.connection.unserved) {
+        unserved.push({
+          from: u.from,
+          field: `backend.${u.field}`,
+          message: `not applied to Envoy's calls to ${backend} as the service of ${path}: only tls, tcp and http.version apply there (routes that send traffic to ${backend} apply it)`,
+          fatal: false,
+        });
+      }
       const tlsField = policy.tls;
       const tls =
         tlsField !== undefined && !("combined" in tlsField)
@@ -161,7 +170,11 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
       next[path] =
         Object.keys(connection).length === 0 ? { cluster: ref.cluster } : { cluster: variant(base, connection) };
     }
-    return { ...r, policy: { ...r.policy, refs: next } };
+    return {
+      ...r,
+      policy: { ...r.policy, refs: next },
+      ...(unserved.length > 0 ? { backendProblems: [...(r.backendProblems ?? []), ...unserved] } : {}),
+    };
   };
   const routeOf = (given: RouteIR): RouteIR => {
     const r = refsOf(given);
