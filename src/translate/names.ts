@@ -134,7 +134,8 @@ export const SLUICE_AUTHZ_HTTP_CLUSTER = "sluice_authz_http";
 /**
  * The request headers a guarded Realtime route's websocket upgrade carries to Sluice's Realtime relay over
  * SLUICE_AUTHZ_HTTP_CLUSTER (xds/realtime-relay.ts; set from the route's config, overwriting any a client sent): the
- * route's LLM table entry and the AI cluster the route forwards to.
+ * route's LLM table entry and the AI cluster the route forwards to (a route-level variant's name, whose providers the
+ * relay dials; the entry names them under the cluster's own, clusterVariantBase).
  */
 export const REALTIME_ENTRY_HEADER = "x-sluice-realtime-entry";
 export const REALTIME_CLUSTER_HEADER = "x-sluice-realtime-cluster";

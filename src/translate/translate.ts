@@ -8,7 +8,7 @@ import { withAiPolicyTls } from "./backend/ai-policy-tls.js";
 import { withProviderConnections } from "./backend/ai-provider-connection.js";
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
-import type { GatewayIR } from "./ir.js";
+import type { GatewayIR, LlmClusterIR } from "./ir.js";
 import { planLlmStages } from "./llm/stages.js";
 import { compileLlmTable, type LlmTable, llmBackendProblems } from "./llm/table.js";
 import { compileMcpTable, type McpTable } from "./mcp/table.js";
@@ -55,6 +55,8 @@ export interface GatewayOutput {
   readonly xds: XdsResources;
   /** Backend credentials Sluice's credential ext_proc mints for this Gateway (src/credentials/). */
   readonly credentialPlans?: readonly CredentialPlan[];
+  /** The AI clusters and their route-level variants as Envoy reaches them (xds/build.ts): the Realtime relay's. */
+  readonly llmClusters?: readonly LlmClusterIR[];
 }
 
 export interface TranslationResult {
@@ -126,7 +128,13 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   memo?.end();
   let report: PolicyReport | undefined;
   return {
-    gateways: built.map(({ ir, xds, credentialPlans }) => ({ key: ir.key, ir, xds, credentialPlans })),
+    gateways: built.map(({ ir, xds, credentialPlans, llmClusters }) => ({
+      key: ir.key,
+      ir,
+      xds,
+      credentialPlans,
+      llmClusters,
+    })),
     statuses: finalStatuses,
     // Only `sluice explain` reads the report; sorting every route site on each reload would be wasted.
     get policies() {

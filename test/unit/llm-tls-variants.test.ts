@@ -1,6 +1,6 @@
 // A route-level GwPolicy's backend.tls / backend.tunnel on an AI GwBackend (backend/ai-policy-tls.ts): a variant of the
-// AI cluster with the route's providers' TLS, the other routes on the cluster; one the relay serves (a guarded
-// Realtime route) reported instead; a tunnel of its own on a scored GwBackend keeps the route off Sluice's scoring,
+// AI cluster with the route's providers' TLS, the other routes on the cluster; on one the relay serves (a guarded
+// Realtime route) the relay twin names the variant, whose providers the relay dials; a tunnel of its own on a scored GwBackend keeps the route off Sluice's scoring,
 // reported (xds/llm-health.ts).
 
 import assert from "node:assert/strict";
@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { loadAndTranslate } from "../../src/cli/load.js";
-import { clusterVariantBase } from "../../src/translate/names.js";
+import { clusterVariantBase, REALTIME_CLUSTER_HEADER } from "../../src/translate/names.js";
 import { gatewayYaml } from "../helpers/gateway.js";
 import { caConfigMapYaml } from "../helpers/tls.js";
 
@@ -61,6 +61,10 @@ interface Translated {
   readonly warnings: string[];
   /** The LLM table entry of each route: under which cluster name its providers are. */
   readonly entries: Map<string, string[]>;
+  /** Per relay twin route: the AI cluster it names to the relay (its header). */
+  readonly relayCluster: Map<string, string>;
+  /** Per AI cluster of the IR (what the relay reads): its first provider's TLS SNI ("" for none). */
+  readonly irSni: Map<string, string>;
 }
 
 async function translated(yaml: string): Promise<Translated> {
@@ -73,9 +77,12 @@ async function translated(yaml: string): Promise<Translated> {
     assert.ok(gw !== undefined);
     const clusters = new Map(gw.xds.clusters.map((c) => [c.name, c]));
     const routes = new Map<string, { cluster: string; sni: string; eds: string }>();
+    const relayCluster = new Map<string, string>();
     for (const rc of gw.xds.routes) {
       for (const vh of rc.virtualHosts) {
         for (const r of vh.routes) {
+          const named = r.requestHeadersToAdd.find((h) => h.header?.key === REALTIME_CLUSTER_HEADER);
+          if (named !== undefined) relayCluster.set(r.name, named.header?.value ?? "");
           if (r.action.case !== "route" || r.action.value.clusterSpecifier.case !== "cluster") continue;
           const name = r.action.value.clusterSpecifier.value;
           const c = clusters.get(name);
@@ -99,7 +106,8 @@ async function translated(yaml: string): Promise<Translated> {
         Object.keys(result.llm.entries.get(id)?.backends ?? {}),
       ]),
     );
-    return { routes, warnings, entries };
+    const irSni = new Map((gw.llmClusters ?? []).map((c) => [c.name, c.groups[0]?.[0]?.tls?.sni ?? ""] as const));
+    return { routes, warnings, entries, relayCluster, irSni };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -145,7 +153,7 @@ test("two routes asking different tls: a variant each, named by its content", as
   assert.equal(again.routes.get(B)?.cluster, b?.cluster);
 });
 
-test("on a route the Realtime relay serves (prompt guards), a route-level tls is reported, not applied; tcp in part", async () => {
+test("on a route the Realtime relay serves (prompt guards), a route-level tls and tcp are its variant's, which the relay twin names; http.version reported for its sessions", async () => {
   const t = await translated(
     backend(`    ai:
       routes: { /v1/realtime: Realtime, /v1/chat/completions: Completions }
@@ -156,23 +164,26 @@ test("on a route the Realtime relay serves (prompt guards), a route-level tls is
       onRule(
         "pa",
         "a",
-        "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n    tcp: { connectTimeout: 2s }\n",
+        "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n    tcp: { connectTimeout: 2s }\n    http: { version: HTTP2 }\n",
       ),
   );
-  // The connect timeout is the route's variant's (for what Envoy forwards), reported for its Realtime sessions.
-  assert.notEqual(t.routes.get(A)?.cluster, "backend/default/llm");
-  assert.equal(t.routes.get(A)?.sni, "");
-  const tcp = t.warnings.filter((w) => w.includes("backend.tcp"));
-  assert.equal(tcp.length, 1, t.warnings.join("\n"));
+  const a = t.routes.get(A)?.cluster ?? "";
+  assert.match(a, /^backend\/default\/llm~[0-9a-f]{10}$/);
+  assert.equal(t.routes.get(A)?.sni, "example.com");
+  // The relay twin names the variant (the relay dials its providers: the IR it reads has their TLS) ...
+  assert.equal(t.relayCluster.get(`${A}/realtime`), a);
+  assert.equal(t.irSni.get(a), "example.com");
+  // ... and the other route's twin the cluster itself.
+  assert.equal(t.relayCluster.get(`${B}/realtime`), "backend/default/llm");
+  assert.equal(t.irSni.get("backend/default/llm"), "");
+  // The entry keeps the providers under the cluster's name, where the relay finds them.
+  assert.deepEqual(t.entries.get(A), ["backend/default/llm"]);
+  // Only the HTTP version is reported: the relay's websocket to the provider is an HTTP/1.1 upgrade.
+  const backendWarnings = t.warnings.filter((w) => w.includes("backend."));
+  assert.equal(backendWarnings.length, 1, t.warnings.join("\n"));
   assert.match(
-    tcp[0] ?? "",
-    /backend\.tcp: applied to the requests of route \S+ that Envoy forwards, not to its Realtime sessions/,
-  );
-  const tls = t.warnings.filter((w) => w.includes("backend.tls"));
-  assert.equal(tls.length, 1, t.warnings.join("\n"));
-  assert.match(
-    tls[0] ?? "",
-    /backend\.tls: not applied on route httproute\/default\/r\/rule\/0\/match\/0: Sluice's Realtime relay serves its websocket sessions/,
+    backendWarnings[0] ?? "",
+    /backend\.http\.version: applied to the requests of route \S+ that Envoy forwards, not to its Realtime sessions/,
   );
 });
 

@@ -8,17 +8,14 @@
 // connections to providers (the Realtime relay) agree. One Envoy cluster holds every provider of the GwBackend: it gets
 // what the GwBackend's levels give (a GwPolicy targeting the GwBackend or a provider), or what every route asks when
 // they agree; a route asking another (a route-level GwPolicy) gets a variant of the cluster with its providers' TLS and
-// tunnel (xds/llm-passes.ts withLlmVariants). Not on a route whose Realtime sessions Sluice's relay serves: the relay
-// dials the providers of the GwBackend's cluster (found by its name), so Envoy and the relay would differ on that
-// route; reported. A TLS or tunnel that cannot be resolved fails the routes asking it (503), naming the field, as a
-// Service backend's does.
+// tunnel (xds/llm-passes.ts withLlmVariants). Sluice's Realtime relay dials the providers of the cluster the route
+// reaches (its relay route names the variant), so it agrees with Envoy on every route. A TLS or tunnel that cannot be
+// resolved fails the routes asking it (503), naming the field, as a Service backend's does.
 
 import type { TranslationInput } from "../input.js";
 import type { BackendProblemIR, GatewayIR, LlmClusterIR, LlmProviderIR, RouteIR } from "../ir.js";
 import { resolveBackendTls } from "../xds/backend-tls.js";
-import { servesRealtime } from "../xds/llm.js";
 import { type LlmVariantFields, llmClusterUses, ROUTE_LEVELS, withLlmVariants } from "../xds/llm-passes.js";
-import { relaysRealtime } from "../xds/realtime-relay.js";
 import { tunnelRefs } from "./resolve.js";
 import { resolveTunnel, TUNNEL_NEEDS_TLS } from "./tunnel.js";
 
@@ -87,18 +84,6 @@ export function withAiPolicyTls(gateways: readonly GatewayIR[], input: Translati
         }
         if (u.key === ownKey) {
           if (ownKey !== "") own.set(c.name, { groups: r.groups });
-          continue;
-        }
-        if (relaysRealtime(u.route) || (servesRealtime(u.route) && c.groups.flat()[0]?.pool !== undefined)) {
-          // Not in Envoy alone either: Envoy and the relay would reach the provider differently on one route.
-          for (const { field, from } of u.from) {
-            add(u.route, {
-              from,
-              field: `backend.${field}`,
-              message: `not applied on route ${u.route.name}: Sluice's Realtime relay serves its websocket sessions (prompt guards, or an InferencePool) and dials AI GwBackend ${c.backend}'s providers with the ${field} settings of the GwBackend's cluster, which it finds by the cluster's name, not a route's variant; set it in a GwPolicy targeting the GwBackend or the provider`,
-              fatal: false,
-            });
-          }
           continue;
         }
         routes.set(

@@ -5,7 +5,7 @@ import type { CredentialPlan } from "../../credentials/plan.js";
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
-import type { GatewayIR, ListenerIR, RouteIR } from "../ir.js";
+import type { GatewayIR, ListenerIR, LlmClusterIR, RouteIR } from "../ir.js";
 import { buildMcpOAuthRoutes, servesMcpOAuth } from "../mcp/oauth-routes.js";
 import { clusterVariantBase } from "../names.js";
 import { withBackendConnections } from "./backend-connection.js";
@@ -41,6 +41,11 @@ export interface BuildResult {
   readonly notes: readonly PolicyNote[];
   /** The backend credentials Sluice mints for this Gateway's clusters (src/credentials/), by plan id. */
   readonly credentialPlans: readonly CredentialPlan[];
+  /**
+   * The AI clusters as Envoy reaches them, route-level variants included (after the passes above): what Sluice's
+   * Realtime relay dials, by the cluster name its relay route gives.
+   */
+  readonly llmClusters: readonly LlmClusterIR[];
 }
 
 export interface BuildOptions {
@@ -250,5 +255,10 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
     },
     secrets: [...gw.secrets.map(buildSecret), ...credentialSecrets(gw)],
   };
-  return { xds, notes, credentialPlans: credentialPlans(gw) };
+  return {
+    xds,
+    notes,
+    credentialPlans: credentialPlans(gw),
+    llmClusters: gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm"),
+  };
 }

@@ -68,13 +68,16 @@ export function withLlmConnections(gw: GatewayIR): GatewayIR {
       if (u.key === ownKey) continue;
       routes.set(u.route, (routes.get(u.route) ?? new Map<string, LlmVariantFields>()).set(c.name, connectionOf(c, u)));
       if (!relaysRealtime(u.route)) continue;
-      // Served to the route's requests through Envoy; its Realtime sessions are the relay's own connections.
+      // The relay dials with the variant's tcp (its route names the variant); its websocket to the provider is an
+      // HTTP/1.1 upgrade whatever the version, so a route's http.version serves the requests Envoy forwards only.
+      const http = u.from.filter(({ field }) => field === "http");
+      if (http.length === 0) continue;
       problems.set(u.route, [
         ...(problems.get(u.route) ?? []),
-        ...u.from.map(({ field, from }) => ({
+        ...http.map(({ field, from }) => ({
           from,
-          field: `backend.${field}`,
-          message: `applied to the requests of route ${u.route.name} that Envoy forwards, not to its Realtime sessions: Sluice's relay dials AI GwBackend ${c.backend}'s providers with the settings of the GwBackend's cluster, which it finds by the cluster's name, not the route's variant`,
+          field: `backend.${field}.version`,
+          message: `applied to the requests of route ${u.route.name} that Envoy forwards, not to its Realtime sessions: Sluice's relay opens AI GwBackend ${c.backend}'s provider websockets with an HTTP/1.1 upgrade`,
           fatal: false,
         })),
       ]);

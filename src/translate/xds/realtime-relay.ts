@@ -22,7 +22,6 @@ import {
 import { durationFromMs } from "../duration.js";
 import type { EffectivePolicyIR, RouteIR } from "../ir.js";
 import {
-  clusterVariantBase,
   REALTIME_AUTHZ_HEADER,
   REALTIME_CLUSTER_HEADER,
   REALTIME_DESTINATION_HEADER,
@@ -98,8 +97,9 @@ export function buildRealtimeRelayRoute(
   );
   for (const [key, value] of [
     [REALTIME_ENTRY_HEADER, entry],
-    // The relay finds the provider in the route's table entry, under the AI cluster's name (not a variant's).
-    [REALTIME_CLUSTER_HEADER, clusterVariantBase(cluster)],
+    // The cluster the route reaches: a variant's providers carry the route's own TLS, tunnel and tcp, which the relay
+    // dials with; it finds the provider's table entry under the AI cluster's name (clusterVariantBase).
+    [REALTIME_CLUSTER_HEADER, cluster],
     // The client's connection, for a provider's extAuth check (the relay's own peer is Envoy).
     [REALTIME_SOURCE_HEADER, "%DOWNSTREAM_REMOTE_ADDRESS%"],
     [REALTIME_DESTINATION_HEADER, "%DOWNSTREAM_LOCAL_ADDRESS%"],

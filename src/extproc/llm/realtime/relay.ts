@@ -9,16 +9,17 @@
 
 import { randomUUID } from "node:crypto";
 import { STATUS_CODES } from "node:http";
-import { connect as netConnect, type Socket } from "node:net";
-import { connect as tlsConnect } from "node:tls";
+import { isIP, connect as netConnect, type Socket } from "node:net";
+import { type ConnectionOptions, connect as tlsConnect } from "node:tls";
 import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
 import type { Http1Request } from "../../../grpc/http1.js";
+import { nodeTlsOptions } from "../../../security/backend-tls.js";
 import { providerTcp } from "../../../translate/backend/ai-provider-connection.js";
 import type { TunnelIR } from "../../../translate/backend/tunnel.js";
 import type { LlmClusterIR, LlmProviderIR } from "../../../translate/ir.js";
 import type { LlmProviderEntry, LlmRouteEntry } from "../../../translate/llm/table.js";
-import { REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../translate/names.js";
+import { clusterVariantBase, REALTIME_CLUSTER_HEADER, REALTIME_ENTRY_HEADER } from "../../../translate/names.js";
 import type { TranslationResult } from "../../../translate/translate.js";
 import { AwsCredentialSource } from "../aws-credentials.js";
 import { requestVariable } from "../cel.js";
@@ -65,14 +66,6 @@ export interface RealtimeRelayOptions {
 
 /** The key a browser client puts in a subprotocol (it cannot set headers on a websocket): OpenAI's form. */
 const KEY_PROTOCOL = "openai-insecure-api-key.";
-
-/** A provider's TLS as the relay reads it (the CA, name checks and client certificate of its `tls` policy, when set). */
-interface ProviderTls {
-  readonly sni?: string;
-  readonly ca?: string;
-  readonly insecure?: "All" | "Hostname";
-  readonly clientCert?: { readonly chain: string; readonly key: string };
-}
 
 interface Target {
   readonly provider: LlmProviderEntry;
@@ -130,7 +123,8 @@ export class RealtimeRelay {
     this.#minter.retain(ids);
     this.#extAuths.retain(extAuths);
     const clusters = new Map<string, LlmClusterIR>();
-    for (const gw of result.gateways) for (const c of gw.ir.clusters) if (c.kind === "llm") clusters.set(c.name, c);
+    // With their route-level variants (a relay route names the one its route reaches).
+    for (const gw of result.gateways) for (const c of gw.llmClusters ?? []) clusters.set(c.name, c);
     this.#clusters = clusters;
   }
 
@@ -275,11 +269,14 @@ export class RealtimeRelay {
 
   #target(entry: LlmRouteEntry, cluster: string | undefined): Target | undefined {
     if (cluster === undefined) return undefined;
-    const backend = entry.backends[cluster];
+    // The route's cluster, or its variant (a route-level GwPolicy's tls, tunnel or tcp: the providers as that route
+    // reaches them); the table entry names the providers under the AI cluster's name.
+    const base = clusterVariantBase(cluster);
+    const backend = entry.backends[base];
     const ir = this.#clusters.get(cluster);
     if (backend === undefined || ir === undefined) return undefined;
     // One provider per session: the single stage's, else the first of the first priority (no failover mid-session).
-    const name = entry.single?.cluster === cluster ? entry.single.provider : ir.groups[0]?.[0]?.name;
+    const name = entry.single?.cluster === base ? entry.single.provider : ir.groups[0]?.[0]?.name;
     const provider = name !== undefined ? backend.providers[name] : undefined;
     const pir = ir.groups.flat().find((p) => p.name === name);
     if (provider === undefined || pir === undefined) return undefined;
@@ -299,7 +296,7 @@ export class RealtimeRelay {
       readonly remove?: readonly string[];
     },
   ): void {
-    const { provider, ir } = target;
+    const { provider } = target;
     const removed = credentials.remove ?? [];
     client.pause();
     const path = credentials.path;
@@ -321,7 +318,6 @@ export class RealtimeRelay {
       ),
       ...Object.entries(credentials.headers).map(([k, v]) => `${k}: ${v}`),
     ];
-    const tls = ir.tls as ProviderTls | undefined;
     // Until the provider's connection is up (through a proxy, the TLS handshake), what was dialled is closed on timeout.
     const dialled = new Set<Socket>();
     let upstream: Socket | undefined;
@@ -353,7 +349,7 @@ export class RealtimeRelay {
           if (!client.destroyed) reply(client, r.status, r.message);
           return undefined;
         }
-        return dial(r, tls, turn, dialled);
+        return dial(r, turn, dialled);
       })
       .then((u) => {
         if (u === undefined) return;
@@ -706,7 +702,8 @@ async function tunnelTo(
  * next tried when one refuses); through its tunnel when it has one; TLS with its CA, name checks and client
  * certificate. Every socket made is in `dialled` (closed by the caller on timeout).
  */
-async function dial(ir: LlmProviderIR, tls: ProviderTls | undefined, turn: number, dialled: Set<Socket>) {
+async function dial(ir: LlmProviderIR, turn: number, dialled: Set<Socket>) {
+  const tls = providerTlsOptions(ir);
   const all = ir.endpoints ?? [{ address: ir.address, port: ir.port }];
   if (all.length === 0) throw new NoEndpoint(`${ir.name}: no ready endpoint`);
   const first = turn % all.length;
@@ -727,12 +724,7 @@ async function dial(ir: LlmProviderIR, tls: ProviderTls | undefined, turn: numbe
       const s = dialling(
         tlsConnect({
           ...(raw !== undefined ? { socket: raw } : { host: t.address, port: t.port }),
-          servername: tls.sni ?? ir.address,
-          ALPNProtocols: ["http/1.1"],
-          ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
-          ...(tls.insecure === "All" ? { rejectUnauthorized: false } : {}),
-          ...(tls.insecure === "Hostname" ? { checkServerIdentity: () => undefined } : {}),
-          ...(tls.clientCert !== undefined ? { cert: tls.clientCert.chain, key: tls.clientCert.key } : {}),
+          ...tls,
         }),
         ir.connection?.tcp,
       );
@@ -789,4 +781,17 @@ function unsupported(t: Target): { status: 501 | 502 | 503; message: string } | 
     return { status: 503, message: `provider ${name}: a tunnel is opened only around TLS` };
   }
   return undefined;
+}
+
+/**
+ * The provider's TLS as Envoy's socket to it has it (xds/llm-provider-hop.ts providerTransportSocket): its `tls` resolved
+ * by the translator (the GwBackend's, a provider's own, or the route's variant's), SNI the policy's or the provider's
+ * host, the names checked the policy's or the SNI; undefined for a provider reached in cleartext. The relay speaks
+ * HTTP/1.1 to it (a websocket upgrade).
+ */
+function providerTlsOptions(ir: LlmProviderIR): ConnectionOptions | undefined {
+  const t = ir.tls;
+  if (t === undefined) return undefined;
+  const sni = t.sni ?? (isIP(ir.address) === 0 ? ir.address : undefined);
+  return nodeTlsOptions({ ...t, ...(sni !== undefined ? { sni } : {}), sans: t.sans ?? [t.sni ?? ir.address] });
 }
