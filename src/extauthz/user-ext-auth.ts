@@ -24,7 +24,7 @@ import {
   type IncomingMessage,
   type OutgoingHttpHeaders,
 } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { request as httpsRequest } from "node:https";
 import { clone, create, fromBinary, type JsonObject, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import type { CelActivation } from "../cel/index.js";
 import { JWT_METADATA_NAMESPACE } from "../cel/rbac.js";
@@ -41,8 +41,7 @@ import {
   CheckResponseSchema,
 } from "../gen/envoy/service/auth/v3/external_auth_pb.js";
 import { targetKey, UnaryGrpcClient, type UnaryTarget } from "../grpc/unary-client.js";
-import { nodeTlsOptions } from "../security/backend-tls.js";
-import type { BackendTlsIR } from "../translate/ir.js";
+import { HttpsAgents } from "../security/backend-tls.js";
 import type { DecisionCache } from "./decision-cache.js";
 import {
   type CompiledUserExtAuth,
@@ -115,26 +114,19 @@ export class UserExtAuthState {
 export class UserExtAuthClients {
   readonly grpc = new UnaryGrpcClient();
   readonly http = new HttpAgent({ keepAlive: true, maxSockets: 64 });
-  /** HTTPS: a keep-alive agent per TLS settings object (a backend policy's TLS, as Envoy's cluster has it). */
-  readonly #https = new WeakMap<BackendTlsIR, HttpsAgent>();
-  readonly #agents = new Set<HttpsAgent>();
+  /** HTTPS: a keep-alive agent per TLS setting (a backend policy's TLS, as Envoy's cluster has it). */
+  readonly #https = new HttpsAgents();
 
   /** The agent of a target: plain HTTP, or HTTPS with the target's TLS. */
   httpAgent(target: UnaryTarget): HttpAgent {
     if ("unixPath" in target || target.tls === undefined) return this.http;
-    let a = this.#https.get(target.tls);
-    if (a === undefined) {
-      a = new HttpsAgent({ keepAlive: true, maxSockets: 64, ...nodeTlsOptions(target.tls, "http/1.1") });
-      this.#https.set(target.tls, a);
-      this.#agents.add(a);
-    }
-    return a;
+    return this.#https.agent(target.tls);
   }
 
   close(): void {
     this.grpc.close();
     this.http.destroy();
-    for (const a of this.#agents) a.destroy();
+    this.#https.close();
   }
 }
 

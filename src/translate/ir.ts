@@ -426,6 +426,12 @@ export type EffectivePolicyIR = Readonly<Record<string, PolicyFieldIR>>;
 
 export interface ListenerPolicyIR {
   readonly frontend: EffectivePolicyIR;
+  /**
+   * The connection fields (`tls`, `tcp`, `http`) of the backend policies of the OTLP collectors `frontend` names
+   * (tracing, accessLog.otlp), keyed by policy/engine.ts refBackendKey: Envoy's exports to them, and Sluice's span
+   * relay, get them (xds/frontend-collector.ts).
+   */
+  readonly refBackends?: Readonly<Record<string, RefBackendIR>>;
 }
 
 export interface SubBackendPolicyIR {

@@ -8,7 +8,7 @@ import { withAiPolicyTls } from "./backend/ai-policy-tls.js";
 import { withProviderConnections } from "./backend/ai-provider-connection.js";
 import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
-import type { GatewayIR, LlmClusterIR } from "./ir.js";
+import type { BackendTlsIR, GatewayIR, LlmClusterIR } from "./ir.js";
 import { planLlmStages } from "./llm/stages.js";
 import { compileLlmTable, type LlmTable, llmBackendProblems } from "./llm/table.js";
 import { compileMcpTable, type McpTable } from "./mcp/table.js";
@@ -57,6 +57,8 @@ export interface GatewayOutput {
   readonly credentialPlans?: readonly CredentialPlan[];
   /** The AI clusters and their route-level variants as Envoy reaches them (xds/build.ts): the Realtime relay's. */
   readonly llmClusters?: readonly LlmClusterIR[];
+  /** The backend policy TLS of its OTLP collectors' clusters, by cluster name, for Sluice's span relay. */
+  readonly collectorTls?: ReadonlyMap<string, BackendTlsIR>;
 }
 
 export interface TranslationResult {
@@ -128,12 +130,13 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
   memo?.end();
   let report: PolicyReport | undefined;
   return {
-    gateways: built.map(({ ir, xds, credentialPlans, llmClusters }) => ({
+    gateways: built.map(({ ir, xds, credentialPlans, llmClusters, collectorTls }) => ({
       key: ir.key,
       ir,
       xds,
       credentialPlans,
       llmClusters,
+      ...(collectorTls.size > 0 ? { collectorTls } : {}),
     })),
     statuses: finalStatuses,
     // Only `sluice explain` reads the report; sorting every route site on each reload would be wasted.

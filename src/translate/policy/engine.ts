@@ -356,8 +356,12 @@ export class PolicyEngine {
       merged,
       notApplied,
     );
+    const collectors = this.#collectorBackends(gateway, merged.policy, notApplied);
     if (!nonEmpty(merged.policy) && notApplied.length === 0) return {};
-    const policy: ListenerPolicyIR = { frontend: merged.policy };
+    const policy: ListenerPolicyIR = {
+      frontend: merged.policy,
+      ...(collectors !== undefined ? { refBackends: collectors } : {}),
+    };
     this.#listenerSites.set(`${gateway}|${port}`, { gateway, port, policy, notApplied });
     return nonEmpty(merged.policy) ? { policy } : {};
   }
@@ -515,50 +519,95 @@ export class PolicyEngine {
         if ("combined" in f) continue;
         const policyNs = f.from.name.split("/")[0] ?? "";
         for (const ref of backendRefsIn(f.value)) {
-          const ns = ref.namespace ?? policyNs;
-          const group = ref.group ?? "";
-          const kind = ref.kind ?? "Service";
-          const isService = group === "" && kind === "Service";
-          const isBackend = (group === SLUICE_GROUP && kind === "GwBackend") || (group === "" && kind === "Backend");
-          if ((isService && ref.port === undefined) || (!isService && !isBackend)) continue;
-          const key = refBackendKey({ ...ref, namespace: ns });
+          const key = refBackendKey({ ...ref, namespace: ref.namespace ?? policyNs });
           if (out?.[key] !== undefined) continue;
-          const be = isBackend ? this.#backend(ns, ref.name) : undefined;
-          if (isService ? this.#service(ns, ref.name) === undefined : be === undefined) continue;
-          const connecting = (a: Attachment) =>
-            Object.keys(a.view.sections.backend ?? {}).some((k) => REF_CONNECTION_FIELDS.has(k));
-          const own = (
-            isService
-              ? [
-                  ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
-                  ...this.#at({ kind: "Service", namespace: ns, name: ref.name, section: String(ref.port) }),
-                ]
-              : this.#at({ kind: "GwBackend", namespace: ns, name: ref.name })
-          ).filter(connecting);
-          const backend = isService ? `Service ${ns}/${ref.name} port ${ref.port}` : `GwBackend ${ns}/${ref.name}`;
-          // A GwBackend's own spec.policies come after the GwPolicies targeting it, as for its routes.
-          const embedded = be !== undefined ? embeddedContribution(be, backend) : undefined;
-          const contributions = [...this.#contributions(own, "backend"), ...(embedded !== undefined ? [embedded] : [])]
-            .map((c) => ({
-              ...c,
-              fields: Object.fromEntries(Object.entries(c.fields).filter(([k]) => REF_CONNECTION_FIELDS.has(k))),
-            }))
-            .filter((c) => Object.keys(c.fields).length > 0);
-          if (contributions.length === 0) continue;
-          const merged = mergeContributions(contributions, false);
-          this.#record(gateway, own, "backend", merged, notApplied, { backend });
-          // What else those GwPolicies set does nothing on these calls: said in status (xds/backend-connection.ts).
-          const unserved = own.flatMap((a) =>
-            Object.keys(a.view.sections.backend ?? {})
-              .filter((k) => !REF_CONNECTION_FIELDS.has(k))
-              .map((field) => ({
-                from: { kind: "GwPolicy" as const, name: a.view.key, level: a.level, target: a.target },
-                field,
-              })),
-          );
-          if (nonEmpty(merged.policy)) out = { ...out, [key]: { policy: merged.policy, unserved } };
+          const own = this.#refBackend(gateway, ref, policyNs, notApplied);
+          if (own !== undefined) out = { ...out, [key]: own };
         }
       }
+    }
+    return out;
+  }
+
+  /**
+   * The connection part of the backend policies of the Service or static GwBackend `ref` names (a traffic field's
+   * backendRef, or a frontend collector's), recorded for status against `gateway`; undefined when there is none.
+   */
+  #refBackend(
+    gateway: string,
+    ref: RefInValue,
+    policyNs: string,
+    notApplied: SiteNotApplied[],
+  ): RefBackendIR | undefined {
+    const ns = ref.namespace ?? policyNs;
+    const group = ref.group ?? "";
+    const kind = ref.kind ?? "Service";
+    const isService = group === "" && kind === "Service";
+    const isBackend = (group === SLUICE_GROUP && kind === "GwBackend") || (group === "" && kind === "Backend");
+    if ((isService && ref.port === undefined) || (!isService && !isBackend)) return undefined;
+    const be = isBackend ? this.#backend(ns, ref.name) : undefined;
+    if (isService ? this.#service(ns, ref.name) === undefined : be === undefined) return undefined;
+    const connecting = (a: Attachment) =>
+      Object.keys(a.view.sections.backend ?? {}).some((k) => REF_CONNECTION_FIELDS.has(k));
+    const own = (
+      isService
+        ? [
+            ...this.#at({ kind: "Service", namespace: ns, name: ref.name }),
+            ...this.#at({ kind: "Service", namespace: ns, name: ref.name, section: String(ref.port) }),
+          ]
+        : this.#at({ kind: "GwBackend", namespace: ns, name: ref.name })
+    ).filter(connecting);
+    const backend = isService ? `Service ${ns}/${ref.name} port ${ref.port}` : `GwBackend ${ns}/${ref.name}`;
+    // A GwBackend's own spec.policies come after the GwPolicies targeting it, as for its routes.
+    const embedded = be !== undefined ? embeddedContribution(be, backend) : undefined;
+    const contributions = [...this.#contributions(own, "backend"), ...(embedded !== undefined ? [embedded] : [])]
+      .map((c) => ({
+        ...c,
+        fields: Object.fromEntries(Object.entries(c.fields).filter(([k]) => REF_CONNECTION_FIELDS.has(k))),
+      }))
+      .filter((c) => Object.keys(c.fields).length > 0);
+    if (contributions.length === 0) return undefined;
+    const merged = mergeContributions(contributions, false);
+    this.#record(gateway, own, "backend", merged, notApplied, { backend });
+    // What else those GwPolicies set does nothing on these calls: said in status (xds/backend-connection.ts).
+    const unserved = own.flatMap((a) =>
+      Object.keys(a.view.sections.backend ?? {})
+        .filter((k) => !REF_CONNECTION_FIELDS.has(k))
+        .map((field) => ({
+          from: { kind: "GwPolicy" as const, name: a.view.key, level: a.level, target: a.target },
+          field,
+        })),
+    );
+    return nonEmpty(merged.policy) ? { policy: merged.policy, unserved } : undefined;
+  }
+
+  /**
+   * The connection part of the backend policies of the OTLP collectors a Gateway port's frontend policy names
+   * (`tracing.backendRef`, `accessLog.otlp.backendRef`), keyed by refBackendKey: Envoy's exports (and Sluice's span
+   * relay) reach the collector with its Service's or static GwBackend's TLS, TCP and HTTP version
+   * (xds/frontend-collector.ts).
+   */
+  #collectorBackends(
+    gateway: string,
+    frontend: EffectivePolicyIR,
+    notApplied: SiteNotApplied[],
+  ): Readonly<Record<string, RefBackendIR>> | undefined {
+    let out: Record<string, RefBackendIR> | undefined;
+    for (const [field, at] of COLLECTOR_REFS) {
+      const f = frontend[field];
+      if (f === undefined || "combined" in f) continue;
+      const value = at(f.value);
+      if (!isRecord(value) || typeof value.name !== "string") continue;
+      const policyNs = f.from.name.split("/")[0] ?? "";
+      // A collector's GwBackend may leave its group out (xds/frontend-collector.ts reads it so).
+      const ref: RefInValue = {
+        ...(value as unknown as RefInValue),
+        ...(value.kind === "GwBackend" && value.group === undefined ? { group: SLUICE_GROUP } : {}),
+      };
+      const key = refBackendKey({ ...ref, namespace: ref.namespace ?? policyNs });
+      if (out?.[key] !== undefined) continue;
+      const own = this.#refBackend(gateway, ref, policyNs, notApplied);
+      if (own !== undefined) out = { ...out, [key]: own };
     }
     return out;
   }
@@ -763,6 +812,12 @@ export function refBackendKey(ref: {
   const service = (ref.group ?? "") === "" && (ref.kind ?? "Service") === "Service";
   return service ? `Service/${ref.namespace}/${ref.name}/${ref.port}` : `GwBackend/${ref.namespace}/${ref.name}`;
 }
+
+/** The frontend fields that name an OTLP collector, and where their backendRef is (#collectorBackends). */
+const COLLECTOR_REFS: readonly (readonly [string, (v: unknown) => unknown])[] = [
+  ["tracing", (v) => (isRecord(v) ? v["backendRef"] : undefined)],
+  ["accessLog", (v) => (isRecord(v) && isRecord(v["otlp"]) ? v["otlp"]["backendRef"] : undefined)],
+];
 
 /** Backend policy fields that apply to Envoy's calls to a service a traffic field names (#refBackendPolicies). */
 const REF_CONNECTION_FIELDS: ReadonlySet<string> = new Set(["tls", "tcp", "http"]);

@@ -29,7 +29,7 @@ import { keepaliveSettings } from "../keepalive.js";
 import { clusterVariantName } from "../names.js";
 import { backendCredential } from "./backend-credential.js";
 import { backendHealthScore } from "./backend-health.js";
-import { backendTls } from "./backend-tls.js";
+import { backendTls, destinationHost, resolveBackendTls } from "./backend-tls.js";
 import { serviceTransformation, sluiceRetryCondition } from "./backend-transformation.js";
 
 type Rec = Record<string, unknown>;
@@ -156,13 +156,26 @@ export function withBackendConnections(gw: GatewayIR, input?: TranslationInput):
           fatal: false,
         });
       }
-      const tlsField = policy.tls;
+      const tlsField = policy.tls !== undefined && !("combined" in policy.tls) ? policy.tls : undefined;
       const tls =
-        tlsField !== undefined && !("combined" in tlsField)
-          ? backendTls(tlsField.value, tlsField.from, backend, base, input)
+        tlsField !== undefined
+          ? resolveBackendTls(
+              tlsField.value,
+              tlsField.from.name.split("/")[0] ?? "",
+              destinationHost(backend, base),
+              input,
+            )
           : undefined;
-      if (tls?.ok === false) {
-        next[path] = { error: `${tls.field} of ${backend}: ${tls.message}` };
+      if (tls?.ok === false && tlsField !== undefined) {
+        // Never called without it: the field's filter reports the ref and its failure mode applies; the TLS's own
+        // policy says which of its fields is missing.
+        next[path] = { error: `backend.tls.${tls.field} of ${backend}: ${tls.message}` };
+        unserved.push({
+          from: tlsField.from,
+          field: `backend.tls.${tls.field}`,
+          message: `${tls.message}; Envoy's calls to ${backend} as the service of ${path} fail until it is (that field's failure mode applies)`,
+          fatal: false,
+        });
         continue;
       }
       const settings = backendConnection(policy);

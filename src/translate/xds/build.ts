@@ -5,7 +5,7 @@ import type { CredentialPlan } from "../../credentials/plan.js";
 import { type RouteConfiguration, RouteConfigurationSchema } from "../../gen/envoy/config/route/v3/route_pb.js";
 import type { Secret } from "../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js";
 import type { AuthzContext } from "../authz/plan.js";
-import type { GatewayIR, ListenerIR, LlmClusterIR, RouteIR } from "../ir.js";
+import type { BackendTlsIR, GatewayIR, ListenerIR, LlmClusterIR, RouteIR } from "../ir.js";
 import { buildMcpOAuthRoutes, servesMcpOAuth } from "../mcp/oauth-routes.js";
 import { clusterVariantBase } from "../names.js";
 import { withBackendConnections } from "./backend-connection.js";
@@ -46,6 +46,8 @@ export interface BuildResult {
    * Realtime relay dials, by the cluster name its relay route gives.
    */
   readonly llmClusters: readonly LlmClusterIR[];
+  /** The TLS of its OTLP collectors' clusters, by cluster name (frontend-collector.ts), for Sluice's span relay. */
+  readonly collectorTls: ReadonlyMap<string, BackendTlsIR>;
 }
 
 export interface BuildOptions {
@@ -68,9 +70,17 @@ function credentialPlans(gw: GatewayIR): CredentialPlan[] {
   return [...out.values()];
 }
 
-/** The SDS secrets of the backend credentials the clusters inject (backend-credential.ts), once each. */
-function credentialSecrets(gw: GatewayIR): Secret[] {
+/**
+ * The SDS secrets of the backend credentials the clusters inject (backend-credential.ts), and of the client
+ * certificates of their TLS and of the OTLP collectors' (`collectorTls`), once each.
+ */
+function credentialSecrets(gw: GatewayIR, collectorTls: Iterable<BackendTlsIR>): Secret[] {
   const out = new Map<string, Secret>();
+  const certificate = (cert: BackendTlsIR["clientCert"]) => {
+    if (cert !== undefined && !out.has(cert.secret)) {
+      out.set(cert.secret, buildSecret({ name: cert.secret, certificateChain: cert.chain, privateKey: cert.key }));
+    }
+  };
   for (const c of gw.clusters) {
     const cred = c.kind === "llm" ? undefined : c.connection?.credential;
     if (cred !== undefined && !out.has(cred.secret)) out.set(cred.secret, credentialSecret(cred));
@@ -81,12 +91,9 @@ function credentialSecrets(gw: GatewayIR): Secret[] {
         : c.kind === "mcp"
           ? []
           : [c.connection?.tls?.clientCert];
-    for (const cert of certs) {
-      if (cert !== undefined && !out.has(cert.secret)) {
-        out.set(cert.secret, buildSecret({ name: cert.secret, certificateChain: cert.chain, privateKey: cert.key }));
-      }
-    }
+    for (const cert of certs) certificate(cert);
   }
+  for (const t of collectorTls) certificate(t.clientCert);
   return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }
 
@@ -164,8 +171,10 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
     return la === undefined ? [] : [la];
   });
   const frontends = new Map(gw.listeners.map((l) => [l.name, frontendOptions(l, ctx)] as const));
+  const collectorTls = new Map<string, BackendTlsIR>();
   for (const f of frontends.values()) {
     for (const cl of f.clusters ?? []) if (!extraClusters.has(cl.name)) extraClusters.set(cl.name, cl);
+    for (const [name, tls] of f.collectorTls ?? []) if (!collectorTls.has(name)) collectorTls.set(name, tls);
   }
   // A listener with an MCP OAuth route points its 401s to the protected resource metadata (listener.ts).
   const oauthRouteConfigs = new Set(
@@ -253,12 +262,13 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
       routes ??= encodedRoutes.map((r) => fromBinary(RouteConfigurationSchema, joinBytes(r.parts)));
       return routes;
     },
-    secrets: [...gw.secrets.map(buildSecret), ...credentialSecrets(gw)],
+    secrets: [...gw.secrets.map(buildSecret), ...credentialSecrets(gw, collectorTls.values())],
   };
   return {
     xds,
     notes,
     credentialPlans: credentialPlans(gw),
     llmClusters: gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm"),
+    collectorTls,
   };
 }

@@ -9,6 +9,8 @@
 //   tracing        the OpenTelemetry tracer; sampling, resources and `metrics` labels are frontend-telemetry.ts;
 //                  `attributes.remove` and a `filter` reading the response through Sluice's span relay (src/otlp/);
 //                  span attributes and a filter Envoy cannot evaluate computed by Sluice (tracing-context.ts)
+//   collectors     the OTLP collectors of tracing and accessLog.otlp, with their backend policy's TLS, tcp and HTTP
+//                  version: frontend-collector.ts
 // `networkAuthorization` is network-authz.ts. What is not applied (TLS 1.3 suite choice, expressions Envoy cannot
 // evaluate) is reported in the policy's status, never dropped silently.
 
@@ -36,16 +38,13 @@ import { PreserveCaseFormatterConfigSchema } from "../../gen/envoy/extensions/ht
 import { TlsParameters_TlsProtocol } from "../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js";
 import type { CustomTagSchema } from "../../gen/envoy/type/tracing/v3/custom_tag_pb.js";
 import { encodeRelaySpec, FILTER_TAG, RELAY_METADATA, type RelaySpec } from "../../otlp/spans.js";
-import { referenceAllowed, serviceEndpoints } from "../backend/resolve.js";
 import { parseByteSize } from "../bytes.js";
 import { durationFromMs, parseDurationMs } from "../duration.js";
-import type { TranslationInput } from "../input.js";
-import type { EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
-import { findNamed } from "../lookup.js";
-import { collectorClusterName, SLUICE_AUTHZ_CLUSTER } from "../names.js";
-import { buildCluster } from "./cluster.js";
+import type { BackendTlsIR, EffectivePolicyIR, ListenerIR, PolicySourceIR } from "../ir.js";
+import { SLUICE_AUTHZ_CLUSTER } from "../names.js";
 import { endFormat, toEnvoyCel } from "./filters/envoy-cel.js";
 import type { BuildContext } from "./filters/types.js";
+import { type Collector, type CollectorContext, collector } from "./frontend-collector.js";
 import {
   metricsLogger,
   requestCel,
@@ -86,8 +85,10 @@ export interface FrontendOptions {
   /** Listener filters, before TLS inspection. */
   readonly listenerFilters: NonNullable<ListenerInit["listenerFilters"]>;
   readonly tls?: FrontendTls;
-  /** Clusters the listener's options call (the OTLP trace collector). */
+  /** Clusters the listener's options call (the OTLP collectors of tracing and the access log). */
   readonly clusters?: readonly Cluster[];
+  /** The backend policy TLS of those collector clusters, by cluster name (SDS client certificates, the span relay). */
+  readonly collectorTls?: ReadonlyMap<string, BackendTlsIR>;
   /** `connect.mode`: Deny (listener.ts answers CONNECT 403), Route or Tunnel (route.ts connect routes). */
   readonly connect?: string;
   /** HTTP filters of the whole listener, first in its chain and enabled on every route (tracing-context.ts). */
@@ -289,14 +290,19 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     });
   }
 
-  const logClusters: Cluster[] = [];
+  const collectors: Collector[] = [];
+  // What a collector's own backend policy (its Service's GwPolicy) needs said goes on that policy.
+  const collectorContext = (from: PolicySourceIR) => ({
+    input: ctx?.authz?.input,
+    policyNs: from.name.split("/")[0] ?? "",
+    refBackends: l.policy?.refBackends,
+    noteOn: (on: PolicySourceIR, f: string, m: string) => note(on, f, m),
+  });
   const log = field("accessLog");
   if (log !== undefined) {
-    const logs = accessLog(log.value, ctx?.authz?.input, log.from.name.split("/")[0] ?? "", (f, m) =>
-      note(log.from, `accessLog.${f}`, m),
-    );
+    const logs = accessLog(log.value, collectorContext(log.from), (f, m) => note(log.from, `accessLog.${f}`, m));
     hcm.accessLog = logs.entries;
-    if (logs.cluster !== undefined) logClusters.push(logs.cluster);
+    if (logs.collector !== undefined) collectors.push(logs.collector);
   }
 
   const tlsField = field("tls");
@@ -308,17 +314,19 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
 
   const tracingField = field("tracing");
   const httpFilters: NonNullable<FrontendOptions["httpFilters"]>[number][] = [];
-  let clusters: Cluster[] = [...logClusters];
   if (tracingField !== undefined) {
-    const t = tracing(tracingField.value, ctx?.authz?.input, tracingField.from.name.split("/")[0] ?? "", l, (f, m) =>
-      note(tracingField.from, `tracing${f === "" ? "" : `.${f}`}`, m),
-    );
+    const t = tracing(tracingField.value, l, {
+      ...collectorContext(tracingField.from),
+      field: "tracing",
+      note: (f, m) => note(tracingField.from, `tracing${f === "" ? "" : `.${f}`}`, m),
+    });
     if (t !== undefined) {
       hcm.tracing = t.tracing;
-      clusters = [...clusters, t.cluster];
+      collectors.push(t.collector);
       if (t.values.length > 0) httpFilters.push(tracingContextFilter(t.values));
     }
   }
+  const collectorTls = new Map(collectors.flatMap((c) => (c.tls !== undefined ? [[c.clusterName, c.tls]] : [])));
 
   const metrics = field("metrics");
   if (metrics !== undefined) {
@@ -343,7 +351,8 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     hcm,
     listener,
     listenerFilters,
-    clusters,
+    clusters: collectors.map((c) => c.cluster),
+    ...(collectorTls.size > 0 ? { collectorTls } : {}),
     ...(tls !== undefined ? { tls } : {}),
     ...(connect === "Deny" || connect === "Route" || connect === "Tunnel" ? { connect } : {}),
     ...(httpFilters.length > 0 ? { httpFilters } : {}),
@@ -363,63 +372,6 @@ function celAst(text: string): Expr | undefined {
   return "ok" in c ? c.ok.ast.expr : undefined;
 }
 
-/** An OTLP collector's cluster, `<use>/<ns>/<name>`, from a backendRef: a Service's ready endpoints or a static GwBackend. */
-function collector(
-  use: "tracing" | "accesslog",
-  refValue: unknown,
-  grpc: boolean,
-  input: TranslationInput | undefined,
-  policyNs: string,
-  note: (field: string, message: string) => void,
-): { cluster: Cluster; clusterName: string; host: string; name: string } | undefined {
-  const ref = isRec(refValue) ? refValue : {};
-  const name = str(ref.name) ?? "";
-  const kind = str(ref.kind) ?? "Service";
-  // A collector in another namespace, like any cross-namespace reference, needs a ReferenceGrant there.
-  const ns = str(ref.namespace) ?? policyNs;
-  const group = str(ref.group) ?? (kind === "GwBackend" ? "sluice.dev" : "");
-  if (
-    input !== undefined &&
-    !referenceAllowed(
-      input,
-      { group: "sluice.dev", kind: "GwPolicy", namespace: policyNs },
-      { group, kind, namespace: ns, name },
-    )
-  ) {
-    note("backendRef", `${kind} ${ns}/${name} is not allowed by a ReferenceGrant in ${ns}; not applied`);
-    return undefined;
-  }
-  let endpoints: { address: string; port: number; ready: boolean }[] = [];
-  let host = name;
-  if (kind === "Service" && (str(ref.group) ?? "") === "" && input !== undefined) {
-    const r = serviceEndpoints(input, ns, name, num(ref.port));
-    if (!r.ok) {
-      note("backendRef", `${r.message}; not applied`);
-      return undefined;
-    }
-    endpoints = r.endpoints.filter((e) => e.ready);
-    host = `${name}.${ns}.svc.cluster.local`;
-  } else if (kind === "GwBackend" && input !== undefined) {
-    const st = findNamed(input.backends, ns, name)?.spec.static;
-    if (st === undefined || st.host === undefined || st.port === undefined) {
-      note("backendRef", `GwBackend ${ns}/${name} is not a static host and port; not applied`);
-      return undefined;
-    }
-    endpoints = [{ address: st.host, port: st.port, ready: true }];
-    host = st.host;
-  } else {
-    note("backendRef", "only a Service or a static GwBackend can be an OTLP collector; not applied");
-    return undefined;
-  }
-  const clusterName = collectorClusterName(use, ns, name);
-  const cluster = buildCluster(
-    /^[0-9.]+$/.test(host) || kind === "Service"
-      ? { kind: "static", name: clusterName, endpoints, http2: grpc }
-      : { kind: "dns", name: clusterName, host, port: endpoints[0]?.port ?? 4317, http2: grpc },
-  );
-  return { cluster, clusterName, host, name };
-}
-
 /**
  * `frontend.tracing` → the HCM's OpenTelemetry tracer, exporting to the collector of `backendRef` (a Service, or a
  * static GwBackend) over OTLP gRPC or HTTP. Sampling, span attributes, resource attributes and `filter` are applied
@@ -428,15 +380,14 @@ function collector(
  */
 function tracing(
   t: Rec,
-  input: TranslationInput | undefined,
-  ns: string,
   l: ListenerIR,
-  note: (field: string, message: string) => void,
-): { tracing: HcmInit["tracing"]; cluster: Cluster; values: ContextValue[] } | undefined {
+  at: CollectorContext,
+): { tracing: HcmInit["tracing"]; collector: Collector; values: ContextValue[] } | undefined {
+  const note = at.note;
   const grpc = t.protocol !== "HTTP";
-  const c = collector("tracing", t.backendRef, grpc, input, ns, note);
+  const c = collector("tracing", t.backendRef, grpc, at);
   if (c === undefined) return undefined;
-  const { cluster, clusterName, host, name } = c;
+  const { clusterName, host, name } = c;
   const customTags: MessageInitShape<typeof CustomTagSchema>[] = [];
   // What Envoy cannot evaluate, Sluice computes per request into dynamic metadata a `metadata` tag reads.
   const values: ContextValue[] = [];
@@ -512,7 +463,7 @@ function tracing(
         : {
             httpService: {
               httpUri: {
-                uri: `http://${host}${path}`,
+                uri: `${c.tls !== undefined ? "https" : "http"}://${host}${path}`,
                 httpUpstreamType: { case: "cluster", value: clusterName },
                 timeout: durationFromMs(5000),
               },
@@ -520,7 +471,7 @@ function tracing(
           }),
   });
   return {
-    cluster,
+    collector: c,
     values,
     tracing: {
       provider: {
@@ -595,10 +546,9 @@ const CEL_FORMATTER = () => [
  */
 function accessLog(
   a: Rec,
-  input: TranslationInput | undefined,
-  ns: string,
+  at: Omit<CollectorContext, "note" | "field">,
   note: (field: string, message: string) => void,
-): { entries: MessageInitShape<typeof AccessLogSchema>[]; cluster?: Cluster } {
+): { entries: MessageInitShape<typeof AccessLogSchema>[]; collector?: Collector } {
   const { fields, cel } = logFields(a.attributes, note);
   const filter = logFilter(a.filter, note);
   const entries: MessageInitShape<typeof AccessLogSchema>[] = [
@@ -628,7 +578,7 @@ function accessLog(
   const o = a.otlp;
   const otlpNote = (f: string, m: string) => note(`otlp.${f}`, m);
   const grpc = o.protocol !== "HTTP";
-  const c = collector("accesslog", o.backendRef, grpc, input, ns, otlpNote);
+  const c = collector("accesslog", o.backendRef, grpc, { ...at, field: "accessLog.otlp", note: otlpNote });
   if (c === undefined) return { entries };
   const own = o.attributes !== undefined ? logFields(o.attributes, otlpNote) : { fields, cel };
   const otlpFilter = o.filter !== undefined ? logFilter(o.filter, otlpNote) : filter;
@@ -646,7 +596,7 @@ function accessLog(
       : {
           httpService: {
             httpUri: {
-              uri: `http://${c.host}${path}`,
+              uri: `${c.tls !== undefined ? "https" : "http"}://${c.host}${path}`,
               httpUpstreamType: { case: "cluster", value: c.clusterName },
               timeout: durationFromMs(5000),
             },
@@ -668,5 +618,5 @@ function accessLog(
     ...(otlpFilter !== undefined ? { filter: otlpFilter } : {}),
     configType: { case: "typedConfig", value: anyPack(OpenTelemetryAccessLogConfigSchema, config) },
   });
-  return { entries, cluster: c.cluster };
+  return { entries, collector: c };
 }
