@@ -1,8 +1,8 @@
 // GwModel through a real Envoy and `sluice serve`, with the official `openai` and `@anthropic-ai/sdk` clients and fake
 // providers speaking the real wire formats: each `match` form, Internal models (refused to clients, reachable through a
 // virtual model), conditional routing on a header, a weighted split over 1,000 requests, failover within the request
-// when the preferred priority answers 5xx, model discovery in both clients' shapes, and authorization, headers and
-// prompt guards per model.
+// when the preferred priority answers 5xx, model discovery in both clients' shapes, authorization, headers and
+// prompt guards per model, and a virtual model's own request policies around its target's.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -25,6 +25,7 @@ const NAMES = [
   "any",
   "blue",
   "guarded",
+  "vipA",
 ] as const;
 const AWS = { accessKeyId: "AKIDMODELS", secretAccessKey: "model-secret", region: "eu-west-1" };
 const GEMINI_KEY = "gemini-key-1";
@@ -125,6 +126,31 @@ policies:
   headers:
     request: { set: [{ name: x-model-policy, value: blue }] }
     response: { set: [{ name: x-served-by, value: blue-only }] }`,
+    ),
+    model(
+      "vip-a",
+      `visibility: Internal\n${openai("vipA")}
+policies:
+  headers:
+    request: { set: [{ name: x-layer, value: concrete }] }`,
+    ),
+    model(
+      "vip",
+      `virtualModel:
+  weighted:
+    targets: [{ modelRef: { name: vip-a } }]
+policies:
+  authorization:
+    action: Require
+    policy: { matchExpressions: ["request.headers['x-vip'] == 'yes'"] }
+  transformations: [{ field: user, expression: "'vip-' + request.headers['x-vip']" }]
+  headers:
+    request: { set: [{ name: x-layer, value: virtual }, { name: x-virtual, value: vip }] }
+    response: { set: [{ name: x-virtual-served, value: vip }] }
+  promptGuard:
+    request:
+      - regex: { builtins: [Email] }
+  tls: { sni: ignored.example.com }`,
     ),
     model(
       "guarded",
@@ -310,6 +336,27 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     assert.equal(p.blue.requests.at(-1)?.headers["x-model-policy"], "blue");
   });
 
+  test("a virtual model's policies: its authorization, headers, transformations and prompt guards on the way", async () => {
+    await assert.rejects(chat("vip", "x"), (e: unknown) => e instanceof OpenAI.PermissionDeniedError);
+    assert.equal(p.vipA.requests.length, 0, "refused before any target");
+    const r = await openai.chat.completions
+      .create(
+        { model: "vip", messages: [{ role: "user", content: "mail ann@example.com" }], max_tokens: 8 },
+        { headers: { "x-vip": "yes" } },
+      )
+      .withResponse();
+    assert.equal(r.data.choices[0]?.message.content, "Hello from vipA: mail <EMAIL>");
+    assert.equal(r.response.headers.get("x-virtual-served"), "vip");
+    const sent = p.vipA.requests.at(-1);
+    assert.equal(sent?.json?.user, "vip-yes", "the virtual model's transformation");
+    assert.equal(sent?.json?.model, "vip-a");
+    assert.equal(sent?.headers["x-virtual"], "vip");
+    assert.equal(sent?.headers["x-layer"], "concrete", "the target's own header wins");
+    assert.ok(!JSON.stringify(sent?.json).includes("ann@example.com"));
+    const st = JSON.stringify(await env.sluice.status());
+    assert.match(st, /spec\.policies\.tls: is not applied on a virtual model, which reaches no provider/);
+  });
+
   test("a model's prompt guards: masked before the provider sees it, rejected in the client's format", async () => {
     const r = await chat("guarded", "mail me at ann@example.com");
     assert.equal(r.choices[0]?.message.content, "Hello from guarded: mail me at <EMAIL>");
@@ -347,6 +394,7 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
       "resilient",
       "router",
       "split",
+      "vip",
     ]);
     const page = await anthropic.models.list({ limit: 4 });
     assert.equal(page.data.length, 4);

@@ -4,7 +4,17 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ModelHealth } from "../../src/extproc/llm/models/health.js";
-import { authorizeModel, chooseModel, discoveryAnswer, ModelAttempts } from "../../src/extproc/llm/models/serve.js";
+import {
+  authorizeModel,
+  chooseModel,
+  discoveryAnswer,
+  type HeaderChanges,
+  ModelAttempts,
+  modelHeaders,
+  thenHeaders,
+  virtualChain,
+  withVirtualPolicies,
+} from "../../src/extproc/llm/models/serve.js";
 import { makeInput } from "../../src/translate/input.js";
 import type { LlmClusterIR, RouteIR } from "../../src/translate/ir.js";
 import type { ConcreteModelIR, ModelRouteEntry } from "../../src/translate/model/ir.js";
@@ -209,7 +219,13 @@ test("chooseModel: the concrete model's cluster, or the failover model's on the 
   assert.equal(gold.choice.cluster, "gwmodel/default/pair/failover");
   const plain = chooseModel(entry, "gate", { vars: vars() });
   assert.ok(plain.ok);
-  assert.deepEqual(plain.choice, { cluster: "gwmodel/default/b", providerModel: "b", matched: "default/gate" });
+  assert.deepEqual(plain.choice, {
+    cluster: "gwmodel/default/b",
+    providerModel: "b",
+    matched: "default/gate",
+    via: ["default/gate"],
+  });
+  assert.deepEqual(gold.choice.via, ["default/gate", "default/pair"]);
   const hidden = chooseModel(entry, "a", {});
   assert.ok(!hidden.ok);
   assert.equal(hidden.error.status, 404);
@@ -309,4 +325,121 @@ test("passthrough is served (no Warning, the provider entry carries it); credent
     ),
     JSON.stringify(providers.map((p) => p.auth)),
   );
+});
+
+test("a virtual model's policies: authorization when chosen, headers, transformations and guards around the target's", () => {
+  const docs = [
+    gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
+    model("a", {
+      ...openai(9001),
+      visibility: "Internal",
+      policies: {
+        transformations: [{ field: "user", expression: "'from-a'" }],
+        headers: {
+          request: { set: [{ name: "x-own", value: "a" }] },
+          response: { set: [{ name: "x-r", value: "a" }] },
+        },
+        promptGuard: { request: [{ regex: { builtins: ["CreditCard"] } }] },
+      },
+    }),
+    model("b", { ...openai(9002), visibility: "Internal" }),
+    model("inner", {
+      visibility: "Internal",
+      virtualModel: { weighted: { targets: [{ modelRef: { name: "a" } }] } },
+      policies: {
+        authorization: { action: "Deny", policy: { matchExpressions: ["request.headers['x-inner'] == 'no'"] } },
+        headers: { request: { add: [{ name: "x-own", value: "inner" }] } },
+      },
+    }),
+    model("vip", {
+      virtualModel: {
+        weighted: {
+          targets: [
+            { modelRef: { name: "inner" }, weight: 1_000_000 },
+            { modelRef: { name: "b" }, weight: 1 },
+          ],
+        },
+      },
+      policies: {
+        authorization: { action: "Require", policy: { matchExpressions: ["request.headers['x-vip'] == 'yes'"] } },
+        transformations: [
+          { field: "user", expression: "'from-vip'" },
+          { field: "metadata", expression: "{'via': 'vip'}" },
+        ],
+        headers: {
+          request: {
+            set: [
+              { name: "x-own", value: "vip" },
+              { name: "x-vip-seen", value: "1" },
+            ],
+          },
+          response: { set: [{ name: "x-r", value: "vip" }] },
+        },
+        promptGuard: { request: [{ regex: { builtins: ["Email"] } }] },
+        tls: { sni: "x.example.com" },
+        health: { eviction: { duration: "2s" } },
+      },
+    }),
+  ];
+  const { r } = served(docs);
+  const entry = entryOf(docs);
+  const vars = (h: Record<string, string>) => ({
+    request: { headers: new Map(Object.entries(h)), path: "/", method: "POST" },
+  });
+  // The matched model refuses: 403, whatever its targets.
+  const refused = chooseModel(entry, "vip", { vars: vars({}), random: () => 0 });
+  assert.ok(!refused.ok);
+  assert.equal(refused.error.status, 403);
+  assert.match(refused.error.message, /not allowed to use model vip/);
+  // A nested virtual model that refuses: its branch is passed over, the next candidate chosen.
+  const around = chooseModel(entry, "vip", { vars: vars({ "x-vip": "yes", "x-inner": "no" }), random: () => 0 });
+  assert.ok(around.ok);
+  assert.equal(around.choice.cluster, "gwmodel/default/b");
+  const ok = chooseModel(entry, "vip", { vars: vars({ "x-vip": "yes" }), random: () => 0 });
+  assert.ok(ok.ok);
+  assert.equal(ok.choice.cluster, "gwmodel/default/a");
+  assert.deepEqual(ok.choice.via, ["default/vip", "default/inner"]);
+  // Request headers: outermost first, the concrete model's last (it wins where they meet).
+  const chain = virtualChain(entry, ok.choice);
+  assert.deepEqual(
+    chain.map((m) => m.id),
+    ["default/vip", "default/inner"],
+  );
+  let h: HeaderChanges | undefined;
+  for (const m of chain) h = thenHeaders(h, modelHeaders(m, "request"));
+  assert.deepEqual(h, { set: { "x-own": "vip,inner", "x-vip-seen": "1" }, add: [], remove: [] });
+  const concreteA = entry.table.byId["default/a"] as ConcreteModelIR;
+  h = thenHeaders(h, modelHeaders(concreteA, "request"));
+  assert.deepEqual(h?.set, { "x-vip-seen": "1", "x-own": "a" });
+  // Transformations and guards: the virtual models' before the target's own.
+  const provider = Object.values(
+    Object.values([...r.llm.entries.values()].find((e) => e.models !== undefined)?.backends ?? {}).find(
+      (b) => b.backend === "GwModel default/a",
+    )?.providers ?? {},
+  )[0];
+  assert.ok(provider);
+  const p = withVirtualPolicies(entry, provider, chain);
+  assert.deepEqual(
+    p.ai.transformations?.map((t) => t.expression),
+    ["'from-vip'", "{'via': 'vip'}", "'from-a'"],
+  );
+  assert.deepEqual(
+    p.ai.promptGuard?.request.map((g) => JSON.stringify(g).match(/Email|CreditCard/)?.[0]),
+    ["Email", "CreditCard"],
+  );
+  assert.equal(withVirtualPolicies(entry, provider, chain), p, "the same object for the same chain");
+  assert.equal(withVirtualPolicies(entry, provider, []), provider);
+  // The provider-connection fields are named Ignored; the request fields are not named at all.
+  const st = r.statuses.find((s) => s.kind === "GwModel" && s.name === "vip");
+  assert.ok(st);
+  const warning = (
+    st.status as { parents: { conditions: { type: string; reason: string; message: string }[] }[] }
+  ).parents[0]?.conditions.find((c) => c.type === "Warning");
+  assert.equal(warning?.reason, "Ignored");
+  assert.match(
+    warning?.message ?? "",
+    /spec\.policies\.tls: is not applied on a virtual model, which reaches no provider/,
+  );
+  assert.match(warning?.message ?? "", /spec\.policies\.health: is not applied on a virtual model/);
+  assert.doesNotMatch(warning?.message ?? "", /authorization|headers|transformations|promptGuard/);
 });

@@ -87,6 +87,9 @@ import {
   type ModelChoice,
   modelHeaders,
   modelTarget,
+  thenHeaders,
+  virtualChain,
+  withVirtualPolicies,
 } from "./models/serve.js";
 import { applyAiPolicy, providerModel } from "./policies.js";
 import {
@@ -1166,18 +1169,20 @@ export class LlmExtProcService {
     // A client refused says nothing of the model's health: only attempts that go on are reported.
     if (refused !== undefined) return { error: refused };
     state.model?.attempts.start(t.model);
+    // The virtual models it was chosen through first (their authorization was checked when it was chosen).
+    const chain = virtualChain(entry, state.model?.choice);
+    let own: HeaderChanges | undefined;
+    for (const m of chain) own = thenHeaders(own, modelHeaders(m, "request"));
+    own = thenHeaders(own, modelHeaders(t.model, "request"));
     // The cluster header was for Envoy's routing: the provider never sees it.
-    const own = modelHeaders(t.model, "request");
     const headers = {
       set: own?.set ?? {},
       add: own?.add ?? [],
       remove: [...(own?.remove ?? []), MODEL_CLUSTER_HEADER],
     };
+    const p = withVirtualPolicies(entry, provider, chain);
     return {
-      provider:
-        t.ask === undefined
-          ? provider
-          : { ...provider, settings: { ...provider.settings, model: provider.settings.model ?? t.ask } },
+      provider: t.ask === undefined ? p : { ...p, settings: { ...p.settings, model: p.settings.model ?? t.ask } },
       headers,
     };
   }
@@ -1187,7 +1192,13 @@ export class LlmExtProcService {
     const attempts = state?.model?.attempts;
     const model = attempts?.model;
     attempts?.finish(status);
-    return model === undefined || state?.attempt?.local === true ? undefined : modelHeaders(model, "response");
+    if (model === undefined || state?.attempt?.local === true) return undefined;
+    // The concrete model's first, then its virtual models' from the innermost out.
+    let changes = modelHeaders(model, "response");
+    const entry = state?.entry.models;
+    const chain = entry === undefined ? [] : virtualChain(entry, state?.model?.choice);
+    for (const m of chain.reverse()) changes = thenHeaders(changes, modelHeaders(m, "response"));
+    return changes;
   }
 
   /**

@@ -2,6 +2,7 @@
 // ext_proc selects a concrete model from it per request (src/extproc/llm/models/).
 
 import type { LlmProviderIR } from "../ir.js";
+import type { PromptGuardEntry } from "../llm/guards.js";
 import type { AiPolicy } from "../llm/table.js";
 import type { ModelMatch } from "./match.js";
 
@@ -67,12 +68,28 @@ export interface ModelTargetIR {
   readonly model: string;
 }
 
+/**
+ * The policies of a virtual model that concern the request rather than a provider connection, applied on every
+ * request that passes through it, around the chosen target's own (docs/llm.md, "Virtual models").
+ */
+export interface VirtualPoliciesIR {
+  /** `policies.transformations`, applied before the target's own (so the target's win on the same field). */
+  readonly ai: Pick<AiPolicy, "transformations">;
+  /** `policies.authorization` as written: checked when the model is selected, before any target. */
+  readonly authorization?: unknown;
+  /** `policies.headers` as written: applied before the target's on the request, after them on the response. */
+  readonly headers?: unknown;
+  /** `policies.promptGuard` as written; compiled per Gateway (model/serve.ts), run before the target's guards. */
+  readonly promptGuard?: unknown;
+}
+
 export type VirtualModelIR = {
   readonly type: "virtual";
   readonly id: string;
   readonly match: ModelMatch;
   readonly visibility: Visibility;
   readonly createdAt?: string;
+  readonly policies?: VirtualPoliciesIR;
 } & (
   | { readonly strategy: "weighted"; readonly targets: readonly (ModelTargetIR & { readonly weight: number })[] }
   | { readonly strategy: "failover"; readonly targets: readonly (ModelTargetIR & { readonly priority: number })[] }
@@ -135,4 +152,6 @@ export interface ModelRouteEntry {
   readonly targets: Readonly<
     Record<string, Readonly<Record<string, { readonly id: string; readonly model?: string }>>>
   >;
+  /** The compiled `policies.promptGuard` of each virtual model the listener reaches that has one, by id. */
+  readonly guards?: Readonly<Record<string, PromptGuardEntry>>;
 }

@@ -18,7 +18,15 @@ import {
 } from "../gateway/gateway.js";
 import type { TranslationInput } from "../input.js";
 import { gatewayKey, listenerChainName, routeConfigName } from "../names.js";
-import type { ConcreteModelIR, ListenerModelsIR, ModelIR, ModelTableIR, ModelTargetIR, VirtualModelIR } from "./ir.js";
+import type {
+  ConcreteModelIR,
+  ListenerModelsIR,
+  ModelIR,
+  ModelTableIR,
+  ModelTargetIR,
+  VirtualModelIR,
+  VirtualPoliciesIR,
+} from "./ir.js";
 import { compareModelPrecedence, formatModelMatch, isWildcard, modelMatches, parseModelMatch } from "./match.js";
 import { checkLlmExpression, type ModelNote, translateModelPolicies } from "./policies.js";
 import { translateModelProvider } from "./providers.js";
@@ -142,6 +150,40 @@ function prepareConcrete(
 
 const STRATEGIES = ["weighted", "failover", "conditional"] as const;
 
+/** Policies about the connection to a provider, which a virtual model, reaching none itself, has no use for. */
+const PROVIDER_ONLY = ["auth", "tls", "tunnel", "health"];
+
+/**
+ * A virtual model's `policies`: those about the request (authorization, headers, transformations, prompt guards) are
+ * applied on every request through it; those about a provider connection are named in a note, since each target
+ * reaches its provider with its own.
+ */
+function virtualPolicies(policies: unknown, notes: ModelNote[]): VirtualPoliciesIR | undefined {
+  if (!isRec(policies)) return undefined;
+  for (const field of PROVIDER_ONLY) {
+    if (policies[field] === undefined) continue;
+    notes.push({
+      field: `spec.policies.${field}`,
+      message:
+        field === "health"
+          ? "is not applied on a virtual model: degradation is judged on the concrete models, by their own policies.health"
+          : "is not applied on a virtual model, which reaches no provider itself: each target reaches its provider with its own (set it on the target GwModels)",
+      reason: "Ignored",
+    });
+  }
+  const { policies: p } = translateModelPolicies(
+    Object.fromEntries(Object.entries(policies).filter(([k]) => !PROVIDER_ONLY.includes(k))),
+    notes,
+  );
+  const out: VirtualPoliciesIR = {
+    ai: p.ai.transformations !== undefined ? { transformations: p.ai.transformations } : {},
+    ...(p.authorization !== undefined ? { authorization: p.authorization } : {}),
+    ...(p.headers !== undefined ? { headers: p.headers } : {}),
+    ...(p.promptGuard !== undefined ? { promptGuard: p.promptGuard } : {}),
+  };
+  return Object.keys(out).length > 1 || out.ai.transformations !== undefined ? out : undefined;
+}
+
 /** A virtual model's targets, checked against the GwModels they name (which must exist to be checked). */
 function prepareVirtual(
   m: GwModel,
@@ -157,18 +199,7 @@ function prepareVirtual(
     refused.push("spec.virtualModel: one of weighted, failover, conditional is required");
     return undefined;
   }
-  // A virtual model only chooses; the request goes out with the chosen target's own policies, never these.
-  const policies = (m.spec as Rec).policies;
-  for (const [field, value] of isRec(policies) ? Object.entries(policies) : []) {
-    const at = `spec.policies.${field}`;
-    for (const path of Array.isArray(value) ? value.map((_, i) => `${at}[${i}]`) : [at]) {
-      notes.push({
-        field: path,
-        message:
-          "is not applied on a virtual model: each target applies its own policies (set them on the target GwModels)",
-      });
-    }
-  }
+  const policies = virtualPolicies((m.spec as Rec).policies, notes);
   const ns = namespaceOf(m);
   const written = ((vm[strategy] as Rec).targets ?? []) as readonly Rec[];
   const targets: (ModelTargetIR & Rec)[] = [];
@@ -210,7 +241,13 @@ function prepareVirtual(
             : {};
     targets.push({ ref, model: model ?? match.literal, ...extra });
   });
-  return { type: "virtual", ...base, strategy, targets } as VirtualModelIR;
+  return {
+    type: "virtual",
+    ...base,
+    ...(policies !== undefined ? { policies } : {}),
+    strategy,
+    targets,
+  } as VirtualModelIR;
 }
 
 /** Refuses every virtual model on a cycle (naming it) or deeper than MAX_VIRTUAL_DEPTH. */

@@ -14,6 +14,8 @@ const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !
 export interface ModelNote {
   readonly field: string;
   readonly message: string;
+  /** The Warning's reason; NotYetSupported when absent. */
+  readonly reason?: "NeverMatches" | "Ignored" | "NotYetSupported";
 }
 
 export const DEFAULT_HEALTH: ModelHealthIR = {

@@ -24,6 +24,7 @@ import type {
   RoutePolicyIR,
   VirtualHostIR,
 } from "../ir.js";
+import type { PromptGuardEntry } from "../llm/guards.js";
 import {
   compileModelPromptGuard,
   compileProviderAuth,
@@ -44,7 +45,14 @@ import {
   virtualHostName,
 } from "../names.js";
 import { modelProviderEntry } from "./entry.js";
-import type { ConcreteModelIR, ListenerModelsIR, ModelIR, ModelRouteEntry, ModelTableIR } from "./ir.js";
+import type {
+  ConcreteModelIR,
+  ListenerModelsIR,
+  ModelIR,
+  ModelRouteEntry,
+  ModelTableIR,
+  VirtualModelIR,
+} from "./ir.js";
 
 /** The LLM API paths GwModels serve, and their route types. */
 export const MODEL_API_ROUTES: readonly (readonly [string, RouteType])[] = [
@@ -199,6 +207,25 @@ function providerEntry(
   return g.entry === undefined ? entry : { ...entry, ai: { ...entry.ai, promptGuard: g.entry } };
 }
 
+/** A virtual model's prompt guards compiled as a GwBackend's (their notes are the model's); undefined without any. */
+function virtualGuards(
+  m: VirtualModelIR,
+  input: TranslationInput,
+  notes: Map<string, { field: string; message: string }[]>,
+): PromptGuardEntry | undefined {
+  const written = m.policies?.promptGuard;
+  if (written === undefined) return undefined;
+  const ns = m.id.split("/")[0] ?? "";
+  const from = { kind: "GwBackend", name: m.id, level: "gwBackend", target: `GwModel ${m.id}` } as const;
+  const g = compileModelPromptGuard(written, ns, input, from, "spec.policies.promptGuard");
+  if (g.notes.length > 0) {
+    const list = notes.get(m.id) ?? [];
+    for (const n of g.notes) list.push({ field: n.field, message: n.message });
+    notes.set(m.id, list);
+  }
+  return g.entry;
+}
+
 /** The routes of one listener's models in one virtual host. */
 function modelRoutes(
   vh: string,
@@ -252,6 +279,7 @@ function listenerEntry(
   l: ListenerModelsIR,
   gm: GatewayModels,
   policy: RoutePolicyIR | undefined,
+  guardsOf: (m: VirtualModelIR) => PromptGuardEntry | undefined,
 ): LlmRouteEntry {
   // Only what this listener's models can reach.
   const reach = new Set<string>();
@@ -266,6 +294,13 @@ function listenerEntry(
   const ids = [...reach].sort();
   const clusters = Object.fromEntries(ids.flatMap((id) => (gm.byModel[id] ? [[id, gm.byModel[id]] as const] : [])));
   const names = [...new Set(Object.values(clusters))].sort();
+  const guards = Object.fromEntries(
+    ids.flatMap((id) => {
+      const m = table.models[id];
+      const g = m?.type === "virtual" ? guardsOf(m) : undefined;
+      return g === undefined ? [] : [[id, g] as const];
+    }),
+  );
   const models: ModelRouteEntry = {
     table: {
       models: l.models,
@@ -273,6 +308,7 @@ function listenerEntry(
     },
     clusters,
     targets: Object.fromEntries(names.map((c) => [c, gm.targets[c] ?? {}])),
+    ...(Object.keys(guards).length > 0 ? { guards } : {}),
   };
   const standIn: RouteIR = {
     name: modelRouteName(`${l.routeConfig}/listener/${l.sectionName}`, "tokens"),
@@ -307,6 +343,11 @@ export function serveModels(
   const entryOf = (m: ConcreteModelIR) => {
     if (!entryCache.has(m.id)) entryCache.set(m.id, providerEntry(m, input, notes));
     return entryCache.get(m.id);
+  };
+  const guardCache = new Map<string, PromptGuardEntry | undefined>();
+  const guardsOf = (m: VirtualModelIR) => {
+    if (!guardCache.has(m.id)) guardCache.set(m.id, virtualGuards(m, input, notes));
+    return guardCache.get(m.id);
   };
   const byKey = new Map(tables.map((t) => [t.gateway, t]));
   const listenersOf = new Map<
@@ -363,7 +404,7 @@ export function serveModels(
         const policy = listenersOf.get(gw.key)?.find((x) => x.sectionName === l.sectionName)?.policy;
         let entry = byListener.get(l);
         if (entry === undefined) {
-          entry = listenerEntry(table, l, gm, policy);
+          entry = listenerEntry(table, l, gm, policy, guardsOf);
           byListener.set(l, entry);
           entries.set(entry.id, entry);
         }

@@ -1,10 +1,12 @@
 // The status of each GwModel from its translation: one parent entry per parentRef (Sluice's controllerName), with
-// Accepted, ResolvedRefs and, when the model has fields Sluice does not apply (or applies in part), a NotYetSupported
-// Warning naming each, through the status helpers and Gateway API's route reasons.
+// Accepted, ResolvedRefs and, when the model has fields Sluice does not apply (or applies in part), a Warning naming
+// each (NotYetSupported, or Ignored for a field that has no use where it is set), through the status helpers and Gateway API's route reasons.
 
 import { SLUICE_CONTROLLER_NAME } from "../../api/gateway-api.js";
 import { type Condition, condition, type ResourceStatus, RouteConditionReason } from "../status/conditions.js";
 import type { ModelTranslation } from "./models.js";
+
+const REASON_ORDER = ["NeverMatches", "Ignored", "NotYetSupported"] as const;
 
 /** The status of every translated GwModel (invalid documents are reported by status/sluice-kinds.ts). */
 export function modelStatuses(t: ModelTranslation): ResourceStatus[] {
@@ -12,7 +14,9 @@ export function modelStatuses(t: ModelTranslation): ResourceStatus[] {
   for (const [id, p] of t.models) {
     const [namespace = "", name = ""] = id.split("/");
     const notes = p.notes.map((n) => `${n.field}: ${n.message}`);
-    const warning = notes.length > 0 ? condition("Warning", true, "NotYetSupported", notes.join("; ")) : undefined;
+    const reasons = new Set(p.notes.map((n) => n.reason ?? "NotYetSupported"));
+    const reason = REASON_ORDER.find((r) => reasons.has(r)) ?? "NotYetSupported";
+    const warning = notes.length > 0 ? condition("Warning", true, reason, notes.join("; ")) : undefined;
     const parents = (t.parents.get(id) ?? []).map((o) => {
       const conditions: Condition[] = [];
       if (o.problem !== undefined) {

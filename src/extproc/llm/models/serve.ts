@@ -4,7 +4,8 @@
 
 import type { ClientFormat } from "../../../llm/formats/names.js";
 import type { LlmError } from "../../../llm/index.js";
-import type { ConcreteModelIR, ModelRouteEntry } from "../../../translate/model/ir.js";
+import type { LlmProviderEntry } from "../../../translate/llm/table.js";
+import type { ConcreteModelIR, ModelRouteEntry, VirtualModelIR } from "../../../translate/model/ir.js";
 import { evaluateText } from "../cel.js";
 import { listModels } from "./discovery.js";
 import type { ModelHealth } from "./health.js";
@@ -17,6 +18,8 @@ export interface ModelChoice {
   readonly providerModel: string;
   /** `namespace/name` of the GwModel the client's model matched. */
   readonly matched: string;
+  /** The virtual models passed through to the chosen model or failover cluster, from the one matched. */
+  readonly via: readonly string[];
 }
 
 /**
@@ -30,7 +33,30 @@ export function chooseModel(
 ): { readonly ok: true; readonly choice: ModelChoice } | { readonly ok: false; readonly error: LlmError } {
   const s = selectModel(entry.table, requestModel, ctx);
   if (!s.ok) return s;
-  const first = s.candidates[0];
+  // A virtual model's `authorization` is checked once per request, here: a candidate behind a virtual model that
+  // refuses the client is not chosen (the next one is, as for a degraded one); the one matched refuses them all.
+  const verdicts = new Map<string, LlmError | undefined>();
+  const refusedBy = (id: string): LlmError | undefined => {
+    if (!verdicts.has(id)) {
+      const m = entry.table.byId[id];
+      verdicts.set(id, m?.type === "virtual" ? authorizeModel(m, ctx.vars ?? {}) : undefined);
+    }
+    return verdicts.get(id);
+  };
+  let refusal: LlmError | undefined;
+  const first = s.candidates.find((c) => {
+    for (const id of c.via) {
+      const r = refusedBy(id);
+      if (r !== undefined) {
+        refusal ??= r;
+        return false;
+      }
+    }
+    return true;
+  });
+  if (first === undefined) {
+    return { ok: false, error: refusal ?? { status: 503, kind: "overloaded", message: `model ${requestModel}` } };
+  }
   const via = first.via.find((id) => {
     const m = entry.table.byId[id];
     return m?.type === "virtual" && m.strategy === "failover" && entry.clusters[id] !== undefined;
@@ -42,7 +68,7 @@ export function chooseModel(
       error: { status: 503, kind: "overloaded", message: `model ${requestModel} has no cluster to serve it` },
     };
   }
-  return { ok: true, choice: { cluster, providerModel: first.providerModel, matched: s.matched } };
+  return { ok: true, choice: { cluster, providerModel: first.providerModel, matched: s.matched, via: first.via } };
 }
 
 /** The concrete model an endpoint of a model cluster is, and the model name to ask its provider for. */
@@ -61,13 +87,20 @@ export function modelTarget(
 type Rec = Readonly<Record<string, unknown>>;
 const isRec = (v: unknown): v is Rec => typeof v === "object" && v !== null && !Array.isArray(v);
 
+/** What the policy helpers read of a model, concrete or virtual. */
+interface PolicyHolder {
+  readonly id: string;
+  readonly match: { readonly literal: string };
+  readonly policies?: { readonly authorization?: unknown; readonly headers?: unknown };
+}
+
 /**
- * `policies.authorization` of a concrete model (the spec's Authorization object: Allow grants when an expression is
- * true, Deny refuses when one is, Require needs all of them; an expression that fails to evaluate is not true).
- * Undefined when the client may use the model, else the 403 it gets.
+ * `policies.authorization` of a model (the spec's Authorization object: Allow grants when an expression is true, Deny
+ * refuses when one is, Require needs all of them; an expression that fails to evaluate is not true). Undefined when
+ * the client may use the model, else the 403 it gets.
  */
-export function authorizeModel(m: ConcreteModelIR, vars: Readonly<Record<string, unknown>>): LlmError | undefined {
-  const a = m.policies.authorization;
+export function authorizeModel(m: PolicyHolder, vars: Readonly<Record<string, unknown>>): LlmError | undefined {
+  const a = m.policies?.authorization;
   if (!isRec(a) || !isRec(a.policy) || !Array.isArray(a.policy.matchExpressions)) return undefined;
   const results = a.policy.matchExpressions.map((e) => typeof e === "string" && evaluateText(e, { ...vars }) === true);
   const action = a.action ?? "Allow";
@@ -84,8 +117,8 @@ export interface HeaderChanges {
   readonly remove: readonly string[];
 }
 
-export function modelHeaders(m: ConcreteModelIR, direction: "request" | "response"): HeaderChanges | undefined {
-  const h = m.policies.headers;
+export function modelHeaders(m: PolicyHolder, direction: "request" | "response"): HeaderChanges | undefined {
+  const h = m.policies?.headers;
   const f = isRec(h) ? h[direction] : undefined;
   if (!isRec(f)) return undefined;
   const pairs = (v: unknown) =>
@@ -95,6 +128,87 @@ export function modelHeaders(m: ConcreteModelIR, direction: "request" | "respons
     add: pairs(f.add),
     remove: (Array.isArray(f.remove) ? f.remove : []).map((n) => String(n).toLowerCase()),
   };
+}
+
+/** `a` then `b` as one change: what `b` sets, adds or removes wins over what `a` did to the same header. */
+export function thenHeaders(a: HeaderChanges | undefined, b: HeaderChanges | undefined): HeaderChanges | undefined {
+  if (a === undefined || b === undefined) return a ?? b;
+  const touched = new Set([...Object.keys(b.set), ...b.remove]);
+  const set = Object.fromEntries(Object.entries(a.set).filter(([k]) => !touched.has(k)));
+  const add = a.add.filter(([k]) => !touched.has(k));
+  // A header `a` sets and `b` adds to keeps both values, as the two filters in turn would leave it.
+  for (const [k, v] of b.add) {
+    const before = set[k];
+    if (before !== undefined) {
+      set[k] = `${before},${v}`;
+    } else add.push([k, v]);
+  }
+  const given = new Set([...Object.keys(set), ...add.map(([k]) => k), ...Object.keys(b.set)]);
+  return {
+    set: { ...set, ...b.set },
+    add,
+    remove: [...a.remove.filter((k) => !given.has(k)), ...b.remove],
+  };
+}
+
+/**
+ * The virtual models of a choice with policies, from the one matched to the innermost: their request header changes
+ * apply before the concrete model's, their transformations and prompt guards before its own.
+ */
+export function virtualChain(entry: ModelRouteEntry, choice: ModelChoice | undefined): VirtualModelIR[] {
+  return (choice?.via ?? []).flatMap((id) => {
+    const m = entry.table.byId[id];
+    return m?.type === "virtual" && m.policies !== undefined ? [m] : [];
+  });
+}
+
+const merged = new WeakMap<LlmProviderEntry, Map<string, LlmProviderEntry>>();
+
+/**
+ * `provider` (a concrete model's entry) with the transformations and prompt guards of the virtual models it was chosen
+ * through put first; the same object for the same chain, so guard results are shared across attempts as usual.
+ */
+export function withVirtualPolicies(
+  entry: ModelRouteEntry,
+  provider: LlmProviderEntry,
+  chain: readonly VirtualModelIR[],
+): LlmProviderEntry {
+  const transforms = chain.flatMap((m) => m.policies?.ai.transformations ?? []);
+  const guards = chain.flatMap((m) => {
+    const g = entry.guards?.[m.id];
+    return g === undefined ? [] : [g];
+  });
+  if (transforms.length === 0 && guards.length === 0) return provider;
+  const key = chain.map((m) => m.id).join(",");
+  let byChain = merged.get(provider);
+  if (byChain === undefined) {
+    byChain = new Map();
+    merged.set(provider, byChain);
+  }
+  const known = byChain.get(key);
+  if (known !== undefined) return known;
+  const own = provider.ai.promptGuard;
+  const all = own === undefined ? guards : [...guards, own];
+  const promptGuard =
+    all.length === 0
+      ? undefined
+      : {
+          request: all.flatMap((g) => g.request),
+          response: all.flatMap((g) => g.response),
+          // A guard that asked for streamed responses gets them; the others then see them too.
+          streaming: all.some((g) => g.streaming),
+        };
+  const transformations = [...transforms, ...(provider.ai.transformations ?? [])];
+  const out: LlmProviderEntry = {
+    ...provider,
+    ai: {
+      ...provider.ai,
+      ...(transformations.length > 0 ? { transformations } : {}),
+      ...(promptGuard !== undefined ? { promptGuard } : {}),
+    },
+  };
+  byChain.set(key, out);
+  return out;
 }
 
 /**
