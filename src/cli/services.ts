@@ -20,6 +20,7 @@ import { GoogleTokens } from "../extproc/llm/google-tokens.js";
 import { remoteGuards } from "../extproc/llm/guards/remote/index.js";
 import { RealtimeRelay } from "../extproc/llm/realtime/relay.js";
 import { LlmExtProcService } from "../extproc/llm/service.js";
+import { TokenLimiter } from "../extproc/llm/token-limits.js";
 import type { Http1Handler, Http1Upgrade } from "../grpc/http1.js";
 import type { BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
 import { SpanRelay } from "../otlp/relay.js";
@@ -103,7 +104,9 @@ export function defaultServices(opts: ServiceOptions): SluiceService[] {
   const aws = new AwsCredentialSource();
   const google = new GoogleTokens();
   const remoteGuard = remoteGuards({ aws, google });
-  const llm = new LlmExtProcService({ log: opts.log, aws, google, remoteGuard });
+  // One set of `tokens` buckets: the LLM ext_proc admits and debits requests, the Realtime relay debits its sessions.
+  const limiter = new TokenLimiter();
+  const llm = new LlmExtProcService({ log: opts.log, aws, google, remoteGuard, limiter });
   // Backend credentials (src/credentials/) share the ext_proc method: streams without a plan id go on to the LLM's.
   const credentials = new CredentialService({
     minter: new Minter({ aws, google }),
@@ -115,7 +118,7 @@ export function defaultServices(opts: ServiceOptions): SluiceService[] {
     llm,
     credentials,
     // The relay keeps its own minter (each retains the exchange caches of its own plans) but shares the cloudB tokens.
-    realtimeRelayService(new RealtimeRelay({ log: opts.log, remote: remoteGuard, google })),
+    realtimeRelayService(new RealtimeRelay({ log: opts.log, remote: remoteGuard, google, limiter })),
     spanRelayService(new SpanRelay({ log: opts.log })),
   ];
 }

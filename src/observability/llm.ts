@@ -288,23 +288,34 @@ export function llmCompleted(
   }
   if (!metrics) return;
   b.ok().inc();
-  if (usage !== undefined) {
-    const add = (type: string, n: number | undefined) => {
-      if (n !== undefined && n > 0) b.tokens(type).inc(n);
-    };
-    add("input", usage.inputTokens);
-    add("output", usage.outputTokens);
-    add("cached_input", usage.cacheReadTokens);
-    add("cache_creation_input", usage.cacheWriteTokens);
-    add("reasoning", usage.reasoningTokens);
-    const [input, output] = b.usage();
-    input.observe(usage.inputTokens);
-    output.observe(usage.outputTokens);
-  }
+  if (usage !== undefined) countTokens(b, usage);
   if (t !== undefined) {
     b.duration().observe((performance.now() - t.started) / 1000);
     if (t.firstChunk !== undefined) b.ttft().observe((t.firstChunk - t.started) / 1000);
   }
+}
+
+function countTokens(b: Bound, usage: LlmUsageView): void {
+  const add = (type: string, n: number | undefined) => {
+    if (n !== undefined && n > 0) b.tokens(type).inc(n);
+  };
+  add("input", usage.inputTokens);
+  add("output", usage.outputTokens);
+  add("cached_input", usage.cacheReadTokens);
+  add("cache_creation_input", usage.cacheWriteTokens);
+  add("reasoning", usage.reasoningTokens);
+  const [input, output] = b.usage();
+  input.observe(usage.inputTokens);
+  output.observe(usage.outputTokens);
+}
+
+/**
+ * One response of a Realtime session Sluice's relay serves is done (its `response.done`): its tokens, as the provider
+ * reported them, counted as an HTTP request's are (`sluice_llm_tokens_total` by type, one `gen_ai_client_token_usage`
+ * observation per response). The session is the one request the LLM ext_proc counted at its upgrade.
+ */
+export function llmRealtimeUsage(view: LlmRequestView, usage: LlmUsageView): void {
+  if (requestMetricsOn()) countTokens(bind(view), usage);
 }
 
 /** The response is an error with HTTP `status` (500 for Sluice's own failures). */

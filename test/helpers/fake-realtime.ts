@@ -1,7 +1,8 @@
 // A local fake of OpenAI's Realtime API over a websocket (RFC 6455 written out here: the handshake, masked client
 // frames, unmasked server frames, ping/pong and close), speaking its JSON events: `session.created` on connect, and
 // `response.done` for each `response.create` (with `deltas`, the text streamed first as `response.output_text.delta`
-// events and a `response.output_text.done`). It checks the provider's Bearer key and records each handshake.
+// events and a `response.output_text.done`), whose `response.usage` is `usage` (OpenAI's shape: input_tokens,
+// output_tokens, total_tokens, input_token_details ...). It checks the provider's Bearer key and records each handshake.
 
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -80,6 +81,8 @@ export async function startFakeRealtime(o: {
   authorize?: (authorization: string) => boolean;
   /** Serve over TLS with this certificate and key. */
   tls?: { readonly cert: string; readonly key: string };
+  /** Each response.done's `response.usage` (default: 11 input, 7 output, 18 total). */
+  usage?: Record<string, unknown>;
 }): Promise<FakeRealtime> {
   const handshakes: Handshake[] = [];
   const events: Record<string, unknown>[] = [];
@@ -165,7 +168,7 @@ export async function startFakeRealtime(o: {
                   content: [{ type: "output_text", text }],
                 },
               ],
-              usage: { total_tokens: 18, input_tokens: 11, output_tokens: 7 },
+              usage: o.usage ?? { total_tokens: 18, input_tokens: 11, output_tokens: 7 },
             },
           });
         }

@@ -219,6 +219,8 @@ export interface LlmServiceOptions {
   /** cloudA credentials and cloudB tokens, given when shared with the remote guards (one cache each per process). */
   readonly aws?: AwsCredentialSource;
   readonly google?: GoogleTokens;
+  /** The `tokens` buckets, given when shared with the Realtime relay, which debits its sessions' tokens from them. */
+  readonly limiter?: TokenLimiter;
 }
 
 /** Key of a set of request guards, by content (the same policy on several providers gives the same key). */
@@ -408,7 +410,7 @@ export class LlmExtProcService {
 
   constructor(opts: LlmServiceOptions = {}) {
     this.#remoteGuard = opts.remoteGuard;
-    this.#limiter = new TokenLimiter(opts.now);
+    this.#limiter = opts.limiter ?? new TokenLimiter(opts.now);
     this.#google = opts.google ?? new GoogleTokens(opts.now !== undefined ? { now: opts.now } : {});
     this.#aws = opts.aws ?? new AwsCredentialSource(opts.now !== undefined ? { now: opts.now } : {});
     // Its own minter (the credential service's forgets the caches of plans it does not serve), sharing the sources.

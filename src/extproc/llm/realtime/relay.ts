@@ -14,6 +14,7 @@ import { type ConnectionOptions, connect as tlsConnect } from "node:tls";
 import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
 import type { Http1Request } from "../../../grpc/http1.js";
+import { requestDebug } from "../../../observability/log.js";
 import { nodeTlsOptions } from "../../../security/backend-tls.js";
 import { providerTcp } from "../../../translate/backend/ai-provider-connection.js";
 import type { TunnelIR } from "../../../translate/backend/tunnel.js";
@@ -27,6 +28,7 @@ import { GoogleTokens } from "../google-tokens.js";
 import type { GuardContext } from "../guards/runner.js";
 import { ProviderExtAuths } from "../provider-ext-auth.js";
 import { clientToken } from "../service.js";
+import { TokenLimiter } from "../token-limits.js";
 import { guardClientEvent, RealtimeResponseGuard } from "./events.js";
 import {
   acceptKey,
@@ -44,6 +46,7 @@ import {
 import { EndpointPickers } from "./picker.js";
 import { type DialTcp, dialling } from "./provider-tcp.js";
 import { answerDenial, checkSession, withAllowed } from "./session-ext-auth.js";
+import { SessionTokens } from "./usage.js";
 
 /** The provider's answer to the upgrade must come within this. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -62,14 +65,19 @@ export interface RealtimeRelayOptions {
   readonly minter?: Minter;
   /** The providers' cloudB tokens (the LLM ext_proc's cache, so both share a token); its own when absent. */
   readonly google?: GoogleTokens;
+  /** The routes' `tokens` buckets (the LLM ext_proc's, which admits the upgrade); its own when absent. */
+  readonly limiter?: TokenLimiter;
 }
 
 /** The key a browser client puts in a subprotocol (it cannot set headers on a websocket): OpenAI's form. */
 const KEY_PROTOCOL = "openai-insecure-api-key.";
 
 interface Target {
+  readonly entry: LlmRouteEntry;
   readonly provider: LlmProviderEntry;
   readonly ir: LlmProviderIR;
+  /** The session's model: the upgrade's `model` query parameter, else the provider's (for the metrics' label). */
+  readonly model?: string;
 }
 
 function reply(socket: Socket, status: number, message: string): void {
@@ -95,8 +103,11 @@ export class RealtimeRelay {
   readonly #pickers = new EndpointPickers();
   /** The providers' extAuth, checked once per session before the provider is called (provider-ext-auth.ts). */
   readonly #extAuths: ProviderExtAuths;
+  /** The routes' `tokens` buckets, debited by each response a session completes (usage.ts). */
+  readonly #limiter: TokenLimiter;
 
   constructor(opts: RealtimeRelayOptions) {
+    this.#limiter = opts.limiter ?? new TokenLimiter();
     this.#log = opts.log;
     this.#remote = opts.remote;
     this.#google = opts.google ?? new GoogleTokens();
@@ -160,7 +171,7 @@ export class RealtimeRelay {
       return true;
     }
     const entry = this.#entries.get(entryId) ?? this.#previous.get(entryId);
-    const target = entry !== undefined ? this.#target(entry, headers[REALTIME_CLUSTER_HEADER]) : undefined;
+    const target = entry !== undefined ? this.#target(entry, headers[REALTIME_CLUSTER_HEADER], req.url) : undefined;
     if (entry === undefined || target === undefined) {
       reply(socket, 503, "unknown Realtime route");
       return true;
@@ -267,7 +278,7 @@ export class RealtimeRelay {
     return out;
   }
 
-  #target(entry: LlmRouteEntry, cluster: string | undefined): Target | undefined {
+  #target(entry: LlmRouteEntry, cluster: string | undefined, url: string): Target | undefined {
     if (cluster === undefined) return undefined;
     // The route's cluster, or its variant (a route-level GwPolicy's tls, tunnel or tcp: the providers as that route
     // reaches them); the table entry names the providers under the AI cluster's name.
@@ -280,8 +291,17 @@ export class RealtimeRelay {
     const provider = name !== undefined ? backend.providers[name] : undefined;
     const pir = ir.groups.flat().find((p) => p.name === name);
     if (provider === undefined || pir === undefined) return undefined;
+    const configured = provider.settings["model"];
+    const model =
+      new URLSearchParams(url.includes("?") ? url.slice(url.indexOf("?") + 1) : "").get("model") ??
+      (typeof configured === "string" ? configured : undefined);
     // The provider's tcp, or its cluster's, on the relay's own connections (provider-tcp.ts).
-    return { provider, ir: { ...pir, connection: { ...pir.connection, tcp: providerTcp(ir, pir) } } };
+    return {
+      entry,
+      provider,
+      ir: { ...pir, connection: { ...pir.connection, tcp: providerTcp(ir, pir) } },
+      ...(model !== undefined ? { model } : {}),
+    };
   }
 
   #open(
@@ -399,7 +419,6 @@ export class RealtimeRelay {
     unreachable: (e: Error) => void,
     handshaken: () => void,
   ): void {
-    const { provider } = target;
     this.#sessions.add(upstream);
     upstream.once("close", () => {
       this.#sessions.delete(upstream);
@@ -450,20 +469,24 @@ export class RealtimeRelay {
           "",
         ].join("\r\n"),
       );
-      this.#relay(headers, provider, client, upstream, clientHead, rest);
+      this.#relay(headers, target, client, upstream, clientHead, rest);
     };
     upstream.on("data", onHead);
   }
 
-  /** The session: client → provider through the request guards, provider → client through the response guards. */
+  /**
+   * The session: client → provider through the request guards, provider → client through the response guards; each
+   * response's tokens counted (usage.ts), a session whose response spends a `tokens` budget ended.
+   */
   #relay(
     headers: Record<string, string>,
-    provider: LlmProviderEntry,
+    target: Target,
     client: Socket,
     upstream: Socket,
     clientHead: Buffer,
     upstreamHead: Buffer,
   ): void {
+    const { provider } = target;
     const guards = provider.ai.promptGuard;
     const request = guards?.request ?? [];
     const vars = { request: requestVariable({ ...headers, ":method": "GET" }), llm: { provider: provider.name } };
@@ -549,8 +572,32 @@ export class RealtimeRelay {
       idleTimer.unref();
     };
     upstream.once("close", () => clearTimeout(idleTimer));
+    const tokens = new SessionTokens(this.#limiter, target.entry, {
+      provider: provider.name,
+      model: target.model,
+    });
+    upstream.once("close", () =>
+      requestDebug(
+        "llm",
+        { entry: target.entry.id, provider: provider.name, responses: tokens.responses, ...tokens.total },
+        "llm realtime relay: session ended",
+      ),
+    );
+    /** A response spent a `tokens` budget: the client gets it, then Realtime's error event, and the session ends. */
+    const spent = () => {
+      if (closing) return;
+      this.#log(`llm realtime relay ${session}: token rate limit exceeded; session closed`);
+      toClient(OP_TEXT, Buffer.from(JSON.stringify(tokenLimitError())));
+      closeBoth(1008, "token rate limit exceeded");
+    };
     const fromProvider = (m: Message): void | Promise<void> => {
       if (whileClosing(m, upstream)) return;
+      const over = m.opcode === OP_TEXT ? tokens.count(m.payload) : undefined;
+      const done = forward(m);
+      if (over === undefined) return done;
+      return done instanceof Promise ? done.then(spent) : spent();
+    };
+    const forward = (m: Message): void | Promise<void> => {
       const json = responses !== undefined ? jsonText(m) : undefined;
       if (json === undefined || responses === undefined) {
         if (m.opcode === OP_CLOSE && responses !== undefined) {
@@ -735,6 +782,21 @@ async function dial(ir: LlmProviderIR, turn: number, dialled: Set<Socket>) {
     }
   }
   throw last instanceof Error ? last : new Error(String(last));
+}
+
+/** Realtime's error event for a session whose response spent the route's `tokens` budget (as for a 429). */
+function tokenLimitError(): Record<string, unknown> {
+  return {
+    type: "error",
+    event_id: `event_sluice_${Date.now().toString(36)}`,
+    error: {
+      type: "rate_limit_error",
+      code: "token_rate_limit_exceeded",
+      message: "token rate limit exceeded",
+      param: null,
+      event_id: null,
+    },
+  };
 }
 
 /**

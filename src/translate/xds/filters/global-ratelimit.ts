@@ -31,6 +31,7 @@ import {
 import { DescriptorSchema } from "../../../gen/envoy/extensions/rate_limit_descriptors/expr/v3/expr_pb.js";
 import { durationFromMs } from "../../duration.js";
 import { tokenCostFormat } from "../../llm/table.js";
+import { servesRealtime } from "../llm.js";
 import {
   CONTEXT_NAMESPACE,
   costNeedsSluice,
@@ -79,6 +80,15 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
           ctx.note(f.from, `${at}.entries[${j}].expression`, message),
         );
         if (actions === undefined) return;
+        if (tokens && servesRealtime(route)) {
+          // Envoy adds a request's tokens at its stream's end from the LLM ext_proc's metadata; a websocket session's
+          // responses never pass that ext_proc (Sluice's relay counts them: rateLimit.local tokens and the metrics).
+          ctx.note(
+            f.from,
+            `${at}.unit`,
+            `checked when a Realtime session on route ${route.name} opens, but the session's tokens are not added: Envoy adds a request's tokens when its stream ends, from what the LLM ext_proc read of the response, and a websocket session's events never pass that ext_proc (a rateLimit.local tokens limit counts them, through Sluice's Realtime relay)`,
+          );
+        }
         if (tokens) {
           llm.push(
             { actions, hitsAddend: { number: BigInt(0) } },

@@ -1,0 +1,78 @@
+// Token accounting of a Realtime session Sluice's relay serves. OpenAI's Realtime API reports usage per response, in
+// the server's `response.done` event (`response.usage`: input_tokens with input_token_details.cached_tokens,
+// output_tokens, total_tokens); the session's context grows with each turn, so every response's input counts again.
+// Each response.done is counted as a completed HTTP request is (service.ts #complete): the route's `tokens` buckets
+// debited by its total tokens, the LLM metrics by type; the session keeps the sum. A response that leaves a bucket
+// spent ends the session (relay.ts): the response that crossed the budget is served, as an HTTP request's is, and the
+// upgrade of the next session is refused 429 by the LLM ext_proc until the bucket refills.
+
+import { makeUsage, type TokenUsage } from "../../../llm/usage.js";
+import { llmRealtimeUsage } from "../../../observability/llm.js";
+import type { LlmRouteEntry } from "../../../translate/llm/table.js";
+import type { TokenLimiter } from "../token-limits.js";
+
+const RESPONSE_DONE = Buffer.from('"response.done"');
+
+const isRec = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined);
+
+/**
+ * The usage a provider event reports: a `response.done` with `response.usage`; undefined for any other event. Only
+ * events whose bytes name `"response.done"` are parsed (audio deltas, the bulk of a session, are not).
+ */
+export function realtimeUsage(payload: Buffer): TokenUsage | undefined {
+  if (payload.indexOf(RESPONSE_DONE) < 0) return undefined;
+  let e: unknown;
+  try {
+    e = JSON.parse(payload.toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  if (!isRec(e) || e.type !== "response.done" || !isRec(e.response) || !isRec(e.response.usage)) return undefined;
+  const u = e.response.usage;
+  const input = num(u.input_tokens) ?? 0;
+  const output = num(u.output_tokens) ?? 0;
+  const details = isRec(u.input_token_details) ? u.input_token_details : {};
+  return makeUsage(input, output, num(u.total_tokens), num(details.cached_tokens));
+}
+
+/** What one session has counted: the sum of its responses' usage. */
+export class SessionTokens {
+  readonly total: TokenUsage = makeUsage(0, 0);
+  responses = 0;
+
+  constructor(
+    private readonly limiter: TokenLimiter,
+    private readonly entry: LlmRouteEntry,
+    /** The metrics' view of the session: its route entry, provider and model. */
+    private readonly view: { readonly provider: string; readonly model: string | undefined },
+  ) {}
+
+  /**
+   * Counts a provider event; `"spent"` when it was a response.done that left one of the route's `tokens` buckets
+   * spent (the session is to end), undefined otherwise.
+   */
+  count(payload: Buffer): "spent" | undefined {
+    const usage = realtimeUsage(payload);
+    if (usage === undefined) return undefined;
+    this.responses++;
+    const t = this.total;
+    t.inputTokens += usage.inputTokens;
+    t.outputTokens += usage.outputTokens;
+    t.totalTokens += usage.totalTokens;
+    if (usage.cacheReadTokens !== undefined) t.cacheReadTokens = (t.cacheReadTokens ?? 0) + usage.cacheReadTokens;
+    llmRealtimeUsage(
+      {
+        entry: this.entry,
+        routeType: "Realtime",
+        attempt: { provider: this.view.provider },
+        ...(this.view.model !== undefined ? { body: { model: this.view.model } } : {}),
+      },
+      usage,
+    );
+    const limits = this.entry.tokenLimits;
+    if (limits.length === 0) return undefined;
+    this.limiter.consume(limits, usage.totalTokens);
+    return this.limiter.admit(limits) ? undefined : "spent";
+  }
+}
