@@ -1,12 +1,13 @@
 // GwModel through a real Envoy and `sluice serve`, with the official `openai` and `@anthropic-ai/sdk` clients and fake
 // providers speaking the real wire formats: each `match` form, Internal models (refused to clients, reachable through a
 // virtual model), conditional routing on a header, a weighted split over 1,000 requests, failover within the request
-// when the preferred priority answers 5xx, model discovery in both clients' shapes, authorization, headers and
+// when the preferred priority answers 5xx, model discovery in the three clients' shapes, authorization, headers and
 // prompt guards per model, and a virtual model's own request policies around its target's.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
+import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
@@ -403,6 +404,25 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     const all: string[] = [];
     for await (const m of anthropic.models.list({ limit: 4 })) all.push(m.id);
     assert.deepEqual([...all].sort(), listed);
+    // Google's shape (its SDK's models.list, paged, and models.get), what Sluice serves each model's provider.
+    const google = new GoogleGenAI({ apiKey: "client", httpOptions: { baseUrl: env.baseUrl } });
+    const named: string[] = [];
+    const methods: Record<string, string | undefined> = {};
+    for await (const m of await google.models.list({ config: { pageSize: 4 } })) {
+      named.push(m.name ?? "");
+      methods[m.name ?? ""] = m.supportedActions?.join(",");
+    }
+    assert.deepEqual(
+      named,
+      listed.map((id) => `models/${id}`),
+    );
+    assert.equal(methods["models/claude-named"], "generateContent,countTokens");
+    assert.equal(methods["models/gpt-4o"], "generateContent");
+    assert.equal((await google.models.get({ model: "split" })).name, "models/split");
+    await assert.rejects(
+      google.models.get({ model: "no-such-model" }),
+      (e: unknown) => e instanceof ApiError && e.status === 404,
+    );
   });
 
   test("`*` takes every name nothing more specific matches (Internal names included)", async () => {

@@ -78,7 +78,10 @@ describe("LLM route types forwarded as they are", { timeout: 60_000 }, () => {
   });
 
   test("Models on an Anthropic provider: its /v1/models with its own key header and API version", async () => {
-    const r = await request(env.port, "/claude/v1/models?limit=5", { headers: { "x-api-key": "client" } });
+    // An Anthropic client (anthropic-version): the same family, so its own query and the provider's answer as they are.
+    const r = await request(env.port, "/claude/v1/models?limit=5", {
+      headers: { "x-api-key": "client", "anthropic-version": "2023-06-01" },
+    });
     assert.equal(r.status, 200, r.body);
     const seen = fake.requests.at(-1);
     assert.equal(seen?.path, "/v1/models?limit=5", "the client's query goes along");

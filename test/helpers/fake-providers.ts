@@ -67,10 +67,12 @@ function sse(res: ServerResponse, events: { event?: string; data: unknown }[]): 
   res.end();
 }
 
-function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+/** Answers `body` as JSON (undefined, so a handler may `return json(...)`). */
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): undefined {
   const text = JSON.stringify(body);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
   res.end(text);
+  return undefined;
 }
 
 /** Words of a reply, streamed one delta each. */
@@ -198,9 +200,15 @@ function openai(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): 
   const model = String(b.model ?? "unknown");
   if (req.path.includes("/embeddings")) {
     const inputs = Array.isArray(b.input) ? b.input : [b.input];
+    // `dimensions` shortens the vectors (text-embedding-3 models).
+    const n = typeof b.dimensions === "number" ? b.dimensions : 3;
     json(res, 200, {
       object: "list",
-      data: inputs.map((_, index) => ({ object: "embedding", index, embedding: [0.1, 0.2, 0.3] })),
+      data: inputs.map((_, index) => ({
+        object: "embedding",
+        index,
+        embedding: Array.from({ length: n }, (_, i) => (i + 1) / 10),
+      })),
       model,
       usage: { prompt_tokens: 4, total_tokens: 4 },
     });
@@ -777,19 +785,145 @@ function authorized(o: FakeProviderOptions, req: FakeRequest, res: ServerRespons
   return false;
 }
 
-// ---- OpenAI model list (GET /v1/models), file list (a path no route type translates) ----
+// ---- Model lists: OpenAI's and Anthropic's GET /v1/models[/{id}] (Anthropic's known by its anthropic-version),
+// Gemini's GET /v1beta/models[/{name}], each with its own paging; file list (a path no route type translates) ----
 
-function models(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
+function models(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): undefined {
+  const url = new URL(req.path, "http://fake");
+  const id = /\/models\/([^/]+)$/.exec(url.pathname)?.[1];
+  // Anthropic's API is called with its key header and version (a client's own anthropic-version may reach others).
+  if (req.headers["anthropic-version"] !== undefined && req.headers["x-api-key"] !== undefined) {
+    return anthropicModels(o, req, url, id, res);
+  }
   if (!authorized(o, req, res)) return;
+  const all = [`${o.name}-large`, `${o.name}-small`].map((m) => ({
+    id: m,
+    object: "model",
+    created: 1700000000,
+    owned_by: o.name,
+  }));
+  if (id === undefined) return json(res, 200, { object: "list", data: all });
+  const one = all.find((m) => m.id === decodeURIComponent(id));
+  if (one === undefined) {
+    return json(res, 404, {
+      error: { message: `The model '${id}' does not exist`, type: "invalid_request_error", param: null, code: null },
+    });
+  }
+  return json(res, 200, one);
+}
+
+/** Anthropic's list: most recent first, `limit` (1..1000, default 20), `after_id` / `before_id`. */
+function anthropicModels(
+  o: FakeProviderOptions,
+  req: FakeRequest,
+  url: URL,
+  id: string | undefined,
+  res: ServerResponse,
+) {
+  if (o.apiKey !== undefined && req.headers["x-api-key"] !== o.apiKey) {
+    return json(res, 401, { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } });
+  }
+  const all = [
+    ["opus", "2025-09-01T00:00:00Z"],
+    ["sonnet", "2025-06-01T00:00:00Z"],
+    ["haiku", "2024-10-01T00:00:00Z"],
+  ].map(([n, at]) => ({
+    type: "model",
+    id: `${o.name}-${n}`,
+    display_name: `${o.name} ${n}`,
+    created_at: at,
+  }));
+  if (id !== undefined) {
+    const one = all.find((m) => m.id === decodeURIComponent(id));
+    if (one === undefined) {
+      return json(res, 404, { type: "error", error: { type: "not_found_error", message: `model: ${id}` } });
+    }
+    return json(res, 200, one);
+  }
+  const limit = Number(url.searchParams.get("limit") ?? "20");
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    return json(res, 400, {
+      type: "error",
+      error: { type: "invalid_request_error", message: "limit: Input should be less than or equal to 1000" },
+    });
+  }
+  const after = url.searchParams.get("after_id");
+  const before = url.searchParams.get("before_id");
+  let window = all;
+  if (after !== null) window = window.slice(window.findIndex((m) => m.id === after) + 1);
+  if (before !== null)
+    window = window.slice(
+      0,
+      Math.max(
+        0,
+        window.findIndex((m) => m.id === before),
+      ),
+    );
+  const data = before !== null && after === null ? window.slice(-limit) : window.slice(0, limit);
   json(res, 200, {
-    object: "list",
-    data: [`${o.name}-large`, `${o.name}-small`].map((id) => ({
-      id,
-      object: "model",
-      created: 1700000000,
-      owned_by: o.name,
-    })),
+    data,
+    has_more: data.length < window.length,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
   });
+}
+
+/** Gemini's list: `pageSize` (default 50, at most 1000), `pageToken` (here, the index to start at). */
+function geminiModels(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): undefined {
+  if (o.apiKey !== undefined && req.headers["x-goog-api-key"] !== o.apiKey) {
+    return json(res, 400, { error: { code: 400, message: "API key not valid.", status: "INVALID_ARGUMENT" } });
+  }
+  const url = new URL(req.path, "http://fake");
+  const all = [
+    { n: "pro", methods: ["generateContent", "countTokens"], input: 1048576 },
+    { n: "flash", methods: ["generateContent", "countTokens"], input: 1048576 },
+    { n: "embedding", methods: ["embedContent", "countTokens"], input: 2048 },
+  ].map((m) => ({
+    name: `models/${o.name}-${m.n}`,
+    version: "001",
+    displayName: `${o.name} ${m.n}`,
+    inputTokenLimit: m.input,
+    outputTokenLimit: 8192,
+    supportedGenerationMethods: m.methods,
+  }));
+  const name = /\/v1beta\/(models\/[^/]+)$/.exec(url.pathname)?.[1];
+  if (name !== undefined) {
+    const one = all.find((m) => m.name === decodeURIComponent(name));
+    if (one === undefined) {
+      return json(res, 404, { error: { code: 404, message: `${name} is not found`, status: "NOT_FOUND" } });
+    }
+    return json(res, 200, one);
+  }
+  const size = Math.min(Number(url.searchParams.get("pageSize") ?? "50") || 50, 1000);
+  const from = Number(url.searchParams.get("pageToken") ?? "0");
+  const page = all.slice(from, from + size);
+  return json(res, 200, {
+    models: page,
+    ...(from + size < all.length ? { nextPageToken: String(from + size) } : {}),
+  });
+}
+
+/** Gemini's embeddings: `:embedContent` (one content) and `:batchEmbedContents` (`requests`, each naming the model). */
+function geminiEmbed(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): undefined {
+  if (o.apiKey !== undefined && req.headers["x-goog-api-key"] !== o.apiKey) {
+    return json(res, 400, { error: { code: 400, message: "API key not valid.", status: "INVALID_ARGUMENT" } });
+  }
+  const model = /\/v1beta\/(models\/[^/:]+):/.exec(req.path)?.[1];
+  const b = req.json ?? {};
+  const vector = (r: Obj) => {
+    const n = typeof r.outputDimensionality === "number" ? r.outputDimensionality : 3;
+    return { values: Array.from({ length: n }, (_, i) => (i + 1) / 10) };
+  };
+  const bad = (message: string) => json(res, 400, { error: { code: 400, message, status: "INVALID_ARGUMENT" } });
+  if (req.path.includes(":embedContent")) {
+    if (!Array.isArray((b.content as Obj | undefined)?.parts)) return bad("content: parts are required");
+    return json(res, 200, { embedding: vector(b) });
+  }
+  const requests = (Array.isArray(b.requests) ? b.requests : []) as Obj[];
+  if (requests.length === 0) return bad("requests: at least one request is required");
+  const wrong = requests.findIndex((r) => r.model !== model);
+  if (wrong >= 0) return bad(`requests[${wrong}].model: Model names should match ${model}`);
+  return json(res, 200, { embeddings: requests.map(vector) });
 }
 
 function files(o: FakeProviderOptions, req: FakeRequest, res: ServerResponse): void {
@@ -966,8 +1100,10 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
       if (path.startsWith("/v1/projects/")) return vertex(o, fr, res);
       if (path.includes(":generateContent") || path.includes(":streamGenerateContent")) return gemini(o, fr, res);
       if (path.includes(":countTokens")) return geminiCount(o, fr, res);
+      if (path.includes(":embedContent") || path.includes(":batchEmbedContents")) return geminiEmbed(o, fr, res);
+      if (/^\/v1beta\/models(\/[^/:?]+)?(\?|$)/.test(path)) return geminiModels(o, fr, res);
       if (/\/(chat\/completions|responses|embeddings)(\?|$)/.test(path)) return openai(o, fr, res);
-      if (/\/v1\/models(\?|$)/.test(path)) return models(o, fr, res);
+      if (/\/v1\/models(\/[^/?]+)?(\?|$)/.test(path)) return models(o, fr, res);
       if (/\/v2\/rerank(\?|$)/.test(path)) return rerank(o, fr, res);
       if (/\/v1\/files(\?|$)/.test(path)) return files(o, fr, res);
       json(res, 404, { error: { message: `no route ${path}`, type: "invalid_request_error" } });

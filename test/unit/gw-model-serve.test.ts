@@ -15,6 +15,7 @@ import {
   virtualChain,
   withVirtualPolicies,
 } from "../../src/extproc/llm/models/serve.js";
+import { modelsRequestOf } from "../../src/extproc/llm/provider.js";
 import { makeInput } from "../../src/translate/input.js";
 import type { LlmClusterIR, RouteIR } from "../../src/translate/ir.js";
 import type { ConcreteModelIR, ModelRouteEntry } from "../../src/translate/model/ir.js";
@@ -83,7 +84,7 @@ test("path first: model routes follow a virtual host's HTTPRoute routes, only on
   assert.deepEqual(
     any.routes.map((x) => [x.match.method, x.match.path.value, x.match.headers[0]?.value ?? "", x.action.kind]),
     [
-      ["GET", "/v1/models", "", "direct"],
+      ["GET", "/v1(beta)?/models(/[^/:]+)?", "", "direct"],
       [
         "POST",
         "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)",
@@ -262,19 +263,56 @@ test("discovery: Anthropic's shape with anthropic-version (paging from the query
     model("m2", openai(9002)),
     model("m3", { ...openai(9003), visibility: "Internal" }),
   ]);
-  const o = discoveryAnswer(entry, { ":path": "/v1/models" }) as { object: string; data: { id: string }[] };
+  const list = (headers: Record<string, string>) => {
+    const req = modelsRequestOf("Models", headers);
+    assert.ok(req !== undefined);
+    const r = discoveryAnswer(entry, req);
+    assert.ok(r.ok);
+    return r.body as unknown;
+  };
+  const o = list({ ":path": "/v1/models" }) as { object: string; data: { id: string }[] };
   assert.equal(o.object, "list");
   assert.deepEqual(
     o.data.map((m) => m.id),
     ["m1", "m2"],
   );
-  const a = discoveryAnswer(entry, { ":path": "/v1/models?limit=1", "anthropic-version": "2023-06-01" }) as {
+  const a = list({ ":path": "/v1/models?limit=1", "anthropic-version": "2023-06-01" }) as {
     data: { type: string }[];
     has_more: boolean;
   };
   assert.equal(a.data.length, 1);
   assert.equal(a.data[0]?.type, "model");
   assert.equal(a.has_more, true);
+  // Google's shape (x-goog-api-key, or the /v1beta/models form), paged with Sluice's page token.
+  type GooglePage = { models: { name: string; supportedGenerationMethods: string[] }[]; nextPageToken?: string };
+  const g1 = list({ ":path": "/v1beta/models?pageSize=1", "x-goog-api-key": "k" }) as GooglePage;
+  assert.deepEqual(
+    g1.models.map((m) => m.name),
+    ["models/m1"],
+  );
+  assert.deepEqual(g1.models[0]?.supportedGenerationMethods, ["generateContent"]);
+  const g2 = list({ ":path": `/v1beta/models?pageSize=1&pageToken=${g1.nextPageToken}` }) as GooglePage;
+  assert.deepEqual(
+    g2.models.map((m) => m.name),
+    ["models/m2"],
+  );
+  assert.equal(g2.nextPageToken, undefined);
+  // One model, on a Completions route too (Google's SDKs get models under their generate base); an Internal one is not
+  // listed, so not found.
+  const get = (path: string) => {
+    const req = modelsRequestOf("Completions", { ":path": path, ":method": "GET" });
+    assert.ok(req !== undefined && req.call.op === "get");
+    return discoveryAnswer(entry, req);
+  };
+  const m2 = get("/v1beta/models/m2");
+  assert.ok(m2.ok);
+  assert.equal(m2.body.name, "models/m2");
+  const m3 = get("/v1/models/m3");
+  assert.ok(!m3.ok && m3.error.status === 404);
+  assert.equal(
+    modelsRequestOf("Completions", { ":path": "/v1beta/models/m2:generateContent", ":method": "POST" }),
+    undefined,
+  );
 });
 
 test("attempts: one Envoy retried failed, the last is judged by the response status", () => {

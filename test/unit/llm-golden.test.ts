@@ -1,15 +1,19 @@
 // Golden tests of the LLM translators: test/golden/llm/<client>--<provider>/<case>.in.{json,txt} → <case>.out.{json,txt}.
+// Model lists between families: test/golden/llm/models-<client family>--<provider family>/<case>.in.json (the
+// provider's answer, the client's call) → <case>.out.json (what the client gets).
 // UPDATE_GOLDEN=1 rewrites outputs and deletes orphaned ones; otherwise orphans fail the run. Streams are also fed in
 // small, uneven pieces and must give byte-identical output, which proves the stream path is incremental.
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { test } from "node:test";
+import { listingAnswer } from "../../src/extproc/llm/models/list.js";
 import { encodeJsonEvent, encodeJsonException } from "../../src/llm/codec/eventstream.js";
 import type { LlmError } from "../../src/llm/errors.js";
 import type { ClientFormat, ProviderFormat } from "../../src/llm/formats/names.js";
 import { clientError, findDirection, translateError } from "../../src/llm/registry.js";
 import type { RequestMeta, TranslateContext } from "../../src/llm/translate/context.js";
+import { type ModelListFamily, readListPage } from "../../src/llm/translate/model-list.js";
 
 const root = resolve(import.meta.dirname, "../../../test/golden/llm");
 const update = process.env.UPDATE_GOLDEN === "1";
@@ -98,6 +102,17 @@ function runJson(client: ClientFormat, provider: ProviderFormat, input: Record<s
   }
 }
 
+/** A provider's model list answer (`status`, `body`) for the client's `call` (`list` with `query`, or `get` of `id`). */
+function runModelList(client: ModelListFamily, provider: ModelListFamily, input: Record<string, unknown>): unknown {
+  const call =
+    input.call === "get"
+      ? { op: "get" as const, id: String(input.id) }
+      : { op: "list" as const, page: readListPage(new URLSearchParams(String(input.query ?? ""))) };
+  const kind = typeof input.providerKind === "string" ? input.providerKind : provider;
+  const text = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
+  return listingAnswer({ client, call, from: provider, kind }, Number(input.status ?? 200), text, {});
+}
+
 function translateErrorOf(client: ClientFormat, e: LlmError): unknown {
   return clientError(client, e);
 }
@@ -106,7 +121,8 @@ const dirs = existsSync(root) ? readdirSync(root).sort() : [];
 const orphans: string[] = [];
 
 for (const dir of dirs) {
-  const [client, provider] = dir.split("--") as [ClientFormat, ProviderFormat];
+  const lists = dir.startsWith("models-");
+  const [client, provider] = (lists ? dir.slice("models-".length) : dir).split("--") as [ClientFormat, ProviderFormat];
   const files = readdirSync(join(root, dir)).sort();
   for (const f of files) {
     const m = /^(.*)\.out\.(json|txt)$/.exec(f);
@@ -119,7 +135,8 @@ for (const dir of dirs) {
     const inFile = join(root, dir, f);
     test(`golden ${dir}/${name}`, () => {
       const isStream =
-        f.endsWith(".txt") || (JSON.parse(readFileSync(inFile, "utf8")) as { kind?: string }).kind === "stream";
+        !lists &&
+        (f.endsWith(".txt") || (JSON.parse(readFileSync(inFile, "utf8")) as { kind?: string }).kind === "stream");
       const outFile = join(root, dir, `${name}.out.${isStream ? "txt" : "json"}`);
       let actual: string;
       if (isStream) {
@@ -133,6 +150,10 @@ for (const dir of dirs) {
             `output differs when input is split ${JSON.stringify(split)}`,
           );
         }
+      } else if (lists) {
+        const input = JSON.parse(readFileSync(inFile, "utf8")) as Record<string, unknown>;
+        const out = runModelList(client as ModelListFamily, provider as ModelListFamily, input);
+        actual = `${JSON.stringify(out, null, 2)}\n`;
       } else {
         actual = `${JSON.stringify(runJson(client, provider, JSON.parse(readFileSync(inFile, "utf8")) as Record<string, unknown>), null, 2)}\n`;
       }

@@ -5,12 +5,20 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { requestVariable } from "../../src/extproc/llm/cel.js";
-import { listModels } from "../../src/extproc/llm/models/discovery.js";
+import { listModels as listOf } from "../../src/extproc/llm/models/discovery.js";
 import { ModelHealth } from "../../src/extproc/llm/models/health.js";
 import { type Selection, selectModel } from "../../src/extproc/llm/models/select.js";
+import type { ListPage, ModelListFamily } from "../../src/llm/translate/model-list.js";
 import { makeInput } from "../../src/translate/input.js";
 import { type ListenerModelTable, listenerTable, type ModelHealthIR } from "../../src/translate/model/ir.js";
 import { translateModels } from "../../src/translate/model/models.js";
+
+/** A listener's models list in a family's shape (the body; a refusal fails the test). */
+function listModels(table: Parameters<typeof listOf>[0], family: ModelListFamily, page: ListPage = {}): unknown {
+  const r = listOf(table, family, { op: "list", page });
+  assert.ok(r.ok);
+  return r.body;
+}
 
 type Doc = Record<string, unknown>;
 
@@ -291,7 +299,7 @@ test("discovery: Public exact models in OpenAI's list object and Anthropic's pag
     model("hidden", { provider: "Provider01", visibility: "Internal" }),
     model("star", { provider: "Provider01", match: { model: "gpt-*" } }),
   ]);
-  assert.deepEqual(listModels(table, "chat-completions"), {
+  assert.deepEqual(listModels(table, "openai"), {
     object: "list",
     data: [
       { id: "auto", object: "model", created: 0, owned_by: "sluice" },
@@ -300,7 +308,7 @@ test("discovery: Public exact models in OpenAI's list object and Anthropic's pag
     ],
   });
   // Anthropic: most recent first, with paging.
-  const page1 = listModels(table, "messages", { limit: 2 }) as { data: { id: string }[]; has_more: boolean };
+  const page1 = listModels(table, "anthropic", { limit: 2 }) as { data: { id: string }[]; has_more: boolean };
   assert.deepEqual(page1, {
     data: [
       { type: "model", id: "claude-sonnet", display_name: "claude-sonnet", created_at: "2025-03-01T00:00:00Z" },
@@ -310,19 +318,19 @@ test("discovery: Public exact models in OpenAI's list object and Anthropic's pag
     first_id: "claude-sonnet",
     last_id: "gpt-4o",
   });
-  const page2 = listModels(table, "messages", { limit: 2, afterId: "gpt-4o" });
+  const page2 = listModels(table, "anthropic", { limit: 2, afterId: "gpt-4o" });
   assert.deepEqual(page2, {
     data: [{ type: "model", id: "auto", display_name: "auto", created_at: "1970-01-01T00:00:00Z" }],
     has_more: false,
     first_id: "auto",
     last_id: "auto",
   });
-  const back = listModels(table, "messages", { limit: 1, beforeId: "auto" }) as { data: { id: string }[] };
+  const back = listModels(table, "anthropic", { limit: 1, beforeId: "auto" }) as { data: { id: string }[] };
   assert.deepEqual(
     back.data.map((m) => m.id),
     ["gpt-4o"],
   );
-  assert.deepEqual(listModels(tableOf([model("h", { provider: "Provider01", visibility: "Internal" })]), "messages"), {
+  assert.deepEqual(listModels(tableOf([model("h", { provider: "Provider01", visibility: "Internal" })]), "anthropic"), {
     data: [],
     has_more: false,
     first_id: null,

@@ -11,6 +11,7 @@ import {
   signSigV4,
   upstreamTarget,
 } from "../../llm/index.js";
+import { type ModelListCall, type ModelListFamily, readListPage } from "../../llm/translate/model-list.js";
 import type { LlmProviderEntry, RouteType } from "../../translate/llm/table.js";
 
 const CLIENT_OF_ROUTE: Partial<Record<RouteType, ClientFormat>> = {
@@ -51,6 +52,62 @@ export function googleMethodOf(path: string): { model: string; stream: boolean }
     // A malformed escape is kept as it was written: the provider refuses the name.
   }
   return { model, stream: m[2] === "streamGenerateContent" };
+}
+
+/** A model list request (the `Models` route type): the client's family and what it asks for. */
+export interface ModelsRequest {
+  readonly client: ModelListFamily;
+  readonly call: ModelListCall;
+}
+
+/** `.../models` (a list) or `.../models/{id}` (one model; not a Google method such as `:generateContent`). */
+const MODELS_PATH = /\/models(?:\/([^/:]+))?$/;
+
+/**
+ * A request for a model list: on a `Models` route, and a GET of `.../models` or `.../models/{id}` on a `Completions`
+ * route (Google's SDKs list and get models under the same `/v1beta` base they generate with). The client's family as
+ * discovery reads it: `anthropic-version` (the Anthropic SDKs always send it) → Anthropic; `x-goog-api-key` or the
+ * `/v1beta/models` form → Google; else OpenAI.
+ */
+export function modelsRequestOf(t: RouteType, headers: Readonly<Record<string, string>>): ModelsRequest | undefined {
+  const full = headers[":path"] ?? "/";
+  const q = full.indexOf("?");
+  const path = q < 0 ? full : full.slice(0, q);
+  const m = MODELS_PATH.exec(path);
+  const get = (headers[":method"] ?? "GET") === "GET";
+  if (t !== "Models" && !(t === "Completions" && get && m !== null)) return undefined;
+  const client: ModelListFamily =
+    headers["anthropic-version"] !== undefined
+      ? "anthropic"
+      : headers["x-goog-api-key"] !== undefined || /\/v1beta\/models(\/[^/:]+)?$/.test(path)
+        ? "gemini"
+        : "openai";
+  const id = m?.[1];
+  if (id !== undefined) {
+    let decoded = id;
+    try {
+      decoded = decodeURIComponent(id);
+    } catch {
+      // A malformed escape is kept as written: the provider does not know the name.
+    }
+    return { client, call: { op: "get", id: decoded } };
+  }
+  return { client, call: { op: "list", page: readListPage(new URLSearchParams(q < 0 ? "" : full.slice(q + 1))) } };
+}
+
+/** The shape of a provider's model list; undefined where the host Sluice calls has none (Vertex AI, Bedrock). */
+export function modelListFamilyOf(p: LlmProviderEntry): ModelListFamily | undefined {
+  switch (p.kind) {
+    case "anthropic":
+      return "anthropic";
+    case "gemini":
+      return "gemini";
+    case "vertex":
+    case "bedrock":
+      return undefined;
+    default:
+      return "openai";
+  }
 }
 
 /** Route type of a request path: the longest matching suffix wins, `*` matches anything; default Completions. */

@@ -78,6 +78,7 @@ import { type GuardContext, type GuardOutcome, runGuards } from "./guards/runner
 import { StreamGuard } from "./guards/stream.js";
 import { requestSlots, responseSlots } from "./guards/text.js";
 import { ModelHealth } from "./models/health.js";
+import { LIST_ERROR_FORMAT, type ListingAttempt, listingAnswer, listingRequest } from "./models/list.js";
 import {
   authorizeModel,
   chooseModel,
@@ -96,8 +97,10 @@ import {
   awsRegion,
   clientFormatOf,
   googleMethodOf,
+  type ModelsRequest,
   modelForFormat,
   modelsRequest,
+  modelsRequestOf,
   type ProviderCredentials,
   providerFormatFor,
   providerRequest,
@@ -144,6 +147,8 @@ interface Attempt {
   readonly local?: boolean;
   /** The prompt guards of the provider that answers (its response guards apply). */
   readonly guards?: PromptGuardEntry;
+  /** A model list in the family of this provider, to translate into the client's (models/list.ts). */
+  readonly listing?: ListingAttempt;
 }
 
 /** A request's body after one set of request guards: the body to send (masked or not), or the rejection. */
@@ -153,6 +158,8 @@ interface RequestState {
   readonly entry: LlmRouteEntry;
   readonly routeType: RouteType;
   readonly client: ClientFormat | undefined;
+  /** A model list request: its client's family and what it asks (the answer is translated when families differ). */
+  readonly listing?: ModelsRequest;
   /** Served in one stage: the router level does the provider work (decided once, on the request headers). */
   readonly single: SingleStage | undefined;
   body?: Obj;
@@ -202,7 +209,8 @@ interface RequestState {
 }
 
 interface ResponseState {
-  mode: "pass" | "error" | "buffered" | "stream";
+  /** `listing`: a model list answer translated into the client's family (models/list.ts). */
+  mode: "pass" | "error" | "buffered" | "stream" | "listing";
   status: number;
   headers: Record<string, string>;
   stream?: StreamTranslator;
@@ -599,7 +607,7 @@ export class LlmExtProcService {
       // A bug, not input: answer in the client's format rather than leaving Envoy waiting.
       this.#log(`llm ext_proc: ${(e as Error).message}`);
       llmFailed(state, 500);
-      call.write(clientErrorResponse(state?.client, { status: 500, kind: "server", message: "gateway error" }));
+      call.write(clientErrorResponse(errorFormat(state), { status: 500, kind: "server", message: "gateway error" }));
       close();
     };
     const handle = (req: ExtProcRequest): Promise<void> | undefined => {
@@ -654,8 +662,13 @@ export class LlmExtProcService {
         if (entry === undefined) {
           return clientErrorResponse(undefined, { status: 500, kind: "server", message: "unknown LLM route policy" });
         }
-        const routeType = routeTypeOf(entry.routes, header(r.value, ":path") ?? "/");
-        const client = clientFormatOf(routeType, header(r.value, ":path") ?? "/");
+        const typed = routeTypeOf(entry.routes, header(r.value, ":path") ?? "/");
+        const headers = headerMap(r.value);
+        // A model list request (a Models route, or a GET of `.../models[/{id}]` on a Completions route) is forwarded
+        // without its body and its answer translated into the client's family (models/list.ts).
+        const listing = modelsRequestOf(typed, headers);
+        const routeType: RouteType = listing !== undefined ? "Models" : typed;
+        const client = listing !== undefined ? undefined : clientFormatOf(routeType, header(r.value, ":path") ?? "/");
         // A websocket upgrade on a route that serves Realtime, to a path of a route type with a body to translate, would
         // wait for a body that never comes: refused, naming what takes websockets.
         if (client !== undefined && /websocket/i.test(header(r.value, "upgrade") ?? "")) {
@@ -667,8 +680,10 @@ export class LlmExtProcService {
         }
         if (entry.models !== undefined) {
           // GwModel discovery is answered here; other model requests need their body to select a model.
-          if (routeType === "Models")
-            return immediate(200, discoveryAnswer(entry.models, headerMap(r.value)) as JsonObject);
+          if (listing !== undefined) {
+            const d = discoveryAnswer(entry.models, listing);
+            return d.ok ? immediate(200, d.body) : clientErrorResponse(LIST_ERROR_FORMAT[listing.client], d.error);
+          }
           if (r.value.endOfStream) {
             return clientErrorResponse(client, {
               status: 400,
@@ -678,7 +693,10 @@ export class LlmExtProcService {
           }
         }
         if (entry.tokenLimits.length > 0 && !this.#limiter.admit(entry.tokenLimits)) {
-          return clientErrorResponse(client, { status: 429, kind: "rate_limit", message: "token rate limit exceeded" });
+          return clientErrorResponse(
+            client ?? (listing !== undefined ? LIST_ERROR_FORMAT[listing.client] : undefined),
+            { status: 429, kind: "rate_limit", message: "token rate limit exceeded" },
+          );
         }
         const id = randomUUID();
         const peer = peerOf(req);
@@ -687,8 +705,9 @@ export class LlmExtProcService {
           entry,
           routeType,
           client,
+          ...(listing !== undefined ? { listing } : {}),
           single: entry.models !== undefined ? undefined : singleOf(entry, req),
-          headers: headerMap(r.value),
+          headers,
           identity: identityVariables(req.metadataContext?.filterMetadata),
           ...(routeTold !== undefined ? { routeTold } : {}),
           ...(peer !== undefined ? { peer } : {}),
@@ -797,6 +816,23 @@ export class LlmExtProcService {
 
   #responseHeadersReply(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): Reply {
     const attempt = state?.attempt;
+    if (attempt?.listing !== undefined && attempt.local !== true) {
+      resp.mode = "listing";
+      if (h.endOfStream) {
+        // No body will follow (Envoy's own reply, a rate limit filter after this one): the answer is made here.
+        const a = listingAnswer(attempt.listing, resp.status, "", resp.headers);
+        return respond("responseHeaders", {
+          replace: true,
+          headers: mutation(listingHeaders(a.body, a.status !== resp.status ? a.status : undefined)),
+          body: JSON.stringify(a.body),
+        });
+      }
+      return respond(
+        "responseHeaders",
+        { headers: mutation({ "content-type": "application/json" }, ["content-length"]) },
+        { modeOverride: bodyMode(ProcessingMode_BodySendMode.BUFFERED, ProcessingMode_BodySendMode.NONE) },
+      );
+    }
     if (state?.client === undefined || attempt?.local === true) {
       // Passthrough route types, and errors the upstream stage already wrote in the client's format.
       resp.mode = state?.routeType === "Detect" ? "buffered" : "pass";
@@ -889,6 +925,15 @@ export class LlmExtProcService {
     // Buffered: Envoy sends the whole body once (end of stream).
     const text = td.decode(chunk);
     if (resp.mode === "pass") return respond("responseBody");
+    if (resp.mode === "listing" && attempt?.listing !== undefined) {
+      const a = listingAnswer(attempt.listing, resp.status, text, resp.headers);
+      if (a.truncated === true) {
+        this.#log(
+          `llm provider ${attempt.provider}: its model list has more than one page of 1000; the rest is not listed`,
+        );
+      }
+      return this.#replaceBody(a.body, a.status !== resp.status ? a.status : undefined);
+    }
     if (resp.mode === "buffered" && state?.client === undefined) {
       // Detect: read usage from whatever format came back.
       let usage: TokenUsage | undefined;
@@ -1040,7 +1085,7 @@ export class LlmExtProcService {
     const target = this.#modelTarget(state, cluster, providerName);
     if (target !== undefined && "error" in target) {
       state.attempt = { provider: providerName, local: true };
-      return { error: clientErrorResponse(state.client, target.error) };
+      return { error: clientErrorResponse(errorFormat(state), target.error) };
     }
     const work = this.#providerWorkOf(state, target?.provider, providerName, cluster);
     const changes = target?.headers;
@@ -1056,7 +1101,7 @@ export class LlmExtProcService {
     const provider = modelProvider ?? state.entry.backends[cluster]?.providers[providerName];
     const fail = (error: LlmError): ProviderWork => {
       state.attempt = { provider: providerName, local: true };
-      return { error: clientErrorResponse(state.client, error) };
+      return { error: clientErrorResponse(errorFormat(state), error) };
     };
     const unavailable = (why: string) => {
       this.#log(`llm provider ${providerName}: ${why}`);
@@ -1112,7 +1157,7 @@ export class LlmExtProcService {
     });
     if ("deny" in d) {
       state.attempt = { provider: provider.name, local: true };
-      return { error: denialReply(state.client, provider.name, d.deny) };
+      return { error: denialReply(errorFormat(state), provider.name, d.deny) };
     }
     // What the service told is `extauthz` for what follows on this attempt: the provider's AI policy, its prompt
     // guards, its transformation (the upstream filter after this one), the cost of the answer.
@@ -1339,18 +1384,15 @@ export class LlmExtProcService {
     const providerName = provider.name;
     // The id header stays: retries need it, and the upstream filters' mutations persist into them.
     const remove = [...CLIENT_CREDENTIAL_HEADERS, "accept-encoding", ...(state.provided ?? [])];
-    if (state.routeType === "Models") {
-      // The provider's own model list, at its path (spec: Models is `/v1/models`), whatever the route's prefix.
+    if (state.listing !== undefined) {
+      // The provider's own model list (or one model), at its path (spec: Models is `/v1/models`), whatever the route's
+      // prefix; in the client's family when the provider's is another (models/list.ts).
       const target = modelsRequest(provider, creds);
       if (target !== undefined) {
-        state.attempt = { provider: providerName };
+        const l = listingRequest(state.listing, provider, target.path, state.headers[":path"] ?? "");
+        state.attempt = { provider: providerName, ...(l.attempt !== undefined ? { listing: l.attempt } : {}) };
         state.provided = Object.keys(target.headers);
-        // The client's query (paging: `limit`, `after_id` ...) goes along.
-        const clientPath = state.headers[":path"] ?? "";
-        const q = clientPath.indexOf("?");
-        const path =
-          q < 0 ? target.path : `${target.path}${target.path.includes("?") ? "&" : "?"}${clientPath.slice(q + 1)}`;
-        const set: Record<string, string> = { ":path": path, ":authority": target.authority, ...target.headers };
+        const set: Record<string, string> = { ":path": l.path, ":authority": target.authority, ...target.headers };
         return { set, remove: remove.filter((r) => !(r in set)) };
       }
     }
@@ -1502,6 +1544,12 @@ function routeToldOf(req: ExtProcRequest): JsonObject | undefined {
   return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as JsonObject) : undefined;
 }
 
+/** The format of the errors Sluice answers a request with: its client's, a model list client's family's. */
+function errorFormat(state: RequestState | undefined): ClientFormat | undefined {
+  const l = state?.listing;
+  return state?.client ?? (l !== undefined ? LIST_ERROR_FORMAT[l.client] : undefined);
+}
+
 /** The identity the current attempt's steps see (RequestState.checked). */
 function identityOf(state: RequestState): Readonly<Record<string, unknown>> {
   return state.checked ?? state.identity;
@@ -1572,6 +1620,16 @@ function withHeaderChanges(reply: Reply, c: HeaderChanges): Reply {
       remove: [...(h?.remove ?? []), ...c.remove],
     },
   };
+}
+
+/** The headers of a model list answer made at the response headers (`status` when it changes). */
+function listingHeaders(body: JsonObject, status: number | undefined): Record<string, string> {
+  const set: Record<string, string> = {
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(JSON.stringify(body))),
+  };
+  if (status !== undefined) set[":status"] = String(status);
+  return set;
 }
 
 /** Whether `out`, the answer to `req`, ends the ext_proc exchange for this HTTP request. */

@@ -4,8 +4,8 @@
 // - A cluster per concrete model (its provider as a GwBackend `ai` provider's: address, TLS, tunnel), and one per
 //   failover virtual model whose targets are all concrete: a priority group per `priority`, so Envoy retries the next
 //   target within the request, as for a GwBackend's groups (outlier detection ejects the failing ones).
-// - Path first: in every virtual host of a listener with models, after the HTTPRoute routes, `GET /v1/models`
-//   (answered by the LLM ext_proc), then the LLM API paths once per model cluster, matching MODEL_CLUSTER_HEADER, which
+// - Path first: in every virtual host of a listener with models, after the HTTPRoute routes, `GET /v1/models`,
+//   `/v1beta/models` and one model of each (answered by the LLM ext_proc), then the LLM API paths once per model cluster, matching MODEL_CLUSTER_HEADER, which
 //   the LLM ext_proc sets to the cluster of the model it selected from the request's body (and then has Envoy route
 //   again); the last route, reached before that, answers 500 if the ext_proc ever let a request through unselected.
 // - Every model route names the listener's one LLM table entry: the models to select from, where each is sent, and the
@@ -63,6 +63,7 @@ export const MODEL_API_ROUTES: readonly (readonly [string, RouteType])[] = [
   ["/v1/models", "Models"],
   ["/v1/responses", "Responses"],
 ];
+const MODELS_PATHS = "/v1(beta)?/models(/[^/:]+)?";
 const POST_PATHS = "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)";
 
 export interface ServedModels {
@@ -238,7 +239,8 @@ function modelRoutes(
   const routes: RouteIR[] = [
     {
       name: modelRouteName(vh, "models"),
-      match: { path: path("Exact", "/v1/models"), headers: [], queryParams: [], method: "GET" },
+      // Lists (OpenAI's and Anthropic's `/v1/models`, Google's `/v1beta/models`) and one model of each.
+      match: { path: path("RegularExpression", MODELS_PATHS), headers: [], queryParams: [], method: "GET" },
       action: { kind: "direct", status: 500, body: "model discovery is answered by the LLM ext_proc" },
       ...withPolicy,
     },

@@ -2,11 +2,12 @@
 // which model its provider is asked for, whether the client may use the model (`policies.authorization`), the
 // model's `policies.headers`, the models list answer, and the health outcomes that steer the next selections.
 
-import type { ClientFormat } from "../../../llm/formats/names.js";
 import type { LlmError } from "../../../llm/index.js";
+import type { JsonObject } from "../../../llm/json.js";
 import type { LlmProviderEntry } from "../../../translate/llm/table.js";
 import type { ConcreteModelIR, ModelRouteEntry, VirtualModelIR } from "../../../translate/model/ir.js";
 import { evaluateText } from "../cel.js";
+import type { ModelsRequest } from "../provider.js";
 import { listModels } from "./discovery.js";
 import type { ModelHealth } from "./health.js";
 import { type SelectContext, selectModel } from "./select.js";
@@ -212,21 +213,15 @@ export function withVirtualPolicies(
 }
 
 /**
- * The models list answer of a listener: Anthropic's shape for a client that sends `anthropic-version` (the Anthropic
- * SDKs always do), OpenAI's otherwise; Anthropic's paging from the query.
+ * The models list (or one model) of a listener, in the shape of the client's family (provider.ts modelsRequestOf:
+ * Anthropic's for a client that sends `anthropic-version`, Google's for `x-goog-api-key` or the `/v1beta/models`
+ * form, OpenAI's otherwise), with the client's paging.
  */
-export function discoveryAnswer(entry: ModelRouteEntry, headers: Readonly<Record<string, string>>): object {
-  const format: ClientFormat = headers["anthropic-version"] !== undefined ? "messages" : "chat-completions";
-  const path = headers[":path"] ?? "";
-  const q = new URLSearchParams(path.includes("?") ? path.slice(path.indexOf("?") + 1) : "");
-  const limit = q.get("limit");
-  const after = q.get("after_id");
-  const before = q.get("before_id");
-  return listModels(entry.table, format, {
-    ...(limit !== null && Number.isFinite(Number(limit)) ? { limit: Number(limit) } : {}),
-    ...(after !== null ? { afterId: after } : {}),
-    ...(before !== null ? { beforeId: before } : {}),
-  });
+export function discoveryAnswer(
+  entry: ModelRouteEntry,
+  req: ModelsRequest,
+): { readonly ok: true; readonly body: JsonObject } | { readonly ok: false; readonly error: LlmError } {
+  return listModels(entry.table, req.client, req.call);
 }
 
 /**
