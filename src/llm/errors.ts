@@ -96,6 +96,8 @@ export function errorBody(format: ClientFormat | "converse" | "generate-content"
     case "count-tokens":
       return { type: "error", error: { type: anthropicType[err.kind], message: err.message } };
     case "generate-content":
+    case "embed-content":
+    case "batch-embed-contents":
       return { error: { code: err.status, message: err.message, status: googleStatus[err.kind] } };
     case "converse":
       return { message: err.message };

@@ -27,6 +27,14 @@ import type {
   TranslateContext,
 } from "./translate/context.js";
 import { converseToCountTokensResponse, countTokensToConverseRequest } from "./translate/count-tokens.js";
+import {
+  embedToOpenAiRequest,
+  embedToTitanRequest,
+  embedToVertexRequest,
+  openAiToEmbedResponse,
+  titanToEmbedResponse,
+  vertexToEmbedResponse,
+} from "./translate/gemini-client-embed.js";
 import { geminiClientToChatRequest, geminiPassthroughRequest } from "./translate/gemini-client-request.js";
 import { ChatToGeminiStream, chatToGeminiClientResponse, geminiEncoder } from "./translate/gemini-client-response.js";
 import { anthropicEvent, jsonOrError, responsesEvent } from "./upstream-events.js";
@@ -258,4 +266,58 @@ export const GEMINI_COUNT_DIRECTIONS: readonly Direction[] = [
       return r.ok ? totalTokens(num(r.body.input_tokens)) : r;
     },
   },
+];
+
+// ---- embedContent / batchEmbedContents (`models/{model}:embedContent`, `:batchEmbedContents`) ----
+
+/** Gemini's answer as it is (it reports no token usage for embeddings). */
+const geminiAnswer: ResponseTranslator = (body) =>
+  isObject(body)
+    ? { ok: true, body: body as JsonObject }
+    : { ok: false, error: { status: 502, kind: "server", message: "malformed response from upstream" } };
+
+/** To Gemini as written; a batch's requests name the model asked for (Gemini refuses one naming another). */
+function geminiEmbedRequest(batch: boolean): RequestTranslator {
+  return (b, m) => {
+    const r = geminiPassthroughRequest(b, m);
+    if (!r.ok || !batch || !Array.isArray(r.body.requests)) return r;
+    const model = `models/${r.meta.model.replace(/^models\//, "")}`;
+    const requests = r.body.requests.map((q) => (isObject(q) ? { ...q, model } : q));
+    return { ...r, meta: { ...r.meta, stream: false, includeUsage: false }, body: { ...r.body, requests } };
+  };
+}
+
+function embedDirections(client: "embed-content" | "batch-embed-contents"): Direction[] {
+  const batch = client === "batch-embed-contents";
+  return [
+    {
+      client,
+      provider: batch ? "gemini-embed" : "gemini-embed-content",
+      request: geminiEmbedRequest(batch),
+      response: geminiAnswer,
+    },
+    {
+      client,
+      provider: "embeddings",
+      request: (b, m) => embedToOpenAiRequest(b, m, batch),
+      response: (b) => openAiToEmbedResponse(b, batch),
+    },
+    {
+      client,
+      provider: "vertex-embed",
+      request: (b, m) => embedToVertexRequest(b, m, batch),
+      response: (b) => vertexToEmbedResponse(b, batch),
+    },
+    {
+      client,
+      provider: "titan-embed",
+      request: (b, m) => embedToTitanRequest(b, m, batch),
+      response: (b) => titanToEmbedResponse(b, batch),
+    },
+  ];
+}
+
+export const GEMINI_EMBED_DIRECTIONS: readonly Direction[] = [
+  ...embedDirections("embed-content"),
+  ...embedDirections("batch-embed-contents"),
 ];

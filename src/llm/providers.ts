@@ -126,6 +126,7 @@ export function upstreamTarget(
       const ops: Partial<Record<ProviderFormat, string>> = {
         "generate-content": stream ? `:streamGenerateContent?alt=sse` : `:generateContent`,
         "gemini-embed": ":batchEmbedContents",
+        "gemini-embed-content": ":embedContent",
         "gemini-count-tokens": ":countTokens",
       };
       const op = ops[format];

@@ -3,7 +3,11 @@
 import { errorBody, invalidRequest, type LlmError, parseProviderError } from "./errors.js";
 import type { MessagesStreamEvent } from "./formats/messages.js";
 import type { ClientFormat, ProviderFormat } from "./formats/names.js";
-import { GEMINI_CLIENT_DIRECTIONS, GEMINI_COUNT_DIRECTIONS } from "./gemini-client-directions.js";
+import {
+  GEMINI_CLIENT_DIRECTIONS,
+  GEMINI_COUNT_DIRECTIONS,
+  GEMINI_EMBED_DIRECTIONS,
+} from "./gemini-client-directions.js";
 import { isObject, type JsonObject, str } from "./json.js";
 import type { Direction } from "./registry-types.js";
 import {
@@ -341,6 +345,7 @@ const list: Direction[] = [
   },
   ...GEMINI_CLIENT_DIRECTIONS,
   ...GEMINI_COUNT_DIRECTIONS,
+  ...GEMINI_EMBED_DIRECTIONS,
 ];
 
 /**

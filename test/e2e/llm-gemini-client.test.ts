@@ -6,6 +6,7 @@
 // names and roles, Converse's toolConfig rule, Responses' call ids), so a translation they would refuse fails here.
 // Errors reach the SDK as Google's error JSON, with the status it raises ApiError for. countTokens is counted by the
 // provider's own API (Gemini, Anthropic's count_tokens, Bedrock's CountTokens) and answered as Google's.
+// embedContent / batchEmbedContents reach Gemini as written and OpenAI's embeddings API translated, their tokens counted.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -97,6 +98,18 @@ spec:
   rules:${rules}
     - matches: [{ path: { type: PathPrefix, value: /guarded/ } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: guarded }]
+    - name: metered
+      matches: [{ path: { type: PathPrefix, value: /metered/ } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: openai }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: metered-tokens, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: llm, sectionName: metered }]
+  traffic:
+    rateLimit:
+      local: [{ tokens: 6, unit: Minutes }]
 `;
 }
 
@@ -305,6 +318,76 @@ describe("generateContent clients (@google/genai) reach every provider format", 
       assert.doesNotMatch(text, /Paris/);
     }
     assert.equal(streamed, buffered.text);
+  });
+
+  test("embedContent / batchEmbedContents: Gemini gets them as written, OpenAI's embeddings API translated", async () => {
+    const params = {
+      model: "text-embedding-3-small",
+      contents: ["What is the meaning of life?", "How do birds fly?"],
+      config: { outputDimensionality: 5, taskType: "RETRIEVAL_DOCUMENT" },
+    };
+    // The SDK sends the batch form (batchEmbedContents, one request per content).
+    const fromOpenai = await client("openai").models.embedContent(params);
+    assert.deepEqual(
+      fromOpenai.embeddings?.map((e) => e.values),
+      [
+        [0.1, 0.2, 0.3, 0.4, 0.5],
+        [0.1, 0.2, 0.3, 0.4, 0.5],
+      ],
+    );
+    assert.equal(seen("openai")?.path, "/v1/embeddings");
+    assert.deepEqual(seen("openai")?.json?.input, params.contents);
+    assert.equal(seen("openai")?.json?.dimensions, 5, "outputDimensionality → dimensions");
+    assert.equal(seen("openai")?.json?.model, "text-embedding-3-small");
+    const fromGemini = await client("gemini").models.embedContent({ ...params, model: "gemini-embedding-001" });
+    assert.deepEqual(
+      fromGemini.embeddings?.map((e) => e.values?.length),
+      [5, 5],
+    );
+    assert.equal(seen("gemini")?.path, "/v1beta/models/gemini-embedding-001:batchEmbedContents");
+    const asWritten = seen("gemini")?.json?.requests as Record<string, unknown>[];
+    assert.deepEqual(
+      asWritten.map((r) => [r.model, r.taskType, r.outputDimensionality]),
+      [
+        ["models/gemini-embedding-001", "RETRIEVAL_DOCUMENT", 5],
+        ["models/gemini-embedding-001", "RETRIEVAL_DOCUMENT", 5],
+      ],
+    );
+    // embedContent, one content (Google's REST reference; the SDK sends the batch form).
+    const one = async (prefix: Name, model: string) => {
+      const r = await fetch(`${env.baseUrl}/${prefix}/v1beta/models/${model}:embedContent`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-goog-api-key": "client-key" },
+        body: JSON.stringify({ content: { parts: [{ text: "hi" }] }, outputDimensionality: 2 }),
+      });
+      return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    };
+    assert.deepEqual(await one("openai", "text-embedding-3-small"), {
+      status: 200,
+      body: { embedding: { values: [0.1, 0.2] } },
+    });
+    assert.deepEqual(seen("openai")?.json?.input, ["hi"]);
+    assert.deepEqual(await one("gemini", "gemini-embedding-001"), {
+      status: 200,
+      body: { embedding: { values: [0.1, 0.2] } },
+    });
+    assert.equal(seen("gemini")?.path, "/v1beta/models/gemini-embedding-001:embedContent");
+    // Anthropic has no embeddings API: Google's error JSON, the provider not called.
+    const asked = fakes.claude?.requests.length;
+    await assert.rejects(
+      client("claude").models.embedContent(params),
+      (e: unknown) => e instanceof ApiError && e.status === 501 && /does not serve/.test(e.message),
+    );
+    assert.equal(fakes.claude?.requests.length, asked);
+  });
+
+  test("embeddings' tokens count as the Embeddings route type's: a tokens limit fills up from them", async () => {
+    const ai = new GoogleGenAI({ apiKey: "client-key", httpOptions: { baseUrl: `${env.baseUrl}/metered` } });
+    const embed = () => ai.models.embedContent({ model: "text-embedding-3-small", contents: ["count me"] });
+    // 4 prompt tokens per answer (OpenAI's usage), 6 per minute: two answers spend it.
+    await embed();
+    await embed();
+    await assert.rejects(embed(), (e: unknown) => e instanceof ApiError && e.status === 429);
   });
 
   test("a provider's error reaches the SDK as Google's error JSON with the provider's status", async () => {

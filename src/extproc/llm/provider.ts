@@ -24,7 +24,8 @@ const CLIENT_OF_ROUTE: Partial<Record<RouteType, ClientFormat>> = {
 };
 
 /** A Google method in the path (`.../models/{model}:generateContent`): the model and whether it streams. */
-const GOOGLE_METHOD = /\/models\/([^/:?]+):(generateContent|streamGenerateContent|countTokens)(?:\?|$)/;
+const GOOGLE_METHOD =
+  /\/models\/([^/:?]+):(generateContent|streamGenerateContent|countTokens|embedContent|batchEmbedContents)(?:\?|$)/;
 
 /**
  * The client wire format of a request: its route type's, except that a `Completions` route (the default) serves
@@ -33,6 +34,12 @@ const GOOGLE_METHOD = /\/models\/([^/:?]+):(generateContent|streamGenerateConten
  * `MessagesTokenCount` route. Undefined for types forwarded as they are.
  */
 export function clientFormatOf(t: RouteType, path = ""): ClientFormat | undefined {
+  if (t === "Completions" || t === "Embeddings") {
+    // Google's embeddings: on a Completions route as generateContent is, or on an Embeddings route a map names.
+    const m = GOOGLE_METHOD.exec(path)?.[2];
+    if (m === "embedContent") return "embed-content";
+    if (m === "batchEmbedContents") return "batch-embed-contents";
+  }
   if (t === "Completions" || t === "MessagesTokenCount") {
     const m = GOOGLE_METHOD.exec(path)?.[2];
     if (m === "countTokens") return "generate-content-count-tokens";
@@ -133,6 +140,8 @@ const OPENAI: Family = {
   "generate-content": "chat-completions",
   responses: "responses",
   embeddings: "embeddings",
+  "embed-content": "embeddings",
+  "batch-embed-contents": "embeddings",
 };
 const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Family>> = {
   openai: OPENAI,
@@ -149,6 +158,8 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     "chat-completions": "generate-content",
     "generate-content": "generate-content",
     embeddings: "gemini-embed",
+    "embed-content": "gemini-embed-content",
+    "batch-embed-contents": "gemini-embed",
     "count-tokens": "gemini-count-tokens",
     "generate-content-count-tokens": "gemini-count-tokens",
   },
@@ -156,6 +167,8 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     "chat-completions": "generate-content",
     "generate-content": "generate-content",
     embeddings: "vertex-embed",
+    "embed-content": "vertex-embed",
+    "batch-embed-contents": "vertex-embed",
     "count-tokens": "vertex-count-tokens",
     "generate-content-count-tokens": "vertex-count-tokens",
     rerank: "vertex-rank",
@@ -166,6 +179,8 @@ const FAMILIES: Readonly<Record<Exclude<LlmProviderEntry["kind"], "custom">, Fam
     responses: "converse",
     "generate-content": "converse",
     embeddings: "titan-embed",
+    "embed-content": "titan-embed",
+    "batch-embed-contents": "titan-embed",
     "count-tokens": "converse-count-tokens",
     "generate-content-count-tokens": "converse-count-tokens",
     rerank: "bedrock-rerank",
@@ -226,7 +241,10 @@ export function providerFormatFor(
   }
   if (p.kind === "custom") {
     const formats = customFormats(p).map((f) => f.format);
-    const candidates: ProviderFormat[] = [client as ProviderFormat, "chat-completions", "messages", "responses"];
+    const candidates: ProviderFormat[] =
+      client === "embed-content" || client === "batch-embed-contents"
+        ? ["embeddings"]
+        : [client as ProviderFormat, "chat-completions", "messages", "responses"];
     return candidates.find((f) => formats.includes(f) && findDirection(client, f) !== undefined);
   }
   const f = FAMILIES[p.kind][client];

@@ -774,7 +774,12 @@ export class LlmExtProcService {
         }
         state.body = parsed as Obj;
         if (forwardsBody(state.entry)) state.clientBody = r.value.body;
-        if (state.client === "generate-content" || state.client === "generate-content-count-tokens") {
+        if (
+          state.client === "generate-content" ||
+          state.client === "generate-content-count-tokens" ||
+          state.client === "embed-content" ||
+          state.client === "batch-embed-contents"
+        ) {
           // Google's clients name the model and streaming in the URL: read into the body's usual fields (the
           // translators take them out again), so policies, CEL and GwModels see them as for every format.
           const g = googleMethodOf(state.headers[":path"] ?? "");

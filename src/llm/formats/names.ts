@@ -8,6 +8,8 @@ export type ClientFormat =
   | "responses"
   | "generate-content"
   | "generate-content-count-tokens"
+  | "embed-content"
+  | "batch-embed-contents"
   | "embeddings"
   | "count-tokens"
   | "rerank";
@@ -22,6 +24,7 @@ export type ProviderFormat =
   | "generate-content"
   | "embeddings"
   | "gemini-embed"
+  | "gemini-embed-content"
   | "titan-embed"
   | "vertex-embed"
   | "count-tokens"

@@ -101,6 +101,12 @@ export function requestSlots(client: ClientFormat, body: Obj): Slots {
       for (const c of Array.isArray(g.contents) ? g.contents : []) geminiParts(c, out);
       break;
     }
+    case "embed-content":
+      geminiParts(body.content, out);
+      break;
+    case "batch-embed-contents":
+      for (const r of Array.isArray(body.requests) ? body.requests : []) if (isObj(r)) geminiParts(r.content, out);
+      break;
     case "embeddings": {
       const input = body.input;
       if (typeof input === "string") out.add(body, "input");
