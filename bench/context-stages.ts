@@ -1,7 +1,7 @@
 // What Sluice's response-side context stages cost per request (src/extproc/context.ts `atResponse`):
 // - `sluice.context.response`: a user ext_proc's response attribute Envoy evaluates (`/native`: `response.code`)
 //   against one Sluice computes on the response (`/sluice`: `string(response.code)`), same processor, same run;
-// - `sluice.context.tracing`: the same Gateway route with a span attribute Envoy evaluates, then with one Sluice
+// - `sluice.context.telemetry`: the same Gateway route with a span attribute Envoy evaluates, then with one Sluice
 //   computes (`request.headers['x-t'].upperAscii()`), two Gateways in turn;
 // - `sluice.buffer_fail_open` (src/extproc/buffer-hold.ts): a 64 KiB POST on a route without a buffer policy
 //   (`/plain`) against one with `buffer.request.failureMode: FailOpen` (`/held`, held whole in Sluice).

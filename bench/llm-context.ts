@@ -1,6 +1,6 @@
 // What serving `llm` in Sluice's context stages costs per LLM request (src/extproc/context.ts), through Envoy with an
 // AI GwBackend and the fake chat completions provider (in this process, not counted):
-// - `sluice.context.tracing` with a span attribute reading llm that Sluice computes
+// - `sluice.context.telemetry` with a span attribute reading llm that Sluice computes
 //   (`string(llm.inputTokens) + '+' + string(llm.outputTokens)`: the stage is streamed an LLM answer's body and
 //   computes at its end) against one Envoy evaluates (`llm.totalTokens`), for non-streamed and streamed answers;
 // - `sluice.context.main` computing a request attribute `llm.requestModel` from the buffered request body, against a

@@ -223,6 +223,14 @@ spec:
           - { name: loopback, expression: "source.address.isLoopback()" }
           - { name: outcome, expression: "'status ' + string(response.code)" }
           - { name: user, expression: "basicAuth.username" }
+    accessLog:
+      filter: "'log' in request.query"
+      attributes:
+        add:
+          - { name: params, expression: "request.query" }
+          - { name: user, expression: "basicAuth.username" }
+          - { name: loopback, expression: "source.address.isLoopback()" }
+          - { name: tenant_upper, expression: "request.headers['x-tenant'].upperAscii()" }
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -278,5 +286,31 @@ describe("tracing expressions Envoy cannot evaluate, computed by Sluice's tracin
     assert.equal(byTenant.get("gone")?.outcome, "status 404", "computed on the response the client got");
     assert.equal(byTenant.get("gone")?.["tenant.upper"], "GONE");
     for (const s of stack.spans) assert.ok(!("sluice.span_filter" in s.attributes), "the filter tag is taken out");
+  });
+
+  test("access log attributes and a filter Envoy cannot evaluate: computed by the same stage", async () => {
+    const basic = `Basic ${Buffer.from("gina:g-pass").toString("base64")}`;
+    const get = (path: string, headers: Record<string, string>) => request(stack.gw.port, path, { headers });
+    assert.equal((await get("/auth/logged?log=1&page=3", { "x-tenant": "acme", authorization: basic })).status, 200);
+    assert.equal((await get("/ok/plain?log=yes", { "x-tenant": "plain" })).status, 200);
+    // The filter reads request.query as a map: no `log` parameter, no entry.
+    assert.equal((await get("/ok/quiet?page=1", { "x-tenant": "quiet" })).status, 200);
+    const entryOf = async (marker: string) => {
+      const line = await waitFor(
+        `the access log entry of ${marker}`,
+        async () => stack.gw.envoy.output.find((l) => l.includes(marker) && l.includes("{")),
+        10_000,
+      );
+      return JSON.parse(line.slice(line.indexOf("{"))) as Record<string, unknown>;
+    };
+    const authed = await entryOf('"/auth/logged?');
+    assert.equal(authed.user, "gina", "basicAuth, left by Sluice's authentication");
+    assert.equal(authed.params, '{"log":"1","page":"3"}', "request.query as the spec's map");
+    assert.equal(authed.loopback, "true", "an IP function");
+    assert.equal(authed.tenant_upper, "ACME");
+    const plain = await entryOf('"/ok/plain?');
+    assert.ok(!("user" in plain), "no basicAuth on that route: left out");
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.ok(!stack.gw.envoy.output.some((l) => l.includes("/ok/quiet")), "filtered out by the computed filter");
   });
 });

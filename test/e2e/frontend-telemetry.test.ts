@@ -1,7 +1,8 @@
 // The per-request CEL of frontend tracing, metrics and access logs through a real Envoy and `sluice serve` (with its
 // ext_authz checking API keys): spans sampled by a request expression and kept by a request filter (Envoy's CEL
 // sampler), span attributes from the response, the peer and the API key's metadata, resource attributes from
-// constant expressions; metric labels on Envoy's stats (the stats access logger), `unknown` for one that fails;
+// constant expressions; metric labels on Envoy's stats (the stats access logger), one computed by Sluice's telemetry
+// stage, `unknown` for one that fails;
 // access log attributes and a filter reading response.*, source.*, apiKey.* and request.query.
 
 import assert from "node:assert/strict";
@@ -61,6 +62,7 @@ spec:
         add:
           - { name: tenant, expression: "request.headers['x-tenant']" }
           - { name: class, expression: "response.code / 100" }
+          - { name: up, expression: "request.headers['x-tenant'].upperAscii()" }
     accessLog:
       filter: "response.code == 200 && apiKey.tier == 'gold'"
       attributes:
@@ -155,6 +157,12 @@ describe("frontend tracing, metrics and access logs with per-request CEL", { tim
     assert.equal(sampleValue(stats, "envoy_sluice_frontend_requests", { tenant: "m-one", class: "2" }), 4);
     assert.equal(sampleValue(stats, "envoy_sluice_frontend_requests", { tenant: "m-one", class: "4" }), 1);
     assert.equal(sampleValue(stats, "envoy_sluice_frontend_requests", { tenant: "unknown", class: "2" }), 1);
+    // A label Envoy's stats tags cannot evaluate (a string function): computed by Sluice's telemetry stage.
+    assert.equal(sampleValue(stats, "envoy_sluice_frontend_requests", { tenant: "m-one", class: "2", up: "M-ONE" }), 4);
+    assert.equal(
+      sampleValue(stats, "envoy_sluice_frontend_requests", { tenant: "unknown", class: "2", up: "unknown" }),
+      1,
+    );
     assert.ok(
       sampleValue(stats, "envoy_sluice_frontend_request_duration_count", { tenant: "m-one", class: "2" }) >= 4,
       "the duration histogram carries the same labels",

@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { fromBinary } from "@bufbuild/protobuf";
+import type { ContextValue } from "../../src/extproc/context.js";
+import { ConfigSchema as StatsLoggerSchema } from "../../src/gen/envoy/extensions/access_loggers/stats/v3/stats_pb.js";
 import { CELSamplerConfigSchema } from "../../src/gen/envoy/extensions/tracers/opentelemetry/samplers/v3/cel_sampler_pb.js";
 import { endFormat, toDefaultEnvoyCel, toEnvoyCel } from "../../src/translate/xds/filters/envoy-cel.js";
 import { metricsLogger, tracingResources, tracingSampling } from "../../src/translate/xds/frontend-telemetry.js";
@@ -127,26 +129,39 @@ test("resources: constant expressions evaluated once; per-request ones reported"
   );
 });
 
-test("metrics: one tag per attribute Envoy can evaluate, the rest reported", () => {
+test("metrics: one tag per attribute, Envoy's CEL where it can, else a value Sluice's telemetry stage computes", () => {
   const [notes, note] = collect();
+  const values: ContextValue[] = [];
   const log = metricsLogger(
     {
       attributes: {
         add: [
           { name: "tenant", expression: "request.headers['x-tenant']" },
           { name: "page", expression: "request.query['page']" },
+          { name: "bad", expression: "request.headers[" },
         ],
       },
     },
     note,
+    values,
   );
   assert.equal(log?.name, "envoy.access_loggers.stats");
   assert.deepEqual(
     notes.map(([f]) => f),
-    ["attributes.add[1]"],
+    ["attributes.add[2]"],
+  );
+  assert.deepEqual(values, [
+    { namespace: "sluice.context", key: "metrics.attributes.1", expression: "request.query['page']", as: "text" },
+  ]);
+  const any = log?.configType?.value;
+  assert.ok(any !== undefined && "value" in any);
+  const config = fromBinary(StatsLoggerSchema, any.value as Uint8Array);
+  assert.deepEqual(
+    config.counters[0]?.stat?.tags.map((t) => t.valueFormat),
+    ["%CEL(request.headers['x-tenant'])%", "%DYNAMIC_METADATA(sluice.context:metrics.attributes.1)%"],
   );
   assert.equal(
-    metricsLogger({ attributes: { add: [{ name: "p", expression: "request.query['p']" }] } }, () => {}),
+    metricsLogger({ attributes: { add: [{ name: "p", expression: "request.query[" }] } }, () => {}, []),
     undefined,
   );
 });

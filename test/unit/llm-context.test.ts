@@ -21,7 +21,7 @@ import type { TransformationCall } from "../../src/extproc/transformation.js";
 import { ExternalProcessorSchema } from "../../src/gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
 import { ProcessingMode_BodySendMode } from "../../src/gen/envoy/extensions/filters/http/ext_proc/v3/processing_mode_pb.js";
 import { LLM_METADATA_KEYS, LLM_METADATA_NAMESPACE } from "../../src/translate/llm/table.js";
-import { tracingContextFilter, tracingValue } from "../../src/translate/xds/tracing-context.js";
+import { telemetryContextFilter, tracingValue } from "../../src/translate/xds/tracing-context.js";
 
 const DONE = {
   request_model: "gpt-x",
@@ -196,8 +196,8 @@ test("request stage ahead of the LLM ext_proc: the request's model from its body
 });
 
 test("the tracing filter forwards the LLM namespace and allows the mode override only when an expression reads llm", () => {
-  const config = (values: Parameters<typeof tracingContextFilter>[0]) => {
-    const f = tracingContextFilter(values);
+  const config = (values: Parameters<typeof telemetryContextFilter>[0]) => {
+    const f = telemetryContextFilter(values);
     const any = f.configType?.case === "typedConfig" ? f.configType.value : undefined;
     const c = any === undefined ? undefined : anyUnpack(any as never, ExternalProcessorSchema);
     assert.ok(c !== undefined);

@@ -13,6 +13,7 @@ import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/p
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { constValue } from "../../cel/ast.js";
 import { compileExpression, createCelEnvironment, evaluate, fromCel, referencedVariables } from "../../cel/index.js";
+import type { ContextValue } from "../../extproc/context.js";
 import { ExprSchema } from "../../gen/cel/expr/syntax_pb.js";
 import type { AccessLogSchema } from "../../gen/envoy/config/accesslog/v3/accesslog_pb.js";
 import type { TypedExtensionConfigSchema } from "../../gen/envoy/config/core/v3/extension_pb.js";
@@ -26,6 +27,7 @@ import { StatTagValueInputSchema } from "../../gen/envoy/extensions/matching/com
 import { StaticConfigResourceDetectorConfigSchema } from "../../gen/envoy/extensions/tracers/opentelemetry/resource_detectors/v3/static_config_resource_detector_pb.js";
 import { CELSamplerConfigSchema } from "../../gen/envoy/extensions/tracers/opentelemetry/samplers/v3/cel_sampler_pb.js";
 import { endFormat, readsVariable, toDefaultEnvoyCel } from "./filters/envoy-cel.js";
+import { sluiceComputes, telemetryValue } from "./tracing-context.js";
 
 export const TELEMETRY_SCHEMAS = [
   CELSamplerConfigSchema,
@@ -225,19 +227,24 @@ export const METRICS_PREFIX = "sluice_frontend";
  * `metrics.attributes.add` → a stats access logger on the HCM: a request counter and a duration histogram (ms) per
  * combination of the labels. Envoy's own stats cannot take per-request labels, so these two carry them.
  */
-export function metricsLogger(m: Rec, note: Note): MessageInitShape<typeof AccessLogSchema> | undefined {
+export function metricsLogger(
+  m: Rec,
+  note: Note,
+  values: ContextValue[],
+): MessageInitShape<typeof AccessLogSchema> | undefined {
   const attributes = isRec(m.attributes) ? m.attributes : {};
   const tags: MessageInitShape<typeof Config_TagSchema>[] = [];
   (Array.isArray(attributes.add) ? attributes.add : []).forEach((a, i) => {
     if (!isRec(a) || typeof a.name !== "string" || typeof a.expression !== "string") return;
-    const format = endFormat(a.expression);
+    let format = endFormat(a.expression);
+    if (format === undefined && sluiceComputes(a.expression)) {
+      // Computed by Sluice's telemetry stage into dynamic metadata before the stats logger runs (tracing-context.ts).
+      const v = telemetryValue(a.expression, `metrics.attributes.${i}`);
+      values.push(v);
+      format = `%DYNAMIC_METADATA(${v.namespace}:${v.key})%`;
+    }
     if (format === undefined) {
-      note(
-        `attributes.add[${i}]`,
-        "Envoy cannot evaluate this expression as the spec means it (it reads request.query, basicAuth or " +
-          "extauthz, or the spec's IP functions, or uses string conversion or string functions, which Envoy's " +
-          "stats tags lack); left out",
-      );
+      note(`attributes.add[${i}]`, "the expression does not compile; left out");
       return;
     }
     tags.push({ name: a.name, valueFormat: format, rules: unknownWhenEmpty() });

@@ -52,7 +52,13 @@ import {
   tracingResources,
   tracingSampling,
 } from "./frontend-telemetry.js";
-import { metadataTag, sluiceComputes, tracingContextFilter, tracingValue } from "./tracing-context.js";
+import {
+  metadataTag,
+  sluiceComputes,
+  telemetryContextFilter,
+  telemetryValue,
+  tracingValue,
+} from "./tracing-context.js";
 
 type HcmInit = Exclude<MessageInitShape<typeof HttpConnectionManagerSchema>, { $typeName: string }>;
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, { $typeName: string }>;
@@ -291,6 +297,8 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
   }
 
   const collectors: Collector[] = [];
+  // Values Sluice's telemetry stage computes for the access logs and the tracer (one stage per listener).
+  const telemetryValues: ContextValue[] = [];
   // What a collector's own backend policy (its Service's GwPolicy) needs said goes on that policy.
   const collectorContext = (from: PolicySourceIR) => ({
     input: ctx?.authz?.input,
@@ -303,6 +311,7 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     const logs = accessLog(log.value, collectorContext(log.from), (f, m) => note(log.from, `accessLog.${f}`, m));
     hcm.accessLog = logs.entries;
     if (logs.collector !== undefined) collectors.push(logs.collector);
+    telemetryValues.push(...logs.values);
   }
 
   const tlsField = field("tls");
@@ -323,16 +332,17 @@ export function frontendOptions(l: ListenerIR, ctx: BuildContext | undefined): F
     if (t !== undefined) {
       hcm.tracing = t.tracing;
       collectors.push(t.collector);
-      if (t.values.length > 0) httpFilters.push(tracingContextFilter(t.values));
+      telemetryValues.push(...t.values);
     }
   }
   const collectorTls = new Map(collectors.flatMap((c) => (c.tls !== undefined ? [[c.clusterName, c.tls]] : [])));
 
   const metrics = field("metrics");
   if (metrics !== undefined) {
-    const logger = metricsLogger(metrics.value, (f, m) => note(metrics.from, `metrics.${f}`, m));
+    const logger = metricsLogger(metrics.value, (f, m) => note(metrics.from, `metrics.${f}`, m), telemetryValues);
     if (logger !== undefined) hcm.accessLog = [...(hcm.accessLog ?? []), logger];
   }
+  if (telemetryValues.length > 0) httpFilters.push(telemetryContextFilter(telemetryValues));
   // CONNECT: unset 405, Deny 403 (listener.ts), Route a tunnel per matching route, Tunnel a tunnel back into the
   // Gateway port the CONNECT names (build.ts, route.ts).
   const connectField = policy.connect;
@@ -487,7 +497,12 @@ function tracing(
 
 /** The access log entry: JSON lines on stdout, default fields minus `remove`, plus `add` as Envoy CEL. */
 /** The entry's fields: the defaults minus `remove`, plus `add` as Envoy CEL; whether any is CEL. */
-function logFields(attributesValue: unknown, note: (field: string, message: string) => void) {
+function logFields(
+  attributesValue: unknown,
+  note: (field: string, message: string) => void,
+  values: ContextValue[],
+  prefix: string,
+) {
   const attributes = isRec(attributesValue) ? attributesValue : {};
   const fields: Record<string, string> = { ...DEFAULT_LOG_FIELDS };
   for (const name of Array.isArray(attributes.remove) ? attributes.remove : []) delete fields[String(name)];
@@ -495,23 +510,51 @@ function logFields(attributesValue: unknown, note: (field: string, message: stri
   (Array.isArray(attributes.add) ? attributes.add : []).forEach((x, i) => {
     if (!isRec(x) || typeof x.name !== "string" || typeof x.expression !== "string") return;
     const expr = toEnvoyCel(x.expression, { atEnd: true, queryParams: true });
-    if (expr === undefined) {
+    if (expr !== undefined) {
+      fields[x.name] = `%CEL(${expr})%`;
+      cel = true;
+    } else if (sluiceComputes(x.expression)) {
+      // Computed by Sluice's telemetry stage into dynamic metadata before the entry is written (tracing-context.ts).
+      const v = telemetryValue(x.expression, `${prefix}.attributes.${i}`);
+      values.push(v);
+      fields[x.name] = `%DYNAMIC_METADATA(${v.namespace}:${v.key})%`;
+    } else {
       note(`attributes.add[${i}]`, `${NOT_IN_ENVOY}; left out`);
-      return;
     }
-    fields[x.name] = `%CEL(${expr})%`;
-    cel = true;
   });
   return { fields, cel };
 }
 
-/** `filter` as Envoy's CEL access log filter; undefined (every entry) when absent or not evaluable by Envoy. */
+/**
+ * `filter` as Envoy's CEL access log filter, or, for an expression Envoy cannot evaluate as the spec means it, a
+ * metadata filter on the value Sluice's telemetry stage computed (`true` logs; anything else, a failure included,
+ * does not). Undefined (every entry) when absent or not evaluable at all.
+ */
 function logFilter(
   text: unknown,
   note: (field: string, message: string) => void,
+  values: ContextValue[],
+  prefix: string,
 ): MessageInitShape<typeof AccessLogSchema>["filter"] {
   if (typeof text !== "string") return undefined;
   const expr = toEnvoyCel(text, { atEnd: true, queryParams: true });
+  if (expr === undefined && sluiceComputes(text)) {
+    const v = telemetryValue(text, `${prefix}.filter`);
+    values.push(v);
+    return {
+      filterSpecifier: {
+        case: "metadataFilter",
+        value: {
+          matcher: {
+            filter: v.namespace,
+            path: [{ segment: { case: "key", value: v.key } }],
+            value: { matchPattern: { case: "stringMatch", value: { matchPattern: { case: "exact", value: "true" } } } },
+          },
+          matchIfKeyNotFound: false,
+        },
+      },
+    };
+  }
   if (expr === undefined) {
     note("filter", `${NOT_IN_ENVOY}; every entry is logged`);
     return undefined;
@@ -548,9 +591,10 @@ function accessLog(
   a: Rec,
   at: Omit<CollectorContext, "note" | "field">,
   note: (field: string, message: string) => void,
-): { entries: MessageInitShape<typeof AccessLogSchema>[]; collector?: Collector } {
-  const { fields, cel } = logFields(a.attributes, note);
-  const filter = logFilter(a.filter, note);
+): { entries: MessageInitShape<typeof AccessLogSchema>[]; collector?: Collector; values: ContextValue[] } {
+  const values: ContextValue[] = [];
+  const { fields, cel } = logFields(a.attributes, note, values, "accesslog");
+  const filter = logFilter(a.filter, note, values, "accesslog");
   const entries: MessageInitShape<typeof AccessLogSchema>[] = [
     {
       name: "envoy.access_loggers.stdout",
@@ -574,14 +618,15 @@ function accessLog(
       },
     },
   ];
-  if (!isRec(a.otlp)) return { entries };
+  if (!isRec(a.otlp)) return { entries, values };
   const o = a.otlp;
   const otlpNote = (f: string, m: string) => note(`otlp.${f}`, m);
   const grpc = o.protocol !== "HTTP";
   const c = collector("accesslog", o.backendRef, grpc, { ...at, field: "accessLog.otlp", note: otlpNote });
-  if (c === undefined) return { entries };
-  const own = o.attributes !== undefined ? logFields(o.attributes, otlpNote) : { fields, cel };
-  const otlpFilter = o.filter !== undefined ? logFilter(o.filter, otlpNote) : filter;
+  if (c === undefined) return { entries, values };
+  const own =
+    o.attributes !== undefined ? logFields(o.attributes, otlpNote, values, "accesslog.otlp") : { fields, cel };
+  const otlpFilter = o.filter !== undefined ? logFilter(o.filter, otlpNote, values, "accesslog.otlp") : filter;
   const path = str(o.path) ?? "/v1/logs";
   const config = create(OpenTelemetryAccessLogConfigSchema, {
     logName: "sluice",
@@ -618,5 +663,5 @@ function accessLog(
     ...(otlpFilter !== undefined ? { filter: otlpFilter } : {}),
     configType: { case: "typedConfig", value: anyPack(OpenTelemetryAccessLogConfigSchema, config) },
   });
-  return { entries, collector: c };
+  return { entries, collector: c, values };
 }
