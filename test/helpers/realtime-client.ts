@@ -11,12 +11,22 @@ export interface RealtimeClient {
   next(): Promise<RealtimeEvent>;
 }
 
-/** Opens `ws://127.0.0.1:<port><path>?model=gpt-realtime` with `key` in the subprotocol; resolves once it is open. */
-export async function openRealtime(port: number, path: string, key: string): Promise<RealtimeClient> {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}${path}?model=gpt-realtime`, [
-    "realtime",
-    `openai-insecure-api-key.${key}`,
-  ]);
+/**
+ * Opens `ws://127.0.0.1:<port><path>?model=gpt-realtime` with `key` in the subprotocol; resolves once it is open.
+ * `headers`: more upgrade headers (Node's WebSocket, undici's, takes them where a browser's cannot).
+ */
+export async function openRealtime(
+  port: number,
+  path: string,
+  key: string,
+  headers?: Readonly<Record<string, string>>,
+): Promise<RealtimeClient> {
+  const protocols = ["realtime", `openai-insecure-api-key.${key}`];
+  const ws = new WebSocket(
+    `ws://127.0.0.1:${port}${path}?model=gpt-realtime`,
+    // undici's WebSocketInit; the DOM type knows protocols only.
+    (headers !== undefined ? { protocols, headers } : protocols) as unknown as string[],
+  );
   const queue: RealtimeEvent[] = [];
   const waiting: ((e: RealtimeEvent) => void)[] = [];
   ws.addEventListener("message", (m) => {

@@ -1,12 +1,17 @@
 // A Realtime session's token accounting (extproc/llm/realtime/usage.ts): the usage of OpenAI's response.done (cached
 // input tokens too), other events not counted (an audio delta quoting "response.done" in its text neither), each
-// response debiting the route's `tokens` buckets, "spent" once one is, and a route without limits never spent.
+// response debiting the route's `tokens` buckets, "spent" once one is, and a route without limits never spent; the
+// global `Tokens` descriptors charged to a rate limit service (global-tokens.ts).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { requestVariable } from "../../src/extproc/llm/cel.js";
+import { RealtimeGlobalTokens } from "../../src/extproc/llm/realtime/global-tokens.js";
 import { realtimeUsage, SessionTokens } from "../../src/extproc/llm/realtime/usage.js";
 import { TokenLimiter } from "../../src/extproc/llm/token-limits.js";
+import type { RealtimeTokenLimit } from "../../src/translate/llm/realtime-tokens.js";
 import type { LlmRouteEntry } from "../../src/translate/llm/table.js";
+import { startRateLimitService } from "../helpers/grpc-services.js";
 
 const done = (usage: unknown) =>
   Buffer.from(JSON.stringify({ type: "response.done", event_id: "e1", response: { id: "r", usage } }));
@@ -48,9 +53,9 @@ test("each response debits the buckets; the one that spends a bucket says so", (
   const s = new SessionTokens(limiter, entry([limit]), { provider: "default", model: "gpt-realtime" });
   const r = done({ input_tokens: 30, output_tokens: 10, total_tokens: 40 });
   assert.equal(s.count(Buffer.from('{"type":"session.created"}')), undefined);
-  assert.equal(s.count(r), undefined);
-  assert.equal(s.count(r), undefined);
-  assert.equal(s.count(r), "spent");
+  assert.equal(s.count(r)?.spent, false);
+  assert.equal(s.count(r)?.spent, false);
+  assert.deepEqual(s.count(r), { usage: { inputTokens: 30, outputTokens: 10, totalTokens: 40 }, spent: true });
   assert.equal(s.responses, 3);
   assert.deepEqual(s.total, { inputTokens: 90, outputTokens: 30, totalTokens: 120 });
   // The LLM ext_proc, sharing the buckets, refuses the next request until they refill.
@@ -61,6 +66,43 @@ test("each response debits the buckets; the one that spends a bucket says so", (
 
 test("a route without tokens limits is counted, never spent", () => {
   const s = new SessionTokens(new TokenLimiter(), entry([]), { provider: "default", model: undefined });
-  for (let i = 0; i < 5; i++) assert.equal(s.count(done({ input_tokens: 1e9, output_tokens: 1e9 })), undefined);
+  for (let i = 0; i < 5; i++) assert.equal(s.count(done({ input_tokens: 1e9, output_tokens: 1e9 }))?.spent, false);
   assert.equal(s.total.totalTokens, 1e10);
+});
+
+test("global Tokens descriptors: entries from the upgrade, hits the total or the cost, OVER_LIMIT told, a failing entry left out", async () => {
+  const rls = await startRateLimitService(100);
+  const global = new RealtimeGlobalTokens(() => {});
+  try {
+    const limit: RealtimeTokenLimit = {
+      domain: "llm",
+      service: "Service rls",
+      targets: [{ host: "127.0.0.1", port: rls.port }],
+      descriptors: [
+        { entries: [{ key: "user", expression: "request.headers['x-user']" }] },
+        { entries: [{ key: "model", expression: "llm.requestModel" }], cost: "llm.inputTokens + 4 * llm.outputTokens" },
+        { entries: [{ key: "team", expression: "request.headers['x-team']" }] },
+      ],
+    };
+    const session = {
+      activation: { request: requestVariable({ ":path": "/v1/realtime", "x-user": "alice" }) },
+      provider: "default",
+      model: "gpt-realtime",
+    };
+    const usage = { inputTokens: 30, outputTokens: 10, totalTokens: 40 };
+    assert.equal(await global.charge([limit], usage, session), false);
+    // No x-team header: that descriptor is left out, as Envoy's expression descriptor does on an error.
+    assert.deepEqual(rls.calls, [
+      { key: "llm|user=alice", hits: 40, over: false },
+      { key: "llm|model=gpt-realtime", hits: 70, over: false },
+    ]);
+    // The second response takes the model's counter to 140 > 100.
+    assert.equal(await global.charge([limit], usage, session), true);
+    // A service that cannot be reached loses the charge, never throws.
+    const gone = { ...limit, targets: [{ host: "127.0.0.1", port: 1 }] };
+    assert.equal(await global.charge([gone], usage, session), false);
+  } finally {
+    global.close();
+    await rls.close();
+  }
 });

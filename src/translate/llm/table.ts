@@ -25,6 +25,7 @@ import type { ModelRouteEntry } from "../model/ir.js";
 import { clusterVariantBase } from "../names.js";
 import { compilePromptGuard, type GuardNote, type PromptGuardEntry } from "./guards.js";
 import { compileProviderExtAuth, type ProviderExtAuthConfig } from "./provider-ext-auth.js";
+import { type RealtimeTokenLimit, realtimeTokenLimits } from "./realtime-tokens.js";
 import type { LlmStagePlan, SingleStage } from "./stages.js";
 
 /** Envoy endpoint metadata namespace naming the provider, and the dynamic metadata namespace of token counts. */
@@ -196,6 +197,8 @@ export interface LlmRouteEntry {
   readonly single?: SingleStage;
   /** The GwModels of the listener (model/serve.ts): the model a request names selects the cluster. */
   readonly models?: ModelRouteEntry;
+  /** On a route serving Realtime: its global `Tokens` descriptors, which Sluice's relay sends per response. */
+  readonly realtimeTokens?: readonly RealtimeTokenLimit[];
 }
 
 export interface LlmTable {
@@ -737,12 +740,14 @@ export function compileLlmTable(
           }
           if (Object.keys(backends).length === 0) continue;
           const single = stages.single.get(`${gw.key}|${route.name}`);
+          const realtime = (types ?? []).some(([, t]) => t === "Realtime") ? realtimeTokenLimits(route, clusters) : [];
           const content = {
             routes: types ?? [],
             tokenLimits: tokenLimits(route, gw.key),
             tokenCosts: tokenCosts(route),
             backends,
             ...(single !== undefined ? { single } : {}),
+            ...(realtime.length > 0 ? { realtimeTokens: realtime } : {}),
           };
           const id = entryId(content);
           entries.set(id, { id, ...content });

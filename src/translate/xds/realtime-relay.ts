@@ -1,7 +1,7 @@
 // The twin route that sends a guarded Realtime route's websocket upgrades to Sluice's Realtime relay
 // (src/extproc/llm/realtime/relay.ts): Envoy's ext_proc does not see websocket frames, so prompt guards on a Realtime
 // session, and counting its tokens against a `tokens` limit, need Sluice in the path. Only routes whose AI backends
-// have prompt guards get it, routes with a `tokens` limit, and those to a provider behind an InferencePool
+// have prompt guards get it, routes with a `tokens` limit or `Tokens` descriptor, and those to a provider behind an InferencePool
 // (realtimeToPool); other Realtime routes stay websockets Envoy passes straight to the provider.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -44,23 +44,33 @@ function hasGuards(policy: EffectivePolicyIR | undefined): boolean {
   return typeof g === "object" && g !== null && (some(g.request) || some(g.response));
 }
 
-/** Whether the route has a `rateLimit.local[].tokens` limit, which the relay debits with its sessions' tokens. */
-function hasTokenLimits(route: RouteIR): boolean {
-  const f = route.policy?.traffic?.["rateLimit"];
-  if (f === undefined || "combined" in f) return false;
-  const local = (f.value as { local?: unknown } | undefined)?.local;
-  return Array.isArray(local) && local.some((l) => typeof (l as { tokens?: unknown } | null)?.tokens === "number");
+/**
+ * Whether the route counts tokens: a `rateLimit.local[].tokens` limit, or a global `Tokens` descriptor, which the relay
+ * debits with its sessions' tokens.
+ */
+function countsTokens(route: RouteIR): boolean {
+  return [route.policy?.preRouting, route.policy?.traffic].some((phase) => {
+    const f = phase?.["rateLimit"];
+    if (f === undefined || "combined" in f) return false;
+    const v = f.value as { local?: unknown; global?: { descriptors?: unknown } } | undefined;
+    const local = Array.isArray(v?.local) ? v.local : [];
+    const global = Array.isArray(v?.global?.descriptors) ? v.global.descriptors : [];
+    return (
+      local.some((l) => typeof (l as { tokens?: unknown } | null)?.tokens === "number") ||
+      global.some((d) => (d as { unit?: unknown } | null)?.unit === "Tokens")
+    );
+  });
 }
 
 /**
  * Whether the route serves Realtime and its upgrades go through the relay: a provider behind it has prompt guards, or
- * the route has a `tokens` limit (a websocket Envoy passes through is never read: its responses' tokens could not be
- * counted; extproc/llm/realtime/usage.ts).
+ * the route has a `tokens` limit or a global `Tokens` descriptor (a websocket Envoy passes through is never read: its
+ * responses' tokens could not be counted; extproc/llm/realtime/usage.ts, global-tokens.ts).
  */
 export function relaysRealtime(route: RouteIR): boolean {
   if (!servesRealtime(route)) return false;
   return (
-    hasTokenLimits(route) ||
+    countsTokens(route) ||
     (route.policy?.backends ?? []).some(
       (b) => hasGuards(b.policy) || (b.subBackends ?? []).some((s) => hasGuards(s.policy)),
     )

@@ -43,9 +43,10 @@ import {
   OP_TEXT,
   ProtocolError,
 } from "./frames.js";
+import { RealtimeGlobalTokens } from "./global-tokens.js";
 import { EndpointPickers } from "./picker.js";
 import { type DialTcp, dialling } from "./provider-tcp.js";
-import { answerDenial, checkSession, withAllowed } from "./session-ext-auth.js";
+import { answerDenial, checkSession, sessionRequest, withAllowed } from "./session-ext-auth.js";
 import { SessionTokens } from "./usage.js";
 
 /** The provider's answer to the upgrade must come within this. */
@@ -78,6 +79,8 @@ interface Target {
   readonly ir: LlmProviderIR;
   /** The session's model: the upgrade's `model` query parameter, else the provider's (for the metrics' label). */
   readonly model?: string;
+  /** The upgrade's path as the client's request reached the relay. */
+  readonly path: string;
 }
 
 function reply(socket: Socket, status: number, message: string): void {
@@ -105,9 +108,12 @@ export class RealtimeRelay {
   readonly #extAuths: ProviderExtAuths;
   /** The routes' `tokens` buckets, debited by each response a session completes (usage.ts). */
   readonly #limiter: TokenLimiter;
+  /** The routes' global `Tokens` descriptors, charged by each response a session completes (global-tokens.ts). */
+  readonly #global: RealtimeGlobalTokens;
 
   constructor(opts: RealtimeRelayOptions) {
     this.#limiter = opts.limiter ?? new TokenLimiter();
+    this.#global = new RealtimeGlobalTokens(opts.log);
     this.#log = opts.log;
     this.#remote = opts.remote;
     this.#google = opts.google ?? new GoogleTokens();
@@ -143,6 +149,7 @@ export class RealtimeRelay {
     for (const s of this.#sessions) s.destroy();
     this.#pickers.close();
     this.#extAuths.close();
+    this.#global.close();
   }
 
   /** Whether `req` is the relay's (an upgrade Envoy routed here); if so the socket is the relay's from now on. */
@@ -298,6 +305,7 @@ export class RealtimeRelay {
     // The provider's tcp, or its cluster's, on the relay's own connections (provider-tcp.ts).
     return {
       entry,
+      path: url,
       provider,
       ir: { ...pir, connection: { ...pir.connection, tcp: providerTcp(ir, pir) } },
       ...(model !== undefined ? { model } : {}),
@@ -590,11 +598,27 @@ export class RealtimeRelay {
       toClient(OP_TEXT, Buffer.from(JSON.stringify(tokenLimitError())));
       closeBoth(1008, "token rate limit exceeded");
     };
+    // The route's global Tokens descriptors, charged per response by the relay (global-tokens.ts).
+    const limits = target.entry.realtimeTokens ?? [];
+    const charge =
+      limits.length === 0
+        ? undefined
+        : {
+            activation: sessionRequest(headers, target.path).activation,
+            provider: provider.name,
+            model: target.model,
+          };
     const fromProvider = (m: Message): void | Promise<void> => {
       if (whileClosing(m, upstream)) return;
-      const over = m.opcode === OP_TEXT ? tokens.count(m.payload) : undefined;
+      const counted = m.opcode === OP_TEXT ? tokens.count(m.payload) : undefined;
+      if (counted?.usage !== undefined && charge !== undefined) {
+        // Not waited for: the session goes on while the service answers; OVER_LIMIT ends it then.
+        void this.#global.charge(limits, counted.usage, charge).then((over) => {
+          if (over) upstreamChain = upstreamChain.then(spent);
+        });
+      }
       const done = forward(m);
-      if (over === undefined) return done;
+      if (counted?.spent !== true) return done;
       return done instanceof Promise ? done.then(spent) : spent();
     };
     const forward = (m: Message): void | Promise<void> => {

@@ -39,6 +39,22 @@ export function checkSession(
   url: string,
 ): Promise<{ allow: Allowed } | { deny: Denial }> {
   if (provider.extAuth === undefined) return Promise.resolve({ allow: { set: {}, remove: [] } });
+  const { client, activation, peer } = sessionRequest(headers, url);
+  return extAuths.check(provider.extAuth, {
+    headers: client,
+    activation: { ...activation, llm: toCel({ provider: provider.name }) },
+    peer,
+  });
+}
+
+/**
+ * The session's upgrade as the client sent it: its headers as Envoy forwarded them (the relay's own left out), the
+ * client's and Envoy's addresses, and the CEL variables `request`, `source` and the route's identity.
+ */
+export function sessionRequest(
+  headers: Readonly<Record<string, string>>,
+  url: string,
+): { client: Record<string, string>; activation: Record<string, unknown>; peer: Peer } {
   const client: Record<string, string> = {
     ":method": "GET",
     ":path": url,
@@ -56,16 +72,15 @@ export function checkSession(
     ...(destination !== undefined ? { destination } : {}),
   };
   const src = sourceVariable(peer);
-  return extAuths.check(provider.extAuth, {
-    headers: client,
+  return {
+    client,
     activation: {
       ...identityOf(headers),
       request: requestVariable(client),
-      llm: toCel({ provider: provider.name }),
       ...(src !== undefined ? { source: src } : {}),
     },
     peer,
-  });
+  };
 }
 
 /** A JSON object a header of the relay route carries (xds/realtime-relay.ts); undefined when absent or not one. */

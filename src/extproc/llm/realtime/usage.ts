@@ -49,10 +49,10 @@ export class SessionTokens {
   ) {}
 
   /**
-   * Counts a provider event; `"spent"` when it was a response.done that left one of the route's `tokens` buckets
-   * spent (the session is to end), undefined otherwise.
+   * Counts a provider event: for a response.done, its usage and whether it left one of the route's `tokens` buckets
+   * spent (the session is to end); undefined for any other event.
    */
-  count(payload: Buffer): "spent" | undefined {
+  count(payload: Buffer): { readonly usage: TokenUsage; readonly spent: boolean } | undefined {
     const usage = realtimeUsage(payload);
     if (usage === undefined) return undefined;
     this.responses++;
@@ -71,8 +71,8 @@ export class SessionTokens {
       usage,
     );
     const limits = this.entry.tokenLimits;
-    if (limits.length === 0) return undefined;
+    if (limits.length === 0) return { usage, spent: false };
     this.limiter.consume(limits, usage.totalTokens);
-    return this.limiter.admit(limits) ? undefined : "spent";
+    return { usage, spent: !this.limiter.admit(limits) };
   }
 }

@@ -9,7 +9,8 @@
 // to dynamic metadata when the response is complete are there. A `Tokens` descriptor is sent twice: on the request
 // with 0 hits (refused once the budget is spent; RLS semantics of envoyproxy/ratelimit) and, when the stream is done,
 // with the request's cost (`apply_on_stream_done`, hits from dynamic metadata: total tokens, or the `cost` CEL the
-// ext_proc evaluated).
+// ext_proc evaluated). A Realtime session's responses never pass that ext_proc: Sluice's Realtime relay sends its
+// tokens to the same service itself, per response (llm/realtime-tokens.ts); Envoy still checks its upgrade.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
@@ -31,7 +32,6 @@ import {
 import { DescriptorSchema } from "../../../gen/envoy/extensions/rate_limit_descriptors/expr/v3/expr_pb.js";
 import { durationFromMs } from "../../duration.js";
 import { tokenCostFormat } from "../../llm/table.js";
-import { servesRealtime } from "../llm.js";
 import {
   CONTEXT_NAMESPACE,
   costNeedsSluice,
@@ -80,15 +80,6 @@ export const globalRateLimitBuilder: HttpFilterBuilder = {
           ctx.note(f.from, `${at}.entries[${j}].expression`, message),
         );
         if (actions === undefined) return;
-        if (tokens && servesRealtime(route)) {
-          // Envoy adds a request's tokens at its stream's end from the LLM ext_proc's metadata; a websocket session's
-          // responses never pass that ext_proc (Sluice's relay counts them: rateLimit.local tokens and the metrics).
-          ctx.note(
-            f.from,
-            `${at}.unit`,
-            `checked when a Realtime session on route ${route.name} opens, but the session's tokens are not added: Envoy adds a request's tokens when its stream ends, from what the LLM ext_proc read of the response, and a websocket session's events never pass that ext_proc (a rateLimit.local tokens limit counts them, through Sluice's Realtime relay)`,
-          );
-        }
         if (tokens) {
           llm.push(
             { actions, hitsAddend: { number: BigInt(0) } },
