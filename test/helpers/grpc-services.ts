@@ -31,17 +31,22 @@ export interface GrpcTestServer {
 export interface TestServerTls {
   readonly cert: string;
   readonly key: string;
+  /** A CA (PEM): clients must then present a certificate it issued (mTLS). */
+  readonly clientCa?: string;
 }
 
-async function serve(add: (s: grpc.Server) => void, tls?: TestServerTls): Promise<GrpcTestServer> {
+/** A grpc-js server on a free loopback port with the services `add` puts on it; with `tls`, over TLS only. */
+export async function serve(add: (s: grpc.Server) => void, tls?: TestServerTls): Promise<GrpcTestServer> {
   const server = new grpc.Server();
   add(server);
   const credentials =
     tls === undefined
       ? grpc.ServerCredentials.createInsecure()
-      : grpc.ServerCredentials.createSsl(null, [
-          { cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) },
-        ]);
+      : grpc.ServerCredentials.createSsl(
+          tls.clientCa !== undefined ? Buffer.from(tls.clientCa) : null,
+          [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }],
+          tls.clientCa !== undefined,
+        );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", credentials, (e, p) => (e ? reject(e) : resolve(p))),
   );

@@ -1,11 +1,15 @@
 // A local OTLP/HTTP receiver for tests: keeps every export, and decodes the spans of trace exports (protobuf
 // ExportTraceServiceRequest, opentelemetry/proto/collector/trace/v1) into ids, names and attributes. Also the YAML
-// that has Envoy trace every request to it.
+// that has Envoy trace every request to it, and an OTLP/gRPC collector (traces and logs, TLS optional).
 
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import type { TLSSocket } from "node:tls";
 import { BinaryReader, type WireType } from "@bufbuild/protobuf/wire";
+import type * as grpc from "@grpc/grpc-js";
 import { localService } from "./gateway.js";
+import { type GrpcTestServer, serve, type TestServerTls } from "./grpc-services.js";
 
 export interface OtlpSpan {
   /** Hex. */
@@ -24,6 +28,8 @@ export interface OtlpExport {
   readonly path: string;
   readonly contentType: string | undefined;
   readonly body: Buffer;
+  /** Over TLS with client certificates asked for: the subject CN of the one the client presented. */
+  readonly clientCertificate?: string;
 }
 
 export interface OtlpReceiver {
@@ -114,16 +120,24 @@ export function decodeTraceExport(body: Uint8Array): OtlpSpan[] {
   return out;
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** With `tls`, over HTTPS only (and mTLS with its `clientCa`). */
+export async function startOtlpReceiver(tls?: TestServerTls): Promise<OtlpReceiver> {
   const spans: OtlpSpan[] = [];
   const exports: OtlpExport[] = [];
-  const server: Server = createServer((req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const path = req.url ?? "";
       const body = Buffer.concat(chunks);
-      exports.push({ path, contentType: req.headers["content-type"], body });
+      const socket = req.socket as Partial<TLSSocket>;
+      const cn = tls?.clientCa !== undefined ? socket.getPeerCertificate?.()?.subject?.CN : undefined;
+      exports.push({
+        path,
+        contentType: req.headers["content-type"],
+        body,
+        ...(cn !== undefined ? { clientCertificate: String(cn) } : {}),
+      });
       if (path === "/v1/traces" && req.headers["content-type"] === "application/x-protobuf") {
         try {
           spans.push(...decodeTraceExport(body));
@@ -136,12 +150,23 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       res.writeHead(200, { "content-type": "application/x-protobuf" });
       res.end();
     });
-  });
+  };
+  const server: Server =
+    tls === undefined
+      ? createServer(handler)
+      : createHttpsServer(
+          {
+            cert: tls.cert,
+            key: tls.key,
+            ...(tls.clientCa !== undefined ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}),
+          },
+          handler,
+        );
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
   const port = (server.address() as AddressInfo).port;
   return {
     port,
-    tracesUrl: `http://127.0.0.1:${port}/v1/traces`,
+    tracesUrl: `${tls === undefined ? "http" : "https"}://127.0.0.1:${port}/v1/traces`,
     spans,
     exports,
     close: () => new Promise<void>((r) => server.close(() => r())),
@@ -165,4 +190,81 @@ spec:
       protocol: HTTP
       randomSampling: "1.0"
 `;
+}
+
+export interface OtlpLogRecord {
+  /** The body, when a string. */
+  readonly body: string;
+  readonly attributes: Readonly<Record<string, string | number | boolean>>;
+}
+
+/** The log records of an ExportLogsServiceRequest (opentelemetry/proto/collector/logs/v1). */
+export function decodeLogExport(bytes: Uint8Array): OtlpLogRecord[] {
+  const out: OtlpLogRecord[] = [];
+  // ResourceLogs (1) → ScopeLogs (2) → LogRecord (2): body (5), attributes (6).
+  fields(bytes, (no, _t, r) => {
+    if (no !== 1) return;
+    fields(r.bytes(), (f, _t2, rr) => {
+      if (f !== 2) return;
+      fields(rr.bytes(), (g, _t3, lr) => {
+        if (g !== 2) return;
+        let body = "";
+        const attributes: Record<string, string | number | boolean> = {};
+        fields(lr.bytes(), (h, _t4, vr) => {
+          if (h === 5) body = String(anyValue(vr.bytes()));
+          else if (h === 6) keyValue(vr.bytes(), attributes);
+        });
+        out.push({ body, attributes });
+      });
+    });
+  });
+  return out;
+}
+
+export const TRACE_EXPORT_PATH = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+export const LOGS_EXPORT_PATH = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+
+export interface OtlpGrpcCollector extends GrpcTestServer {
+  readonly spans: OtlpSpan[];
+  readonly logs: OtlpLogRecord[];
+  /** The `:authority` of each export. */
+  readonly authorities: string[];
+}
+
+/**
+ * An OTLP/gRPC collector (a grpc-js server with the TraceService and LogsService Export methods, messages kept as
+ * bytes and decoded): keeps the spans and log records it receives. With `tls`, over TLS only.
+ */
+export async function startOtlpGrpcCollector(tls?: TestServerTls): Promise<OtlpGrpcCollector> {
+  const spans: OtlpSpan[] = [];
+  const logs: OtlpLogRecord[] = [];
+  const authorities: string[] = [];
+  const raw = (b: Buffer) => b;
+  const method = (path: string) => ({
+    path,
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: raw,
+    requestDeserialize: raw,
+    responseSerialize: raw,
+    responseDeserialize: raw,
+  });
+  const exported =
+    (into: (b: Buffer) => void) => (call: grpc.ServerUnaryCall<Buffer, Buffer>, done: grpc.sendUnaryData<Buffer>) => {
+      authorities.push(call.getHost());
+      into(call.request);
+      // An empty Export*ServiceResponse.
+      done(null, Buffer.alloc(0));
+    };
+  const s = await serve((server) => {
+    server.addService(
+      { export: method(TRACE_EXPORT_PATH) },
+      { export: exported((b) => spans.push(...decodeTraceExport(b))) },
+    );
+    server.addService(
+      { export: method(LOGS_EXPORT_PATH) },
+      { export: exported((b) => logs.push(...decodeLogExport(b))) },
+    );
+  }, tls);
+  return { ...s, spans, logs, authorities };
 }

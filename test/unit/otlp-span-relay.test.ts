@@ -12,7 +12,8 @@ import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { SpanRelay } from "../../src/otlp/relay.js";
 import { decodeRelaySpec, encodeRelaySpec, FILTER_TAG, RELAY_METADATA, rewriteExport } from "../../src/otlp/spans.js";
 import { buildCluster } from "../../src/translate/xds/cluster.js";
-import { decodeTraceExport } from "../helpers/otlp.js";
+import { decodeTraceExport, startOtlpGrpcCollector } from "../helpers/otlp.js";
+import { tlsFixture } from "../helpers/tls.js";
 
 /** A receiver keeping each POST body. */
 async function receiver(): Promise<{ server: Server; port: number; bodies: Buffer[] }> {
@@ -151,5 +152,52 @@ describe("OTLP span relay", () => {
     assert.equal(rx.bodies.length, 1, "nothing sent for a refused call");
     assert.equal(logs.length, 1, "failures are logged once per interval");
     relay.close();
+  });
+
+  test("relay: exports over gRPC with the collector cluster's TLS (mTLS), and fails without it", async () => {
+    const collector = await startOtlpGrpcCollector({
+      cert: tlsFixture("example.com.crt"),
+      key: tlsFixture("example.com.key"),
+      clientCa: tlsFixture("foo.example.com.crt"),
+    });
+    const relay = new SpanRelay({ log: () => {} });
+    try {
+      const name = "tracing/obs/tls-collector";
+      const cluster = buildCluster({
+        kind: "static",
+        name,
+        endpoints: [{ address: "127.0.0.1", port: collector.port, ready: true }],
+        http2: true,
+      });
+      const tls = {
+        sni: "example.com",
+        sans: ["example.com"],
+        ca: tlsFixture("example.com.crt"),
+        clientCert: { secret: "s", chain: tlsFixture("foo.example.com.crt"), key: tlsFixture("foo.example.com.key") },
+      };
+      const headers = {
+        [RELAY_METADATA]: encodeRelaySpec({
+          cluster: name,
+          protocol: "GRPC",
+          path: "/v1/traces",
+          authority: "tls-collector",
+          remove: ["http.url"],
+          filter: false,
+        }),
+      };
+      relay.update({ gateways: [{ xds: { clusters: [cluster] }, collectorTls: new Map([[name, tls]]) }] } as never);
+      assert.equal((await relay.handle(sdkExport, headers)).byteLength, 0);
+      assert.equal(collector.spans.length, 4);
+      assert.ok(collector.spans.every((s) => !("http.url" in s.attributes)));
+      // The same cluster without its TLS: cleartext to a TLS-only collector fails.
+      const plain = new SpanRelay({ log: () => {} });
+      plain.update({ gateways: [{ xds: { clusters: [cluster] } }] } as never);
+      await assert.rejects(plain.handle(sdkExport, headers), /export to collector tracing\/obs\/tls-collector failed/);
+      plain.close();
+      assert.equal(collector.spans.length, 4);
+    } finally {
+      relay.close();
+      await collector.close();
+    }
   });
 });
