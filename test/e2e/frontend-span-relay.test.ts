@@ -2,16 +2,21 @@
 // Envoy's tracer exports to Sluice's span relay (src/otlp/relay.ts), which drops the spans whose filter did not hold
 // when they finished and the default attributes the policy removes, then sends the export on to the user's collector.
 // Two Gateways in turn: one exports to an OTLP/HTTP collector (remove and filter), the other to an OTLP/gRPC
-// collector (a grpc-js server; remove only). The collectors are written for the test and keep what they receive.
+// collector (a grpc-js server, test/helpers/otlp.ts; remove only). The collectors are written for the test and keep
+// what they receive.
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
-import * as grpc from "@grpc/grpc-js";
-import { EXPORT_PATH } from "../../src/otlp/spans.js";
 import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import { decodeTraceExport, type OtlpReceiver, type OtlpSpan, startOtlpReceiver } from "../helpers/otlp.js";
+import {
+  type OtlpGrpcCollector,
+  type OtlpReceiver,
+  type OtlpSpan,
+  startOtlpGrpcCollector,
+  startOtlpReceiver,
+} from "../helpers/otlp.js";
 
 const route = (upstream: number) => `${localService("echo", upstream)}---
 apiVersion: gateway.networking.k8s.io/v1
@@ -139,39 +144,13 @@ describe("span relay to an OTLP/HTTP collector: remove and a filter reading the 
 describe("span relay to an OTLP/gRPC collector", { timeout: 90_000 }, () => {
   let upstream: Upstream;
   let gw: TestGateway;
-  const spans: OtlpSpan[] = [];
-  const authorities: string[] = [];
-  const server = new grpc.Server();
-  const raw = (b: Buffer) => b;
+  let collector: OtlpGrpcCollector;
 
   before(async () => {
     upstream = await startEchoUpstream("echo");
-    // OTLP/gRPC's TraceService (a grpc-js server): the request kept as bytes, an empty ExportTraceServiceResponse.
-    server.addService(
-      {
-        export: {
-          path: EXPORT_PATH,
-          requestStream: false,
-          responseStream: false,
-          requestSerialize: raw,
-          requestDeserialize: raw,
-          responseSerialize: raw,
-          responseDeserialize: raw,
-        },
-      },
-      {
-        export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, done: grpc.sendUnaryData<Buffer>) => {
-          authorities.push(call.getHost());
-          spans.push(...decodeTraceExport(call.request));
-          done(null, Buffer.alloc(0));
-        },
-      },
-    );
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
-    );
+    collector = await startOtlpGrpcCollector();
     gw = await startTestGateway(
-      () => grpcResources(upstream.port, port),
+      () => grpcResources(upstream.port, collector.port),
       "/ok",
       (s) => s === 200,
     );
@@ -179,7 +158,7 @@ describe("span relay to an OTLP/gRPC collector", { timeout: 90_000 }, () => {
   after(async () => {
     await gw?.stop();
     await upstream?.close();
-    server.forceShutdown();
+    await collector?.close();
   });
 
   test("the export goes on over gRPC with the removed attributes gone and the others kept", async () => {
@@ -188,14 +167,18 @@ describe("span relay to an OTLP/gRPC collector", { timeout: 90_000 }, () => {
     }
     await waitFor(
       "the five spans over gRPC",
-      async () => (spans.filter((s) => s.attributes.tenant === "grpc-tenant").length === 5 ? true : undefined),
+      async () =>
+        collector.spans.filter((s) => s.attributes.tenant === "grpc-tenant").length === 5 ? true : undefined,
       20_000,
     );
-    for (const s of spans) {
+    for (const s of collector.spans) {
       assert.ok(!("http.url" in s.attributes) && !("http.method" in s.attributes), JSON.stringify(s.attributes));
       assert.equal(s.attributes["http.status_code"], "200", "Envoy's other default attributes stay");
     }
-    assert.ok(authorities.includes("grpc-collector"), `the collector's name as :authority (${authorities.join()})`);
+    assert.ok(
+      collector.authorities.includes("grpc-collector"),
+      `the collector's name as :authority (${collector.authorities.join()})`,
+    );
   });
 });
 
