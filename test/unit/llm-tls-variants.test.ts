@@ -187,6 +187,32 @@ test("on a route the Realtime relay serves (prompt guards), a route-level tls an
   );
 });
 
+test("a GwBackend's own HTTP/2 on a route the Realtime relay serves: reported for its sessions, not for a route without Realtime", async () => {
+  const t = await translated(
+    backend(`    http: { version: HTTP2 }
+    ai:
+      routes: { /v1/realtime: Realtime, /v1/chat/completions: Completions }
+      promptGuard:
+        request: [{ regex: { builtins: [CreditCard] } }]
+`) + routes,
+  );
+  const all = t.warnings.join("\n");
+  assert.equal(all.match(/http\.version/g)?.length, 2, all);
+  for (const route of [A, B]) {
+    assert.ok(
+      all.includes(
+        `spec.policies.http.version: applied to the requests of route ${route} that Envoy forwards, not to its Realtime sessions`,
+      ),
+      all,
+    );
+  }
+  const plain = await translated(backend("    http: { version: HTTP2 }\n") + routes);
+  assert.deepEqual(
+    plain.warnings.filter((w) => w.includes("http.version")),
+    [],
+  );
+});
+
 test("a route-level tunnel on a GwBackend Sluice scores: the route's variant keeps outlier detection, reported", async () => {
   const t = await translated(
     PROXY +

@@ -23,6 +23,8 @@ const FIELDS = ["tcp", "http"] as const;
 
 interface Use {
   readonly route: RouteIR;
+  /** The route's effective `http.version: HTTP2` and where it comes from (any level), when it has one. */
+  readonly http2?: BackendProblemIR["from"];
   /** What the route's GwPolicies ask of the cluster (JSON of the parts served; "" for nothing). */
   readonly key: string;
   readonly policies: Rec;
@@ -42,7 +44,18 @@ function useOf(c: LlmClusterIR, r: RouteIR): Use {
     policies[field] = value;
     from.push({ field, from: f.from });
   }
-  return { route: r, key: Object.keys(policies).length === 0 ? "" : JSON.stringify(policies), policies, from };
+  const http = bp?.policy["http"];
+  const http2 =
+    http !== undefined && !("combined" in http) && isRec(http.value) && http.value.version === "HTTP2"
+      ? http.from
+      : undefined;
+  return {
+    route: r,
+    key: Object.keys(policies).length === 0 ? "" : JSON.stringify(policies),
+    policies,
+    from,
+    ...(http2 !== undefined ? { http2 } : {}),
+  };
 }
 
 /** The cluster's connection for `u`: the GwBackend's own, with what the route's GwPolicies add. */
@@ -65,21 +78,24 @@ export function withLlmConnections(gw: GatewayIR): GatewayIR {
     const ownKey = base?.key ?? "";
     if (ownKey !== "" && base !== undefined) own.set(c.name, connectionOf(c, base));
     for (const u of list) {
-      if (u.key === ownKey) continue;
-      routes.set(u.route, (routes.get(u.route) ?? new Map<string, LlmVariantFields>()).set(c.name, connectionOf(c, u)));
-      if (!relaysRealtime(u.route)) continue;
+      if (u.key !== ownKey) {
+        routes.set(
+          u.route,
+          (routes.get(u.route) ?? new Map<string, LlmVariantFields>()).set(c.name, connectionOf(c, u)),
+        );
+      }
+      if (u.http2 === undefined || !relaysRealtime(u.route)) continue;
       // The relay dials with the variant's tcp (its route names the variant); its websocket to the provider is an
-      // HTTP/1.1 upgrade whatever the version, so a route's http.version serves the requests Envoy forwards only.
-      const http = u.from.filter(({ field }) => field === "http");
-      if (http.length === 0) continue;
+      // HTTP/1.1 upgrade whatever the version (the GwBackend's own too), so HTTP/2 serves the requests Envoy forwards.
       problems.set(u.route, [
         ...(problems.get(u.route) ?? []),
-        ...http.map(({ field, from }) => ({
-          from,
-          field: `backend.${field}.version`,
+        {
+          from: u.http2,
+          // A GwBackend's own field is named under its spec.policies by the status.
+          field: u.http2.kind === "GwPolicy" ? "backend.http.version" : "http.version",
           message: `applied to the requests of route ${u.route.name} that Envoy forwards, not to its Realtime sessions: Sluice's relay opens AI GwBackend ${c.backend}'s provider websockets with an HTTP/1.1 upgrade`,
           fatal: false,
-        })),
+        },
       ]);
     }
   }

@@ -250,8 +250,8 @@ function buildGatewayApiRoute(
         route.timeout = durationFromMs(0);
       }
       if (a.failover !== undefined) route.retryPolicy = failoverRetryPolicy(a.failover.retries);
-      // Realtime is a websocket to the provider: the upgrade is enabled on this route only, unless prompt guards send
-      // it through Sluice's relay (realtime-relay.ts: a twin route before this one takes upgrades).
+      // Realtime is a websocket to the provider: the upgrade is enabled on this route only, unless prompt guards or
+      // token counting send it through Sluice's relay (realtime-relay.ts: a twin route before this one takes upgrades).
       if (a.failover !== undefined && servesRealtime(r) && !relaysRealtime(r)) {
         route.upgradeConfigs = [{ upgradeType: "websocket", enabled: true }];
       }
