@@ -363,6 +363,8 @@ export interface LlmProviderIR {
    * the cluster's (xds/llm-provider-hop.ts).
    */
   readonly connection?: ProviderConnectionIR;
+  /** Its share of its priority group's requests (Envoy's load balancing weight); absent = 1. */
+  readonly weight?: number;
 }
 
 /** A provider's own connection fields: a field present replaces the cluster's whole (spec: merge per top-level field). */

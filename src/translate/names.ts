@@ -153,8 +153,8 @@ export const REALTIME_JWT_HEADER = "x-sluice-realtime-jwt";
 export const REALTIME_AUTHZ_HEADER = "x-sluice-realtime-authz";
 
 /** The cluster of a concrete GwModel (`namespace/name`), and of a failover virtual model Envoy fails over within. */
-export function modelClusterName(model: string, failover = false): string {
-  return `gwmodel/${model}${failover ? "/failover" : ""}`;
+export function modelClusterName(model: string, strategy?: "failover" | "weighted"): string {
+  return `gwmodel/${model}${strategy !== undefined ? `/${strategy}` : ""}`;
 }
 
 /** A GwModel route of a virtual host: `gwmodel/<virtual host>/<what>` (`models`, `default`, or a cluster). */

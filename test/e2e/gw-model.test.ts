@@ -1,6 +1,7 @@
 // GwModel through a real Envoy and `sluice serve`, with the official `openai` and `@anthropic-ai/sdk` clients and fake
 // providers speaking the real wire formats: each `match` form, Internal models (refused to clients, reachable through a
-// virtual model), conditional routing on a header, a weighted split over 1,000 requests, failover within the request
+// virtual model), conditional routing on a header, a weighted split over 1,000 requests and its retry on the other
+// target, failover within the request
 // when the preferred priority answers 5xx, model discovery in the three clients' shapes, authorization, headers and
 // prompt guards per model, and a virtual model's own request policies around its target's.
 
@@ -291,6 +292,23 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     const share = w1 / 1000;
     console.log(`weighted: w1 ${w1}, w2 ${w2} (share ${share.toFixed(3)}) in ${Date.now() - started} ms`);
     assert.ok(Math.abs(share - 0.75) <= 0.05, `w1 share ${share}`);
+  });
+
+  test("weighted: a target answering 5xx is retried on the other within the request, no error", async () => {
+    p.w1.failWith = 503;
+    try {
+      const before = { w1: p.w1.requests.length, w2: p.w2.requests.length };
+      for (let i = 0; i < 8; i++) {
+        const r = await chat("split", `r${i}`);
+        assert.equal(r.choices[0]?.message.content, `Hello from w2: r${i}`);
+      }
+      assert.equal(p.w2.requests.length - before.w2, 8);
+      // Tried first at its share, then ejected by outlier detection: at least once, never more than once per request.
+      const tried = p.w1.requests.length - before.w1;
+      assert.ok(tried >= 1 && tried <= 8, `w1 tried ${tried} times`);
+    } finally {
+      p.w1.failWith = undefined;
+    }
   });
 
   test("failover: the preferred priority answers 5xx, the request is served by the next, no error", async () => {

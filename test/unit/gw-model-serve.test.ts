@@ -435,7 +435,8 @@ test("a virtual model's policies: authorization when chosen, headers, transforma
   assert.equal(around.choice.cluster, "gwmodel/default/b");
   const ok = chooseModel(entry, "vip", { vars: vars({ "x-vip": "yes" }), random: () => 0 });
   assert.ok(ok.ok);
-  assert.equal(ok.choice.cluster, "gwmodel/default/a");
+  // `inner` is weighted over concrete models only: a cluster of its own, where Envoy picks and retries.
+  assert.equal(ok.choice.cluster, "gwmodel/default/inner/weighted");
   assert.deepEqual(ok.choice.via, ["default/vip", "default/inner"]);
   // Request headers: outermost first, the concrete model's last (it wins where they meet).
   const chain = virtualChain(entry, ok.choice);

@@ -145,7 +145,8 @@ export interface ModelRouteEntry {
   readonly table: ListenerModelTable;
   /**
    * The Envoy cluster of each model a selection may end at, by `namespace/name`: every concrete model, and every
-   * failover virtual model whose targets are all concrete (Envoy then fails over between them within the request).
+   * failover or weighted virtual model whose targets are all concrete (Envoy then picks among them and retries another
+   * within the request).
    */
   readonly clusters: Readonly<Record<string, string>>;
   /** By cluster, then provider (endpoint) name: the concrete model it is and, for a failover target, what to ask. */

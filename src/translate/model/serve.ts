@@ -2,8 +2,9 @@
 // each listener with models (docs/llm.md, "GwModel").
 //
 // - A cluster per concrete model (its provider as a GwBackend `ai` provider's: address, TLS, tunnel), and one per
-//   failover virtual model whose targets are all concrete: a priority group per `priority`, so Envoy retries the next
-//   target within the request, as for a GwBackend's groups (outlier detection ejects the failing ones).
+//   failover or weighted virtual model whose targets are all concrete: a priority group per `priority` (failover), or
+//   one group with a locality of its weight per target (weighted), so Envoy retries another target within the
+//   request, as for a GwBackend's groups (outlier detection ejects the failing ones).
 // - Path first: in every virtual host of a listener with models, after the HTTPRoute routes, `GET /v1/models`,
 //   `/v1beta/models` and one model of each (answered by the LLM ext_proc), then the LLM API paths once per model cluster, matching MODEL_CLUSTER_HEADER, which
 //   the LLM ext_proc sets to the cluster of the model it selected from the request's body (and then has Envoy route
@@ -135,27 +136,36 @@ function gatewayModels(
     out.backends[name] = { backend: `GwModel ${id}`, providers: { [c.provider.name]: entry } };
   }
   for (const [id, m] of Object.entries(table.models)) {
-    if (m.type !== "virtual" || m.strategy !== "failover") continue;
+    if (m.type !== "virtual" || m.strategy === "conditional") continue;
     const targets = m.targets.map((t, i) => ({ t, i, c: concreteProvider(table.models[t.ref]) }));
     if (targets.some((x) => x.c === undefined)) {
       if (targets.some((x) => table.models[x.t.ref]?.type === "virtual")) {
         const list = notes.get(id) ?? [];
         list.push({
-          field: "spec.virtualModel.failover.targets",
+          field: `spec.virtualModel.${m.strategy}.targets`,
           message:
-            "a target is a virtual model: the target is chosen per request by health, and a request that fails is not retried on the next one",
+            m.strategy === "failover"
+              ? "a target is a virtual model: the target is chosen per request by health, and a request that fails is not retried on the next one"
+              : "a target is a virtual model: the target is picked per request by weight, and a request that fails is not retried on another one",
         });
         notes.set(id, list);
       }
       continue;
     }
-    const name = modelClusterName(id, true);
-    const priorities = [...new Set(m.targets.map((t) => t.priority))].sort((a, b) => a - b);
+    const name = modelClusterName(id, m.strategy);
+    // Failover: a priority group per `priority`. Weighted: one group, each target a locality of its weight (never
+    // picked at 0).
+    const keyed = m.targets.map((t) => ({
+      t,
+      priority: "priority" in t ? (t.priority as number) : 0,
+      weight: "weight" in t ? (t.weight as number) : undefined,
+    }));
+    const priorities = [...new Set(keyed.map((k) => k.priority))].sort((a, b) => a - b);
     const providers: Record<string, LlmProviderEntry> = {};
     const targetsOf: Record<string, { id: string; model?: string }> = {};
     const groups = priorities.map((p) =>
       targets
-        .filter((x) => x.t.priority === p)
+        .filter((x) => keyed[x.i]?.priority === p && keyed[x.i]?.weight !== 0)
         .flatMap((x) => {
           const c = x.c as ConcreteModelIR & { provider: LlmProviderIR };
           const entry = entryOf(c);
@@ -164,13 +174,16 @@ function gatewayModels(
           const pname = `${x.i}.${c.id}`;
           providers[pname] = { ...entry, name: pname };
           targetsOf[pname] = { id: c.id, model: x.t.model };
-          return [{ ...c.provider, name: pname }];
+          const weight = keyed[x.i]?.weight;
+          return [{ ...c.provider, name: pname, ...(weight !== undefined ? { weight } : {}) }];
         }),
     );
+    const served = groups.filter((g) => g.length > 0);
+    if (served.length === 0) continue;
     add(
       name,
       `GwModel ${id}`,
-      groups.filter((g) => g.length > 0),
+      served,
       targets.map((x) => x.c as ConcreteModelIR),
     );
     out.byModel[id] = name;

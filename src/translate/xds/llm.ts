@@ -39,7 +39,7 @@ import { PreviousPrioritiesConfigSchema } from "../../gen/envoy/extensions/retry
 import { UpstreamTlsContextSchema } from "../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js";
 import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
 import { durationFromMs } from "../duration.js";
-import type { LlmClusterIR, RouteIR } from "../ir.js";
+import type { LlmClusterIR, LlmProviderIR, RouteIR } from "../ir.js";
 import { PEER_ATTRIBUTES } from "../llm/provider-ext-auth.js";
 import {
   LLM_CLUSTER_ATTRIBUTE,
@@ -190,14 +190,27 @@ export function llmLoadAssignment(c: LlmClusterIR): ClusterLoadAssignment | unde
   return create(ClusterLoadAssignmentSchema, providerAssignment(c));
 }
 
-/** One locality per priority group, one endpoint per provider (or per ready endpoint of its Service). */
+/** Whether a cluster's providers carry weights (a weighted GwModel): each is then a locality of its own. */
+const weighted = (c: LlmClusterIR) => c.groups.some((g) => g.some((p) => p.weight !== undefined));
+
+/**
+ * One locality per priority group, one endpoint per provider (or per ready endpoint of its Service). With weights,
+ * one locality per provider, weighted: its share does not grow with the addresses its host name resolves to.
+ */
 function providerAssignment(c: LlmClusterIR): MessageInitShape<typeof ClusterLoadAssignmentSchema> {
   const { hops } = providerHops(c);
+  const groups: { priority: number; providers: readonly LlmProviderIR[]; subZone: string; weight?: number }[] =
+    weighted(c)
+      ? c.groups.flatMap((g, priority) =>
+          g.map((p) => ({ priority, providers: [p], subZone: `group-${priority}/${p.name}`, weight: p.weight ?? 1 })),
+        )
+      : c.groups.map((g, priority) => ({ priority, providers: g, subZone: `group-${priority}` }));
   return {
     clusterName: c.name,
-    endpoints: c.groups.map((g, priority) => ({
+    endpoints: groups.map(({ priority, providers: g, subZone, weight }) => ({
       priority,
-      locality: { subZone: `group-${priority}` },
+      locality: { subZone },
+      ...(weight !== undefined ? { loadBalancingWeight: weight } : {}),
       // A provider is one endpoint, or (custom provider with a Service) one per ready endpoint of the Service.
       lbEndpoints: g.flatMap((p) =>
         // A provider with connection settings of its own: one endpoint, its hop (llm-provider-hop.ts).
@@ -260,7 +273,11 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transfo
     // Spec: when every provider is evicted, the evicted ones are used rather than failing ("in rotation (fallback)").
     // Envoy's panic mode does exactly that; a 1 % threshold enters it only when (almost) nothing healthy is left, so a
     // healthy lower-priority group still takes over from an evicted higher one.
-    commonLbConfig: { healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT } },
+    commonLbConfig: {
+      healthyPanicThreshold: { value: EVICTION_PANIC_PERCENT },
+      // A weighted GwModel: Envoy picks a target's locality by its weight.
+      ...(weighted(c) ? { localityConfigSpecifier: { case: "localityWeightedLbConfig", value: {} } } : {}),
+    },
     // Without the upstream stage the router-level stage serves every request to it, whatever entry its route names.
     ...(only === undefined
       ? {}

@@ -24,8 +24,8 @@ export interface ModelChoice {
 }
 
 /**
- * The cluster of a request naming `requestModel`: the first candidate's, or that of the outermost failover virtual
- * model on its way when Envoy fails over within it (its cluster holds every target).
+ * The cluster of a request naming `requestModel`: the first candidate's, or that of the outermost failover or weighted
+ * virtual model on its way when Envoy picks and retries within it (its cluster holds every target).
  */
 export function chooseModel(
   entry: ModelRouteEntry,
@@ -60,7 +60,7 @@ export function chooseModel(
   }
   const via = first.via.find((id) => {
     const m = entry.table.byId[id];
-    return m?.type === "virtual" && m.strategy === "failover" && entry.clusters[id] !== undefined;
+    return m?.type === "virtual" && m.strategy !== "conditional" && entry.clusters[id] !== undefined;
   });
   const cluster = entry.clusters[via ?? first.model.id];
   if (cluster === undefined) {
