@@ -26,6 +26,10 @@ export async function startLlmPair(opts: {
   readonly primaryPolicies?: string;
   /** Lines after the other GwBackend's `ai` (its own `policies`). */
   readonly backendLines?: string;
+  /** Lines after the base GwBackend's `ai`. */
+  readonly baseLines?: string;
+  /** More resources (YAML after `---`); the HTTPRoute is `llm`, its rules named `base` and `other`. */
+  readonly resources?: string;
 }): Promise<LlmPair> {
   const primary: FakeProvider = await startFakeProvider({ name: "primary" });
   const backup: FakeProvider = await startFakeProvider({ name: "backup" });
@@ -41,18 +45,20 @@ spec:
 ${lines}
 ---`;
   const env = await startLlmEnv(
-    `${backend(opts.base, "", "")}${backend(opts.other, opts.primaryPolicies ?? "", opts.backendLines ?? "")}
+    `${backend(opts.base, "", opts.baseLines ?? "")}${backend(opts.other, opts.primaryPolicies ?? "", opts.backendLines ?? "")}
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-    - matches: [{ path: { type: PathPrefix, value: /${opts.base} } }]
+    - name: base
+      matches: [{ path: { type: PathPrefix, value: /${opts.base} } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${opts.base} }]
-    - matches: [{ path: { type: PathPrefix, value: /${opts.other} } }]
+    - name: other
+      matches: [{ path: { type: PathPrefix, value: /${opts.other} } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${opts.other} }]
-`,
+${opts.resources !== undefined ? `---\n${opts.resources}` : ""}`,
     `/${opts.base}/v1/chat/completions`,
   );
   const body = JSON.stringify({ model: "gpt-4o", messages: [{ role: "user", content: "hi" }], max_tokens: 20 });

@@ -101,7 +101,8 @@ export class HealthService {
       for (const c of g.xds.clusters) {
         const cfg = scoring(c);
         if (cfg === undefined) continue;
-        // Scored by the assignment it reads: a variant of an AI cluster (another transformation) shares its cluster's.
+        // Scored by the assignment it reads: a variant of an AI cluster scored as the cluster (another transformation)
+        // shares the cluster's; one with a scoring or endpoints of its own reads its own (xds/llm-health.ts).
         const name = c.edsClusterConfig?.serviceName || c.name;
         if (clusters.has(name)) continue;
         clusters.set(name, { cfg, endpoints: endpointKeys(assignments.get(name)) });

@@ -317,6 +317,11 @@ export interface LlmClusterIR {
    * resolved by Sluice (health/provider-dns.ts), and evicted providers marked UNHEALTHY there.
    */
   readonly health?: HealthScoreIR;
+  /**
+   * A scored variant with its cluster's scoring and endpoints: the cluster whose EDS resource it reads and whose
+   * scoring it reports to (absent: its own, keyed by its name; xds/llm-health.ts).
+   */
+  readonly edsOf?: string;
 }
 
 /** Wire protocol family of a provider (src/llm/providers.ts ProviderSettings kinds, plus `custom`). */

@@ -1,15 +1,21 @@
 // A route-level GwPolicy's backend.tls / backend.tunnel on an AI GwBackend (backend/ai-policy-tls.ts): a variant of the
 // AI cluster with the route's providers' TLS, the other routes on the cluster; on one the relay serves (a guarded
-// Realtime route) the relay twin names the variant, whose providers the relay dials; a tunnel of its own on a scored GwBackend keeps the route off Sluice's scoring,
-// reported (xds/llm-health.ts).
+// Realtime route) the relay twin names the variant, whose providers the relay dials; a tunnel of its own on a scored
+// GwBackend gives the route's variant endpoints, and so an EDS resource and a scoring, of its own (xds/llm-health.ts).
 
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import { loadAndTranslate } from "../../src/cli/load.js";
+import type { Cluster } from "../../src/gen/envoy/config/cluster/v3/cluster_pb.js";
+import { ExternalProcessorSchema } from "../../src/gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
+import { HttpProtocolOptionsSchema } from "../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
+import { HEALTH_CLUSTER_METADATA } from "../../src/health/endpoint-health.js";
 import { clusterVariantBase, REALTIME_CLUSTER_HEADER } from "../../src/translate/names.js";
+import { HEALTH_FILTER_NAME } from "../../src/translate/xds/backend-health.js";
 import { gatewayYaml } from "../helpers/gateway.js";
 import { caConfigMapYaml } from "../helpers/tls.js";
 
@@ -57,7 +63,7 @@ spec: { static: { host: 10.0.0.5, port: 8888 } }
 
 interface Translated {
   /** Per route: its cluster, and the SNI of that cluster's provider socket ("" for none). */
-  readonly routes: Map<string, { cluster: string; sni: string; eds: string }>;
+  readonly routes: Map<string, { cluster: string; sni: string; eds: string; scoring: string }>;
   readonly warnings: string[];
   /** The LLM table entry of each route: under which cluster name its providers are. */
   readonly entries: Map<string, string[]>;
@@ -65,6 +71,16 @@ interface Translated {
   readonly relayCluster: Map<string, string>;
   /** Per AI cluster of the IR (what the relay reads): its first provider's TLS SNI ("" for none). */
   readonly irSni: Map<string, string>;
+}
+
+/** The scoring a cluster's health filter reports to ("" without one). */
+function scoringOf(c: Cluster | undefined): string {
+  const options = c?.typedExtensionProtocolOptions["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+  const http = options !== undefined ? anyUnpack(options, HttpProtocolOptionsSchema) : undefined;
+  const f = http?.httpFilters.find((x) => x.name === HEALTH_FILTER_NAME);
+  if (f?.configType.case !== "typedConfig") return "";
+  const p = anyUnpack(f.configType.value, ExternalProcessorSchema);
+  return p?.grpcService?.initialMetadata.find((m) => m.key === HEALTH_CLUSTER_METADATA)?.value ?? "";
 }
 
 async function translated(yaml: string): Promise<Translated> {
@@ -76,7 +92,7 @@ async function translated(yaml: string): Promise<Translated> {
     const gw = result.gateways[0];
     assert.ok(gw !== undefined);
     const clusters = new Map(gw.xds.clusters.map((c) => [c.name, c]));
-    const routes = new Map<string, { cluster: string; sni: string; eds: string }>();
+    const routes = new Map<string, { cluster: string; sni: string; eds: string; scoring: string }>();
     const relayCluster = new Map<string, string>();
     for (const rc of gw.xds.routes) {
       for (const vh of rc.virtualHosts) {
@@ -93,7 +109,12 @@ async function translated(yaml: string): Promise<Translated> {
             packed !== undefined
               ? (/api\.example\.com|example\.com/.exec(Buffer.from(packed).toString("latin1"))?.[0] ?? "?")
               : "";
-          routes.set(r.name, { cluster: name, sni, eds: c?.edsClusterConfig?.serviceName ?? "" });
+          routes.set(r.name, {
+            cluster: name,
+            sni,
+            eds: c?.edsClusterConfig?.serviceName ?? "",
+            scoring: scoringOf(c),
+          });
         }
       }
     }
@@ -127,7 +148,7 @@ test("a route-level tls: the route's variant has it, the other route the cluster
   const b = t.routes.get(B);
   assert.match(a?.cluster ?? "", /^backend\/default\/llm~[0-9a-f]{10}$/);
   assert.equal(a?.sni, "example.com");
-  assert.deepEqual(b, { cluster: "backend/default/llm", sni: "", eds: "" });
+  assert.deepEqual(b, { cluster: "backend/default/llm", sni: "", eds: "", scoring: "" });
   // The LLM ext_proc finds both routes' providers under the cluster's name.
   assert.deepEqual(t.entries.get(A), ["backend/default/llm"]);
   assert.deepEqual(t.entries.get(B), ["backend/default/llm"]);
@@ -213,7 +234,7 @@ test("a GwBackend's own HTTP/2 on a route the Realtime relay serves: reported fo
   );
 });
 
-test("a route-level tunnel on a GwBackend Sluice scores: the route's variant keeps outlier detection, reported", async () => {
+test("a route-level tunnel on a GwBackend Sluice scores: the route's variant has endpoints, an EDS resource and a scoring of its own", async () => {
   const t = await translated(
     PROXY +
       backend(`    tls: { sni: api.example.com }
@@ -223,18 +244,20 @@ test("a route-level tunnel on a GwBackend Sluice scores: the route's variant kee
       onRule("pa", "a", "    tunnel: { backendRef: { group: sluice.dev, kind: GwBackend, name: proxy } }\n"),
   );
   const a = t.routes.get(A);
-  assert.notEqual(a?.cluster, "backend/default/llm");
-  // Not scored: STRICT_DNS, no EDS resource; the cluster itself is.
-  assert.equal(a?.eds, "");
-  assert.equal(t.routes.get(B)?.eds, "backend/default/llm");
-  assert.equal(t.warnings.length, 1, t.warnings.join("\n"));
-  assert.match(
-    t.warnings[0] ?? "",
-    /spec\.policies\.health: Sluice's scoring not applied on route httproute\/default\/r\/rule\/0\/match\/0: a route-level GwPolicy gives it another tunnel to the providers/,
-  );
+  assert.match(a?.cluster ?? "", /^backend\/default\/llm~[0-9a-f]{10}$/);
+  // Scored by itself: its endpoints' host names are what its tunnel asks the proxy for, not the cluster's.
+  assert.equal(a?.eds, a?.cluster);
+  assert.equal(a?.scoring, a?.cluster);
+  assert.deepEqual(t.routes.get(B), {
+    cluster: "backend/default/llm",
+    sni: "api.example.com",
+    eds: "backend/default/llm",
+    scoring: "backend/default/llm",
+  });
+  assert.deepEqual(t.warnings, []);
 });
 
-test("a route-level tls for a provider reached through its own hop, on a GwBackend Sluice scores: that route unscored, reported", async () => {
+test("a route-level tls for a provider reached through its own hop, on a GwBackend Sluice scores: that route scored by its variant", async () => {
   const t = await translated(`---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
@@ -251,9 +274,10 @@ spec:
 ${routes}${onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n")}`);
   const a = t.routes.get(A);
   assert.notEqual(a?.cluster, "backend/default/llm");
-  // Unscored: an EDS resource of its own (its own hops), not the cluster's.
+  // An EDS resource of its own (its own hops), and so a scoring of its own.
   assert.equal(a?.eds, a?.cluster);
+  assert.equal(a?.scoring, a?.cluster);
   assert.equal(t.routes.get(B)?.eds, "backend/default/llm");
-  assert.equal(t.warnings.length, 1, t.warnings.join("\n"));
-  assert.match(t.warnings[0] ?? "", /gives it another TLS or tunnel for provider one of AI GwBackend default\/llm/);
+  assert.equal(t.routes.get(B)?.scoring, "backend/default/llm");
+  assert.deepEqual(t.warnings, []);
 });

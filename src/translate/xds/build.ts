@@ -101,8 +101,8 @@ export function buildXds(ir: GatewayIR, opts: BuildOptions = {}): BuildResult {
   // Backend policy connection settings: cluster variants, and the routes that use them.
   // And AI clusters' backend.transformation (llm-transformation.ts).
   // And their health scoring by Sluice (llm-health.ts).
-  // Health first: a variant of an AI cluster (another transformation) is scored with the cluster it was made from.
-  const gw = withLlmTransformations(withLlmHealth(withLlmConnections(withBackendConnections(ir, opts.authz?.input))));
+  // Health last: its variants carry every other difference of a route, and it decides which EDS resource each reads.
+  const gw = withLlmHealth(withLlmTransformations(withLlmConnections(withBackendConnections(ir, opts.authz?.input))));
   const notes: PolicyNote[] = [];
   const seen = new Set<string>();
   const note: BuildContext["note"] = (from, field, message, reason) => {

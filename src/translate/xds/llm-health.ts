@@ -13,14 +13,20 @@
 // (`unhealthyCondition`, `restoreHealth`, `healthThreshold`), a provider's own `health`, or a GwPolicy's (the native
 // cluster reads the GwBackend's own alone, backend/ai.ts). Else the cluster stays STRICT_DNS with outlier detection.
 //
-// One Envoy cluster serves every route reaching the GwBackend, so those routes must agree (they do for the GwBackend's
-// own policies and a GwPolicy targeting the GwBackend); routes that differ (a route-level GwPolicy) get none, each
-// reported, and the cluster keeps the GwBackend's own eviction natively.
+// Per route: one Envoy cluster holds every provider of a GwBackend, so a route whose scoring differs from what the
+// GwBackend's levels give (a route-level GwPolicy's `backend.health`) goes to a variant of the cluster
+// (llm-passes.ts withLlmVariants), with that scoring, an EDS resource and a scoring of its own, keyed by the variant's
+// name (the health filter's metadata, the variant's EDS service name): an eviction through it marks the provider in
+// its own assignment only, and the cluster's evictions do not reach it. A variant scored as its cluster (another
+// tcp, TLS or transformation, the same health) reads the cluster's EDS resource and reports to its scoring, so an
+// eviction holds on every route asking that scoring; but a variant whose endpoints differ from the cluster's (another
+// tunnel, or another TLS or tunnel for a provider behind a hop of its own) has its own, and so its own scoring.
+// This pass runs after the other variant passes (build.ts): the variants it makes carry every difference of a route.
 
 import type { BackendProblemIR, GatewayIR, HealthScoreIR, LlmClusterIR, RouteIR } from "../ir.js";
 import { clusterVariantBase } from "../names.js";
 import { healthScoreOf, healthScoreParts } from "./backend-health.js";
-import { llmClusterUses, withLlmChanges } from "./llm-passes.js";
+import { canonical, type LlmVariantFields, llmClusterUses, ROUTE_LEVELS, withLlmVariants } from "./llm-passes.js";
 import { providerHops } from "./llm-provider-hop.js";
 
 type Rec = Record<string, unknown>;
@@ -85,94 +91,69 @@ function scoringOf(c: LlmClusterIR, r: RouteIR): Use {
   return { route: r, ir, from, problems };
 }
 
-/** `gw` with each AI cluster's health scoring, and the routes' problems with theirs (bad CEL, routes that differ). */
+const keyOf = (h: HealthScoreIR | undefined) => (h === undefined ? "" : canonical(h));
+
+/**
+ * `gw` with each AI cluster's health scoring (what the GwBackend's levels give, or what every route asks when they
+ * agree), a variant per other scoring routes ask, each scored variant reading the EDS resource it is scored by (its
+ * cluster's, or its own: edsOf), and the routes' problems (bad CEL, an InferencePool).
+ */
 export function withLlmHealth(gw: GatewayIR): GatewayIR {
-  const uses = llmClusterUses(gw, scoringOf);
-  const applied = new Map<string, HealthScoreIR>();
+  const own = new Map<string, LlmVariantFields>();
+  const routes = new Map<RouteIR, Map<string, LlmVariantFields>>();
   const problems = new Map<RouteIR, BackendProblemIR[]>();
   const add = (r: RouteIR, p: readonly BackendProblemIR[]) => {
     if (p.length > 0) problems.set(r, [...(problems.get(r) ?? []), ...p]);
   };
-  for (const [name, { cluster: c, uses: list }] of uses) {
-    const keys = new Set(list.map((u) => (u.ir === undefined ? "" : JSON.stringify(u.ir))));
-    const first = list[0]?.ir;
-    const pool = c.groups.flat()[0]?.pool !== undefined;
-    if (keys.size === 1 && first === undefined) continue;
-    if (keys.size === 1 && first !== undefined && !pool) {
-      applied.set(name, first);
-      for (const u of list) add(u.route, u.problems);
+  for (const [name, { cluster: c, uses: list }] of llmClusterUses(gw, scoringOf)) {
+    if (c.groups.flat()[0]?.pool !== undefined) {
+      const why = `not applied: AI GwBackend ${c.backend}'s provider is an InferencePool, whose endpoint picker, not Envoy's load balancer, chooses the model server; eviction.duration and consecutiveFailures of the GwBackend's own policies apply (outlier detection)`;
+      for (const u of list) {
+        if (u.ir !== undefined)
+          add(
+            u.route,
+            u.from.map((from) => ({ from, field: "backend.health", message: why, fatal: false })),
+          );
+      }
       continue;
     }
-    const why = pool
-      ? `not applied: AI GwBackend ${c.backend}'s provider is an InferencePool, whose endpoint picker, not Envoy's load balancer, chooses the model server; eviction.duration and consecutiveFailures of the GwBackend's own policies apply (outlier detection)`
-      : `not applied: the routes reaching AI GwBackend ${c.backend} ask for different health scoring, and Sluice scores each provider of a GwBackend once, in the one EDS resource every route's cluster reads (so that an eviction holds on every route); a scoring per route would need a cluster variant with endpoints and a scoring of its own, as a Service backend's scored variant has, which AI clusters do not have yet (set it on the GwBackend, or in a GwPolicy targeting it); the GwBackend's own eviction.duration and consecutiveFailures apply (outlier detection)`;
+    for (const u of list) add(u.route, u.problems);
+    // The cluster's own: what every route asks when they agree, else what the GwBackend's levels give (a route whose
+    // health comes from no route-level GwPolicy has it).
+    const keys = new Set(list.map((u) => keyOf(u.ir)));
+    const base = keys.size === 1 ? list[0] : list.find((u) => u.from.every((from) => !ROUTE_LEVELS.has(from.level)));
+    const ownIr = base?.ir;
+    if (ownIr !== undefined) own.set(name, { health: ownIr });
     for (const u of list) {
-      if (u.ir === undefined) continue;
-      add(
-        u.route,
-        u.from.map((from) => ({ from, field: "backend.health", message: why, fatal: false })),
-      );
+      if (keyOf(u.ir) === keyOf(ownIr)) continue;
+      routes.set(u.route, (routes.get(u.route) ?? new Map<string, LlmVariantFields>()).set(name, { health: u.ir }));
     }
   }
-  const changed = new Map<string, LlmClusterIR>();
-  const llm = new Map(gw.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c]));
-  /** Variants that cannot read the scored cluster's endpoints, and why (see unshared). */
-  const unscored = new Map<string, { what: string; why: string }>();
-  // The cluster and its variants (another TLS or tunnel for some routes, ai-policy-tls.ts): the variants read the
-  // cluster's EDS resource, evicted providers marked, and report to its scoring (llm.ts).
-  for (const c of llm.values()) {
-    const h = applied.get(clusterVariantBase(c.name));
-    if (h === undefined) continue;
-    const why = unshared(c, llm.get(clusterVariantBase(c.name)));
-    if (why !== undefined) unscored.set(c.name, why);
-    else changed.set(c.name, { ...c, health: h });
-  }
-  if (unscored.size > 0) {
-    for (const { uses: list } of uses.values()) {
-      for (const u of list) {
-        const a = u.route.action;
-        const to = a.kind === "forward" ? a.backends.find((b) => unscored.has(b.cluster)) : undefined;
-        if (to === undefined) continue;
-        add(
-          u.route,
-          u.from.map((from) => ({
-            from,
-            field: "backend.health",
-            message: `Sluice's scoring not applied on route ${u.route.name}: a route-level GwPolicy gives it ${unscored.get(to.cluster)?.what} of AI GwBackend ${llm.get(to.cluster)?.backend}, and a scored variant reads the cluster's endpoints, one EDS resource for every route (where Sluice marks evicted providers), ${unscored.get(to.cluster)?.why}; this route keeps Envoy's outlier detection (eviction.duration and consecutiveFailures)`,
-            fatal: false,
-          })),
-        );
-      }
-    }
-  }
-  return withLlmChanges(gw, changed, problems);
+  const next = withLlmVariants(gw, { own, routes, problems });
+  const llm = new Map(next.clusters.filter((c): c is LlmClusterIR => c.kind === "llm").map((c) => [c.name, c]));
+  let shared = false;
+  const clusters = next.clusters.map((c) => {
+    if (c.kind !== "llm" || c.health === undefined) return c;
+    const base = llm.get(clusterVariantBase(c.name));
+    if (base === undefined || base === c || keyOf(base.health) !== keyOf(c.health) || !sameEndpoints(c, base)) return c;
+    shared = true;
+    return { ...c, edsOf: base.name };
+  });
+  return shared ? { ...next, clusters } : next;
 }
 
 /**
- * Why variant `v` cannot read the endpoints of the scored cluster `base` it was made from (undefined: it can). An
- * endpoint's host name is what a tunnel's CONNECT asks for (the provider's host), else the provider's name; and a
- * provider reached through a hop of its own (llm-provider-hop.ts) is the cluster's hop there, whose socket is the
- * provider's TLS and tunnel as the cluster has them.
+ * Whether variant `v` has the endpoints of the cluster `base` it was made from, so that it can read base's EDS
+ * resource. An endpoint's host name is what a tunnel's CONNECT asks for (the provider's host), else the provider's
+ * name; and a provider reached through a hop of its own (llm-provider-hop.ts) is the cluster's hop there, whose socket
+ * is the provider's TLS and tunnel as the cluster has them.
  */
-function unshared(v: LlmClusterIR, base: LlmClusterIR | undefined): { what: string; why: string } | undefined {
-  if (base === undefined || v === base) return undefined;
+function sameEndpoints(v: LlmClusterIR, base: LlmClusterIR): boolean {
   const tunnelled = (x: LlmClusterIR) => JSON.stringify(x.groups.map((g) => g.map((p) => p.tunnel !== undefined)));
-  if (tunnelled(v) !== tunnelled(base)) {
-    return {
-      what: "another tunnel to the providers",
-      why: "whose host names are what the GwBackend's own tunnel settings ask a proxy for",
-    };
-  }
-  const hops = providerHops(base).hops;
+  if (tunnelled(v) !== tunnelled(base)) return false;
   const socket = (x: LlmClusterIR, name: string) => {
     const p = x.groups.flat().find((q) => q.name === name);
     return JSON.stringify([p?.tls, p?.tunnel]);
   };
-  const moved = [...hops.keys()].filter((name) => socket(v, name) !== socket(base, name));
-  if (moved.length === 0) return undefined;
-  const names = moved.join(", ");
-  return {
-    what: `another TLS or tunnel for provider ${names}`,
-    why: `where ${names} is the cluster's hop of its own (its own tcp or http, llm-provider-hop.ts), with the GwBackend's TLS and tunnel`,
-  };
+  return [...providerHops(base).hops.keys()].every((name) => socket(v, name) === socket(base, name));
 }

@@ -96,7 +96,7 @@ function patched(c: LlmClusterIR, fields: LlmVariantFields | undefined): LlmClus
 }
 
 /** JSON with object keys sorted: the same content gives the same text, whatever order it was built in. */
-function canonical(v: unknown): string {
+export function canonical(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) =>
     typeof x === "object" && x !== null && !Array.isArray(x)
       ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
@@ -114,7 +114,8 @@ function difference(v: LlmClusterIR, base: LlmClusterIR): Record<string, unknown
   const a = v as unknown as Record<string, unknown>;
   const b = base as unknown as Record<string, unknown>;
   for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
-    if (k === "name" || canonical(a[k]) === canonical(b[k])) continue;
+    // edsOf: which EDS resource a scored variant reads follows from its other fields (llm-health.ts).
+    if (k === "name" || k === "edsOf" || canonical(a[k]) === canonical(b[k])) continue;
     out[k] =
       k === "groups"
         ? v.groups.map((g) =>

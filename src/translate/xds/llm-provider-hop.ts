@@ -44,7 +44,7 @@ import { HttpProtocolOptionsSchema } from "../../gen/envoy/extensions/upstreams/
 import { DEFAULT_CONNECT_TIMEOUT_MS } from "../backend/ai-provider-connection.js";
 import { durationFromMs } from "../duration.js";
 import type { BackendConnectionIR, LlmClusterIR, LlmProviderIR } from "../ir.js";
-import { clusterVariantBase, providerHopName } from "../names.js";
+import { providerHopName } from "../names.js";
 import { socketAddress } from "./address.js";
 import { throughTunnel } from "./tunnel.js";
 import { upstreamTls } from "./upstream-tls.js";
@@ -95,9 +95,9 @@ export interface ProviderHops {
 /**
  * Which providers of `c` need a hop: those with connection fields of their own, unless every provider has the same
  * (then they are the cluster's, but a request timeout, which is per attempt). Decided from the providers' own fields
- * alone, so a variant of the cluster (llm-connection.ts, llm-transformation.ts) decides as its cluster does: a scored
- * variant reads its cluster's endpoints (llm-health.ts). An InferencePool provider never has one (a GwBackend's single
- * `provider`, which has no policies of its own; its cluster connects where the picker says).
+ * alone, so a variant of the cluster (llm-connection.ts, llm-transformation.ts) decides as its cluster does: a
+ * variant scored as its cluster reads the cluster's endpoints (llm-health.ts). An InferencePool provider never has one
+ * (a GwBackend's single `provider`, which has no policies of its own; its cluster connects where the picker says).
  */
 export function providerHops(c: LlmClusterIR): ProviderHops {
   const providers = c.groups.flat().filter((p) => p.pool === undefined);
@@ -114,11 +114,11 @@ export function providerHops(c: LlmClusterIR): ProviderHops {
 }
 
 /**
- * The AI cluster whose hops its endpoints name: its own, or for a variant of a scored cluster, which reads that
- * cluster's endpoints (llm.ts), the scored cluster's.
+ * The AI cluster whose EDS resource (and so whose hops) `c` reads, and whose scoring its health filter reports to: its
+ * own, or for a scored variant with its cluster's scoring and endpoints, that cluster's (llm-health.ts).
  */
 export function hopOwner(c: LlmClusterIR): string {
-  return c.health !== undefined ? clusterVariantBase(c.name) : c.name;
+  return c.edsOf ?? c.name;
 }
 
 /** The internal address an AI cluster's endpoint has for a provider reached through its hop. */

@@ -49,7 +49,6 @@ import {
   LLM_SINGLE_PROVIDER_ATTRIBUTE,
   LLM_SINGLE_PROVIDER_KEY,
 } from "../llm/table.js";
-import { clusterVariantBase } from "../names.js";
 import { socketAddress } from "./address.js";
 import { backendHealthFilter, HEALTH_FILTER_NAME, localOriginOutlierDetection } from "./backend-health.js";
 import { extProcOnRoute } from "./filters/ext-proc-route.js";
@@ -164,8 +163,8 @@ function llmClusterTargets(
     return {
       clusterDiscoveryType: { case: "type", value: Cluster_DiscoveryType.EDS },
       edsClusterConfig: {
-        // A variant (llm-transformation.ts) reads the endpoints of the cluster it was made from, marks included; an
-        // unscored one with hops its own, naming its own hops.
+        // A variant scored as the cluster it was made from reads that cluster's endpoints, marks included; any other
+        // its own (its own marks, or its own hops: llm-health.ts).
         serviceName: hopOwner(c),
         edsConfig: { configSourceSpecifier: { case: "ads", value: {} }, resourceApiVersion: ApiVersion.V3 },
       },
@@ -180,7 +179,7 @@ function llmClusterTargets(
 
 /**
  * The EDS resource of an AI cluster Sluice scores or with a provider's hop (undefined for the others, and for a variant
- * of a scored one, which reads its cluster's): the providers as the STRICT_DNS cluster lists them, host names
+ * scored as its cluster, which reads the cluster's: hopOwner): the providers as the STRICT_DNS cluster lists them, host names
  * included (a hop's internal address instead); Sluice resolves those when it publishes (health/provider-dns.ts), so
  * Envoy only ever gets addresses.
  */
@@ -326,7 +325,7 @@ export function buildLlmCluster(c: LlmClusterIR, upstreamStage: boolean, transfo
                           name: HEALTH_FILTER_NAME,
                           configType: {
                             case: "typedConfig" as const,
-                            value: backendHealthFilter(clusterVariantBase(c.name), c.health, true),
+                            value: backendHealthFilter(hopOwner(c), c.health, true),
                           },
                         },
                       ]
