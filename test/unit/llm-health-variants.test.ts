@@ -3,6 +3,7 @@
 // keyed by the variant's name (the health filter's metadata, the EDS service name); src/health/service.ts, fed that
 // translation and what Envoy sends, evicts a provider in the variant the response came through, never in another.
 // A variant scored as its cluster (another transformation) reads the cluster's EDS resource and reports to its scoring.
+// An InferencePool GwBackend cannot be scored (its picker chooses the server): a route's scoring is reported.
 
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
@@ -216,4 +217,60 @@ test("an eviction through one route's variant marks the provider there alone, an
   // A response reported under the cluster's own name (unscored) changes nothing.
   respond(CLUSTER, "backup", 503);
   assert.equal(health.health.config(CLUSTER), undefined);
+});
+
+test("an InferencePool GwBackend: a route-level scoring is reported, not applied (its picker chooses the server)", async () => {
+  const cfg = tempConfigDir();
+  try {
+    cfg.write(
+      "config.yaml",
+      `${gatewayYaml(8080)}---
+apiVersion: inference.networking.k8s.io/v1
+kind: InferencePool
+metadata: { name: llama, namespace: default }
+spec:
+  selector: { matchLabels: { app: vllm-llama } }
+  targetPorts: [{ number: 8000 }]
+  endpointPickerRef: { name: llama-epp, port: { number: 9002 } }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: llama-epp, namespace: default }
+spec:
+  ports: [{ name: grpc, port: 9002, appProtocol: kubernetes.io/h2c }]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: pool, namespace: default }
+spec:
+  ai:
+    provider:
+      custom:
+        backendRef: { group: inference.networking.k8s.io, kind: InferencePool, name: llama }
+        formats: [{ type: Completions }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+${rule("a", "pool")}${rule("b", "pool")}${onRule(
+  "pa",
+  "a",
+  `    health: { unhealthyCondition: "response.code == 429" }
+`,
+)}`,
+    );
+    const { result: r } = await loadAndTranslate([cfg.dir]);
+    const clusters = r.gateways[0]?.xds.clusters.filter((c) => c.name.startsWith("backend/default/pool")) ?? [];
+    assert.deepEqual(
+      clusters.map((c) => [c.name, scoringKey(c)]),
+      [["backend/default/pool", ""]],
+    );
+    const status = JSON.stringify(r.statuses.find((s) => s.kind === "GwPolicy" && s.name === "pa")?.status ?? {});
+    assert.match(status, /backend\.health: not applied: AI GwBackend default\/pool's provider is an InferencePool/);
+  } finally {
+    cfg.cleanup();
+  }
 });
