@@ -28,6 +28,8 @@ const NAMES = [
   "blue",
   "guarded",
   "vipA",
+  "h1",
+  "h2",
 ] as const;
 const AWS = { accessKeyId: "AKIDMODELS", secretAccessKey: "model-secret", region: "eu-west-1" };
 const GEMINI_KEY = "gemini-key-1";
@@ -117,6 +119,20 @@ spec:
     targets:
       - { modelRef: { name: f1 }, priority: 0 }
       - { modelRef: { name: f2 }, priority: 1 }`,
+    ),
+    model(
+      "h1",
+      `visibility: Internal\n${openai("h1")}
+policies: { health: { unhealthyCondition: "response.code == 429", eviction: { duration: 2s } } }`,
+    ),
+    model("h2", `visibility: Internal\n${openai("h2")}`),
+    model(
+      "careful",
+      `virtualModel:
+  failover:
+    targets:
+      - { modelRef: { name: h1 }, priority: 0 }
+      - { modelRef: { name: h2 }, priority: 1 }`,
     ),
     model(
       "blue-only",
@@ -337,6 +353,33 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     assert.ok(back);
   });
 
+  test("a target's unhealthyCondition: a 429 evicts it (Sluice's scoring), the next requests skip it until it returns", async () => {
+    assert.equal((await chat("careful", "a")).choices[0]?.message.content, "Hello from h1: a");
+    p.h1.failWith = 429;
+    const before = p.h1.requests.length;
+    try {
+      // Retried on the next priority within the request (Envoy retries 429 on a failover), and h1 is evicted.
+      assert.equal((await chat("careful", "b")).choices[0]?.message.content, "Hello from h2: b");
+      for (const x of ["c", "d", "e"]) {
+        assert.equal((await chat("careful", x)).choices[0]?.message.content, `Hello from h2: ${x}`);
+      }
+      // Envoy's outlier detection counts 5xx only: without Sluice's scoring h1 would be asked every time.
+      assert.equal(p.h1.requests.length - before, 1, "h1 asked once, then skipped");
+    } finally {
+      p.h1.failWith = undefined;
+    }
+    const back = await waitFor(
+      "h1 to serve again after its eviction",
+      async () => {
+        const r = await chat("careful", "f");
+        return r.choices[0]?.message.content === "Hello from h1: f" ? r : undefined;
+      },
+      10_000,
+      250,
+    );
+    assert.ok(back);
+  });
+
   test("authorization per model: 403 in the client's format; allowed requests carry the model's headers", async () => {
     await assert.rejects(chat("blue-only", "x"), (e: unknown) => e instanceof OpenAI.PermissionDeniedError);
     await assert.rejects(
@@ -406,6 +449,7 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     assert.deepEqual(listed, [
       "bedrock-model",
       "blue-only",
+      "careful",
       "claude-named",
       "gemini-model",
       "gpt-4o",

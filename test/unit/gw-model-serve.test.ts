@@ -335,6 +335,74 @@ test("attempts: one Envoy retried failed, the last is judged by the response sta
   assert.equal(health.isDegraded("default/two", m2.health), true);
 });
 
+test("unhealthyCondition: judges the final response in place of the 5xx rule; model clusters scored by Sluice", () => {
+  const health = new ModelHealth(() => 0);
+  const base = concrete(undefined);
+  const m = {
+    ...base,
+    id: "default/c",
+    health: { ...base.health, unhealthyCondition: "response.code == 429 || response.headers['x-overloaded'] == 'yes'" },
+  };
+  const judged = (status: number, headers: Record<string, string> = {}) => {
+    const h = new ModelHealth(() => 0);
+    const a = new ModelAttempts(h, () => 0);
+    a.start(m);
+    a.finish(status, new Map(Object.entries(headers)));
+    return h.isDegraded(m.id, m.health);
+  };
+  assert.equal(judged(429), true);
+  assert.equal(judged(200, { "x-overloaded": "yes" }), true);
+  assert.equal(judged(503), false, "the condition replaces the 5xx rule");
+  assert.equal(judged(200), false);
+  assert.equal(judged(0), true, "no answer at all is a failure");
+  assert.equal(health.isDegraded(m.id, m.health), false);
+  // The translation: a failover over a model with a condition is an EDS cluster Sluice scores, per target.
+  const { gw, r } = served([
+    gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),
+    model("a", {
+      ...openai(9001),
+      visibility: "Internal",
+      policies: { health: { unhealthyCondition: "response.code == 429", eviction: { duration: "2s" } } },
+    }),
+    model("b", { ...openai(9002), visibility: "Internal" }),
+    model("plain", { ...openai(9003), policies: { health: { eviction: { consecutiveFailures: 2 } } } }),
+    model("bad", {
+      ...openai(9004),
+      policies: { health: { unhealthyCondition: "request.headers['x'] == 'y'" } },
+    }),
+    model("pair", {
+      virtualModel: {
+        failover: {
+          targets: [
+            { modelRef: { name: "a" }, priority: 0 },
+            { modelRef: { name: "b" }, priority: 1 },
+          ],
+        },
+      },
+    }),
+  ]);
+  const cluster = (name: string) => gw.clusters.find((c) => c.name === name) as LlmClusterIR | undefined;
+  assert.deepEqual(cluster("gwmodel/default/pair/failover")?.health?.providers, {
+    "0.default/a": {
+      condition: "response.code == 429",
+      responseBody: false,
+      consecutiveFailures: 1,
+      restoreHealth: 100,
+      durationMs: 2000,
+    },
+    "1.default/b": { responseBody: false, consecutiveFailures: 1, restoreHealth: 100, durationMs: 3000 },
+  });
+  assert.equal(cluster("gwmodel/default/a")?.health?.condition, "response.code == 429");
+  // Nothing Envoy's outlier detection cannot judge: no scoring.
+  assert.equal(cluster("gwmodel/default/plain")?.health, undefined);
+  const st = r.statuses.find((x) => x.kind === "GwModel" && x.name === "bad");
+  assert.match(
+    JSON.stringify(st),
+    /spec.policies.health.unhealthyCondition: reads request: a response is judged on response alone/,
+  );
+  assert.equal(cluster("gwmodel/default/bad")?.health, undefined);
+});
+
 test("passthrough is served (no Warning, the provider entry carries it); credentials that do not resolve are named", () => {
   const { r } = served([
     gateway([{ name: "http", port: 8080, protocol: "HTTP" }]),

@@ -814,7 +814,7 @@ export class LlmExtProcService {
   #responseHeaders(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): Reply {
     resp.status = Number(header(h, ":status") ?? "0");
     resp.headers = headerMap(h);
-    const changes = this.#modelResponse(state, resp.status);
+    const changes = this.#modelResponse(state, resp.status, resp.headers);
     const reply = this.#responseHeadersReply(state, h, resp);
     return changes === undefined || reply.phase === "immediate" ? reply : withHeaderChanges(reply, changes);
   }
@@ -1240,10 +1240,14 @@ export class LlmExtProcService {
   }
 
   /** Reports the outcome of a GwModel request's last attempt; the model's response header changes. */
-  #modelResponse(state: RequestState | undefined, status: number): HeaderChanges | undefined {
+  #modelResponse(
+    state: RequestState | undefined,
+    status: number,
+    headers: Readonly<Record<string, string>>,
+  ): HeaderChanges | undefined {
     const attempts = state?.model?.attempts;
     const model = attempts?.model;
-    attempts?.finish(status);
+    attempts?.finish(status, new Map(Object.entries(headers)));
     if (model === undefined || state?.attempt?.local === true) return undefined;
     // The concrete model's first, then its virtual models' from the innermost out.
     let changes = modelHeaders(model, "response");

@@ -3,6 +3,7 @@
 // rest as written. Every field that Sluice cannot apply yet is named in a note, so nothing accepted vanishes.
 
 import { compileExpression, specEnvironmentWith } from "../../cel/index.js";
+import { RESPONSE_ENVIRONMENT } from "../../extproc/transformation.js";
 import { parseDurationMs } from "../duration.js";
 import { LLM_CEL_VARIABLES } from "../llm/table.js";
 import type { ModelHealthIR, ModelPoliciesIR } from "./ir.js";
@@ -45,13 +46,20 @@ function health(v: unknown, notes: ModelNote[]): ModelHealthIR {
   const num = (x: unknown, d: number) => (typeof x === "number" ? x : d);
   let unhealthyCondition: string | undefined;
   if (typeof v.unhealthyCondition === "string") {
-    notes.push({
-      field: "spec.policies.health.unhealthyCondition",
-      message: "is not applied yet: a 5xx, a timeout or a connection failure is a failure",
-    });
-    const why = checkLlmExpression(v.unhealthyCondition, ["response"]);
-    if (why !== undefined) notes.push({ field: "spec.policies.health.unhealthyCondition", message: why });
-    else unhealthyCondition = v.unhealthyCondition;
+    // Judged on each attempt's response alone (src/health/service.ts), as a GwBackend's is.
+    const c = compileExpression(v.unhealthyCondition, RESPONSE_ENVIRONMENT);
+    const other = "ok" in c ? [...c.ok.variables].filter((x) => x !== "response") : [];
+    if ("errors" in c) {
+      notes.push({
+        field: "spec.policies.health.unhealthyCondition",
+        message: `invalid CEL expression: ${c.errors.map((e) => e.message).join("; ")}; left out, a 5xx, a timeout or a connection failure is a failure`,
+      });
+    } else if (other.length > 0) {
+      notes.push({
+        field: "spec.policies.health.unhealthyCondition",
+        message: `reads ${other.join(", ")}: a response is judged on response alone (code, headers, body); left out, a 5xx, a timeout or a connection failure is a failure`,
+      });
+    } else unhealthyCondition = v.unhealthyCondition;
   }
   return {
     consecutiveFailures: num(e.consecutiveFailures, DEFAULT_HEALTH.consecutiveFailures),

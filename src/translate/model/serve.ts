@@ -18,6 +18,7 @@ import { type AttachedListener, gatewayListenerStates } from "../gateway/gateway
 import type { TranslationInput } from "../input.js";
 import type {
   GatewayIR,
+  HealthScoreIR,
   LlmClusterIR,
   LlmProviderIR,
   RouteConfigIR,
@@ -45,6 +46,7 @@ import {
   routeConfigName,
   virtualHostName,
 } from "../names.js";
+import { READS_BODY } from "../xds/filters/transformation.js";
 import { modelProviderEntry } from "./entry.js";
 import type {
   ConcreteModelIR,
@@ -111,9 +113,10 @@ function gatewayModels(
   notes: Map<string, { field: string; message: string }[]>,
 ): GatewayModels {
   const out: GatewayModels = { clusters: [], byModel: {}, targets: {}, backends: {}, retries: {} };
-  const add = (name: string, backend: string, groups: LlmProviderIR[][], models: ConcreteModelIR[]) => {
-    const first = models[0];
+  const add = (name: string, backend: string, groups: LlmProviderIR[][], models: Record<string, ConcreteModelIR>) => {
+    const first = Object.values(models)[0];
     if (first === undefined) return;
+    const health = modelScoring(models);
     out.clusters.push({
       kind: "llm",
       name,
@@ -121,6 +124,7 @@ function gatewayModels(
       backend,
       groups,
       eviction: { consecutiveFailures: first.health.consecutiveFailures, durationMs: first.health.ejectionMs },
+      ...(health !== undefined ? { health } : {}),
     });
     out.retries[name] = groups.flat().length - 1;
   };
@@ -130,7 +134,7 @@ function gatewayModels(
     const entry = entryOf(c);
     if (entry === undefined) continue;
     const name = modelClusterName(id);
-    add(name, `GwModel ${id}`, [[c.provider]], [c]);
+    add(name, `GwModel ${id}`, [[c.provider]], { [c.provider.name]: c });
     out.byModel[id] = name;
     out.targets[name] = { [c.provider.name]: { id } };
     out.backends[name] = { backend: `GwModel ${id}`, providers: { [c.provider.name]: entry } };
@@ -184,13 +188,44 @@ function gatewayModels(
       name,
       `GwModel ${id}`,
       served,
-      targets.map((x) => x.c as ConcreteModelIR),
+      Object.fromEntries(targets.map((x) => [`${x.i}.${x.c?.id}`, x.c as ConcreteModelIR])),
     );
     out.byModel[id] = name;
     out.targets[name] = targetsOf;
     out.backends[name] = { backend: `GwModel ${id}`, providers };
   }
   return out;
+}
+
+/** A concrete model's `policies.health` as the scoring of its endpoint in a model cluster. */
+function scoreOf(h: ConcreteModelIR["health"]): HealthScoreIR {
+  return {
+    ...(h.unhealthyCondition !== undefined ? { condition: h.unhealthyCondition } : {}),
+    responseBody: h.unhealthyCondition !== undefined && READS_BODY.response.test(h.unhealthyCondition),
+    ...(h.consecutiveFailures > 0 ? { consecutiveFailures: h.consecutiveFailures } : {}),
+    ...(h.healthThreshold > 0 ? { healthThreshold: h.healthThreshold } : {}),
+    restoreHealth: h.restoreHealth,
+    durationMs: h.ejectionMs,
+  };
+}
+
+/**
+ * Sluice's scoring of a model cluster's endpoints (xds/llm-health.ts, src/health/: EDS, evicted targets marked
+ * UNHEALTHY) when a target's `policies.health` asks for what Envoy's outlier detection cannot judge: an
+ * `unhealthyCondition` or a `healthThreshold`. Each target is scored by its own model's; undefined otherwise.
+ */
+function modelScoring(models: Readonly<Record<string, ConcreteModelIR>>): HealthScoreIR | undefined {
+  const entries = Object.entries(models);
+  if (!entries.some(([, m]) => m.health.unhealthyCondition !== undefined || m.health.healthThreshold > 0)) {
+    return undefined;
+  }
+  const providers = Object.fromEntries(entries.map(([name, m]) => [name, scoreOf(m.health)] as const));
+  const first = entries[0]?.[1] as ConcreteModelIR;
+  return {
+    ...scoreOf(first.health),
+    responseBody: Object.values(providers).some((p) => p.responseBody),
+    providers,
+  };
 }
 
 /** A concrete model's provider entry, with its prompt guards compiled as a GwBackend's (their notes are the model's). */

@@ -6,6 +6,8 @@ import type { LlmError } from "../../../llm/index.js";
 import type { JsonObject } from "../../../llm/json.js";
 import type { LlmProviderEntry } from "../../../translate/llm/table.js";
 import type { ConcreteModelIR, ModelRouteEntry, VirtualModelIR } from "../../../translate/model/ir.js";
+import { READS_BODY } from "../../../translate/xds/filters/transformation.js";
+import { RESPONSE_ENVIRONMENT } from "../../transformation.js";
 import { evaluateText } from "../cel.js";
 import type { ModelsRequest } from "../provider.js";
 import { listModels } from "./discovery.js";
@@ -244,9 +246,20 @@ export class ModelAttempts {
     this.#current = { model, start: this.#now() };
   }
 
-  /** The final response's status. */
-  finish(status: number): void {
-    this.#end(status > 0 && status < 500);
+  /**
+   * The final response's status and headers: a failure when `policies.health.unhealthyCondition` is true of them (a
+   * condition reading the body is judged by the model cluster's scoring, which is sent it: here it fails, so only a
+   * 5xx counts), else when it is a 5xx.
+   */
+  finish(status: number, headers: ReadonlyMap<string, string> = new Map()): void {
+    const condition = this.#current?.model.health.unhealthyCondition;
+    if (condition === undefined || READS_BODY.response.test(condition)) {
+      this.#end(status > 0 && status < 500);
+      return;
+    }
+    const v = evaluateText(condition, { response: { code: BigInt(status), headers } }, RESPONSE_ENVIRONMENT);
+    // Only `true` is a failure, as for the cluster's scoring; a status of 0 (no answer) always is.
+    this.#end(status > 0 && v !== true);
   }
 
   /** The concrete model of the attempt under way. */
