@@ -262,6 +262,24 @@ describe("GwModel end to end", { timeout: 90_000 }, () => {
     assert.match(gemini.requests.at(-1)?.path ?? "", /\/models\/gemini-model:generateContent$/);
   });
 
+  test("Google's SDK: generateContent, countTokens and embedContent name the model in the URL, selected as any", async () => {
+    const google = new GoogleGenAI({ apiKey: "client", httpOptions: { baseUrl: env.baseUrl } });
+    const toOpenai = await google.models.generateContent({ model: "gpt-4o", contents: "google" });
+    assert.equal(toOpenai.text, "Hello from exact: google");
+    assert.equal(p.exact.requests.at(-1)?.json?.model, "gpt-4o");
+    const toGemini = await google.models.generateContent({ model: "gemini-model", contents: "as written" });
+    assert.equal(toGemini.text, "Hello from gemini: as written");
+    const counted = await google.models.countTokens({ model: "claude-named", contents: "count" });
+    assert.ok((counted.totalTokens ?? 0) > 0);
+    const embedded = await google.models.embedContent({ model: "gpt-4o", contents: ["a", "b"] });
+    assert.equal(embedded.embeddings?.length, 2);
+    assert.match(p.exact.requests.at(-1)?.path ?? "", /\/embeddings$/);
+    await assert.rejects(
+      google.models.generateContent({ model: "no-such-model", contents: "x" }),
+      (e: unknown) => e instanceof ApiError && e.status === 404,
+    );
+  });
+
   test("an unknown model and an Internal model are 404 model_not_found, in each client's format", async () => {
     for (const name of ["no-such-model", "secret-model"]) {
       await assert.rejects(chat(name), (e: unknown) => {

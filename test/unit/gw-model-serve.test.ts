@@ -81,17 +81,16 @@ test("path first: model routes follow a virtual host's HTTPRoute routes, only on
   // `api` has no virtual host of its own: it gets `*`, with discovery, one route per cluster and the fallback.
   const any = hosts.find((h) => h.domains[0] === "*");
   assert.ok(any);
+  const post = "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)";
+  const google = "/v1(beta)?/models/[^/:]+:[a-zA-Z]+";
   assert.deepEqual(
     any.routes.map((x) => [x.match.method, x.match.path.value, x.match.headers[0]?.value ?? "", x.action.kind]),
     [
       ["GET", "/v1(beta)?/models(/[^/:]+)?", "", "direct"],
-      [
-        "POST",
-        "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)",
-        "gwmodel/default/gpt-4o",
-        "forward",
-      ],
-      ["POST", "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)", "", "direct"],
+      ["POST", post, "gwmodel/default/gpt-4o", "forward"],
+      ["POST", google, "gwmodel/default/gpt-4o", "forward"],
+      ["POST", post, "", "direct"],
+      ["POST", google, "", "direct"],
     ],
   );
   assert.equal(any.routes[1]?.match.headers[0]?.name, MODEL_CLUSTER_HEADER);

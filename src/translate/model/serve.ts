@@ -68,6 +68,11 @@ export const MODEL_API_ROUTES: readonly (readonly [string, RouteType])[] = [
 ];
 const MODELS_PATHS = "/v1(beta)?/models(/[^/:]+)?";
 const POST_PATHS = "/v1/(chat/completions|responses|embeddings|messages|messages/count_tokens)";
+/**
+ * Google's methods (`/v1beta/models/{model}:generateContent`, `:countTokens`, `:embedContent` ...: the model in the
+ * URL; `@google/genai` 3 calls `/v1/`), a route of their own: one regex with both would pass Envoy's RE2 program size limit (100).
+ */
+const GOOGLE_POST_PATHS = "/v1(beta)?/models/[^/:]+:[a-zA-Z]+";
 
 export interface ServedModels {
   /** The Gateways with their model clusters and routes. */
@@ -293,30 +298,39 @@ function modelRoutes(
       ...withPolicy,
     },
   ];
+  // The OpenAI and Anthropic paths, then Google's (named `<cluster>/google`).
+  const forms = [
+    ["", POST_PATHS],
+    ["/google", GOOGLE_POST_PATHS],
+  ] as const;
   for (const c of clusters) {
+    for (const [suffix, paths] of forms) {
+      routes.push({
+        name: modelRouteName(vh, `${c}${suffix}`),
+        match: {
+          path: path("RegularExpression", paths),
+          headers: [{ name: MODEL_CLUSTER_HEADER, type: "Exact", value: c }],
+          queryParams: [],
+          method: "POST",
+        },
+        action: {
+          kind: "forward",
+          backends: [{ cluster: c, weight: 1 }],
+          mirrors: [],
+          failover: { retries: gm.retries[c] ?? 0 },
+        },
+        ...withPolicy,
+      });
+    }
+  }
+  for (const [suffix, paths] of forms) {
     routes.push({
-      name: modelRouteName(vh, c),
-      match: {
-        path: path("RegularExpression", POST_PATHS),
-        headers: [{ name: MODEL_CLUSTER_HEADER, type: "Exact", value: c }],
-        queryParams: [],
-        method: "POST",
-      },
-      action: {
-        kind: "forward",
-        backends: [{ cluster: c, weight: 1 }],
-        mirrors: [],
-        failover: { retries: gm.retries[c] ?? 0 },
-      },
+      name: modelRouteName(vh, `default${suffix}`),
+      match: { path: path("RegularExpression", paths), headers: [], queryParams: [], method: "POST" },
+      action: { kind: "direct", status: 500, body: "no model selected" },
       ...withPolicy,
     });
   }
-  routes.push({
-    name: modelRouteName(vh, "default"),
-    match: { path: path("RegularExpression", POST_PATHS), headers: [], queryParams: [], method: "POST" },
-    action: { kind: "direct", status: 500, body: "no model selected" },
-    ...withPolicy,
-  });
   return routes;
 }
 
