@@ -96,6 +96,7 @@ export function errorBody(format: ClientFormat | "converse" | "generate-content"
     case "count-tokens":
       return { type: "error", error: { type: anthropicType[err.kind], message: err.message } };
     case "generate-content":
+    case "generate-content-count-tokens":
     case "embed-content":
     case "batch-embed-contents":
       return { error: { code: err.status, message: err.message, status: googleStatus[err.kind] } };

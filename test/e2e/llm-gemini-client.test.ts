@@ -277,7 +277,8 @@ describe("generateContent clients (@google/genai) reach every provider format", 
   test("countTokens to a provider without a token count API (OpenAI) is Google's 501 error", async () => {
     await assert.rejects(
       client("openai").models.countTokens({ model: "m", contents: "hi" }),
-      (e: unknown) => e instanceof ApiError && e.status === 501,
+      (e: unknown) =>
+        e instanceof ApiError && e.status === 501 && /"code":501/.test(e.message) && /does not serve/.test(e.message),
     );
   });
 
