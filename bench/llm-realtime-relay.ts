@@ -4,56 +4,23 @@
 // text deltas, a text done and a response.done (usage reported) from the fake Realtime provider; Node's WebSocket
 // client asks for responses one after the other. CPU from /proc (10 ms ticks). Run: node dist/bench/llm-realtime-relay.js
 
-import { startFakeRealtime } from "../test/helpers/fake-realtime.js";
+import { realtimeTokensLimitYaml, startFakeRealtime } from "../test/helpers/fake-realtime.js";
 import { startLlmEnv } from "../test/helpers/llm-env.js";
-import { openRealtime } from "../test/helpers/realtime-client.js";
+import { openRealtime, untilEvent } from "../test/helpers/realtime-client.js";
 import { cpuMs } from "./proc.js";
 
 const DELTAS = 200;
 const RESPONSES = Number(process.argv[2] ?? 40);
 
 const rt = await startFakeRealtime({ name: "rt", apiKey: "sk-provider", deltas: Array(DELTAS).fill("word ") });
-const route = (name: string) => `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: ${name}, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /${name}/v1 } }]
-      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v1 } } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: realtime }]
-`;
-const env = await startLlmEnv(
-  `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwBackend
-metadata: { name: realtime, namespace: default }
-spec:
-  ai:
-    provider: { providerA: {}, host: 127.0.0.1, port: ${rt.port} }
-  policies:
-    auth: { key: sk-provider }
-    ai:
-      routes: { /v1/realtime: Realtime }
-${route("direct")}${route("limited")}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: budget, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: limited }]
-  traffic:
-    rateLimit: { local: [{ tokens: 1000000000, unit: Hours }] }
-`,
-  "/limited/v1/realtime",
-);
+const env = await startLlmEnv(realtimeTokensLimitYaml(rt, 1_000_000_000), "/limited/v1/realtime");
 
 async function session(prefix: string, responses: number): Promise<void> {
   const { ws, next } = await openRealtime(env.port, `/${prefix}/v1/realtime`, "client-key");
   await next();
   for (let i = 0; i < responses; i++) {
     ws.send(JSON.stringify({ type: "response.create" }));
-    for (;;) if ((await next()).type === "response.done") break;
+    await untilEvent(next, "response.done");
   }
   ws.close();
 }

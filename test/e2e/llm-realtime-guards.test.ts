@@ -9,26 +9,13 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
+import { type FakeRealtime, realtimeBackendYaml, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime, type RealtimeEvent } from "../helpers/realtime-client.js";
-
-type Event = RealtimeEvent;
+import { openRealtime, untilEvent, userTextEvent } from "../helpers/realtime-client.js";
 
 function backend(name: string, rt: FakeRealtime, guard: string | undefined): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwBackend
-metadata: { name: ${name}, namespace: default }
-spec:
-  ai:
-    provider: { providerA: {}, host: 127.0.0.1, port: ${rt.port} }
-  policies:
-    auth: { key: sk-provider }
-    ai:
-      routes: { /v1/realtime: Realtime }
-${guard !== undefined ? `      promptGuard:\n${guard}\n` : ""}`;
+  return realtimeBackendYaml(rt, { name, ...(guard !== undefined ? { ai: `      promptGuard:\n${guard}\n` } : {}) });
 }
 
 function rule(prefix: string, name: string): string {
@@ -85,28 +72,11 @@ ${rule("hooked", "hooked")}
 /** A websocket to `path` through Envoy, with the events it receives queued. */
 const open = (env: LlmEnv, path: string) => openRealtime(env.port, path, "client-key");
 
-/** Events until one of `type`, inclusive. */
-async function until(next: () => Promise<Event>, type: string): Promise<Event[]> {
-  const out: Event[] = [];
-  for (;;) {
-    const e = await next();
-    out.push(e);
-    if (e.type === type) return out;
-  }
-}
-
 async function close(ws: WebSocket): Promise<number> {
   const closed = new Promise<number>((r) => ws.addEventListener("close", (e) => r(e.code)));
   ws.close(1000, "bye");
   return closed;
 }
-
-const userText = (text: string) =>
-  JSON.stringify({
-    type: "conversation.item.create",
-    event_id: "evt_client_1",
-    item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
-  });
 
 describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }, () => {
   let masked: FakeRealtime;
@@ -165,9 +135,9 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
     const { ws, next } = await open(env, "/masked/v1/realtime");
     assert.equal(ws.protocol, "realtime");
     assert.equal((await next()).type, "session.created");
-    ws.send(userText("pay with 4111 1111 1111 1111 please"));
+    ws.send(userTextEvent("pay with 4111 1111 1111 1111 please"));
     ws.send(JSON.stringify({ type: "response.create" }));
-    const events = await until(next, "response.done");
+    const events = await untilEvent(next, "response.done");
     const sent = masked.events[0] as { item: { content: { text: string }[] } };
     assert.equal(masked.events[1]?.type, "response.create");
     assert.doesNotMatch(sent.item.content[0]?.text ?? "", /4111/);
@@ -191,16 +161,16 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
   test("a Reject guard answers Realtime's error event and the event does not reach the provider", async () => {
     const { ws, next } = await open(env, "/rejected/v1/realtime");
     assert.equal((await next()).type, "session.created");
-    ws.send(userText("my card is 4111 1111 1111 1111"));
+    ws.send(userTextEvent("my card is 4111 1111 1111 1111"));
     const err = await next();
     assert.equal(err.type, "error");
     const e = err.error as Record<string, unknown>;
     assert.equal(e.message, "no card numbers here");
     assert.equal(e.event_id, "evt_client_1");
     // The session goes on: a clean event passes.
-    ws.send(userText("hello"));
+    ws.send(userTextEvent("hello"));
     ws.send(JSON.stringify({ type: "response.create" }));
-    assert.equal((await until(next, "response.done")).at(-1)?.type, "response.done");
+    assert.equal((await untilEvent(next, "response.done")).at(-1)?.type, "response.done");
     assert.deepEqual(
       rejected.events.map((x) => x.type),
       ["conversation.item.create", "response.create"],
@@ -212,9 +182,9 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
   test("a Realtime route without guards stays a websocket Envoy passes to the provider", async () => {
     const { ws, next } = await open(env, "/direct/v1/realtime");
     assert.equal((await next()).type, "session.created");
-    ws.send(userText("4111 1111 1111 1111"));
+    ws.send(userTextEvent("4111 1111 1111 1111"));
     ws.send(JSON.stringify({ type: "response.create" }));
-    await until(next, "response.done");
+    await untilEvent(next, "response.done");
     assert.equal(
       (direct.events[0] as { item: { content: { text: string }[] } }).item.content[0]?.text,
       "4111 1111 1111 1111",
@@ -230,7 +200,7 @@ describe("prompt guards on Realtime sessions through Envoy", { timeout: 60_000 }
     assert.equal((await next()).type, "session.created");
     const closed = new Promise<number>((r) => ws.addEventListener("close", (e) => r(e.code)));
     ws.send(JSON.stringify({ type: "response.create" }));
-    const events = await until(next, "error");
+    const events = await untilEvent(next, "error");
     const text = events
       .filter((e) => e.type === "response.output_text.delta")
       .map((e) => e.delta)

@@ -16,7 +16,7 @@ import { type FakeRealtime, startFakeRealtime, waitForEvents } from "../helpers/
 import { startTokenService, type TokenService } from "../helpers/fake-token-service.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade, userTextEvent } from "../helpers/realtime-client.js";
 
 const jwtKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
 const pem = JSON.stringify(jwtKeys.privateKey.export({ type: "pkcs8", format: "pem" }).toString());
@@ -100,13 +100,6 @@ ${rule("pass")}
 /** A websocket through Envoy with the client's key in OpenAI's subprotocol; its events queued. */
 const open = (env: LlmEnv, path: string, key: string) => openRealtime(env.port, path, key);
 
-const userText = (text: string) =>
-  JSON.stringify({
-    type: "conversation.item.create",
-    event_id: "evt_client_1",
-    item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
-  });
-
 describe("minted credentials on guarded Realtime sessions", { timeout: 60_000 }, () => {
   let jwt: FakeRealtime;
   let exchange: FakeRealtime;
@@ -139,7 +132,7 @@ describe("minted credentials on guarded Realtime sessions", { timeout: 60_000 },
   test("jwtSign: the provider's websocket opens with a JWT Sluice signed; the guard still masks", async () => {
     const { ws, next } = await open(env, "/jwt/v1/realtime", "client-key-1");
     assert.equal((await next()).type, "session.created");
-    ws.send(userText("my card is 4111 1111 1111 1111"));
+    ws.send(userTextEvent("my card is 4111 1111 1111 1111"));
     await waitForEvents(jwt, 1);
     ws.close();
     const h = jwt.handshakes.at(-1);

@@ -14,7 +14,7 @@ import { after, before, describe, test } from "node:test";
 import { type FakeRealtime, startFakeRealtime, waitForEvents } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
+import { openRealtime, refusedUpgrade, userTextEvent } from "../helpers/realtime-client.js";
 import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
 
 const CARD = "4111 1111 1111 1111";
@@ -133,13 +133,6 @@ spec:
 `;
 }
 
-const userText = (text: string) =>
-  JSON.stringify({
-    type: "conversation.item.create",
-    event_id: "evt_client_1",
-    item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
-  });
-
 describe("guarded Realtime sessions to a Service's endpoints and through a tunnel", { timeout: 60_000 }, () => {
   let a: FakeRealtime;
   let b: FakeRealtime;
@@ -171,7 +164,7 @@ describe("guarded Realtime sessions to a Service's endpoints and through a tunne
     for (let i = 0; i < 4; i++) {
       const { ws, next } = await openRealtime(env.port, "/selfhosted/v1/realtime", "client-key");
       assert.equal((await next()).type, "session.created");
-      ws.send(userText(`card ${CARD}`));
+      ws.send(userTextEvent(`card ${CARD}`));
       ws.close();
     }
     assert.equal(a.handshakes.length + b.handshakes.length, before + 4);
@@ -196,7 +189,7 @@ describe("guarded Realtime sessions to a Service's endpoints and through a tunne
   test("a tunnel: the proxy is asked for the provider, TLS inside it with the provider's CA and SNI", async () => {
     const { ws, next } = await openRealtime(env.port, "/tunnelled/v1/realtime", "client-key");
     assert.equal((await next()).type, "session.created");
-    ws.send(userText(`card ${CARD}`));
+    ws.send(userTextEvent(`card ${CARD}`));
     await waitForEvents(secure, 1);
     ws.close();
     assert.deepEqual(proxy.connects, [`127.0.0.1:${secure.port}`]);

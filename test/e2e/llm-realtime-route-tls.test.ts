@@ -6,34 +6,13 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { type FakeRealtime, startFakeRealtime, waitForEvents } from "../helpers/fake-realtime.js";
-import { routeBackendPolicy } from "../helpers/gateway.js";
+import { type FakeRealtime, realtimeBackendYaml, startFakeRealtime, waitForEvents } from "../helpers/fake-realtime.js";
+import { gwBackendRoute, routeBackendPolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { openRealtime } from "../helpers/realtime-client.js";
+import { openRealtime, userTextEvent } from "../helpers/realtime-client.js";
 import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
 
 const CARD = "4111 1111 1111 1111";
-
-function route(name: string): string {
-  return `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: ${name}, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /${name}/v1 } }]
-      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v1 } } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: realtime }]
-`;
-}
-
-const userText = (text: string) =>
-  JSON.stringify({
-    type: "conversation.item.create",
-    event_id: "evt_client_1",
-    item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
-  });
 
 describe("a route-level backend.tls on a Realtime route the relay serves", { timeout: 60_000 }, () => {
   let provider: FakeRealtime;
@@ -48,22 +27,11 @@ describe("a route-level backend.tls on a Realtime route the relay serves", { tim
     env = await startLlmEnv(
       [
         caConfigMapYaml(),
-        `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwBackend
-metadata: { name: realtime, namespace: default }
-spec:
-  ai:
-    provider: { providerA: {}, host: 127.0.0.1, port: ${provider.port} }
-  policies:
-    auth: { key: sk-provider }
-    ai:
-      routes: { /v1/realtime: Realtime }
-      promptGuard:
-        request: [{ regex: { builtins: [CreditCard] } }]
-`,
-        route("secure"),
-        route("plain"),
+        realtimeBackendYaml(provider, {
+          ai: "      promptGuard:\n        request: [{ regex: { builtins: [CreditCard] } }]\n",
+        }),
+        gwBackendRoute("secure", "realtime", { rewrite: "/v1" }),
+        gwBackendRoute("plain", "realtime", { rewrite: "/v1" }),
         routeBackendPolicy(
           "secure-tls",
           "secure",
@@ -81,7 +49,7 @@ spec:
   test("the route with the policy: the relay's session to the provider is TLS with its CA and SNI, guarded", async () => {
     const { ws, next } = await openRealtime(env.port, "/secure/v1/realtime", "client-key");
     assert.equal((await next()).type, "session.created");
-    ws.send(userText(`card ${CARD}`));
+    ws.send(userTextEvent(`card ${CARD}`));
     await waitForEvents(provider, 1);
     ws.close();
     const h = provider.handshakes.at(-1);

@@ -10,10 +10,10 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
+import { type FakeRealtime, realtimeTokensLimitYaml, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { type Family, sampleSum, scrape } from "../helpers/prom-text.js";
-import { openRealtime, type RealtimeEvent, refusedUpgrade } from "../helpers/realtime-client.js";
+import { closeOf, openRealtime, refusedUpgrade, untilEvent } from "../helpers/realtime-client.js";
 
 const USAGE = {
   total_tokens: 40,
@@ -22,53 +22,6 @@ const USAGE = {
   input_token_details: { cached_tokens: 20, text_tokens: 30, audio_tokens: 0 },
   output_token_details: { text_tokens: 10, audio_tokens: 0 },
 };
-
-function route(name: string): string {
-  return `---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: ${name}, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /${name}/v1 } }]
-      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v1 } } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: realtime }]
-`;
-}
-
-function resources(rt: FakeRealtime): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwBackend
-metadata: { name: realtime, namespace: default }
-spec:
-  ai:
-    provider: { providerA: {}, host: 127.0.0.1, port: ${rt.port} }
-  policies:
-    auth: { key: sk-provider }
-    ai:
-      routes: { /v1/realtime: Realtime }
-${route("limited")}${route("direct")}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: budget, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: limited }]
-  traffic:
-    rateLimit: { local: [{ tokens: 100, unit: Hours }] }
-`;
-}
-
-/** Events until one of `type`, inclusive. */
-async function until(next: () => Promise<RealtimeEvent>, type: string): Promise<RealtimeEvent[]> {
-  const out: RealtimeEvent[] = [];
-  for (;;) {
-    const e = await next();
-    out.push(e);
-    if (e.type === type) return out;
-  }
-}
 
 const tokens = (m: Map<string, Family>, type: string) =>
   sampleSum(m, "sluice_llm_tokens_total", { gateway: "default/gw", provider: "default", type });
@@ -79,7 +32,7 @@ describe("Realtime token accounting through the relay", { timeout: 90_000 }, () 
 
   before(async () => {
     rt = await startFakeRealtime({ name: "rt", apiKey: "sk-provider", usage: USAGE });
-    env = await startLlmEnv(resources(rt), "/limited/v1/realtime");
+    env = await startLlmEnv(realtimeTokensLimitYaml(rt, 100), "/limited/v1/realtime");
   });
   after(async () => {
     await env?.stop();
@@ -91,7 +44,7 @@ describe("Realtime token accounting through the relay", { timeout: 90_000 }, () 
     const { ws, next } = await openRealtime(env.port, "/direct/v1/realtime", "client-key");
     assert.equal((await next()).type, "session.created");
     ws.send(JSON.stringify({ type: "response.create" }));
-    await until(next, "response.done");
+    await untilEvent(next, "response.done");
     ws.close();
     const after = await scrape(env.sluice.adminPort);
     assert.equal(tokens(after, "input") - tokens(before, "input"), 0);
@@ -100,13 +53,11 @@ describe("Realtime token accounting through the relay", { timeout: 90_000 }, () 
   test("each response.done is counted and debited; the response that spends the budget ends the session", async () => {
     const before = await scrape(env.sluice.adminPort);
     const { ws, next } = await openRealtime(env.port, "/limited/v1/realtime", "client-key");
-    const closed = new Promise<{ code: number; reason: string }>((r) =>
-      ws.addEventListener("close", (e) => r({ code: e.code, reason: e.reason })),
-    );
+    const closed = closeOf(ws);
     assert.equal((await next()).type, "session.created");
     for (let i = 0; i < 2; i++) {
       ws.send(JSON.stringify({ type: "response.create" }));
-      const done = (await until(next, "response.done")).at(-1);
+      const done = (await untilEvent(next, "response.done")).at(-1);
       assert.deepEqual((done?.response as { usage?: unknown } | undefined)?.usage, USAGE);
     }
     const after = await scrape(env.sluice.adminPort);
@@ -115,7 +66,7 @@ describe("Realtime token accounting through the relay", { timeout: 90_000 }, () 
     assert.equal(tokens(after, "cached_input") - tokens(before, "cached_input"), 40);
     // 100 - 40 - 40 = 20 left: the third response is served, and spends it.
     ws.send(JSON.stringify({ type: "response.create" }));
-    await until(next, "response.done");
+    await untilEvent(next, "response.done");
     const error = await next();
     assert.equal(error.type, "error");
     assert.deepEqual(

@@ -7,26 +7,12 @@
 // (test/helpers/grpc-services.ts keeps a rate limit server written for the tests, for tests of the RLS wire alone.)
 
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { promisify } from "node:util";
 import OpenAI from "openai";
-import { projectRoot } from "../../src/cli/paths.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { localService, rulePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { freePort, waitFor } from "../helpers/net.js";
-import { tempConfigDir } from "../helpers/processes.js";
-import {
-  type RateLimitService,
-  type Redis,
-  rateLimitRuntime,
-  startEnvoyRateLimit,
-  startRedis,
-} from "../helpers/ratelimit-redis.js";
-
-const run = promisify(execFile);
+import { type SharedRateLimit, startSharedRateLimit } from "../helpers/ratelimit-redis.js";
 
 function resources(fake: FakeProvider, rlsPort: number): string {
   return `${localService("rls", rlsPort, "kubernetes.io/h2c")}---
@@ -73,12 +59,9 @@ ${rulePolicy(
 
 describe("global token limits on envoyproxy/ratelimit and Redis, shared by two Envoys", { timeout: 120_000 }, () => {
   let fake: FakeProvider;
-  let redis: Redis;
-  let rls: RateLimitService;
+  let store: SharedRateLimit;
   let a: LlmEnv;
   let b: LlmEnv;
-  let cfg: ReturnType<typeof tempConfigDir>;
-  let runtime: ReturnType<typeof rateLimitRuntime>;
   const client = (env: LlmEnv, prefix: string, user: string) =>
     new OpenAI({
       apiKey: "k",
@@ -88,60 +71,29 @@ describe("global token limits on envoyproxy/ratelimit and Redis, shared by two E
     });
   const ask = (env: LlmEnv, prefix: string, user: string, model = "gpt-4o") =>
     client(env, prefix, user).chat.completions.create({ model, messages: [{ role: "user", content: "x" }] });
-  /** The counter envoyproxy/ratelimit keeps in Redis for `<domain>_<key>_<value>_<window>` (undefined: no key yet). */
-  const counter = async (prefix: string): Promise<number | undefined> => {
-    const keys = (await redis.command("KEYS", `${prefix}_*`)) as string[];
-    assert.ok(keys.length <= 1, `one window key for ${prefix}: ${keys.join(", ")}`);
-    return keys[0] === undefined ? undefined : Number(await redis.command("GET", keys[0]));
-  };
-  /** Waits until the counter is `total` (the charge after completion is sent without waiting). */
-  const charged = (prefix: string, total: number) =>
-    waitFor(`${prefix} at ${total}`, async () => ((await counter(prefix)) === total ? true : undefined), 10_000);
 
   before(async () => {
     fake = await startFakeProvider({ name: "openai" });
-    redis = await startRedis();
-    const rlsPort = await freePort();
-    const yaml = resources(fake, rlsPort);
-    cfg = tempConfigDir();
-    cfg.write("resources.yaml", yaml);
-    runtime = rateLimitRuntime();
     // 30 tokens per user and per model for a day (no window boundary within the test); each answer of the fake uses
     // 11 + 7 = 18.
-    const { stderr } = await run(process.execPath, [
-      join(projectRoot(), "bin", "sluice.js"),
-      "ratelimit-config",
-      "-f",
-      join(cfg.dir, "resources.yaml"),
-      "--limit",
-      "llm/user=30/day",
-      "--limit",
-      "llm/model=100/day",
-      "--out",
-      runtime.configDir,
-    ]);
-    assert.equal(stderr, "", "every descriptor has its limit");
-    rls = await startEnvoyRateLimit(runtime.root, redis.port, rlsPort);
+    store = await startSharedRateLimit((rlsPort) => resources(fake, rlsPort), ["llm/user=30/day", "llm/model=100/day"]);
     [a, b] = await Promise.all([
-      startLlmEnv(yaml, "/tokens/v1/chat/completions"),
-      startLlmEnv(yaml, "/tokens/v1/chat/completions"),
+      startLlmEnv(store.yaml, "/tokens/v1/chat/completions"),
+      startLlmEnv(store.yaml, "/tokens/v1/chat/completions"),
     ]);
   });
   after(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
-    await rls?.stop();
-    await redis?.stop();
+    await store?.stop();
     await fake?.close();
-    cfg?.cleanup();
-    runtime?.cleanup();
   });
 
   test("checked with 0 hits, charged with the reported usage when done, on either Envoy; 429 in the client's format once spent", async () => {
     await ask(a, "tokens", "alice");
-    await charged("llm_user_alice", 18);
+    await store.charged("llm_user_alice", 18);
     // 18 ≤ 30: the other Envoy's check (0 hits) passes and charges nothing by itself; the answer charges 18 more.
     await ask(b, "tokens", "alice");
-    await charged("llm_user_alice", 36);
+    await store.charged("llm_user_alice", 36);
     for (const env of [a, b]) {
       await assert.rejects(ask(env, "tokens", "alice"), (e: unknown) => {
         assert.ok(e instanceof OpenAI.RateLimitError, String(e));
@@ -156,10 +108,10 @@ describe("global token limits on envoyproxy/ratelimit and Redis, shared by two E
       });
     }
     // Refused requests cost nothing, and another user has their own budget.
-    assert.equal(await counter("llm_user_alice"), 36);
+    assert.equal(await store.counter("llm_user_alice"), 36);
     const r = await ask(b, "tokens", "bob");
     assert.ok(r.choices[0]?.message.content);
-    await charged("llm_user_bob", 18);
+    await store.charged("llm_user_bob", 18);
   });
 
   test("a stream is charged with the usage of its last chunk when it ends", async () => {
@@ -177,7 +129,7 @@ describe("global token limits on envoyproxy/ratelimit and Redis, shared by two E
     }
     assert.equal(text, "Hello from openai: stream");
     assert.equal(usage, 18, "the provider reported 18 tokens");
-    await charged("llm_user_carol", 18);
+    await store.charged("llm_user_carol", 18);
     // A second stream through the other Envoy spends the rest (36 > 30); the third is refused there and here.
     const again = await client(b, "tokens", "carol").chat.completions.create({
       model: "gpt-4o",
@@ -186,7 +138,7 @@ describe("global token limits on envoyproxy/ratelimit and Redis, shared by two E
       stream_options: { include_usage: true },
     });
     for await (const _ of again);
-    await charged("llm_user_carol", 36);
+    await store.charged("llm_user_carol", 36);
     for (const env of [a, b]) {
       await assert.rejects(
         client(env, "tokens", "carol").chat.completions.create({
@@ -202,12 +154,12 @@ describe("global token limits on envoyproxy/ratelimit and Redis, shared by two E
   test("a cost expression over llm.* and a descriptor entry from llm.requestModel", async () => {
     await ask(a, "costly", "dave", "gpt-4o-mini");
     // 11 input tokens + 7 output tokens × 4
-    await charged("llm_model_gpt-4o-mini", 39);
+    await store.charged("llm_model_gpt-4o-mini", 39);
     await ask(b, "costly", "erin", "gpt-4o-mini");
-    await charged("llm_model_gpt-4o-mini", 78);
+    await store.charged("llm_model_gpt-4o-mini", 78);
     // 78 ≤ 100: one more passes its check and brings the model to 117; the next is refused on both Envoys.
     await ask(a, "costly", "frank", "gpt-4o-mini");
-    await charged("llm_model_gpt-4o-mini", 117);
+    await store.charged("llm_model_gpt-4o-mini", 117);
     for (const env of [a, b]) {
       await assert.rejects(ask(env, "costly", "gina", "gpt-4o-mini"), (e: unknown) => {
         return e instanceof OpenAI.RateLimitError;
@@ -215,6 +167,6 @@ describe("global token limits on envoyproxy/ratelimit and Redis, shared by two E
     }
     // Another model has its own budget.
     await ask(b, "costly", "dave", "gpt-4o");
-    await charged("llm_model_gpt-4o", 39);
+    await store.charged("llm_model_gpt-4o", 39);
   });
 });

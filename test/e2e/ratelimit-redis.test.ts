@@ -5,26 +5,13 @@
 // restart; with Redis stopped, then the service, FailOpen lets requests through and FailClosed refuses them.
 
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { promisify } from "node:util";
 import OpenAI from "openai";
-import { projectRoot } from "../../src/cli/paths.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { localService, rulePolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { freePort, request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
-import { tempConfigDir } from "../helpers/processes.js";
-import {
-  type RateLimitService,
-  type Redis,
-  rateLimitRuntime,
-  startEnvoyRateLimit,
-  startRedis,
-} from "../helpers/ratelimit-redis.js";
-
-const run = promisify(execFile);
+import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
+import { type SharedRateLimit, startSharedRateLimit } from "../helpers/ratelimit-redis.js";
 
 function resources(fake: FakeProvider, echo: Upstream, rlsPort: number): string {
   const global = (domain: string, failureMode: string, unit = "Requests", entry = "client") => `rateLimit:
@@ -70,25 +57,9 @@ ${rulePolicy("tokens", global("llm", "FailClosed", "Tokens", "user"))}${rulePoli
 describe("global limits shared by two Envoys through envoyproxy/ratelimit and Redis", { timeout: 120_000 }, () => {
   let fake: FakeProvider;
   let echo: Upstream;
-  let redis: Redis;
-  let rls: RateLimitService;
+  let store: SharedRateLimit;
   let a: LlmEnv;
   let b: LlmEnv;
-  let cfg: ReturnType<typeof tempConfigDir>;
-  let runtime: ReturnType<typeof rateLimitRuntime>;
-  /** `sluice ratelimit-config` over the resources into the service's config directory; its stderr. */
-  const writeConfig = async (limits: string[]) => {
-    const { stderr } = await run(process.execPath, [
-      join(projectRoot(), "bin", "sluice.js"),
-      "ratelimit-config",
-      "-f",
-      join(cfg.dir, "resources.yaml"),
-      ...limits.flatMap((l) => ["--limit", l]),
-      "--out",
-      runtime.configDir,
-    ]);
-    return stderr;
-  };
   const LIMITS = ["llm/user=30/day", "open/client=1000/day", "closed/client=1000/day"];
   const send = (env: LlmEnv, client: string) =>
     request(env.port, "/req", { headers: { "x-client": client } }).then((r) => r.status);
@@ -113,41 +84,22 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
     for await (const c of stream) text += c.choices[0]?.delta.content ?? "";
     return text;
   };
-  /** The counter envoyproxy/ratelimit keeps in Redis for `<domain>_<key>_<value>_<window>`. */
-  const counter = async (prefix: string): Promise<number> => {
-    const keys = (await redis.command("KEYS", `${prefix}_*`)) as string[];
-    assert.ok(keys.length <= 1, `one window key for ${prefix}: ${keys.join(", ")}`);
-    return keys[0] === undefined ? 0 : Number(await redis.command("GET", keys[0]));
-  };
-  const counterReaches = (prefix: string, n: number) =>
-    waitFor(`${prefix} at ${n}`, async () => ((await counter(prefix)) === n ? true : undefined), 10_000);
-
   before(async () => {
     fake = await startFakeProvider({ name: "openai" });
     echo = await startEchoUpstream("echo");
-    redis = await startRedis();
-    const rlsPort = await freePort();
-    const yaml = resources(fake, echo, rlsPort);
     // The service's configuration, written by Sluice from the same GwPolicies. A day's window, so that no window
     // boundary falls within the test. 5 requests per client; 30 tokens per user (each answer of the fake uses 18).
-    cfg = tempConfigDir();
-    cfg.write("resources.yaml", yaml);
-    runtime = rateLimitRuntime();
-    assert.equal(await writeConfig(["shared/client=5/day", ...LIMITS]), "", "every descriptor has its limit");
-    rls = await startEnvoyRateLimit(runtime.root, redis.port, rlsPort);
+    store = await startSharedRateLimit((rlsPort) => resources(fake, echo, rlsPort), ["shared/client=5/day", ...LIMITS]);
     [a, b] = await Promise.all([
-      startLlmEnv(yaml, "/tokens/v1/chat/completions"),
-      startLlmEnv(yaml, "/tokens/v1/chat/completions"),
+      startLlmEnv(store.yaml, "/tokens/v1/chat/completions"),
+      startLlmEnv(store.yaml, "/tokens/v1/chat/completions"),
     ]);
   });
   after(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
-    await rls?.stop();
-    await redis?.stop();
+    await store?.stop();
     await fake?.close();
     await echo?.close();
-    cfg?.cleanup();
-    runtime?.cleanup();
   });
 
   test("a request budget of 5 is shared: 5 requests spread over both Envoys pass, the 6th on either gets 429", async () => {
@@ -164,10 +116,10 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
   test("a token budget of 30 is shared: charged with each answer's 18 tokens, streamed or not, on either Envoy", async () => {
     const first = await ask(a, "alice");
     assert.ok(first.choices[0]?.message.content);
-    await counterReaches("llm_user_alice", 18);
+    await store.charged("llm_user_alice", 18);
     // 18 ≤ 30: the check (0 hits) on the other Envoy passes; the stream is charged when it ends.
     assert.equal(await askStreaming(b, "alice"), "Hello from openai: stream");
-    await counterReaches("llm_user_alice", 36);
+    await store.charged("llm_user_alice", 36);
     for (const env of [a, b]) {
       await assert.rejects(ask(env, "alice"), (e: unknown) => {
         assert.ok(e instanceof OpenAI.RateLimitError, String(e));
@@ -177,13 +129,13 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
     }
     await assert.rejects(askStreaming(b, "alice"), (e: unknown) => e instanceof OpenAI.RateLimitError);
     // Refused requests charge nothing; another user has their own budget.
-    assert.equal(await counter("llm_user_alice"), 36);
+    assert.equal(await store.counter("llm_user_alice"), 36);
     assert.ok((await ask(b, "bob")).choices[0]?.message.content);
-    await counterReaches("llm_user_bob", 18);
+    await store.charged("llm_user_bob", 18);
   });
 
   test("a limit changed by running sluice ratelimit-config again is served without a restart", async () => {
-    assert.equal(await writeConfig(["shared/client=2/day", ...LIMITS]), "");
+    assert.equal(await store.writeConfig(["shared/client=2/day", ...LIMITS]), "");
     // The service reloads when the file changes; each probe is a fresh client, so probes spend no one's budget.
     let probe = 0;
     await waitFor("the new limit of 2 served", async () => {
@@ -200,7 +152,7 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
       assert.equal((await request(env.port, "/open", { headers: { "x-client": "d" } })).status, 200);
       assert.equal((await request(env.port, "/closed", { headers: { "x-client": "d" } })).status, 200);
     }
-    await redis.stop();
+    await store.redis.stop();
     for (const env of [a, b]) {
       assert.equal((await request(env.port, "/open", { headers: { "x-client": "d" } })).status, 200, "FailOpen");
       // Envoy answers a rate limit service error with 500 under failure_mode_deny.
@@ -211,7 +163,7 @@ describe("global limits shared by two Envoys through envoyproxy/ratelimit and Re
   });
 
   test("the rate limit service stopped: the same", async () => {
-    await rls.stop();
+    await store.rls.stop();
     for (const env of [a, b]) {
       assert.equal((await request(env.port, "/open", { headers: { "x-client": "d" } })).status, 200, "FailOpen");
       assert.equal((await request(env.port, "/closed", { headers: { "x-client": "d" } })).status, 500, "FailClosed");

@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
+import { gwBackendRoute } from "./gateway.js";
 
 export interface Handshake {
   readonly path: string;
@@ -191,4 +192,44 @@ export async function startFakeRealtime(o: {
 /** Waits (up to 5 s) until `rt` has received `n` client events. */
 export async function waitForEvents(rt: FakeRealtime, n: number): Promise<void> {
   for (let i = 0; i < 100 && rt.events.length < n; i++) await new Promise((r) => setTimeout(r, 50));
+}
+
+/**
+ * GwBackend `name` (default `realtime`) for the fake at `rt.port`: providerA with key `sk-provider`, `/v1/realtime` a
+ * Realtime route; `ai`: more lines under `policies.ai` (indented by 6, as in the document).
+ */
+export function realtimeBackendYaml(rt: Pick<FakeRealtime, "port">, o: { name?: string; ai?: string } = {}): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: ${o.name ?? "realtime"}, namespace: default }
+spec:
+  ai:
+    provider: { providerA: {}, host: 127.0.0.1, port: ${rt.port} }
+  policies:
+    auth: { key: sk-provider }
+    ai:
+      routes: { /v1/realtime: Realtime }
+${o.ai ?? ""}`;
+}
+
+/**
+ * realtimeBackendYaml's GwBackend behind two HTTPRoutes: `/limited/v1` with a local `tokens` limit of `tokens` an
+ * hour (so its sessions go through Sluice's relay, which counts them), and `/direct/v1` without (a websocket Envoy
+ * passes straight through).
+ */
+export function realtimeTokensLimitYaml(rt: Pick<FakeRealtime, "port">, tokens: number): string {
+  return `${realtimeBackendYaml(rt)}${gwBackendRoute("limited", "realtime", { rewrite: "/v1" })}${gwBackendRoute(
+    "direct",
+    "realtime",
+    { rewrite: "/v1" },
+  )}---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: budget, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: limited }]
+  traffic:
+    rateLimit: { local: [{ tokens: ${tokens}, unit: Hours }] }
+`;
 }

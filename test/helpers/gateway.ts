@@ -23,14 +23,17 @@ spec:
 `;
 }
 
-/** A GwPolicy `name` whose `traffic` (YAML, indented here) applies to the rule called `name` of HTTPRoute `r`. */
-export function rulePolicy(name: string, traffic: string): string {
+/**
+ * A GwPolicy `name` whose `traffic` (YAML, indented here) applies to the rule called `name` of HTTPRoute `route`
+ * (`r` unless named).
+ */
+export function rulePolicy(name: string, traffic: string, route = "r"): string {
   return `---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
 metadata: { name: ${name}, namespace: default }
 spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${route}, sectionName: ${name} }]
   traffic:
 ${traffic
   .trim()
@@ -78,8 +81,20 @@ ${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }
 `;
 }
 
-/** HTTPRoute `name` on Gateway `gw`, sending `/<name>` to GwBackend `backend` (a YAML document from `---`). */
-export function gwBackendRoute(name: string, backend: string): string {
+/**
+ * HTTPRoute `name` on Gateway `gw`, sending `/<name>` to GwBackend `backend` (a YAML document from `---`).
+ * `opts.rewrite` (e.g. `/v1`): the rule matches `/<name><rewrite>` and gives the backend `<rewrite>`, the prefix
+ * removed; `opts.rule`: the rule's name, for a GwPolicy's sectionName (see rulePolicy).
+ */
+export function gwBackendRoute(
+  name: string,
+  backend: string,
+  opts: { readonly rewrite?: string; readonly rule?: string } = {},
+): string {
+  const rewrite =
+    opts.rewrite === undefined
+      ? ""
+      : `      filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: ${opts.rewrite} } } }]\n`;
   return `---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -87,8 +102,8 @@ metadata: { name: ${name}, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-    - matches: [{ path: { type: PathPrefix, value: /${name} } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${backend} }]
+    - ${opts.rule !== undefined ? `name: ${opts.rule}\n      ` : ""}matches: [{ path: { type: PathPrefix, value: /${name}${opts.rewrite ?? ""} } }]
+${rewrite}      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${backend} }]
 `;
 }
 

@@ -2,13 +2,15 @@
 // port picked at run time without persistence, and envoyproxy/ratelimit (built by scripts/setup.d/ratelimit.sh)
 // counting in it, its configuration read from the files of a directory it watches (RUNTIME_WATCH_ROOT=false).
 
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { projectRoot } from "../../src/cli/paths.js";
 import { freePort, request, waitFor } from "./net.js";
+import { tempConfigDir } from "./processes.js";
 
 /** The envoyproxy/ratelimit binary under .cache/ratelimit-<commit>/, or undefined when setup has not built it. */
 export function rateLimitBinary(): string | undefined {
@@ -183,4 +185,78 @@ export async function startEnvoyRateLimit(
     throw new Error(`${(e as Error).message}\n${output.join("")}`);
   }
   return { grpcPort: rlsPort, output, stop };
+}
+
+/** Redis and envoyproxy/ratelimit counting in it, configured by `sluice ratelimit-config` from a test's resources. */
+export interface SharedRateLimit {
+  readonly redis: Redis;
+  readonly rls: RateLimitService;
+  /** The resources, with the service's port in them, the configuration was written from. */
+  readonly yaml: string;
+  /** Writes the service's configuration again (it reloads) with these `--limit`s; the command's stderr. */
+  writeConfig(limits: readonly string[]): Promise<string>;
+  /** The counter kept in Redis for `<domain>_<key>_<value>_<window>` (undefined: no key yet; one window key at most). */
+  counter(prefix: string): Promise<number | undefined>;
+  /** Waits (up to 10 s) until the counter is `total`: a charge after a response is sent without waiting. */
+  charged(prefix: string, total: number): Promise<unknown>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts redis-server and envoyproxy/ratelimit on a port `resources` is given (for the Service the GwPolicies name),
+ * configured by `sluice ratelimit-config` from those resources with `limits` (e.g. `llm/user=100/day`); fails when a
+ * descriptor has no limit (the command's stderr).
+ */
+export async function startSharedRateLimit(
+  resources: (rlsPort: number) => string,
+  limits: readonly string[],
+): Promise<SharedRateLimit> {
+  const redis = await startRedis();
+  const rlsPort = await freePort();
+  const yaml = resources(rlsPort);
+  const cfg = tempConfigDir();
+  cfg.write("resources.yaml", yaml);
+  const runtime = rateLimitRuntime();
+  const cleanup = async (rls?: RateLimitService) => {
+    await rls?.stop();
+    await redis.stop();
+    cfg.cleanup();
+    runtime.cleanup();
+  };
+  const writeConfig = async (l: readonly string[]) => {
+    const { stderr } = await promisify(execFile)(process.execPath, [
+      join(projectRoot(), "bin", "sluice.js"),
+      "ratelimit-config",
+      "-f",
+      join(cfg.dir, "resources.yaml"),
+      ...l.flatMap((x) => ["--limit", x]),
+      "--out",
+      runtime.configDir,
+    ]);
+    return stderr;
+  };
+  let rls: RateLimitService;
+  try {
+    const stderr = await writeConfig(limits);
+    if (stderr !== "") throw new Error(`sluice ratelimit-config: not every descriptor has its limit: ${stderr}`);
+    rls = await startEnvoyRateLimit(runtime.root, redis.port, rlsPort);
+  } catch (e) {
+    await cleanup();
+    throw e;
+  }
+  const counter = async (prefix: string): Promise<number | undefined> => {
+    const keys = (await redis.command("KEYS", `${prefix}_*`)) as string[];
+    if (keys.length > 1) throw new Error(`more than one window key for ${prefix}: ${keys.join(", ")}`);
+    return keys[0] === undefined ? undefined : Number(await redis.command("GET", keys[0]));
+  };
+  return {
+    redis,
+    rls,
+    yaml,
+    writeConfig,
+    counter,
+    charged: (prefix, total) =>
+      waitFor(`${prefix} at ${total}`, async () => ((await counter(prefix)) === total ? true : undefined), 10_000),
+    stop: () => cleanup(rls),
+  };
 }

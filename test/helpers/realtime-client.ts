@@ -118,3 +118,26 @@ export function upgradeAnswer(
     s.on("error", reject);
   });
 }
+
+/** The events `next` gives until one of `type`, that one included. */
+export async function untilEvent(next: () => Promise<RealtimeEvent>, type: string): Promise<RealtimeEvent[]> {
+  const out: RealtimeEvent[] = [];
+  for (;;) {
+    const e = await next();
+    out.push(e);
+    if (e.type === type) return out;
+  }
+}
+
+/** The code and reason `ws` will be closed with (by either side). */
+export function closeOf(ws: WebSocket): Promise<{ code: number; reason: string }> {
+  return new Promise((r) => ws.addEventListener("close", (e) => r({ code: e.code, reason: e.reason })));
+}
+
+/** A client's conversation.item.create of a user message with one input_text. */
+export const userTextEvent = (text: string): string =>
+  JSON.stringify({
+    type: "conversation.item.create",
+    event_id: "evt_client_1",
+    item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
+  });
