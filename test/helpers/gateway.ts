@@ -107,6 +107,18 @@ ${rewrite}      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${back
 `;
 }
 
+/** A GwPolicy `name` on the rule called `rule` of HTTPRoute `r` with a `backend` section (`spec`: YAML indented by 4). */
+export function ruleBackendPolicy(name: string, rule: string, spec: string): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${rule} }]
+  backend:
+${spec}`;
+}
+
 /** A GwPolicy `name` targeting HTTPRoute `route` with a `backend` section (`spec`: YAML indented by 4). */
 export function routeBackendPolicy(name: string, route: string, spec: string): string {
   return `---

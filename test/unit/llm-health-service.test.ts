@@ -4,18 +4,14 @@
 // evicted provider's every address marked UNHEALTHY in the cluster's assignment.
 
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
 import { after, before, test } from "node:test";
-import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import { HealthStatus } from "../../src/gen/envoy/config/core/v3/health_check_pb.js";
-import { ProcessingRequestSchema } from "../../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
-import type { BidiCall } from "../../src/grpc/unary-server.js";
-import { HEALTH_CLUSTER_METADATA, HEALTH_STAGE, providerKey } from "../../src/health/endpoint-health.js";
+import { providerKey } from "../../src/health/endpoint-health.js";
 import { HealthService } from "../../src/health/service.js";
-import { LLM_PROVIDER_ATTRIBUTE, LLM_STAGE_METADATA } from "../../src/translate/llm/table.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { gatewayYaml } from "../helpers/gateway.js";
+import { reportProviderResponse } from "../helpers/health-ext-proc.js";
 import { tempConfigDir } from "../helpers/processes.js";
 
 const CLUSTER = "backend/default/llm";
@@ -75,34 +71,9 @@ before(async () => {
 });
 after(() => health.close());
 
-class Call extends EventEmitter implements BidiCall {
-  ended = false;
-  constructor(readonly headers: Record<string, string>) {
-    super();
-    health.bidi.get("/envoy.service.ext_proc.v3.ExternalProcessor/Process")?.(this);
-  }
-  write(): void {
-    assert.fail("observability mode: nothing is answered");
-  }
-  end(): void {
-    this.ended = true;
-  }
-}
-
 /** One response of `provider` (at some address of it) with `status`. */
-function respond(provider: string, status: number): void {
-  const call = new Call({ [LLM_STAGE_METADATA]: HEALTH_STAGE, [HEALTH_CLUSTER_METADATA]: CLUSTER });
-  const headers = { headers: [{ key: ":status", rawValue: new TextEncoder().encode(String(status)) }] };
-  const request: NonNullable<MessageInitShape<typeof ProcessingRequestSchema>["request"]> = {
-    case: "responseHeaders",
-    value: { headers, endOfStream: true },
-  };
-  const attributes = {
-    "envoy.filters.http.ext_proc": { "upstream.address": "192.0.2.1:8443", [LLM_PROVIDER_ATTRIBUTE]: provider },
-  };
-  call.emit("data", toBinary(ProcessingRequestSchema, create(ProcessingRequestSchema, { request, attributes })));
-  assert.ok(call.ended);
-}
+const respond = (provider: string, status: number) =>
+  reportProviderResponse(health, { cluster: CLUSTER, provider, address: "192.0.2.1:8443", status });
 
 /** `[address, status]` of each endpoint of the AI cluster as Envoy gets it. */
 function published(): [string, HealthStatus][] {

@@ -6,36 +6,23 @@
 // An InferencePool GwBackend cannot be scored (its picker chooses the server): a route's scoring is reported.
 
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
 import { after, before, test } from "node:test";
-import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import type { Cluster } from "../../src/gen/envoy/config/cluster/v3/cluster_pb.js";
 import { HealthStatus } from "../../src/gen/envoy/config/core/v3/health_check_pb.js";
 import { ExternalProcessorSchema } from "../../src/gen/envoy/extensions/filters/http/ext_proc/v3/ext_proc_pb.js";
 import { HttpProtocolOptionsSchema } from "../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js";
-import { ProcessingRequestSchema } from "../../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
-import type { BidiCall } from "../../src/grpc/unary-server.js";
-import { HEALTH_CLUSTER_METADATA, HEALTH_STAGE, providerKey } from "../../src/health/endpoint-health.js";
+import { HEALTH_CLUSTER_METADATA, providerKey } from "../../src/health/endpoint-health.js";
 import { HealthService } from "../../src/health/service.js";
-import { LLM_PROVIDER_ATTRIBUTE, LLM_STAGE_METADATA } from "../../src/translate/llm/table.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { HEALTH_FILTER_NAME } from "../../src/translate/xds/backend-health.js";
-import { gatewayYaml } from "../helpers/gateway.js";
+import { gatewayYaml, ruleBackendPolicy } from "../helpers/gateway.js";
+import { reportProviderResponse } from "../helpers/health-ext-proc.js";
 import { tempConfigDir } from "../helpers/processes.js";
 
 const CLUSTER = "backend/default/llm";
 const SHARED = "backend/default/shared";
-
-const onRule = (name: string, rule: string, backend: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${rule} }]
-  backend:
-${backend}`;
 
 const gwBackend = (name: string, policies: string) => `---
 apiVersion: sluice.dev/v1alpha1
@@ -67,17 +54,17 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${rule("a", "llm")}${rule("b", "llm")}${rule("c", "llm")}${rule("s", "shared")}${rule("t", "shared")}${onRule(
+${rule("a", "llm")}${rule("b", "llm")}${rule("c", "llm")}${rule("s", "shared")}${rule("t", "shared")}${ruleBackendPolicy(
   "pa",
   "a",
   `    health: { unhealthyCondition: "response.code == 429", eviction: { duration: 60s } }
 `,
-)}${onRule(
+)}${ruleBackendPolicy(
   "pb",
   "b",
   `    health: { unhealthyCondition: "response.code == 503", eviction: { consecutiveFailures: 2, duration: 60s } }
 `,
-)}${onRule(
+)}${ruleBackendPolicy(
   "pt",
   "t",
   `    transformation:
@@ -131,34 +118,9 @@ function scoringKey(c: Cluster): string {
   return p?.grpcService?.initialMetadata.find((m) => m.key === HEALTH_CLUSTER_METADATA)?.value ?? "";
 }
 
-class Call extends EventEmitter implements BidiCall {
-  ended = false;
-  constructor(readonly headers: Record<string, string>) {
-    super();
-    health.bidi.get("/envoy.service.ext_proc.v3.ExternalProcessor/Process")?.(this);
-  }
-  write(): void {
-    assert.fail("observability mode: nothing is answered");
-  }
-  end(): void {
-    this.ended = true;
-  }
-}
-
 /** One response of `provider` with `status`, reported through the health filter of the cluster scored as `key`. */
-function respond(key: string, provider: string, status: number): void {
-  const call = new Call({ [LLM_STAGE_METADATA]: HEALTH_STAGE, [HEALTH_CLUSTER_METADATA]: key });
-  const headers = { headers: [{ key: ":status", rawValue: new TextEncoder().encode(String(status)) }] };
-  const request: NonNullable<MessageInitShape<typeof ProcessingRequestSchema>["request"]> = {
-    case: "responseHeaders",
-    value: { headers, endOfStream: true },
-  };
-  const attributes = {
-    "envoy.filters.http.ext_proc": { "upstream.address": "10.0.0.1:8443", [LLM_PROVIDER_ATTRIBUTE]: provider },
-  };
-  call.emit("data", toBinary(ProcessingRequestSchema, create(ProcessingRequestSchema, { request, attributes })));
-  assert.ok(call.ended);
-}
+const respond = (key: string, provider: string, status: number) =>
+  reportProviderResponse(health, { cluster: key, provider, address: "10.0.0.1:8443", status });
 
 /** The health status of each provider's endpoint in the EDS resource `name` as Envoy gets it. */
 function published(name: string): HealthStatus[] {
@@ -255,7 +217,7 @@ metadata: { name: r, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-${rule("a", "pool")}${rule("b", "pool")}${onRule(
+${rule("a", "pool")}${rule("b", "pool")}${ruleBackendPolicy(
   "pa",
   "a",
   `    health: { unhealthyCondition: "response.code == 429" }

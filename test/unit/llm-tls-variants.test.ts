@@ -16,7 +16,7 @@ import { HttpProtocolOptionsSchema } from "../../src/gen/envoy/extensions/upstre
 import { HEALTH_CLUSTER_METADATA } from "../../src/health/endpoint-health.js";
 import { clusterVariantBase, REALTIME_CLUSTER_HEADER } from "../../src/translate/names.js";
 import { HEALTH_FILTER_NAME } from "../../src/translate/xds/backend-health.js";
-import { gatewayYaml } from "../helpers/gateway.js";
+import { gatewayYaml, ruleBackendPolicy } from "../helpers/gateway.js";
 import { caConfigMapYaml } from "../helpers/tls.js";
 
 const backend = (policies: string) => `---
@@ -44,15 +44,6 @@ spec:
       matches: [{ path: { type: PathPrefix, value: /b } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: llm }]
 `;
-
-const onRule = (name: string, rule: string, spec: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${rule} }]
-  backend:
-${spec}`;
 
 const PROXY = `---
 apiVersion: sluice.dev/v1alpha1
@@ -141,7 +132,7 @@ test("a route-level tls: the route's variant has it, the other route the cluster
   const t = await translated(
     backend("") +
       routes +
-      onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n"),
+      ruleBackendPolicy("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n"),
   );
   assert.deepEqual(t.warnings, []);
   const a = t.routes.get(A);
@@ -159,8 +150,8 @@ test("two routes asking different tls: a variant each, named by its content", as
   const yaml =
     backend("") +
     routes +
-    onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n") +
-    onRule("pb", "b", "    tls: { sni: api.example.com }\n");
+    ruleBackendPolicy("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n") +
+    ruleBackendPolicy("pb", "b", "    tls: { sni: api.example.com }\n");
   const t = await translated(yaml);
   assert.deepEqual(t.warnings, []);
   const [a, b] = [t.routes.get(A), t.routes.get(B)];
@@ -182,7 +173,7 @@ test("on a route the Realtime relay serves (prompt guards), a route-level tls an
         request: [{ regex: { builtins: [CreditCard] } }]
 `) +
       routes +
-      onRule(
+      ruleBackendPolicy(
         "pa",
         "a",
         "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n    tcp: { connectTimeout: 2s }\n    http: { version: HTTP2 }\n",
@@ -241,7 +232,7 @@ test("a route-level tunnel on a GwBackend Sluice scores: the route's variant has
     health: { unhealthyCondition: "response.code >= 500" }
 `) +
       routes +
-      onRule("pa", "a", "    tunnel: { backendRef: { group: sluice.dev, kind: GwBackend, name: proxy } }\n"),
+      ruleBackendPolicy("pa", "a", "    tunnel: { backendRef: { group: sluice.dev, kind: GwBackend, name: proxy } }\n"),
   );
   const a = t.routes.get(A);
   assert.match(a?.cluster ?? "", /^backend\/default\/llm~[0-9a-f]{10}$/);
@@ -271,7 +262,7 @@ spec:
   policies:
     auth: { key: sk-provider }
     health: { unhealthyCondition: "response.code >= 500" }
-${routes}${onRule("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n")}`);
+${routes}${ruleBackendPolicy("pa", "a", "    tls: { caCertificateRefs: [{ name: example-ca }], sni: example.com }\n")}`);
   const a = t.routes.get(A);
   assert.notEqual(a?.cluster, "backend/default/llm");
   // An EDS resource of its own (its own hops), and so a scoring of its own.
