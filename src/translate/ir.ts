@@ -358,6 +358,12 @@ export interface LlmProviderIR {
   readonly path?: string;
   readonly pathPrefix?: string;
   /**
+   * A GwModel `baseURL`'s path for a provider whose API version is part of its own path (Gemini's `/v1beta`, Vertex
+   * AI's `/v1/projects/...`, Bedrock's `/model/...`, Azure's `/openai/...`, a custom provider's format paths): put
+   * before every path the provider is sent, as those providers' SDKs do with a custom base URL.
+   */
+  readonly basePath?: string;
+  /**
    * A `custom` provider with an InferencePool backendRef: Envoy connects to the model server the pool's endpoint
    * picker names per request (an ORIGINAL_DST cluster reading its answer), after calling the picker over ext_proc.
    */

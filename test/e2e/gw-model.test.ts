@@ -75,7 +75,8 @@ let gemini: FakeProvider;
 
 function resources(p: Record<Name, FakeProvider>, withAny: boolean, withKeys = false, withTokens = false): string {
   const openai = (n: Name) => `provider: Provider01\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
-  const anthropic = (n: Name) => `provider: Provider03\nbaseURL: http://127.0.0.1:${p[n].port}/v1`;
+  // Anthropic's base URL as its SDK takes it: without /v1 (the provider's own path follows).
+  const anthropic = (n: Name) => `provider: Provider03\nbaseURL: http://127.0.0.1:${p[n].port}`;
   return [
     // Envoy is ready when this answers (a redirect, not 404).
     `apiVersion: gateway.networking.k8s.io/v1

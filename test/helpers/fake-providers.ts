@@ -30,6 +30,11 @@ export interface FakeProviderOptions {
     | { readonly region: string; readonly lookup: (accessKeyId: string) => AwsCredentials | undefined };
   /** Vertex AI: whether a Bearer token is valid (Google's token endpoint issued it). */
   readonly bearer?: (token: string) => boolean;
+  /**
+   * A path prefix the provider is mounted under (`/google`), as behind a proxy or an AI gateway: it answers there only
+   * (404 elsewhere), its own API after it. SigV4 is checked over the whole path received.
+   */
+  readonly mount?: string;
 }
 
 export interface FakeProvider {
@@ -397,7 +402,8 @@ function checkSigV4(o: FakeProviderOptions, req: FakeRequest): string | undefine
   const aws = o.aws;
   if (aws === undefined) return undefined;
   const lookup = "lookup" in aws ? aws.lookup : (id: string) => (id === aws.accessKeyId ? aws : undefined);
-  const r = verifySigV4(req, { region: aws.region, service: "bedrock" }, lookup);
+  const received = { ...req, path: `${o.mount ?? ""}${req.path}` };
+  const r = verifySigV4(received, { region: aws.region, service: "bedrock" }, lookup);
   return "error" in r ? r.error : undefined;
 }
 
@@ -1081,14 +1087,20 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
       } catch {
         parsed = undefined;
       }
-      const fr: FakeRequest = {
+      const received: FakeRequest = {
         method: req.method ?? "",
         path: req.url ?? "",
         headers: req.headers,
         body,
         json: parsed,
       };
-      requests.push(fr);
+      requests.push(received);
+      const mount = o.mount ?? "";
+      if (!received.path.startsWith(`${mount}/`)) {
+        return json(res, 404, { error: { message: `no route ${received.path}`, type: "invalid_request_error" } });
+      }
+      // Its handlers see its own API's path (the mount off); `requests` keeps what was received.
+      const fr: FakeRequest = { ...received, path: received.path.slice(mount.length) };
       const path = fr.path;
       if (state.failWith !== undefined) return providerError(path, state.failWith, res);
       if (path.startsWith("/v1/messages")) return anthropic(o, fr, res);

@@ -315,13 +315,12 @@ test("providers: the enumeration becomes the LLM provider description; what cann
     cond(parentsOf(docs, "vertex-no-project")[0], "Accepted")?.message ?? "",
     /providerF\.projectId is required/,
   );
-  // Not served yet: in the table as unavailable, and a NotYetSupported Warning naming the field.
-  const bp = models["default/bedrock-path"] as ConcreteModelIR;
-  assert.equal(bp.provider, undefined);
-  assert.match(bp.unavailable ?? "", /spec\.baseURL: a path \(\/x\) is not served yet for Provider06/);
-  const w = cond(parentsOf(docs, "bedrock-path")[0], "Warning");
-  assert.equal(w?.reason, "NotYetSupported");
-  assert.match(w?.message ?? "", /spec\.baseURL: a path/);
+  // A baseURL path of a provider whose API version is in its own path goes before that path (llm-base-path.test.ts).
+  assert.deepEqual(
+    [p("bedrock-path")?.authority, p("bedrock-path")?.basePath, p("bedrock-path")?.pathPrefix],
+    ["bedrock.example.com", "/x", undefined],
+  );
+  assert.equal(cond(parentsOf(docs, "bedrock-path")[0], "Warning"), undefined);
   // A custom provider's Service that is not there: ResolvedRefs False, model unavailable.
   const cs = parentsOf(docs, "custom-svc");
   assert.equal(cond(cs[0], "ResolvedRefs")?.reason, "BackendNotFound");

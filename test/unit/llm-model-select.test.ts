@@ -262,7 +262,11 @@ test("nested virtual models expand to concrete candidates; a model without a pro
   const table = tableOf([
     model("x", { provider: "Provider01", visibility: "Internal" }),
     model("y", { provider: "Provider03", visibility: "Internal" }),
-    model("broken", { provider: "Provider06", baseURL: "https://b.example/x", visibility: "Internal" }),
+    model("broken", {
+      provider: "Custom",
+      custom: { backendRef: { name: "vllm", port: 8000 }, formats: [{ type: "Completions" }] },
+      visibility: "Internal",
+    }),
     model("inner", {
       visibility: "Internal",
       virtualModel: {
@@ -288,7 +292,7 @@ test("nested virtual models expand to concrete candidates; a model without a pro
   );
   const d = selectModel(table, "dead");
   assert.ok(!d.ok && d.error.status === 503);
-  assert.match(d.error.message, /GwModel default\/broken: spec\.baseURL: a path/);
+  assert.match(d.error.message, /GwModel default\/broken: spec\.custom\.backendRef: .*not found/);
 });
 
 test("discovery: Public exact models in OpenAI's list object and Anthropic's paged list", () => {

@@ -354,6 +354,15 @@ function withCredentials(
 }
 
 /**
+ * The path a provider is sent: `path` (its own, as its API writes it) after the provider's `basePath`, a GwModel
+ * `baseURL`'s path for the families that keep their API version in their own path. Every request to a provider goes
+ * through here (translated, model lists, forwarded as it is, Realtime), before credentials in the query and SigV4.
+ */
+export function providerPath(p: Pick<LlmProviderEntry, "basePath">, path: string): string {
+  return p.basePath === undefined ? path : `${p.basePath}${path.startsWith("/") ? "" : "/"}${path}`;
+}
+
+/**
  * The `Models` route type: where the provider lists its models (its own API, its own answer), with its credentials;
  * undefined where there is no such endpoint (Vertex AI, Bedrock: the request then goes as it is). A custom provider
  * lists them next to its chat completions (`.../chat/completions` → `.../models`), else at `/v1/models`.
@@ -375,7 +384,7 @@ export function modelsRequest(p: LlmProviderEntry, creds: ProviderCredentials = 
     path = t.path;
     headers = { ...t.headers };
   }
-  return { authority: p.authority, ...withCredentials(p, path, headers, creds) };
+  return { authority: p.authority, ...withCredentials(p, providerPath(p, path), headers, creds) };
 }
 
 /**
@@ -402,7 +411,7 @@ export function providerRequest(
     path = p.path ?? t.path;
     headers = { ...t.headers };
   }
-  ({ path, headers } = withCredentials(p, path, headers, creds));
+  ({ path, headers } = withCredentials(p, providerPath(p, path), headers, creds));
   if (p.auth.aws !== undefined) {
     const type = headers["content-type"] ?? "application/json";
     Object.assign(headers, sigV4Headers(p, "POST", path, { "content-type": type }, body, creds));

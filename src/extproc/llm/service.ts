@@ -103,6 +103,7 @@ import {
   modelsRequestOf,
   type ProviderCredentials,
   providerFormatFor,
+  providerPath,
   providerRequest,
   routeTypeOf,
   sigV4Headers,
@@ -168,7 +169,10 @@ interface RequestState {
    * has none); undefined until read, and on other routes.
    */
   raw?: Uint8Array;
-  /** The path as the upstream stage sees it (after the route's URL rewrites), which a SigV4 signature covers. */
+  /**
+   * The path as the upstream stage sees it on the first attempt (after the route's URL rewrites), which a forwarded
+   * request keeps (after the provider's base path) and a SigV4 signature covers.
+   */
   upstreamPath?: string;
   /** Request headers, for CEL transformations. */
   headers: Record<string, string>;
@@ -1068,8 +1072,9 @@ export class LlmExtProcService {
     // Served in one stage: the router level did the provider work. The cluster keeps this stage for other routes
     // (or for this route's previous table entry, while Envoy changes configuration).
     if (state.single !== undefined) return respond("requestHeaders");
+    // The first attempt's: a retry's carries what the previous attempt set (another provider's path, a base path).
     const upstreamPath = header(h, ":path");
-    if (upstreamPath !== undefined) state.upstreamPath = upstreamPath;
+    if (state.upstreamPath === undefined && upstreamPath !== undefined) state.upstreamPath = upstreamPath;
     const cluster = clusterOf(req) ?? "";
     // The endpoint's metadata names its provider; an endpoint without any (ORIGINAL_DST, where an InferencePool's
     // picker chose the address) is the cluster's one provider.
@@ -1491,9 +1496,10 @@ export class LlmExtProcService {
       ...provider.auth.headers,
       ...(bearer !== undefined ? { authorization: `Bearer ${bearer}` } : {}),
     };
+    // The path as the route sent it, after the provider's base path if it has one.
+    const path = providerPath(provider, state.upstreamPath ?? state.headers[":path"] ?? "/");
     if (state.raw !== undefined && provider.auth.aws !== undefined) {
       // SigV4 over what is sent: the path as it leaves (one stage: no rewrite follows) and the body as read.
-      const path = state.upstreamPath ?? state.headers[":path"] ?? "/";
       const type = state.headers["content-type"];
       const signed = type === undefined ? {} : { "content-type": type };
       const method = state.headers[":method"] ?? "POST";
@@ -1502,7 +1508,11 @@ export class LlmExtProcService {
       remove.push("x-amz-security-token", "x-amz-content-sha256");
     }
     state.provided = Object.keys(credentials);
-    const set: Record<string, string> = { ":authority": provider.authority, ...credentials };
+    const set: Record<string, string> = {
+      ":authority": provider.authority,
+      ...(provider.basePath !== undefined ? { ":path": path } : {}),
+      ...credentials,
+    };
     // Browser websocket clients of the Realtime API pass their key as a subprotocol; like every client credential it
     // does not go to the provider, which gets the provider's own credentials in headers instead.
     const protocols = state.headers["sec-websocket-protocol"];

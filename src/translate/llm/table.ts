@@ -164,6 +164,8 @@ export interface LlmProviderEntry {
   readonly settings: Readonly<Record<string, unknown>>;
   readonly path?: string;
   readonly pathPrefix?: string;
+  /** Put before every path the provider is sent (LlmProviderIR `basePath`; extproc/llm/provider.ts providerPath). */
+  readonly basePath?: string;
   readonly auth: ProviderAuth;
   readonly ai: AiPolicy;
   /** A GwPolicy's `backend.extAuth` targeting this provider: checked per attempt (provider-ext-auth.ts). */
@@ -583,7 +585,7 @@ function routeTypes(v: unknown): (readonly [string, RouteType])[] {
 /** What a provider entry takes from the provider itself (a GwBackend `ai` provider's, or a GwModel's). */
 export function providerEntryBase(
   p: LlmProviderIR,
-): Pick<LlmProviderEntry, "name" | "kind" | "authority" | "settings" | "path" | "pathPrefix"> {
+): Pick<LlmProviderEntry, "name" | "kind" | "authority" | "settings" | "path" | "pathPrefix" | "basePath"> {
   return {
     name: p.name,
     kind: p.kind,
@@ -591,6 +593,7 @@ export function providerEntryBase(
     settings: p.settings,
     ...(p.path !== undefined ? { path: p.path } : {}),
     ...(p.pathPrefix !== undefined ? { pathPrefix: p.pathPrefix } : {}),
+    ...(p.basePath !== undefined ? { basePath: p.basePath } : {}),
   };
 }
 

@@ -70,8 +70,13 @@ export const MODEL_PROVIDER_ROWS: Readonly<Record<string, ProviderRow>> = {
   },
 };
 
-/** Provider variants whose API path prefix Sluice can change (llm/providers.ts: `pathPrefix` of openai, anthropic). */
-const PREFIXABLE: ReadonlySet<string> = new Set(["providerA", "providerD"]);
+/**
+ * Provider variants whose `baseURL` path replaces their API prefix (`/v1`; llm/providers.ts `pathPrefix`), as the
+ * OpenAI SDKs take a base URL ending in `/v1`. The others keep their own path, API version included, after the
+ * `baseURL` path (`basePath`), as their SDKs do with a custom base URL: Anthropic's (`https://api.anthropic.com` +
+ * `/v1/messages`), Google's (+ `/v1beta/...`, `/v1/projects/...`), AWS's (+ `/model/...`), Azure's (+ `/openai/...`).
+ */
+const PREFIXABLE: ReadonlySet<string> = new Set(["providerA"]);
 
 export type ModelProviderResult =
   | { readonly ok: true; readonly provider: LlmProviderIR }
@@ -129,16 +134,8 @@ export function translateModelProvider(
     llmProvider.pathPrefix = row.openaiCompatible.pathPrefix;
   }
   if (base !== undefined) {
-    // baseURL replaces the address and the API prefix; only providers whose prefix Sluice can change take a path.
-    if (base.path !== "" && !PREFIXABLE.has(v.variant)) {
-      return {
-        ok: false,
-        field: "spec.baseURL",
-        message: `a path (${base.path}) is not served yet for ${provider}: Sluice cannot change the API prefix of ${row.service}; give scheme, host and port only`,
-        notYetSupported: true,
-      };
-    }
-    // The base URL as the provider's own SDKs take it (`http://ollama:11434/v1`): its path is the whole prefix.
+    // The base URL as the provider's own SDKs take it: its path is the whole prefix of the OpenAI-style ones
+    // (`http://ollama:11434/v1`), and goes before the others' own paths (`https://proxy.corp/google` + `/v1beta/...`).
     llmProvider.host = base.host;
     llmProvider.port = base.port;
     if (PREFIXABLE.has(v.variant)) llmProvider.pathPrefix = base.path;
@@ -150,10 +147,12 @@ export function translateModelProvider(
       v.variant === "custom" && r.message.startsWith("custom.") ? "spec.custom.backendRef" : "spec.provider";
     return { ok: false, field, message: r.message, notYetSupported: false };
   }
+  const basePath = base !== undefined && base.path !== "" && !PREFIXABLE.has(v.variant) ? base.path : undefined;
+  const out = basePath !== undefined ? { ...r.provider, basePath } : r.provider;
   // An http baseURL is plain HTTP even on port 443 (translateProvider assumes TLS there), unless policies.tls says so.
-  if (base !== undefined && !base.tls && !tlsPolicy && r.provider.tls !== undefined) {
-    const { tls: _tls, ...plain } = r.provider;
+  if (base !== undefined && !base.tls && !tlsPolicy && out.tls !== undefined) {
+    const { tls: _tls, ...plain } = out;
     return { ok: true, provider: plain };
   }
-  return { ok: true, provider: r.provider };
+  return { ok: true, provider: out };
 }

@@ -26,6 +26,7 @@ import { AwsCredentialSource } from "../aws-credentials.js";
 import { requestVariable } from "../cel.js";
 import { GoogleTokens } from "../google-tokens.js";
 import type { GuardContext } from "../guards/runner.js";
+import { providerPath } from "../provider.js";
 import { ProviderExtAuths } from "../provider-ext-auth.js";
 import { clientToken } from "../service.js";
 import { TokenLimiter } from "../token-limits.js";
@@ -226,8 +227,9 @@ export class RealtimeRelay {
   ): Promise<{ headers: Record<string, string>; path: string } | { status: number; message: string }> {
     const { provider } = target;
     const query = Object.entries(provider.auth.query);
+    const at = providerPath(provider, url);
     const path =
-      query.length === 0 ? url : `${url}${url.includes("?") ? "&" : "?"}${new URLSearchParams(query).toString()}`;
+      query.length === 0 ? at : `${at}${at.includes("?") ? "&" : "?"}${new URLSearchParams(query).toString()}`;
     const out = { headers: { ...provider.auth.headers }, path };
     const { passthrough, minted, google } = provider.auth;
     const unavailable = `credentials of provider ${provider.name} are not available`;
