@@ -1,12 +1,14 @@
 // GwModel `baseURL` with a path through a real Envoy (docs/llm.md, GwModel `baseURL`): a Gemini-format and a
 // Bedrock-format fake provider mounted under a path prefix, as behind a corporate proxy or an AI gateway (Cloudflare AI
 // Gateway's `.../{account}/{gateway}/google-ai-studio`), answering only there. The official `openai` client's chat
-// (plain and streamed) and embeddings, and the `@anthropic-ai/sdk` client's token count, reach each provider's own
-// path after the base path; the Bedrock fake checks SigV4 over the path it receives.
+// (plain and streamed) and embeddings, the `@anthropic-ai/sdk` client's token count and `@google/genai`'s
+// generateContent reach each provider's own path after the base path; the Bedrock fake checks SigV4 over the path it
+// receives.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
@@ -142,6 +144,21 @@ describe("GwModel baseURL with a path", { timeout: 90_000 }, () => {
     for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
     assert.equal(text, "Hello from bedrock: streamed");
     assert.equal(last(bedrock), `${BEDROCK_MOUNT}/model/bedrock-proxied/converse-stream`);
+  });
+
+  test("Google's own client: generateContent and embeddings behind a path, to Gemini and to Bedrock", async () => {
+    const google = new GoogleGenAI({ apiKey: "client", httpOptions: { baseUrl: env.baseUrl } });
+    const g = await google.models.generateContent({ model: "gemini-proxied", contents: "as written" });
+    assert.equal(g.text, "Hello from gemini: as written");
+    assert.equal(last(gemini), `${GEMINI_MOUNT}/v1beta/models/gemini-proxied:generateContent`);
+    assert.equal(gemini.requests.at(-1)?.headers["x-goog-api-key"], GEMINI_KEY, "the model's key, not the client's");
+    const e = await google.models.embedContent({ model: "gemini-proxied", contents: "embed me" });
+    assert.equal(e.embeddings?.length, 1);
+    // The SDK's embedContent calls batchEmbedContents.
+    assert.equal(last(gemini), `${GEMINI_MOUNT}/v1beta/models/gemini-proxied:batchEmbedContents`);
+    const b = await google.models.generateContent({ model: "bedrock-proxied", contents: "converse" });
+    assert.equal(b.text, "Hello from bedrock: converse");
+    assert.equal(last(bedrock), `${BEDROCK_MOUNT}/model/bedrock-proxied/converse`);
   });
 
   test("token counts behind a path: Gemini's countTokens and Bedrock's CountTokens", async () => {
