@@ -10,7 +10,10 @@ import { HEALTH_CLUSTER_METADATA, HEALTH_STAGE } from "../../src/health/endpoint
 import type { HealthService } from "../../src/health/service.js";
 import { LLM_PROVIDER_ATTRIBUTE, LLM_STAGE_METADATA } from "../../src/translate/llm/table.js";
 
-class Call extends EventEmitter implements BidiCall {
+type Request = NonNullable<MessageInitShape<typeof ProcessingRequestSchema>["request"]>;
+
+/** A Process call handed to `health` as the gRPC server would, with `headers` as its metadata. */
+export class HealthCall extends EventEmitter implements BidiCall {
   ended = false;
   constructor(
     health: HealthService,
@@ -27,7 +30,25 @@ class Call extends EventEmitter implements BidiCall {
   end(): void {
     this.ended = true;
   }
+  /** One ProcessingRequest; `attributes`: the ext_proc filter's attributes (upstream.address ...), if any. */
+  send(request: Request, attributes?: Record<string, string>): void {
+    const init = { request, attributes: attributes !== undefined ? { "envoy.filters.http.ext_proc": attributes } : {} };
+    this.emit("data", toBinary(ProcessingRequestSchema, create(ProcessingRequestSchema, init)));
+  }
 }
+
+/** A call from the health filter of the cluster scored as `cluster`. */
+export const healthFilterCall = (health: HealthService, cluster: string): HealthCall =>
+  new HealthCall(health, { [LLM_STAGE_METADATA]: HEALTH_STAGE, [HEALTH_CLUSTER_METADATA]: cluster });
+
+/** The response headers of an upstream response with `status`. */
+export const responseHeaders = (status: number, endOfStream: boolean): Request => ({
+  case: "responseHeaders",
+  value: {
+    headers: { headers: [{ key: ":status", rawValue: new TextEncoder().encode(String(status)) }] },
+    endOfStream,
+  },
+});
 
 /**
  * One response of AI provider `provider` (at `address`, host:port) with `status`, reported to `health` through the
@@ -37,15 +58,7 @@ export function reportProviderResponse(
   health: HealthService,
   o: { readonly cluster: string; readonly provider: string; readonly address: string; readonly status: number },
 ): void {
-  const call = new Call(health, { [LLM_STAGE_METADATA]: HEALTH_STAGE, [HEALTH_CLUSTER_METADATA]: o.cluster });
-  const headers = { headers: [{ key: ":status", rawValue: new TextEncoder().encode(String(o.status)) }] };
-  const request: NonNullable<MessageInitShape<typeof ProcessingRequestSchema>["request"]> = {
-    case: "responseHeaders",
-    value: { headers, endOfStream: true },
-  };
-  const attributes = {
-    "envoy.filters.http.ext_proc": { "upstream.address": o.address, [LLM_PROVIDER_ATTRIBUTE]: o.provider },
-  };
-  call.emit("data", toBinary(ProcessingRequestSchema, create(ProcessingRequestSchema, { request, attributes })));
+  const call = healthFilterCall(health, o.cluster);
+  call.send(responseHeaders(o.status, true), { "upstream.address": o.address, [LLM_PROVIDER_ATTRIBUTE]: o.provider });
   assert.ok(call.ended);
 }

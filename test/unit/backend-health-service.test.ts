@@ -4,19 +4,16 @@
 // stages handed on; and the evicted endpoint marked UNHEALTHY in that cluster's assignment only.
 
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
 import { before, test } from "node:test";
-import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import { HealthStatus } from "../../src/gen/envoy/config/core/v3/health_check_pb.js";
-import { ProcessingRequestSchema } from "../../src/gen/envoy/service/ext_proc/v3/external_processor_pb.js";
 import type { BidiCall } from "../../src/grpc/unary-server.js";
-import { HEALTH_CLUSTER_METADATA, HEALTH_STAGE } from "../../src/health/endpoint-health.js";
 import { HealthService } from "../../src/health/service.js";
 import { LLM_STAGE_METADATA } from "../../src/translate/llm/table.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { backendHealthScore } from "../../src/translate/xds/backend-health.js";
 import { gatewayYaml } from "../helpers/gateway.js";
+import { HealthCall, healthFilterCall, responseHeaders } from "../helpers/health-ext-proc.js";
 import { tempConfigDir } from "../helpers/processes.js";
 
 function service(name: string, health: string): string {
@@ -87,31 +84,12 @@ function clusterOf(name: string): string {
   return c.name;
 }
 
-class Call extends EventEmitter implements BidiCall {
-  ended = false;
-  constructor(readonly headers: Record<string, string>) {
-    super();
-    const handler = health.bidi.get("/envoy.service.ext_proc.v3.ExternalProcessor/Process");
-    assert.ok(handler !== undefined);
-    handler(this);
-  }
-  write(): void {
-    assert.fail("observability mode: nothing is answered");
-  }
-  end(): void {
-    this.ended = true;
-  }
-  send(request: NonNullable<MessageInitShape<typeof ProcessingRequestSchema>["request"]>, endpoint?: string): void {
-    const attributes =
-      endpoint !== undefined ? { "envoy.filters.http.ext_proc": { "upstream.address": endpoint } } : {};
-    this.emit("data", toBinary(ProcessingRequestSchema, create(ProcessingRequestSchema, { request, attributes })));
-  }
-}
-
-function respond(cluster: string, endpoint: string, status: number, body?: string): Call {
-  const call = new Call({ [LLM_STAGE_METADATA]: HEALTH_STAGE, [HEALTH_CLUSTER_METADATA]: cluster });
-  const headers = { headers: [{ key: ":status", rawValue: new TextEncoder().encode(String(status)) }] };
-  call.send({ case: "responseHeaders", value: { headers, endOfStream: body === undefined } }, endpoint || undefined);
+function respond(cluster: string, endpoint: string, status: number, body?: string): HealthCall {
+  const call = healthFilterCall(health, cluster);
+  call.send(
+    responseHeaders(status, body === undefined),
+    endpoint !== "" ? { "upstream.address": endpoint } : undefined,
+  );
   if (body !== undefined) {
     const bytes = new TextEncoder().encode(body);
     call.send({ case: "responseBody", value: { body: bytes.subarray(0, 3), endOfStream: false } });
@@ -154,7 +132,7 @@ test("a condition that gives no boolean counts healthy (logged once); a response
 });
 
 test("streams of other stages go on to the next ext_proc service", () => {
-  const call = new Call({ [LLM_STAGE_METADATA]: "transformation" });
+  const call = new HealthCall(health, { [LLM_STAGE_METADATA]: "transformation" });
   assert.equal(passed.at(-1), call);
 });
 
