@@ -8,7 +8,14 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { localService, prefixRoute, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import {
+  frontendPolicy,
+  localService,
+  prefixRoute,
+  servicePolicy,
+  startTestGateway,
+  type TestGateway,
+} from "../helpers/gateway.js";
 import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import {
   type OtlpGrpcCollector,
@@ -27,15 +34,6 @@ const SERVER = {
 };
 const CA = `    tls: { sni: example.com, caCertificateRefs: [{ group: "", kind: ConfigMap, name: example-ca }] }`;
 
-const telemetry = (frontend: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: telemetry, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-${frontend}`;
-
 /** The policy's CA and SNI, and the client certificate of the Secret `client-cert` (foo.example.com). */
 const MTLS = `${CA.slice(0, -2)}, mtlsCertificateRef: [{ name: client-cert }] }`;
 
@@ -44,7 +42,7 @@ const MTLS = `${CA.slice(0, -2)}, mtlsCertificateRef: [{ name: client-cert }] }`
  * Service with the mTLS policy: Envoy's client certificate comes over SDS.
  */
 const secured = (echo: number, collector: number) =>
-  `${localService("ok", echo)}${prefixRoute(["ok"])}${localService("collector", collector)}${caConfigMapYaml()}${tlsSecretYaml("client-cert", "foo.example.com")}${servicePolicy("collector", MTLS, "collector-tls")}${telemetry(`    tracing:
+  `${localService("ok", echo)}${prefixRoute(["ok"])}${localService("collector", collector)}${caConfigMapYaml()}${tlsSecretYaml("client-cert", "foo.example.com")}${servicePolicy("collector", MTLS, "collector-tls")}${frontendPolicy(`    tracing:
       backendRef: { name: collector, port: 80 }
       randomSampling: "true"
     accessLog:
@@ -56,7 +54,7 @@ const secured = (echo: number, collector: number) =>
  * certificate; the OTLP access log to the TLS-only gRPC collector through a Service without a policy.
  */
 const relayed = (echo: number, https: number, grpcCollector: number) =>
-  `${localService("ok", echo)}${prefixRoute(["ok"])}${localService("https-collector", https)}${localService("plain-collector", grpcCollector)}${caConfigMapYaml()}${tlsSecretYaml("client-cert", "foo.example.com")}${servicePolicy("https-collector", MTLS, "https-collector-tls")}${telemetry(`    tracing:
+  `${localService("ok", echo)}${prefixRoute(["ok"])}${localService("https-collector", https)}${localService("plain-collector", grpcCollector)}${caConfigMapYaml()}${tlsSecretYaml("client-cert", "foo.example.com")}${servicePolicy("https-collector", MTLS, "https-collector-tls")}${frontendPolicy(`    tracing:
       backendRef: { name: https-collector, port: 80 }
       protocol: HTTP
       randomSampling: "true"

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { frontendPolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { waitFor } from "../helpers/net.js";
 import { parsePrometheusText, sampleValue } from "../helpers/prom-text.js";
@@ -48,14 +49,7 @@ spec:
   rules:
     - matches: [{ path: { type: PathPrefix, value: /selfhosted } }]
       backendRefs: [{ group: sluice.dev, kind: GwBackend, name: selfhosted }]
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: telemetry, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-    accessLog:
+${frontendPolicy(`    accessLog:
       filter: "llm.totalTokens > 0"
       attributes:
         add:
@@ -66,7 +60,7 @@ spec:
       attributes:
         add:
           - { name: model, expression: "llm.requestModel" }
-`;
+`)}`;
 }
 
 describe("frontend access logs and metrics reading llm.*", { timeout: 60_000 }, () => {

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { frontendPolicy, localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { request, startEchoUpstream, type Upstream, waitFor } from "../helpers/net.js";
 import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
 import { parsePrometheusText, sampleValue } from "../helpers/prom-text.js";
@@ -36,14 +36,7 @@ spec:
   targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
   traffic:
     apiKeyAuthentication: { secretRef: { name: keys } }
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: telemetry, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-    tracing:
+${frontendPolicy(`    tracing:
       backendRef: { name: collector, port: 80 }
       protocol: HTTP
       randomSampling: "request.headers['x-debug'] == 'on'"
@@ -73,7 +66,7 @@ spec:
           - { name: peer_port, expression: "source.port" }
           - { name: page, expression: "request.query['page']" }
           - { name: sort, expression: "request.query['sort']" }
-`;
+`)}`;
 }
 
 describe("frontend tracing, metrics and access logs with per-request CEL", { timeout: 90_000 }, () => {

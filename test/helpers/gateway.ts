@@ -43,6 +43,18 @@ ${traffic
 `;
 }
 
+/** A GwPolicy `name` (default `telemetry`) on Gateway `gw` with a `frontend` section (`frontend`: YAML indented by 4). */
+export function frontendPolicy(frontend: string, name = "telemetry"): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
+  frontend:
+${frontend}`;
+}
+
 /**
  * A GwPolicy `name` on Service `service`; `backend`: the lines under `backend:`, as they stand in the document
  * (indented by 4).

@@ -11,7 +11,7 @@ import { test } from "node:test";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import { collectorTargets } from "../../src/otlp/relay.js";
 import { xdsToJson } from "../../src/translate/xds/json.js";
-import { gatewayYaml, localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
+import { frontendPolicy, gatewayYaml, localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
 import { caConfigMapYaml, tlsSecretYaml } from "../helpers/tls.js";
 
 const COLLECTOR_TLS = `    tls:
@@ -21,19 +21,13 @@ const COLLECTOR_TLS = `    tls:
     tcp: { connectTimeout: 3s }
     http: { version: HTTP2 }`;
 
-const telemetry = (tracing: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: telemetry, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-    tracing:
+const telemetry = (tracing: string) =>
+  frontendPolicy(`    tracing:
       backendRef: { name: collector, port: 80 }
       randomSampling: "true"
 ${tracing}    accessLog:
       otlp: { backendRef: { name: collector, port: 80 } }
-`;
+`);
 
 async function translate(yaml: string) {
   const dir = mkdtempSync(join(tmpdir(), "sluice-collector-tls-"));
@@ -135,15 +129,7 @@ spec:
   static: { host: otlp.example.com, port: 4317 }
   policies:
     tls: { caCertificateRefs: [{ group: "", kind: ConfigMap, name: example-ca }] }
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: telemetry, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: gw }]
-  frontend:
-    tracing: { backendRef: { kind: GwBackend, name: hosted }, randomSampling: "true" }
-`);
+${frontendPolicy(`    tracing: { backendRef: { kind: GwBackend, name: hosted }, randomSampling: "true" }\n`)}`);
   const c = JSON.stringify(xds.clusters.find((x) => x.name === "tracing/default/hosted"));
   assert.match(c, /"sni":"otlp\.example\.com"/, "SNI defaults to the static host");
   assert.match(c, /"exact":"otlp\.example\.com"/, "and the name the certificate must carry");
