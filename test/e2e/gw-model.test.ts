@@ -90,7 +90,8 @@ spec:
 `,
     model("gpt-4o", openai("exact")),
     model("gpt-family", `match: { model: "gpt-*" }\n${openai("family")}`),
-    model("latest", `match: { model: "*-latest" }\n${anthropic("latest")}`),
+    // Written as an OpenAI base URL is (ending in /v1): the same place as without it.
+    model("latest", `match: { model: "*-latest" }\n${anthropic("latest")}/v1`),
     model("claude-named", anthropic("named")),
     model("secret-model", `visibility: Internal\n${openai("secret")}`),
     model("w1", `visibility: Internal\n${openai("w1")}`),

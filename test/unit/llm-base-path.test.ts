@@ -196,6 +196,12 @@ test("OpenAI family: the base path replaces the /v1 prefix; Anthropic keeps /v1 
     "/v1/acct/gw/anthropic/v1/messages/count_tokens",
   ]);
   assert.deepEqual(listPaths(anthropic, base), ["/v1/models", "/v1/acct/gw/anthropic/v1/models"]);
+  // Written as an OpenAI base URL is (ending in /v1): the same place, never /v1/v1.
+  assert.deepEqual(paths(anthropic, "https://proxy.corp/anthropic/v1", "messages", "claude"), [
+    "/v1/messages",
+    "/anthropic/v1/messages",
+  ]);
+  assert.deepEqual(paths(anthropic, "http://127.0.0.1:9/v1", "messages", "claude"), ["/v1/messages", "/v1/messages"]);
 });
 
 test("custom provider: its formats' paths after the base path", () => {

@@ -78,6 +78,13 @@ export const MODEL_PROVIDER_ROWS: Readonly<Record<string, ProviderRow>> = {
  */
 const PREFIXABLE: ReadonlySet<string> = new Set(["providerA"]);
 
+/**
+ * Whether a `baseURL` path replaces the variant's API prefix. Also Anthropic's when it ends in `/v1`: written as an
+ * OpenAI base URL is (`https://proxy/anthropic/v1`), it names where `/messages` lives, never a `/v1/v1` API.
+ */
+const replacesPrefix = (variant: string, path: string) =>
+  PREFIXABLE.has(variant) || (variant === "providerD" && /\/v1$/.test(path));
+
 export type ModelProviderResult =
   | { readonly ok: true; readonly provider: LlmProviderIR }
   /** `field`: the spec field to name in status; `notYetSupported`: valid, but Sluice cannot serve it yet. */
@@ -138,7 +145,7 @@ export function translateModelProvider(
     // (`http://ollama:11434/v1`), and goes before the others' own paths (`https://proxy.corp/google` + `/v1beta/...`).
     llmProvider.host = base.host;
     llmProvider.port = base.port;
-    if (PREFIXABLE.has(v.variant)) llmProvider.pathPrefix = base.path;
+    if (replacesPrefix(v.variant, base.path)) llmProvider.pathPrefix = base.path;
     tls = tls || base.tls;
   }
   const r = translateProvider(name, llmProvider, tls, ns, refs);
@@ -147,7 +154,8 @@ export function translateModelProvider(
       v.variant === "custom" && r.message.startsWith("custom.") ? "spec.custom.backendRef" : "spec.provider";
     return { ok: false, field, message: r.message, notYetSupported: false };
   }
-  const basePath = base !== undefined && base.path !== "" && !PREFIXABLE.has(v.variant) ? base.path : undefined;
+  const basePath =
+    base !== undefined && base.path !== "" && !replacesPrefix(v.variant, base.path) ? base.path : undefined;
   const out = basePath !== undefined ? { ...r.provider, basePath } : r.provider;
   // An http baseURL is plain HTTP even on port 443 (translateProvider assumes TLS there), unless policies.tls says so.
   if (base !== undefined && !base.tls && !tlsPolicy && out.tls !== undefined) {
