@@ -11,6 +11,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { gwModelYaml, PROBE_ROUTE } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 
 const AWS = { accessKeyId: "AKIDBASEURL", secretAccessKey: "base-url-secret", region: "eu-west-1" };
@@ -18,45 +19,21 @@ const GEMINI_KEY = "gemini-base-url-key";
 const GEMINI_MOUNT = "/v1/acct/gw/google-ai-studio";
 const BEDROCK_MOUNT = "/corp/aws/bedrock";
 
-function model(name: string, body: string): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwModel
-metadata: { name: ${name}, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-${body
-  .trim()
-  .split("\n")
-  .map((l) => `  ${l}`)
-  .join("\n")}
-`;
-}
-
 function resources(gemini: FakeProvider, bedrock: FakeProvider): string {
   return [
-    // Envoy is ready when this answers (a redirect, not 404).
-    `apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: probe, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: Exact, value: /probe } }]
-      filters: [{ type: RequestRedirect, requestRedirect: { path: { type: ReplaceFullPath, replaceFullPath: /x } } }]
----
+    `${PROBE_ROUTE}---
 apiVersion: v1
 kind: Secret
 metadata: { name: model-creds, namespace: default }
 stringData: { accessKey: ${AWS.accessKeyId}, secretKey: ${AWS.secretAccessKey}, gemini: ${GEMINI_KEY} }
 `,
-    model(
+    gwModelYaml(
       "gemini-proxied",
       `provider: Provider04
 baseURL: http://127.0.0.1:${gemini.port}${GEMINI_MOUNT}
 policies: { auth: { secretRef: { name: model-creds, key: gemini } } }`,
     ),
-    model(
+    gwModelYaml(
       "bedrock-proxied",
       `provider: Provider06
 providerG: { region: ${AWS.region} }

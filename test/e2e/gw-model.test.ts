@@ -11,6 +11,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { gwModelYaml, PROBE_ROUTE } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { waitFor } from "../helpers/net.js";
 
@@ -34,21 +35,6 @@ const NAMES = [
 const AWS = { accessKeyId: "AKIDMODELS", secretAccessKey: "model-secret", region: "eu-west-1" };
 const GEMINI_KEY = "gemini-key-1";
 type Name = (typeof NAMES)[number];
-
-function model(name: string, body: string): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwModel
-metadata: { name: ${name}, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-${body
-  .trim()
-  .split("\n")
-  .map((l) => `  ${l}`)
-  .join("\n")}
-`;
-}
 
 /**
  * A GwPolicy on the Gateway: API keys (one with metadata `team: blue`) on every route of it, model routes included, and
@@ -78,27 +64,18 @@ function resources(p: Record<Name, FakeProvider>, withAny: boolean, withKeys = f
   // Anthropic's base URL as its SDK takes it: without /v1 (the provider's own path follows).
   const anthropic = (n: Name) => `provider: Provider03\nbaseURL: http://127.0.0.1:${p[n].port}`;
   return [
-    // Envoy is ready when this answers (a redirect, not 404).
-    `apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: probe, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-    - matches: [{ path: { type: Exact, value: /probe } }]
-      filters: [{ type: RequestRedirect, requestRedirect: { path: { type: ReplaceFullPath, replaceFullPath: /x } } }]
-`,
-    model("gpt-4o", openai("exact")),
-    model("gpt-family", `match: { model: "gpt-*" }\n${openai("family")}`),
+    PROBE_ROUTE,
+    gwModelYaml("gpt-4o", openai("exact")),
+    gwModelYaml("gpt-family", `match: { model: "gpt-*" }\n${openai("family")}`),
     // Written as an OpenAI base URL is (ending in /v1): the same place as without it.
-    model("latest", `match: { model: "*-latest" }\n${anthropic("latest")}/v1`),
-    model("claude-named", anthropic("named")),
-    model("secret-model", `visibility: Internal\n${openai("secret")}`),
-    model("w1", `visibility: Internal\n${openai("w1")}`),
-    model("w2", `visibility: Internal\n${openai("w2")}`),
-    model("f1", `visibility: Internal\n${openai("f1")}\npolicies: { health: { eviction: { duration: 1s } } }`),
-    model("f2", `visibility: Internal\n${openai("f2")}`),
-    model(
+    gwModelYaml("latest", `match: { model: "*-latest" }\n${anthropic("latest")}/v1`),
+    gwModelYaml("claude-named", anthropic("named")),
+    gwModelYaml("secret-model", `visibility: Internal\n${openai("secret")}`),
+    gwModelYaml("w1", `visibility: Internal\n${openai("w1")}`),
+    gwModelYaml("w2", `visibility: Internal\n${openai("w2")}`),
+    gwModelYaml("f1", `visibility: Internal\n${openai("f1")}\npolicies: { health: { eviction: { duration: 1s } } }`),
+    gwModelYaml("f2", `visibility: Internal\n${openai("f2")}`),
+    gwModelYaml(
       "router",
       `virtualModel:
   conditional:
@@ -106,7 +83,7 @@ spec:
       - { modelRef: { name: secret-model }, when: "request.headers['x-tier'] == 'gold'" }
       - { modelRef: { name: gpt-4o } }`,
     ),
-    model(
+    gwModelYaml(
       "split",
       `virtualModel:
   weighted:
@@ -114,7 +91,7 @@ spec:
       - { modelRef: { name: w1 }, weight: 3 }
       - { modelRef: { name: w2 }, weight: 1 }`,
     ),
-    model(
+    gwModelYaml(
       "resilient",
       `virtualModel:
   failover:
@@ -122,13 +99,13 @@ spec:
       - { modelRef: { name: f1 }, priority: 0 }
       - { modelRef: { name: f2 }, priority: 1 }`,
     ),
-    model(
+    gwModelYaml(
       "h1",
       `visibility: Internal\n${openai("h1")}
 policies: { health: { unhealthyCondition: "response.code == 429", eviction: { duration: 2s } } }`,
     ),
-    model("h2", `visibility: Internal\n${openai("h2")}`),
-    model(
+    gwModelYaml("h2", `visibility: Internal\n${openai("h2")}`),
+    gwModelYaml(
       "careful",
       `virtualModel:
   failover:
@@ -136,7 +113,7 @@ policies: { health: { unhealthyCondition: "response.code == 429", eviction: { du
       - { modelRef: { name: h1 }, priority: 0 }
       - { modelRef: { name: h2 }, priority: 1 }`,
     ),
-    model(
+    gwModelYaml(
       "blue-only",
       `${openai("blue")}
 policies:
@@ -147,14 +124,14 @@ policies:
     request: { set: [{ name: x-model-policy, value: blue }] }
     response: { set: [{ name: x-served-by, value: blue-only }] }`,
     ),
-    model(
+    gwModelYaml(
       "vip-a",
       `visibility: Internal\n${openai("vipA")}
 policies:
   headers:
     request: { set: [{ name: x-layer, value: concrete }] }`,
     ),
-    model(
+    gwModelYaml(
       "vip",
       `virtualModel:
   weighted:
@@ -172,7 +149,7 @@ policies:
       - regex: { builtins: [Email] }
   tls: { sni: ignored.example.com }`,
     ),
-    model(
+    gwModelYaml(
       "guarded",
       `${openai("guarded")}
 policies:
@@ -188,21 +165,21 @@ kind: Secret
 metadata: { name: model-creds, namespace: default }
 stringData: { accessKey: ${AWS.accessKeyId}, secretKey: ${AWS.secretAccessKey}, gemini: ${GEMINI_KEY} }
 `,
-    model(
+    gwModelYaml(
       "bedrock-model",
       `provider: Provider06
 providerG: { region: ${AWS.region} }
 baseURL: http://127.0.0.1:${bedrock.port}
 policies: { auth: { cloudA: { secretRef: { name: model-creds } } } }`,
     ),
-    model(
+    gwModelYaml(
       "gemini-model",
       `provider: Provider04
 baseURL: http://127.0.0.1:${gemini.port}
 policies: { auth: { secretRef: { name: model-creds, key: gemini } } }`,
     ),
     ...(withKeys ? [gatewayKeys(withTokens)] : []),
-    ...(withAny ? [model("anything", `match: { model: "*" }\n${openai("any")}`)] : []),
+    ...(withAny ? [gwModelYaml("anything", `match: { model: "*" }\n${openai("any")}`)] : []),
   ].join("");
 }
 

@@ -55,6 +55,37 @@ spec:
 ${frontend}`;
 }
 
+/** A GwModel `name` on Gateway `gw`; `spec`: the lines of its spec besides parentRefs (indented here). */
+export function gwModelYaml(name: string, spec: string): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwModel
+metadata: { name: ${name}, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+${spec
+  .trim()
+  .split("\n")
+  .map((l) => `  ${l}`)
+  .join("\n")}
+`;
+}
+
+/**
+ * HTTPRoute `probe`: `/probe` answers a redirect (not 404), so that a test whose other routes answer only particular
+ * requests can see Envoy ready (startLlmEnv's `probePath`).
+ */
+export const PROBE_ROUTE = `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: probe, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+    - matches: [{ path: { type: Exact, value: /probe } }]
+      filters: [{ type: RequestRedirect, requestRedirect: { path: { type: ReplaceFullPath, replaceFullPath: /x } } }]
+`;
+
 /**
  * A GwPolicy `name` on Service `service`; `backend`: the lines under `backend:`, as they stand in the document
  * (indented by 4).
