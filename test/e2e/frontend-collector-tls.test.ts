@@ -23,6 +23,7 @@ import {
   startOtlpGrpcCollector,
   startOtlpReceiver,
 } from "../helpers/otlp.js";
+import { resourceStatus } from "../helpers/processes.js";
 import { parsePrometheusText, sampleValue } from "../helpers/prom-text.js";
 import { caConfigMapYaml, tlsFixture, tlsSecretYaml } from "../helpers/tls.js";
 
@@ -107,10 +108,7 @@ describe("an OTLP/gRPC collector over TLS, its Service's GwPolicy giving the CA 
   });
 
   test("the Service's GwPolicy says backend.tls applies", async () => {
-    const { resources } = (await gw.sluice.status()) as {
-      resources: { kind: string; name: string; status: unknown }[];
-    };
-    const status = JSON.stringify(resources.find((x) => x.kind === "GwPolicy" && x.name === "collector-tls")?.status);
+    const status = await resourceStatus(gw.sluice, "GwPolicy", "collector-tls");
     assert.match(status, /"reason":"Attached","message":"applies backend\.tls"/);
   });
 });

@@ -16,6 +16,7 @@ import OpenAI from "openai";
 import { gwBackendRoute, routeBackendPolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { firstBytesServer, waitFor } from "../helpers/net.js";
+import { resourceStatus } from "../helpers/processes.js";
 
 interface Seen {
   readonly version: string;
@@ -206,11 +207,8 @@ spec:
   });
 
   test("status: none of these is reported as not applied", async () => {
-    const { resources } = (await env.sluice.status()) as {
-      resources: { kind: string; name: string; status: unknown }[];
-    };
     for (const name of ["fast-conn", "team-conn"]) {
-      const status = JSON.stringify(resources.find((r) => r.kind === "GwPolicy" && r.name === name)?.status ?? {});
+      const status = await resourceStatus(env.sluice, "GwPolicy", name);
       assert.match(status, /Attached/);
       assert.doesNotMatch(status, /Warning|not applied/, name);
     }

@@ -15,6 +15,7 @@ import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.
 import { gwBackendRoute, routeBackendPolicy } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { request, sleep, waitFor } from "../helpers/net.js";
+import { resourceStatus } from "../helpers/processes.js";
 
 const A_DURATION_MS = 8000;
 
@@ -158,11 +159,8 @@ describe("health scoring per route of one AI GwBackend", { timeout: 120_000 }, (
   });
 
   test("status: neither GwPolicy is reported as not applied", async () => {
-    const { resources } = (await env.sluice.status()) as {
-      resources: { kind: string; name: string; status: unknown }[];
-    };
     for (const name of ["a-health", "b-health"]) {
-      const status = JSON.stringify(resources.find((r) => r.kind === "GwPolicy" && r.name === name)?.status ?? {});
+      const status = await resourceStatus(env.sluice, "GwPolicy", name);
       assert.match(status, /Attached/);
       assert.doesNotMatch(status, /Warning|not applied/, name);
     }

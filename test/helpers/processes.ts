@@ -29,6 +29,12 @@ export interface SluiceProcess {
   status(): Promise<Record<string, unknown>>;
 }
 
+/** The status `sluice` reports for resource `kind` `name` (default namespace or not), as JSON; `{}` when it has none. */
+export async function resourceStatus(sluice: SluiceProcess, kind: string, name: string): Promise<string> {
+  const { resources } = (await sluice.status()) as { resources: { kind: string; name: string; status: unknown }[] };
+  return JSON.stringify(resources.find((r) => r.kind === kind && r.name === name)?.status ?? {});
+}
+
 /**
  * Starts `sluice <command> -f <dir>` and waits until its admin endpoint answers. Ports not given are picked by sluice
  * itself (port 0) and read from its log, so parallel test files never race for a port.
