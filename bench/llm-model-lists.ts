@@ -10,15 +10,9 @@ import { listingAnswer } from "../src/extproc/llm/models/list.js";
 import { modelsRequestOf, routeTypeOf } from "../src/extproc/llm/provider.js";
 import { embedToOpenAiRequest, openAiToEmbedResponse } from "../src/llm/translate/gemini-client-embed.js";
 import type { RouteType } from "../src/translate/llm/table.js";
+import { microBench } from "./micro.js";
 
-function bench(name: string, iterations: number, fn: () => void): number {
-  for (let i = 0; i < iterations / 10; i++) fn();
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < iterations; i++) fn();
-  const us = Number(process.hrtime.bigint() - t0) / 1000 / iterations;
-  console.log(`${name.padEnd(66)} ${us.toFixed(3).padStart(8)} µs`);
-  return us;
-}
+const bench = (name: string, iterations: number, fn: () => void) => microBench(name, iterations, fn, { width: 66 });
 
 const routes: (readonly [string, RouteType])[] = [
   ["/v1/chat/completions", "Completions"],

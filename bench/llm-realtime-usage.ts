@@ -8,6 +8,7 @@ import { SessionTokens } from "../src/extproc/llm/realtime/usage.js";
 import { TokenLimiter } from "../src/extproc/llm/token-limits.js";
 import { setRequestMetrics } from "../src/observability/metrics.js";
 import type { LlmRouteEntry } from "../src/translate/llm/table.js";
+import { microBench } from "./micro.js";
 
 const at = { response_id: "resp_1", item_id: "item_1", output_index: 0, content_index: 0 };
 const audio = Buffer.from(
@@ -38,14 +39,7 @@ const done = Buffer.from(
   }),
 );
 
-function bench(name: string, iterations: number, fn: () => void): number {
-  for (let i = 0; i < iterations / 10; i++) fn();
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < iterations; i++) fn();
-  const us = Number(process.hrtime.bigint() - t0) / 1000 / iterations;
-  console.log(`${name.padEnd(62)} ${us.toFixed(3).padStart(8)} µs`);
-  return us;
-}
+const bench = (name: string, iterations: number, fn: () => void) => microBench(name, iterations, fn);
 
 setRequestMetrics(true);
 const entry = {

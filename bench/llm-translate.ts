@@ -3,6 +3,7 @@
 // floor any translation pays), measured in the same run. Run: node dist/bench/llm-translate.js
 import { findDirection } from "../src/llm/registry.js";
 import type { TranslateContext } from "../src/llm/translate/context.js";
+import { microBench } from "./micro.js";
 
 const ctx: TranslateContext = { id: (p) => `${p}1`, now: () => 1700000000 };
 const text = "The quick brown fox jumps over the lazy dog. ".repeat(12);
@@ -40,14 +41,8 @@ const start = new TextEncoder().encode(
   'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}}\n\n',
 );
 
-function bench(name: string, iterations: number, fn: () => void): number {
-  for (let i = 0; i < iterations / 10; i++) fn();
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < iterations; i++) fn();
-  const us = Number(process.hrtime.bigint() - t0) / 1000 / iterations;
-  console.log(`${name.padEnd(58)} ${us.toFixed(2).padStart(8)} µs`);
-  return us;
-}
+const bench = (name: string, iterations: number, fn: () => void) =>
+  microBench(name, iterations, fn, { width: 58, digits: 2 });
 
 const d = findDirection("chat-completions", "messages")!;
 const meta = { model: "claude-sonnet-4-5", stream: true, includeUsage: true };
