@@ -1,7 +1,9 @@
 // Micro-benchmark of the Realtime relay's token accounting (src/extproc/llm/realtime/usage.ts), the work it adds per
 // provider event: an audio delta (the bulk of a voice session, ~8 KB of base64), a text delta and a response.done
-// with usage (parsed, counted in the metrics, debited from a `tokens` bucket), against encodeFrame of the same event
-// (what the relay pays anyway to send it on), measured in the same run. Run: node dist/bench/llm-realtime-usage.js
+// with usage (parsed, counted in the metrics, debited from a `tokens` bucket), and Google's Live API messages (an
+// audio part, ~8 KB of base64, and a turnComplete with usageMetadata: its growth counted in a fresh session, and a
+// report adding nothing in one that has seen it), against encodeFrame of the same event (what the relay pays anyway to
+// send it on), measured in the same run. Run: node dist/bench/llm-realtime-usage.js
 
 import { encodeFrame, OP_TEXT } from "../src/extproc/llm/realtime/frames.js";
 import { SessionTokens } from "../src/extproc/llm/realtime/usage.js";
@@ -39,6 +41,27 @@ const done = Buffer.from(
   }),
 );
 
+const liveAudio = Buffer.from(
+  JSON.stringify({
+    serverContent: {
+      modelTurn: { parts: [{ inlineData: { mimeType: "audio/pcm;rate=24000", data: "A".repeat(8000) } }] },
+    },
+  }),
+);
+const liveUsage = Buffer.from(
+  JSON.stringify({
+    serverContent: { turnComplete: true },
+    usageMetadata: {
+      promptTokenCount: 600,
+      cachedContentTokenCount: 512,
+      responseTokenCount: 40,
+      totalTokenCount: 640,
+      promptTokensDetails: [{ modality: "AUDIO", tokenCount: 500 }],
+      responseTokensDetails: [{ modality: "AUDIO", tokenCount: 40 }],
+    },
+  }),
+);
+
 const bench = (name: string, iterations: number, fn: () => void) => microBench(name, iterations, fn);
 
 setRequestMetrics(true);
@@ -53,6 +76,8 @@ for (const [label, event, n] of [
   ["audio delta", audio, 200_000],
   ["text delta", text, 1_000_000],
   ["response.done", done, 200_000],
+  ["Live API audio message", liveAudio, 200_000],
+  ["Live API usageMetadata adding nothing", liveUsage, 200_000],
 ] as const) {
   const base = bench(`baseline: encodeFrame of the ${label}`, n, () => {
     encodeFrame(OP_TEXT, event, false);
@@ -62,3 +87,11 @@ for (const [label, event, n] of [
   });
   console.log(`  ${label}: +${counted.toFixed(3)} µs, ${(counted / base).toFixed(2)}x the frame's encoding`);
 }
+const n = 200_000;
+const base = bench("baseline: encodeFrame of the Live API usageMetadata", n, () => {
+  encodeFrame(OP_TEXT, liveUsage, false);
+});
+const fresh = bench("count Live API usageMetadata in a fresh session (counted)", n, () => {
+  new SessionTokens(new TokenLimiter(), entry, { provider: "default", model: "gemini-live" }).count(liveUsage);
+});
+console.log(`  Live API usage counted: +${fresh.toFixed(3)} µs, ${(fresh / base).toFixed(2)}x the frame's encoding`);

@@ -17,12 +17,21 @@ import { type FakeGeminiLive, LIVE_PATH, startFakeGeminiLive } from "../helpers/
 import { type FakeGoogleAuth, startFakeGoogleAuth } from "../helpers/fake-google-auth.js";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
+import { type Family, sampleSum, scrape } from "../helpers/prom-text.js";
 import { openRealtime, refusedUpgrade } from "../helpers/realtime-client.js";
 
 const CARD = "4111 1111 1111 1111";
+const tokens = (m: Map<string, Family>, type: string) =>
+  sampleSum(m, "sluice_llm_tokens_total", { gateway: "default/gw", provider: "default", type });
 const MODEL = "projects/my-project/locations/us-central1/publishers/google/models/gemini-live-2.5-flash";
 
-function resources(live: FakeGeminiLive, rejecting: FakeGeminiLive, run: FakeRealtime, google: FakeGoogleAuth): string {
+function resources(
+  live: FakeGeminiLive,
+  rejecting: FakeGeminiLive,
+  run: FakeRealtime,
+  google: FakeGoogleAuth,
+  metered: FakeGeminiLive,
+): string {
   const json = (o: unknown) => JSON.stringify(JSON.stringify(o));
   const otherKey = generateKeyPairSync("rsa", { modulusLength: 2048 })
     .privateKey.export({ type: "pkcs8", format: "pem" })
@@ -70,6 +79,7 @@ ${vertex(
             response: { message: "no card numbers here", statusCode: 422 }`,
 )}
 ${vertex("wrongkey", live.port, "gcp-wrong-key", masking)}
+${vertex("metered", metered.port, "gcp", masking)}
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
@@ -90,6 +100,21 @@ metadata: { name: llm, namespace: default }
 spec:
   parentRefs: [{ name: gw }]
   rules:${rule("vertex", "/ws", "/ws")}${rule("strict", "/ws", "/ws")}${rule("wrongkey", "/ws", "/ws")}${rule("run", "/v1", "/v1")}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: metered, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:${rule("metered", "/ws", "/ws")}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: budget, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: metered }]
+  traffic:
+    rateLimit: { local: [{ tokens: 50, unit: Hours }] }
 `;
 }
 
@@ -155,6 +180,7 @@ describe("cloudB credentials on guarded Realtime sessions (Vertex AI's Live API)
   let vertex: FakeGeminiLive;
   let strict: FakeGeminiLive;
   let run: FakeRealtime;
+  let metered: FakeGeminiLive;
   let env: LlmEnv;
   const audience = "https://realtime-abc123-uc.a.run.app";
 
@@ -175,11 +201,21 @@ describe("cloudB credentials on guarded Realtime sessions (Vertex AI's Live API)
         return c.aud === audience && c.iss === "https://accounts.google.com";
       },
     });
-    env = await startLlmEnv(resources(vertex, strict, run, google), "/run/v1/realtime");
+    // Reports that grow as a session total would (16, 36, 56): each turn charged its growth (usage.ts).
+    metered = await startFakeGeminiLive({
+      bearer: (t) => google.issued(t),
+      deltas: ["ok"],
+      usage: (n) => ({
+        promptTokenCount: 9 + 14 * (n - 1),
+        responseTokenCount: 7 + 6 * (n - 1),
+        totalTokenCount: 16 + 20 * (n - 1),
+      }),
+    });
+    env = await startLlmEnv(resources(vertex, strict, run, google, metered), "/run/v1/realtime");
   });
   after(async () => {
     await env?.stop();
-    for (const s of [vertex, strict, run, google]) await s?.close();
+    for (const s of [vertex, strict, run, google, metered]) await s?.close();
   });
 
   test("the Live API session opens with a service account's token; the guards mask both ways", async () => {
@@ -238,6 +274,29 @@ describe("cloudB credentials on guarded Realtime sessions (Vertex AI's Live API)
     assert.equal(c.reason, "no card numbers here");
     assert.equal(strict.messages.length, before);
     assert.equal(strict.closes.at(-1)?.code, 1008);
+  });
+
+  test("usageMetadata is counted by its growth; the turn that spends the route's tokens budget ends the session 1008", async () => {
+    const before = await scrape(env.sluice.adminPort);
+    const { session, next, closed } = await live(env, "metered", { responseModalities: [Modality.TEXT] });
+    session.sendClientContent({ turns: [{ role: "user", parts: [{ text: "one" }] }] });
+    assert.equal((await turn(next)).at(-1)?.usageMetadata?.totalTokenCount, 16);
+    session.sendClientContent({ turns: [{ role: "user", parts: [{ text: "two" }] }] });
+    assert.equal((await turn(next)).at(-1)?.usageMetadata?.totalTokenCount, 36);
+    const after = await scrape(env.sluice.adminPort);
+    // 9 + 14 input and 7 + 6 output (the growth), not 9 + 23 and 7 + 13.
+    assert.equal(tokens(after, "input") - tokens(before, "input"), 23);
+    assert.equal(tokens(after, "output") - tokens(before, "output"), 13);
+    // 50 - 16 - 20 = 14 left: the third turn (20 more) is served, then the session ends, with no foreign error event.
+    session.sendClientContent({ turns: [{ role: "user", parts: [{ text: "three" }] }] });
+    const third = await turn(next);
+    assert.equal(third.at(-1)?.usageMetadata?.totalTokenCount, 56);
+    assert.deepEqual(await closed, { code: 1008, reason: "token rate limit exceeded" });
+    // The next session's upgrade is refused 429 by the LLM ext_proc, the provider not called.
+    const handshakes = metered.handshakes.length;
+    const r = await refusedUpgrade(env.port, `/metered${LIVE_PATH}`);
+    assert.equal(r.status, 429);
+    assert.equal(metered.handshakes.length, handshakes);
   });
 
   test("cloudB IdToken: an OpenAI-style Realtime service behind IAM gets a Google-signed ID token", async () => {

@@ -2,7 +2,7 @@
 // the real service sends them). It checks the OAuth Bearer token on the upgrade, wants `setup` (with a publisher
 // model) first and answers `setupComplete`; each `clientContent` that completes a turn gets the model turn's text
 // in a message per delta: `serverContent.modelTurn` text parts (TEXT modality), else audio parts each followed by the
-// words as `outputTranscription` (when the setup asks for it), then `generationComplete` and `turnComplete` with usage. It records the handshakes and the client messages.
+// words as `outputTranscription` (when the setup asks for it), then `generationComplete` and `turnComplete` with usage (`usage`: per turn, as a test has it). It records the handshakes and the client messages.
 
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
@@ -27,6 +27,8 @@ export async function startFakeGeminiLive(o: {
   bearer: (token: string) => boolean;
   /** The model's answer, message by message. */
   deltas: string[];
+  /** The `usageMetadata` sent with the n-th turn's `turnComplete` (from 1; default 9 prompt, 7 response, 16 in all). */
+  usage?: (turn: number) => Record<string, unknown>;
 }): Promise<FakeGeminiLive> {
   const handshakes: Handshake[] = [];
   const messages: Record<string, unknown>[] = [];
@@ -72,6 +74,7 @@ export async function startFakeGeminiLive(o: {
       socket.end(frame(0x8, p));
     };
     let setUp = false;
+    let turns = 0;
     let audio = true;
     let transcribe = false;
     let buf: Buffer = Buffer.alloc(0);
@@ -131,7 +134,7 @@ export async function startFakeGeminiLive(o: {
           send({ serverContent: { generationComplete: true } });
           send({
             serverContent: { turnComplete: true },
-            usageMetadata: { promptTokenCount: 9, responseTokenCount: 7, totalTokenCount: 16 },
+            usageMetadata: o.usage?.(++turns) ?? { promptTokenCount: 9, responseTokenCount: 7, totalTokenCount: 16 },
           });
         }
       }

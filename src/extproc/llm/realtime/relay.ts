@@ -593,11 +593,15 @@ export class RealtimeRelay {
         "llm realtime relay: session ended",
       ),
     );
-    /** A response spent a `tokens` budget: the client gets it, then Realtime's error event, and the session ends. */
+    /**
+     * A response spent a `tokens` budget: the client gets it, then Realtime's error event (the Live API has none: the
+     * close alone), and the session ends.
+     */
+    let live = false;
     const spent = () => {
       if (closing) return;
       this.#log(`llm realtime relay ${session}: token rate limit exceeded; session closed`);
-      toClient(OP_TEXT, Buffer.from(JSON.stringify(tokenLimitError())));
+      if (!live) toClient(OP_TEXT, Buffer.from(JSON.stringify(tokenLimitError())));
       closeBoth(1008, "token rate limit exceeded");
     };
     // The route's global Tokens descriptors, charged per response by the relay (global-tokens.ts).
@@ -612,7 +616,10 @@ export class RealtimeRelay {
           };
     const fromProvider = (m: Message): void | Promise<void> => {
       if (whileClosing(m, upstream)) return;
-      const counted = m.opcode === OP_TEXT ? tokens.count(m.payload) : undefined;
+      // Events in text frames; the Live API's JSON in binary ones (its usageMetadata).
+      const counted =
+        m.opcode === OP_TEXT || (m.opcode === OP_BINARY && m.payload[0] === 0x7b) ? tokens.count(m.payload) : undefined;
+      if (counted?.live === true) live = true;
       if (counted?.usage !== undefined && charge !== undefined) {
         // Not waited for: the session goes on while the service answers; OVER_LIMIT ends it then.
         void this.#global.charge(limits, counted.usage, charge).then((over) => {
