@@ -11,6 +11,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { prefixRoute } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 
 function resources(f: FakeProvider, down: FakeProvider): string {
@@ -26,9 +27,6 @@ spec:
     ai:
       routes: { /v1/models: Models, /v1/chat/completions: Completions }
 `;
-  const rule = (name: string) => `
-    - matches: [{ path: { type: PathPrefix, value: /${name}/ } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${name} }]`;
   return `${backend("openai", "providerA: {}")}${backend("claude", "providerD: {}")}${backend("gemini", "providerE: {}")}${backend("wrongkey", "providerD: {}", "sk-wrong")}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
@@ -44,14 +42,7 @@ spec:
     auth: { key: sk-provider }
     ai:
       routes: { /v1/models: Models }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: llm, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:${["openai", "claude", "gemini", "wrongkey", "failover"].map(rule).join("")}
-`;
+${prefixRoute(["openai", "claude", "gemini", "wrongkey", "failover"], { name: "llm", to: "GwBackend" })}`;
 }
 
 describe("model lists between families", { timeout: 90_000 }, () => {

@@ -125,6 +125,28 @@ ${names.map((n) => `    - matches: [{ path: { type: PathPrefix, value: /${n} } }
 }
 
 /**
+ * HTTPRoute `route` (default `r`) on Gateway `gw` with a rule per `[rule, backend]`: named `rule` (for a GwPolicy's
+ * sectionName, see ruleBackendPolicy), sending `/<rule>` to GwBackend `backend`.
+ */
+export function gwBackendRulesRoute(rules: readonly (readonly [string, string])[], route = "r"): string {
+  return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ${route}, namespace: default }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+${rules
+  .map(
+    ([rule, backend]) => `    - name: ${rule}
+      matches: [{ path: { type: PathPrefix, value: /${rule} } }]
+      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${backend} }]
+`,
+  )
+  .join("")}`;
+}
+
+/**
  * HTTPRoute `name` on Gateway `gw`, sending `/<name>` to GwBackend `backend` (a YAML document from `---`).
  * `opts.rewrite` (e.g. `/v1`): the rule matches `/<name><rewrite>` and gives the backend `<rewrite>`, the prefix
  * removed; `opts.rule`: the rule's name, for a GwPolicy's sectionName (see rulePolicy).

@@ -17,7 +17,7 @@ import { HEALTH_CLUSTER_METADATA, providerKey } from "../../src/health/endpoint-
 import { HealthService } from "../../src/health/service.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { HEALTH_FILTER_NAME } from "../../src/translate/xds/backend-health.js";
-import { gatewayYaml, ruleBackendPolicy } from "../helpers/gateway.js";
+import { gatewayYaml, gwBackendRulesRoute, ruleBackendPolicy } from "../helpers/gateway.js";
 import { reportProviderResponse } from "../helpers/health-ext-proc.js";
 import { tempConfigDir } from "../helpers/processes.js";
 
@@ -35,11 +35,6 @@ spec:
       - providers: [{ name: backup, providerA: {}, host: 10.0.0.2, port: 8443 }]
 ${policies}`;
 
-const rule = (name: string, backend: string) => `    - name: ${name}
-      matches: [{ path: { type: PathPrefix, value: /${name} } }]
-      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${backend} }]
-`;
-
 // `llm`: routes a and b each ask a scoring of their own (a: 429 unhealthy, b: 503 after two in a row), c none.
 // `shared`: the GwBackend's own scoring, route t a transformation of its own.
 const config = `${gatewayYaml(8080)}${gwBackend("llm", "")}${gwBackend(
@@ -47,14 +42,13 @@ const config = `${gatewayYaml(8080)}${gwBackend("llm", "")}${gwBackend(
   `  policies:
     health: { unhealthyCondition: "response.code == 500" }
 `,
-)}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${rule("a", "llm")}${rule("b", "llm")}${rule("c", "llm")}${rule("s", "shared")}${rule("t", "shared")}${ruleBackendPolicy(
+)}${gwBackendRulesRoute([
+  ["a", "llm"],
+  ["b", "llm"],
+  ["c", "llm"],
+  ["s", "shared"],
+  ["t", "shared"],
+])}${ruleBackendPolicy(
   "pa",
   "a",
   `    health: { unhealthyCondition: "response.code == 429", eviction: { duration: 60s } }
@@ -210,14 +204,10 @@ spec:
       custom:
         backendRef: { group: inference.networking.k8s.io, kind: InferencePool, name: llama }
         formats: [{ type: Completions }]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: r, namespace: default }
-spec:
-  parentRefs: [{ name: gw }]
-  rules:
-${rule("a", "pool")}${rule("b", "pool")}${ruleBackendPolicy(
+${gwBackendRulesRoute([
+  ["a", "pool"],
+  ["b", "pool"],
+])}${ruleBackendPolicy(
   "pa",
   "a",
   `    health: { unhealthyCondition: "response.code == 429" }
