@@ -11,7 +11,7 @@ import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import type { TLSSocket } from "node:tls";
-import { localService, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { localService, rulePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
 import { startGrpcExtAuthz } from "../helpers/grpc-services.js";
 import { testIssuer } from "../helpers/jwt.js";
 import { request, startEchoUpstream, type Upstream } from "../helpers/net.js";
@@ -20,27 +20,19 @@ import { caConfigMapYaml, tlsFixture } from "../helpers/tls.js";
 const ISSUER = "https://idp.example.com";
 
 function resources(echo: number, jwksPort: number, authzPort: number): string {
-  const jwt = (name: string, service: string) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
-  traffic:
-    jwtAuthentication:
-      providers: [{ issuer: "${ISSUER}", jwks: { remote: { jwksPath: /keys, backendRef: { name: ${service}, port: 80 } } } }]
-`;
-  const check = (name: string, cache: boolean) => `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${name} }]
-  traffic:
-    extAuth:
-      backendRef: { name: authz, port: 80 }
-      grpc: {}${cache ? `\n      cache: { key: ["request.headers['x-user']"], ttl: 30s }` : ""}
-`;
+  const jwt = (name: string, service: string) =>
+    rulePolicy(
+      name,
+      `jwtAuthentication:
+  providers: [{ issuer: "${ISSUER}", jwks: { remote: { jwksPath: /keys, backendRef: { name: ${service}, port: 80 } } } }]`,
+    );
+  const check = (name: string, cache: boolean) =>
+    rulePolicy(
+      name,
+      `extAuth:
+  backendRef: { name: authz, port: 80 }
+  grpc: {}${cache ? `\n  cache: { key: ["request.headers['x-user']"], ttl: 30s }` : ""}`,
+    );
   return `${localService("app", echo)}${localService("idp", jwksPort)}${localService("idp-plain", jwksPort)}${localService("authz", authzPort, "kubernetes.io/h2c")}${caConfigMapYaml()}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute

@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { gwBackendRoute } from "./gateway.js";
+import { gwBackendRoute, routeTrafficPolicy } from "./gateway.js";
 
 export interface Handshake {
   readonly path: string;
@@ -223,13 +223,5 @@ export function realtimeTokensLimitYaml(rt: Pick<FakeRealtime, "port">, tokens: 
     "direct",
     "realtime",
     { rewrite: "/v1" },
-  )}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: budget, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: limited }]
-  traffic:
-    rateLimit: { local: [{ tokens: ${tokens}, unit: Hours }] }
-`;
+  )}${routeTrafficPolicy("budget", "limited", `    rateLimit: { local: [{ tokens: ${tokens}, unit: Hours }] }\n`)}`;
 }

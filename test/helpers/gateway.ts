@@ -184,6 +184,18 @@ spec:
 ${spec}`;
 }
 
+/** A GwPolicy `name` targeting HTTPRoute `route` with a `traffic` section (`spec`: YAML indented by 4). */
+export function routeTrafficPolicy(name: string, route: string, spec: string): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${route} }]
+  traffic:
+${spec}`;
+}
+
 /** A GwPolicy `name` targeting HTTPRoute `route` with a `backend` section (`spec`: YAML indented by 4). */
 export function routeBackendPolicy(name: string, route: string, spec: string): string {
   return `---

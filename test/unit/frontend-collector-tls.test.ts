@@ -11,7 +11,14 @@ import { test } from "node:test";
 import { loadAndTranslate } from "../../src/cli/load.js";
 import { collectorTargets } from "../../src/otlp/relay.js";
 import { xdsToJson } from "../../src/translate/xds/json.js";
-import { frontendPolicy, gatewayYaml, localService, prefixRoute, servicePolicy } from "../helpers/gateway.js";
+import {
+  frontendPolicy,
+  gatewayYaml,
+  localService,
+  prefixRoute,
+  routeTrafficPolicy,
+  servicePolicy,
+} from "../helpers/gateway.js";
 import { caConfigMapYaml, tlsSecretYaml } from "../helpers/tls.js";
 
 const COLLECTOR_TLS = `    tls:
@@ -136,20 +143,19 @@ ${frontendPolicy(`    tracing: { backendRef: { kind: GwBackend, name: hosted }, 
 });
 
 test("a remote JWKS Service whose TLS names a missing CA ConfigMap: reported naming the field; the provider fails closed", async () => {
-  const { xds, status } = await translate(`${base}${localService("idp", 8443)}${servicePolicy(
-    "idp",
-    `    tls: { sni: example.com, caCertificateRefs: [{ group: "", kind: ConfigMap, name: missing-ca }] }`,
-    "idp-tls",
-  )}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: jwt, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r }]
-  traffic:
-    jwtAuthentication:
+  const { xds, status } = await translate(
+    `${base}${localService("idp", 8443)}${servicePolicy(
+      "idp",
+      `    tls: { sni: example.com, caCertificateRefs: [{ group: "", kind: ConfigMap, name: missing-ca }] }`,
+      "idp-tls",
+    )}${routeTrafficPolicy(
+      "jwt",
+      "r",
+      `    jwtAuthentication:
       providers: [{ issuer: "https://idp", jwks: { remote: { jwksPath: /keys, backendRef: { name: idp, port: 80 } } } }]
-`);
+`,
+    )}`,
+  );
   const jwt = status("jwt");
   assert.match(
     jwt,

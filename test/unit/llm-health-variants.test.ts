@@ -18,6 +18,7 @@ import { HealthService } from "../../src/health/service.js";
 import type { TranslationResult } from "../../src/translate/translate.js";
 import { HEALTH_FILTER_NAME } from "../../src/translate/xds/backend-health.js";
 import { gatewayYaml, gwBackendRulesRoute, ruleBackendPolicy } from "../helpers/gateway.js";
+import { inferencePoolYaml } from "../helpers/grpc-services.js";
 import { reportProviderResponse } from "../helpers/health-ext-proc.js";
 import { tempConfigDir } from "../helpers/processes.js";
 
@@ -180,21 +181,7 @@ test("an InferencePool GwBackend: a route-level scoring is reported, not applied
   try {
     cfg.write(
       "config.yaml",
-      `${gatewayYaml(8080)}---
-apiVersion: inference.networking.k8s.io/v1
-kind: InferencePool
-metadata: { name: llama, namespace: default }
-spec:
-  selector: { matchLabels: { app: vllm-llama } }
-  targetPorts: [{ number: 8000 }]
-  endpointPickerRef: { name: llama-epp, port: { number: 9002 } }
----
-apiVersion: v1
-kind: Service
-metadata: { name: llama-epp, namespace: default }
-spec:
-  ports: [{ name: grpc, port: 9002, appProtocol: kubernetes.io/h2c }]
----
+      `${gatewayYaml(8080)}${inferencePoolYaml(9002)}---
 apiVersion: sluice.dev/v1alpha1
 kind: GwBackend
 metadata: { name: pool, namespace: default }
