@@ -23,24 +23,29 @@ spec:
 `;
 }
 
-/**
- * A GwPolicy `name` whose `traffic` (YAML, indented here) applies to the rule called `name` of HTTPRoute `route`
- * (`r` unless named).
- */
-export function rulePolicy(name: string, traffic: string, route = "r"): string {
+/** A GwPolicy `name` on HTTPRoute `route` (on its rule `rule`, if given) with `section` (`spec`: YAML indented by 4). */
+function routePolicy(name: string, route: string, section: "traffic" | "backend", spec: string, rule?: string): string {
   return `---
 apiVersion: sluice.dev/v1alpha1
 kind: GwPolicy
 metadata: { name: ${name}, namespace: default }
 spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${route}, sectionName: ${name} }]
-  traffic:
-${traffic
-  .trim()
-  .split("\n")
-  .map((l) => `    ${l}`)
-  .join("\n")}
-`;
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${route}${rule !== undefined ? `, sectionName: ${rule}` : ""} }]
+  ${section}:
+${spec}`;
+}
+
+/**
+ * A GwPolicy `name` whose `traffic` (YAML, indented here) applies to the rule called `name` of HTTPRoute `route`
+ * (`r` unless named).
+ */
+export function rulePolicy(name: string, traffic: string, route = "r"): string {
+  const spec = traffic
+    .trim()
+    .split("\n")
+    .map((l) => `    ${l}`)
+    .join("\n");
+  return routePolicy(name, route, "traffic", `${spec}\n`, name);
 }
 
 /** A GwPolicy `name` (default `telemetry`) on Gateway `gw` with a `frontend` section (`frontend`: YAML indented by 4). */
@@ -174,38 +179,17 @@ ${rewrite}      backendRefs: [{ group: sluice.dev, kind: GwBackend, name: ${back
 
 /** A GwPolicy `name` on the rule called `rule` of HTTPRoute `r` with a `backend` section (`spec`: YAML indented by 4). */
 export function ruleBackendPolicy(name: string, rule: string, spec: string): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: ${rule} }]
-  backend:
-${spec}`;
+  return routePolicy(name, "r", "backend", spec, rule);
 }
 
 /** A GwPolicy `name` targeting HTTPRoute `route` with a `traffic` section (`spec`: YAML indented by 4). */
 export function routeTrafficPolicy(name: string, route: string, spec: string): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${route} }]
-  traffic:
-${spec}`;
+  return routePolicy(name, route, "traffic", spec);
 }
 
 /** A GwPolicy `name` targeting HTTPRoute `route` with a `backend` section (`spec`: YAML indented by 4). */
 export function routeBackendPolicy(name: string, route: string, spec: string): string {
-  return `---
-apiVersion: sluice.dev/v1alpha1
-kind: GwPolicy
-metadata: { name: ${name}, namespace: default }
-spec:
-  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: ${route} }]
-  backend:
-${spec}`;
+  return routePolicy(name, route, "backend", spec);
 }
 
 /**
