@@ -158,6 +158,7 @@ export class SluiceServer {
     // the list: the last service's handler of a method is the one served.
     const extProc = services.findLast((s) => s.bidi?.has(EXT_PROC_PATH))?.bidi?.get(EXT_PROC_PATH);
     this.#health = new HealthService({ log: opts.log, next: extProc, onChange: () => this.#republish() });
+    for (const s of services) s.useHealth?.(this.#health.health);
     this.#services = [...services, ...(this.#mcp !== undefined ? [this.#mcp] : []), this.#health];
   }
 

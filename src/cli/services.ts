@@ -23,6 +23,7 @@ import { LlmExtProcService } from "../extproc/llm/service.js";
 import { TokenLimiter } from "../extproc/llm/token-limits.js";
 import type { Http1Handler, Http1Upgrade } from "../grpc/http1.js";
 import type { BidiHandler, UnaryHandler } from "../grpc/unary-server.js";
+import type { EndpointHealth } from "../health/endpoint-health.js";
 import { SpanRelay } from "../otlp/relay.js";
 import { EXPORT_PATH } from "../otlp/spans.js";
 import type { TranslationResult } from "../translate/translate.js";
@@ -42,6 +43,8 @@ export interface SluiceService {
   update(result: TranslationResult): void;
   /** Releases what the service holds open (connections to other services). */
   close?(): void;
+  /** Given Sluice's backend health scoring once the server has made it (the Realtime relay reads its evictions). */
+  useHealth?(health: EndpointHealth): void;
 }
 
 export interface ServiceOptions {
@@ -142,5 +145,6 @@ function realtimeRelayService(relay: RealtimeRelay): SluiceService {
     upgrade: (req, socket, rest) => relay.upgrade(req, socket, rest),
     update: (result) => relay.update(result),
     close: () => relay.close(),
+    useHealth: (health) => relay.useHealth((cluster) => health.evicted(cluster)),
   };
 }

@@ -84,12 +84,17 @@ export async function startFakeRealtime(o: {
   tls?: { readonly cert: string; readonly key: string };
   /** Each response.done's `response.usage` (default: 11 input, 7 output, 18 total). */
   usage?: Record<string, unknown>;
+  /**
+   * Answer every upgrade with this status line (e.g. `503 Service Unavailable`), after recording its handshake; other
+   * requests get its status too.
+   */
+  refuse?: string;
 }): Promise<FakeRealtime> {
   const handshakes: Handshake[] = [];
   const events: Record<string, unknown>[] = [];
   const sockets = new Set<Duplex>();
   const plain = (_req: IncomingMessage, res: ServerResponse) => {
-    res.writeHead(426, { "content-type": "application/json" });
+    res.writeHead(o.refuse !== undefined ? Number(o.refuse.slice(0, 3)) : 426, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { message: "websocket upgrade required", type: "invalid_request_error" } }));
   };
   const server: Server = o.tls !== undefined ? createTlsServer(o.tls, plain) : createServer(plain);
@@ -105,6 +110,7 @@ export async function startFakeRealtime(o: {
         `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ error: { message } })}`,
       );
     };
+    if (o.refuse !== undefined) return reject(o.refuse, "overloaded");
     const url = new URL(req.url ?? "/", "http://x");
     if (url.pathname !== "/v1/realtime" || !url.searchParams.get("model")) return reject("404 Not Found", "no route");
     const authorization = req.headers.authorization ?? "";

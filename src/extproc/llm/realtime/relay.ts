@@ -1,10 +1,10 @@
 // The Realtime relay: Envoy routes the websocket upgrade of a Realtime route whose provider has prompt guards here
 // (xds/realtime-relay.ts, over the bootstrap's `sluice_authz_http` cluster) instead of to the provider, since
 // Envoy's ext_proc does not see websocket frames; and one whose provider is behind an InferencePool, whose endpoint
-// picker the relay asks once per session (picker.ts). The relay answers the client's upgrade, opens the provider's
-// websocket itself (the provider entry of the LLM table: address, TLS, path, credentials, minted ones too; the
-// client's key only where a `passthrough` says so), and
-// relays the events, guarding them (events.ts). Which entry and cluster: headers the route sets from its config,
+// picker the relay asks once per session (picker.ts). The relay opens the provider's websocket itself (the provider
+// entry of the LLM table: address, TLS, path, credentials, minted ones too; the client's key only where a
+// `passthrough` says so; the next provider of the GwBackend when one cannot be opened: #session), then answers the
+// client's upgrade and relays the events, guarding them (events.ts). Which entry and cluster: headers the route sets from its config,
 // overwriting any a client sent.
 
 import { randomUUID } from "node:crypto";
@@ -14,6 +14,7 @@ import { type ConnectionOptions, connect as tlsConnect } from "node:tls";
 import { Minter, type Mutation, writeAt } from "../../../credentials/mint.js";
 import { HTTP_AUTHZ_PREFIX } from "../../../extauthz/http-check.js";
 import type { Http1Request } from "../../../grpc/http1.js";
+import { providerKey } from "../../../health/endpoint-health.js";
 import { requestDebug } from "../../../observability/log.js";
 import { nodeTlsOptions } from "../../../security/backend-tls.js";
 import { providerTcp } from "../../../translate/backend/ai-provider-connection.js";
@@ -111,6 +112,8 @@ export class RealtimeRelay {
   readonly #limiter: TokenLimiter;
   /** The routes' global `Tokens` descriptors, charged by each response a session completes (global-tokens.ts). */
   readonly #global: RealtimeGlobalTokens;
+  /** The provider keys Sluice's health scoring has evicted in a cluster (src/health/), once the server gives it. */
+  #evicted: ((cluster: string) => readonly string[]) | undefined;
 
   constructor(opts: RealtimeRelayOptions) {
     this.#limiter = opts.limiter ?? new TokenLimiter();
@@ -120,6 +123,11 @@ export class RealtimeRelay {
     this.#google = opts.google ?? new GoogleTokens();
     this.#minter = opts.minter ?? new Minter({ aws: new AwsCredentialSource(), google: this.#google });
     this.#extAuths = new ProviderExtAuths(this.#log);
+  }
+
+  /** Sluice's health scoring, whose evicted providers a session tries last (#targets). */
+  useHealth(evicted: (cluster: string) => readonly string[]): void {
+    this.#evicted = evicted;
   }
 
   update(result: TranslationResult): void {
@@ -179,38 +187,74 @@ export class RealtimeRelay {
       return true;
     }
     const entry = this.#entries.get(entryId) ?? this.#previous.get(entryId);
-    const target = entry !== undefined ? this.#target(entry, headers[REALTIME_CLUSTER_HEADER], req.url) : undefined;
-    if (entry === undefined || target === undefined) {
+    const targets = entry !== undefined ? this.#targets(entry, headers[REALTIME_CLUSTER_HEADER], req.url) : [];
+    if (targets.length === 0) {
       reply(socket, 503, "unknown Realtime route");
       return true;
     }
-    const refused = unsupported(target);
-    if (refused !== undefined) {
-      this.#log(`llm realtime relay: ${refused.message}`);
-      reply(socket, refused.status, refused.message);
-      return true;
-    }
-    void checkSession(this.#extAuths, target.provider, headers, req.url)
-      .then(async (allowed) => {
-        if (socket.destroyed) return;
-        if ("deny" in allowed) {
-          answerDenial(socket, target.provider.name, allowed.deny);
-          return;
-        }
-        const c = await this.#credentials(target, headers, req.url);
-        if (socket.destroyed) return;
-        if ("status" in c) {
-          this.#log(`llm realtime relay: ${c.message}; answered ${c.status}`);
-          reply(socket, c.status, c.message);
-          return;
-        }
-        this.#open(headers, key, target, socket, head, withAllowed(c, allowed.allow));
-      })
-      .catch((e: unknown) => {
-        this.#log(`llm realtime relay: ${String(e)}`);
-        if (!socket.destroyed) reply(socket, 500, "gateway error");
-      });
+    void this.#session(targets, headers, key, req.url, socket, head).catch((e: unknown) => {
+      this.#log(`llm realtime relay: ${String(e)}`);
+      if (!socket.destroyed) reply(socket, 500, "gateway error");
+    });
     return true;
+  }
+
+  /**
+   * The session's providers in turn (#targets' order) until one's websocket opens: each with its own extAuth check,
+   * credentials and connection. A failure to open the provider's websocket (no connection, a reset, a TLS failure, a
+   * connect or handshake timeout, an upgrade answered 5xx or 429) goes on to the next provider, the client seeing only
+   * the last one's; anything else (an extAuth denial, credentials, a provider that cannot take Realtime, a refusal
+   * such as 401) is the client's answer at once. Once open, the session stays with that provider: its conversation
+   * state lives there.
+   */
+  async #session(
+    targets: readonly Target[],
+    headers: Record<string, string>,
+    clientKey: string,
+    url: string,
+    client: Socket,
+    clientHead: Buffer,
+  ): Promise<void> {
+    const turn = this.#turn++;
+    for (const [i, target] of targets.entries()) {
+      const last = i === targets.length - 1;
+      const refused = unsupported(target);
+      if (refused !== undefined) {
+        this.#log(`llm realtime relay: ${refused.message}`);
+        reply(client, refused.status, refused.message);
+        return;
+      }
+      const allowed = await checkSession(this.#extAuths, target.provider, headers, url);
+      if (client.destroyed) return;
+      if ("deny" in allowed) {
+        answerDenial(client, target.provider.name, allowed.deny);
+        return;
+      }
+      const c = await this.#credentials(target, headers, url);
+      if (client.destroyed) return;
+      if ("status" in c) {
+        this.#log(`llm realtime relay: ${c.message}; answered ${c.status}`);
+        reply(client, c.status, c.message);
+        return;
+      }
+      const a = await this.#attempt(headers, target, withAllowed(c, allowed.allow), turn, client);
+      if ("upstream" in a) {
+        if (client.destroyed) {
+          a.upstream.destroy();
+          return;
+        }
+        if (i > 0) this.#log(`llm realtime relay: session opened on provider ${target.provider.name} (failed over)`);
+        this.#start(a.upstream, a.protocol, headers, clientKey, target, client, clientHead, a.rest);
+        return;
+      }
+      if (client.destroyed) return;
+      this.#log(`llm realtime relay: provider ${target.provider.name}: ${a.failure}`);
+      if (!a.next || last) {
+        if (Buffer.isBuffer(a.answer)) client.end(a.answer);
+        else reply(client, a.answer.status, a.answer.message);
+        return;
+      }
+    }
   }
 
   /**
@@ -287,48 +331,70 @@ export class RealtimeRelay {
     return out;
   }
 
-  #target(entry: LlmRouteEntry, cluster: string | undefined, url: string): Target | undefined {
-    if (cluster === undefined) return undefined;
+  /**
+   * The providers a session may open, in the order it tries them: the single stage's provider alone; else each priority
+   * group in order, its providers as written, with those Sluice's health scoring has evicted last (the scoring the
+   * route's cluster reports to: `edsOf`, else its own name). Envoy's outlier detection is Envoy's and not seen here.
+   */
+  #targets(entry: LlmRouteEntry, cluster: string | undefined, url: string): Target[] {
+    if (cluster === undefined) return [];
     // The route's cluster, or its variant (a route-level GwPolicy's tls, tunnel or tcp: the providers as that route
     // reaches them); the table entry names the providers under the AI cluster's name.
     const base = clusterVariantBase(cluster);
     const backend = entry.backends[base];
     const ir = this.#clusters.get(cluster);
-    if (backend === undefined || ir === undefined) return undefined;
-    // One provider per session: the single stage's, else the first of the first priority (no failover mid-session).
-    const name = entry.single?.cluster === base ? entry.single.provider : ir.groups[0]?.[0]?.name;
-    const provider = name !== undefined ? backend.providers[name] : undefined;
-    const pir = ir.groups.flat().find((p) => p.name === name);
-    if (provider === undefined || pir === undefined) return undefined;
-    const configured = provider.settings["model"];
-    const model =
-      new URLSearchParams(url.includes("?") ? url.slice(url.indexOf("?") + 1) : "").get("model") ??
-      (typeof configured === "string" ? configured : undefined);
-    // The provider's tcp, or its cluster's, on the relay's own connections (provider-tcp.ts).
-    return {
-      entry,
-      path: url,
-      provider,
-      ir: { ...pir, connection: { ...pir.connection, tcp: providerTcp(ir, pir) } },
-      ...(model !== undefined ? { model } : {}),
-    };
+    if (backend === undefined || ir === undefined) return [];
+    const all = ir.groups.flat();
+    const named = entry.single?.cluster === base ? all.filter((p) => p.name === entry.single?.provider) : all;
+    const evicted = new Set(this.#evicted?.(ir.edsOf ?? ir.name) ?? []);
+    const order = [
+      ...named.filter((p) => !evicted.has(providerKey(p.name))),
+      ...named.filter((p) => evicted.has(providerKey(p.name))),
+    ];
+    const query = new URLSearchParams(url.includes("?") ? url.slice(url.indexOf("?") + 1) : "");
+    return order.flatMap((pir) => {
+      const provider = backend.providers[pir.name];
+      if (provider === undefined) return [];
+      const configured = provider.settings["model"];
+      const model = query.get("model") ?? (typeof configured === "string" ? configured : undefined);
+      // The provider's tcp, or its cluster's, on the relay's own connections (provider-tcp.ts).
+      return [
+        {
+          entry,
+          path: url,
+          provider,
+          ir: { ...pir, connection: { ...pir.connection, tcp: providerTcp(ir, pir) } },
+          ...(model !== undefined ? { model } : {}),
+        },
+      ];
+    });
   }
 
-  #open(
-    headers: Record<string, string>,
-    clientKey: string,
+  /**
+   * One provider's websocket: its connection (#reach, dial) and the upgrade with its credentials, within
+   * HANDSHAKE_TIMEOUT_MS; the client is not written to. Open: the provider's socket, the protocol it chose and what
+   * came after its 101. Else why, what the client would get, and whether the next provider is to be tried.
+   */
+  #attempt(
+    headers: Readonly<Record<string, string>>,
     target: Target,
-    client: Socket,
-    clientHead: Buffer,
     credentials: {
       readonly headers: Readonly<Record<string, string>>;
       readonly path: string;
       readonly remove?: readonly string[];
     },
-  ): void {
+    turn: number,
+    client: Socket,
+  ): Promise<
+    | { readonly upstream: Socket; readonly protocol: string | undefined; readonly rest: Buffer }
+    | {
+        readonly failure: string;
+        readonly answer: Buffer | { readonly status: number; readonly message: string };
+        readonly next: boolean;
+      }
+  > {
     const { provider } = target;
     const removed = credentials.remove ?? [];
-    client.pause();
     const path = credentials.path;
     const protocols = (headers["sec-websocket-protocol"] ?? "")
       .split(",")
@@ -348,51 +414,84 @@ export class RealtimeRelay {
       ),
       ...Object.entries(credentials.headers).map(([k, v]) => `${k}: ${v}`),
     ];
-    // Until the provider's connection is up (through a proxy, the TLS handshake), what was dialled is closed on timeout.
-    const dialled = new Set<Socket>();
-    let upstream: Socket | undefined;
-    let handshaken = false;
-    const timer = setTimeout(() => {
-      reply(client, 502, `provider ${provider.name} did not answer the websocket upgrade in time`);
-      for (const s of dialled) s.destroy();
-      upstream?.destroy();
-    }, HANDSHAKE_TIMEOUT_MS);
-    timer.unref();
-    const unreachable = (e: Error) => {
-      clearTimeout(timer);
-      if (!client.destroyed && !handshaken) {
-        this.#log(`llm realtime relay: provider ${provider.name}: ${e.message}`);
-        reply(client, e instanceof NoEndpoint ? 503 : 502, `provider ${provider.name} unreachable`);
-      }
-    };
-    const onClientClose = () => {
-      for (const s of dialled) s.destroy();
-    };
-    client.once("close", onClientClose);
-    const turn = this.#turn++;
-    this.#reach(target, path, headers)
-      .then((r) => {
-        if ("status" in r) {
-          clearTimeout(timer);
-          client.off("close", onClientClose);
-          this.#log(`llm realtime relay: provider ${provider.name}: ${r.message}; answered ${r.status}`);
-          if (!client.destroyed) reply(client, r.status, r.message);
-          return undefined;
-        }
-        return dial(r, turn, dialled);
-      })
-      .then((u) => {
-        if (u === undefined) return;
+    const unreachable = { status: 502, message: `provider ${provider.name} unreachable` };
+    return new Promise((resolve) => {
+      // Until the provider's websocket is open, what was dialled is closed on timeout, failure or the client's leaving.
+      const dialled = new Set<Socket>();
+      let settled = false;
+      const settle = (r: Parameters<typeof resolve>[0]) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
         client.off("close", onClientClose);
-        if (client.destroyed) {
-          u.destroy();
-          return;
-        }
-        upstream = u;
-        this.#connected(u, lines, key, headers, clientKey, target, client, clientHead, timer, unreachable, () => {
-          handshaken = true;
+        if (!("upstream" in r)) for (const s of dialled) s.destroy();
+        resolve(r);
+      };
+      const timer = setTimeout(() => {
+        const message = `provider ${provider.name} did not answer the websocket upgrade in time`;
+        settle({ failure: message, answer: { status: 502, message }, next: true });
+      }, HANDSHAKE_TIMEOUT_MS);
+      timer.unref();
+      const onClientClose = () => settle({ failure: "the client left", answer: unreachable, next: false });
+      client.once("close", onClientClose);
+      const failed = (e: Error) =>
+        settle({
+          failure: e.message,
+          answer: e instanceof NoEndpoint ? { status: 503, message: unreachable.message } : unreachable,
+          next: true,
         });
-      }, unreachable);
+      this.#reach(target, path, headers)
+        .then((r) => {
+          if ("status" in r) {
+            settle({ failure: r.message, answer: r, next: false });
+            return undefined;
+          }
+          return dial(r, turn, dialled);
+        })
+        .then((upstream) => {
+          if (upstream === undefined) return;
+          if (settled) {
+            upstream.destroy();
+            return;
+          }
+          dialled.add(upstream);
+          const closed = () => failed(new Error("the connection closed before the websocket opened"));
+          upstream.on("error", failed);
+          upstream.once("close", closed);
+          upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
+          let buf = Buffer.alloc(0);
+          const onHead = (chunk: Buffer) => {
+            buf = Buffer.concat([buf, chunk]);
+            const end = buf.indexOf("\r\n\r\n");
+            if (end < 0) {
+              if (buf.length > MAX_HANDSHAKE_BYTES) failed(new Error("the upgrade's answer is too large"));
+              return;
+            }
+            upstream.off("data", onHead);
+            const head = buf.toString("latin1", 0, end).split("\r\n");
+            const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head[0] ?? "")?.[1]);
+            const theirs: Record<string, string> = {};
+            for (const l of head.slice(1)) {
+              const c = l.indexOf(":");
+              if (c > 0) theirs[l.slice(0, c).trim().toLowerCase()] = l.slice(c + 1).trim();
+            }
+            if (status === 101 && theirs["sec-websocket-accept"] === acceptKey(key)) {
+              upstream.off("error", failed);
+              upstream.off("close", closed);
+              settle({ upstream, protocol: theirs["sec-websocket-protocol"], rest: buf.subarray(end + 4) });
+              return;
+            }
+            // The provider's refusal (a 401, a 404 ...) reaches the client as it came; a 5xx or 429 as the HTTP path
+            // retries it: the next provider is tried, the client getting this answer when it was the last.
+            settle({
+              failure: `the websocket upgrade was answered ${Number.isNaN(status) ? "without a status" : status}`,
+              answer: buf,
+              next: status >= 500 || status === 429,
+            });
+          };
+          upstream.on("data", onHead);
+        }, failed);
+    });
   }
 
   /**
@@ -415,19 +514,16 @@ export class RealtimeRelay {
     return "endpoint" in r ? { ...ir, endpoints: [r.endpoint] } : r;
   }
 
-  /** The provider's websocket handshake on its connection `upstream`, then the session (#relay). */
-  #connected(
+  /** The provider's websocket is open: the client's upgrade is answered 101 and the session relayed (#relay). */
+  #start(
     upstream: Socket,
-    lines: readonly string[],
-    key: string,
+    protocol: string | undefined,
     headers: Record<string, string>,
     clientKey: string,
     target: Target,
     client: Socket,
     clientHead: Buffer,
-    timer: NodeJS.Timeout,
-    unreachable: (e: Error) => void,
-    handshaken: () => void,
+    upstreamHead: Buffer,
   ): void {
     this.#sessions.add(upstream);
     upstream.once("close", () => {
@@ -437,51 +533,19 @@ export class RealtimeRelay {
       setTimeout(() => client.destroy(), 1000).unref();
     });
     client.once("close", () => upstream.destroy());
-    upstream.on("error", (e) => {
-      unreachable(e);
-      upstream.destroy();
-    });
-    upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
-    let buf = Buffer.alloc(0);
-    const onHead = (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      const end = buf.indexOf("\r\n\r\n");
-      if (end < 0) {
-        if (buf.length > MAX_HANDSHAKE_BYTES) upstream.destroy();
-        return;
-      }
-      clearTimeout(timer);
-      upstream.off("data", onHead);
-      const head = buf.toString("latin1", 0, end).split("\r\n");
-      const rest = buf.subarray(end + 4);
-      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head[0] ?? "")?.[1]);
-      const theirs: Record<string, string> = {};
-      for (const l of head.slice(1)) {
-        const c = l.indexOf(":");
-        if (c > 0) theirs[l.slice(0, c).trim().toLowerCase()] = l.slice(c + 1).trim();
-      }
-      if (status !== 101 || theirs["sec-websocket-accept"] !== acceptKey(key)) {
-        // The provider's refusal (a 401, a 404 ...) reaches the client as it came.
-        client.end(buf);
-        upstream.end();
-        return;
-      }
-      handshaken();
-      const chosen = theirs["sec-websocket-protocol"];
-      client.write(
-        [
-          "HTTP/1.1 101 Switching Protocols",
-          "Upgrade: websocket",
-          "Connection: Upgrade",
-          `Sec-WebSocket-Accept: ${acceptKey(clientKey)}`,
-          ...(chosen !== undefined ? [`Sec-WebSocket-Protocol: ${chosen}`] : []),
-          "",
-          "",
-        ].join("\r\n"),
-      );
-      this.#relay(headers, target, client, upstream, clientHead, rest);
-    };
-    upstream.on("data", onHead);
+    upstream.on("error", () => upstream.destroy());
+    client.write(
+      [
+        "HTTP/1.1 101 Switching Protocols",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        `Sec-WebSocket-Accept: ${acceptKey(clientKey)}`,
+        ...(protocol !== undefined ? [`Sec-WebSocket-Protocol: ${protocol}`] : []),
+        "",
+        "",
+      ].join("\r\n"),
+    );
+    this.#relay(headers, target, client, upstream, clientHead, upstreamHead);
   }
 
   /**
