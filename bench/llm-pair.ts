@@ -61,6 +61,24 @@ spec:
 ${opts.resources !== undefined ? `---\n${opts.resources}` : ""}`,
     `/${opts.base}/v1/chat/completions`,
   );
+  return {
+    env,
+    async measure(requests) {
+      await measureRoutes(env, [opts.base, opts.other], requests);
+    },
+    async stop() {
+      await env.stop();
+      await primary.close();
+      await backup.close();
+    },
+  };
+}
+
+/**
+ * Chat completions through `/<prefix>/v1/chat/completions` of each prefix, in turn, twice: Envoy's and Sluice's CPU per
+ * request (after 200 to warm up) and wall p50, one line per run.
+ */
+export async function measureRoutes(env: LlmEnv, prefixes: readonly string[], requests: number): Promise<void> {
   const body = JSON.stringify({ model: "gpt-4o", messages: [{ role: "user", content: "hi" }], max_tokens: 20 });
   const run = async (prefix: string, n: number) => {
     const request = {
@@ -80,15 +98,5 @@ ${opts.resources !== undefined ? `---\n${opts.resources}` : ""}`,
       `${prefix.padEnd(8)} 2xx ${r["2xx"]} other ${r.non2xx + r.errors}  envoy ${envoyUs.toFixed(0)} µs/req  sluice ${sluiceUs.toFixed(0)} µs/req  p50 ${r.latency.p50} ms`,
     );
   };
-  return {
-    env,
-    async measure(requests) {
-      for (const prefix of [opts.base, opts.other, opts.base, opts.other]) await run(`/${prefix}`, requests);
-    },
-    async stop() {
-      await env.stop();
-      await primary.close();
-      await backup.close();
-    },
-  };
+  for (let round = 0; round < 2; round++) for (const prefix of prefixes) await run(`/${prefix}`, requests);
 }

@@ -1,4 +1,4 @@
-// Core Kubernetes kinds Sluice reads (v1 Service, Secret, ConfigMap, Namespace; discovery.k8s.io/v1 EndpointSlice).
+// Core Kubernetes kinds Sluice reads (v1 Service, Secret, ConfigMap, Namespace, Pod; discovery.k8s.io/v1 EndpointSlice).
 
 import type { ObjectMeta } from "./resource.js";
 
@@ -39,6 +39,26 @@ export interface EndpointSlice {
     readonly protocol?: string;
     readonly appProtocol?: string;
   }[];
+}
+
+/**
+ * A Pod as Sluice reads it: the model servers of an InferencePool with `failureMode: FailOpen`, where a request goes
+ * when the pool's endpoint picker does not answer (its labels, its IP, whether it is Ready).
+ */
+export interface Pod {
+  readonly apiVersion: string;
+  readonly kind: "Pod";
+  readonly metadata: ObjectMeta;
+  readonly status?: {
+    readonly podIP?: string;
+    readonly conditions?: readonly { readonly type?: string; readonly status?: string }[];
+  };
+}
+
+/** Whether a Pod has an IP and its `Ready` condition is `True`. */
+export function podReady(pod: Pod): boolean {
+  const ready = pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+  return ready && typeof pod.status?.podIP === "string" && pod.status.podIP !== "";
 }
 
 /** The label that ties an EndpointSlice to its Service. */

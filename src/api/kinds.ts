@@ -140,6 +140,8 @@ export const KINDS: ReadonlyMap<string, KindDef> = new Map<string, KindDef>([
     { apiVersions: ["discovery.k8s.io/v1"], namespaced: true, validate: (d) => envelopeOnly(d, false) },
   ],
   ["Secret", { apiVersions: ["v1"], namespaced: true, validate: (d) => envelopeOnly(d, false) }],
+  // Read only as the model servers of an InferencePool with FailOpen (backend/ai.ts poolFallback).
+  ["Pod", { apiVersions: ["v1"], namespaced: true, validate: (d) => envelopeOnly(d, false) }],
   ["ConfigMap", { apiVersions: ["v1"], namespaced: true, validate: (d) => envelopeOnly(d, false) }],
   ["Namespace", { apiVersions: ["v1"], namespaced: false, validate: (d) => envelopeOnly(d, false) }],
   ...SLUICE_KINDS.map((def): [string, KindDef] => [

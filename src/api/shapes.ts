@@ -162,4 +162,5 @@ export const KIND_SHAPES: Readonly<Record<string, Shape>> = {
   },
   Secret: { data: {}, stringData: {}, type: "string" },
   ConfigMap: { data: {} },
+  Pod: { status: { podIP: "string", conditions: [{ type: "string", status: "string" }] } },
 };

@@ -1,6 +1,6 @@
 // What the translator reads: validated resources grouped by kind. Built by the sources; never mutated.
 
-import type { ConfigMap, EndpointSlice, Namespace, Secret, Service } from "../api/core.js";
+import type { ConfigMap, EndpointSlice, Namespace, Pod, Secret, Service } from "../api/core.js";
 import type {
   Gateway,
   GatewayClass,
@@ -23,6 +23,8 @@ export interface TranslationInput {
   readonly services: readonly Service[];
   readonly endpointSlices: readonly EndpointSlice[];
   readonly inferencePools: readonly InferencePool[];
+  /** Read for the InferencePools with FailOpen only (their ready model servers). */
+  readonly pods: readonly Pod[];
   readonly secrets: readonly Secret[];
   readonly configMaps: readonly ConfigMap[];
   readonly namespaces: readonly Namespace[];
@@ -59,6 +61,7 @@ const BUCKET_OF_KIND: Readonly<Record<string, keyof Bucket>> = {
   Service: "services",
   EndpointSlice: "endpointSlices",
   InferencePool: "inferencePools",
+  Pod: "pods",
   Secret: "secrets",
   ConfigMap: "configMaps",
   Namespace: "namespaces",

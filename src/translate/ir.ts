@@ -393,8 +393,10 @@ export interface InferencePoolIR {
     readonly service: string;
     readonly endpoints: readonly EndpointIR[];
   };
-  /** FailOpen: a request goes on when the picker cannot be reached (and then has no endpoint: see docs/llm.md). */
+  /** FailOpen: a request goes on when the picker cannot be reached, to one of `fallback` (see docs/llm.md). */
   readonly failOpen: boolean;
+  /** With FailOpen: the pool's ready Pods, `ip:port` at its first target port, sorted (backend/ai.ts poolFallback). */
+  readonly fallback?: readonly string[];
 }
 
 // ---- Effective policies (src/translate/policy/). Each field keeps the policy it came from, for `sluice explain`.

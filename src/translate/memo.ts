@@ -104,6 +104,7 @@ export class TranslationMemo {
       input.endpointSlices,
       input.backends,
       input.inferencePools,
+      input.pods,
       input.secrets,
       input.configMaps,
     ];

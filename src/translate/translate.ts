@@ -10,7 +10,7 @@ import { translateGateways } from "./gateway/gateway.js";
 import type { TranslationInput } from "./input.js";
 import type { BackendTlsIR, GatewayIR, LlmClusterIR } from "./ir.js";
 import { planLlmStages } from "./llm/stages.js";
-import { compileLlmTable, type LlmTable, llmBackendProblems } from "./llm/table.js";
+import { compileLlmTable, failOpenPools, type LlmTable, llmBackendProblems } from "./llm/table.js";
 import { compileMcpTable, type McpTable } from "./mcp/table.js";
 import type { TranslationMemo } from "./memo.js";
 import { type ModelTranslation, translateModels } from "./model/models.js";
@@ -102,6 +102,8 @@ export function translate(input: TranslationInput, opts: TranslateOptions = {}):
     entries: new Map([...routesLlm.entries, ...served.entries]),
     routes: new Map([...routesLlm.routes, ...served.routes]),
     notes: routesLlm.notes,
+    // GwModels' clusters included.
+    pools: failOpenPools(served.gateways),
   };
   const built = served.gateways.map((ir) => ({
     ir,

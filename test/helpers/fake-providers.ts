@@ -1073,7 +1073,8 @@ function googleRank(req: FakeRequest, res: ServerResponse): void {
   json(res, 200, { records: typeof b.topN === "number" && b.topN > 0 ? ranked.slice(0, b.topN) : ranked });
 }
 
-export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promise<FakeProvider> {
+/** `host`: another loopback address (127.0.0.2 ...) makes it a Pod of its own at a port several share. */
+export async function startFakeProvider(o: FakeProviderOptions, port = 0, host = "127.0.0.1"): Promise<FakeProvider> {
   const requests: FakeRequest[] = [];
   const state = { failWith: undefined as number | undefined };
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -1123,7 +1124,7 @@ export async function startFakeProvider(o: FakeProviderOptions, port = 0): Promi
   });
   // Real providers keep idle connections open for a minute or more (Envoy closes its side after 30 s).
   server.keepAliveTimeout = 60_000;
-  await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
+  await new Promise<void>((r) => server.listen(port, host, r));
   return {
     name: o.name,
     port: (server.address() as AddressInfo).port,

@@ -233,17 +233,21 @@ export async function startExtProc(): Promise<GrpcTestServer & { readonly phases
 }
 
 /**
- * InferencePool `default/llama` (target port 8000) whose endpoint picker is Service `llama-epp` with one endpoint,
+ * InferencePool `default/llama` (Pods labelled `app: vllm-llama`, target port `targetPort`) whose endpoint picker is Service `llama-epp` with one endpoint,
  * 127.0.0.1:`pickerPort` (a picker from startEndpointPicker), as YAML documents (each after a `---`).
  */
-export function inferencePoolYaml(pickerPort: number, failureMode?: "FailClose" | "FailOpen"): string {
+export function inferencePoolYaml(
+  pickerPort: number,
+  failureMode?: "FailClose" | "FailOpen",
+  targetPort = 8000,
+): string {
   return `---
 apiVersion: inference.networking.k8s.io/v1
 kind: InferencePool
 metadata: { name: llama, namespace: default }
 spec:
   selector: { matchLabels: { app: vllm-llama } }
-  targetPorts: [{ number: 8000 }]
+  targetPorts: [{ number: ${targetPort} }]
   endpointPickerRef: { name: llama-epp, port: { number: 9002 }${failureMode !== undefined ? `, failureMode: ${failureMode}` : ""} }
 ---
 apiVersion: v1

@@ -17,6 +17,7 @@ export async function translateToGoldenYaml(file: string, relativeTo: string): P
           llm: {
             routes: Object.fromEntries([...result.llm.routes].sort()),
             entries: [...result.llm.entries.values()].sort((a, b) => (a.id < b.id ? -1 : 1)),
+            ...(result.llm.pools.size > 0 ? { pools: Object.fromEntries([...result.llm.pools].sort()) } : {}),
           },
         }
       : {}),

@@ -61,6 +61,7 @@ import {
 import type { ModelRouteEntry } from "../../translate/model/ir.js";
 import { clusterVariantBase, MODEL_CLUSTER_HEADER, SLUICE_AUTHZ_HTTP_CLUSTER } from "../../translate/names.js";
 import type { TranslationResult } from "../../translate/translate.js";
+import { PICKED_ENDPOINT_METADATA } from "../../translate/xds/llm.js";
 import { CONTEXT_METADATA, CONTEXT_STAGE, decodeContext, serveContext } from "../context.js";
 import {
   type AttemptJournal,
@@ -176,6 +177,8 @@ interface RequestState {
   upstreamPath?: string;
   /** Request headers, for CEL transformations. */
   headers: Record<string, string>;
+  /** An InferencePool with FailOpen and no ready Pod (`namespace/name`): Envoy's 503 without a picker names it. */
+  emptyPool?: string;
   /** The client's body as read, kept when a provider's extAuth forwards it (provider-ext-auth.ts). */
   clientBody?: Uint8Array;
   /** `jwt`, `apiKey`, `basicAuth`, `extauthz` for CEL, from the metadata the route forwards (empty when none). */
@@ -289,6 +292,15 @@ function singleOf(entry: LlmRouteEntry, req: ExtProcRequest): SingleStage | unde
   const provider = attribute(req, LLM_SINGLE_PROVIDER_ATTRIBUTE);
   const cluster = clusterOf(req);
   return provider !== undefined && cluster !== undefined ? { cluster, provider } : undefined;
+}
+
+/**
+ * Envoy's own 503 for a request to an InferencePool with FailOpen, no ready Pod and no answer from the picker (its
+ * ORIGINAL_DST cluster had no address): the message names the pool. Any other error body stays as it is.
+ */
+function emptyPoolText(state: RequestState | undefined, status: number, text: string): string {
+  if (state?.emptyPool === undefined || status !== 503 || (text !== "" && text !== "no healthy upstream")) return text;
+  return `InferencePool ${state.emptyPool}: its endpoint picker did not answer and the pool has no ready Pod to go on to (FailOpen)`;
 }
 
 function mutation(set: Readonly<Record<string, string>>, remove: readonly string[] = []): ReplyHeaders {
@@ -419,6 +431,9 @@ export class LlmExtProcService {
   readonly #now: () => number;
   /** GwPolicies' extAuth for one provider, checked per attempt. */
   readonly #providerAuthz: ProviderExtAuths;
+  /** The ready Pods of each InferencePool with FailOpen (LlmTable `pools`), and the next one's index per pool. */
+  #pools: ReadonlyMap<string, readonly string[]> = new Map();
+  readonly #poolTurns = new Map<string, number>();
 
   constructor(opts: LlmServiceOptions = {}) {
     this.#remoteGuard = opts.remoteGuard;
@@ -444,6 +459,8 @@ export class LlmExtProcService {
   update(result: TranslationResult): void {
     this.#previous = this.#current;
     this.#current = new Map(result.llm.entries);
+    this.#pools = result.llm.pools;
+    for (const name of this.#poolTurns.keys()) if (!this.#pools.has(name)) this.#poolTurns.delete(name);
     // Token exchange caches of plans no longer in the table (nor the previous one) are dropped; extAuth caches too.
     const ids = new Set<string>();
     const extAuths: ProviderExtAuthConfig[] = [];
@@ -722,6 +739,7 @@ export class LlmExtProcService {
         this.#requests.set(id, state);
         set(state, id);
         const also = { [LLM_REQUEST_ID_HEADER]: id };
+        const fallback = state.relayed === true ? undefined : this.#poolFallback(state, req);
         // Route types forwarded as they are need no body here: it streams (a Realtime websocket never ends). To a
         // cloudA provider it is read all the same, for SigV4's payload hash (a websocket is refused: see #provide), and
         // for a provider's extAuth that forwards the body (forwardBody).
@@ -743,12 +761,12 @@ export class LlmExtProcService {
         ) {
           // One stage, and no body to translate: the provider's destination and credentials are set now.
           return andThen(this.#providerWork(state, single.provider, single.cluster), (w) =>
-            providerResponse("requestHeaders", w, { also, ...extra }),
+            providerResponse("requestHeaders", w, { also, ...extra, ...fallback }),
           );
         }
         // A client never chooses a model's cluster: the header is the ext_proc's alone.
         const remove = entry.models !== undefined ? [MODEL_CLUSTER_HEADER] : [];
-        return respond("requestHeaders", { headers: mutation(also, remove) }, extra);
+        return respond("requestHeaders", { headers: mutation(also, remove) }, { ...extra, ...fallback });
       }
       case "requestBody": {
         const state = get();
@@ -815,6 +833,27 @@ export class LlmExtProcService {
     }
   }
 
+  /**
+   * To an InferencePool with FailOpen: one of its ready Pods, in turn, where the pool's picker writes its choice
+   * (`envoy.lb`), so a request the picker does not answer still has an endpoint; the picker's filter comes after this
+   * one and its answer replaces the value. None for other clusters; a pool without a ready Pod is remembered for the
+   * error.
+   */
+  #poolFallback(state: RequestState, req: ExtProcRequest): { metadata: JsonObject } | undefined {
+    const cluster = state.single?.cluster ?? clusterOf(req);
+    const pool = cluster === undefined ? undefined : state.entry.backends[cluster]?.failOpenPool;
+    if (pool === undefined) return undefined;
+    const pods = this.#pools.get(pool) ?? [];
+    if (pods.length === 0) {
+      state.emptyPool = pool;
+      return undefined;
+    }
+    const turn = this.#poolTurns.get(pool) ?? 0;
+    this.#poolTurns.set(pool, (turn + 1) % pods.length);
+    const pod = pods[turn % pods.length] as string;
+    return { metadata: { [PICKED_ENDPOINT_METADATA.namespace]: { [PICKED_ENDPOINT_METADATA.key]: pod } } };
+  }
+
   #responseHeaders(state: RequestState | undefined, h: ExtProcHeaders, resp: ResponseState): Reply {
     resp.status = Number(header(h, ":status") ?? "0");
     resp.headers = headerMap(h);
@@ -861,7 +900,7 @@ export class LlmExtProcService {
       resp.mode = "error";
       if (h.endOfStream) {
         // No body will follow (a 429 of a rate limit filter after this one ...): the error body is added here.
-        const e = translateError(state.client, resp.status, "", resp.headers);
+        const e = translateError(state.client, resp.status, emptyPoolText(state, resp.status, ""), resp.headers);
         const text = JSON.stringify(e.body);
         const set: Record<string, string> = {
           "content-type": "application/json",
@@ -957,7 +996,7 @@ export class LlmExtProcService {
     }
     if (resp.mode === "error") {
       llmFailed(state, resp.status);
-      const e = translateError(client, resp.status, text, resp.headers);
+      const e = translateError(client, resp.status, emptyPoolText(state, resp.status, text), resp.headers);
       return this.#replaceBody(e.body, e.status !== resp.status ? e.status : undefined);
     }
     // Translate a successful, non-streamed response.

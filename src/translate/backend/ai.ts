@@ -1,6 +1,7 @@
 // GwBackend `ai` → an LLM cluster: priority groups of providers, each with where Envoy connects and what it speaks.
 // Credentials and AI request policies are not here: they come from the effective backend policies (llm table).
 
+import { type Pod, podReady } from "../../api/core.js";
 import type { InferencePool } from "../../api/gateway-api.js";
 import { parseDurationMs } from "../duration.js";
 import type { BackendTlsIR, EndpointIR, InferencePoolIR, LlmClusterIR, LlmProviderIR, LlmProviderKind } from "../ir.js";
@@ -55,6 +56,8 @@ export interface AiBackendRefs {
   service(name: string, port: number | undefined): ServiceEndpoints;
   /** An InferencePool of the namespace. */
   inferencePool?(name: string): InferencePool | undefined;
+  /** The Pods of the namespace (an InferencePool with FailOpen falls back on its ready ones). */
+  pods?(): readonly Pod[];
   /** Where a `tunnel` policy's proxy is found (the GwBackend's namespace). */
   readonly tunnel?: TunnelRefs;
   /**
@@ -103,7 +106,7 @@ type Target =
 export function resolveInferencePool(
   name: string,
   ns: string,
-  refs: Pick<AiBackendRefs, "service" | "inferencePool">,
+  refs: Pick<AiBackendRefs, "service" | "inferencePool" | "pods">,
   at: string,
 ): { ok: true; port: number; pool: InferencePoolIR } | { ok: false; message: string } {
   const pool = refs.inferencePool?.(name);
@@ -122,15 +125,36 @@ export function resolveInferencePool(
   const svc = refs.service(picker.name, pickerPort);
   if (!svc.ok) return { ok: false, message: `${at}: endpoint picker: ${svc.message}` };
   const endpoints: EndpointIR[] = svc.endpoints.filter((e) => e.ready);
+  const failOpen = picker.failureMode === "FailOpen";
   return {
     ok: true,
     port,
     pool: {
       name: `${ns}/${name}`,
       picker: { cluster: pickerClusterName(ns, name), service: `${ns}/${picker.name}`, endpoints },
-      failOpen: picker.failureMode === "FailOpen",
+      failOpen,
+      ...(failOpen ? { fallback: poolFallback(pool, port, refs.pods?.() ?? []) } : {}),
     },
   };
+}
+
+/**
+ * The ready Pods an InferencePool selects, as `ip:port` at its first target port (`[ip]:port` for IPv6, as Envoy's
+ * ORIGINAL_DST parses it), sorted: where a request goes with FailOpen when the picker does not answer.
+ */
+function poolFallback(pool: InferencePool, port: number, pods: readonly Pod[]): string[] {
+  const labels = (pool.spec.selector as { matchLabels?: unknown } | undefined)?.matchLabels;
+  // The extension requires matchLabels; without any the pool selects nothing (not every Pod of the namespace).
+  if (!isRec(labels) || Object.keys(labels).length === 0) return [];
+  const wanted = Object.entries(labels);
+  const out: string[] = [];
+  for (const pod of pods) {
+    const own = pod.metadata.labels ?? {};
+    if (!podReady(pod) || !wanted.every(([k, v]) => own[k] === v)) continue;
+    const ip = pod.status?.podIP ?? "";
+    out.push(ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`);
+  }
+  return out.sort();
 }
 
 /**

@@ -274,6 +274,7 @@ export class BackendResolver {
     return {
       service: (svc, port) => serviceEndpoints(this.input, namespace, svc, port),
       inferencePool: (pool) => findNamed(this.input.inferencePools, namespace, pool),
+      pods: () => this.input.pods.filter((p) => namespaceOf(p) === namespace),
       tunnel: tunnelRefs(this.input, namespace),
       tls: (value, host) => resolveBackendTls(value, namespace, host, this.input),
     };

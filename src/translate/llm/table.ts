@@ -175,6 +175,11 @@ export interface LlmProviderEntry {
 export interface LlmBackendEntry {
   readonly backend: string;
   readonly providers: Readonly<Record<string, LlmProviderEntry>>;
+  /**
+   * An InferencePool with FailOpen behind the backend's one provider (`namespace/name`): the router-level stage leaves
+   * one of its ready Pods (LlmTable `pools`) where the picker writes its choice, which the picker's answer replaces.
+   */
+  readonly failOpenPool?: string;
 }
 
 /**
@@ -209,6 +214,23 @@ export interface LlmTable {
   readonly notes: readonly GuardNote[];
   /** Entry id per `gatewayKey|routeName`. */
   readonly routes: ReadonlyMap<string, string>;
+  /**
+   * The ready Pods (`ip:port`) of each InferencePool with FailOpen, by `namespace/name`: apart from the entries, so a
+   * Pod that comes or goes changes no entry id, hence no route.
+   */
+  readonly pools: ReadonlyMap<string, readonly string[]>;
+}
+
+/** The FailOpen pools of the Gateways' AI clusters and their ready Pods (LlmTable `pools`). */
+export function failOpenPools(gateways: readonly GatewayIR[]): ReadonlyMap<string, readonly string[]> {
+  const out = new Map<string, readonly string[]>();
+  for (const gw of gateways) {
+    for (const c of gw.clusters) {
+      const pool = c.kind === "llm" ? c.groups.flat()[0]?.pool : undefined;
+      if (pool?.failOpen === true) out.set(pool.name, pool.fallback ?? []);
+    }
+  }
+  return out;
 }
 
 type Rec = Readonly<Record<string, unknown>>;
@@ -737,7 +759,12 @@ export function compileLlmTable(
               const ea = compileProviderExtAuth(route, bp, p.name, clusters, notes, entryId);
               providers[p.name] = providerEntry(p, bp, input, c.backend, notes, ea);
             }
-            backends[name] = { backend: c.backend, providers };
+            const pool = c.groups.flat()[0]?.pool;
+            backends[name] = {
+              backend: c.backend,
+              providers,
+              ...(pool?.failOpen === true ? { failOpenPool: pool.name } : {}),
+            };
             // Route types come from the backend-wide AI policy (the first AI backend of the rule).
             types ??= routeTypes(value(bp?.policy, "ai")?.value);
           }
@@ -759,7 +786,7 @@ export function compileLlmTable(
       }
     }
   }
-  return { entries, routes, notes };
+  return { entries, routes, notes, pools: failOpenPools(gateways) };
 }
 
 /**

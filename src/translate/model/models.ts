@@ -93,6 +93,7 @@ function refsOf(input: TranslationInput, ns: string): AiBackendRefs {
   return {
     service: (name, port) => serviceEndpoints(input, ns, name, port),
     inferencePool: (name) => input.inferencePools.find((p) => namespaceOf(p) === ns && p.metadata.name === name),
+    pods: () => input.pods.filter((p) => namespaceOf(p) === ns),
     tunnel: tunnelRefs(input, ns),
   };
 }

@@ -104,7 +104,12 @@ export function routerExtProc(): ExternalProcessor {
     // The cluster Envoy routes to, and its one provider when it has no upstream stage (see singleOf in the service);
     // the client's connection, which a provider's extAuth check carries (extproc/llm/provider-ext-auth.ts).
     requestAttributes: [LLM_CLUSTER_ATTRIBUTE, LLM_SINGLE_PROVIDER_ATTRIBUTE, ...PEER_ATTRIBUTES],
-    metadataOptions: { receivingNamespaces: { untyped: [LLM_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE] } },
+    // `envoy.lb`: an InferencePool's ready Pod with FailOpen, which the pool's picker, after this filter, replaces.
+    metadataOptions: {
+      receivingNamespaces: {
+        untyped: [LLM_METADATA_NAMESPACE, EXTAUTHZ_METADATA_NAMESPACE, PICKED_ENDPOINT_METADATA.namespace],
+      },
+    },
     // One stage: the provider's `:authority` (a routing header, refused without this) and the translated length.
     mutationRules: { allowAllRouting: true, allowEnvoy: false },
     allowContentLengthHeader: true,
