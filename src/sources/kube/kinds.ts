@@ -113,6 +113,33 @@ export function slimEndpointSlice(o: Record<string, unknown>): Record<string, un
   };
 }
 
+/**
+ * A Pod as the translator reads it (an InferencePool's model server with FailOpen: api/core.ts Pod): its labels, IP and
+ * Ready condition. Its spec, the other conditions, container statuses and annotations are dropped.
+ */
+export function slimPod(o: Record<string, unknown>): Record<string, unknown> {
+  const m = (o["metadata"] ?? {}) as Record<string, unknown>;
+  const status = (o["status"] ?? {}) as Record<string, unknown>;
+  const conditions = Array.isArray(status["conditions"]) ? (status["conditions"] as Record<string, unknown>[]) : [];
+  const ready = conditions.filter((c) => c["type"] === "Ready").map((c) => ({ type: c["type"], status: c["status"] }));
+  return {
+    apiVersion: o["apiVersion"],
+    kind: o["kind"],
+    metadata: {
+      name: m["name"],
+      namespace: m["namespace"],
+      ...(m["labels"] !== undefined ? { labels: m["labels"] } : {}),
+      ...(m["uid"] !== undefined ? { uid: m["uid"] } : {}),
+      ...(m["resourceVersion"] !== undefined ? { resourceVersion: m["resourceVersion"] } : {}),
+      ...(m["deletionTimestamp"] !== undefined ? { deletionTimestamp: m["deletionTimestamp"] } : {}),
+    },
+    status: {
+      ...(typeof status["podIP"] === "string" ? { podIP: status["podIP"] } : {}),
+      ...(ready.length > 0 ? { conditions: ready } : {}),
+    },
+  };
+}
+
 export const WATCHED_KINDS: readonly WatchedKind[] = [
   gw("GatewayClass", "gatewayclasses", ["v1"], false),
   gw("Gateway", "gateways", ["v1"]),
@@ -158,6 +185,19 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
     slim: slimEndpointSlice,
     // Read as the endpoints of its Service: only when that Service is named.
     referencedBy: (o) => [o.metadata.labels?.[SERVICE_NAME_LABEL] ?? ""],
+  },
+  {
+    kind: "Pod",
+    group: "",
+    versions: ["v1"],
+    plural: "pods",
+    namespaced: true,
+    optional: false,
+    // Only a Running Pod can be Ready; Pending and finished ones are never listed.
+    fieldSelector: "status.phase=Running",
+    slim: slimPod,
+    // Read as an InferencePool's model server: only when one of its label values is mentioned (a pool's matchLabels).
+    referencedBy: (o) => Object.values(o.metadata.labels ?? {}),
   },
   {
     kind: "Secret",
