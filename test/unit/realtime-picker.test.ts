@@ -64,7 +64,7 @@ before(async () => {
 });
 after(() => server.forceShutdown());
 
-const pool = (ports: number[], failOpen = false): InferencePoolIR => ({
+const pool = (ports: number[], failOpen = false, fallback?: string[]): InferencePoolIR => ({
   name: "ai/llama",
   picker: {
     cluster: "inferencepool/ai/llama/picker",
@@ -72,6 +72,7 @@ const pool = (ports: number[], failOpen = false): InferencePoolIR => ({
     endpoints: ports.map((p) => ({ address: "127.0.0.1", port: p, ready: true })),
   },
   failOpen,
+  ...(fallback !== undefined ? { fallback } : {}),
 });
 
 test("the picker is shown the session's model and headers; its choice is read from envoy.lb", async () => {
@@ -146,6 +147,28 @@ test("a picker endpoint that fails is skipped for the next; none answering is a 
     assert.deepEqual(empty, {
       status: 503,
       message: "InferencePool ai/llama: its endpoint picker ai/llama-epp has no ready endpoint",
+    });
+  } finally {
+    pickers.close();
+  }
+});
+
+test("FailOpen: a picker that does not choose sends the session to the pool's ready Pods in turn", async () => {
+  const pickers = new EndpointPickers();
+  const dead = await freePort();
+  const ask = (p: InferencePoolIR) => pickers.pick(p, { authority: "a", model: "m", headers: {} });
+  try {
+    const pods = ["10.0.1.1:8000", "[fd00::5]:8000"];
+    assert.deepEqual(await ask(pool([dead], true, pods)), { endpoint: { address: "10.0.1.1", port: 8000 } });
+    assert.deepEqual(await ask(pool([], true, pods)), { endpoint: { address: "fd00::5", port: 8000 } });
+    assert.deepEqual(await ask(pool([dead], true, pods)), { endpoint: { address: "10.0.1.1", port: 8000 } });
+    // The picker's answer wins; FailClose never falls back; no ready Pod is the 503 naming the pool.
+    assert.deepEqual(await ask(pool([port], true, pods)), { endpoint: { address: "10.0.0.1", port: 8000 } });
+    assert.ok("status" in (await ask(pool([dead], false, pods))));
+    assert.deepEqual(await ask(pool([], true, [])), {
+      status: 503,
+      message:
+        "InferencePool ai/llama: its endpoint picker ai/llama-epp has no ready endpoint (FailOpen: the pool has no ready Pod to go on to)",
     });
   } finally {
     pickers.close();

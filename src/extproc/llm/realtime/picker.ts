@@ -44,6 +44,7 @@ export interface PickRequest {
 export class EndpointPickers {
   readonly #channels = new Map<string, GrpcClient<typeof ExternalProcessor.method>>();
   #turn = 0;
+  #podTurn = 0;
 
   close(): void {
     for (const c of this.#channels.values()) c.close();
@@ -53,11 +54,16 @@ export class EndpointPickers {
   /** The model server the pool's picker names for this session, or the status the client's upgrade gets. */
   async pick(pool: InferencePoolIR, req: PickRequest): Promise<Pick> {
     const ready = pool.picker.endpoints.filter((e) => e.ready);
-    const noPick = (why: string): Pick => ({
-      status: 503,
-      // FailOpen lets Envoy's request go on without a choice, to no address (docs/llm.md): the same 503 here.
-      message: `InferencePool ${pool.name}: ${why}${pool.failOpen ? " (FailOpen: no endpoint to go on to)" : ""}`,
-    });
+    const noPick = (why: string): Pick => {
+      // FailOpen: one of the pool's ready Pods, in turn, as Envoy's requests get from the LLM stage (docs/llm.md).
+      const pods = pool.failOpen ? (pool.fallback ?? []) : [];
+      const pod = pods.length > 0 ? hostPort(pods[this.#podTurn++ % pods.length] as string) : undefined;
+      if (pod !== undefined) return { endpoint: pod };
+      return {
+        status: 503,
+        message: `InferencePool ${pool.name}: ${why}${pool.failOpen ? " (FailOpen: the pool has no ready Pod to go on to)" : ""}`,
+      };
+    };
     if (ready.length === 0) return noPick(`its endpoint picker ${pool.picker.service} has no ready endpoint`);
     const first = this.#turn++ % ready.length;
     let last = "";
@@ -149,9 +155,12 @@ function pickedEndpoint(res: ProcessingResponse): { address: string; port: numbe
   const ns = res.dynamicMetadata?.[PICKED_ENDPOINT_METADATA.namespace];
   const v = typeof ns === "object" && ns !== null && !Array.isArray(ns) ? ns[PICKED_ENDPOINT_METADATA.key] : undefined;
   if (typeof v !== "string") return undefined;
-  const first = v.split(",")[0]?.trim() ?? "";
-  // IPv4 `a.b.c.d:port` or IPv6 `[::1]:port`: an address, never a host name to resolve.
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|(\d{1,3}(?:\.\d{1,3}){3})):(\d{1,5})$/.exec(first);
+  return hostPort(v.split(",")[0]?.trim() ?? "");
+}
+
+/** IPv4 `a.b.c.d:port` or IPv6 `[::1]:port`: an address, never a host name to resolve. */
+function hostPort(v: string): { address: string; port: number } | undefined {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|(\d{1,3}(?:\.\d{1,3}){3})):(\d{1,5})$/.exec(v);
   const address = m?.[1] ?? m?.[2];
   const port = Number(m?.[3]);
   if (address === undefined || !(port > 0 && port < 65536)) return undefined;
