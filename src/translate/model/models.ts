@@ -125,6 +125,13 @@ function prepareConcrete(
       return undefined;
     }
   }
+  if (provider?.pool?.failOpen === true) {
+    // The fallback Pod is left by a GwBackend route's LLM stage; model routes leave none (docs/llm.md).
+    notes.push({
+      field: "spec.custom.backendRef",
+      message: `InferencePool ${provider.pool.name}: spec.endpointPickerRef.failureMode FailOpen is not applied to a GwModel's provider: a request its endpoint picker does not answer fails as with FailClose`,
+    });
+  }
   const tunnel = isRec(spec.policies) ? spec.policies.tunnel : undefined;
   if (provider !== undefined && tunnel !== undefined) {
     const t = resolveTunnel(tunnel, ns, tunnelRefs(input, ns));
