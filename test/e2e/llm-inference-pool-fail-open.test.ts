@@ -1,7 +1,7 @@
 // An InferencePool with `failureMode: FailOpen`, end to end through a real Envoy: when the pool's endpoint picker does
 // not answer, the request still reaches one of the pool's ready Pods (given as Pod resources in the YAML, each a model
-// server on a loopback address of its own at the pool's target port), in turn; when the picker answers, its choice
-// wins; a pool without a ready Pod answers 503 naming the pool; FailClose still fails without the picker.
+// server on a loopback address of its own at the pool's target port), in turn, whether the picker has no ready endpoint
+// or its endpoint refuses connections (out after a TCP check); when the picker answers, its choice wins; a pool without a ready Pod answers 503 naming the pool; FailClose still fails without the picker.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -135,6 +135,21 @@ describe("InferencePool with FailOpen: the pool's ready Pods when the picker doe
     assert.equal(other.requests.length, 0, "a Pod the selector does not match gets nothing");
     for (const x of answers) assert.match(x, /^Hello from pod-[ab]: down \d$/);
     assert.equal(a.requests.at(-1)?.headers.authorization, "Bearer pool-key");
+  });
+
+  test("a picker endpoint listed but refusing: out after a TCP check, then requests reach the Pods", async () => {
+    const nobody = await freePort();
+    env.write(resources(nobody, "FailOpen", port, pods));
+    const fromA = a.requests.length;
+    await waitFor(
+      "requests on pod a with the picker refusing",
+      async () => ((await chat("refused?").catch(() => "")).startsWith("Hello from pod-a") ? true : undefined),
+      20_000,
+    );
+    const answers: string[] = [];
+    for (let i = 0; i < 4; i++) answers.push(await chat(`refused ${i}`));
+    assert.ok(a.requests.length - fromA >= 3, answers.join(" | "));
+    for (const x of answers) assert.match(x, /^Hello from pod-[ab]: refused \d$/);
   });
 
   test("Pods that become not ready leave the turn; with none ready the client gets 503 naming the pool", async () => {

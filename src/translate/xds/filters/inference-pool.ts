@@ -10,7 +10,8 @@
 
 import { create, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
-import type { Cluster } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import { type Cluster, Cluster_CommonLbConfigSchema } from "../../../gen/envoy/config/cluster/v3/cluster_pb.js";
+import { HealthCheckSchema } from "../../../gen/envoy/config/core/v3/health_check_pb.js";
 import {
   ExternalProcessorSchema,
   ExtProcPerRouteSchema,
@@ -58,6 +59,29 @@ function pickerFilter(pool: InferencePoolIR): FilterInstance {
   };
 }
 
+/** Between TCP checks of each picker endpoint, with FailOpen; also each check's timeout. */
+const PICKER_CHECK_MS = 1000;
+
+/**
+ * FailOpen: the picker's endpoints checked by TCP connects, with no panic mode, so an endpoint that refuses is out
+ * within a check and a picker with none left fails at once, before the request body reaches its filter: Envoy
+ * honours failure_mode_allow in FULL_DUPLEX_STREAMED only until then (docs/llm.md), so otherwise a refusing picker
+ * would fail the request as FailClose does.
+ */
+function withPickerHealthCheck(cluster: Cluster): Cluster {
+  cluster.healthChecks = [
+    create(HealthCheckSchema, {
+      timeout: durationFromMs(PICKER_CHECK_MS),
+      interval: durationFromMs(PICKER_CHECK_MS),
+      unhealthyThreshold: 1,
+      healthyThreshold: 1,
+      healthChecker: { case: "tcpHealthCheck", value: {} },
+    }),
+  ];
+  cluster.commonLbConfig = create(Cluster_CommonLbConfigSchema, { healthyPanicThreshold: { value: 0 } });
+  return cluster;
+}
+
 export const endpointPickerBuilder: HttpFilterBuilder = {
   id: "endpoint-picker",
   schemas: [ExternalProcessorSchema, ExtProcPerRouteSchema],
@@ -70,9 +94,13 @@ export const endpointPickerBuilder: HttpFilterBuilder = {
       const pool = c?.kind === "llm" ? c.groups.flat()[0]?.pool : c?.kind === "pool" ? c.pool : undefined;
       if (pool === undefined) continue;
       filters.push(pickerFilter(pool));
-      clusters.push(
-        buildCluster({ kind: "static", name: pool.picker.cluster, endpoints: pool.picker.endpoints, http2: true }),
-      );
+      const cluster = buildCluster({
+        kind: "static",
+        name: pool.picker.cluster,
+        endpoints: pool.picker.endpoints,
+        http2: true,
+      });
+      clusters.push(pool.failOpen ? withPickerHealthCheck(cluster) : cluster);
     }
     return filters.length === 0 ? undefined : { filters, clusters };
   },
