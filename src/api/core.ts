@@ -48,15 +48,19 @@ export interface EndpointSlice {
 export interface Pod {
   readonly apiVersion: string;
   readonly kind: "Pod";
-  readonly metadata: ObjectMeta;
+  readonly metadata: ObjectMeta & { readonly deletionTimestamp?: string };
   readonly status?: {
     readonly podIP?: string;
     readonly conditions?: readonly { readonly type?: string; readonly status?: string }[];
   };
 }
 
-/** Whether a Pod has an IP and its `Ready` condition is `True`. */
+/**
+ * Whether a Pod has an IP and its `Ready` condition is `True`, and is not terminating (deleted, its containers told to
+ * stop: the EndpointSlice controller takes such an endpoint out of the ready ones at once too).
+ */
 export function podReady(pod: Pod): boolean {
+  if (pod.metadata.deletionTimestamp !== undefined) return false;
   const ready = pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
   return ready && typeof pod.status?.podIP === "string" && pod.status.podIP !== "";
 }
