@@ -113,24 +113,34 @@ test("a file changed while a long reload reads it: that reload is thrown away, a
     writeFileSync(s.file, routes(2000, "a"));
     await waitFor("2,000 routes", async () => (s.published.at(-1)?.length === 2000 ? true : undefined), 20_000, 5);
     await sleep(50);
-    s.published.length = 0;
     const discarded = s.metric("sluice_reloads_discarded_total");
-    // Half the routes first (a valid file on its own), the rest a few milliseconds later, once the reload is reading.
-    // The writer is a thread of its own: this thread is the server's, busy while it reloads.
-    await writeTwice(s.file, routes(1000, "b"), 8, routes(2000, "b"));
-    await waitFor(
-      "2,000 new routes",
-      async () =>
-        s.published.at(-1)?.length === 2000 && s.published.at(-1)?.[0]?.endsWith("-b.example.com") ? true : undefined,
-      20_000,
-      5,
-    );
-    await sleep(100);
-    for (const p of s.published) {
-      assert.equal(p.length, 2000, `a half-written file was published: ${s.log.slice(-6).join("\n")}`);
-      assert.ok(p.every((h) => h.endsWith("-b.example.com")));
+    // Whether a reload is reading when the second write lands depends on the machine's load (the watcher may see both
+    // writes at once, and then there is nothing to throw away): up to five rounds, each held to the same rules.
+    for (let round = 0; round < 5 && s.metric("sluice_reloads_discarded_total") === discarded; round++) {
+      s.published.length = 0;
+      const tag = `b${round}`;
+      // Half the routes first (a valid file on its own), the rest a few milliseconds later, once the reload is
+      // reading. The writer is a thread of its own: this thread is the server's, busy while it reloads.
+      await writeTwice(s.file, routes(1000, tag), 8, routes(2000, tag));
+      await waitFor(
+        "2,000 new routes",
+        async () =>
+          s.published.at(-1)?.length === 2000 && s.published.at(-1)?.[0]?.endsWith(`-${tag}.example.com`)
+            ? true
+            : undefined,
+        20_000,
+        5,
+      );
+      await sleep(100);
+      for (const p of s.published) {
+        assert.equal(p.length, 2000, `a half-written file was published: ${s.log.slice(-6).join("\n")}`);
+        assert.ok(p.every((h) => h.endsWith(`-${tag}.example.com`)));
+      }
     }
-    assert.ok(s.metric("sluice_reloads_discarded_total") > discarded, "the reload that read the first write was kept");
+    assert.ok(
+      s.metric("sluice_reloads_discarded_total") > discarded,
+      "in five rounds, no reload that read the first write was thrown away",
+    );
   } finally {
     await s.stop();
   }
