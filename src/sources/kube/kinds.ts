@@ -79,6 +79,16 @@ const sluice = (kind: string, plural: string): WatchedKind => ({
   statusOnlyIgnored: true,
 });
 
+/** What a slimmed object keeps of its metadata: name, namespace, labels, uid, resourceVersion, deletion, and `extra`. */
+function slimMetadata(m: Record<string, unknown>, extra: readonly string[] = []): Record<string, unknown> {
+  const kept = ["labels", "uid", "resourceVersion", ...extra, "deletionTimestamp"];
+  return {
+    name: m["name"],
+    namespace: m["namespace"],
+    ...Object.fromEntries(kept.filter((k) => m[k] !== undefined).map((k) => [k, m[k]])),
+  };
+}
+
 /**
  * An EndpointSlice as the translator reads it: the address type, the ports, and each endpoint's addresses,
  * conditions and zone. Pod references, node names, hostnames, topology hints, owner references and annotations
@@ -90,15 +100,7 @@ export function slimEndpointSlice(o: Record<string, unknown>): Record<string, un
   return {
     apiVersion: o["apiVersion"],
     kind: o["kind"],
-    metadata: {
-      name: m["name"],
-      namespace: m["namespace"],
-      ...(m["labels"] !== undefined ? { labels: m["labels"] } : {}),
-      ...(m["uid"] !== undefined ? { uid: m["uid"] } : {}),
-      ...(m["resourceVersion"] !== undefined ? { resourceVersion: m["resourceVersion"] } : {}),
-      ...(m["generation"] !== undefined ? { generation: m["generation"] } : {}),
-      ...(m["deletionTimestamp"] !== undefined ? { deletionTimestamp: m["deletionTimestamp"] } : {}),
-    },
+    metadata: slimMetadata(m, ["generation"]),
     addressType: o["addressType"],
     ...(o["ports"] !== undefined ? { ports: o["ports"] } : {}),
     ...(endpoints !== undefined
@@ -125,14 +127,7 @@ export function slimPod(o: Record<string, unknown>): Record<string, unknown> {
   return {
     apiVersion: o["apiVersion"],
     kind: o["kind"],
-    metadata: {
-      name: m["name"],
-      namespace: m["namespace"],
-      ...(m["labels"] !== undefined ? { labels: m["labels"] } : {}),
-      ...(m["uid"] !== undefined ? { uid: m["uid"] } : {}),
-      ...(m["resourceVersion"] !== undefined ? { resourceVersion: m["resourceVersion"] } : {}),
-      ...(m["deletionTimestamp"] !== undefined ? { deletionTimestamp: m["deletionTimestamp"] } : {}),
-    },
+    metadata: slimMetadata(m),
     status: {
       ...(typeof status["podIP"] === "string" ? { podIP: status["podIP"] } : {}),
       ...(ready.length > 0 ? { conditions: ready } : {}),
