@@ -11,6 +11,7 @@ import OpenAI from "openai";
 import type { KubeClient } from "../../src/sources/kube/client.js";
 import { clusterForController, gatewayEnvoy, SLUICE_GATEWAY_CLASS, startController } from "../helpers/controller.js";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
+import { poolGwBackendYaml } from "../helpers/grpc-services.js";
 import type { KubeCluster } from "../helpers/kube.js";
 import { freePort, request, waitFor } from "../helpers/net.js";
 import type { SluiceProcess, TestEnvoy } from "../helpers/processes.js";
@@ -108,19 +109,7 @@ apiVersion: v1
 kind: Service
 metadata: { name: llama-epp, namespace: ${ns} }
 spec: { ports: [{ name: grpc, port: 9002, appProtocol: kubernetes.io/h2c }] }
----
-apiVersion: sluice.dev/v1alpha1
-kind: GwBackend
-metadata: { name: llama, namespace: ${ns} }
-spec:
-  ai:
-    provider:
-      custom:
-        backendRef: { group: inference.networking.k8s.io, kind: InferencePool, name: llama }
-        formats: [{ type: Completions }]
-  policies:
-    auth: { key: pool-key }
----
+${poolGwBackendYaml(ns)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: ${ns} }

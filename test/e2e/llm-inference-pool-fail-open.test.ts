@@ -7,7 +7,12 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
-import { type GrpcTestServer, inferencePoolYaml, startEndpointPicker } from "../helpers/grpc-services.js";
+import {
+  type GrpcTestServer,
+  inferencePoolYaml,
+  poolGwBackendYaml,
+  startEndpointPicker,
+} from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort, waitFor } from "../helpers/net.js";
 
@@ -46,19 +51,7 @@ function resources(
     assert.ok(pool.includes(up));
     pool = pool.replace(up, "endpoints: [{ addresses: [127.0.0.1], conditions: { ready: false } }]");
   }
-  return `${pool}${pods.map(podYaml).join("")}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwBackend
-metadata: { name: llama, namespace: default }
-spec:
-  ai:
-    provider:
-      custom:
-        backendRef: { group: inference.networking.k8s.io, kind: InferencePool, name: llama }
-        formats: [{ type: Completions }]
-  policies:
-    auth: { key: pool-key }
----
+  return `${pool}${pods.map(podYaml).join("")}${poolGwBackendYaml()}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }

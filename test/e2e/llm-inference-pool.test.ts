@@ -10,28 +10,24 @@ import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
-import { type GrpcTestServer, inferencePoolYaml, startEndpointPicker } from "../helpers/grpc-services.js";
+import {
+  type GrpcTestServer,
+  inferencePoolYaml,
+  poolGwBackendYaml,
+  startEndpointPicker,
+} from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
 import { freePort, waitFor } from "../helpers/net.js";
 
 function resources(pickerPort: number, failureMode: "FailClose" | "FailOpen" = "FailClose"): string {
-  return `${inferencePoolYaml(pickerPort, failureMode)}---
-apiVersion: sluice.dev/v1alpha1
-kind: GwBackend
-metadata: { name: llama, namespace: default }
-spec:
-  ai:
-    provider:
-      custom:
-        backendRef: { group: inference.networking.k8s.io, kind: InferencePool, name: llama }
-        formats: [{ type: Completions }]
-  policies:
-    auth: { key: pool-key }
-    ai:
+  return `${inferencePoolYaml(pickerPort, failureMode)}${poolGwBackendYaml(
+    "default",
+    `    ai:
       routes:
         /v1/chat/completions: Completions
         /v1/messages: Messages
----
+`,
+  )}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: default }

@@ -266,6 +266,26 @@ endpoints: [{ addresses: [127.0.0.1] }]
 }
 
 /**
+ * AI GwBackend `<ns>/llama` whose one provider is the custom `Completions` server behind InferencePool `llama`, with a
+ * static key `pool-key`; `policies` (indented YAML lines) go under `policies` after the key. A YAML document after `---`.
+ */
+export function poolGwBackendYaml(ns = "default", policies = ""): string {
+  return `---
+apiVersion: sluice.dev/v1alpha1
+kind: GwBackend
+metadata: { name: llama, namespace: ${ns} }
+spec:
+  ai:
+    provider:
+      custom:
+        backendRef: { group: inference.networking.k8s.io, kind: InferencePool, name: llama }
+        formats: [{ type: Completions }]
+  policies:
+    auth: { key: pool-key }
+${policies}`;
+}
+
+/**
  * An InferencePool endpoint picker (the Gateway API Inference Extension's endpoint picking protocol over ext_proc), in
  * FULL_DUPLEX_STREAMED mode as real pickers run: it holds the request headers until the whole body has come, reads
  * the model from it, and answers with the chosen `ip:port` in the dynamic metadata `envoy.lb` (and the
