@@ -6,12 +6,11 @@
 
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { localService, prefixRoute, servicePolicy, startTestGateway, type TestGateway } from "../helpers/gateway.js";
-import { type EchoBody, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
+import { type EchoBody, listenLoopback, request, startEchoUpstream, type Upstream } from "../helpers/net.js";
 
 /** An HTTP authorization service: 200 with `x-authz-user` when `x-allow: yes`, else 403; it records each check. */
 interface Authz {
@@ -34,16 +33,7 @@ async function startAuthz(): Promise<Authz> {
       res.end("denied by the backend's authorization service");
     }
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    checks,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  return { ...(await listenLoopback(server)), checks };
 }
 
 const EXT_AUTH = `

@@ -8,14 +8,13 @@
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.js";
 import { localService } from "../helpers/gateway.js";
 import { startGrpcExtAuthz } from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { request, waitFor } from "../helpers/net.js";
+import { listenLoopback, request, waitFor } from "../helpers/net.js";
 import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp.js";
 
 /** An HTTP authorization service: 200 with `x-authz-user: ada` when `x-allow: yes`, else 403; records each check. */
@@ -39,16 +38,7 @@ async function startHttpAuthz(): Promise<{
       }
     });
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    checks,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  return { ...(await listenLoopback(server)), checks };
 }
 
 function resources(p: {

@@ -8,7 +8,6 @@
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { toJsonString } from "@bufbuild/protobuf";
@@ -18,7 +17,7 @@ import { type FakeProvider, startFakeProvider } from "../helpers/fake-providers.
 import { localService } from "../helpers/gateway.js";
 import { startGrpcExtAuthz } from "../helpers/grpc-services.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { freePort } from "../helpers/net.js";
+import { freePort, listenLoopback } from "../helpers/net.js";
 
 /** An HTTP authorization service: 200 with `x-authz-user: ada` when `x-allow: yes`, else 403 with a text body. */
 async function startHttpAuthz(): Promise<{ port: number; checks: IncomingHttpHeaders[]; close(): Promise<void> }> {
@@ -34,16 +33,7 @@ async function startHttpAuthz(): Promise<{ port: number; checks: IncomingHttpHea
       res.end("only premium users may use this model");
     }
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    checks,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  return { ...(await listenLoopback(server)), checks };
 }
 
 const policy = (name: string, backend: string, provider: string, extAuth: string) => `---

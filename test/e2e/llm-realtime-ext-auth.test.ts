@@ -11,12 +11,11 @@
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { type FakeRealtime, startFakeRealtime } from "../helpers/fake-realtime.js";
 import { localService } from "../helpers/gateway.js";
 import { type LlmEnv, startLlmEnv } from "../helpers/llm-env.js";
-import { freePort } from "../helpers/net.js";
+import { freePort, listenLoopback } from "../helpers/net.js";
 import { openRealtime, refusedUpgrade, upgradeAnswer } from "../helpers/realtime-client.js";
 
 /**
@@ -40,16 +39,7 @@ async function startHttpAuthz(): Promise<{
       res.end("this session is not allowed");
     }
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    checks,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  return { ...(await listenLoopback(server)), checks };
 }
 
 const KEYS = JSON.stringify(JSON.stringify({ key: "sk-client-1", metadata: { user: "u-42" } }));

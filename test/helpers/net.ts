@@ -217,3 +217,19 @@ export function firstBytesServer(dispatch: (first: Buffer, stream: Duplex) => vo
     },
   };
 }
+
+/**
+ * Starts `server` on an ephemeral loopback port: the port, and a close that ends the connections it still holds (an
+ * Envoy keeps its upstream connections open) before the server.
+ */
+export async function listenLoopback(server: Server): Promise<{ port: number; close: () => Promise<void> }> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
